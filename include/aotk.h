@@ -1,0 +1,241 @@
+/*
+ * aotk: attention kernels written in Triton, compiled ahead of time into a C library.
+ *
+ * This header is the whole public API. It is C11, needs no CUDA header, and is stable: functions are
+ * only added, status values are never renumbered, and parameter structs only grow at the end (each
+ * starts with its own size, set by its AOTK_..._INIT macro).
+ *
+ * Conventions used throughout:
+ * - Tensors are device pointers with a dtype, a shape and strides counted in elements. The last
+ *   dimension must be contiguous (stride 1); every other stride is free (non-negative).
+ * - Attention layout is flash-attn's: q [batch, seqlen_q, heads_q, head_dim], k and v
+ *   [batch, seqlen_k, heads_kv, head_dim], out like q, lse [batch, heads_q, seqlen_q] fp32, natural log.
+ * - Every function that can fail returns an aotk_status. On failure nothing was launched and no
+ *   output was touched; aotk_last_error() holds a message naming the offending argument, kept per
+ *   thread. The library never aborts, exits or prints.
+ * - Launches are asynchronous on the given stream, allocate nothing and never synchronize, so they can
+ *   be captured in a CUDA graph. A kernel's image is loaded on its first use in the process; call
+ *   aotk_preload() before capturing a graph if that first use would otherwise happen during capture.
+ * - Calls use the CUDA context current on the calling thread (the primary context when the caller
+ *   uses the CUDA runtime API or PyTorch). All functions are thread-safe.
+ */
+#ifndef AOTK_H
+#define AOTK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define AOTK_API
+#elif defined(AOTK_BUILDING_LIBRARY)
+#define AOTK_API __attribute__((visibility("default")))
+#else
+#define AOTK_API
+#endif
+
+#define AOTK_VERSION_MAJOR 0
+#define AOTK_VERSION_MINOR 1
+#define AOTK_VERSION_PATCH 0
+#define AOTK_VERSION_NUMBER (AOTK_VERSION_MAJOR * 10000 + AOTK_VERSION_MINOR * 100 + AOTK_VERSION_PATCH)
+
+/* The CUDA stream type: what CUstream and cudaStream_t are. NULL is the legacy default stream. */
+typedef struct CUstream_st *aotk_stream;
+
+/*
+ * Status codes. X(name, value, what to do). The list is the single source of the enum,
+ * aotk_status_name() and aotk_status_string().
+ */
+#define AOTK_STATUS_LIST(X)                                                                          \
+  X(AOTK_OK, 0, "success")                                                                           \
+  X(AOTK_ERROR_NULL_POINTER, 1, "a required pointer (params, a tensor's data, an out-parameter) is NULL") \
+  X(AOTK_ERROR_STRUCT_SIZE, 2, "struct_size is not set: initialize the struct with its AOTK_..._INIT macro") \
+  X(AOTK_ERROR_UNSUPPORTED_DTYPE, 3, "a tensor has a dtype this operation does not accept (see the header)") \
+  X(AOTK_ERROR_DTYPE_MISMATCH, 4, "tensors that must share a dtype do not")                          \
+  X(AOTK_ERROR_RANK, 5, "a tensor has the wrong number of dimensions")                               \
+  X(AOTK_ERROR_SHAPE_MISMATCH, 6, "tensor shapes disagree (batch, sequence length or head count)")   \
+  X(AOTK_ERROR_HEAD_DIM_MISMATCH, 7, "q, k, v and out do not share one head_dim")                    \
+  X(AOTK_ERROR_UNSUPPORTED_HEAD_DIM, 8, "head_dim is not one this build supports (aotk info lists them)") \
+  X(AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, 9, "a tensor's last dimension is not contiguous (stride must be 1)") \
+  X(AOTK_ERROR_NEGATIVE_STRIDE, 10, "a stride is negative")                                          \
+  X(AOTK_ERROR_MISALIGNED_POINTER, 11, "a data pointer is not aligned to its element size")          \
+  X(AOTK_ERROR_HEADS_NOT_DIVISIBLE, 12, "heads_q is not a multiple of heads_kv")                     \
+  X(AOTK_ERROR_NONPOSITIVE_SIZE, 13, "a size (batch, sequence length, heads, head_dim) is zero or negative") \
+  X(AOTK_ERROR_SIZE_OVERFLOW, 14, "a tensor spans more elements than the kernels can index")         \
+  X(AOTK_ERROR_INVALID_VALUE, 15, "a scalar argument is out of range (see the message)")             \
+  X(AOTK_ERROR_NO_DRIVER, 16, "libcuda.so.1 could not be loaded: install the NVIDIA driver")         \
+  X(AOTK_ERROR_NO_DEVICE, 17, "the driver reports no CUDA device")                                   \
+  X(AOTK_ERROR_NO_CONTEXT, 18, "no CUDA context is current on this thread: create one (cudaSetDevice and any runtime call do)") \
+  X(AOTK_ERROR_UNSUPPORTED_ARCH, 19, "the GPU is older than sm_80 or lacks the shared memory a kernel needs") \
+  X(AOTK_ERROR_IMAGE_CORRUPT, 20, "an embedded kernel image failed its integrity check: the library file is damaged") \
+  X(AOTK_ERROR_KERNEL_NOT_BUILT, 21, "no kernel for this configuration was compiled into this build (a filtered build?)") \
+  X(AOTK_ERROR_CUDA, 22, "a CUDA driver call failed: aotk_last_cuda_result() gives the CUresult")   \
+  X(AOTK_ERROR_OUT_OF_MEMORY, 23, "host memory ran out while loading a kernel image")               \
+  X(AOTK_ERROR_WORKSPACE_TOO_SMALL, 24, "the workspace is smaller than the size the query reported") \
+  X(AOTK_ERROR_INTERNAL, 25, "an internal invariant failed: please report it with aotk_last_error()")
+
+typedef enum aotk_status {
+#define AOTK__STATUS_ENUM(name, value, text) name = value,
+  AOTK_STATUS_LIST(AOTK__STATUS_ENUM)
+#undef AOTK__STATUS_ENUM
+} aotk_status;
+
+/* The enumerator's name ("AOTK_ERROR_RANK"), or "AOTK_STATUS_UNKNOWN". Never NULL. */
+AOTK_API const char *aotk_status_name(aotk_status status);
+/* A sentence saying what the status means and what to do. Never NULL. */
+AOTK_API const char *aotk_status_string(aotk_status status);
+/* The detail of the last failure on this thread ("q.shape[3] = 80 but k.shape[3] = 64"), or "" if the
+ * last call succeeded. Valid until the thread's next aotk call. Never NULL. */
+AOTK_API const char *aotk_last_error(void);
+/* The raw CUresult of the last failing driver call on this thread (0 if none). */
+AOTK_API int aotk_last_cuda_result(void);
+
+/* AOTK_VERSION_NUMBER of the library actually loaded. */
+AOTK_API unsigned aotk_version_number(void);
+/* "0.1.0". */
+AOTK_API const char *aotk_version_string(void);
+
+typedef enum aotk_dtype {
+  AOTK_DTYPE_FLOAT16 = 1,
+  AOTK_DTYPE_BFLOAT16 = 2,
+  AOTK_DTYPE_FLOAT32 = 3,
+} aotk_dtype;
+
+#define AOTK_TENSOR_MAX_RANK 6
+
+/* A strided device tensor. Strides are in elements. A tensor with data == NULL is "absent" where the
+ * operation allows an optional tensor. */
+typedef struct aotk_tensor {
+  void *data;
+  aotk_dtype dtype;
+  int32_t rank;
+  int64_t shape[AOTK_TENSOR_MAX_RANK];
+  int64_t strides[AOTK_TENSOR_MAX_RANK];
+} aotk_tensor;
+
+/* A contiguous (row-major) 4-d tensor, the usual way to describe q, k, v and out. */
+static inline aotk_tensor aotk_tensor_4d(void *data, aotk_dtype dtype, int64_t d0, int64_t d1, int64_t d2,
+                                         int64_t d3) {
+  aotk_tensor t = {data, dtype, 4, {d0, d1, d2, d3, 0, 0}, {d1 * d2 * d3, d2 * d3, d3, 1, 0, 0}};
+  return t;
+}
+/* A contiguous 3-d tensor, the usual way to describe lse [batch, heads_q, seqlen_q]. */
+static inline aotk_tensor aotk_tensor_3d(void *data, aotk_dtype dtype, int64_t d0, int64_t d1, int64_t d2) {
+  aotk_tensor t = {data, dtype, 3, {d0, d1, d2, 0, 0, 0}, {d1 * d2, d2, 1, 0, 0, 0}};
+  return t;
+}
+
+/*
+ * Arguments of an attention call. Initialize with AOTK_ATTN_PARAMS_INIT, then set what you use:
+ *
+ *   q      in   [batch, seqlen_q, heads_q, head_dim], fp16 or bf16.
+ *   k, v   in   [batch, seqlen_k, heads_kv, head_dim], q's dtype. heads_q must be a multiple of
+ *               heads_kv (GQA; heads_kv = 1 is MQA): query head h reads kv head h / (heads_q / heads_kv).
+ *   out    out  [batch, seqlen_q, heads_q, head_dim], q's dtype. Must not overlap the inputs.
+ *   lse    out  optional (data NULL: not written). [batch, heads_q, seqlen_q] fp32, natural log of the
+ *               softmax denominator of each row, scale included: lse = log(sum_j exp(scale * q.k_j)).
+ *               A row that sees no key (causal with seqlen_q > seqlen_k) gets out = 0 and lse = -inf.
+ *   softmax_scale   0 means the default 1/sqrt(head_dim); otherwise a finite positive value.
+ *   causal          0 or 1. Causal masks are aligned to the bottom-right corner of the score matrix,
+ *                   as flash-attn >= 2.1 does: query row i sees key j when j <= i + seqlen_k - seqlen_q.
+ *                   When seqlen_q == seqlen_k this is the usual lower triangle.
+ *
+ * Sizes: batch, seqlen_q, seqlen_k, heads >= 1; head_dim 64 or 128 in this release. Each tensor's
+ * span within one batch entry must stay under 2^31 elements, and the whole under 2^63 bytes.
+ */
+typedef struct aotk_attn_params {
+  size_t struct_size;
+  aotk_tensor q;
+  aotk_tensor k;
+  aotk_tensor v;
+  aotk_tensor out;
+  aotk_tensor lse;
+  float softmax_scale;
+  int32_t causal;
+} aotk_attn_params;
+
+#define AOTK_ATTN_PARAMS_INIT {sizeof(aotk_attn_params)}
+
+/*
+ * The attention forward: out = softmax(scale * q k^T + mask) v, and lse if given.
+ * Launches one kernel on `stream`; returns as soon as it is enqueued.
+ * Statuses: AOTK_OK; the input errors above (nothing launched); AOTK_ERROR_NO_DRIVER,
+ * AOTK_ERROR_NO_DEVICE, AOTK_ERROR_NO_CONTEXT, AOTK_ERROR_UNSUPPORTED_ARCH, AOTK_ERROR_IMAGE_CORRUPT,
+ * AOTK_ERROR_KERNEL_NOT_BUILT, AOTK_ERROR_CUDA, AOTK_ERROR_OUT_OF_MEMORY.
+ */
+AOTK_API aotk_status aotk_attn_fwd(const aotk_attn_params *params, aotk_stream stream);
+
+typedef enum aotk_op {
+  AOTK_OP_ATTN_FWD = 1,
+} aotk_op;
+
+/* What a call would run. Filled by aotk_query(). */
+typedef struct aotk_kernel_info {
+  size_t struct_size;
+  char kernel_name[96]; /* the catalog name, e.g. "attn_fwd_bf16_d128_aligned_m128n64w8s3" */
+  int32_t arch;         /* the image's target: 80 or 90 */
+  int32_t from_ptx;     /* 1 when the driver JIT-compiles the image's PTX (a GPU newer than the cubins) */
+  int32_t num_warps;
+  int32_t shared_bytes; /* dynamic shared memory per program */
+  int32_t block_m;      /* query rows per program */
+  int32_t block_n;      /* key rows per inner step */
+  int32_t aligned;      /* 1: the variant that assumes 16-element-aligned pointers and strides */
+  int64_t grid;         /* programs launched */
+  size_t workspace_bytes; /* caller-provided workspace the call needs (0 for the forward) */
+} aotk_kernel_info;
+
+#define AOTK_KERNEL_INFO_INIT {sizeof(aotk_kernel_info)}
+
+/*
+ * Says, without launching, whether `op` with these params is supported on the current context's
+ * device and which kernel it would run. Returns exactly the status the call itself would return
+ * before launching (AOTK_OK when it would launch), and fills *info on AOTK_OK. Loads nothing.
+ */
+AOTK_API aotk_status aotk_query(aotk_op op, const aotk_attn_params *params, aotk_kernel_info *info);
+
+/* Loads every kernel image for the current context's device, so that no later call loads one
+ * (useful before CUDA graph capture, or to pay the load cost up front). */
+AOTK_API aotk_status aotk_preload(void);
+
+/* Which embedded image a call runs. AUTO: the sm_90 cubins on sm_90, the sm_80 cubins on sm_8x, the
+ * sm_80 PTX (JIT-compiled by the driver once per process) on newer GPUs. SM80_PTX forces the sm_80 PTX
+ * on any GPU of sm_80 or newer: a way to test the path newer GPUs take. Process-wide. */
+typedef enum aotk_image_policy {
+  AOTK_IMAGE_POLICY_AUTO = 0,
+  AOTK_IMAGE_POLICY_SM80_PTX = 1,
+} aotk_image_policy;
+AOTK_API aotk_status aotk_set_image_policy(aotk_image_policy policy);
+
+/* What this build contains, for `aotk info`. */
+typedef struct aotk_build_info {
+  size_t struct_size;
+  const char *triton_version; /* the pinned Triton that compiled the kernels */
+  const char *ptxas_version;  /* the ptxas Triton used */
+  int32_t kernels_sm80;       /* compiled kernels per target */
+  int32_t kernels_sm90;
+  int64_t image_bytes_sm80;   /* compressed bytes embedded per target (sm_80 counts cubin and PTX) */
+  int64_t image_bytes_sm90;
+  int32_t catalog_kernels;    /* kernels in the full catalog (more than built when a filter was used) */
+} aotk_build_info;
+
+#define AOTK_BUILD_INFO_INIT {sizeof(aotk_build_info)}
+
+AOTK_API aotk_status aotk_get_build_info(aotk_build_info *info);
+
+/*
+ * A self-test on GPU `device_ordinal`: runs the forward on small random problems of every dtype and
+ * head dim, causal and not, and compares with a float64 reference on the host. Allocates and
+ * synchronizes (it is not a launch-path call). Makes the device's primary context current for its
+ * duration and restores the caller's context after. AOTK_OK when every case passes; otherwise the
+ * failure's status and message. `report` (may be NULL) receives one line per case.
+ */
+AOTK_API aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AOTK_H */
