@@ -157,7 +157,7 @@ typedef struct aotk_attn_params {
   int32_t causal;
 } aotk_attn_params;
 
-#define AOTK_ATTN_PARAMS_INIT {sizeof(aotk_attn_params)}
+#define AOTK_ATTN_PARAMS_INIT {.struct_size = sizeof(aotk_attn_params)}
 
 /*
  * The attention forward: out = softmax(scale * q k^T + mask) v, and lse if given.
@@ -187,7 +187,7 @@ typedef struct aotk_kernel_info {
   size_t workspace_bytes; /* caller-provided workspace the call needs (0 for the forward) */
 } aotk_kernel_info;
 
-#define AOTK_KERNEL_INFO_INIT {sizeof(aotk_kernel_info)}
+#define AOTK_KERNEL_INFO_INIT {.struct_size = sizeof(aotk_kernel_info)}
 
 /*
  * Says, without launching, whether `op` with these params is supported on the current context's
@@ -221,7 +221,7 @@ typedef struct aotk_build_info {
   int32_t catalog_kernels;    /* kernels in the full catalog (more than built when a filter was used) */
 } aotk_build_info;
 
-#define AOTK_BUILD_INFO_INIT {sizeof(aotk_build_info)}
+#define AOTK_BUILD_INFO_INIT {.struct_size = sizeof(aotk_build_info)}
 
 AOTK_API aotk_status aotk_get_build_info(aotk_build_info *info);
 

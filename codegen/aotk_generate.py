@@ -1,0 +1,261 @@
+"""Compiles the catalog with Triton and writes the kernel images and their table as generated sources.
+
+    python codegen/aotk_generate.py --out-dir build/generated --cache-dir build/kernel-cache [--jobs N]
+                                    [--filter 'attn_fwd_bf16_d128*,...']
+
+Runs on a machine with no GPU: it calls triton.compile directly (not triton.tools.compile, whose C
+launcher is wrong for a library: notes/triton-aot.md) for each kernel and target, checks the compiled
+.entry against the catalog's parameter list, xz-compresses the cubin (and the PTX where kept) and writes
+  aotk_kernel_images.S   the compressed images, embedded with .incbin (fast to assemble)
+  aotk_kernel_table.c    one aotk__kernel_entry per kernel: names, launch metadata, sizes, hashes
+Compiles run in parallel and are cached by content (kernel source, parameter spec, constexprs,
+options, target, Triton version, this generator), so a rebuild with nothing changed compiles nothing.
+Outputs are deterministic and rewritten only when their content changes.
+"""
+
+import argparse
+import concurrent.futures
+import fnmatch
+import hashlib
+import importlib.util
+import json
+import lzma
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import aotk_catalog  # noqa: E402
+
+GENERATOR_VERSION = "1"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNELS_DIR = os.path.join(REPO_ROOT, "kernels")
+
+# How each Triton parameter type appears in the PTX .entry, and its one-letter kind in the table
+# (p pointer, l 64-bit integer, i 32-bit integer, f fp32), which the C launcher's packing must match.
+PTX_PARAM_TYPE = {"ptr": ".u64", "i64": ".u64", "i32": ".u32", "fp32": ".f32"}
+PARAM_KIND = {"ptr": "p", "i64": "l", "i32": "i", "fp32": "f"}
+DTYPE_ENUM = {"fp16": "AOTK_DTYPE_FLOAT16", "bf16": "AOTK_DTYPE_BFLOAT16"}
+
+
+def param_class(triton_type):
+    return "ptr" if triton_type.startswith("*") else triton_type
+
+
+def fnv1a64(data):
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h ^= byte
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def cache_key(kernel):
+    with open(os.path.join(KERNELS_DIR, kernel.source), "rb") as f:
+        source = f.read()
+    h = hashlib.sha256()
+    for part in (GENERATOR_VERSION, aotk_catalog.TRITON_VERSION, repr(kernel), source):
+        h.update(part if isinstance(part, bytes) else part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def compile_kernel(kernel, cache_dir):
+    """Runs in a worker process. Compiles one kernel into cache_dir/<key>/ unless it is there."""
+    entry_dir = os.path.join(cache_dir, cache_key(kernel))
+    if os.path.exists(os.path.join(entry_dir, "meta.json")):
+        return entry_dir, 0.0
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # never touch a GPU, even where there is one
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    if triton.__version__ != aotk_catalog.TRITON_VERSION:
+        raise RuntimeError(f"Triton {triton.__version__} found; the catalog pins {aotk_catalog.TRITON_VERSION}")
+    spec = importlib.util.spec_from_file_location(f"aotk_kernel_{kernel.source[:-3]}",
+                                                  os.path.join(KERNELS_DIR, kernel.source))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, kernel.function)
+
+    arg_names = list(fn.arg_names)
+    constexpr_values = dict(kernel.constexprs)
+    runtime_names = [n for n in arg_names if n not in constexpr_values]
+    if runtime_names != [p[0] for p in kernel.params]:
+        raise RuntimeError(f"{kernel.name}: catalog parameters {[p[0] for p in kernel.params]} do not match "
+                           f"the kernel's {runtime_names}")
+    param_types = {name: ttype for name, ttype, _ in kernel.params}
+    signature = {n: ("constexpr" if n in constexpr_values else param_types[n]) for n in arg_names}
+    constexprs = {(arg_names.index(n),): v for n, v in kernel.constexprs}
+    attrs = {}
+    if kernel.aligned:
+        attrs = {(arg_names.index(n),): [["tt.divisibility", 16]] for n, _, hinted in kernel.params if hinted}
+
+    start = time.time()
+    compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
+                              target=GPUTarget("cuda", kernel.arch, 32),
+                              options={"num_warps": kernel.config.num_warps,
+                                       "num_stages": kernel.config.num_stages})
+    elapsed = time.time() - start
+    md = compiled.metadata
+    ptx = compiled.asm["ptx"]
+
+    # The launcher passes the runtime parameters in catalog order, then Triton's two hidden scratch
+    # pointers. Check that against what the compiler actually emitted.
+    entry = re.search(r"\.entry\s+(\w+)\s*\(([^)]*)\)", ptx, re.S)
+    if entry is None or entry.group(1) != md.name:
+        raise RuntimeError(f"{kernel.name}: no .entry {md.name} in the PTX")
+    ptx_types = re.findall(r"\.param\s+(\.\w+)", entry.group(2))
+    expected = [PTX_PARAM_TYPE[param_class(t)] for _, t, _ in kernel.params] + [".u64", ".u64"]
+    if ptx_types != expected:
+        raise RuntimeError(f"{kernel.name}: PTX .entry parameters {ptx_types}, expected {expected}")
+    if md.shared > aotk_catalog.MAX_SHARED_BYTES[kernel.arch]:
+        raise RuntimeError(f"{kernel.name}: sm_{kernel.arch} config needs {md.shared} bytes of shared memory, "
+                           f"over the {aotk_catalog.MAX_SHARED_BYTES[kernel.arch]} allowed")
+    if md.global_scratch_size or md.profile_scratch_size:
+        raise RuntimeError(f"{kernel.name}: needs {md.global_scratch_size} bytes of global scratch; the runtime "
+                           "passes none (launches do not allocate); give the family a workspace first")
+
+    meta = {"function_name": md.name, "num_warps": md.num_warps, "shared_bytes": md.shared,
+            "num_ctas": md.num_ctas, "global_scratch_bytes": md.global_scratch_size,
+            "profile_scratch_bytes": md.profile_scratch_size, "triton_version": triton.__version__,
+            "ptxas_version": _ptxas_version_string(kernel.arch),
+            "compile_seconds": round(elapsed, 2)}
+    os.makedirs(cache_dir, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=cache_dir)
+    with open(os.path.join(tmp, "kernel.cubin"), "wb") as f:
+        f.write(compiled.asm["cubin"])
+    with open(os.path.join(tmp, "kernel.ptx"), "w") as f:
+        f.write(ptx)
+    with open(os.path.join(tmp, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1, sort_keys=True)
+    try:
+        os.rename(tmp, entry_dir)
+    except OSError:  # another build filled the same entry first; its content is the same
+        shutil.rmtree(tmp, ignore_errors=True)
+    return entry_dir, elapsed
+
+
+def _ptxas_version_string(arch):
+    import subprocess
+    from triton.backends.nvidia.compiler import get_ptxas
+    out = subprocess.check_output([get_ptxas(arch).path, "--version"], text=True)
+    match = re.search(r"release (\S+?),\s*V(\S+)", out)
+    return match.group(2) if match else out.strip().splitlines()[-1]
+
+
+def write_if_changed(path, content):
+    data = content.encode() if isinstance(content, str) else content
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def c_string(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out-dir", required=True)
+    parser.add_argument("--cache-dir", required=True)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--filter", default=os.environ.get("AOTK_KERNELS", ""),
+                        help="comma-separated globs on kernel names (default: all; env AOTK_KERNELS)")
+    args = parser.parse_args()
+
+    full_catalog = aotk_catalog.catalog()
+    patterns = [p.strip() for p in args.filter.split(",") if p.strip()]
+    kernels = [k for k in full_catalog if not patterns or any(fnmatch.fnmatch(k.name, p) for p in patterns)]
+    if not kernels:
+        sys.exit(f"aotk_generate: the filter {args.filter!r} matches no kernel")
+
+    start = time.time()
+    entry_dirs = {}
+    compiled_now = 0
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {pool.submit(compile_kernel, k, os.path.abspath(args.cache_dir)): k for k in kernels}
+        for future in concurrent.futures.as_completed(futures):
+            kernel = futures[future]
+            try:
+                entry_dirs[kernel], seconds = future.result()
+            except Exception as e:  # report which kernel, then stop the build
+                sys.exit(f"aotk_generate: sm_{kernel.arch} {kernel.name}: {e}")
+            if seconds:
+                compiled_now += 1
+                print(f"  compiled sm_{kernel.arch} {kernel.name} ({seconds:.1f} s)", flush=True)
+
+    out_dir = os.path.abspath(args.out_dir)
+    image_dir = os.path.join(out_dir, "images")
+    os.makedirs(image_dir, exist_ok=True)
+    asm_lines = ["/* Generated by codegen/aotk_generate.py: do not edit. The kernel images, xz-compressed. */",
+                 '\t.section .note.GNU-stack,"",@progbits', "\t.section .rodata.aotk_images,\"a\""]
+    rows = []
+    triton_versions, ptxas_versions = set(), set()
+    for index, kernel in enumerate(kernels):
+        entry_dir = entry_dirs[kernel]
+        with open(os.path.join(entry_dir, "meta.json")) as f:
+            meta = json.load(f)
+        triton_versions.add(meta["triton_version"])
+        ptxas_versions.add(meta["ptxas_version"])
+        images = {}
+        with open(os.path.join(entry_dir, "kernel.cubin"), "rb") as f:
+            images["cubin"] = f.read()
+        if aotk_catalog.KEEP_PTX[kernel.arch]:
+            with open(os.path.join(entry_dir, "kernel.ptx"), "rb") as f:
+                images["ptx"] = f.read() + b"\0"  # the driver takes PTX as a NUL-terminated string
+        image_fields = {}
+        for kind in ("cubin", "ptx"):
+            if kind not in images:
+                image_fields[kind] = "{0, 0, 0, 0}"
+                continue
+            raw = images[kind]
+            packed = lzma.compress(raw, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=9)
+            file_name = f"sm{kernel.arch}_{kernel.name}.{kind}.xz"
+            write_if_changed(os.path.join(image_dir, file_name), packed)
+            symbol = f"aotk__image_{index}_{kind}"
+            asm_lines += [f"\t.globl {symbol}", f"\t.hidden {symbol}", "\t.balign 16", f"{symbol}:",
+                          f'\t.incbin "{os.path.join(image_dir, file_name)}"']
+            image_fields[kind] = f"{{{symbol}, {len(packed)}u, {len(raw)}u, 0x{fnv1a64(raw):016x}ull}}"
+        kinds = "".join(PARAM_KIND[param_class(t)] for _, t, _ in kernel.params)
+        rows.append(
+            f"  {{{c_string(kernel.name)}, {c_string(meta['function_name'])}, AOTK__FAMILY_ATTN_FWD, {kernel.arch}, "
+            f"{DTYPE_ENUM[kernel.dtype]}, {kernel.head_dim}, {int(kernel.aligned)}, {kernel.config.block_m}, "
+            f"{kernel.config.block_n}, {meta['num_warps']}, {kernel.config.num_stages}, {meta['shared_bytes']}, "
+            f"{kernel.min_seqlen_q}, {c_string(kinds)},\n   {image_fields['cubin']},\n   {image_fields['ptx']}}},")
+
+    externs = [f"extern const unsigned char aotk__image_{i}_{kind}[];"
+               for i, k in enumerate(kernels) for kind in ("cubin", "ptx")
+               if kind == "cubin" or aotk_catalog.KEEP_PTX[k.arch]]
+    table = "\n".join([
+        "/* Generated by codegen/aotk_generate.py from codegen/aotk_catalog.py: do not edit. */",
+        '#include "aotk_kernel_table.h"',
+        "",
+        *externs,
+        "",
+        "const aotk__kernel_entry aotk__kernel_table[] = {",
+        *rows,
+        "};",
+        f"const int aotk__kernel_count = {len(kernels)};",
+        f"const int aotk__catalog_kernel_count = {len(full_catalog)};",
+        f"const char aotk__triton_version[] = {c_string(', '.join(sorted(triton_versions)))};",
+        f"const char aotk__ptxas_version[] = {c_string(', '.join(sorted(ptxas_versions)))};",
+        f"const char aotk__kernel_filter[] = {c_string(','.join(patterns))};",
+        "",
+    ])
+    write_if_changed(os.path.join(out_dir, "aotk_kernel_table.c"), table)
+    write_if_changed(os.path.join(out_dir, "aotk_kernel_images.S"), "\n".join(asm_lines) + "\n")
+    print(f"aotk_generate: {len(kernels)} kernels ({compiled_now} compiled, {len(kernels) - compiled_now} cached) "
+          f"in {time.time() - start:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,474 @@
+/* The attention API: argument validation, kernel choice from the generated table, and the launch.
+ *
+ * A call validates everything before it touches the driver, so a bad argument gets the same status on
+ * a machine with no GPU as on one with a GPU, and nothing is launched or written. */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "aotk_attn.h"
+#include "aotk_driver.h"
+#include "aotk_error.h"
+#include "aotk_image.h"
+#include "aotk_kernel_table.h"
+
+/* Kernel offsets inside one batch entry are 32-bit (cheap address arithmetic in the inner loop);
+ * rows past the end of a block are addressed (masked) up to this many rows beyond the length. */
+#define AOTK__INT32_SPAN_LIMIT ((int64_t)INT32_MAX)
+#define AOTK__MAX_BLOCK_ROWS 256
+/* The size of aotk_attn_params in the first release: the smallest struct_size accepted. */
+#define AOTK__ATTN_PARAMS_FIRST_BYTES (offsetof(aotk_attn_params, causal) + sizeof(int32_t))
+
+static _Atomic int image_policy = AOTK_IMAGE_POLICY_AUTO;
+
+aotk_status aotk_set_image_policy(aotk_image_policy policy) {
+  aotk__clear_error();
+  if (policy != AOTK_IMAGE_POLICY_AUTO && policy != AOTK_IMAGE_POLICY_SM80_PTX) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "policy = %d is not an aotk_image_policy", (int)policy);
+  }
+  atomic_store(&image_policy, (int)policy);
+  return AOTK_OK;
+}
+
+static int dtype_bytes(aotk_dtype dtype) {
+  switch (dtype) {
+    case AOTK_DTYPE_FLOAT16:
+    case AOTK_DTYPE_BFLOAT16:
+      return 2;
+    case AOTK_DTYPE_FLOAT32:
+      return 4;
+  }
+  return 0;
+}
+
+static const char *dtype_name(aotk_dtype dtype) {
+  switch (dtype) {
+    case AOTK_DTYPE_FLOAT16:
+      return "float16";
+    case AOTK_DTYPE_BFLOAT16:
+      return "bfloat16";
+    case AOTK_DTYPE_FLOAT32:
+      return "float32";
+  }
+  return "unknown";
+}
+
+/* Checks what a tensor must satisfy on its own: data, rank, positive sizes, a contiguous last
+ * dimension, non-negative strides, element alignment, and a byte span that fits in int64. */
+static aotk_status check_tensor(const aotk_tensor *t, const char *name, int rank, const char *layout) {
+  if (t->data == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "%s.data is NULL", name);
+  int element_bytes = dtype_bytes(t->dtype);
+  if (element_bytes == 0) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %d is not an aotk_dtype", name, (int)t->dtype);
+  }
+  if (t->rank != rank) {
+    return aotk__fail(AOTK_ERROR_RANK, "%s.rank = %d, expected %d (%s)", name, (int)t->rank, rank, layout);
+  }
+  for (int i = 0; i < rank; i++) {
+    if (t->shape[i] <= 0) {
+      return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "%s.shape[%d] = %lld (%s): sizes must be >= 1", name, i,
+                        (long long)t->shape[i], layout);
+    }
+  }
+  if (t->strides[rank - 1] != 1) {
+    return aotk__fail(AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "%s.strides[%d] = %lld: the last dimension must be contiguous",
+                      name, rank - 1, (long long)t->strides[rank - 1]);
+  }
+  int64_t last_offset = 0;
+  for (int i = 0; i < rank; i++) {
+    if (t->strides[i] < 0) {
+      return aotk__fail(AOTK_ERROR_NEGATIVE_STRIDE, "%s.strides[%d] = %lld is negative", name, i,
+                        (long long)t->strides[i]);
+    }
+    int64_t term;
+    if (__builtin_mul_overflow(t->shape[i] - 1, t->strides[i], &term) ||
+        __builtin_add_overflow(last_offset, term, &last_offset)) {
+      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: the offset of its last element overflows int64", name);
+    }
+  }
+  int64_t span_bytes;
+  if (__builtin_add_overflow(last_offset, 1, &span_bytes) ||
+      __builtin_mul_overflow(span_bytes, (int64_t)element_bytes, &span_bytes)) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: its byte span overflows int64", name);
+  }
+  if ((uintptr_t)t->data % (uintptr_t)element_bytes != 0) {
+    return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER, "%s.data = %p is not aligned to its %d-byte elements", name,
+                      t->data, element_bytes);
+  }
+  return AOTK_OK;
+}
+
+/* The kernels index within one batch entry with 32-bit offsets. */
+static aotk_status check_batch_span(const aotk_tensor *t, const char *name) {
+  int64_t span = 0;
+  for (int i = 1; i < t->rank; i++) {
+    int64_t extent = t->shape[i] - 1 + (i == 1 || i == t->rank - 1 ? AOTK__MAX_BLOCK_ROWS : 0);
+    span += extent * t->strides[i]; /* cannot overflow: check_tensor bounded each term */
+  }
+  if (span > AOTK__INT32_SPAN_LIMIT) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
+                      "%s: one batch entry spans %lld elements; the kernels index within it with 32 bits", name,
+                      (long long)span);
+  }
+  return AOTK_OK;
+}
+
+static aotk_status check_output_strides(const aotk_tensor *t, const char *name) {
+  for (int i = 0; i < t->rank; i++) {
+    if (t->shape[i] > 1 && t->strides[i] == 0) {
+      return aotk__fail(AOTK_ERROR_INVALID_VALUE,
+                        "%s.strides[%d] = 0 with shape[%d] = %lld: output elements would overwrite each other", name,
+                        i, i, (long long)t->shape[i]);
+    }
+  }
+  return AOTK_OK;
+}
+
+static bool tensor_aligned16(const aotk_tensor *t) {
+  if ((uintptr_t)t->data % 16 != 0) return false;
+  for (int i = 0; i < t->rank - 1; i++) {
+    if (t->strides[i] % 16 != 0) return false;
+  }
+  return true;
+}
+
+static const char *const q_layout = "[batch, seqlen_q, heads_q, head_dim]";
+static const char *const kv_layout = "[batch, seqlen_k, heads_kv, head_dim]";
+static const char *const lse_layout = "[batch, heads_q, seqlen_q]";
+
+static aotk_status check_same_dim(const aotk_tensor *t, const char *name, int dim, int64_t expected,
+                                  const char *reference, const char *meaning) {
+  if (t->shape[dim] == expected) return AOTK_OK;
+  aotk_status status = dim == 3 && strcmp(meaning, "head_dim") == 0 ? AOTK_ERROR_HEAD_DIM_MISMATCH
+                                                                      : AOTK_ERROR_SHAPE_MISMATCH;
+  return aotk__fail(status, "%s.shape[%d] = %lld but %s = %lld (%s)", name, dim, (long long)t->shape[dim], reference,
+                    (long long)expected, meaning);
+}
+
+aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
+                                aotk__attn_problem *problem) {
+  if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
+  /* Older callers pass a smaller struct; fields they do not know about read as zero (the default). */
+  if (caller_params->struct_size < AOTK__ATTN_PARAMS_FIRST_BYTES || caller_params->struct_size > (size_t)1 << 20) {
+    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "params->struct_size = %zu, expected %zu (use AOTK_ATTN_PARAMS_INIT)",
+                      caller_params->struct_size, sizeof(aotk_attn_params));
+  }
+  memset(params, 0, sizeof *params);
+  memcpy(params, caller_params,
+         caller_params->struct_size < sizeof *params ? caller_params->struct_size : sizeof *params);
+
+  const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *out = &params->out, *lse = &params->lse;
+  aotk_status status;
+  if ((status = check_tensor(q, "q", 4, q_layout)) != AOTK_OK) return status;
+  if (q->dtype != AOTK_DTYPE_FLOAT16 && q->dtype != AOTK_DTYPE_BFLOAT16) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype = %s; attention takes float16 or bfloat16",
+                      dtype_name(q->dtype));
+  }
+  if ((status = check_tensor(k, "k", 4, kv_layout)) != AOTK_OK) return status;
+  if ((status = check_tensor(v, "v", 4, kv_layout)) != AOTK_OK) return status;
+  if ((status = check_tensor(out, "out", 4, q_layout)) != AOTK_OK) return status;
+  const aotk_tensor *same_dtype[] = {k, v, out};
+  const char *same_dtype_names[] = {"k", "v", "out"};
+  for (int i = 0; i < 3; i++) {
+    if (same_dtype[i]->dtype != q->dtype) {
+      return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", same_dtype_names[i],
+                        dtype_name(same_dtype[i]->dtype), dtype_name(q->dtype));
+    }
+  }
+  const int64_t batch = q->shape[0], seqlen_q = q->shape[1], heads_q = q->shape[2], head_dim = q->shape[3];
+  const int64_t seqlen_k = k->shape[1], heads_kv = k->shape[2];
+  if ((status = check_same_dim(k, "k", 0, batch, "q.shape[0]", "batch")) != AOTK_OK) return status;
+  if ((status = check_same_dim(k, "k", 3, head_dim, "q.shape[3]", "head_dim")) != AOTK_OK) return status;
+  for (int dim = 0; dim < 4; dim++) {
+    static const char *const kv_meaning[] = {"batch", "seqlen_k", "heads_kv", "head_dim"};
+    static const char *const kv_reference[] = {"k.shape[0]", "k.shape[1]", "k.shape[2]", "k.shape[3]"};
+    if ((status = check_same_dim(v, "v", dim, k->shape[dim], kv_reference[dim], kv_meaning[dim])) != AOTK_OK) {
+      return status;
+    }
+  }
+  for (int dim = 0; dim < 4; dim++) {
+    static const char *const q_meaning[] = {"batch", "seqlen_q", "heads_q", "head_dim"};
+    static const char *const q_reference[] = {"q.shape[0]", "q.shape[1]", "q.shape[2]", "q.shape[3]"};
+    if ((status = check_same_dim(out, "out", dim, q->shape[dim], q_reference[dim], q_meaning[dim])) != AOTK_OK) {
+      return status;
+    }
+  }
+  if (heads_q % heads_kv != 0) {
+    return aotk__fail(AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_q = %lld (q.shape[2]) is not a multiple of heads_kv = %lld (k.shape[2])",
+                      (long long)heads_q, (long long)heads_kv);
+  }
+  if (head_dim != 64 && head_dim != 128) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim = %lld (q.shape[3]); this release supports 64 and 128",
+                      (long long)head_dim);
+  }
+  if (lse->data != NULL) {
+    if ((status = check_tensor(lse, "lse", 3, lse_layout)) != AOTK_OK) return status;
+    if (lse->dtype != AOTK_DTYPE_FLOAT32) {
+      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; lse is float32", dtype_name(lse->dtype));
+    }
+    const int64_t expected[3] = {batch, heads_q, seqlen_q};
+    static const char *const reference[3] = {"q.shape[0]", "q.shape[2]", "q.shape[1]"};
+    static const char *const meaning[3] = {"batch", "heads_q", "seqlen_q"};
+    for (int dim = 0; dim < 3; dim++) {
+      if ((status = check_same_dim(lse, "lse", dim, expected[dim], reference[dim], meaning[dim])) != AOTK_OK) {
+        return status;
+      }
+    }
+    if ((status = check_output_strides(lse, "lse")) != AOTK_OK) return status;
+  }
+  if ((status = check_output_strides(out, "out")) != AOTK_OK) return status;
+  if (seqlen_q > INT32_MAX - AOTK__MAX_BLOCK_ROWS || seqlen_k > INT32_MAX - AOTK__MAX_BLOCK_ROWS ||
+      heads_q > INT32_MAX) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "seqlen_q = %lld, seqlen_k = %lld, heads_q = %lld: each must fit in int32",
+                      (long long)seqlen_q, (long long)seqlen_k, (long long)heads_q);
+  }
+  const aotk_tensor *spanned[] = {q, k, v, out};
+  const char *spanned_names[] = {"q", "k", "v", "out"};
+  for (int i = 0; i < 4; i++) {
+    if ((status = check_batch_span(spanned[i], spanned_names[i])) != AOTK_OK) return status;
+  }
+  if (lse->data != NULL && (status = check_batch_span(lse, "lse")) != AOTK_OK) return status;
+  /* The grid is 1-d with at most 2^31 - 1 programs; the smallest tile has 64 rows. */
+  int64_t programs = (seqlen_q + 63) / 64;
+  if (__builtin_mul_overflow(programs, batch * heads_q, &programs) || batch > INT32_MAX || programs > INT32_MAX) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * heads_q * seqlen_q / 64 = %lld programs exceeds the grid limit",
+                      (long long)programs);
+  }
+  if (params->causal != 0 && params->causal != 1) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "causal = %d; use 0 or 1", (int)params->causal);
+  }
+  float scale = params->softmax_scale;
+  if (scale == 0.0f) {
+    scale = 1.0f / sqrtf((float)head_dim);
+  } else if (!(scale > 0.0f) || !isfinite(scale)) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "softmax_scale = %g; use 0 (default) or a finite positive value",
+                      (double)scale);
+  }
+
+  problem->dtype = q->dtype;
+  problem->batch = batch;
+  problem->seqlen_q = seqlen_q;
+  problem->seqlen_k = seqlen_k;
+  problem->heads_q = heads_q;
+  problem->heads_kv = heads_kv;
+  problem->head_dim = head_dim;
+  problem->softmax_scale = scale;
+  problem->causal = params->causal;
+  problem->write_lse = lse->data != NULL;
+  problem->aligned = tensor_aligned16(q) && tensor_aligned16(k) && tensor_aligned16(v) && tensor_aligned16(out);
+  return AOTK_OK;
+}
+
+/* Which image a device runs: the sm_90a cubins only on sm_90 itself (arch-specific code), the sm_80
+ * cubins on sm_8x, and the sm_80 PTX, JIT-compiled by the driver, on anything newer. */
+static aotk_status choose_target(const aotk__device_info *device, int *arch, aotk__image_kind *kind) {
+  int cc = device->compute_capability;
+  if (cc < 80) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_ARCH, "the GPU is sm_%d; aotk's kernels need sm_80 or newer", cc);
+  }
+  if (atomic_load(&image_policy) == AOTK_IMAGE_POLICY_SM80_PTX) {
+    *arch = 80;
+    *kind = AOTK__IMAGE_PTX;
+  } else if (cc == 90) {
+    *arch = 90;
+    *kind = AOTK__IMAGE_CUBIN;
+  } else if (cc < 90) {
+    *arch = 80;
+    *kind = AOTK__IMAGE_CUBIN;
+  } else {
+    *arch = 80;
+    *kind = AOTK__IMAGE_PTX;
+  }
+  return AOTK_OK;
+}
+
+aotk_status aotk__attn_fwd_choose(const aotk__attn_problem *problem, const aotk__device_info *device, int *row,
+                                  aotk__image_kind *kind) {
+  int arch;
+  aotk_status status = choose_target(device, &arch, kind);
+  if (status != AOTK_OK) return status;
+  /* The tuning rule: among the configs of this variant, the one with the largest min_seqlen_q that
+   * the problem reaches. */
+  int best = -1;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (e->family != AOTK__FAMILY_ATTN_FWD || e->arch != arch || e->dtype != (int)problem->dtype ||
+        e->head_dim != problem->head_dim || e->aligned != problem->aligned || e->min_seqlen_q > problem->seqlen_q) {
+      continue;
+    }
+    if (best < 0 || e->min_seqlen_q > aotk__kernel_table[best].min_seqlen_q) best = i;
+  }
+  if (best < 0) {
+    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT, "no sm_%d attn_fwd kernel for %s, head_dim %lld, %s inputs in this build%s%s",
+                      arch, dtype_name(problem->dtype), (long long)problem->head_dim,
+                      problem->aligned ? "16-element-aligned" : "unaligned",
+                      aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter[0] ? aotk__kernel_filter : "");
+  }
+  const aotk__kernel_entry *e = &aotk__kernel_table[best];
+  if ((*kind == AOTK__IMAGE_PTX ? e->ptx.raw_bytes : e->cubin.raw_bytes) == 0) {
+    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT, "sm_%d %s has no %s image in this build", arch, e->name,
+                      *kind == AOTK__IMAGE_PTX ? "PTX" : "cubin");
+  }
+  if (e->shared_bytes > device->max_shared_bytes) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_ARCH, "%s needs %d bytes of shared memory; the GPU (sm_%d) allows %d",
+                      e->name, e->shared_bytes, device->compute_capability, device->max_shared_bytes);
+  }
+  *row = best;
+  return AOTK_OK;
+}
+
+static int64_t fwd_grid(const aotk__attn_problem *problem, const aotk__kernel_entry *e) {
+  int64_t m_blocks = (problem->seqlen_q + e->block_m - 1) / e->block_m;
+  return m_blocks * problem->batch * problem->heads_q;
+}
+
+static void fill_info(const aotk__attn_problem *problem, const aotk__kernel_entry *e, aotk__image_kind kind,
+                      aotk_kernel_info *info) {
+  size_t size = info->struct_size < sizeof *info ? info->struct_size : sizeof *info;
+  aotk_kernel_info full;
+  memset(&full, 0, sizeof full);
+  full.struct_size = info->struct_size;
+  snprintf(full.kernel_name, sizeof full.kernel_name, "%s", e->name);
+  full.arch = e->arch;
+  full.from_ptx = kind == AOTK__IMAGE_PTX;
+  full.num_warps = e->num_warps;
+  full.shared_bytes = e->shared_bytes;
+  full.block_m = e->block_m;
+  full.block_n = e->block_n;
+  full.aligned = e->aligned;
+  full.grid = fwd_grid(problem, e);
+  full.workspace_bytes = 0;
+  memcpy(info, &full, size);
+}
+
+/* The kernel's parameters, in the catalog's order (codegen/aotk_catalog.py ATTN_FWD_PARAMS). */
+static const char attn_fwd_param_kinds[] = "pppppliiliiliiliiliiiiiifii";
+
+static aotk_status attn_fwd_launch(const aotk__driver *driver, const aotk_attn_params *params,
+                                  const aotk__attn_problem *problem, int row, CUkernel kernel, aotk_stream stream) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[row];
+  if (strcmp(e->param_kinds, attn_fwd_param_kinds) != 0) {
+    return aotk__fail(AOTK_ERROR_INTERNAL, "%s takes parameters \"%s\"; the launcher packs \"%s\"", e->name,
+                      e->param_kinds, attn_fwd_param_kinds);
+  }
+  const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *o = &params->out, *lse = &params->lse;
+  CUdeviceptr q_ptr = (CUdeviceptr)(uintptr_t)q->data, k_ptr = (CUdeviceptr)(uintptr_t)k->data;
+  CUdeviceptr v_ptr = (CUdeviceptr)(uintptr_t)v->data, o_ptr = (CUdeviceptr)(uintptr_t)o->data;
+  CUdeviceptr lse_ptr = (CUdeviceptr)(uintptr_t)lse->data;
+  int64_t stride_qb = q->strides[0], stride_kb = k->strides[0], stride_vb = v->strides[0], stride_ob = o->strides[0];
+  int32_t stride_qs = (int32_t)q->strides[1], stride_qh = (int32_t)q->strides[2];
+  int32_t stride_ks = (int32_t)k->strides[1], stride_kh = (int32_t)k->strides[2];
+  int32_t stride_vs = (int32_t)v->strides[1], stride_vh = (int32_t)v->strides[2];
+  int32_t stride_os = (int32_t)o->strides[1], stride_oh = (int32_t)o->strides[2];
+  int64_t stride_lb = problem->write_lse ? lse->strides[0] : 0;
+  int32_t stride_lh = problem->write_lse ? (int32_t)lse->strides[1] : 0;
+  int32_t seqlen_q = (int32_t)problem->seqlen_q, seqlen_k = (int32_t)problem->seqlen_k;
+  int32_t heads_q = (int32_t)problem->heads_q, group_size = (int32_t)(problem->heads_q / problem->heads_kv);
+  int32_t num_m_blocks = (int32_t)((problem->seqlen_q + e->block_m - 1) / e->block_m);
+  float qk_scale_log2 = problem->softmax_scale * 1.4426950408889634f;
+  int32_t causal = problem->causal, write_lse = problem->write_lse;
+  CUdeviceptr global_scratch = 0, profile_scratch = 0; /* the catalog admits no kernel that needs them */
+  void *args[] = {&q_ptr,     &k_ptr,     &v_ptr,     &o_ptr,     &lse_ptr,      &stride_qb,     &stride_qs,
+                  &stride_qh, &stride_kb, &stride_ks, &stride_kh, &stride_vb,    &stride_vs,     &stride_vh,
+                  &stride_ob, &stride_os, &stride_oh, &stride_lb, &stride_lh,    &seqlen_q,      &seqlen_k,
+                  &heads_q,   &group_size, &num_m_blocks, &qk_scale_log2, &causal, &write_lse, &global_scratch,
+                  &profile_scratch};
+  _Static_assert(sizeof args / sizeof args[0] == sizeof attn_fwd_param_kinds - 1 + 2,
+                 "one argument per parameter kind, plus Triton's two scratch pointers");
+  int64_t grid = fwd_grid(problem, e);
+  AOTK__CU_TRY(driver,
+               driver->cuLaunchKernel((CUfunction)(void *)kernel, (unsigned)grid, 1, 1, 32u * (unsigned)e->num_warps, 1,
+                                      1, (unsigned)e->shared_bytes, (CUstream)stream, args, NULL),
+               "cuLaunchKernel(attn_fwd)");
+  return AOTK_OK;
+}
+
+aotk_status aotk_attn_fwd(const aotk_attn_params *caller_params, aotk_stream stream) {
+  aotk__clear_error();
+  aotk_attn_params params;
+  aotk__attn_problem problem;
+  aotk_status status = aotk__attn_validate(caller_params, &params, &problem);
+  if (status != AOTK_OK) return status;
+  const aotk__driver *driver;
+  if ((status = aotk__driver_get(&driver)) != AOTK_OK) return status;
+  aotk__device_info device;
+  if ((status = aotk__current_device(driver, &device)) != AOTK_OK) return status;
+  int row;
+  aotk__image_kind kind;
+  if ((status = aotk__attn_fwd_choose(&problem, &device, &row, &kind)) != AOTK_OK) return status;
+  CUkernel kernel;
+  if ((status = aotk__kernel_get(driver, row, kind, device.device, &kernel)) != AOTK_OK) return status;
+  return attn_fwd_launch(driver, &params, &problem, row, kernel, stream);
+}
+
+aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_kernel_info *info) {
+  aotk__clear_error();
+  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
+  if (info->struct_size < sizeof(size_t)) {
+    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
+  }
+  if (op != AOTK_OP_ATTN_FWD) return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is not an aotk_op", (int)op);
+  aotk_attn_params params;
+  aotk__attn_problem problem;
+  aotk_status status = aotk__attn_validate(caller_params, &params, &problem);
+  if (status != AOTK_OK) return status;
+  const aotk__driver *driver;
+  if ((status = aotk__driver_get(&driver)) != AOTK_OK) return status;
+  aotk__device_info device;
+  if ((status = aotk__current_device(driver, &device)) != AOTK_OK) return status;
+  int row;
+  aotk__image_kind kind;
+  if ((status = aotk__attn_fwd_choose(&problem, &device, &row, &kind)) != AOTK_OK) return status;
+  fill_info(&problem, &aotk__kernel_table[row], kind, info);
+  return AOTK_OK;
+}
+
+aotk_status aotk_preload(void) {
+  aotk__clear_error();
+  const aotk__driver *driver;
+  aotk_status status = aotk__driver_get(&driver);
+  if (status != AOTK_OK) return status;
+  aotk__device_info device;
+  if ((status = aotk__current_device(driver, &device)) != AOTK_OK) return status;
+  int arch;
+  aotk__image_kind kind;
+  if ((status = choose_target(&device, &arch, &kind)) != AOTK_OK) return status;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (e->arch != arch || e->shared_bytes > device.max_shared_bytes) continue;
+    CUkernel kernel;
+    if ((status = aotk__kernel_get(driver, i, kind, device.device, &kernel)) != AOTK_OK) return status;
+  }
+  return AOTK_OK;
+}
+
+aotk_status aotk_get_build_info(aotk_build_info *info) {
+  aotk__clear_error();
+  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
+  if (info->struct_size < sizeof(size_t)) {
+    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_BUILD_INFO_INIT)", info->struct_size);
+  }
+  aotk_build_info full;
+  memset(&full, 0, sizeof full);
+  full.struct_size = info->struct_size;
+  full.triton_version = aotk__triton_version;
+  full.ptxas_version = aotk__ptxas_version;
+  full.catalog_kernels = aotk__catalog_kernel_count;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    int64_t bytes = (int64_t)e->cubin.compressed_bytes + (int64_t)e->ptx.compressed_bytes;
+    if (e->arch == 80) {
+      full.kernels_sm80++;
+      full.image_bytes_sm80 += bytes;
+    } else if (e->arch == 90) {
+      full.kernels_sm90++;
+      full.image_bytes_sm90 += bytes;
+    }
+  }
+  size_t size = info->struct_size < sizeof full ? info->struct_size : sizeof full;
+  memcpy(info, &full, size);
+  return AOTK_OK;
+}

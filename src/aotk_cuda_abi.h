@@ -1,0 +1,49 @@
+/*
+ * The slice of the CUDA driver API aotk uses, declared here so that the library builds without
+ * cuda.h and links without libcuda: the driver is reached at run time through aotk_driver.c.
+ * Values are the driver ABI's and never change; tests/test_cuda_abi.c checks them against cuda.h
+ * where a toolkit is installed.
+ */
+#ifndef AOTK_CUDA_ABI_H
+#define AOTK_CUDA_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUlib_st *CUlibrary;
+typedef struct CUkern_st *CUkernel;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+};
+
+enum {
+  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+  CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+};
+
+enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 };
+enum { CU_STREAM_NON_BLOCKING = 1 };
+enum { CU_STREAM_CAPTURE_MODE_GLOBAL = 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
+
+/* cuGetProcAddress flags and the version the entry points are requested at: 12.0 introduced the
+ * cuLibrary API aotk loads images with, so every function is taken as it was in 12.0. */
+#define AOTK__CU_GET_PROC_ADDRESS_DEFAULT 0
+#define AOTK__CUDA_API_VERSION 12000
+
+#endif /* AOTK_CUDA_ABI_H */
