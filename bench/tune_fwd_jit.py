@@ -43,12 +43,21 @@ def tflops(b, h, sq, sk, d, causal, ms):
 
 
 def main():
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--head-dims", default="64,128")
+    parser.add_argument("--seqlens", default="512,1024,4096,16384")
+    parser.add_argument("--configs", default="", help="BMxBNxWxS,... (default: CONFIGS)")
+    args = parser.parse_args()
+    global CONFIGS
+    if args.configs:
+        CONFIGS = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
     out_dir = os.environ.get("OUT", "/tmp")
     rows = []
     torch.manual_seed(0)
-    for d in (64, 128):
+    for d in (int(x) for x in args.head_dims.split(",")):
         for causal in (False, True):
-            for n in (512, 1024, 4096, 16384):
+            for n in (int(x) for x in args.seqlens.split(",")):
                 b, h = 16384 // n, 2048 // d
                 q = torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16)
                 k = torch.randn_like(q)

@@ -101,17 +101,19 @@ static aotk_status check_tensor(const aotk_tensor *t, const char *name, int rank
   return AOTK_OK;
 }
 
-/* The kernels index within one batch entry with 32-bit offsets. */
-static aotk_status check_batch_span(const aotk_tensor *t, const char *name) {
+/* The kernels index within one batch entry with 32-bit offsets, and address (masked) up to
+ * AOTK__MAX_BLOCK_ROWS rows past the end of the sequence dimension `sequence_dim`. */
+static aotk_status check_batch_span(const aotk_tensor *t, const char *name, int sequence_dim) {
   int64_t span = 0;
   for (int i = 1; i < t->rank; i++) {
-    int64_t extent = t->shape[i] - 1 + (i == 1 || i == t->rank - 1 ? AOTK__MAX_BLOCK_ROWS : 0);
-    span += extent * t->strides[i]; /* cannot overflow: check_tensor bounded each term */
-  }
-  if (span > AOTK__INT32_SPAN_LIMIT) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
-                      "%s: one batch entry spans %lld elements; the kernels index within it with 32 bits", name,
-                      (long long)span);
+    int64_t extent = t->shape[i] - 1 + (i == sequence_dim ? AOTK__MAX_BLOCK_ROWS : 0);
+    int64_t term;
+    if (__builtin_mul_overflow(extent, t->strides[i], &term) || __builtin_add_overflow(span, term, &span) ||
+        span > AOTK__INT32_SPAN_LIMIT) {
+      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
+                        "%s: one batch entry spans more than 2^31 elements; the kernels index within it with 32 bits",
+                        name);
+    }
   }
   return AOTK_OK;
 }
@@ -228,14 +230,14 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   const aotk_tensor *spanned[] = {q, k, v, out};
   const char *spanned_names[] = {"q", "k", "v", "out"};
   for (int i = 0; i < 4; i++) {
-    if ((status = check_batch_span(spanned[i], spanned_names[i])) != AOTK_OK) return status;
+    if ((status = check_batch_span(spanned[i], spanned_names[i], 1)) != AOTK_OK) return status;
   }
-  if (lse->data != NULL && (status = check_batch_span(lse, "lse")) != AOTK_OK) return status;
+  if (lse->data != NULL && (status = check_batch_span(lse, "lse", 2)) != AOTK_OK) return status;
   /* The grid is 1-d with at most 2^31 - 1 programs; the smallest tile has 64 rows. */
   int64_t programs = (seqlen_q + 63) / 64;
-  if (__builtin_mul_overflow(programs, batch * heads_q, &programs) || batch > INT32_MAX || programs > INT32_MAX) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * heads_q * seqlen_q / 64 = %lld programs exceeds the grid limit",
-                      (long long)programs);
+  if (__builtin_mul_overflow(programs, batch, &programs) || __builtin_mul_overflow(programs, heads_q, &programs) ||
+      programs > INT32_MAX) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * heads_q * ceil(seqlen_q / 64) exceeds the grid limit of 2^31 - 1 programs");
   }
   if (params->causal != 0 && params->causal != 1) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "causal = %d; use 0 or 1", (int)params->causal);
@@ -266,6 +268,8 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
  * cubins on sm_8x, and the sm_80 PTX, JIT-compiled by the driver, on anything newer. */
 static aotk_status choose_target(const aotk__device_info *device, int *arch, aotk__image_kind *kind) {
   int cc = device->compute_capability;
+  *arch = 0;
+  *kind = AOTK__IMAGE_CUBIN;
   if (cc < 80) {
     return aotk__fail(AOTK_ERROR_UNSUPPORTED_ARCH, "the GPU is sm_%d; aotk's kernels need sm_80 or newer", cc);
   }

@@ -36,7 +36,11 @@ static void load_real_driver(void) {
     real_driver_status = AOTK_ERROR_NO_DRIVER;
     return;
   }
-  get_proc_address_fn get_proc_address = (get_proc_address_fn)dlsym(handle, "cuGetProcAddress_v2");
+  /* POSIX guarantees dlsym's object pointer converts to a function pointer; ISO C does not, so copy
+   * the bits rather than cast. */
+  void *symbol = dlsym(handle, "cuGetProcAddress_v2");
+  get_proc_address_fn get_proc_address = NULL;
+  memcpy(&get_proc_address, &symbol, sizeof symbol);
   if (get_proc_address == NULL) {
     snprintf(real_driver_message, sizeof real_driver_message,
              "libcuda.so.1 has no cuGetProcAddress_v2: the driver is older than CUDA 12.0, which aotk needs");

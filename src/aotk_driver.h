@@ -43,7 +43,7 @@
   X(cuStreamSynchronize, (CUstream stream))                                                             \
   X(cuStreamBeginCapture, (CUstream stream, int mode))                                                  \
   X(cuStreamEndCapture, (CUstream stream, CUgraph * graph))                                             \
-  X(cuGraphInstantiate, (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                  \
+  X(cuGraphInstantiateWithFlags, (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                  \
   X(cuGraphLaunch, (CUgraphExec exec, CUstream stream))                                                 \
   X(cuGraphExecDestroy, (CUgraphExec exec))                                                             \
   X(cuGraphDestroy, (CUgraph graph))

@@ -68,11 +68,28 @@ static inline AOTK_TEST_PRINTF_LIKE(1) void aotk_test_record_skip(const char *fo
   va_end(args);
 }
 
-static inline void aotk_test_run(const char *name, void (*function)(void)) {
+static inline void aotk_test_begin_case(void) {
   aotk_test_state.case_failures = 0;
   aotk_test_state.case_skipped = 0;
   aotk_test_state.case_detail[0] = '\0';
+}
+
+static inline void aotk_test_end_case(const char *name);
+
+static inline void aotk_test_run(const char *name, void (*function)(void)) {
+  aotk_test_begin_case();
   function();
+  aotk_test_end_case(name);
+}
+
+/* Runs a case that takes an argument: one row of a parameterized matrix. */
+static inline void aotk_test_run_with(const char *name, void (*function)(const void *), const void *argument) {
+  aotk_test_begin_case();
+  function(argument);
+  aotk_test_end_case(name);
+}
+
+static inline void aotk_test_end_case(const char *name) {
   /* A case that failed checks before skipping still counts as failed: the failures are real. */
   if (aotk_test_state.case_failures > 0) {
     aotk_test_state.failed += 1;

@@ -1,0 +1,1520 @@
+/*
+ * CPU tests of the public API: status names, versions, the per-thread last error, argument
+ * validation, and dispatch and launch through a fake driver.
+ *
+ * No GPU is needed, and none is used where one exists: every case that gets past validation runs
+ * against a fake driver table installed with aotk__driver_set_for_testing (SQLite's fault
+ * simulation), which records each call and answers as a GPU of a chosen compute capability would,
+ * or fails where a case injects a fault. The tensors' device pointers are made-up addresses that
+ * nothing dereferences: a bad input must be refused before the driver is reached, which the fake
+ * proves by having recorded no call at all. The one case about the real driver (a machine with no
+ * libcuda.so.1) is skipped where the driver is installed.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aotk.h"
+#include "aotk_driver.h"
+#include "aotk_kernel_table.h"
+#include "aotk_test_harness.h"
+
+/* ---- made-up device addresses --------------------------------------------------------------- */
+
+/* 16-byte aligned and far apart; never dereferenced. */
+#define FAKE_Q ((void *)(uintptr_t)0x10000000u)
+#define FAKE_K ((void *)(uintptr_t)0x20000000u)
+#define FAKE_V ((void *)(uintptr_t)0x30000000u)
+#define FAKE_OUT ((void *)(uintptr_t)0x40000000u)
+#define FAKE_LSE ((void *)(uintptr_t)0x50000000u)
+#define FAKE_STREAM ((aotk_stream)(uintptr_t)0x5000u)
+#define FAKE_CONTEXT ((CUcontext)(uintptr_t)0x6000u)
+#define FAKE_LIBRARY_BASE 0x7000u
+#define FAKE_KERNEL_BASE 0x9000u
+
+static void *byte_offset(void *pointer, uintptr_t bytes) { return (void *)((uintptr_t)pointer + bytes); }
+
+/* ---- the fake driver ------------------------------------------------------------------------ */
+
+enum driver_function {
+#define DRIVER_FUNCTION_ENUM(name, params) CALL_##name,
+  AOTK__DRIVER_FUNCTIONS(DRIVER_FUNCTION_ENUM)
+#undef DRIVER_FUNCTION_ENUM
+  DRIVER_FUNCTION_COUNT
+};
+
+static const char *const driver_function_names[] = {
+#define DRIVER_FUNCTION_NAME(name, params) #name,
+    AOTK__DRIVER_FUNCTIONS(DRIVER_FUNCTION_NAME)
+#undef DRIVER_FUNCTION_NAME
+};
+
+/* The attn_fwd kernel's parameters in the catalog's order (codegen/aotk_catalog.py ATTN_FWD_PARAMS),
+ * then Triton's two hidden scratch pointers: p pointer, l int64, i int32, f fp32. */
+static const char launch_param_kinds[] = "pppppliiliiliiliiliiiiiifii" "pp";
+enum launch_param {
+  ARG_Q, ARG_K, ARG_V, ARG_OUT, ARG_LSE,
+  ARG_STRIDE_QB, ARG_STRIDE_QS, ARG_STRIDE_QH,
+  ARG_STRIDE_KB, ARG_STRIDE_KS, ARG_STRIDE_KH,
+  ARG_STRIDE_VB, ARG_STRIDE_VS, ARG_STRIDE_VH,
+  ARG_STRIDE_OB, ARG_STRIDE_OS, ARG_STRIDE_OH,
+  ARG_STRIDE_LB, ARG_STRIDE_LH,
+  ARG_SEQLEN_Q, ARG_SEQLEN_K, ARG_HEADS_Q, ARG_GROUP_SIZE, ARG_NUM_M_BLOCKS,
+  ARG_QK_SCALE_LOG2, ARG_CAUSAL, ARG_WRITE_LSE,
+  ARG_GLOBAL_SCRATCH, ARG_PROFILE_SCRATCH,
+  LAUNCH_PARAM_COUNT
+};
+
+/* What the fake GPU is, which call fails, and what the library asked of it. */
+static struct fake_gpu {
+  /* Behaviour, set before a case runs. */
+  CUresult init_result;
+  CUresult context_result;
+  bool has_context;
+  int compute_capability; /* major * 10 + minor */
+  int max_shared_bytes;   /* opt-in maximum per block */
+  CUresult library_load_result;
+  CUresult get_kernel_result;
+  CUresult set_attribute_result;
+  CUresult launch_result;
+  /* Record. */
+  int calls[DRIVER_FUNCTION_COUNT];
+  int loaded_images, loaded_elf, loaded_ptx;
+  char requested_function[64];
+  CUkernel last_kernel;
+  int set_attribute, set_attribute_value;
+  int launches;
+  struct {
+    CUfunction function;
+    unsigned grid[3], block[3], shared_bytes;
+    CUstream stream;
+    void **extra;
+    unsigned char args[LAUNCH_PARAM_COUNT][8];
+  } launch;
+} fake;
+
+static const char injected_error_name[] = "CUDA_ERROR_INJECTED_BY_TEST";
+
+static CUresult fake_cuInit(unsigned flags) {
+  fake.calls[CALL_cuInit]++;
+  (void)flags;
+  return fake.init_result;
+}
+
+static CUresult fake_cuGetErrorName(CUresult error, const char **name) {
+  fake.calls[CALL_cuGetErrorName]++;
+  *name = error == CUDA_SUCCESS ? "CUDA_SUCCESS" : injected_error_name;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuGetErrorString(CUresult error, const char **text) {
+  fake.calls[CALL_cuGetErrorString]++;
+  *text = error == CUDA_SUCCESS ? "no error" : "a failure injected by test_api";
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuDeviceGetAttribute(int *value, int attribute, CUdevice device) {
+  fake.calls[CALL_cuDeviceGetAttribute]++;
+  if (device != 0) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *value = fake.compute_capability / 10;
+      return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *value = fake.compute_capability % 10;
+      return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      *value = fake.max_shared_bytes;
+      return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *value = 132;
+      return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult fake_cuCtxGetCurrent(CUcontext *context) {
+  fake.calls[CALL_cuCtxGetCurrent]++;
+  if (fake.context_result != CUDA_SUCCESS) return fake.context_result;
+  *context = fake.has_context ? FAKE_CONTEXT : NULL;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuCtxGetDevice(CUdevice *device) {
+  fake.calls[CALL_cuCtxGetDevice]++;
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, void *jit_options, void **jit_values,
+                                       unsigned num_jit_options, void *library_options, void **library_values,
+                                       unsigned num_library_options) {
+  fake.calls[CALL_cuLibraryLoadData]++;
+  (void)jit_options, (void)jit_values, (void)num_jit_options;
+  (void)library_options, (void)library_values, (void)num_library_options;
+  if (fake.library_load_result != CUDA_SUCCESS) return fake.library_load_result;
+  /* What the driver would be handed: a cubin (ELF) or NUL-terminated PTX text for sm_80. */
+  if (memcmp(code, "\x7f" "ELF", 4) == 0) {
+    fake.loaded_elf++;
+  } else if (strstr((const char *)code, ".target sm_80") != NULL) {
+    fake.loaded_ptx++;
+  }
+  fake.loaded_images++;
+  *library = (CUlibrary)(uintptr_t)(FAKE_LIBRARY_BASE + 16u * (unsigned)fake.loaded_images);
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name) {
+  fake.calls[CALL_cuLibraryGetKernel]++;
+  if (fake.get_kernel_result != CUDA_SUCCESS) return fake.get_kernel_result;
+  if (library != (CUlibrary)(uintptr_t)(FAKE_LIBRARY_BASE + 16u * (unsigned)fake.loaded_images)) {
+    return CUDA_ERROR_INVALID_VALUE; /* not the library just loaded */
+  }
+  snprintf(fake.requested_function, sizeof fake.requested_function, "%s", name);
+  fake.last_kernel = (CUkernel)(uintptr_t)(FAKE_KERNEL_BASE + 16u * (unsigned)fake.loaded_images);
+  *kernel = fake.last_kernel;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuKernelSetAttribute(int attribute, int value, CUkernel kernel, CUdevice device) {
+  fake.calls[CALL_cuKernelSetAttribute]++;
+  (void)kernel, (void)device;
+  if (fake.set_attribute_result != CUDA_SUCCESS) return fake.set_attribute_result;
+  fake.set_attribute = attribute;
+  fake.set_attribute_value = value;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuLaunchKernel(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                                    unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,
+                                    CUstream stream, void **params, void **extra) {
+  fake.calls[CALL_cuLaunchKernel]++;
+  if (fake.launch_result != CUDA_SUCCESS) return fake.launch_result;
+  fake.launches++;
+  fake.launch.function = function;
+  fake.launch.grid[0] = grid_x, fake.launch.grid[1] = grid_y, fake.launch.grid[2] = grid_z;
+  fake.launch.block[0] = block_x, fake.launch.block[1] = block_y, fake.launch.block[2] = block_z;
+  fake.launch.shared_bytes = shared_bytes;
+  fake.launch.stream = stream;
+  fake.launch.extra = extra;
+  /* Reads each argument at its kind's size, as the driver would: an argument packed narrower than
+   * the kernel declares shows up under ASan. */
+  memset(fake.launch.args, 0, sizeof fake.launch.args);
+  for (int i = 0; i < LAUNCH_PARAM_COUNT; i++) {
+    char kind = launch_param_kinds[i];
+    memcpy(fake.launch.args[i], params[i], kind == 'p' || kind == 'l' ? 8 : 4);
+  }
+  return CUDA_SUCCESS;
+}
+
+/* Every other entry: the library has no business calling it here. Recorded, and refused. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define DRIVER_FUNCTION_UNEXPECTED(name, params) \
+  static CUresult unexpected_##name params {     \
+    fake.calls[CALL_##name]++;                   \
+    return CUDA_ERROR_INVALID_VALUE;             \
+  }
+AOTK__DRIVER_FUNCTIONS(DRIVER_FUNCTION_UNEXPECTED)
+#undef DRIVER_FUNCTION_UNEXPECTED
+#pragma GCC diagnostic pop
+
+static aotk__driver fake_driver = {
+#define DRIVER_FUNCTION_MEMBER(name, params) .name = unexpected_##name,
+    AOTK__DRIVER_FUNCTIONS(DRIVER_FUNCTION_MEMBER)
+#undef DRIVER_FUNCTION_MEMBER
+};
+
+/* Installs the fake as a working GPU of compute capability `compute_capability` with
+ * `max_shared_bytes` of opt-in shared memory, with a current context and a clean record. Installing
+ * also empties the library's device and kernel caches, so each case starts from a first call. */
+static void install_fake_gpu(int compute_capability, int max_shared_bytes) {
+  memset(&fake, 0, sizeof fake);
+  fake.has_context = true;
+  fake.compute_capability = compute_capability;
+  fake.max_shared_bytes = max_shared_bytes;
+  fake_driver.cuInit = fake_cuInit;
+  fake_driver.cuGetErrorName = fake_cuGetErrorName;
+  fake_driver.cuGetErrorString = fake_cuGetErrorString;
+  fake_driver.cuDeviceGetAttribute = fake_cuDeviceGetAttribute;
+  fake_driver.cuCtxGetCurrent = fake_cuCtxGetCurrent;
+  fake_driver.cuCtxGetDevice = fake_cuCtxGetDevice;
+  fake_driver.cuLibraryLoadData = fake_cuLibraryLoadData;
+  fake_driver.cuLibraryGetKernel = fake_cuLibraryGetKernel;
+  fake_driver.cuKernelSetAttribute = fake_cuKernelSetAttribute;
+  fake_driver.cuLaunchKernel = fake_cuLaunchKernel;
+  aotk__driver_set_for_testing(&fake_driver);
+}
+
+static void uninstall_fake_gpu(void) { aotk__driver_set_for_testing(NULL); }
+
+/* Opt-in shared memory per block of the GPUs the cases pretend to be. */
+enum {
+  SHARED_SM80 = 163 * 1024,
+  SHARED_SM86 = 99 * 1024,
+  SHARED_SM90 = 227 * 1024,
+  SHARED_SM100 = 227 * 1024,
+  SHARED_SM120 = 99 * 1024,
+};
+
+static void reset_calls(void) { memset(fake.calls, 0, sizeof fake.calls); }
+
+static int total_calls(void) {
+  int total = 0;
+  for (int i = 0; i < DRIVER_FUNCTION_COUNT; i++) total += fake.calls[i];
+  return total;
+}
+
+/* The names of the driver functions called since the last reset, for failure messages. */
+static const char *called_functions(void) {
+  static char list[512];
+  list[0] = '\0';
+  for (int i = 0; i < DRIVER_FUNCTION_COUNT; i++) {
+    if (fake.calls[i] == 0) continue;
+    size_t used = strlen(list);
+    snprintf(list + used, sizeof list - used, "%s%s x%d", used ? ", " : "", driver_function_names[i], fake.calls[i]);
+  }
+  return list;
+}
+
+static int64_t launch_arg_i64(int index) {
+  int64_t value;
+  memcpy(&value, fake.launch.args[index], sizeof value);
+  return value;
+}
+
+static int32_t launch_arg_i32(int index) {
+  int32_t value;
+  memcpy(&value, fake.launch.args[index], sizeof value);
+  return value;
+}
+
+static float launch_arg_f32(int index) {
+  float value;
+  memcpy(&value, fake.launch.args[index], sizeof value);
+  return value;
+}
+
+static uint64_t launch_arg_pointer(int index) {
+  uint64_t value;
+  memcpy(&value, fake.launch.args[index], sizeof value);
+  return value;
+}
+
+/* ---- problems ------------------------------------------------------------------------------- */
+
+typedef struct problem {
+  aotk_dtype dtype;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  bool with_lse;
+} problem;
+
+/* GQA (group 4), seqlen_q != seqlen_k, lse written: every tensor and every check is in play. */
+static const problem default_problem = {AOTK_DTYPE_BFLOAT16, 2, 100, 130, 8, 2, 64, true};
+
+/* Contiguous tensors at the fake addresses. */
+static aotk_attn_params params_for(problem p) {
+  aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
+  params.q = aotk_tensor_4d(FAKE_Q, p.dtype, p.batch, p.seqlen_q, p.heads_q, p.head_dim);
+  params.k = aotk_tensor_4d(FAKE_K, p.dtype, p.batch, p.seqlen_k, p.heads_kv, p.head_dim);
+  params.v = aotk_tensor_4d(FAKE_V, p.dtype, p.batch, p.seqlen_k, p.heads_kv, p.head_dim);
+  params.out = aotk_tensor_4d(FAKE_OUT, p.dtype, p.batch, p.seqlen_q, p.heads_q, p.head_dim);
+  if (p.with_lse) params.lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, p.batch, p.heads_q, p.seqlen_q);
+  return params;
+}
+
+static aotk_attn_params valid_params(void) { return params_for(default_problem); }
+
+static bool message_mentions(const char *needle) { return strstr(aotk_last_error(), needle) != NULL; }
+
+/* A kernel info struct with every byte after struct_size poisoned, to see what a call writes. */
+enum { POISON = 0xAB };
+static void poison_info(aotk_kernel_info *info) {
+  memset(info, POISON, sizeof *info);
+  info->struct_size = sizeof *info;
+}
+
+static bool info_untouched(const aotk_kernel_info *info) {
+  const unsigned char *bytes = (const unsigned char *)info;
+  if (info->struct_size != sizeof *info) return false;
+  for (size_t i = sizeof info->struct_size; i < sizeof *info; i++) {
+    if (bytes[i] != POISON) return false;
+  }
+  return true;
+}
+
+static const aotk__kernel_entry *table_row_named(const char *name, int arch) {
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    if (aotk__kernel_table[i].arch == arch && strcmp(aotk__kernel_table[i].name, name) == 0) {
+      return &aotk__kernel_table[i];
+    }
+  }
+  return NULL;
+}
+
+/* ---- statuses and versions ------------------------------------------------------------------ */
+
+static void test_status_names_and_strings(void) {
+  static const struct {
+    aotk_status status;
+    int value;
+    const char *spelling;
+    const char *text;
+  } statuses[] = {
+#define STATUS_ROW(name, value, text) {name, value, #name, text},
+      AOTK_STATUS_LIST(STATUS_ROW)
+#undef STATUS_ROW
+  };
+  enum { COUNT = sizeof statuses / sizeof statuses[0] };
+  int largest = 0;
+  for (int i = 0; i < COUNT; i++) {
+    const char *name = aotk_status_name(statuses[i].status);
+    const char *text = aotk_status_string(statuses[i].status);
+    CHECK_MSG((int)statuses[i].status == statuses[i].value, "%s = %d, the list says %d", statuses[i].spelling,
+              (int)statuses[i].status, statuses[i].value);
+    CHECK_MSG(name != NULL && strcmp(name, statuses[i].spelling) == 0, "aotk_status_name(%d) = \"%s\", expected \"%s\"",
+              statuses[i].value, name ? name : "(null)", statuses[i].spelling);
+    CHECK_MSG(text != NULL && text[0] != '\0' && strcmp(text, statuses[i].text) == 0,
+              "aotk_status_string(%s) = \"%s\"", statuses[i].spelling, text ? text : "(null)");
+    for (int j = 0; j < i; j++) {
+      CHECK_MSG(statuses[i].value != statuses[j].value, "%s and %s share the value %d", statuses[i].spelling,
+                statuses[j].spelling, statuses[i].value);
+      CHECK_MSG(strcmp(name, aotk_status_name(statuses[j].status)) != 0, "%s and %s share a name",
+                statuses[i].spelling, statuses[j].spelling);
+    }
+    if (statuses[i].value > largest) largest = statuses[i].value;
+  }
+  CHECK_MSG(COUNT >= 26, "the list has %d statuses; the first release had 26, and none is ever removed", (int)COUNT);
+  /* Explicit values, never renumbered. */
+  CHECK(AOTK_OK == 0);
+  CHECK(AOTK_ERROR_NULL_POINTER == 1);
+  CHECK(AOTK_ERROR_STRUCT_SIZE == 2);
+  CHECK(AOTK_ERROR_UNSUPPORTED_HEAD_DIM == 8);
+  CHECK(AOTK_ERROR_SIZE_OVERFLOW == 14);
+  CHECK(AOTK_ERROR_INVALID_VALUE == 15);
+  CHECK(AOTK_ERROR_NO_DRIVER == 16);
+  CHECK(AOTK_ERROR_UNSUPPORTED_ARCH == 19);
+  CHECK(AOTK_ERROR_CUDA == 22);
+  CHECK(AOTK_ERROR_INTERNAL == 25);
+
+  const int unknown_values[] = {largest + 1, 1000, -1, INT32_MAX};
+  for (size_t i = 0; i < sizeof unknown_values / sizeof unknown_values[0]; i++) {
+    aotk_status unknown = (aotk_status)unknown_values[i];
+    const char *name = aotk_status_name(unknown);
+    const char *text = aotk_status_string(unknown);
+    CHECK_MSG(name != NULL && strcmp(name, "AOTK_STATUS_UNKNOWN") == 0, "aotk_status_name(%d) = \"%s\"",
+              unknown_values[i], name ? name : "(null)");
+    CHECK_MSG(text != NULL && text[0] != '\0', "aotk_status_string(%d) is empty", unknown_values[i]);
+  }
+}
+
+static void test_version(void) {
+  CHECK(AOTK_VERSION_NUMBER == AOTK_VERSION_MAJOR * 10000 + AOTK_VERSION_MINOR * 100 + AOTK_VERSION_PATCH);
+  CHECK_MSG(aotk_version_number() == AOTK_VERSION_NUMBER, "aotk_version_number() = %u, the header says %d",
+            aotk_version_number(), AOTK_VERSION_NUMBER);
+  char expected[32];
+  snprintf(expected, sizeof expected, "%d.%d.%d", AOTK_VERSION_MAJOR, AOTK_VERSION_MINOR, AOTK_VERSION_PATCH);
+  const char *version = aotk_version_string();
+  CHECK_MSG(version != NULL && strcmp(version, expected) == 0, "aotk_version_string() = \"%s\", expected \"%s\"",
+            version ? version : "(null)", expected);
+}
+
+/* ---- the last error ------------------------------------------------------------------------- */
+
+static void test_last_error_cleared_by_success(void) {
+  aotk_attn_params params = valid_params();
+  params.q.data = NULL;
+  CHECK(aotk_attn_fwd(&params, NULL) == AOTK_ERROR_NULL_POINTER);
+  CHECK_MSG(message_mentions("q.data"), "message \"%s\" does not name q.data", aotk_last_error());
+  aotk_build_info info = AOTK_BUILD_INFO_INIT;
+  CHECK(aotk_get_build_info(&info) == AOTK_OK);
+  CHECK_MSG(aotk_last_error() != NULL && aotk_last_error()[0] == '\0', "after a success: \"%s\"", aotk_last_error());
+  CHECK(aotk_last_cuda_result() == 0);
+}
+
+typedef struct thread_record {
+  char message_at_start[512];
+  int cuda_result_at_start;
+  aotk_status status;
+  char message_after_failure[512];
+  char message_after_success[512];
+} thread_record;
+
+static void *thread_fails_then_succeeds(void *argument) {
+  thread_record *record = argument;
+  snprintf(record->message_at_start, sizeof record->message_at_start, "%s", aotk_last_error());
+  record->cuda_result_at_start = aotk_last_cuda_result();
+  aotk_attn_params params = valid_params();
+  params.struct_size = 0;
+  record->status = aotk_attn_fwd(&params, NULL);
+  snprintf(record->message_after_failure, sizeof record->message_after_failure, "%s", aotk_last_error());
+  aotk_build_info info = AOTK_BUILD_INFO_INIT;
+  aotk_get_build_info(&info);
+  snprintf(record->message_after_success, sizeof record->message_after_success, "%s", aotk_last_error());
+  return NULL;
+}
+
+static void test_last_error_is_per_thread(void) {
+  /* This thread's failure: a driver failure, so that the CUresult is set too. */
+  install_fake_gpu(90, SHARED_SM90);
+  fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+  aotk_attn_params params = valid_params();
+  CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_ERROR_CUDA);
+  char own_message[512];
+  snprintf(own_message, sizeof own_message, "%s", aotk_last_error());
+  CHECK_MSG(strstr(own_message, "cuLaunchKernel") != NULL, "message \"%s\"", own_message);
+  CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
+
+  thread_record record;
+  memset(&record, 0, sizeof record);
+  pthread_t thread;
+  CHECK(pthread_create(&thread, NULL, thread_fails_then_succeeds, &record) == 0);
+  CHECK(pthread_join(thread, NULL) == 0);
+  CHECK_MSG(record.message_at_start[0] == '\0', "a new thread starts with \"%s\"", record.message_at_start);
+  CHECK(record.cuda_result_at_start == 0);
+  CHECK(record.status == AOTK_ERROR_STRUCT_SIZE);
+  CHECK_MSG(strstr(record.message_after_failure, "struct_size") != NULL, "the thread's message: \"%s\"",
+            record.message_after_failure);
+  CHECK(record.message_after_success[0] == '\0');
+  /* Neither the thread's failure nor its success touched this thread's record. */
+  CHECK_MSG(strcmp(aotk_last_error(), own_message) == 0, "this thread's message became \"%s\"", aotk_last_error());
+  CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
+  uninstall_fake_gpu();
+}
+
+/* ---- validation ----------------------------------------------------------------------------- */
+
+typedef struct bad_input {
+  const char *what;
+  void (*spoil)(aotk_attn_params *params); /* NULL: pass params = NULL */
+  aotk_status expected;
+  const char *mentions; /* in aotk_last_error() */
+} bad_input;
+
+static void set_struct_size_zero(aotk_attn_params *p) { p->struct_size = 0; }
+static void set_struct_size_short(aotk_attn_params *p) { p->struct_size = sizeof *p - 1; }
+static void set_struct_size_garbage(aotk_attn_params *p) { p->struct_size = (size_t)1 << 40; }
+static void set_q_null(aotk_attn_params *p) { p->q.data = NULL; }
+static void set_k_null(aotk_attn_params *p) { p->k.data = NULL; }
+static void set_v_null(aotk_attn_params *p) { p->v.data = NULL; }
+static void set_out_null(aotk_attn_params *p) { p->out.data = NULL; }
+static void set_q_float32(aotk_attn_params *p) { p->q.dtype = AOTK_DTYPE_FLOAT32; }
+static void set_q_dtype_zero(aotk_attn_params *p) { p->q.dtype = (aotk_dtype)0; }
+static void set_q_dtype_garbage(aotk_attn_params *p) { p->q.dtype = (aotk_dtype)1234; }
+static void set_k_dtype_garbage(aotk_attn_params *p) { p->k.dtype = (aotk_dtype)-7; }
+static void set_k_float16(aotk_attn_params *p) { p->k.dtype = AOTK_DTYPE_FLOAT16; }
+static void set_v_float16(aotk_attn_params *p) { p->v.dtype = AOTK_DTYPE_FLOAT16; }
+static void set_out_float32(aotk_attn_params *p) { p->out.dtype = AOTK_DTYPE_FLOAT32; }
+static void set_q_rank_3(aotk_attn_params *p) { p->q.rank = 3; }
+static void set_q_rank_negative(aotk_attn_params *p) { p->q.rank = -1; }
+static void set_k_rank_5(aotk_attn_params *p) { p->k.rank = 5; }
+static void set_v_rank_beyond_max(aotk_attn_params *p) { p->v.rank = AOTK_TENSOR_MAX_RANK + 1; }
+static void set_out_rank_0(aotk_attn_params *p) { p->out.rank = 0; }
+static void set_k_batch(aotk_attn_params *p) { p->k.shape[0] = 3; }
+static void set_v_batch(aotk_attn_params *p) { p->v.shape[0] = 1; }
+static void set_v_seqlen(aotk_attn_params *p) { p->v.shape[1] = 131; }
+static void set_v_heads(aotk_attn_params *p) { p->v.shape[2] = 4; }
+static void set_out_batch(aotk_attn_params *p) { p->out.shape[0] = 3; }
+static void set_out_seqlen(aotk_attn_params *p) { p->out.shape[1] = 99; }
+static void set_out_heads(aotk_attn_params *p) { p->out.shape[2] = 16; }
+static void set_k_head_dim(aotk_attn_params *p) { p->k.shape[3] = 128; }
+static void set_v_head_dim(aotk_attn_params *p) { p->v.shape[3] = 128; }
+static void set_out_head_dim(aotk_attn_params *p) { p->out.shape[3] = 128; }
+static void set_head_dim(aotk_attn_params *p, int64_t head_dim) {
+  problem shape = default_problem;
+  shape.head_dim = head_dim;
+  *p = params_for(shape);
+}
+static void set_head_dim_80(aotk_attn_params *p) { set_head_dim(p, 80); }
+static void set_head_dim_256(aotk_attn_params *p) { set_head_dim(p, 256); }
+static void set_head_dim_32(aotk_attn_params *p) { set_head_dim(p, 32); }
+static void set_q_last_stride_2(aotk_attn_params *p) { p->q.strides[3] = 2; }
+static void set_v_last_stride_0(aotk_attn_params *p) { p->v.strides[3] = 0; }
+static void set_lse_last_stride_2(aotk_attn_params *p) { p->lse.strides[2] = 2; }
+static void set_k_stride_negative(aotk_attn_params *p) { p->k.strides[1] = -128; }
+static void set_out_stride_negative(aotk_attn_params *p) { p->out.strides[0] = -1; }
+static void set_q_odd_address(aotk_attn_params *p) { p->q.data = byte_offset(FAKE_Q, 1); }
+static void set_out_odd_address(aotk_attn_params *p) { p->out.data = byte_offset(FAKE_OUT, 3); }
+static void set_lse_misaligned(aotk_attn_params *p) { p->lse.data = byte_offset(FAKE_LSE, 2); }
+static void set_heads_kv_3(aotk_attn_params *p) { p->k.shape[2] = p->v.shape[2] = 3; }
+static void set_heads_kv_above_heads_q(aotk_attn_params *p) { p->k.shape[2] = p->v.shape[2] = 16; }
+static void set_q_batch_zero(aotk_attn_params *p) { p->q.shape[0] = 0; }
+static void set_q_heads_zero(aotk_attn_params *p) { p->q.shape[2] = 0; }
+static void set_k_seqlen_negative(aotk_attn_params *p) { p->k.shape[1] = -5; }
+static void set_out_head_dim_negative(aotk_attn_params *p) { p->out.shape[3] = -64; }
+static void set_lse_seqlen_zero(aotk_attn_params *p) { p->lse.shape[2] = 0; }
+static void set_q_offset_overflow(aotk_attn_params *p) {
+  p->q.shape[0] = (int64_t)1 << 40;
+  p->q.strides[0] = (int64_t)1 << 40;
+}
+static void set_k_stride_max(aotk_attn_params *p) { p->k.strides[0] = INT64_MAX; }
+static void set_v_byte_overflow(aotk_attn_params *p) { p->v.strides[0] = (int64_t)1 << 62; } /* elements fit, bytes do not */
+static void set_q_batch_span_by_stride(aotk_attn_params *p) { p->q.strides[1] = (int64_t)1 << 24; }
+static void set_lse_batch_span_by_stride(aotk_attn_params *p) { p->lse.strides[1] = (int64_t)1 << 30; }
+static void set_batch_span_by_size(aotk_attn_params *p) {
+  problem shape = default_problem;
+  shape.seqlen_q = (int64_t)1 << 22; /* 2^22 rows of 8 heads of 64: 2^31 elements per batch entry */
+  *p = params_for(shape);
+}
+static void set_seqlen_q_beyond_int32(aotk_attn_params *p) {
+  problem shape = default_problem;
+  shape.seqlen_q = INT32_MAX;
+  shape.heads_q = shape.heads_kv = 1;
+  *p = params_for(shape);
+}
+static void set_seqlen_k_beyond_int32(aotk_attn_params *p) {
+  p->k.shape[1] = p->v.shape[1] = INT32_MAX;
+  p->k.strides[1] = p->v.strides[1] = 0; /* inputs may broadcast; keeps the byte span small */
+}
+static void set_batch_beyond_grid(aotk_attn_params *p) {
+  problem shape = default_problem;
+  shape.batch = (int64_t)1 << 33;
+  *p = params_for(shape);
+}
+static void set_causal_2(aotk_attn_params *p) { p->causal = 2; }
+static void set_causal_negative(aotk_attn_params *p) { p->causal = -1; }
+static void set_scale_negative(aotk_attn_params *p) { p->softmax_scale = -0.125f; }
+static void set_scale_nan(aotk_attn_params *p) { p->softmax_scale = NAN; }
+static void set_scale_infinite(aotk_attn_params *p) { p->softmax_scale = INFINITY; }
+static void set_scale_negative_infinite(aotk_attn_params *p) { p->softmax_scale = -INFINITY; }
+static void set_lse_bfloat16(aotk_attn_params *p) { p->lse.dtype = AOTK_DTYPE_BFLOAT16; }
+static void set_lse_dtype_garbage(aotk_attn_params *p) { p->lse.dtype = (aotk_dtype)99; }
+static void set_lse_rank_4(aotk_attn_params *p) { p->lse.rank = 4; }
+static void set_lse_batch(aotk_attn_params *p) { p->lse.shape[0] = 3; }
+static void set_lse_heads_kv(aotk_attn_params *p) { p->lse.shape[1] = p->k.shape[2]; }
+static void set_lse_seqlen_k(aotk_attn_params *p) { p->lse.shape[2] = p->k.shape[1]; }
+static void set_lse_like_q(aotk_attn_params *p) { /* [batch, seqlen_q, heads_q]: the layout of q, not of lse */
+  p->lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, p->q.shape[0], p->q.shape[1], p->q.shape[2]);
+}
+static void set_out_seqlen_stride_zero(aotk_attn_params *p) { p->out.strides[1] = 0; }
+static void set_out_batch_stride_zero(aotk_attn_params *p) { p->out.strides[0] = 0; }
+static void set_lse_heads_stride_zero(aotk_attn_params *p) { p->lse.strides[1] = 0; }
+
+static const bad_input bad_inputs[] = {
+    {"params NULL", NULL, AOTK_ERROR_NULL_POINTER, "params"},
+    {"struct_size 0", set_struct_size_zero, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size one byte short", set_struct_size_short, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size garbage", set_struct_size_garbage, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"q.data NULL", set_q_null, AOTK_ERROR_NULL_POINTER, "q.data"},
+    {"k.data NULL", set_k_null, AOTK_ERROR_NULL_POINTER, "k.data"},
+    {"v.data NULL", set_v_null, AOTK_ERROR_NULL_POINTER, "v.data"},
+    {"out.data NULL", set_out_null, AOTK_ERROR_NULL_POINTER, "out.data"},
+    {"q float32", set_q_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"q dtype 0", set_q_dtype_zero, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"q dtype garbage", set_q_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"k dtype garbage", set_k_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "k.dtype"},
+    {"k float16, q bfloat16", set_k_float16, AOTK_ERROR_DTYPE_MISMATCH, "k.dtype"},
+    {"v float16, q bfloat16", set_v_float16, AOTK_ERROR_DTYPE_MISMATCH, "v.dtype"},
+    {"out float32, q bfloat16", set_out_float32, AOTK_ERROR_DTYPE_MISMATCH, "out.dtype"},
+    {"q rank 3", set_q_rank_3, AOTK_ERROR_RANK, "q.rank"},
+    {"q rank -1", set_q_rank_negative, AOTK_ERROR_RANK, "q.rank"},
+    {"k rank 5", set_k_rank_5, AOTK_ERROR_RANK, "k.rank"},
+    {"v rank beyond AOTK_TENSOR_MAX_RANK", set_v_rank_beyond_max, AOTK_ERROR_RANK, "v.rank"},
+    {"out rank 0", set_out_rank_0, AOTK_ERROR_RANK, "out.rank"},
+    {"k batch != q batch", set_k_batch, AOTK_ERROR_SHAPE_MISMATCH, "k.shape[0]"},
+    {"v batch != k batch", set_v_batch, AOTK_ERROR_SHAPE_MISMATCH, "v.shape[0]"},
+    {"v seqlen_k != k seqlen_k", set_v_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "v.shape[1]"},
+    {"v heads != k heads", set_v_heads, AOTK_ERROR_SHAPE_MISMATCH, "v.shape[2]"},
+    {"out batch != q batch", set_out_batch, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0]"},
+    {"out seqlen != q seqlen", set_out_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[1]"},
+    {"out heads != q heads", set_out_heads, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[2]"},
+    {"k head_dim != q head_dim", set_k_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "k.shape[3]"},
+    {"v head_dim != k head_dim", set_v_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "v.shape[3]"},
+    {"out head_dim != q head_dim", set_out_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[3]"},
+    {"head_dim 80", set_head_dim_80, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim"},
+    {"head_dim 256", set_head_dim_256, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim"},
+    {"head_dim 32", set_head_dim_32, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim"},
+    {"q last stride 2", set_q_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "q.strides[3]"},
+    {"v last stride 0", set_v_last_stride_0, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "v.strides[3]"},
+    {"lse last stride 2", set_lse_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "lse.strides[2]"},
+    {"k negative stride", set_k_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE, "k.strides[1]"},
+    {"out negative stride", set_out_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE, "out.strides[0]"},
+    {"q odd address", set_q_odd_address, AOTK_ERROR_MISALIGNED_POINTER, "q.data"},
+    {"out odd address", set_out_odd_address, AOTK_ERROR_MISALIGNED_POINTER, "out.data"},
+    {"lse 2-byte aligned", set_lse_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "lse.data"},
+    {"heads_kv 3 of heads_q 8", set_heads_kv_3, AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_q"},
+    {"heads_kv 16 > heads_q 8", set_heads_kv_above_heads_q, AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_q"},
+    {"q batch 0", set_q_batch_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "q.shape[0]"},
+    {"q heads 0", set_q_heads_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "q.shape[2]"},
+    {"k seqlen -5", set_k_seqlen_negative, AOTK_ERROR_NONPOSITIVE_SIZE, "k.shape[1]"},
+    {"out head_dim -64", set_out_head_dim_negative, AOTK_ERROR_NONPOSITIVE_SIZE, "out.shape[3]"},
+    {"lse seqlen 0", set_lse_seqlen_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "lse.shape[2]"},
+    {"q last offset overflows int64", set_q_offset_overflow, AOTK_ERROR_SIZE_OVERFLOW, "q:"},
+    {"k stride INT64_MAX", set_k_stride_max, AOTK_ERROR_SIZE_OVERFLOW, "k:"},
+    {"v byte span overflows int64", set_v_byte_overflow, AOTK_ERROR_SIZE_OVERFLOW, "v:"},
+    {"q batch entry beyond 2^31 elements (stride)", set_q_batch_span_by_stride, AOTK_ERROR_SIZE_OVERFLOW, "q:"},
+    {"q batch entry beyond 2^31 elements (size)", set_batch_span_by_size, AOTK_ERROR_SIZE_OVERFLOW, "q:"},
+    {"lse batch entry beyond 2^31 elements", set_lse_batch_span_by_stride, AOTK_ERROR_SIZE_OVERFLOW, "lse:"},
+    {"seqlen_q beyond int32", set_seqlen_q_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_q"},
+    {"seqlen_k beyond int32", set_seqlen_k_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_k"},
+    {"batch beyond the grid", set_batch_beyond_grid, AOTK_ERROR_SIZE_OVERFLOW, "programs"},
+    {"causal 2", set_causal_2, AOTK_ERROR_INVALID_VALUE, "causal"},
+    {"causal -1", set_causal_negative, AOTK_ERROR_INVALID_VALUE, "causal"},
+    {"softmax_scale negative", set_scale_negative, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softmax_scale NaN", set_scale_nan, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softmax_scale +inf", set_scale_infinite, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softmax_scale -inf", set_scale_negative_infinite, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"lse bfloat16", set_lse_bfloat16, AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype"},
+    {"lse dtype garbage", set_lse_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype"},
+    {"lse rank 4", set_lse_rank_4, AOTK_ERROR_RANK, "lse.rank"},
+    {"lse batch != q batch", set_lse_batch, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"lse heads = heads_kv", set_lse_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"lse seqlen = seqlen_k", set_lse_seqlen_k, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[2]"},
+    {"lse in q's layout", set_lse_like_q, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"out seqlen stride 0", set_out_seqlen_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[1]"},
+    {"out batch stride 0", set_out_batch_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[0]"},
+    {"lse heads stride 0", set_lse_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "lse.strides[1]"},
+};
+
+/* Runs one bad input through aotk_attn_fwd and aotk_query with the recording fake installed (as a
+ * working sm_90 GPU, so a bad input that slipped through would reach it): both must refuse it with
+ * the expected status and a message naming the argument, call no driver function, and leave the
+ * caller's params and the query's info untouched. */
+static void check_bad_input(const bad_input *c) {
+  aotk_attn_params params = valid_params();
+  if (c->spoil != NULL) c->spoil(&params);
+  aotk_attn_params before = params;
+  const aotk_attn_params *argument = c->spoil != NULL ? &params : NULL;
+
+  reset_calls();
+  aotk_status status = aotk_attn_fwd(argument, FAKE_STREAM);
+  CHECK_MSG(status == c->expected, "%s: aotk_attn_fwd gave %s (%s), expected %s", c->what, aotk_status_name(status),
+            aotk_last_error(), aotk_status_name(c->expected));
+  CHECK_MSG(message_mentions(c->mentions), "%s: the message \"%s\" does not mention \"%s\"", c->what,
+            aotk_last_error(), c->mentions);
+  CHECK_MSG(total_calls() == 0, "%s: aotk_attn_fwd reached the driver (%s)", c->what, called_functions());
+  CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "%s: launched", c->what);
+  CHECK_MSG(memcmp(&params, &before, sizeof params) == 0, "%s: the caller's params changed", c->what);
+
+  aotk_kernel_info info;
+  poison_info(&info);
+  reset_calls();
+  aotk_status query_status = aotk_query(AOTK_OP_ATTN_FWD, argument, &info);
+  CHECK_MSG(query_status == status, "%s: aotk_query gave %s, aotk_attn_fwd %s", c->what,
+            aotk_status_name(query_status), aotk_status_name(status));
+  CHECK_MSG(message_mentions(c->mentions), "%s: aotk_query's message \"%s\" does not mention \"%s\"", c->what,
+            aotk_last_error(), c->mentions);
+  CHECK_MSG(total_calls() == 0, "%s: aotk_query reached the driver (%s)", c->what, called_functions());
+  CHECK_MSG(info_untouched(&info), "%s: aotk_query wrote *info on failure", c->what);
+  bool name_untouched = true;
+  for (size_t i = 0; i < sizeof info.kernel_name; i++) {
+    name_untouched = name_untouched && (unsigned char)info.kernel_name[i] == POISON;
+  }
+  CHECK_MSG(name_untouched, "%s: aotk_query wrote kernel_name on failure", c->what);
+}
+
+static void test_validation_rejects_bad_inputs(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  /* The base case is valid, so each failure below is due to its one change. */
+  aotk_attn_params params = valid_params();
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK_MSG(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK, "the base case fails: %s", aotk_last_error());
+  for (size_t i = 0; i < sizeof bad_inputs / sizeof bad_inputs[0]; i++) check_bad_input(&bad_inputs[i]);
+  printf("    %zu bad inputs\n", sizeof bad_inputs / sizeof bad_inputs[0]);
+  uninstall_fake_gpu();
+}
+
+/* A sequence stride so large that the 257 rows the span check counts (seqlen_q 2 plus the 256 rows a
+ * block may address past the end) wrap int64 to a small number: 257 * 71777214294589696 = 2^64 + 256.
+ * The tensor's own last offset (1 stride) fits, so only the batch-span check can refuse it, and the
+ * stride does not fit the kernel's int32 parameter: launching would address row 1 at a truncated
+ * offset. */
+static void set_sequence_stride_wrapping_span(aotk_attn_params *p) {
+  problem shape = default_problem;
+  shape.seqlen_q = 2;
+  *p = params_for(shape);
+  p->q.strides[1] = 71777214294589696;
+}
+static void set_out_sequence_stride_wrapping_span(aotk_attn_params *p) {
+  set_sequence_stride_wrapping_span(p);
+  p->q.strides[1] = p->out.strides[1];
+  p->out.strides[1] = 71777214294589696;
+}
+/* batch * heads_q overflows int64 (2^40 * 2^30) while every tensor is valid on its own: q, k and v
+ * broadcast (zero strides), out's strides overlap but are non-zero. */
+static void set_batch_times_heads_overflow(aotk_attn_params *p) {
+  const int64_t batch = (int64_t)1 << 40, heads_q = (int64_t)1 << 30;
+  aotk_tensor q = {FAKE_Q, AOTK_DTYPE_BFLOAT16, 4, {batch, 1, heads_q, 64}, {0, 0, 0, 1}};
+  aotk_tensor kv = {FAKE_K, AOTK_DTYPE_BFLOAT16, 4, {batch, 1, 1, 64}, {0, 0, 0, 1}};
+  aotk_tensor out = {FAKE_OUT, AOTK_DTYPE_BFLOAT16, 4, {batch, 1, heads_q, 64}, {1, 1, 1, 1}};
+  aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
+  params.q = q;
+  params.k = kv;
+  params.v = kv;
+  params.v.data = FAKE_V;
+  params.out = out;
+  *p = params;
+}
+
+/* Inputs whose rejection depends on overflow arithmetic in the span and grid checks. Kept apart from
+ * the table above so that a failure here points at the arithmetic; run under UBSan as well, where a
+ * signed overflow in the check is reported even when the status comes out right. */
+static const bad_input overflowing_inputs[] = {
+    {"q sequence stride whose block span wraps int64", set_sequence_stride_wrapping_span, AOTK_ERROR_SIZE_OVERFLOW,
+     "q:"},
+    {"out sequence stride whose block span wraps int64", set_out_sequence_stride_wrapping_span,
+     AOTK_ERROR_SIZE_OVERFLOW, "out:"},
+    {"batch * heads_q overflows int64", set_batch_times_heads_overflow, AOTK_ERROR_SIZE_OVERFLOW, "programs"},
+};
+
+static void test_validation_span_checks_do_not_wrap(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  for (size_t i = 0; i < sizeof overflowing_inputs / sizeof overflowing_inputs[0]; i++) {
+    check_bad_input(&overflowing_inputs[i]);
+  }
+  uninstall_fake_gpu();
+}
+
+/* Inputs at the edge of what is allowed, which validation must accept. */
+static void test_validation_accepts_edge_inputs(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  struct {
+    const char *what;
+    aotk_attn_params params;
+  } cases[8];
+  int count = 0;
+
+  cases[count].what = "no lse, its other fields garbage";
+  cases[count].params = valid_params();
+  memset(&cases[count].params.lse, 0xEE, sizeof cases[count].params.lse);
+  cases[count].params.lse.data = NULL;
+  count++;
+
+  cases[count].what = "out stride 0 on dimensions of size 1";
+  problem single = default_problem;
+  single.batch = 1;
+  single.heads_q = single.heads_kv = 1;
+  cases[count].params = params_for(single);
+  cases[count].params.out.strides[0] = cases[count].params.out.strides[2] = 0;
+  cases[count].params.lse.strides[0] = cases[count].params.lse.strides[1] = 0;
+  count++;
+
+  cases[count].what = "k and v broadcast over the batch (stride 0)";
+  cases[count].params = valid_params();
+  cases[count].params.k.strides[0] = cases[count].params.v.strides[0] = 0;
+  count++;
+
+  cases[count].what = "MQA (heads_kv 1), causal, explicit scale";
+  problem mqa = default_problem;
+  mqa.heads_kv = 1;
+  cases[count].params = params_for(mqa);
+  cases[count].params.causal = 1;
+  cases[count].params.softmax_scale = 0.3f;
+  count++;
+
+  cases[count].what = "softmax_scale -0.0 (zero: the default)";
+  cases[count].params = valid_params();
+  cases[count].params.softmax_scale = -0.0f;
+  count++;
+
+  cases[count].what = "struct_size of a newer, larger struct";
+  cases[count].params = valid_params();
+  cases[count].params.struct_size = sizeof(aotk_attn_params) + 64;
+  count++;
+
+  for (int i = 0; i < count; i++) {
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &cases[i].params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    status = aotk_attn_fwd(&cases[i].params, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_fwd %s (%s)", cases[i].what, aotk_status_name(status),
+              aotk_last_error());
+  }
+  uninstall_fake_gpu();
+}
+
+/* lse is [batch, heads_q, seqlen_q]: the rows a block may address past the end run along its last
+ * dimension, not along heads. seqlen_q 2^23 with one head spans 2^23 lse elements (and 2^29 of q),
+ * well under the documented 2^31 per batch entry, so the call must be accepted. */
+static void test_validation_lse_span_follows_its_layout(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  problem long_sequence = {AOTK_DTYPE_FLOAT16, 1, (int64_t)1 << 23, 64, 1, 1, 64, true};
+  aotk_attn_params params = params_for(long_sequence);
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+  CHECK_MSG(status == AOTK_OK, "aotk_query: %s (%s)", aotk_status_name(status), aotk_last_error());
+  status = aotk_attn_fwd(&params, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_OK, "aotk_attn_fwd: %s (%s)", aotk_status_name(status), aotk_last_error());
+  /* Without lse the same problem is accepted: only lse's span is miscounted. */
+  params.lse.data = NULL;
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+  uninstall_fake_gpu();
+}
+
+/* ---- faults --------------------------------------------------------------------------------- */
+
+/* Runs the valid default problem through aotk_attn_fwd and aotk_query; both must give `expected`,
+ * nothing may launch, and a failed query must leave *info alone. */
+static void check_fault(const char *what, aotk_status expected, aotk_status expected_from_query, const char *mentions) {
+  aotk_attn_params params = valid_params();
+  aotk_status status = aotk_attn_fwd(&params, FAKE_STREAM);
+  CHECK_MSG(status == expected, "%s: aotk_attn_fwd gave %s (%s), expected %s", what, aotk_status_name(status),
+            aotk_last_error(), aotk_status_name(expected));
+  CHECK_MSG(message_mentions(mentions), "%s: the message \"%s\" does not mention \"%s\"", what, aotk_last_error(),
+            mentions);
+  CHECK_MSG(fake.launches == 0, "%s: launched", what);
+
+  aotk_kernel_info info;
+  poison_info(&info);
+  aotk_status query_status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+  CHECK_MSG(query_status == expected_from_query, "%s: aotk_query gave %s (%s), expected %s", what,
+            aotk_status_name(query_status), aotk_last_error(), aotk_status_name(expected_from_query));
+  if (query_status != AOTK_OK) CHECK_MSG(info_untouched(&info), "%s: aotk_query wrote *info on failure", what);
+}
+
+static void test_fault_no_device(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  fake.init_result = CUDA_ERROR_NO_DEVICE;
+  check_fault("cuInit: no device", AOTK_ERROR_NO_DEVICE, AOTK_ERROR_NO_DEVICE, "cuInit");
+  aotk_attn_params params = valid_params();
+  CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_ERROR_NO_DEVICE);
+  CHECK_MSG(aotk_last_cuda_result() == CUDA_ERROR_NO_DEVICE, "aotk_last_cuda_result() = %d", aotk_last_cuda_result());
+  CHECK(aotk_preload() == AOTK_ERROR_NO_DEVICE);
+
+  install_fake_gpu(90, SHARED_SM90);
+  fake.init_result = CUDA_ERROR_NOT_INITIALIZED;
+  check_fault("cuInit: another failure", AOTK_ERROR_CUDA, AOTK_ERROR_CUDA, injected_error_name);
+  CHECK(aotk_last_cuda_result() == CUDA_ERROR_NOT_INITIALIZED);
+  uninstall_fake_gpu();
+}
+
+static void test_fault_no_context(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  fake.has_context = false;
+  check_fault("no current context", AOTK_ERROR_NO_CONTEXT, AOTK_ERROR_NO_CONTEXT, "context");
+  CHECK(aotk_preload() == AOTK_ERROR_NO_CONTEXT);
+  CHECK(fake.calls[CALL_cuLibraryLoadData] == 0);
+
+  install_fake_gpu(90, SHARED_SM90);
+  fake.context_result = CUDA_ERROR_INVALID_CONTEXT;
+  check_fault("cuCtxGetCurrent fails", AOTK_ERROR_CUDA, AOTK_ERROR_CUDA, "cuCtxGetCurrent");
+  CHECK(aotk_last_cuda_result() == CUDA_ERROR_INVALID_CONTEXT);
+  uninstall_fake_gpu();
+}
+
+static void test_fault_old_gpu(void) {
+  static const int old[] = {75, 70, 61};
+  for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) {
+    install_fake_gpu(old[i], 64 * 1024);
+    char sm[16];
+    snprintf(sm, sizeof sm, "sm_%d", old[i]);
+    check_fault(sm, AOTK_ERROR_UNSUPPORTED_ARCH, AOTK_ERROR_UNSUPPORTED_ARCH, sm);
+    CHECK(aotk_preload() == AOTK_ERROR_UNSUPPORTED_ARCH);
+    CHECK(fake.calls[CALL_cuLibraryLoadData] == 0);
+  }
+  uninstall_fake_gpu();
+}
+
+/* A GPU whose opt-in shared memory is one byte short of what the chosen kernel needs. */
+static void test_fault_too_little_shared_memory(void) {
+  static const int compute_capabilities[] = {90, 86};
+  problem problems[2] = {default_problem, default_problem};
+  problems[1].head_dim = 128;
+  problems[1].seqlen_q = 4096;
+  for (size_t c = 0; c < 2; c++) {
+    for (size_t p = 0; p < 2; p++) {
+      install_fake_gpu(compute_capabilities[c], SHARED_SM90);
+      aotk_attn_params params = params_for(problems[p]);
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+
+      install_fake_gpu(compute_capabilities[c], info.shared_bytes); /* exactly enough */
+      CHECK_MSG(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK, "sm_%d %s with exactly %d bytes: %s",
+                compute_capabilities[c], info.kernel_name, info.shared_bytes, aotk_last_error());
+
+      install_fake_gpu(compute_capabilities[c], info.shared_bytes - 1);
+      aotk_status status = aotk_attn_fwd(&params, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_UNSUPPORTED_ARCH, "sm_%d %s with %d bytes: %s", compute_capabilities[c],
+                info.kernel_name, info.shared_bytes - 1, aotk_status_name(status));
+      CHECK_MSG(message_mentions(info.kernel_name), "the message \"%s\" does not name the kernel", aotk_last_error());
+      CHECK(fake.launches == 0 && fake.calls[CALL_cuLibraryLoadData] == 0);
+      aotk_kernel_info refused;
+      poison_info(&refused);
+      CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &refused) == AOTK_ERROR_UNSUPPORTED_ARCH);
+      CHECK(info_untouched(&refused));
+    }
+  }
+  uninstall_fake_gpu();
+}
+
+static void test_fault_library_load_fails(void) {
+  enum { CUDA_ERROR_NO_BINARY_FOR_GPU = 209 };
+  install_fake_gpu(90, SHARED_SM90);
+  fake.library_load_result = CUDA_ERROR_NO_BINARY_FOR_GPU;
+  /* aotk_query loads nothing, so it cannot see this failure: it reports what would run. */
+  check_fault("cuLibraryLoadData fails", AOTK_ERROR_CUDA, AOTK_OK, "cuLibraryLoadData");
+  aotk_attn_params params = valid_params();
+  CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_ERROR_CUDA);
+  CHECK_MSG(aotk_last_cuda_result() == CUDA_ERROR_NO_BINARY_FOR_GPU, "aotk_last_cuda_result() = %d",
+            aotk_last_cuda_result());
+  CHECK_MSG(message_mentions(injected_error_name), "the message \"%s\" lacks the driver's error name",
+            aotk_last_error());
+  CHECK(fake.calls[CALL_cuLibraryGetKernel] == 0);
+  CHECK(aotk_preload() == AOTK_ERROR_CUDA);
+
+  /* A failed load is not remembered: once the driver recovers, the call goes through. */
+  fake.library_load_result = CUDA_SUCCESS;
+  CHECK_MSG(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK, "after recovery: %s", aotk_last_error());
+  CHECK(fake.launches == 1);
+  CHECK(aotk_last_cuda_result() == 0);
+  uninstall_fake_gpu();
+}
+
+static void test_fault_get_kernel_fails(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  fake.get_kernel_result = CUDA_ERROR_INVALID_VALUE;
+  check_fault("cuLibraryGetKernel fails", AOTK_ERROR_CUDA, AOTK_OK, "cuLibraryGetKernel");
+  CHECK(aotk_last_cuda_result() == 0); /* the query succeeded last */
+  aotk_attn_params params = valid_params();
+  CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_ERROR_CUDA);
+  CHECK(aotk_last_cuda_result() == CUDA_ERROR_INVALID_VALUE);
+  uninstall_fake_gpu();
+}
+
+/* Above 48 KiB of dynamic shared memory the kernel must opt in; below, the call is not made. */
+static void test_fault_set_attribute_fails(void) {
+  problem big = default_problem;
+  big.head_dim = 128;
+  for (int i = 0; i < 2; i++) {
+    install_fake_gpu(90, SHARED_SM90);
+    aotk_attn_params params = params_for(i == 0 ? big : default_problem);
+    /* The second: d64 with an unaligned q, the variant with the smallest tiles. */
+    if (i == 1) params.q.data = byte_offset(FAKE_Q, 2);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+    bool opts_in = info.shared_bytes > 48 * 1024;
+    fake.set_attribute_result = CUDA_ERROR_INVALID_VALUE;
+    aotk_status status = aotk_attn_fwd(&params, FAKE_STREAM);
+    if (opts_in) {
+      CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuKernelSetAttribute"), "%s (%d bytes): %s, \"%s\"",
+                info.kernel_name, info.shared_bytes, aotk_status_name(status), aotk_last_error());
+      CHECK(fake.launches == 0);
+    } else {
+      CHECK_MSG(status == AOTK_OK && fake.calls[CALL_cuKernelSetAttribute] == 0,
+                "%s (%d bytes) asked for more shared memory than the default: %s", info.kernel_name, info.shared_bytes,
+                aotk_status_name(status));
+    }
+  }
+  uninstall_fake_gpu();
+}
+
+static void test_fault_launch_fails(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+  check_fault("cuLaunchKernel fails", AOTK_ERROR_CUDA, AOTK_OK, "cuLaunchKernel");
+  aotk_attn_params params = valid_params();
+  CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_ERROR_CUDA);
+  CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
+  uninstall_fake_gpu();
+}
+
+/* ---- the launch ----------------------------------------------------------------------------- */
+
+/* q and k laid out [batch, heads, seqlen, head_dim] (transposed), v with padded rows, out contiguous,
+ * lse with padded rows: every stride has a distinct value, so a stride packed into the wrong slot
+ * shows. All strides stay multiples of 16, so the aligned kernel runs. */
+static aotk_attn_params strided_params(problem p) {
+  aotk_attn_params params = params_for(p);
+  const int64_t d = p.head_dim, v_row = p.heads_kv * d + 32, lse_row = p.seqlen_q + 48;
+  aotk_tensor *q = &params.q, *k = &params.k, *v = &params.v, *lse = &params.lse;
+  q->strides[0] = p.heads_q * p.seqlen_q * d, q->strides[1] = d, q->strides[2] = p.seqlen_q * d;
+  k->strides[0] = p.heads_kv * p.seqlen_k * d, k->strides[1] = d, k->strides[2] = p.seqlen_k * d;
+  v->strides[0] = p.seqlen_k * v_row + 1024, v->strides[1] = v_row, v->strides[2] = d;
+  if (p.with_lse) lse->strides[0] = p.heads_q * lse_row, lse->strides[1] = lse_row, lse->strides[2] = 1;
+  return params;
+}
+
+static void check_launch(const char *what, const aotk_attn_params *params, const problem *p, float softmax_scale) {
+  aotk_kernel_info info;
+  poison_info(&info);
+  reset_calls();
+  aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, params, &info);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_query %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  if (status != AOTK_OK) return;
+  CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
+            "%s: aotk_query loaded or launched (%s)", what, called_functions());
+  CHECK(info.struct_size == sizeof info);
+  CHECK(info.workspace_bytes == 0);
+  const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);
+  CHECK_MSG(row != NULL, "%s: aotk_query names %s, not a table row", what, info.kernel_name);
+  if (row == NULL) return;
+  CHECK(info.num_warps == row->num_warps && info.shared_bytes == row->shared_bytes && info.block_m == row->block_m &&
+        info.block_n == row->block_n && info.aligned == row->aligned);
+  int64_t m_blocks = (p->seqlen_q + info.block_m - 1) / info.block_m;
+  int64_t grid = m_blocks * p->batch * p->heads_q;
+  CHECK_MSG(info.grid == grid, "%s: info.grid %lld, expected %lld", what, (long long)info.grid, (long long)grid);
+
+  int launches_before = fake.launches;
+  status = aotk_attn_fwd(params, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_fwd %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  CHECK_MSG(aotk_last_error()[0] == '\0', "%s: a success left the message \"%s\"", what, aotk_last_error());
+  CHECK(fake.launches == launches_before + 1);
+  if (status != AOTK_OK || fake.launches != launches_before + 1) return;
+
+  CHECK_MSG(strcmp(fake.requested_function, row->function_name) == 0, "%s: asked the library for \"%s\"", what,
+            fake.requested_function);
+  CHECK_MSG(fake.launch.function == (CUfunction)(void *)fake.last_kernel, "%s: launched a handle the driver never gave",
+            what);
+  CHECK_MSG(info.from_ptx ? fake.loaded_ptx > 0 : fake.loaded_elf > 0, "%s: loaded %d ELF and %d PTX images, from_ptx %d",
+            what, fake.loaded_elf, fake.loaded_ptx, info.from_ptx);
+  CHECK_MSG(fake.launch.grid[0] == (unsigned)grid && fake.launch.grid[1] == 1 && fake.launch.grid[2] == 1,
+            "%s: grid (%u, %u, %u), expected (%lld, 1, 1)", what, fake.launch.grid[0], fake.launch.grid[1],
+            fake.launch.grid[2], (long long)grid);
+  CHECK_MSG(fake.launch.block[0] == 32u * (unsigned)info.num_warps && fake.launch.block[1] == 1 &&
+                fake.launch.block[2] == 1,
+            "%s: block (%u, %u, %u) for %d warps", what, fake.launch.block[0], fake.launch.block[1],
+            fake.launch.block[2], info.num_warps);
+  CHECK_MSG(fake.launch.shared_bytes == (unsigned)info.shared_bytes, "%s: %u bytes of shared memory, expected %d", what,
+            fake.launch.shared_bytes, info.shared_bytes);
+  CHECK(fake.launch.stream == (CUstream)FAKE_STREAM);
+  CHECK(fake.launch.extra == NULL);
+  if (info.shared_bytes > 48 * 1024) {
+    CHECK_MSG(fake.set_attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
+                  fake.set_attribute_value == info.shared_bytes,
+              "%s: shared-memory opt-in attribute %d = %d", what, fake.set_attribute, fake.set_attribute_value);
+  }
+
+  const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *out = &params->out, *lse = &params->lse;
+  bool write_lse = lse->data != NULL;
+  CHECK(launch_arg_pointer(ARG_Q) == (uint64_t)(uintptr_t)q->data);
+  CHECK(launch_arg_pointer(ARG_K) == (uint64_t)(uintptr_t)k->data);
+  CHECK(launch_arg_pointer(ARG_V) == (uint64_t)(uintptr_t)v->data);
+  CHECK(launch_arg_pointer(ARG_OUT) == (uint64_t)(uintptr_t)out->data);
+  CHECK(launch_arg_pointer(ARG_LSE) == (uint64_t)(uintptr_t)lse->data);
+  const aotk_tensor *tensors[] = {q, k, v, out};
+  for (int t = 0; t < 4; t++) {
+    int base = ARG_STRIDE_QB + 3 * t;
+    CHECK_MSG(launch_arg_i64(base) == tensors[t]->strides[0] && launch_arg_i32(base + 1) == tensors[t]->strides[1] &&
+                  launch_arg_i32(base + 2) == tensors[t]->strides[2],
+              "%s: %c strides packed as (%lld, %d, %d), expected (%lld, %lld, %lld)", what, "qkvo"[t],
+              (long long)launch_arg_i64(base), launch_arg_i32(base + 1), launch_arg_i32(base + 2),
+              (long long)tensors[t]->strides[0], (long long)tensors[t]->strides[1], (long long)tensors[t]->strides[2]);
+  }
+  CHECK(launch_arg_i64(ARG_STRIDE_LB) == (write_lse ? lse->strides[0] : 0));
+  CHECK(launch_arg_i32(ARG_STRIDE_LH) == (write_lse ? lse->strides[1] : 0));
+  CHECK(launch_arg_i32(ARG_SEQLEN_Q) == p->seqlen_q);
+  CHECK(launch_arg_i32(ARG_SEQLEN_K) == p->seqlen_k);
+  CHECK(launch_arg_i32(ARG_HEADS_Q) == p->heads_q);
+  CHECK_MSG(launch_arg_i32(ARG_GROUP_SIZE) == p->heads_q / p->heads_kv, "%s: group_size %d", what,
+            launch_arg_i32(ARG_GROUP_SIZE));
+  CHECK(launch_arg_i32(ARG_NUM_M_BLOCKS) == m_blocks);
+  double scale = softmax_scale != 0.0f ? softmax_scale : 1.0 / sqrt((double)p->head_dim);
+  double expected_scale_log2 = scale / log(2.0);
+  float scale_log2 = launch_arg_f32(ARG_QK_SCALE_LOG2);
+  CHECK_MSG(fabs(scale_log2 - expected_scale_log2) <= 1e-6 * expected_scale_log2, "%s: qk_scale_log2 %.9g, expected %.9g",
+            what, scale_log2, expected_scale_log2);
+  CHECK(launch_arg_i32(ARG_CAUSAL) == params->causal);
+  CHECK(launch_arg_i32(ARG_WRITE_LSE) == (int32_t)write_lse);
+  CHECK(launch_arg_pointer(ARG_GLOBAL_SCRATCH) == 0);
+  CHECK(launch_arg_pointer(ARG_PROFILE_SCRATCH) == 0);
+}
+
+static void test_launch_arguments(void) {
+  CHECK_MSG(strcmp(aotk__kernel_table[0].param_kinds, "pppppliiliiliiliiliiiiiifii") == 0 &&
+                strlen(launch_param_kinds) == LAUNCH_PARAM_COUNT,
+            "the test's parameter list no longer matches the table's \"%s\"", aotk__kernel_table[0].param_kinds);
+  install_fake_gpu(90, SHARED_SM90);
+
+  problem gqa = {AOTK_DTYPE_BFLOAT16, 3, 1500, 777, 12, 4, 128, true};
+  aotk_attn_params params = strided_params(gqa);
+  params.causal = 1;
+  check_launch("bf16 d128 GQA causal, strided, lse, default scale", &params, &gqa, 0.0f);
+  CHECK(fake.loaded_images == 1);
+  /* The kernel is loaded once: the second launch reuses it. */
+  check_launch("the same again", &params, &gqa, 0.0f);
+  CHECK_MSG(fake.loaded_images == 1 && fake.calls[CALL_cuLibraryLoadData] == 0, "loaded %d times",
+            fake.loaded_images);
+  CHECK(fake.launches == 2);
+
+  problem plain = {AOTK_DTYPE_FLOAT16, 1, 37, 1000, 4, 4, 64, false};
+  params = strided_params(plain);
+  params.softmax_scale = 0.3f;
+  check_launch("fp16 d64 MHA, no lse, explicit scale", &params, &plain, 0.3f);
+  uninstall_fake_gpu();
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+typedef struct gpu {
+  int compute_capability, max_shared_bytes;
+  int arch, from_ptx; /* the image it must run */
+} gpu;
+
+static void test_arch_choice(void) {
+  static const gpu gpus[] = {
+      {80, SHARED_SM80, 80, 0},  {86, SHARED_SM86, 80, 0},  {89, SHARED_SM86, 80, 0},
+      {90, SHARED_SM90, 90, 0},  {100, SHARED_SM100, 80, 1}, {120, SHARED_SM120, 80, 1},
+  };
+  for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
+    install_fake_gpu(gpus[i].compute_capability, gpus[i].max_shared_bytes);
+    for (int head_dim = 64; head_dim <= 128; head_dim += 64) {
+      problem p = default_problem;
+      p.head_dim = head_dim;
+      aotk_attn_params params = params_for(p);
+      aotk_kernel_info info;
+      poison_info(&info);
+      aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+      CHECK_MSG(status == AOTK_OK, "cc %d: %s (%s)", gpus[i].compute_capability, aotk_status_name(status),
+                aotk_last_error());
+      CHECK_MSG(info.arch == gpus[i].arch && info.from_ptx == gpus[i].from_ptx,
+                "cc %d d%d: arch %d from_ptx %d, expected arch %d from_ptx %d", gpus[i].compute_capability, head_dim,
+                info.arch, info.from_ptx, gpus[i].arch, gpus[i].from_ptx);
+      char sm[32];
+      snprintf(sm, sizeof sm, "cc %d d%d", gpus[i].compute_capability, head_dim);
+      check_launch(sm, &params, &p, 0.0f);
+    }
+    CHECK_MSG(gpus[i].from_ptx ? fake.loaded_elf == 0 : fake.loaded_ptx == 0,
+              "cc %d: loaded %d ELF and %d PTX images", gpus[i].compute_capability, fake.loaded_elf, fake.loaded_ptx);
+  }
+  uninstall_fake_gpu();
+}
+
+static void test_image_policy(void) {
+  aotk_attn_params params = valid_params();
+  install_fake_gpu(90, SHARED_SM90);
+  CHECK(aotk_set_image_policy(AOTK_IMAGE_POLICY_SM80_PTX) == AOTK_OK);
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+  CHECK_MSG(info.arch == 80 && info.from_ptx == 1, "SM80_PTX on cc 9.0: arch %d from_ptx %d", info.arch, info.from_ptx);
+  CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
+  CHECK_MSG(fake.loaded_ptx == 1 && fake.loaded_elf == 0, "SM80_PTX on cc 9.0 loaded %d ELF, %d PTX", fake.loaded_elf,
+            fake.loaded_ptx);
+
+  install_fake_gpu(86, SHARED_SM86);
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+  CHECK_MSG(info.arch == 80 && info.from_ptx == 1, "SM80_PTX on cc 8.6: arch %d from_ptx %d", info.arch, info.from_ptx);
+
+  /* Bad values are refused and leave the policy as it was. */
+  static const int bad_policies[] = {2, -1, 1000};
+  for (size_t i = 0; i < sizeof bad_policies / sizeof bad_policies[0]; i++) {
+    aotk_status status = aotk_set_image_policy((aotk_image_policy)bad_policies[i]);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE, "policy %d: %s", bad_policies[i], aotk_status_name(status));
+    CHECK_MSG(message_mentions("policy"), "policy %d: message \"%s\"", bad_policies[i], aotk_last_error());
+  }
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK && info.from_ptx == 1);
+
+  CHECK(aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO) == AOTK_OK);
+  CHECK(aotk_last_error()[0] == '\0');
+  install_fake_gpu(90, SHARED_SM90);
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+  CHECK_MSG(info.arch == 90 && info.from_ptx == 0, "AUTO again on cc 9.0: arch %d from_ptx %d", info.arch,
+            info.from_ptx);
+  uninstall_fake_gpu();
+}
+
+static bool query_aligned(const char *what, const aotk_attn_params *params, int expected_aligned) {
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, params, &info);
+  CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  const char *tag = expected_aligned ? "_aligned_" : "_any_";
+  bool ok = status == AOTK_OK && info.aligned == expected_aligned && strstr(info.kernel_name, tag) != NULL;
+  CHECK_MSG(ok, "%s: picked %s (aligned %d), expected a%s kernel", what, info.kernel_name, info.aligned, tag);
+  return ok;
+}
+
+static void test_alignment_choice(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const aotk_dtype dtypes[] = {AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
+  for (int d = 0; d < 2; d++) {
+    for (int head_dim = 64; head_dim <= 128; head_dim += 64) {
+      problem p = default_problem;
+      p.dtype = dtypes[d];
+      p.head_dim = head_dim;
+      aotk_attn_params params = params_for(p);
+      query_aligned("16-byte aligned, strides multiples of 16", &params, 1);
+
+      params = params_for(p);
+      params.q.data = byte_offset(FAKE_Q, 2); /* one element in */
+      query_aligned("q one element past 16-byte alignment", &params, 0);
+
+      params = params_for(p);
+      params.k.data = byte_offset(FAKE_K, 8); /* 8-byte aligned only */
+      query_aligned("k 8-byte aligned", &params, 0);
+
+      params = params_for(p);
+      params.out.strides[1] = p.heads_q * p.head_dim + 1; /* rows padded by one element */
+      params.out.strides[0] = p.seqlen_q * params.out.strides[1];
+      query_aligned("out rows padded to an odd stride", &params, 0);
+
+      params = params_for(p);
+      params.v.strides[2] = p.head_dim + 8; /* heads padded by 8 elements */
+      params.v.strides[1] = p.heads_kv * params.v.strides[2];
+      params.v.strides[0] = p.seqlen_k * params.v.strides[1];
+      query_aligned("v heads padded by 8 elements", &params, 0);
+
+      params = params_for(p);
+      params.lse.data = byte_offset(FAKE_LSE, 4); /* lse is not read by the aligned loads */
+      query_aligned("lse only 4-byte aligned", &params, 1);
+    }
+  }
+  uninstall_fake_gpu();
+}
+
+/* The tuning rule from codegen/aotk_catalog.py: among a variant's configs, the one with the largest
+ * min_seqlen_q that seqlen_q reaches. Checked at every bound of every variant and on either side of
+ * it, with the expectation read from the table rows rather than written down here. */
+static const aotk__kernel_entry *expected_row(int arch, aotk_dtype dtype, int head_dim, int aligned, int64_t seqlen_q) {
+  const aotk__kernel_entry *best = NULL;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (e->family != AOTK__FAMILY_ATTN_FWD || e->arch != arch || e->dtype != (int)dtype || e->head_dim != head_dim ||
+        e->aligned != aligned || e->min_seqlen_q > seqlen_q) {
+      continue;
+    }
+    if (best == NULL || e->min_seqlen_q > best->min_seqlen_q) best = e;
+  }
+  return best;
+}
+
+static void test_tuning_choice(void) {
+  static const gpu gpus[] = {{80, SHARED_SM80, 80, 0}, {90, SHARED_SM90, 90, 0}};
+  static const aotk_dtype dtypes[] = {AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
+  int queries = 0;
+  for (int g = 0; g < 2; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    for (int d = 0; d < 2; d++)
+      for (int head_dim = 64; head_dim <= 128; head_dim += 64)
+        for (int aligned = 0; aligned <= 1; aligned++) {
+          /* The seqlens to try: 1, each bound and its neighbours, and one far beyond the last. */
+          int64_t seqlens[32];
+          int count = 0, bounds = 0;
+          seqlens[count++] = 1;
+          int32_t largest_bound = 1;
+          for (int i = 0; i < aotk__kernel_count && count < 28; i++) {
+            const aotk__kernel_entry *e = &aotk__kernel_table[i];
+            if (e->arch != gpus[g].arch || e->dtype != (int)dtypes[d] || e->head_dim != head_dim ||
+                e->aligned != aligned) {
+              continue;
+            }
+            bounds++;
+            if (e->min_seqlen_q > largest_bound) largest_bound = e->min_seqlen_q;
+            if (e->min_seqlen_q > 1) seqlens[count++] = e->min_seqlen_q - 1;
+            seqlens[count++] = e->min_seqlen_q;
+            seqlens[count++] = e->min_seqlen_q + 1;
+          }
+          seqlens[count++] = (int64_t)largest_bound * 8 + 3;
+          /* The catalog tunes every variant by size: a second config must exist, or this proves nothing. */
+          CHECK_MSG(bounds >= 2, "sm_%d dtype %d d%d aligned %d: %d configs", gpus[g].arch, (int)dtypes[d], head_dim,
+                    aligned, bounds);
+
+          const aotk__kernel_entry *previous = NULL;
+          int changes = 0;
+          for (int s = 0; s < count; s++) {
+            problem p = default_problem;
+            p.dtype = dtypes[d];
+            p.head_dim = head_dim;
+            p.seqlen_q = seqlens[s];
+            aotk_attn_params params = params_for(p);
+            if (!aligned) params.q.data = byte_offset(FAKE_Q, 2);
+            const aotk__kernel_entry *expected = expected_row(gpus[g].arch, dtypes[d], head_dim, aligned, seqlens[s]);
+            aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+            aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+            queries++;
+            CHECK_MSG(status == AOTK_OK && expected != NULL && strcmp(info.kernel_name, expected->name) == 0 &&
+                          info.arch == gpus[g].arch && info.block_m == expected->block_m,
+                      "sm_%d seqlen_q %lld: %s picked %s (block_m %d), expected %s", gpus[g].arch,
+                      (long long)seqlens[s], aotk_status_name(status), info.kernel_name, info.block_m,
+                      expected ? expected->name : "(none)");
+            CHECK_MSG(info.grid == (seqlens[s] + info.block_m - 1) / info.block_m * p.batch * p.heads_q,
+                      "seqlen_q %lld: grid %lld", (long long)seqlens[s], (long long)info.grid);
+            changes += previous != NULL && expected != previous;
+            previous = expected;
+          }
+          CHECK_MSG(changes >= 1, "sm_%d d%d: the config never changes with seqlen_q", gpus[g].arch, head_dim);
+        }
+  }
+  printf("    %d queries\n", queries);
+  /* The catalog's tuning table in words: up to 1024 query rows, a smaller tile than beyond. */
+  for (int g = 0; g < 2; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    for (int head_dim = 64; head_dim <= 128; head_dim += 64) {
+      int32_t block_m[2] = {0, 0};
+      for (int longer = 0; longer <= 1; longer++) {
+        problem p = default_problem;
+        p.head_dim = head_dim;
+        p.seqlen_q = longer ? 1025 : 1024;
+        aotk_attn_params params = params_for(p);
+        aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+        CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+        block_m[longer] = info.block_m;
+      }
+      CHECK_MSG(block_m[0] < block_m[1], "sm_%d d%d: block_m %d at seqlen_q 1024, %d at 1025", gpus[g].arch,
+                head_dim, block_m[0], block_m[1]);
+    }
+  }
+  uninstall_fake_gpu();
+}
+
+/* aotk_preload loads every kernel the GPU can run, once, so that no later call loads one. */
+static void test_preload(void) {
+  static const gpu gpus[] = {{90, SHARED_SM90, 90, 0}, {86, SHARED_SM86, 80, 0}, {120, SHARED_SM120, 80, 1},
+                             {90, 100 * 1024, 90, 0}};
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    int expected = 0;
+    for (int i = 0; i < aotk__kernel_count; i++) {
+      expected += aotk__kernel_table[i].arch == gpus[g].arch &&
+                  aotk__kernel_table[i].shared_bytes <= gpus[g].max_shared_bytes;
+    }
+    aotk_status status = aotk_preload();
+    CHECK_MSG(status == AOTK_OK, "cc %d: %s (%s)", gpus[g].compute_capability, aotk_status_name(status),
+              aotk_last_error());
+    CHECK_MSG(fake.loaded_images == expected && (gpus[g].from_ptx ? fake.loaded_ptx : fake.loaded_elf) == expected,
+              "cc %d with %d bytes: loaded %d images (%d ELF, %d PTX), expected %d", gpus[g].compute_capability,
+              gpus[g].max_shared_bytes, fake.loaded_images, fake.loaded_elf, fake.loaded_ptx, expected);
+    CHECK(fake.launches == 0);
+    aotk_attn_params params = valid_params();
+    CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
+    CHECK_MSG(fake.loaded_images == expected, "cc %d: a launch after preload loaded an image",
+              gpus[g].compute_capability);
+  }
+  uninstall_fake_gpu();
+}
+
+/* ---- the real driver ------------------------------------------------------------------------ */
+
+static void test_no_driver(void) {
+  void *handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (handle != NULL) {
+    dlclose(handle);
+    TEST_SKIP("libcuda.so.1 is installed: AOTK_ERROR_NO_DRIVER cannot happen here");
+    return;
+  }
+  uninstall_fake_gpu();
+  aotk_attn_params params = valid_params();
+  aotk_status status = aotk_attn_fwd(&params, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_ERROR_NO_DRIVER, "aotk_attn_fwd: %s (%s)", aotk_status_name(status), aotk_last_error());
+  CHECK_MSG(message_mentions("libcuda.so.1"), "the message \"%s\" does not name libcuda.so.1", aotk_last_error());
+  CHECK(aotk_last_cuda_result() == 0);
+  aotk_kernel_info info;
+  poison_info(&info);
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_ERROR_NO_DRIVER);
+  CHECK(info_untouched(&info));
+  CHECK(aotk_preload() == AOTK_ERROR_NO_DRIVER);
+  CHECK(message_mentions("libcuda.so.1"));
+}
+
+/* ---- build info and query arguments --------------------------------------------------------- */
+
+static void test_build_info(void) {
+  aotk_build_info info;
+  memset(&info, 0, sizeof info);
+  CHECK(aotk_get_build_info(&info) == AOTK_ERROR_STRUCT_SIZE);
+  CHECK(message_mentions("struct_size"));
+  CHECK(aotk_get_build_info(NULL) == AOTK_ERROR_NULL_POINTER);
+
+  aotk_build_info full = AOTK_BUILD_INFO_INIT;
+  CHECK(aotk_get_build_info(&full) == AOTK_OK);
+  CHECK(full.struct_size == sizeof full);
+  CHECK_MSG(full.triton_version != NULL && strcmp(full.triton_version, "3.6.0") == 0, "triton_version \"%s\"",
+            full.triton_version ? full.triton_version : "(null)");
+  CHECK(full.ptxas_version != NULL && full.ptxas_version[0] != '\0');
+  int sm80 = 0, sm90 = 0;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    sm80 += aotk__kernel_table[i].arch == 80;
+    sm90 += aotk__kernel_table[i].arch == 90;
+  }
+  CHECK_MSG(full.kernels_sm80 > 0 && full.kernels_sm80 == sm80, "kernels_sm80 %d, the table has %d", full.kernels_sm80,
+            sm80);
+  CHECK_MSG(full.kernels_sm90 > 0 && full.kernels_sm90 == sm90, "kernels_sm90 %d, the table has %d", full.kernels_sm90,
+            sm90);
+  CHECK(full.image_bytes_sm80 > 0 && full.image_bytes_sm90 > 0);
+  CHECK(full.catalog_kernels == aotk__catalog_kernel_count && full.catalog_kernels >= sm80 + sm90);
+
+  /* An older caller's smaller struct: only its prefix is written. */
+  aotk_build_info partial;
+  aotk_build_info *prefix = &partial;
+  const unsigned char *buffer = (const unsigned char *)&partial;
+  memset(&partial, 0xCD, sizeof partial);
+  const size_t prefix_bytes = offsetof(aotk_build_info, kernels_sm80);
+  prefix->struct_size = prefix_bytes;
+  CHECK(aotk_get_build_info(prefix) == AOTK_OK);
+  CHECK(prefix->struct_size == prefix_bytes);
+  CHECK(prefix->triton_version == full.triton_version && prefix->ptxas_version == full.ptxas_version);
+  bool tail_untouched = true;
+  for (size_t i = prefix_bytes; i < sizeof partial; i++) tail_untouched = tail_untouched && buffer[i] == 0xCD;
+  CHECK_MSG(tail_untouched, "aotk_get_build_info wrote past struct_size = %zu", prefix_bytes);
+
+  /* Just the size field: nothing else written, and still a success. */
+  memset(&partial, 0xCD, sizeof partial);
+  prefix->struct_size = sizeof(size_t);
+  CHECK(aotk_get_build_info(prefix) == AOTK_OK);
+  tail_untouched = true;
+  for (size_t i = sizeof(size_t); i < sizeof partial; i++) tail_untouched = tail_untouched && buffer[i] == 0xCD;
+  CHECK(tail_untouched);
+}
+
+static void test_query_arguments(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  aotk_attn_params params = valid_params();
+  reset_calls();
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, NULL) == AOTK_ERROR_NULL_POINTER);
+  CHECK(message_mentions("info"));
+
+  aotk_kernel_info info;
+  poison_info(&info);
+  info.struct_size = 0;
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_ERROR_STRUCT_SIZE);
+  CHECK(message_mentions("struct_size"));
+
+  static const int bad_ops[] = {0, 2, -1, 1000};
+  for (size_t i = 0; i < sizeof bad_ops / sizeof bad_ops[0]; i++) {
+    poison_info(&info);
+    aotk_status status = aotk_query((aotk_op)bad_ops[i], &params, &info);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE, "op %d: %s", bad_ops[i], aotk_status_name(status));
+    CHECK_MSG(message_mentions("op"), "op %d: message \"%s\"", bad_ops[i], aotk_last_error());
+    CHECK(info_untouched(&info));
+  }
+  CHECK_MSG(total_calls() == 0, "bad query arguments reached the driver (%s)", called_functions());
+
+  /* A smaller info struct (an older caller): only its prefix is written. */
+  poison_info(&info);
+  info.struct_size = offsetof(aotk_kernel_info, num_warps);
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+  CHECK(info.struct_size == offsetof(aotk_kernel_info, num_warps));
+  CHECK(info.kernel_name[0] != (char)POISON && info.arch == 90);
+  const unsigned char *bytes = (const unsigned char *)&info;
+  bool tail_untouched = true;
+  for (size_t i = offsetof(aotk_kernel_info, num_warps); i < sizeof info; i++) {
+    tail_untouched = tail_untouched && bytes[i] == POISON;
+  }
+  CHECK_MSG(tail_untouched, "aotk_query wrote past struct_size");
+  uninstall_fake_gpu();
+}
+
+int main(void) {
+  RUN_TEST(test_status_names_and_strings);
+  RUN_TEST(test_version);
+  RUN_TEST(test_last_error_cleared_by_success);
+  RUN_TEST(test_last_error_is_per_thread);
+  RUN_TEST(test_validation_rejects_bad_inputs);
+  RUN_TEST(test_validation_span_checks_do_not_wrap);
+  RUN_TEST(test_validation_accepts_edge_inputs);
+  RUN_TEST(test_validation_lse_span_follows_its_layout);
+  RUN_TEST(test_fault_no_device);
+  RUN_TEST(test_fault_no_context);
+  RUN_TEST(test_fault_old_gpu);
+  RUN_TEST(test_fault_too_little_shared_memory);
+  RUN_TEST(test_fault_library_load_fails);
+  RUN_TEST(test_fault_get_kernel_fails);
+  RUN_TEST(test_fault_set_attribute_fails);
+  RUN_TEST(test_fault_launch_fails);
+  RUN_TEST(test_launch_arguments);
+  RUN_TEST(test_arch_choice);
+  RUN_TEST(test_image_policy);
+  RUN_TEST(test_alignment_choice);
+  RUN_TEST(test_tuning_choice);
+  RUN_TEST(test_preload);
+  RUN_TEST(test_no_driver);
+  RUN_TEST(test_build_info);
+  RUN_TEST(test_query_arguments);
+  aotk__driver_set_for_testing(NULL);
+  aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
+  return aotk_test_finish();
+}

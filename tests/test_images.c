@@ -1,0 +1,361 @@
+/*
+ * CPU tests of the embedded kernel images and the generated table that describes them: every row
+ * decompresses to an image that matches its hash and its own description (ELF for cubins; PTX whose
+ * .entry takes exactly the parameters the launcher packs), every problem size has a kernel, and a
+ * damaged image is refused before the driver could see it.
+ *
+ * The table and the images come from the build tree (build/generated), so these tests check what this
+ * build actually embeds, not what the catalog meant to embed.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aotk.h"
+#include "aotk_image.h"
+#include "aotk_kernel_table.h"
+#include "aotk_test_harness.h"
+
+/* Any kernel of the attn_fwd family takes these parameters, in the catalog's order
+ * (codegen/aotk_catalog.py ATTN_FWD_PARAMS): q, k, v, out, lse pointers; batch (int64), sequence
+ * and head (int32) strides of q, k, v and out; lse's batch and head strides; seqlen_q, seqlen_k,
+ * heads_q, group_size, num_m_blocks; qk_scale_log2; causal; write_lse. */
+static const char attn_fwd_param_kinds[] = "pppppliiliiliiliiliiiiiifii";
+/* Triton appends two pointers the caller does not see (global and profile scratch). */
+enum { HIDDEN_PARAMS = 2 };
+
+enum { ELF_MACHINE_CUDA = 190, ELF_CLASS_64 = 2 };
+
+static const char *dtype_tag(int dtype) {
+  switch (dtype) {
+    case AOTK_DTYPE_FLOAT16:
+      return "fp16";
+    case AOTK_DTYPE_BFLOAT16:
+      return "bf16";
+  }
+  return "?";
+}
+
+static bool is_power_of_two(int32_t value) { return value > 0 && (value & (value - 1)) == 0; }
+
+/* FNV-1a 64, written out again here so the check does not trust aotk__fnv1a64 to vouch for itself. */
+static uint64_t fnv1a64(const unsigned char *data, size_t bytes) {
+  uint64_t hash = 14695981039346656037ull;
+  for (size_t i = 0; i < bytes; i++) hash = (hash ^ data[i]) * 1099511628211ull;
+  return hash;
+}
+
+static bool message_mentions(const char *needle) { return strstr(aotk_last_error(), needle) != NULL; }
+
+/* ---- the table as a whole ------------------------------------------------------------------- */
+
+static void test_hash_function_known_values(void) {
+  /* Published FNV-1a 64 test vectors. */
+  CHECK(aotk__fnv1a64("", 0) == 0xcbf29ce484222325ull);
+  CHECK(aotk__fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
+  CHECK(aotk__fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
+}
+
+static void test_table_is_unfiltered(void) {
+  if (aotk__kernel_filter[0] != '\0') {
+    TEST_SKIP("built with the kernel filter \"%s\": %d of %d catalog kernels", aotk__kernel_filter,
+              aotk__kernel_count, aotk__catalog_kernel_count);
+    return;
+  }
+  CHECK_MSG(aotk__kernel_count == aotk__catalog_kernel_count, "%d kernels built, the catalog has %d",
+            aotk__kernel_count, aotk__catalog_kernel_count);
+}
+
+static void test_table_covers_every_variant_from_seqlen_one(void) {
+  static const int archs[] = {80, 90};
+  static const int dtypes[] = {AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
+  static const int head_dims[] = {64, 128};
+  CHECK(aotk__kernel_count > 0);
+  for (int a = 0; a < 2; a++)
+    for (int d = 0; d < 2; d++)
+      for (int h = 0; h < 2; h++)
+        for (int aligned = 0; aligned <= 1; aligned++) {
+          int rows_from_one = 0;
+          for (int i = 0; i < aotk__kernel_count; i++) {
+            const aotk__kernel_entry *e = &aotk__kernel_table[i];
+            rows_from_one += e->family == AOTK__FAMILY_ATTN_FWD && e->arch == archs[a] && e->dtype == dtypes[d] &&
+                             e->head_dim == head_dims[h] && e->aligned == aligned && e->min_seqlen_q == 1;
+          }
+          /* Exactly one: two rows with the same bound would make the tuning choice depend on row order. */
+          CHECK_MSG(rows_from_one == 1, "sm_%d %s d%d aligned=%d: %d rows with min_seqlen_q 1, expected 1", archs[a],
+                    dtype_tag(dtypes[d]), head_dims[h], aligned, rows_from_one);
+        }
+}
+
+static void test_table_names_unique_per_arch(void) {
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    for (int j = i + 1; j < aotk__kernel_count; j++) {
+      const aotk__kernel_entry *a = &aotk__kernel_table[i], *b = &aotk__kernel_table[j];
+      CHECK_MSG(a->arch != b->arch || strcmp(a->name, b->name) != 0, "rows %d and %d are both sm_%d %s", i, j,
+                a->arch, a->name);
+    }
+  }
+}
+
+/* The tuning bounds of one variant must be distinct, or which config runs depends on row order. */
+static void test_table_tuning_bounds_distinct(void) {
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    for (int j = i + 1; j < aotk__kernel_count; j++) {
+      const aotk__kernel_entry *a = &aotk__kernel_table[i], *b = &aotk__kernel_table[j];
+      bool same_variant = a->family == b->family && a->arch == b->arch && a->dtype == b->dtype &&
+                          a->head_dim == b->head_dim && a->aligned == b->aligned;
+      CHECK_MSG(!same_variant || a->min_seqlen_q != b->min_seqlen_q, "%s and %s (sm_%d) share min_seqlen_q %d",
+                a->name, b->name, a->arch, a->min_seqlen_q);
+    }
+  }
+}
+
+/* The description of each row: the fields agree with the name, and with what the targets allow. */
+static void test_table_rows_describe_valid_configs(void) {
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    CHECK_MSG(e->family == AOTK__FAMILY_ATTN_FWD, "row %d: family %d", i, e->family);
+    CHECK_MSG(e->arch == 80 || e->arch == 90, "row %d %s: arch %d", i, e->name, e->arch);
+    CHECK_MSG(e->dtype == AOTK_DTYPE_FLOAT16 || e->dtype == AOTK_DTYPE_BFLOAT16, "row %d %s: dtype %d", i, e->name,
+              e->dtype);
+    CHECK_MSG(e->head_dim == 64 || e->head_dim == 128, "row %d %s: head_dim %d", i, e->name, e->head_dim);
+    CHECK_MSG(e->aligned == 0 || e->aligned == 1, "row %d %s: aligned %d", i, e->name, e->aligned);
+    CHECK_MSG(e->num_warps == 4 || e->num_warps == 8, "row %d %s: num_warps %d", i, e->name, e->num_warps);
+    CHECK_MSG(is_power_of_two(e->block_m) && is_power_of_two(e->block_n), "row %d %s: block_m %d, block_n %d", i,
+              e->name, e->block_m, e->block_n);
+    CHECK_MSG(e->num_stages >= 1, "row %d %s: num_stages %d", i, e->name, e->num_stages);
+    CHECK_MSG(e->min_seqlen_q >= 1, "row %d %s: min_seqlen_q %d", i, e->name, e->min_seqlen_q);
+    int32_t shared_limit = e->arch == 80 ? 99 * 1024 : 227 * 1024;
+    CHECK_MSG(e->shared_bytes > 0 && e->shared_bytes <= shared_limit,
+              "row %d sm_%d %s: shared_bytes %d, the target allows %d", i, e->arch, e->name, e->shared_bytes,
+              shared_limit);
+    CHECK_MSG(e->function_name != NULL && e->function_name[0] != '\0', "row %d %s: no function name", i, e->name);
+    CHECK_MSG(strcmp(e->param_kinds, attn_fwd_param_kinds) == 0, "row %d %s: param_kinds \"%s\", expected \"%s\"", i,
+              e->name, e->param_kinds, attn_fwd_param_kinds);
+    char expected_name[128];
+    snprintf(expected_name, sizeof expected_name, "attn_fwd_%s_d%d_%s_m%dn%dw%ds%d", dtype_tag(e->dtype), e->head_dim,
+             e->aligned ? "aligned" : "any", e->block_m, e->block_n, e->num_warps, e->num_stages);
+    CHECK_MSG(strcmp(e->name, expected_name) == 0, "row %d: name %s, but its fields say %s", i, e->name,
+              expected_name);
+  }
+}
+
+/* ---- each image ----------------------------------------------------------------------------- */
+
+static void check_cubin(int row) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[row];
+  CHECK_MSG(e->cubin.data != NULL && e->cubin.raw_bytes > 0, "row %d sm_%d %s: no cubin", row, e->arch, e->name);
+  unsigned char *raw = (unsigned char *)1; /* decompress must set it, also on failure */
+  aotk_status status = aotk__image_decompress(&e->cubin, e->name, &raw);
+  CHECK_MSG(status == AOTK_OK, "row %d sm_%d %s cubin: %s (%s)", row, e->arch, e->name, aotk_status_name(status),
+            aotk_last_error());
+  if (status != AOTK_OK) {
+    CHECK(raw == NULL);
+    return;
+  }
+  CHECK_MSG(fnv1a64(raw, e->cubin.raw_bytes) == e->cubin.hash, "row %d sm_%d %s: cubin hash differs", row, e->arch,
+            e->name);
+  CHECK_MSG(e->cubin.raw_bytes >= 64 && memcmp(raw, "\x7f" "ELF", 4) == 0, "row %d sm_%d %s: cubin is not ELF",
+            row, e->arch, e->name);
+  if (e->cubin.raw_bytes >= 64) {
+    uint16_t machine;
+    memcpy(&machine, raw + 18, sizeof machine); /* e_machine; cubins are little-endian */
+    CHECK_MSG(raw[4] == ELF_CLASS_64 && machine == ELF_MACHINE_CUDA, "row %d sm_%d %s: ELF class %d, machine %u",
+              row, e->arch, e->name, raw[4], (unsigned)machine);
+    /* In the CUDA ELF ABI version 7 (what ptxas 12.x writes) the low byte of e_flags is the SM. Other
+     * versions lay e_flags out differently; the test does not guess at them. */
+    if (raw[8] == 7) {
+      uint32_t flags;
+      memcpy(&flags, raw + 48, sizeof flags);
+      CHECK_MSG((int)(flags & 0xffu) == e->arch, "row %d sm_%d %s: the cubin targets sm_%u", row, e->arch, e->name,
+                flags & 0xffu);
+    }
+  }
+  free(raw);
+}
+
+/* The text between ".entry <name>(" and its ")", as the list of parameter declarations; checks
+ * each one's type against the kinds the launcher packs. */
+static void check_ptx_parameters(int row, const char *ptx) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[row];
+  char entry[160];
+  snprintf(entry, sizeof entry, ".entry %s(", e->function_name);
+  const char *start = strstr(ptx, entry);
+  CHECK_MSG(start != NULL, "row %d %s: the PTX has no \"%s\"", row, e->name, entry);
+  if (start == NULL) return;
+  CHECK_MSG(strstr(start + 1, entry) == NULL, "row %d %s: the PTX has two \"%s\"", row, e->name, entry);
+  start += strlen(entry);
+  const char *end = strchr(start, ')');
+  CHECK_MSG(end != NULL, "row %d %s: the .entry's parameter list never closes", row, e->name);
+  if (end == NULL) return;
+
+  size_t kinds = strlen(e->param_kinds);
+  size_t expected_count = kinds + HIDDEN_PARAMS;
+  size_t count = 0;
+  for (const char *p = start; (p = strstr(p, ".param")) != NULL && p < end; p += strlen(".param")) {
+    const char *type = p + strlen(".param");
+    while (*type == ' ' || *type == '\t') type++;
+    char kind = count < kinds ? e->param_kinds[count] : 'p'; /* the hidden ones are pointers */
+    const char *expected_type = kind == 'p' || kind == 'l' ? ".u64" : kind == 'i' ? ".u32" : kind == 'f' ? ".f32" : "?";
+    bool type_matches = strncmp(type, expected_type, strlen(expected_type)) == 0 &&
+                        (type[strlen(expected_type)] == ' ' || type[strlen(expected_type)] == '\t');
+    if (count < expected_count) {
+      CHECK_MSG(type_matches, "row %d %s: parameter %zu (kind '%c') is declared \"%.20s\", expected %s", row,
+                e->name, count, kind, type, expected_type);
+    }
+    count++;
+  }
+  CHECK_MSG(count == expected_count, "row %d %s: the .entry has %zu parameters, expected %zu (%zu kinds + %d hidden)",
+            row, e->name, count, expected_count, kinds, HIDDEN_PARAMS);
+
+  /* Triton pins the block size in the PTX; the launcher's 32 * num_warps must agree with it. */
+  const char *reqntid = strstr(end, ".reqntid");
+  if (reqntid != NULL) {
+    long threads = strtol(reqntid + strlen(".reqntid"), NULL, 10);
+    CHECK_MSG(threads == 32L * e->num_warps, "row %d %s: .reqntid %ld but num_warps %d", row, e->name, threads,
+              e->num_warps);
+  }
+}
+
+static void check_ptx(int row) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[row];
+  CHECK_MSG(e->ptx.data != NULL && e->ptx.raw_bytes > 0, "row %d sm_80 %s: no PTX", row, e->name);
+  unsigned char *raw = NULL;
+  aotk_status status = aotk__image_decompress(&e->ptx, e->name, &raw);
+  CHECK_MSG(status == AOTK_OK, "row %d sm_80 %s PTX: %s (%s)", row, e->name, aotk_status_name(status),
+            aotk_last_error());
+  if (status != AOTK_OK) return;
+  CHECK_MSG(fnv1a64(raw, e->ptx.raw_bytes) == e->ptx.hash, "row %d %s: PTX hash differs", row, e->name);
+  /* The driver reads PTX as a C string: it must end in its NUL and hold no other. */
+  bool terminated = raw[e->ptx.raw_bytes - 1] == '\0';
+  CHECK_MSG(terminated, "row %d %s: the PTX's last byte is %d, not NUL", row, e->name, raw[e->ptx.raw_bytes - 1]);
+  if (terminated) {
+    const char *ptx = (const char *)raw;
+    CHECK_MSG(strlen(ptx) == e->ptx.raw_bytes - 1, "row %d %s: a NUL at byte %zu of %u", row, e->name, strlen(ptx),
+              e->ptx.raw_bytes);
+    const char *target = strstr(ptx, ".target sm_80");
+    CHECK_MSG(target != NULL && (target[13] == '\n' || target[13] == ' ' || target[13] == ','),
+              "row %d %s: the PTX does not target plain sm_80", row, e->name);
+    check_ptx_parameters(row, ptx);
+  }
+  free(raw);
+}
+
+static void test_every_image_decompresses_and_matches_its_row(void) {
+  int cubins = 0, ptxs = 0;
+  for (int row = 0; row < aotk__kernel_count; row++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[row];
+    check_cubin(row);
+    cubins++;
+    if (e->arch == 80) {
+      check_ptx(row);
+      ptxs++;
+    } else {
+      /* sm_90a PTX would serve no GPU (it is not forward compatible), so none is embedded. */
+      CHECK_MSG(e->ptx.raw_bytes == 0 && e->ptx.data == NULL, "row %d sm_%d %s: has a %u-byte PTX", row, e->arch,
+                e->name, e->ptx.raw_bytes);
+    }
+  }
+  printf("    %d cubins, %d PTX images checked\n", cubins, ptxs);
+}
+
+/* ---- damaged images ------------------------------------------------------------------------- */
+
+/* A private copy of a row's compressed image, with `extra` spare bytes after it. */
+static unsigned char *copy_image(const aotk__image *image, size_t extra, aotk__image *copy) {
+  unsigned char *bytes = malloc(image->compressed_bytes + extra);
+  if (bytes != NULL) {
+    memcpy(bytes, image->data, image->compressed_bytes);
+    memset(bytes + image->compressed_bytes, 0x42, extra);
+  }
+  *copy = *image;
+  copy->data = bytes;
+  return bytes;
+}
+
+/* Decompresses `image` expecting `expected`; checks the out-pointer is NULL and the message names
+ * the image. Frees whatever comes back. */
+static void check_decompress_fails(const aotk__image *image, aotk_status expected, const char *label) {
+  unsigned char *raw = (unsigned char *)1;
+  aotk_status status = aotk__image_decompress(image, label, &raw);
+  CHECK_MSG(status == expected, "%s: %s, expected %s", label, aotk_status_name(status), aotk_status_name(expected));
+  CHECK_MSG(raw == NULL, "%s: the out-pointer was not cleared on failure", label);
+  if (status != AOTK_OK) {
+    CHECK_MSG(message_mentions(label), "%s: the message \"%s\" does not name the image", label, aotk_last_error());
+  } else {
+    free(raw);
+  }
+}
+
+/* One cubin and one PTX, so both kinds of image are covered. */
+static const aotk__image *corruption_subjects(int which) {
+  if (which == 0) return &aotk__kernel_table[0].cubin;
+  for (int row = 0; row < aotk__kernel_count; row++) {
+    if (aotk__kernel_table[row].ptx.raw_bytes > 0) return &aotk__kernel_table[row].ptx;
+  }
+  return NULL;
+}
+
+static void test_corrupt_images_rejected(void) {
+  for (int which = 0; which < 2; which++) {
+    const aotk__image *original = corruption_subjects(which);
+    if (original == NULL) continue;
+    aotk__image copy;
+    unsigned char *bytes = copy_image(original, 0, &copy);
+    CHECK(bytes != NULL);
+    if (bytes == NULL) return;
+
+    /* An intact copy decodes: the failures below are due to the damage alone. */
+    unsigned char *raw = NULL;
+    CHECK(aotk__image_decompress(&copy, "intact copy", &raw) == AOTK_OK);
+    free(raw);
+
+    bytes[copy.compressed_bytes / 2] ^= 0x5a;
+    check_decompress_fails(&copy, AOTK_ERROR_IMAGE_CORRUPT, "one byte flipped in the middle");
+    bytes[copy.compressed_bytes / 2] ^= 0x5a;
+
+    copy.hash = original->hash ^ 1;
+    check_decompress_fails(&copy, AOTK_ERROR_IMAGE_CORRUPT, "intact bytes, wrong hash");
+    copy.hash = original->hash;
+
+    copy.compressed_bytes = original->compressed_bytes - 1;
+    check_decompress_fails(&copy, AOTK_ERROR_IMAGE_CORRUPT, "compressed size one byte short");
+    copy.compressed_bytes = original->compressed_bytes / 2;
+    check_decompress_fails(&copy, AOTK_ERROR_IMAGE_CORRUPT, "compressed size halved");
+    copy.compressed_bytes = original->compressed_bytes;
+
+    copy.raw_bytes = original->raw_bytes - 1;
+    check_decompress_fails(&copy, AOTK_ERROR_IMAGE_CORRUPT, "raw size one byte short");
+    copy.raw_bytes = original->raw_bytes + 1;
+    check_decompress_fails(&copy, AOTK_ERROR_IMAGE_CORRUPT, "raw size one byte long");
+    copy.raw_bytes = original->raw_bytes;
+
+    copy.raw_bytes = 0;
+    check_decompress_fails(&copy, AOTK_ERROR_KERNEL_NOT_BUILT, "raw_bytes 0");
+    copy.raw_bytes = original->raw_bytes;
+    copy.data = NULL;
+    check_decompress_fails(&copy, AOTK_ERROR_KERNEL_NOT_BUILT, "data NULL");
+    free(bytes);
+
+    /* Bytes after the stream: the size recorded in the table no longer matches what was decoded. */
+    bytes = copy_image(original, 8, &copy);
+    CHECK(bytes != NULL);
+    if (bytes == NULL) return;
+    copy.compressed_bytes = original->compressed_bytes + 8;
+    check_decompress_fails(&copy, AOTK_ERROR_IMAGE_CORRUPT, "trailing garbage after the stream");
+    free(bytes);
+  }
+}
+
+int main(void) {
+  RUN_TEST(test_hash_function_known_values);
+  RUN_TEST(test_table_is_unfiltered);
+  RUN_TEST(test_table_covers_every_variant_from_seqlen_one);
+  RUN_TEST(test_table_names_unique_per_arch);
+  RUN_TEST(test_table_tuning_bounds_distinct);
+  RUN_TEST(test_table_rows_describe_valid_configs);
+  RUN_TEST(test_every_image_decompresses_and_matches_its_row);
+  RUN_TEST(test_corrupt_images_rejected);
+  return aotk_test_finish();
+}
