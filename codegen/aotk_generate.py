@@ -69,6 +69,9 @@ def compile_kernel(kernel, cache_dir):
     if os.path.exists(os.path.join(entry_dir, "meta.json")):
         return entry_dir, 0.0
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # never touch a GPU, even where there is one
+    # Triton's own cache lives in the build tree, not in ~/.triton: a clean build is really clean, and
+    # the build never writes outside its directory.
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache_dir, "triton")
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
