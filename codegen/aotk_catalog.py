@@ -39,7 +39,8 @@ class TileConfig:
 
     @property
     def tag(self):
-        return f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}"
+        block_n = f"n{self.block_n}" if self.block_n else ""
+        return f"m{self.block_m}{block_n}w{self.num_warps}s{self.num_stages}"
 
 
 # Parameter spec: (name, triton type, hinted in the aligned variant). "{dtype}" is the variant's dtype.
@@ -67,7 +68,75 @@ ATTN_FWD_TUNING = {
     (80, 64): ((1, TileConfig(64, 64, 4, 3)), (1025, TileConfig(128, 64, 4, 3))),
     (80, 128): ((1, TileConfig(64, 64, 4, 3)), (1025, TileConfig(128, 64, 8, 2))),
 }
-ATTN_FWD_HEAD_DIMS = (64, 128)
+ATTN_HEAD_DIMS = (64, 128)
+
+
+def _strides(tensors, hinted=True):
+    """(b: i64, s: i32, h: i32) strides for each named tensor, in order."""
+    return [item for t in tensors for item in ((f"stride_{t}b", "i64", hinted), (f"stride_{t}s", "i32", hinted),
+                                               (f"stride_{t}h", "i32", hinted))]
+
+
+def _pointers(names, triton_type="*{dtype}", hinted=True):
+    return [(name, triton_type, hinted) for name in names]
+
+
+# The backward: a pre-pass for delta = rowsum(dO * O) into the workspace, then dK/dV and dQ passes.
+# The workspace pointer is hinted: the API requires it 16-byte aligned.
+ATTN_BWD_PREPROCESS_PARAMS = (
+    _pointers(("Out", "DOut")) + _pointers(("Delta",), "*fp32")
+    + _strides(("o", "d"))
+    + [(name, "i32", False) for name in ("seqlen_q", "heads_q", "num_m_blocks")]
+)
+ATTN_BWD_DKDV_PARAMS = (
+    _pointers(("Q", "K", "V", "DOut")) + _pointers(("Lse",), "*fp32", False) + _pointers(("Delta",), "*fp32")
+    + _pointers(("DK", "DV"))
+    + _strides(("q", "k", "v", "do", "dk", "dv"))
+    + [("stride_lb", "i64", False), ("stride_lh", "i32", False)]
+    + [(name, "i32", False) for name in ("seqlen_q", "seqlen_k", "heads_q", "heads_kv", "group_size", "num_n_blocks")]
+    + [("softmax_scale", "fp32", False), ("qk_scale_log2", "fp32", False), ("causal", "i32", False)]
+)
+ATTN_BWD_DQ_PARAMS = (
+    _pointers(("Q", "K", "V", "DOut")) + _pointers(("Lse",), "*fp32", False) + _pointers(("Delta",), "*fp32")
+    + _pointers(("DQ",))
+    + _strides(("q", "k", "v", "do", "dq"))
+    + [("stride_lb", "i64", False), ("stride_lh", "i32", False)]
+    + [(name, "i32", False) for name in ("seqlen_q", "seqlen_k", "heads_q", "group_size", "num_m_blocks")]
+    + [("softmax_scale", "fp32", False), ("qk_scale_log2", "fp32", False), ("causal", "i32", False)]
+)
+
+# Backward tuning, from bench/tune_bwd_jit.py on the H100 (ms per kernel, bf16, 16k tokens):
+#   dK/dV, d=64: 32x64/4 warps/2 stages best or within 2% everywhere (e.g. 10.8 ms at 16k non-causal vs
+#         11.6 for 64x64/4); d=128: 64x64/4/2 up to 2k (0.64 ms at 1k), 64x128/8/3 from 4k (2.21 ms vs 2.31
+#         non-causal at 4k, 8.46 vs 8.82 at 16k). The size key of dK/dV is seqlen_k.
+#   dQ: 128x64/8 warps/3 stages best or within 4% on every row of both head dims.
+# sm_80: untuned picks within the 99 KiB limit, as for the forward.
+ATTN_BWD_TUNING = {
+    ("attn_bwd_preprocess", 90, 64): ((1, TileConfig(64, 0, 4, 1)),),
+    ("attn_bwd_preprocess", 90, 128): ((1, TileConfig(64, 0, 4, 1)),),
+    ("attn_bwd_preprocess", 80, 64): ((1, TileConfig(64, 0, 4, 1)),),
+    ("attn_bwd_preprocess", 80, 128): ((1, TileConfig(64, 0, 4, 1)),),
+    ("attn_bwd_dkdv", 90, 64): ((1, TileConfig(32, 64, 4, 2)),),
+    ("attn_bwd_dkdv", 90, 128): ((1, TileConfig(64, 64, 4, 2)), (4096, TileConfig(64, 128, 8, 3))),
+    ("attn_bwd_dkdv", 80, 64): ((1, TileConfig(64, 64, 4, 2)),),
+    ("attn_bwd_dkdv", 80, 128): ((1, TileConfig(64, 64, 4, 2)),),
+    ("attn_bwd_dq", 90, 64): ((1, TileConfig(128, 64, 8, 3)),),
+    ("attn_bwd_dq", 90, 128): ((1, TileConfig(128, 64, 8, 3)),),
+    ("attn_bwd_dq", 80, 64): ((1, TileConfig(128, 64, 8, 2)),),
+    ("attn_bwd_dq", 80, 128): ((1, TileConfig(64, 64, 4, 2)),),
+}
+
+# family: (source file, function, parameter spec, tuning, constexprs of a config)
+FAMILIES = {
+    "attn_fwd": ("attn_fwd.py", "attn_fwd", ATTN_FWD_PARAMS,
+                 lambda arch, d: ATTN_FWD_TUNING[(arch, d)], ("HEAD_DIM", "BLOCK_M", "BLOCK_N")),
+    "attn_bwd_preprocess": ("attn_bwd.py", "attn_bwd_preprocess", ATTN_BWD_PREPROCESS_PARAMS,
+                            lambda arch, d: ATTN_BWD_TUNING[("attn_bwd_preprocess", arch, d)], ("HEAD_DIM", "BLOCK_M")),
+    "attn_bwd_dkdv": ("attn_bwd.py", "attn_bwd_dkdv", ATTN_BWD_DKDV_PARAMS,
+                      lambda arch, d: ATTN_BWD_TUNING[("attn_bwd_dkdv", arch, d)], ("HEAD_DIM", "BLOCK_M", "BLOCK_N")),
+    "attn_bwd_dq": ("attn_bwd.py", "attn_bwd_dq", ATTN_BWD_DQ_PARAMS,
+                    lambda arch, d: ATTN_BWD_TUNING[("attn_bwd_dq", arch, d)], ("HEAD_DIM", "BLOCK_M", "BLOCK_N")),
+}
 
 
 @dataclass(frozen=True)
@@ -83,7 +152,8 @@ class Kernel:
     head_dim: int
     aligned: bool
     config: TileConfig
-    min_seqlen_q: int    # tuning: chosen when seqlen_q >= this (and no other config's bound is larger)
+    min_seqlen: int      # tuning: chosen when the family's size key (seqlen_k for attn_bwd_dkdv, seqlen_q
+                         # otherwise) is >= this, and no other config's bound is larger
 
     @property
     def name(self):
@@ -94,16 +164,17 @@ class Kernel:
 def catalog():
     """Every kernel, in a fixed order (the generated table keeps it)."""
     kernels = []
-    for arch in ARCHS:
-        for dtype in DTYPES:
-            for head_dim in ATTN_FWD_HEAD_DIMS:
-                for aligned in ALIGNMENTS:
-                    for min_seqlen_q, config in ATTN_FWD_TUNING[(arch, head_dim)]:
-                        params = tuple((n, t.format(dtype=dtype), hinted) for n, t, hinted in ATTN_FWD_PARAMS)
-                        kernels.append(Kernel(
-                            family="attn_fwd", source="attn_fwd.py", function="attn_fwd", params=params,
-                            constexprs=(("HEAD_DIM", head_dim), ("BLOCK_M", config.block_m),
-                                        ("BLOCK_N", config.block_n)),
-                            arch=arch, dtype=dtype, head_dim=head_dim, aligned=aligned, config=config,
-                            min_seqlen_q=min_seqlen_q))
+    for family, (source, function, param_spec, tuning, constexpr_names) in FAMILIES.items():
+        for arch in ARCHS:
+            for dtype in DTYPES:
+                for head_dim in ATTN_HEAD_DIMS:
+                    for aligned in ALIGNMENTS:
+                        for min_seqlen, config in tuning(arch, head_dim):
+                            params = tuple((n, t.format(dtype=dtype), hinted) for n, t, hinted in param_spec)
+                            values = {"HEAD_DIM": head_dim, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n}
+                            kernels.append(Kernel(
+                                family=family, source=source, function=function, params=params,
+                                constexprs=tuple((n, values[n]) for n in constexpr_names),
+                                arch=arch, dtype=dtype, head_dim=head_dim, aligned=aligned, config=config,
+                                min_seqlen=min_seqlen))
     return kernels

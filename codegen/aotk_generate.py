@@ -39,6 +39,7 @@ KERNELS_DIR = os.path.join(REPO_ROOT, "kernels")
 PTX_PARAM_TYPE = {"ptr": ".u64", "i64": ".u64", "i32": ".u32", "fp32": ".f32"}
 PARAM_KIND = {"ptr": "p", "i64": "l", "i32": "i", "fp32": "f"}
 DTYPE_ENUM = {"fp16": "AOTK_DTYPE_FLOAT16", "bf16": "AOTK_DTYPE_BFLOAT16"}
+FAMILY_ENUM = {family: "AOTK__FAMILY_" + family.upper() for family in aotk_catalog.FAMILIES}
 
 
 def param_class(triton_type):
@@ -225,15 +226,17 @@ def main():
             file_name = f"sm{kernel.arch}_{kernel.name}.{kind}.xz"
             write_if_changed(os.path.join(image_dir, file_name), packed)
             symbol = f"aotk__image_{index}_{kind}"
+            # The hash in the comment makes this file change whenever an image does, so the assembler
+            # reruns (it cannot see into the .incbin files).
             asm_lines += [f"\t.globl {symbol}", f"\t.hidden {symbol}", "\t.balign 16", f"{symbol}:",
-                          f'\t.incbin "{os.path.join(image_dir, file_name)}"']
+                          f'\t.incbin "{os.path.join(image_dir, file_name)}"  /* fnv1a64 {fnv1a64(raw):016x} */']
             image_fields[kind] = f"{{{symbol}, {len(packed)}u, {len(raw)}u, 0x{fnv1a64(raw):016x}ull}}"
         kinds = "".join(PARAM_KIND[param_class(t)] for _, t, _ in kernel.params)
         rows.append(
-            f"  {{{c_string(kernel.name)}, {c_string(meta['function_name'])}, AOTK__FAMILY_ATTN_FWD, {kernel.arch}, "
+            f"  {{{c_string(kernel.name)}, {c_string(meta['function_name'])}, {FAMILY_ENUM[kernel.family]}, {kernel.arch}, "
             f"{DTYPE_ENUM[kernel.dtype]}, {kernel.head_dim}, {int(kernel.aligned)}, {kernel.config.block_m}, "
             f"{kernel.config.block_n}, {meta['num_warps']}, {kernel.config.num_stages}, {meta['shared_bytes']}, "
-            f"{kernel.min_seqlen_q}, {c_string(kinds)},\n   {image_fields['cubin']},\n   {image_fields['ptx']}}},")
+            f"{kernel.min_seqlen}, {c_string(kinds)},\n   {image_fields['cubin']},\n   {image_fields['ptx']}}},")
 
     externs = [f"extern const unsigned char aotk__image_{i}_{kind}[];"
                for i, k in enumerate(kernels) for kind in ("cubin", "ptx")

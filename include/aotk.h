@@ -143,6 +143,18 @@ static inline aotk_tensor aotk_tensor_3d(void *data, aotk_dtype dtype, int64_t d
  *                   as flash-attn >= 2.1 does: query row i sees key j when j <= i + seqlen_k - seqlen_q.
  *                   When seqlen_q == seqlen_k this is the usual lower triangle.
  *
+ * For the backward (aotk_attn_bwd), also:
+ *   out    in   the forward's output.
+ *   lse    in   required: the forward's lse.
+ *   dout   in   [batch, seqlen_q, heads_q, head_dim], q's dtype: the gradient of out.
+ *   dq     out  like q.
+ *   dk, dv out  like k and v. With GQA, each is summed over the heads_q / heads_kv query heads that
+ *               share a kv head (no atomics: one program owns each block of dk and dv).
+ *   deterministic   0 or 1. Every backward aotk runs is bitwise deterministic (each output element is
+ *                   computed by exactly one program in a fixed order), so both values run the same
+ *                   kernels; 1 documents the requirement and will keep meaning "deterministic" if a
+ *                   faster non-deterministic path is ever added.
+ *
  * Sizes: batch, seqlen_q, seqlen_k, heads >= 1; head_dim 64 or 128 in this release. Each tensor's
  * span within one batch entry must stay under 2^31 elements, and the whole under 2^63 bytes.
  */
@@ -155,6 +167,12 @@ typedef struct aotk_attn_params {
   aotk_tensor lse;
   float softmax_scale;
   int32_t causal;
+  /* The backward's; ignored by the forward. */
+  aotk_tensor dout;
+  aotk_tensor dq;
+  aotk_tensor dk;
+  aotk_tensor dv;
+  int32_t deterministic;
 } aotk_attn_params;
 
 #define AOTK_ATTN_PARAMS_INIT {.struct_size = sizeof(aotk_attn_params)}
@@ -168,31 +186,47 @@ typedef struct aotk_attn_params {
  */
 AOTK_API aotk_status aotk_attn_fwd(const aotk_attn_params *params, aotk_stream stream);
 
+/*
+ * The attention backward: dq, dk, dv from q, k, v, out, lse (the forward's) and dout. Three kernels
+ * on `stream`: delta = rowsum(dout * out) into the workspace, then dk/dv, then dq; returns once they are
+ * enqueued. `workspace` is device memory of at least the workspace_bytes that aotk_query(AOTK_OP_ATTN_BWD)
+ * reports (4 * batch * heads_q * seqlen_q bytes), 16-byte aligned, not read before it is written, and
+ * not to be used by anything else until the call's work on `stream` is done.
+ * Statuses: as aotk_attn_fwd, plus AOTK_ERROR_WORKSPACE_TOO_SMALL.
+ */
+AOTK_API aotk_status aotk_attn_bwd(const aotk_attn_params *params, void *workspace, size_t workspace_bytes,
+                                   aotk_stream stream);
+
 typedef enum aotk_op {
   AOTK_OP_ATTN_FWD = 1,
+  AOTK_OP_ATTN_BWD = 2,
 } aotk_op;
 
 /* What a call would run. Filled by aotk_query(). */
 typedef struct aotk_kernel_info {
   size_t struct_size;
-  char kernel_name[96]; /* the catalog name, e.g. "attn_fwd_bf16_d128_aligned_m128n64w8s3" */
+  char kernel_name[96]; /* the catalog name, e.g. "attn_fwd_bf16_d128_aligned_m128n64w8s3"; for the backward,
+                           its main kernel (the dK/dV pass); the other fields describe that kernel */
   int32_t arch;         /* the image's target: 80 or 90 */
   int32_t from_ptx;     /* 1 when the driver JIT-compiles the image's PTX (a GPU newer than the cubins) */
   int32_t num_warps;
   int32_t shared_bytes; /* dynamic shared memory per program */
   int32_t block_m;      /* query rows per program */
   int32_t block_n;      /* key rows per inner step */
-  int32_t aligned;      /* 1: the variant that assumes 16-element-aligned pointers and strides */
+  int32_t aligned;      /* 1: the variant that assumes 16-byte-aligned pointers and strides that are
+                           multiples of 16 elements */
   int64_t grid;         /* programs launched */
   size_t workspace_bytes; /* caller-provided workspace the call needs (0 for the forward) */
+  int32_t launches;     /* kernels the call launches (1 for the forward, 3 for the backward) */
 } aotk_kernel_info;
 
 #define AOTK_KERNEL_INFO_INIT {.struct_size = sizeof(aotk_kernel_info)}
 
 /*
  * Says, without launching, whether `op` with these params is supported on the current context's
- * device and which kernel it would run. Returns exactly the status the call itself would return
- * before launching (AOTK_OK when it would launch), and fills *info on AOTK_OK. Loads nothing.
+ * device, which kernel it would run and how much workspace it needs. Returns exactly the status the
+ * call itself would return before launching (AOTK_OK when it would launch; the backward's workspace
+ * is not checked, since the query is how its size is learned), and fills *info on AOTK_OK. Loads nothing.
  */
 AOTK_API aotk_status aotk_query(aotk_op op, const aotk_attn_params *params, aotk_kernel_info *info);
 

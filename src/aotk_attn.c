@@ -19,8 +19,9 @@
  * rows past the end of a block are addressed (masked) up to this many rows beyond the length. */
 #define AOTK__INT32_SPAN_LIMIT ((int64_t)INT32_MAX)
 #define AOTK__MAX_BLOCK_ROWS 256
-/* The size of aotk_attn_params in the first release: the smallest struct_size accepted. */
-#define AOTK__ATTN_PARAMS_FIRST_BYTES (offsetof(aotk_attn_params, causal) + sizeof(int32_t))
+/* The smallest struct_size accepted: the struct as release 0.1 defines it. When fields are added,
+ * this stays the 0.1 size and the new fields read as zero for callers built against 0.1. */
+#define AOTK__ATTN_PARAMS_FIRST_BYTES sizeof(aotk_attn_params)
 
 static _Atomic int image_policy = AOTK_IMAGE_POLICY_AUTO;
 
@@ -289,27 +290,42 @@ static aotk_status choose_target(const aotk__device_info *device, int *arch, aot
   return AOTK_OK;
 }
 
-aotk_status aotk__attn_fwd_choose(const aotk__attn_problem *problem, const aotk__device_info *device, int *row,
-                                  aotk__image_kind *kind) {
+static const char *family_name(int family) {
+  switch (family) {
+    case AOTK__FAMILY_ATTN_FWD:
+      return "attn_fwd";
+    case AOTK__FAMILY_ATTN_BWD_PREPROCESS:
+      return "attn_bwd_preprocess";
+    case AOTK__FAMILY_ATTN_BWD_DKDV:
+      return "attn_bwd_dkdv";
+    case AOTK__FAMILY_ATTN_BWD_DQ:
+      return "attn_bwd_dq";
+  }
+  return "unknown";
+}
+
+aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, int64_t size_key,
+                                const aotk__device_info *device, int *row, aotk__image_kind *kind) {
   int arch;
   aotk_status status = choose_target(device, &arch, kind);
   if (status != AOTK_OK) return status;
-  /* The tuning rule: among the configs of this variant, the one with the largest min_seqlen_q that
-   * the problem reaches. */
+  /* The tuning rule: among the configs of this variant, the one with the largest min_seqlen that
+   * the problem's size key reaches. */
   int best = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->family != AOTK__FAMILY_ATTN_FWD || e->arch != arch || e->dtype != (int)problem->dtype ||
-        e->head_dim != problem->head_dim || e->aligned != problem->aligned || e->min_seqlen_q > problem->seqlen_q) {
+    if (e->family != family || e->arch != arch || e->dtype != (int)problem->dtype ||
+        e->head_dim != problem->head_dim || e->aligned != problem->aligned || e->min_seqlen > size_key) {
       continue;
     }
-    if (best < 0 || e->min_seqlen_q > aotk__kernel_table[best].min_seqlen_q) best = i;
+    if (best < 0 || e->min_seqlen > aotk__kernel_table[best].min_seqlen) best = i;
   }
   if (best < 0) {
-    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT, "no sm_%d attn_fwd kernel for %s, head_dim %lld, %s inputs in this build%s%s",
-                      arch, dtype_name(problem->dtype), (long long)problem->head_dim,
-                      problem->aligned ? "16-element-aligned" : "unaligned",
-                      aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter[0] ? aotk__kernel_filter : "");
+    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT, "no sm_%d %s kernel for %s, head_dim %lld, %s inputs in this build%s%s%s",
+                      arch, family_name(family), dtype_name(problem->dtype), (long long)problem->head_dim,
+                      problem->aligned ? "16-byte-aligned" : "unaligned",
+                      aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter,
+                      aotk__kernel_filter[0] ? ")" : "");
   }
   const aotk__kernel_entry *e = &aotk__kernel_table[best];
   if ((*kind == AOTK__IMAGE_PTX ? e->ptx.raw_bytes : e->cubin.raw_bytes) == 0) {
@@ -324,13 +340,10 @@ aotk_status aotk__attn_fwd_choose(const aotk__attn_problem *problem, const aotk_
   return AOTK_OK;
 }
 
-static int64_t fwd_grid(const aotk__attn_problem *problem, const aotk__kernel_entry *e) {
-  int64_t m_blocks = (problem->seqlen_q + e->block_m - 1) / e->block_m;
-  return m_blocks * problem->batch * problem->heads_q;
-}
+static int64_t blocks(int64_t length, int32_t block) { return (length + block - 1) / block; }
 
-static void fill_info(const aotk__attn_problem *problem, const aotk__kernel_entry *e, aotk__image_kind kind,
-                      aotk_kernel_info *info) {
+static void fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t grid, size_t workspace_bytes,
+                      int32_t launches, aotk_kernel_info *info) {
   size_t size = info->struct_size < sizeof *info ? info->struct_size : sizeof *info;
   aotk_kernel_info full;
   memset(&full, 0, sizeof full);
@@ -343,51 +356,104 @@ static void fill_info(const aotk__attn_problem *problem, const aotk__kernel_entr
   full.block_m = e->block_m;
   full.block_n = e->block_n;
   full.aligned = e->aligned;
-  full.grid = fwd_grid(problem, e);
-  full.workspace_bytes = 0;
+  full.grid = grid;
+  full.workspace_bytes = workspace_bytes;
+  full.launches = launches;
   memcpy(info, &full, size);
 }
 
-/* The kernel's parameters, in the catalog's order (codegen/aotk_catalog.py ATTN_FWD_PARAMS). */
-static const char attn_fwd_param_kinds[] = "pppppliiliiliiliiliiiiiifii";
-
-static aotk_status attn_fwd_launch(const aotk__driver *driver, const aotk_attn_params *params,
-                                  const aotk__attn_problem *problem, int row, CUkernel kernel, aotk_stream stream) {
+/* Launches table row `row` with `args`, one per character of `param_kinds` (which must be the row's),
+ * followed by Triton's two scratch pointers (NULL: the generator admits no kernel that needs them). */
+static aotk_status launch_row(const aotk__driver *driver, int row, aotk__image_kind kind, CUdevice device,
+                              const char *param_kinds, void **args, int64_t grid, aotk_stream stream) {
+  enum { MAX_ARGS = 64 };
   const aotk__kernel_entry *e = &aotk__kernel_table[row];
-  if (strcmp(e->param_kinds, attn_fwd_param_kinds) != 0) {
+  size_t count = strlen(param_kinds);
+  if (strcmp(e->param_kinds, param_kinds) != 0 || count + 2 > MAX_ARGS) {
     return aotk__fail(AOTK_ERROR_INTERNAL, "%s takes parameters \"%s\"; the launcher packs \"%s\"", e->name,
-                      e->param_kinds, attn_fwd_param_kinds);
+                      e->param_kinds, param_kinds);
   }
-  const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *o = &params->out, *lse = &params->lse;
-  CUdeviceptr q_ptr = (CUdeviceptr)(uintptr_t)q->data, k_ptr = (CUdeviceptr)(uintptr_t)k->data;
-  CUdeviceptr v_ptr = (CUdeviceptr)(uintptr_t)v->data, o_ptr = (CUdeviceptr)(uintptr_t)o->data;
-  CUdeviceptr lse_ptr = (CUdeviceptr)(uintptr_t)lse->data;
-  int64_t stride_qb = q->strides[0], stride_kb = k->strides[0], stride_vb = v->strides[0], stride_ob = o->strides[0];
-  int32_t stride_qs = (int32_t)q->strides[1], stride_qh = (int32_t)q->strides[2];
-  int32_t stride_ks = (int32_t)k->strides[1], stride_kh = (int32_t)k->strides[2];
-  int32_t stride_vs = (int32_t)v->strides[1], stride_vh = (int32_t)v->strides[2];
-  int32_t stride_os = (int32_t)o->strides[1], stride_oh = (int32_t)o->strides[2];
-  int64_t stride_lb = problem->write_lse ? lse->strides[0] : 0;
-  int32_t stride_lh = problem->write_lse ? (int32_t)lse->strides[1] : 0;
+  CUkernel kernel;
+  aotk_status status = aotk__kernel_get(driver, row, kind, device, &kernel);
+  if (status != AOTK_OK) return status;
+  CUdeviceptr global_scratch = 0, profile_scratch = 0;
+  void *all_args[MAX_ARGS];
+  memcpy(all_args, args, count * sizeof *args);
+  all_args[count] = &global_scratch;
+  all_args[count + 1] = &profile_scratch;
+  CUresult result = driver->cuLaunchKernel((CUfunction)(void *)kernel, (unsigned)grid, 1, 1,
+                                           32u * (unsigned)e->num_warps, 1, 1, (unsigned)e->shared_bytes,
+                                           (CUstream)stream, all_args, NULL);
+  if (result != CUDA_SUCCESS) {
+    char what[160];
+    snprintf(what, sizeof what, "cuLaunchKernel(%s)", e->name);
+    return aotk__cuda_failure(driver, result, what);
+  }
+  return AOTK_OK;
+}
+
+/* Kernel parameters, in the catalog's order (codegen/aotk_catalog.py). "lii" is one tensor's
+ * (batch: int64, sequence: int32, head: int32) strides. */
+#define STRIDES "lii"
+static const char attn_fwd_param_kinds[] = "ppppp" STRIDES STRIDES STRIDES STRIDES "li" "iiiii" "f" "ii";
+static const char attn_bwd_preprocess_param_kinds[] = "ppp" STRIDES STRIDES "iii";
+static const char attn_bwd_dkdv_param_kinds[] =
+    "pppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "li" "iiiiii" "ff" "i";
+static const char attn_bwd_dq_param_kinds[] = "ppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES "li" "iiiii" "ff" "i";
+#undef STRIDES
+
+/* A tensor's device pointer and strides, as the kernels take them. */
+typedef struct packed_tensor {
+  CUdeviceptr pointer;
+  int64_t stride_batch;
+  int32_t stride_sequence, stride_head;
+} packed_tensor;
+
+static packed_tensor pack_tensor(const aotk_tensor *t) {
+  packed_tensor p = {(CUdeviceptr)(uintptr_t)t->data, t->strides[0], (int32_t)t->strides[1], (int32_t)t->strides[2]};
+  return p;
+}
+
+#define TENSOR_ARGS(p) &(p).pointer
+#define STRIDE_ARGS(p) &(p).stride_batch, &(p).stride_sequence, &(p).stride_head
+
+/* Everything needed to launch a call, chosen before anything is loaded or launched. */
+typedef struct attn_plan {
+  aotk__device_info device;
+  int rows[3];
+  aotk__image_kind kind;
+} attn_plan;
+
+static aotk_status plan_device(attn_plan *plan, const aotk__driver **driver) {
+  aotk_status status = aotk__driver_get(driver);
+  if (status != AOTK_OK) return status;
+  return aotk__current_device(*driver, &plan->device);
+}
+
+static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) {
+  return aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD, problem, problem->seqlen_q, &plan->device, &plan->rows[0],
+                             &plan->kind);
+}
+
+static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params *params,
+                              const aotk__attn_problem *problem, const attn_plan *plan, aotk_stream stream) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[plan->rows[0]];
+  packed_tensor q = pack_tensor(&params->q), k = pack_tensor(&params->k), v = pack_tensor(&params->v);
+  packed_tensor o = pack_tensor(&params->out);
+  CUdeviceptr lse_ptr = (CUdeviceptr)(uintptr_t)params->lse.data;
+  int64_t stride_lb = problem->write_lse ? params->lse.strides[0] : 0;
+  int32_t stride_lh = problem->write_lse ? (int32_t)params->lse.strides[1] : 0;
   int32_t seqlen_q = (int32_t)problem->seqlen_q, seqlen_k = (int32_t)problem->seqlen_k;
   int32_t heads_q = (int32_t)problem->heads_q, group_size = (int32_t)(problem->heads_q / problem->heads_kv);
-  int32_t num_m_blocks = (int32_t)((problem->seqlen_q + e->block_m - 1) / e->block_m);
+  int32_t num_m_blocks = (int32_t)blocks(problem->seqlen_q, e->block_m);
   float qk_scale_log2 = problem->softmax_scale * 1.4426950408889634f;
   int32_t causal = problem->causal, write_lse = problem->write_lse;
-  CUdeviceptr global_scratch = 0, profile_scratch = 0; /* the catalog admits no kernel that needs them */
-  void *args[] = {&q_ptr,     &k_ptr,     &v_ptr,     &o_ptr,     &lse_ptr,      &stride_qb,     &stride_qs,
-                  &stride_qh, &stride_kb, &stride_ks, &stride_kh, &stride_vb,    &stride_vs,     &stride_vh,
-                  &stride_ob, &stride_os, &stride_oh, &stride_lb, &stride_lh,    &seqlen_q,      &seqlen_k,
-                  &heads_q,   &group_size, &num_m_blocks, &qk_scale_log2, &causal, &write_lse, &global_scratch,
-                  &profile_scratch};
-  _Static_assert(sizeof args / sizeof args[0] == sizeof attn_fwd_param_kinds - 1 + 2,
-                 "one argument per parameter kind, plus Triton's two scratch pointers");
-  int64_t grid = fwd_grid(problem, e);
-  AOTK__CU_TRY(driver,
-               driver->cuLaunchKernel((CUfunction)(void *)kernel, (unsigned)grid, 1, 1, 32u * (unsigned)e->num_warps, 1,
-                                      1, (unsigned)e->shared_bytes, (CUstream)stream, args, NULL),
-               "cuLaunchKernel(attn_fwd)");
-  return AOTK_OK;
+  void *args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(o), &lse_ptr,
+                  STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(o), &stride_lb, &stride_lh,
+                  &seqlen_q, &seqlen_k, &heads_q, &group_size, &num_m_blocks, &qk_scale_log2, &causal, &write_lse};
+  _Static_assert(sizeof args / sizeof args[0] == sizeof attn_fwd_param_kinds - 1, "one argument per parameter");
+  return launch_row(driver, plan->rows[0], plan->kind, plan->device.device, attn_fwd_param_kinds, args,
+                    num_m_blocks * problem->batch * problem->heads_q, stream);
 }
 
 aotk_status aotk_attn_fwd(const aotk_attn_params *caller_params, aotk_stream stream) {
@@ -397,15 +463,162 @@ aotk_status aotk_attn_fwd(const aotk_attn_params *caller_params, aotk_stream str
   aotk_status status = aotk__attn_validate(caller_params, &params, &problem);
   if (status != AOTK_OK) return status;
   const aotk__driver *driver;
-  if ((status = aotk__driver_get(&driver)) != AOTK_OK) return status;
-  aotk__device_info device;
-  if ((status = aotk__current_device(driver, &device)) != AOTK_OK) return status;
-  int row;
-  aotk__image_kind kind;
-  if ((status = aotk__attn_fwd_choose(&problem, &device, &row, &kind)) != AOTK_OK) return status;
-  CUkernel kernel;
-  if ((status = aotk__kernel_get(driver, row, kind, device.device, &kernel)) != AOTK_OK) return status;
-  return attn_fwd_launch(driver, &params, &problem, row, kernel, stream);
+  attn_plan plan;
+  if ((status = plan_device(&plan, &driver)) != AOTK_OK) return status;
+  if ((status = plan_fwd(&problem, &plan)) != AOTK_OK) return status;
+  return launch_fwd(driver, &params, &problem, &plan, stream);
+}
+
+/* --- the backward ------------------------------------------------------------------------------ */
+
+/* The workspace holds delta = rowsum(dO * O), fp32 [batch, heads_q, seqlen_q]. */
+static size_t bwd_workspace_bytes(const aotk__attn_problem *problem) {
+  return (size_t)(problem->batch * problem->heads_q * problem->seqlen_q) * sizeof(float);
+}
+
+/* The backward's checks beyond the forward's: lse is required (it is the forward's), dout is like
+ * out, dq like q, dk and dv like k and v. */
+aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
+                                    aotk__attn_problem *problem) {
+  aotk_status status = aotk__attn_validate(caller_params, params, problem);
+  if (status != AOTK_OK) return status;
+  if (params->lse.data == NULL) {
+    return aotk__fail(AOTK_ERROR_NULL_POINTER, "lse.data is NULL: the backward needs the forward's lse");
+  }
+  struct {
+    const aotk_tensor *tensor;
+    const char *name;
+    const aotk_tensor *like;
+    const char *like_name;
+    const char *layout;
+    int is_output;
+  } const checks[] = {
+      {&params->dout, "dout", &params->out, "out", q_layout, 0},
+      {&params->dq, "dq", &params->q, "q", q_layout, 1},
+      {&params->dk, "dk", &params->k, "k", kv_layout, 1},
+      {&params->dv, "dv", &params->v, "v", kv_layout, 1},
+  };
+  static const char *const q_meaning[] = {"batch", "seqlen_q", "heads_q", "head_dim"};
+  static const char *const kv_meaning[] = {"batch", "seqlen_k", "heads_kv", "head_dim"};
+  for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
+    const aotk_tensor *t = checks[i].tensor;
+    if ((status = check_tensor(t, checks[i].name, 4, checks[i].layout)) != AOTK_OK) return status;
+    if (t->dtype != params->q.dtype) {
+      return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", checks[i].name,
+                        dtype_name(t->dtype), dtype_name(params->q.dtype));
+    }
+    for (int dim = 0; dim < 4; dim++) {
+      char reference[32];
+      snprintf(reference, sizeof reference, "%s.shape[%d]", checks[i].like_name, dim);
+      const char *meaning = checks[i].layout == q_layout ? q_meaning[dim] : kv_meaning[dim];
+      if ((status = check_same_dim(t, checks[i].name, dim, checks[i].like->shape[dim], reference, meaning)) != AOTK_OK) {
+        return status;
+      }
+    }
+    if (checks[i].is_output && (status = check_output_strides(t, checks[i].name)) != AOTK_OK) return status;
+    if ((status = check_batch_span(t, checks[i].name, 1)) != AOTK_OK) return status;
+  }
+  if (params->deterministic != 0 && params->deterministic != 1) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "deterministic = %d; use 0 or 1", (int)params->deterministic);
+  }
+  /* The dK/dV pass launches one program per 32-key block per kv head at the smallest tile. */
+  int64_t programs = blocks(problem->seqlen_k, 32);
+  if (__builtin_mul_overflow(programs, problem->batch, &programs) ||
+      __builtin_mul_overflow(programs, problem->heads_kv, &programs) || programs > INT32_MAX) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * heads_kv * ceil(seqlen_k / 32) exceeds the grid limit");
+  }
+  problem->aligned = problem->aligned && tensor_aligned16(&params->dout) && tensor_aligned16(&params->dq) &&
+                     tensor_aligned16(&params->dk) && tensor_aligned16(&params->dv);
+  return AOTK_OK;
+}
+
+static aotk_status check_workspace(const aotk__attn_problem *problem, const void *workspace, size_t workspace_bytes) {
+  size_t needed = bwd_workspace_bytes(problem);
+  if (workspace_bytes < needed || (workspace == NULL && needed > 0)) {
+    return aotk__fail(AOTK_ERROR_WORKSPACE_TOO_SMALL,
+                      "workspace_bytes = %zu%s but this problem needs %zu (aotk_query reports it)", workspace_bytes,
+                      workspace == NULL ? " (workspace NULL)" : "", needed);
+  }
+  if ((uintptr_t)workspace % 16 != 0) {
+    return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER, "workspace = %p is not 16-byte aligned", workspace);
+  }
+  return AOTK_OK;
+}
+
+static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) {
+  aotk_status status;
+  if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_PREPROCESS, problem, problem->seqlen_q, &plan->device,
+                                    &plan->rows[0], &plan->kind)) != AOTK_OK ||
+      (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DKDV, problem, problem->seqlen_k, &plan->device,
+                                    &plan->rows[1], &plan->kind)) != AOTK_OK ||
+      (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DQ, problem, problem->seqlen_q, &plan->device,
+                                    &plan->rows[2], &plan->kind)) != AOTK_OK) {
+    return status;
+  }
+  return AOTK_OK;
+}
+
+static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params *params,
+                              const aotk__attn_problem *problem, const attn_plan *plan, void *workspace,
+                              aotk_stream stream) {
+  const aotk__kernel_entry *pre = &aotk__kernel_table[plan->rows[0]];
+  const aotk__kernel_entry *dkdv = &aotk__kernel_table[plan->rows[1]];
+  const aotk__kernel_entry *dq_entry = &aotk__kernel_table[plan->rows[2]];
+  packed_tensor q = pack_tensor(&params->q), k = pack_tensor(&params->k), v = pack_tensor(&params->v);
+  packed_tensor o = pack_tensor(&params->out), dout = pack_tensor(&params->dout), dq = pack_tensor(&params->dq);
+  packed_tensor dk = pack_tensor(&params->dk), dv = pack_tensor(&params->dv);
+  CUdeviceptr lse_ptr = (CUdeviceptr)(uintptr_t)params->lse.data, delta_ptr = (CUdeviceptr)(uintptr_t)workspace;
+  int64_t stride_lb = params->lse.strides[0];
+  int32_t stride_lh = (int32_t)params->lse.strides[1];
+  int32_t seqlen_q = (int32_t)problem->seqlen_q, seqlen_k = (int32_t)problem->seqlen_k;
+  int32_t heads_q = (int32_t)problem->heads_q, heads_kv = (int32_t)problem->heads_kv;
+  int32_t group_size = heads_q / heads_kv, causal = problem->causal;
+  float softmax_scale = problem->softmax_scale, qk_scale_log2 = problem->softmax_scale * 1.4426950408889634f;
+  aotk_status status;
+
+  int32_t pre_blocks = (int32_t)blocks(problem->seqlen_q, pre->block_m);
+  void *pre_args[] = {TENSOR_ARGS(o), TENSOR_ARGS(dout), &delta_ptr, STRIDE_ARGS(o), STRIDE_ARGS(dout),
+                      &seqlen_q, &heads_q, &pre_blocks};
+  _Static_assert(sizeof pre_args / sizeof pre_args[0] == sizeof attn_bwd_preprocess_param_kinds - 1, "one per parameter");
+  if ((status = launch_row(driver, plan->rows[0], plan->kind, plan->device.device, attn_bwd_preprocess_param_kinds,
+                           pre_args, pre_blocks * problem->batch * problem->heads_q, stream)) != AOTK_OK) {
+    return status;
+  }
+
+  int32_t n_blocks = (int32_t)blocks(problem->seqlen_k, dkdv->block_n);
+  void *dkdv_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_ptr, &delta_ptr,
+                       TENSOR_ARGS(dk), TENSOR_ARGS(dv), STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v),
+                       STRIDE_ARGS(dout), STRIDE_ARGS(dk), STRIDE_ARGS(dv), &stride_lb, &stride_lh, &seqlen_q,
+                       &seqlen_k, &heads_q, &heads_kv, &group_size, &n_blocks, &softmax_scale, &qk_scale_log2, &causal};
+  _Static_assert(sizeof dkdv_args / sizeof dkdv_args[0] == sizeof attn_bwd_dkdv_param_kinds - 1, "one per parameter");
+  if ((status = launch_row(driver, plan->rows[1], plan->kind, plan->device.device, attn_bwd_dkdv_param_kinds,
+                           dkdv_args, n_blocks * problem->batch * problem->heads_kv, stream)) != AOTK_OK) {
+    return status;
+  }
+
+  int32_t m_blocks = (int32_t)blocks(problem->seqlen_q, dq_entry->block_m);
+  void *dq_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_ptr, &delta_ptr,
+                     TENSOR_ARGS(dq), STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(dout),
+                     STRIDE_ARGS(dq), &stride_lb, &stride_lh, &seqlen_q, &seqlen_k, &heads_q, &group_size, &m_blocks,
+                     &softmax_scale, &qk_scale_log2, &causal};
+  _Static_assert(sizeof dq_args / sizeof dq_args[0] == sizeof attn_bwd_dq_param_kinds - 1, "one per parameter");
+  return launch_row(driver, plan->rows[2], plan->kind, plan->device.device, attn_bwd_dq_param_kinds, dq_args,
+                    m_blocks * problem->batch * problem->heads_q, stream);
+}
+
+aotk_status aotk_attn_bwd(const aotk_attn_params *caller_params, void *workspace, size_t workspace_bytes,
+                          aotk_stream stream) {
+  aotk__clear_error();
+  aotk_attn_params params;
+  aotk__attn_problem problem;
+  aotk_status status = aotk__attn_bwd_validate(caller_params, &params, &problem);
+  if (status != AOTK_OK) return status;
+  if ((status = check_workspace(&problem, workspace, workspace_bytes)) != AOTK_OK) return status;
+  const aotk__driver *driver;
+  attn_plan plan;
+  if ((status = plan_device(&plan, &driver)) != AOTK_OK) return status;
+  if ((status = plan_bwd(&problem, &plan)) != AOTK_OK) return status;
+  return launch_bwd(driver, &params, &problem, &plan, workspace, stream);
 }
 
 aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_kernel_info *info) {
@@ -414,37 +627,44 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
   if (info->struct_size < sizeof(size_t)) {
     return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
   }
-  if (op != AOTK_OP_ATTN_FWD) return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is not an aotk_op", (int)op);
+  if (op != AOTK_OP_ATTN_FWD && op != AOTK_OP_ATTN_BWD) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is not an aotk_op", (int)op);
+  }
   aotk_attn_params params;
   aotk__attn_problem problem;
-  aotk_status status = aotk__attn_validate(caller_params, &params, &problem);
+  aotk_status status = op == AOTK_OP_ATTN_FWD ? aotk__attn_validate(caller_params, &params, &problem)
+                                              : aotk__attn_bwd_validate(caller_params, &params, &problem);
   if (status != AOTK_OK) return status;
   const aotk__driver *driver;
-  if ((status = aotk__driver_get(&driver)) != AOTK_OK) return status;
-  aotk__device_info device;
-  if ((status = aotk__current_device(driver, &device)) != AOTK_OK) return status;
-  int row;
-  aotk__image_kind kind;
-  if ((status = aotk__attn_fwd_choose(&problem, &device, &row, &kind)) != AOTK_OK) return status;
-  fill_info(&problem, &aotk__kernel_table[row], kind, info);
+  attn_plan plan;
+  if ((status = plan_device(&plan, &driver)) != AOTK_OK) return status;
+  if (op == AOTK_OP_ATTN_FWD) {
+    if ((status = plan_fwd(&problem, &plan)) != AOTK_OK) return status;
+    const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[0]];
+    fill_info(e, plan.kind, blocks(problem.seqlen_q, e->block_m) * problem.batch * problem.heads_q, 0, 1, info);
+  } else {
+    if ((status = plan_bwd(&problem, &plan)) != AOTK_OK) return status;
+    const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[1]];
+    fill_info(e, plan.kind, blocks(problem.seqlen_k, e->block_n) * problem.batch * problem.heads_kv,
+              bwd_workspace_bytes(&problem), 3, info);
+  }
   return AOTK_OK;
 }
 
 aotk_status aotk_preload(void) {
   aotk__clear_error();
   const aotk__driver *driver;
-  aotk_status status = aotk__driver_get(&driver);
+  attn_plan plan;
+  aotk_status status = plan_device(&plan, &driver);
   if (status != AOTK_OK) return status;
-  aotk__device_info device;
-  if ((status = aotk__current_device(driver, &device)) != AOTK_OK) return status;
   int arch;
   aotk__image_kind kind;
-  if ((status = choose_target(&device, &arch, &kind)) != AOTK_OK) return status;
+  if ((status = choose_target(&plan.device, &arch, &kind)) != AOTK_OK) return status;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->arch != arch || e->shared_bytes > device.max_shared_bytes) continue;
+    if (e->arch != arch || e->shared_bytes > plan.device.max_shared_bytes) continue;
     CUkernel kernel;
-    if ((status = aotk__kernel_get(driver, i, kind, device.device, &kernel)) != AOTK_OK) return status;
+    if ((status = aotk__kernel_get(driver, i, kind, plan.device.device, &kernel)) != AOTK_OK) return status;
   }
   return AOTK_OK;
 }

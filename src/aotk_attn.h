@@ -23,8 +23,13 @@ typedef struct aotk__attn_problem {
 aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
                                 aotk__attn_problem *problem);
 
-/* The table row and image kind the forward runs for `problem` on `device`. */
-aotk_status aotk__attn_fwd_choose(const aotk__attn_problem *problem, const aotk__device_info *device, int *row,
-                                  aotk__image_kind *kind);
+/* The backward's validation: the forward's, plus dout, dq, dk, dv, a required lse and the flag. */
+aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
+                                    aotk__attn_problem *problem);
+
+/* The table row and image kind that kernel `family` runs for `problem` on `device`; `size_key` is the
+ * length the family's tuning is keyed on (seqlen_k for the dK/dV pass, seqlen_q otherwise). */
+aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, int64_t size_key,
+                                const aotk__device_info *device, int *row, aotk__image_kind *kind);
 
 #endif /* AOTK_ATTN_H */

@@ -10,7 +10,12 @@
 
 #include "aotk.h"
 
-enum { AOTK__FAMILY_ATTN_FWD = 1 };
+enum {
+  AOTK__FAMILY_ATTN_FWD = 1,
+  AOTK__FAMILY_ATTN_BWD_PREPROCESS = 2,
+  AOTK__FAMILY_ATTN_BWD_DKDV = 3,
+  AOTK__FAMILY_ATTN_BWD_DQ = 4,
+};
 
 /* One embedded image: xz-compressed bytes, and the FNV-1a 64 hash of the decompressed image, checked
  * before the driver sees it. raw_bytes == 0: not embedded. PTX images include their terminating NUL. */
@@ -31,7 +36,8 @@ typedef struct aotk__kernel_entry {
   int32_t aligned;
   int32_t block_m, block_n, num_warps, num_stages;
   int32_t shared_bytes;      /* dynamic shared memory per program */
-  int32_t min_seqlen_q;      /* tuning: chosen for seqlen_q >= this, unless another row's bound fits tighter */
+  int32_t min_seqlen;        /* tuning: chosen when the family's size key (seqlen_k for the dK/dV pass,
+                                seqlen_q otherwise) is >= this, unless another row's bound fits tighter */
   const char *param_kinds;   /* the kernel's parameters: p pointer, l int64, i int32, f fp32 */
   aotk__image cubin;
   aotk__image ptx;

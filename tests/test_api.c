@@ -1257,17 +1257,17 @@ static void test_alignment_choice(void) {
 }
 
 /* The tuning rule from codegen/aotk_catalog.py: among a variant's configs, the one with the largest
- * min_seqlen_q that seqlen_q reaches. Checked at every bound of every variant and on either side of
+ * min_seqlen that seqlen_q reaches. Checked at every bound of every variant and on either side of
  * it, with the expectation read from the table rows rather than written down here. */
 static const aotk__kernel_entry *expected_row(int arch, aotk_dtype dtype, int head_dim, int aligned, int64_t seqlen_q) {
   const aotk__kernel_entry *best = NULL;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
     if (e->family != AOTK__FAMILY_ATTN_FWD || e->arch != arch || e->dtype != (int)dtype || e->head_dim != head_dim ||
-        e->aligned != aligned || e->min_seqlen_q > seqlen_q) {
+        e->aligned != aligned || e->min_seqlen > seqlen_q) {
       continue;
     }
-    if (best == NULL || e->min_seqlen_q > best->min_seqlen_q) best = e;
+    if (best == NULL || e->min_seqlen > best->min_seqlen) best = e;
   }
   return best;
 }
@@ -1293,10 +1293,10 @@ static void test_tuning_choice(void) {
               continue;
             }
             bounds++;
-            if (e->min_seqlen_q > largest_bound) largest_bound = e->min_seqlen_q;
-            if (e->min_seqlen_q > 1) seqlens[count++] = e->min_seqlen_q - 1;
-            seqlens[count++] = e->min_seqlen_q;
-            seqlens[count++] = e->min_seqlen_q + 1;
+            if (e->min_seqlen > largest_bound) largest_bound = e->min_seqlen;
+            if (e->min_seqlen > 1) seqlens[count++] = e->min_seqlen - 1;
+            seqlens[count++] = e->min_seqlen;
+            seqlens[count++] = e->min_seqlen + 1;
           }
           seqlens[count++] = (int64_t)largest_bound * 8 + 3;
           /* The catalog tunes every variant by size: a second config must exist, or this proves nothing. */

@@ -80,10 +80,10 @@ static void test_table_covers_every_variant_from_seqlen_one(void) {
           for (int i = 0; i < aotk__kernel_count; i++) {
             const aotk__kernel_entry *e = &aotk__kernel_table[i];
             rows_from_one += e->family == AOTK__FAMILY_ATTN_FWD && e->arch == archs[a] && e->dtype == dtypes[d] &&
-                             e->head_dim == head_dims[h] && e->aligned == aligned && e->min_seqlen_q == 1;
+                             e->head_dim == head_dims[h] && e->aligned == aligned && e->min_seqlen == 1;
           }
           /* Exactly one: two rows with the same bound would make the tuning choice depend on row order. */
-          CHECK_MSG(rows_from_one == 1, "sm_%d %s d%d aligned=%d: %d rows with min_seqlen_q 1, expected 1", archs[a],
+          CHECK_MSG(rows_from_one == 1, "sm_%d %s d%d aligned=%d: %d rows with min_seqlen 1, expected 1", archs[a],
                     dtype_tag(dtypes[d]), head_dims[h], aligned, rows_from_one);
         }
 }
@@ -105,8 +105,8 @@ static void test_table_tuning_bounds_distinct(void) {
       const aotk__kernel_entry *a = &aotk__kernel_table[i], *b = &aotk__kernel_table[j];
       bool same_variant = a->family == b->family && a->arch == b->arch && a->dtype == b->dtype &&
                           a->head_dim == b->head_dim && a->aligned == b->aligned;
-      CHECK_MSG(!same_variant || a->min_seqlen_q != b->min_seqlen_q, "%s and %s (sm_%d) share min_seqlen_q %d",
-                a->name, b->name, a->arch, a->min_seqlen_q);
+      CHECK_MSG(!same_variant || a->min_seqlen != b->min_seqlen, "%s and %s (sm_%d) share min_seqlen %d",
+                a->name, b->name, a->arch, a->min_seqlen);
     }
   }
 }
@@ -125,7 +125,7 @@ static void test_table_rows_describe_valid_configs(void) {
     CHECK_MSG(is_power_of_two(e->block_m) && is_power_of_two(e->block_n), "row %d %s: block_m %d, block_n %d", i,
               e->name, e->block_m, e->block_n);
     CHECK_MSG(e->num_stages >= 1, "row %d %s: num_stages %d", i, e->name, e->num_stages);
-    CHECK_MSG(e->min_seqlen_q >= 1, "row %d %s: min_seqlen_q %d", i, e->name, e->min_seqlen_q);
+    CHECK_MSG(e->min_seqlen >= 1, "row %d %s: min_seqlen %d", i, e->name, e->min_seqlen);
     int32_t shared_limit = e->arch == 80 ? 99 * 1024 : 227 * 1024;
     CHECK_MSG(e->shared_bytes > 0 && e->shared_bytes <= shared_limit,
               "row %d sm_%d %s: shared_bytes %d, the target allows %d", i, e->arch, e->name, e->shared_bytes,
