@@ -8,7 +8,8 @@ of /work/shared/notes/anchors.md: bf16, head_dim 64 and 128, seqlen 512 ... 1638
 heads = 2048 / head_dim, causal and not. Each row's aotk output (and lse) is checked against SDPA
 before anything is timed. Prints a table and writes <out-dir>/<gpu>-<date>.json (see bench/README.md).
 
-Only "fwd" is implemented; the OPS registry at the bottom is where later ops ("bwd", ...) go.
+Ops: "fwd" (aotk_attn_fwd against SDPA's flash, cuDNN and efficient forwards) and "bwd" (aotk_attn_bwd
+against the flash and cuDNN backwards, each timed alone after its own forward); the OPS registry holds them.
 Importable without a GPU: all work happens in main().
 """
 import argparse
@@ -35,6 +36,7 @@ AOTK_DTYPE_BFLOAT16 = 2
 AOTK_DTYPE_FLOAT32 = 3
 AOTK_TENSOR_MAX_RANK = 6
 AOTK_OP_ATTN_FWD = 1
+AOTK_OP_ATTN_BWD = 2
 
 TORCH_TO_AOTK_DTYPE = {
     torch.float16: AOTK_DTYPE_FLOAT16,
@@ -66,6 +68,11 @@ class AotkAttnParams(ctypes.Structure):
         ("lse", AotkTensor),
         ("softmax_scale", ctypes.c_float),
         ("causal", ctypes.c_int32),
+        ("dout", AotkTensor),
+        ("dq", AotkTensor),
+        ("dk", AotkTensor),
+        ("dv", AotkTensor),
+        ("deterministic", ctypes.c_int32),
     ]
 
 
@@ -82,6 +89,7 @@ class AotkKernelInfo(ctypes.Structure):
         ("aligned", ctypes.c_int32),
         ("grid", ctypes.c_int64),
         ("workspace_bytes", ctypes.c_size_t),
+        ("launches", ctypes.c_int32),
     ]
 
 
@@ -145,6 +153,9 @@ class Aotk:
         lib.aotk_version_string.restype = ctypes.c_char_p
         lib.aotk_attn_fwd.argtypes = [ctypes.POINTER(AotkAttnParams), ctypes.c_void_p]
         lib.aotk_attn_fwd.restype = st
+        lib.aotk_attn_bwd.argtypes = [ctypes.POINTER(AotkAttnParams), ctypes.c_void_p, ctypes.c_size_t,
+                                      ctypes.c_void_p]
+        lib.aotk_attn_bwd.restype = st
         lib.aotk_query.argtypes = [ctypes.c_int, ctypes.POINTER(AotkAttnParams), ctypes.POINTER(AotkKernelInfo)]
         lib.aotk_query.restype = st
         lib.aotk_get_build_info.argtypes = [ctypes.POINTER(AotkBuildInfo)]
@@ -171,13 +182,20 @@ class Aotk:
         info = AotkKernelInfo()
         info.struct_size = ctypes.sizeof(AotkKernelInfo)
         self.check(self.lib.aotk_query(op, ctypes.byref(params), ctypes.byref(info)), "aotk_query")
-        return {"kernel_name": _decode(info.kernel_name), "arch": info.arch, "from_ptx": info.from_ptx}
+        return {"kernel_name": _decode(info.kernel_name), "arch": info.arch, "from_ptx": info.from_ptx,
+                "workspace_bytes": info.workspace_bytes}
 
     def attn_fwd(self, params_ref, stream):
         """params_ref: ctypes.byref(AotkAttnParams); stream: a CUDA stream handle (int, 0 = legacy)."""
         status = self._fwd(params_ref, stream)
         if status != AOTK_OK:
             self.check(status, "aotk_attn_fwd")
+
+
+    def attn_bwd(self, params_ref, workspace, workspace_bytes, stream):
+        status = self.lib.aotk_attn_bwd(params_ref, workspace, workspace_bytes, stream)
+        if status != AOTK_OK:
+            self.check(status, "aotk_attn_bwd")
 
 
 def fwd_params(q, k, v, out, lse, causal, softmax_scale=0.0):
@@ -353,10 +371,96 @@ def fwd_run_case(case, aotk):
     return results, failure
 
 
+# ---------------------------------------------------------------------------------------------------
+# op "bwd": aotk_attn_bwd against the backward of SDPA's flash and cuDNN backends
+# ---------------------------------------------------------------------------------------------------
+
+BWD_BACKENDS = [("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION)]
+BWD_REL_TOL = 1e-2  # relative L2 error of dq, dk, dv against sdpa-flash's (both bf16: ~3e-3 expected)
+
+
+def bwd_flops(case):
+    return 2.5 * fwd_flops(case)  # anchors.md: backward = 2.5 x forward
+
+
+def bwd_cases(quick):
+    for case in fwd_cases(quick):
+        yield dict(case, op="bwd")
+
+
+def rel_l2(a, b):
+    a, b = a.float(), b.float()
+    if torch.isnan(a).any():
+        return float("nan")
+    return ((a - b).norm() / b.norm()).item()
+
+
+def bwd_run_case(case, aotk):
+    """Times the backward alone (the forward's out and lse already computed) for every impl."""
+    b, n, h, d, causal = case["batch"], case["seqlen_q"], case["heads_q"], case["head_dim"], case["causal"]
+    dtype = case["dtype"]
+    q = torch.randn(b, n, h, d, device="cuda", dtype=dtype, requires_grad=True)
+    k = torch.randn(b, case["seqlen_k"], case["heads_kv"], d, device="cuda", dtype=dtype, requires_grad=True)
+    v = torch.randn_like(k, requires_grad=True)
+    dout = torch.randn_like(q)
+    results = {}
+    ref_grads = {}
+    for name, be in BWD_BACKENDS:
+        try:
+            with sdpa_kernel(be):
+                o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                   is_causal=causal)
+                g = dout.transpose(1, 2)
+                if name == "sdpa-flash":
+                    ref_grads = dict(zip(("dq", "dk", "dv"), torch.autograd.grad(o, (q, k, v), g, retain_graph=True)))
+                results[name] = time_ms(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))
+                del o
+        except Exception as e:  # noqa: BLE001
+            note(f"{name} backward skipped (unsupported here?): {type(e).__name__}: {str(e)[:200]}")
+    if not ref_grads:
+        return results, "sdpa-flash's backward did not run, so aotk's could not be checked"
+
+    with torch.no_grad():
+        out = torch.empty_like(q)
+        lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        params = fwd_params(q.detach(), k.detach(), v.detach(), out, lse, causal)
+        for field, t in (("dout", dout), ("dq", dq), ("dk", dk), ("dv", dv)):
+            setattr(params, field, describe_tensor(t))
+        params.deterministic = 1
+        params_ref = ctypes.byref(params)
+        failure = None
+        try:
+            aotk.attn_fwd(params_ref, current_stream())
+            info = aotk.query(AOTK_OP_ATTN_BWD, params)
+            note(f"aotk kernels {info['kernel_name']} + dq + preprocess, workspace {info['workspace_bytes']} bytes")
+            workspace = torch.empty(max(info["workspace_bytes"], 16), device="cuda", dtype=torch.uint8)
+            for t in (dq, dk, dv):
+                t.fill_(float("nan"))
+            aotk.attn_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"], current_stream())
+            torch.cuda.synchronize()
+        except AotkError as e:
+            loud(f"aotk FAILED on {case_label(case)}: {e}")
+            return results, f"aotk raised: {e}"
+        errs = {name: rel_l2(t, ref_grads[name]) for name, t in (("dq", dq), ("dk", dk), ("dv", dv))}
+        if not all(e_ < BWD_REL_TOL for e_ in errs.values()):
+            msg = f"aotk gradients differ from sdpa-flash's: relative L2 {errs} (tolerance {BWD_REL_TOL})"
+            loud(f"ROW ABORTED, {case_label(case)}: {msg}")
+            return {}, msg
+        note("aotk checked against sdpa-flash: relative L2 " + ", ".join(f"{k_} {v_:.2g}" for k_, v_ in errs.items()))
+        try:
+            results["aotk"] = time_ms(lambda: aotk.attn_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"],
+                                                            current_stream()))
+        except AotkError as e:
+            failure = f"aotk raised while timing: {e}"
+    del q, k, v, dout, out, lse, dq, dk, dv, params, ref_grads
+    return results, failure
+
+
 # The op registry: each op says how to enumerate its cases, run one case, and count its FLOPs.
-# A later "bwd" adds an entry here (bwd flops = 2.5 x fwd, see anchors.md).
 OPS = {
     "fwd": {"cases": fwd_cases, "run": fwd_run_case, "flops": fwd_flops},
+    "bwd": {"cases": bwd_cases, "run": bwd_run_case, "flops": bwd_flops},
 }
 
 
@@ -396,7 +500,8 @@ def table_line(case, tfl, failure):
 
 
 def print_table(lines, summary):
-    print("\nTFLOP/s (forward: 4*b*h*sq*sk*d, halved for causal); ratios are aotk's TFLOP/s over the SDPA one's")
+    print("\nTFLOP/s (forward: 4*b*h*sq*sk*d, halved for causal; backward: 2.5 x forward); ratios are aotk's "
+          "TFLOP/s over the SDPA one's")
     print(TABLE_HEAD)
     print("-" * len(TABLE_HEAD))
     for line in lines:
@@ -420,7 +525,7 @@ def main(argv=None):
     ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     help="where <gpu>-<date>.json goes (default bench/results)")
     ap.add_argument("--quick", action="store_true", help="only seqlen 1024 and 4096 (smoke test)")
-    ap.add_argument("--ops", default="fwd", help=f"comma-separated ops to run, of: {', '.join(OPS)}")
+    ap.add_argument("--ops", default="fwd,bwd", help=f"comma-separated ops to run, of: {', '.join(OPS)}")
     args = ap.parse_args(argv)
 
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]

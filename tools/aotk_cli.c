@@ -30,7 +30,7 @@ static int command_info(void) {
   if (built != info.catalog_kernels) {
     printf("filtered build: %d of the catalog's %d kernels\n", built, info.catalog_kernels);
   }
-  printf("attention forward: fp16, bf16; head_dim 64, 128; causal (bottom-right); GQA/MQA; any strides\n");
+  printf("attention forward and backward: fp16, bf16; head_dim 64, 128; causal (bottom-right); GQA/MQA; any strides\n");
   return 0;
 }
 
