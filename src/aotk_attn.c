@@ -130,6 +130,8 @@ static aotk_status check_output_strides(const aotk_tensor *t, const char *name) 
   return AOTK_OK;
 }
 
+static int64_t blocks(int64_t length, int32_t block) { return (length + block - 1) / block; }
+
 static bool tensor_aligned16(const aotk_tensor *t) {
   if ((uintptr_t)t->data % 16 != 0) return false;
   for (int i = 0; i < t->rank - 1; i++) {
@@ -340,7 +342,6 @@ aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, i
   return AOTK_OK;
 }
 
-static int64_t blocks(int64_t length, int32_t block) { return (length + block - 1) / block; }
 
 static void fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t grid, size_t workspace_bytes,
                       int32_t launches, aotk_kernel_info *info) {
@@ -362,20 +363,29 @@ static void fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_
   memcpy(info, &full, size);
 }
 
-/* Launches table row `row` with `args`, one per character of `param_kinds` (which must be the row's),
- * followed by Triton's two scratch pointers (NULL: the generator admits no kernel that needs them). */
-static aotk_status launch_row(const aotk__driver *driver, int row, aotk__image_kind kind, CUdevice device,
-                              const char *param_kinds, void **args, int64_t grid, aotk_stream stream) {
+/* Loads the kernels of `rows` (checking each row's parameter kinds against what its launcher packs)
+ * before anything is launched, so that a call that fails to load launches nothing. */
+static aotk_status load_rows(const aotk__driver *driver, const int *rows, const char *const *param_kinds, int count,
+                             aotk__image_kind kind, CUdevice device, CUkernel *kernels) {
+  for (int i = 0; i < count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[rows[i]];
+    if (strcmp(e->param_kinds, param_kinds[i]) != 0) {
+      return aotk__fail(AOTK_ERROR_INTERNAL, "%s takes parameters \"%s\"; the launcher packs \"%s\"", e->name,
+                        e->param_kinds, param_kinds[i]);
+    }
+    aotk_status status = aotk__kernel_get(driver, rows[i], kind, device, &kernels[i]);
+    if (status != AOTK_OK) return status;
+  }
+  return AOTK_OK;
+}
+
+/* Launches table row `row`'s loaded `kernel` with `args`, one per parameter kind, followed by
+ * Triton's two scratch pointers (NULL: the generator admits no kernel that needs them). */
+static aotk_status launch_row(const aotk__driver *driver, int row, CUkernel kernel, size_t count, void **args,
+                              int64_t grid, aotk_stream stream) {
   enum { MAX_ARGS = 64 };
   const aotk__kernel_entry *e = &aotk__kernel_table[row];
-  size_t count = strlen(param_kinds);
-  if (strcmp(e->param_kinds, param_kinds) != 0 || count + 2 > MAX_ARGS) {
-    return aotk__fail(AOTK_ERROR_INTERNAL, "%s takes parameters \"%s\"; the launcher packs \"%s\"", e->name,
-                      e->param_kinds, param_kinds);
-  }
-  CUkernel kernel;
-  aotk_status status = aotk__kernel_get(driver, row, kind, device, &kernel);
-  if (status != AOTK_OK) return status;
+  if (count + 2 > MAX_ARGS) return aotk__fail(AOTK_ERROR_INTERNAL, "%s: too many parameters", e->name);
   CUdeviceptr global_scratch = 0, profile_scratch = 0;
   void *all_args[MAX_ARGS];
   memcpy(all_args, args, count * sizeof *args);
@@ -452,7 +462,11 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
                   STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(o), &stride_lb, &stride_lh,
                   &seqlen_q, &seqlen_k, &heads_q, &group_size, &num_m_blocks, &qk_scale_log2, &causal, &write_lse};
   _Static_assert(sizeof args / sizeof args[0] == sizeof attn_fwd_param_kinds - 1, "one argument per parameter");
-  return launch_row(driver, plan->rows[0], plan->kind, plan->device.device, attn_fwd_param_kinds, args,
+  const char *const kinds[] = {attn_fwd_param_kinds};
+  CUkernel kernel;
+  aotk_status status = load_rows(driver, plan->rows, kinds, 1, plan->kind, plan->device.device, &kernel);
+  if (status != AOTK_OK) return status;
+  return launch_row(driver, plan->rows[0], kernel, sizeof args / sizeof args[0], args,
                     num_m_blocks * problem->batch * problem->heads_q, stream);
 }
 
@@ -521,11 +535,18 @@ aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_
   if (params->deterministic != 0 && params->deterministic != 1) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "deterministic = %d; use 0 or 1", (int)params->deterministic);
   }
-  /* The dK/dV pass launches one program per 32-key block per kv head at the smallest tile. */
-  int64_t programs = blocks(problem->seqlen_k, 32);
+  /* The dK/dV pass runs one program per key block per kv head; bound its grid with the table's
+   * smallest key block here, before the driver (plan_bwd checks the chosen row's exactly). */
+  int32_t smallest_block_n = INT32_MAX;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (e->family == AOTK__FAMILY_ATTN_BWD_DKDV && e->block_n < smallest_block_n) smallest_block_n = e->block_n;
+  }
+  int64_t programs = smallest_block_n == INT32_MAX ? 0 : blocks(problem->seqlen_k, smallest_block_n);
   if (__builtin_mul_overflow(programs, problem->batch, &programs) ||
       __builtin_mul_overflow(programs, problem->heads_kv, &programs) || programs > INT32_MAX) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * heads_kv * ceil(seqlen_k / 32) exceeds the grid limit");
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * heads_kv * ceil(seqlen_k / %d) exceeds the grid limit",
+                      (int)smallest_block_n);
   }
   problem->aligned = problem->aligned && tensor_aligned16(&params->dout) && tensor_aligned16(&params->dq) &&
                      tensor_aligned16(&params->dk) && tensor_aligned16(&params->dv);
@@ -555,6 +576,14 @@ static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) 
                                     &plan->rows[2], &plan->kind)) != AOTK_OK) {
     return status;
   }
+  /* The forward's validation bounds the grids over query blocks; the dK/dV grid runs over key
+   * blocks of the chosen row and kv heads. */
+  int64_t programs = blocks(problem->seqlen_k, aotk__kernel_table[plan->rows[1]].block_n);
+  if (__builtin_mul_overflow(programs, problem->batch, &programs) ||
+      __builtin_mul_overflow(programs, problem->heads_kv, &programs) || programs > INT32_MAX) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * heads_kv * ceil(seqlen_k / %d) exceeds the grid limit",
+                      aotk__kernel_table[plan->rows[1]].block_n);
+  }
   return AOTK_OK;
 }
 
@@ -574,14 +603,17 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   int32_t heads_q = (int32_t)problem->heads_q, heads_kv = (int32_t)problem->heads_kv;
   int32_t group_size = heads_q / heads_kv, causal = problem->causal;
   float softmax_scale = problem->softmax_scale, qk_scale_log2 = problem->softmax_scale * 1.4426950408889634f;
-  aotk_status status;
+  const char *const kinds[] = {attn_bwd_preprocess_param_kinds, attn_bwd_dkdv_param_kinds, attn_bwd_dq_param_kinds};
+  CUkernel kernels[3];
+  aotk_status status = load_rows(driver, plan->rows, kinds, 3, plan->kind, plan->device.device, kernels);
+  if (status != AOTK_OK) return status;
 
   int32_t pre_blocks = (int32_t)blocks(problem->seqlen_q, pre->block_m);
   void *pre_args[] = {TENSOR_ARGS(o), TENSOR_ARGS(dout), &delta_ptr, STRIDE_ARGS(o), STRIDE_ARGS(dout),
                       &seqlen_q, &heads_q, &pre_blocks};
   _Static_assert(sizeof pre_args / sizeof pre_args[0] == sizeof attn_bwd_preprocess_param_kinds - 1, "one per parameter");
-  if ((status = launch_row(driver, plan->rows[0], plan->kind, plan->device.device, attn_bwd_preprocess_param_kinds,
-                           pre_args, pre_blocks * problem->batch * problem->heads_q, stream)) != AOTK_OK) {
+  if ((status = launch_row(driver, plan->rows[0], kernels[0], sizeof pre_args / sizeof pre_args[0], pre_args,
+                           pre_blocks * problem->batch * problem->heads_q, stream)) != AOTK_OK) {
     return status;
   }
 
@@ -591,8 +623,8 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                        STRIDE_ARGS(dout), STRIDE_ARGS(dk), STRIDE_ARGS(dv), &stride_lb, &stride_lh, &seqlen_q,
                        &seqlen_k, &heads_q, &heads_kv, &group_size, &n_blocks, &softmax_scale, &qk_scale_log2, &causal};
   _Static_assert(sizeof dkdv_args / sizeof dkdv_args[0] == sizeof attn_bwd_dkdv_param_kinds - 1, "one per parameter");
-  if ((status = launch_row(driver, plan->rows[1], plan->kind, plan->device.device, attn_bwd_dkdv_param_kinds,
-                           dkdv_args, n_blocks * problem->batch * problem->heads_kv, stream)) != AOTK_OK) {
+  if ((status = launch_row(driver, plan->rows[1], kernels[1], sizeof dkdv_args / sizeof dkdv_args[0], dkdv_args,
+                           n_blocks * problem->batch * problem->heads_kv, stream)) != AOTK_OK) {
     return status;
   }
 
@@ -602,7 +634,7 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                      STRIDE_ARGS(dq), &stride_lb, &stride_lh, &seqlen_q, &seqlen_k, &heads_q, &group_size, &m_blocks,
                      &softmax_scale, &qk_scale_log2, &causal};
   _Static_assert(sizeof dq_args / sizeof dq_args[0] == sizeof attn_bwd_dq_param_kinds - 1, "one per parameter");
-  return launch_row(driver, plan->rows[2], plan->kind, plan->device.device, attn_bwd_dq_param_kinds, dq_args,
+  return launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,
                     m_blocks * problem->batch * problem->heads_q, stream);
 }
 

@@ -1,6 +1,7 @@
 /*
  * CPU tests of the public API: status names, versions, the per-thread last error, argument
- * validation, and dispatch and launch through a fake driver.
+ * validation, and dispatch and launch through a fake driver, for the forward and for the backward
+ * (its three kernels, its workspace, and the tuning of its dK/dV pass by seqlen_k).
  *
  * No GPU is needed, and none is used where one exists: every case that gets past validation runs
  * against a fake driver table installed with aotk__driver_set_for_testing (SQLite's fault
@@ -33,10 +34,18 @@
 #define FAKE_V ((void *)(uintptr_t)0x30000000u)
 #define FAKE_OUT ((void *)(uintptr_t)0x40000000u)
 #define FAKE_LSE ((void *)(uintptr_t)0x50000000u)
+#define FAKE_DOUT ((void *)(uintptr_t)0x60000000u)
+#define FAKE_DQ ((void *)(uintptr_t)0x70000000u)
+#define FAKE_DK ((void *)(uintptr_t)0x80000000u)
+#define FAKE_DV ((void *)(uintptr_t)0x90000000u)
+#define FAKE_WORKSPACE ((void *)(uintptr_t)0xA0000000u)
 #define FAKE_STREAM ((aotk_stream)(uintptr_t)0x5000u)
 #define FAKE_CONTEXT ((CUcontext)(uintptr_t)0x6000u)
 #define FAKE_LIBRARY_BASE 0x7000u
 #define FAKE_KERNEL_BASE 0x9000u
+/* A kernel handle is FAKE_KERNEL_BASE + KERNEL_HANDLE_STRIDE * (its kernel_id) + 16 * (the load that
+ * produced it): the fake can tell which kernel a launch names. */
+#define KERNEL_HANDLE_STRIDE 0x100000u
 
 static void *byte_offset(void *pointer, uintptr_t bytes) { return (void *)((uintptr_t)pointer + bytes); }
 
@@ -55,9 +64,29 @@ static const char *const driver_function_names[] = {
 #undef DRIVER_FUNCTION_NAME
 };
 
-/* The attn_fwd kernel's parameters in the catalog's order (codegen/aotk_catalog.py ATTN_FWD_PARAMS),
- * then Triton's two hidden scratch pointers: p pointer, l int64, i int32, f fp32. */
-static const char launch_param_kinds[] = "pppppliiliiliiliiliiiiiifii" "pp";
+/* Each kernel's parameters in the catalog's order (codegen/aotk_catalog.py *_PARAMS), then Triton's
+ * two hidden scratch pointers: p pointer, l int64, i int32, f fp32. "lii" is one tensor's (batch,
+ * sequence, head) strides. The fake driver reads each launch's arguments by these lists. */
+#define STRIDES "lii"
+#define ATTN_FWD_KINDS "ppppp" STRIDES STRIDES STRIDES STRIDES "li" "iiiii" "f" "ii"
+#define ATTN_BWD_PREPROCESS_KINDS "ppp" STRIDES STRIDES "iii"
+#define ATTN_BWD_DKDV_KINDS "pppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "li" "iiiiii" "ff" "i"
+#define ATTN_BWD_DQ_KINDS "ppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES "li" "iiiii" "ff" "i"
+#define HIDDEN_KINDS "pp"
+
+/* The kernels the fake driver knows, by their .entry name. */
+enum kernel_id { KERNEL_ATTN_FWD, KERNEL_BWD_PREPROCESS, KERNEL_BWD_DKDV, KERNEL_BWD_DQ, KERNEL_COUNT };
+static const struct kernel_signature {
+  const char *function;
+  int family;              /* AOTK__FAMILY_... of the table rows that hold it */
+  const char *param_kinds; /* including the hidden scratch pointers */
+} kernel_signatures[KERNEL_COUNT] = {
+    {"attn_fwd", AOTK__FAMILY_ATTN_FWD, ATTN_FWD_KINDS HIDDEN_KINDS},
+    {"attn_bwd_preprocess", AOTK__FAMILY_ATTN_BWD_PREPROCESS, ATTN_BWD_PREPROCESS_KINDS HIDDEN_KINDS},
+    {"attn_bwd_dkdv", AOTK__FAMILY_ATTN_BWD_DKDV, ATTN_BWD_DKDV_KINDS HIDDEN_KINDS},
+    {"attn_bwd_dq", AOTK__FAMILY_ATTN_BWD_DQ, ATTN_BWD_DQ_KINDS HIDDEN_KINDS},
+};
+
 enum launch_param {
   ARG_Q, ARG_K, ARG_V, ARG_OUT, ARG_LSE,
   ARG_STRIDE_QB, ARG_STRIDE_QS, ARG_STRIDE_QH,
@@ -71,6 +100,64 @@ enum launch_param {
   LAUNCH_PARAM_COUNT
 };
 
+/* attn_bwd_preprocess: delta = rowsum(dout * out) into the workspace. */
+enum preprocess_param {
+  PRE_OUT, PRE_DOUT, PRE_DELTA,
+  PRE_STRIDE_OB, PRE_STRIDE_OS, PRE_STRIDE_OH,
+  PRE_STRIDE_DOB, PRE_STRIDE_DOS, PRE_STRIDE_DOH,
+  PRE_SEQLEN_Q, PRE_HEADS_Q, PRE_NUM_M_BLOCKS,
+  PRE_GLOBAL_SCRATCH, PRE_PROFILE_SCRATCH,
+  PRE_PARAM_COUNT
+};
+
+/* attn_bwd_dkdv: one program per (key block, batch, kv head). */
+enum dkdv_param {
+  DKDV_Q, DKDV_K, DKDV_V, DKDV_DOUT, DKDV_LSE, DKDV_DELTA, DKDV_DK, DKDV_DV,
+  DKDV_STRIDE_QB, DKDV_STRIDE_QS, DKDV_STRIDE_QH,
+  DKDV_STRIDE_KB, DKDV_STRIDE_KS, DKDV_STRIDE_KH,
+  DKDV_STRIDE_VB, DKDV_STRIDE_VS, DKDV_STRIDE_VH,
+  DKDV_STRIDE_DOB, DKDV_STRIDE_DOS, DKDV_STRIDE_DOH,
+  DKDV_STRIDE_DKB, DKDV_STRIDE_DKS, DKDV_STRIDE_DKH,
+  DKDV_STRIDE_DVB, DKDV_STRIDE_DVS, DKDV_STRIDE_DVH,
+  DKDV_STRIDE_LB, DKDV_STRIDE_LH,
+  DKDV_SEQLEN_Q, DKDV_SEQLEN_K, DKDV_HEADS_Q, DKDV_HEADS_KV, DKDV_GROUP_SIZE, DKDV_NUM_N_BLOCKS,
+  DKDV_SOFTMAX_SCALE, DKDV_QK_SCALE_LOG2, DKDV_CAUSAL,
+  DKDV_GLOBAL_SCRATCH, DKDV_PROFILE_SCRATCH,
+  DKDV_PARAM_COUNT
+};
+
+/* attn_bwd_dq: one program per (query block, batch, query head). */
+enum dq_param {
+  DQ_Q, DQ_K, DQ_V, DQ_DOUT, DQ_LSE, DQ_DELTA, DQ_DQ,
+  DQ_STRIDE_QB, DQ_STRIDE_QS, DQ_STRIDE_QH,
+  DQ_STRIDE_KB, DQ_STRIDE_KS, DQ_STRIDE_KH,
+  DQ_STRIDE_VB, DQ_STRIDE_VS, DQ_STRIDE_VH,
+  DQ_STRIDE_DOB, DQ_STRIDE_DOS, DQ_STRIDE_DOH,
+  DQ_STRIDE_DQB, DQ_STRIDE_DQS, DQ_STRIDE_DQH,
+  DQ_STRIDE_LB, DQ_STRIDE_LH,
+  DQ_SEQLEN_Q, DQ_SEQLEN_K, DQ_HEADS_Q, DQ_GROUP_SIZE, DQ_NUM_M_BLOCKS,
+  DQ_SOFTMAX_SCALE, DQ_QK_SCALE_LOG2, DQ_CAUSAL,
+  DQ_GLOBAL_SCRATCH, DQ_PROFILE_SCRATCH,
+  DQ_PARAM_COUNT
+};
+
+enum { MAX_LAUNCH_PARAMS = 40, LAUNCH_LOG_SIZE = 4 };
+_Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
+_Static_assert((int)PRE_PARAM_COUNT == sizeof ATTN_BWD_PREPROCESS_KINDS HIDDEN_KINDS - 1, "preprocess parameter list");
+_Static_assert((int)DKDV_PARAM_COUNT == sizeof ATTN_BWD_DKDV_KINDS HIDDEN_KINDS - 1, "dK/dV parameter list");
+_Static_assert((int)DQ_PARAM_COUNT == sizeof ATTN_BWD_DQ_KINDS HIDDEN_KINDS - 1, "dQ parameter list");
+_Static_assert((int)DKDV_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the longest list");
+
+/* One cuLaunchKernel call as the fake driver saw it. */
+typedef struct recorded_launch {
+  int kernel; /* enum kernel_id */
+  CUfunction function;
+  unsigned grid[3], block[3], shared_bytes;
+  CUstream stream;
+  void **extra;
+  unsigned char args[MAX_LAUNCH_PARAMS][8];
+} recorded_launch;
+
 /* What the fake GPU is, which call fails, and what the library asked of it. */
 static struct fake_gpu {
   /* Behaviour, set before a case runs. */
@@ -83,6 +170,8 @@ static struct fake_gpu {
   CUresult get_kernel_result;
   CUresult set_attribute_result;
   CUresult launch_result;
+  int fail_library_load_call; /* n: the n-th cuLibraryLoadData call fails with library_load_result */
+  int fail_launch_call;       /* n: the n-th cuLaunchKernel call fails with launch_result */
   /* Record. */
   int calls[DRIVER_FUNCTION_COUNT];
   int loaded_images, loaded_elf, loaded_ptx;
@@ -90,13 +179,9 @@ static struct fake_gpu {
   CUkernel last_kernel;
   int set_attribute, set_attribute_value;
   int launches;
-  struct {
-    CUfunction function;
-    unsigned grid[3], block[3], shared_bytes;
-    CUstream stream;
-    void **extra;
-    unsigned char args[LAUNCH_PARAM_COUNT][8];
-  } launch;
+  recorded_launch launch;                    /* the latest */
+  recorded_launch launch_log[LAUNCH_LOG_SIZE]; /* the first launches since install or reset_launch_log */
+  int logged_launches;
 } fake;
 
 static const char injected_error_name[] = "CUDA_ERROR_INJECTED_BY_TEST";
@@ -158,7 +243,10 @@ static CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, voi
   fake.calls[CALL_cuLibraryLoadData]++;
   (void)jit_options, (void)jit_values, (void)num_jit_options;
   (void)library_options, (void)library_values, (void)num_library_options;
-  if (fake.library_load_result != CUDA_SUCCESS) return fake.library_load_result;
+  if (fake.library_load_result != CUDA_SUCCESS &&
+      (fake.fail_library_load_call == 0 || fake.calls[CALL_cuLibraryLoadData] == fake.fail_library_load_call)) {
+    return fake.library_load_result;
+  }
   /* What the driver would be handed: a cubin (ELF) or NUL-terminated PTX text for sm_80. */
   if (memcmp(code, "\x7f" "ELF", 4) == 0) {
     fake.loaded_elf++;
@@ -176,8 +264,12 @@ static CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, con
   if (library != (CUlibrary)(uintptr_t)(FAKE_LIBRARY_BASE + 16u * (unsigned)fake.loaded_images)) {
     return CUDA_ERROR_INVALID_VALUE; /* not the library just loaded */
   }
+  int id = 0;
+  while (id < KERNEL_COUNT && strcmp(kernel_signatures[id].function, name) != 0) id++;
+  if (id == KERNEL_COUNT) return CUDA_ERROR_INVALID_VALUE; /* no such .entry in any aotk image */
   snprintf(fake.requested_function, sizeof fake.requested_function, "%s", name);
-  fake.last_kernel = (CUkernel)(uintptr_t)(FAKE_KERNEL_BASE + 16u * (unsigned)fake.loaded_images);
+  fake.last_kernel = (CUkernel)(uintptr_t)(FAKE_KERNEL_BASE + KERNEL_HANDLE_STRIDE * (unsigned)id +
+                                           16u * (unsigned)fake.loaded_images);
   *kernel = fake.last_kernel;
   return CUDA_SUCCESS;
 }
@@ -195,21 +287,36 @@ static CUresult fake_cuLaunchKernel(CUfunction function, unsigned grid_x, unsign
                                     unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,
                                     CUstream stream, void **params, void **extra) {
   fake.calls[CALL_cuLaunchKernel]++;
-  if (fake.launch_result != CUDA_SUCCESS) return fake.launch_result;
-  fake.launches++;
-  fake.launch.function = function;
-  fake.launch.grid[0] = grid_x, fake.launch.grid[1] = grid_y, fake.launch.grid[2] = grid_z;
-  fake.launch.block[0] = block_x, fake.launch.block[1] = block_y, fake.launch.block[2] = block_z;
-  fake.launch.shared_bytes = shared_bytes;
-  fake.launch.stream = stream;
-  fake.launch.extra = extra;
-  /* Reads each argument at its kind's size, as the driver would: an argument packed narrower than
-   * the kernel declares shows up under ASan. */
-  memset(fake.launch.args, 0, sizeof fake.launch.args);
-  for (int i = 0; i < LAUNCH_PARAM_COUNT; i++) {
-    char kind = launch_param_kinds[i];
-    memcpy(fake.launch.args[i], params[i], kind == 'p' || kind == 'l' ? 8 : 4);
+  if (fake.launch_result != CUDA_SUCCESS &&
+      (fake.fail_launch_call == 0 || fake.calls[CALL_cuLaunchKernel] == fake.fail_launch_call)) {
+    return fake.launch_result;
   }
+  /* Only a handle the fake's cuLibraryGetKernel gave out names a kernel. */
+  uintptr_t handle = (uintptr_t)(void *)function;
+  if (handle < FAKE_KERNEL_BASE) return CUDA_ERROR_INVALID_VALUE;
+  unsigned id = (unsigned)((handle - FAKE_KERNEL_BASE) / KERNEL_HANDLE_STRIDE);
+  unsigned load = (unsigned)((handle - FAKE_KERNEL_BASE) % KERNEL_HANDLE_STRIDE);
+  if (id >= KERNEL_COUNT || load % 16u != 0 || load / 16u == 0 || load / 16u > (unsigned)fake.loaded_images) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  fake.launches++;
+  recorded_launch *launch = &fake.launch;
+  memset(launch, 0, sizeof *launch);
+  launch->kernel = (int)id;
+  launch->function = function;
+  launch->grid[0] = grid_x, launch->grid[1] = grid_y, launch->grid[2] = grid_z;
+  launch->block[0] = block_x, launch->block[1] = block_y, launch->block[2] = block_z;
+  launch->shared_bytes = shared_bytes;
+  launch->stream = stream;
+  launch->extra = extra;
+  /* Reads each argument at its kind's size, as the driver would: an argument packed narrower than
+   * the kernel declares, or a list shorter than the kernel's, shows up under ASan. */
+  const char *kinds = kernel_signatures[id].param_kinds;
+  for (size_t i = 0; kinds[i] != '\0'; i++) {
+    memcpy(launch->args[i], params[i], kinds[i] == 'p' || kinds[i] == 'l' ? 8 : 4);
+  }
+  if (fake.logged_launches < LAUNCH_LOG_SIZE) fake.launch_log[fake.logged_launches] = *launch;
+  fake.logged_launches++;
   return CUDA_SUCCESS;
 }
 
@@ -265,6 +372,8 @@ enum {
 
 static void reset_calls(void) { memset(fake.calls, 0, sizeof fake.calls); }
 
+static void reset_launch_log(void) { fake.logged_launches = 0; }
+
 static int total_calls(void) {
   int total = 0;
   for (int i = 0; i < DRIVER_FUNCTION_COUNT; i++) total += fake.calls[i];
@@ -283,29 +392,35 @@ static const char *called_functions(void) {
   return list;
 }
 
-static int64_t launch_arg_i64(int index) {
+static int64_t arg_i64(const recorded_launch *launch, int index) {
   int64_t value;
-  memcpy(&value, fake.launch.args[index], sizeof value);
+  memcpy(&value, launch->args[index], sizeof value);
   return value;
 }
 
-static int32_t launch_arg_i32(int index) {
+static int32_t arg_i32(const recorded_launch *launch, int index) {
   int32_t value;
-  memcpy(&value, fake.launch.args[index], sizeof value);
+  memcpy(&value, launch->args[index], sizeof value);
   return value;
 }
 
-static float launch_arg_f32(int index) {
+static float arg_f32(const recorded_launch *launch, int index) {
   float value;
-  memcpy(&value, fake.launch.args[index], sizeof value);
+  memcpy(&value, launch->args[index], sizeof value);
   return value;
 }
 
-static uint64_t launch_arg_pointer(int index) {
+static uint64_t arg_pointer(const recorded_launch *launch, int index) {
   uint64_t value;
-  memcpy(&value, fake.launch.args[index], sizeof value);
+  memcpy(&value, launch->args[index], sizeof value);
   return value;
 }
+
+/* The latest launch's arguments. */
+static int64_t launch_arg_i64(int index) { return arg_i64(&fake.launch, index); }
+static int32_t launch_arg_i32(int index) { return arg_i32(&fake.launch, index); }
+static float launch_arg_f32(int index) { return arg_f32(&fake.launch, index); }
+static uint64_t launch_arg_pointer(int index) { return arg_pointer(&fake.launch, index); }
 
 /* ---- problems ------------------------------------------------------------------------------- */
 
@@ -330,6 +445,37 @@ static aotk_attn_params params_for(problem p) {
 }
 
 static aotk_attn_params valid_params(void) { return params_for(default_problem); }
+
+/* The backward's params: the forward's (lse required), and dout like out, dq like q, dk and dv like k
+ * and v, each contiguous at its own fake address. */
+static aotk_attn_params bwd_params_for(problem p) {
+  p.with_lse = true;
+  aotk_attn_params params = params_for(p);
+  params.dout = aotk_tensor_4d(FAKE_DOUT, p.dtype, p.batch, p.seqlen_q, p.heads_q, p.head_dim);
+  params.dq = aotk_tensor_4d(FAKE_DQ, p.dtype, p.batch, p.seqlen_q, p.heads_q, p.head_dim);
+  params.dk = aotk_tensor_4d(FAKE_DK, p.dtype, p.batch, p.seqlen_k, p.heads_kv, p.head_dim);
+  params.dv = aotk_tensor_4d(FAKE_DV, p.dtype, p.batch, p.seqlen_k, p.heads_kv, p.head_dim);
+  return params;
+}
+
+static aotk_attn_params valid_bwd_params(void) { return bwd_params_for(default_problem); }
+
+/* What the header promises the backward's workspace is: delta, fp32 [batch, heads_q, seqlen_q]. */
+static size_t bwd_workspace_bytes(const problem *p) {
+  return (size_t)4 * (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seqlen_q;
+}
+
+/* Big enough for any problem the validation cases build, so that only their one spoiled argument can
+ * make a call fail. */
+#define AMPLE_WORKSPACE_BYTES ((size_t)1 << 40)
+
+static const char *op_function(aotk_op op) { return op == AOTK_OP_ATTN_FWD ? "aotk_attn_fwd" : "aotk_attn_bwd"; }
+
+/* The call `op` names, with the ample workspace for the backward. */
+static aotk_status run_op(aotk_op op, const aotk_attn_params *params) {
+  if (op == AOTK_OP_ATTN_FWD) return aotk_attn_fwd(params, FAKE_STREAM);
+  return aotk_attn_bwd(params, FAKE_WORKSPACE, AMPLE_WORKSPACE_BYTES, FAKE_STREAM);
+}
 
 static bool message_mentions(const char *needle) { return strstr(aotk_last_error(), needle) != NULL; }
 
@@ -356,6 +502,23 @@ static const aotk__kernel_entry *table_row_named(const char *name, int arch) {
     }
   }
   return NULL;
+}
+
+/* The tuning rule from codegen/aotk_catalog.py: among the rows of a family's variant, the one with the
+ * largest min_seqlen that the family's size key reaches (seqlen_k for the dK/dV pass, seqlen_q for the
+ * others). NULL when the variant has no row. */
+static const aotk__kernel_entry *expected_row(int family, int arch, aotk_dtype dtype, int head_dim, int aligned,
+                                              int64_t size_key) {
+  const aotk__kernel_entry *best = NULL;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (e->family != family || e->arch != arch || e->dtype != (int)dtype || e->head_dim != head_dim ||
+        e->aligned != aligned || e->min_seqlen > size_key) {
+      continue;
+    }
+    if (best == NULL || e->min_seqlen > best->min_seqlen) best = e;
+  }
+  return best;
 }
 
 /* ---- statuses and versions ------------------------------------------------------------------ */
@@ -672,42 +835,47 @@ static const bad_input bad_inputs[] = {
     {"lse heads stride 0", set_lse_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "lse.strides[1]"},
 };
 
-/* Runs one bad input through aotk_attn_fwd and aotk_query with the recording fake installed (as a
- * working sm_90 GPU, so a bad input that slipped through would reach it): both must refuse it with
- * the expected status and a message naming the argument, call no driver function, and leave the
- * caller's params and the query's info untouched. */
-static void check_bad_input(const bad_input *c) {
-  aotk_attn_params params = valid_params();
+/* Runs one bad input through the call `op` names and through aotk_query(op) with the recording fake
+ * installed (as a working sm_90 GPU, so a bad input that slipped through would reach it): both must
+ * refuse it with the expected status and a message naming the argument, call no driver function, and
+ * leave the caller's params and the query's info untouched. The spoiler applies to the op's valid
+ * params (the backward's carry dout, dq, dk and dv). */
+static void check_bad_input_op(const bad_input *c, aotk_op op) {
+  const char *function = op_function(op);
+  aotk_attn_params params = op == AOTK_OP_ATTN_FWD ? valid_params() : valid_bwd_params();
   if (c->spoil != NULL) c->spoil(&params);
   aotk_attn_params before = params;
   const aotk_attn_params *argument = c->spoil != NULL ? &params : NULL;
 
   reset_calls();
-  aotk_status status = aotk_attn_fwd(argument, FAKE_STREAM);
-  CHECK_MSG(status == c->expected, "%s: aotk_attn_fwd gave %s (%s), expected %s", c->what, aotk_status_name(status),
+  aotk_status status = run_op(op, argument);
+  CHECK_MSG(status == c->expected, "%s: %s gave %s (%s), expected %s", c->what, function, aotk_status_name(status),
             aotk_last_error(), aotk_status_name(c->expected));
-  CHECK_MSG(message_mentions(c->mentions), "%s: the message \"%s\" does not mention \"%s\"", c->what,
+  CHECK_MSG(message_mentions(c->mentions), "%s: %s's message \"%s\" does not mention \"%s\"", c->what, function,
             aotk_last_error(), c->mentions);
-  CHECK_MSG(total_calls() == 0, "%s: aotk_attn_fwd reached the driver (%s)", c->what, called_functions());
-  CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "%s: launched", c->what);
-  CHECK_MSG(memcmp(&params, &before, sizeof params) == 0, "%s: the caller's params changed", c->what);
+  CHECK_MSG(total_calls() == 0, "%s: %s reached the driver (%s)", c->what, function, called_functions());
+  CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "%s: %s launched", c->what, function);
+  CHECK_MSG(memcmp(&params, &before, sizeof params) == 0, "%s: %s changed the caller's params", c->what, function);
 
   aotk_kernel_info info;
   poison_info(&info);
   reset_calls();
-  aotk_status query_status = aotk_query(AOTK_OP_ATTN_FWD, argument, &info);
-  CHECK_MSG(query_status == status, "%s: aotk_query gave %s, aotk_attn_fwd %s", c->what,
-            aotk_status_name(query_status), aotk_status_name(status));
-  CHECK_MSG(message_mentions(c->mentions), "%s: aotk_query's message \"%s\" does not mention \"%s\"", c->what,
-            aotk_last_error(), c->mentions);
-  CHECK_MSG(total_calls() == 0, "%s: aotk_query reached the driver (%s)", c->what, called_functions());
-  CHECK_MSG(info_untouched(&info), "%s: aotk_query wrote *info on failure", c->what);
+  aotk_status query_status = aotk_query(op, argument, &info);
+  CHECK_MSG(query_status == status, "%s: aotk_query(op %d) gave %s, %s %s", c->what, (int)op,
+            aotk_status_name(query_status), function, aotk_status_name(status));
+  CHECK_MSG(message_mentions(c->mentions), "%s: aotk_query(op %d)'s message \"%s\" does not mention \"%s\"", c->what,
+            (int)op, aotk_last_error(), c->mentions);
+  CHECK_MSG(total_calls() == 0, "%s: aotk_query(op %d) reached the driver (%s)", c->what, (int)op, called_functions());
+  CHECK_MSG(info_untouched(&info), "%s: aotk_query(op %d) wrote *info on failure", c->what, (int)op);
   bool name_untouched = true;
   for (size_t i = 0; i < sizeof info.kernel_name; i++) {
     name_untouched = name_untouched && (unsigned char)info.kernel_name[i] == POISON;
   }
-  CHECK_MSG(name_untouched, "%s: aotk_query wrote kernel_name on failure", c->what);
+  CHECK_MSG(name_untouched, "%s: aotk_query(op %d) wrote kernel_name on failure", c->what, (int)op);
+  CHECK_MSG(memcmp(&params, &before, sizeof params) == 0, "%s: aotk_query changed the caller's params", c->what);
 }
+
+static void check_bad_input(const bad_input *c) { check_bad_input_op(c, AOTK_OP_ATTN_FWD); }
 
 static void test_validation_rejects_bad_inputs(void) {
   install_fake_gpu(90, SHARED_SM90);
@@ -844,6 +1012,329 @@ static void test_validation_lse_span_follows_its_layout(void) {
   /* Without lse the same problem is accepted: only lse's span is miscounted. */
   params.lse.data = NULL;
   CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+  uninstall_fake_gpu();
+}
+
+/* ---- the backward's validation -------------------------------------------------------------- */
+
+/* The same checks on each of dout, dq, dk and dv: each must be like its counterpart (out, q, k, v) in
+ * dtype and shape, and a valid tensor on its own. Shape changes leave the strides contiguous for the
+ * old shape: the tensor stays valid on its own, so only the comparison can refuse it. */
+#define BWD_TENSOR_SPOILERS(t)                                                                   \
+  static void set_##t##_null(aotk_attn_params *p) { p->t.data = NULL; }                          \
+  static void set_##t##_float16(aotk_attn_params *p) { p->t.dtype = AOTK_DTYPE_FLOAT16; }        \
+  static void set_##t##_float32(aotk_attn_params *p) { p->t.dtype = AOTK_DTYPE_FLOAT32; }        \
+  static void set_##t##_dtype_garbage(aotk_attn_params *p) { p->t.dtype = (aotk_dtype)77; }      \
+  static void set_##t##_rank_3(aotk_attn_params *p) { p->t.rank = 3; }                           \
+  static void set_##t##_rank_5(aotk_attn_params *p) { p->t.rank = 5; }                           \
+  static void set_##t##_batch(aotk_attn_params *p) { p->t.shape[0] += 1; }                       \
+  static void set_##t##_seqlen(aotk_attn_params *p) { p->t.shape[1] -= 1; }                      \
+  static void set_##t##_heads(aotk_attn_params *p) { p->t.shape[2] *= 2; }                       \
+  static void set_##t##_head_dim(aotk_attn_params *p) { p->t.shape[3] = 128; }                   \
+  static void set_##t##_seqlen_zero(aotk_attn_params *p) { p->t.shape[1] = 0; }                  \
+  static void set_##t##_last_stride_2(aotk_attn_params *p) { p->t.strides[3] = 2; }              \
+  static void set_##t##_last_stride_0(aotk_attn_params *p) { p->t.strides[3] = 0; }              \
+  static void set_##t##_stride_negative(aotk_attn_params *p) { p->t.strides[2] = -64; }          \
+  static void set_##t##_odd_address(aotk_attn_params *p) { p->t.data = byte_offset(p->t.data, 1); } \
+  static void set_##t##_batch_span(aotk_attn_params *p) { p->t.strides[1] = (int64_t)1 << 24; }
+BWD_TENSOR_SPOILERS(dout)
+BWD_TENSOR_SPOILERS(dq)
+BWD_TENSOR_SPOILERS(dk)
+BWD_TENSOR_SPOILERS(dv)
+#undef BWD_TENSOR_SPOILERS
+
+#define BWD_TENSOR_CASES(t)                                                                                    \
+  {#t ".data NULL", set_##t##_null, AOTK_ERROR_NULL_POINTER, #t ".data"},                                       \
+      {#t " float16, q bfloat16", set_##t##_float16, AOTK_ERROR_DTYPE_MISMATCH, #t ".dtype"},                   \
+      {#t " float32, q bfloat16", set_##t##_float32, AOTK_ERROR_DTYPE_MISMATCH, #t ".dtype"},                   \
+      {#t " dtype garbage", set_##t##_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, #t ".dtype"},                \
+      {#t " rank 3", set_##t##_rank_3, AOTK_ERROR_RANK, #t ".rank"},                                            \
+      {#t " rank 5", set_##t##_rank_5, AOTK_ERROR_RANK, #t ".rank"},                                            \
+      {#t " batch one more", set_##t##_batch, AOTK_ERROR_SHAPE_MISMATCH, #t ".shape[0]"},                       \
+      {#t " seqlen one less", set_##t##_seqlen, AOTK_ERROR_SHAPE_MISMATCH, #t ".shape[1]"},                     \
+      {#t " heads doubled", set_##t##_heads, AOTK_ERROR_SHAPE_MISMATCH, #t ".shape[2]"},                        \
+      {#t " head_dim 128 of 64", set_##t##_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, #t ".shape[3]"},             \
+      {#t " seqlen 0", set_##t##_seqlen_zero, AOTK_ERROR_NONPOSITIVE_SIZE, #t ".shape[1]"},                     \
+      {#t " last stride 2", set_##t##_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, #t ".strides[3]"},      \
+      {#t " last stride 0", set_##t##_last_stride_0, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, #t ".strides[3]"},      \
+      {#t " negative head stride", set_##t##_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE, #t ".strides[2]"},    \
+      {#t " odd address", set_##t##_odd_address, AOTK_ERROR_MISALIGNED_POINTER, #t ".data"},                    \
+      {#t " batch entry beyond 2^31 elements", set_##t##_batch_span, AOTK_ERROR_SIZE_OVERFLOW, #t ":"}
+
+/* Outputs: a zero stride on a dimension longer than 1 would make programs overwrite each other. */
+#define BWD_OUTPUT_STRIDE_SPOILERS(t)                                                  \
+  static void set_##t##_batch_stride_zero(aotk_attn_params *p) { p->t.strides[0] = 0; } \
+  static void set_##t##_seqlen_stride_zero(aotk_attn_params *p) { p->t.strides[1] = 0; } \
+  static void set_##t##_heads_stride_zero(aotk_attn_params *p) { p->t.strides[2] = 0; }
+BWD_OUTPUT_STRIDE_SPOILERS(dq)
+BWD_OUTPUT_STRIDE_SPOILERS(dk)
+BWD_OUTPUT_STRIDE_SPOILERS(dv)
+#undef BWD_OUTPUT_STRIDE_SPOILERS
+
+#define BWD_OUTPUT_STRIDE_CASES(t)                                                                          \
+  {#t " batch stride 0", set_##t##_batch_stride_zero, AOTK_ERROR_INVALID_VALUE, #t ".strides[0]"},           \
+      {#t " seqlen stride 0", set_##t##_seqlen_stride_zero, AOTK_ERROR_INVALID_VALUE, #t ".strides[1]"},     \
+      {#t " heads stride 0", set_##t##_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, #t ".strides[2]"}
+
+static void set_lse_null(aotk_attn_params *p) { p->lse.data = NULL; }
+static void set_lse_null_fields_garbage(aotk_attn_params *p) {
+  memset(&p->lse, 0xEE, sizeof p->lse);
+  p->lse.data = NULL;
+}
+static void set_dk_like_q(aotk_attn_params *p) { /* [batch, seqlen_q, heads_q, head_dim]: q's layout, not k's */
+  p->dk = aotk_tensor_4d(FAKE_DK, p->q.dtype, p->q.shape[0], p->q.shape[1], p->q.shape[2], p->q.shape[3]);
+}
+static void set_dq_like_k(aotk_attn_params *p) {
+  p->dq = aotk_tensor_4d(FAKE_DQ, p->k.dtype, p->k.shape[0], p->k.shape[1], p->k.shape[2], p->k.shape[3]);
+}
+static void set_dv_heads_q(aotk_attn_params *p) { /* the query heads: what dv would be without the GQA sum */
+  p->dv = aotk_tensor_4d(FAKE_DV, p->v.dtype, p->v.shape[0], p->v.shape[1], p->q.shape[2], p->v.shape[3]);
+}
+static void set_dout_like_k(aotk_attn_params *p) {
+  p->dout = aotk_tensor_4d(FAKE_DOUT, p->k.dtype, p->k.shape[0], p->k.shape[1], p->k.shape[2], p->k.shape[3]);
+}
+static void set_deterministic_2(aotk_attn_params *p) { p->deterministic = 2; }
+static void set_deterministic_negative(aotk_attn_params *p) { p->deterministic = -1; }
+static void set_deterministic_max(aotk_attn_params *p) { p->deterministic = INT32_MAX; }
+/* The dK/dV pass's grid is batch * heads_kv * ceil(seqlen_k / block_n): 2^20 * 1 * 2^18 / 64 = 2^32
+ * programs (2^33 at the 32 rows the check assumes), while the forward's grid (one query row) is 2^20. */
+static void set_dkdv_grid_beyond_limit(aotk_attn_params *p) {
+  problem shape = {AOTK_DTYPE_BFLOAT16, (int64_t)1 << 20, 1, (int64_t)1 << 18, 1, 1, 64, true};
+  *p = bwd_params_for(shape);
+}
+
+static const bad_input bwd_bad_inputs[] = {
+    {"lse.data NULL", set_lse_null, AOTK_ERROR_NULL_POINTER, "lse"},
+    {"lse.data NULL, its other fields garbage", set_lse_null_fields_garbage, AOTK_ERROR_NULL_POINTER, "lse"},
+    BWD_TENSOR_CASES(dout),
+    BWD_TENSOR_CASES(dq),
+    BWD_TENSOR_CASES(dk),
+    BWD_TENSOR_CASES(dv),
+    BWD_OUTPUT_STRIDE_CASES(dq),
+    BWD_OUTPUT_STRIDE_CASES(dk),
+    BWD_OUTPUT_STRIDE_CASES(dv),
+    {"dk in q's layout", set_dk_like_q, AOTK_ERROR_SHAPE_MISMATCH, "dk.shape[1]"},
+    {"dq in k's layout", set_dq_like_k, AOTK_ERROR_SHAPE_MISMATCH, "dq.shape[1]"},
+    {"dv with heads_q heads", set_dv_heads_q, AOTK_ERROR_SHAPE_MISMATCH, "dv.shape[2]"},
+    {"dout in k's layout", set_dout_like_k, AOTK_ERROR_SHAPE_MISMATCH, "dout.shape[1]"},
+    {"deterministic 2", set_deterministic_2, AOTK_ERROR_INVALID_VALUE, "deterministic"},
+    {"deterministic -1", set_deterministic_negative, AOTK_ERROR_INVALID_VALUE, "deterministic"},
+    {"deterministic INT32_MAX", set_deterministic_max, AOTK_ERROR_INVALID_VALUE, "deterministic"},
+    {"dK/dV grid beyond 2^31 - 1 programs", set_dkdv_grid_beyond_limit, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_k"},
+};
+#undef BWD_TENSOR_CASES
+#undef BWD_OUTPUT_STRIDE_CASES
+
+/* The backward validates what the forward does first (every forward bad input gets the same status
+ * from aotk_attn_bwd and aotk_query(AOTK_OP_ATTN_BWD)), then its own arguments. */
+static void test_bwd_validation_rejects_bad_inputs(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  aotk_attn_params params = valid_bwd_params();
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK_MSG(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK, "the base case fails: %s", aotk_last_error());
+  reset_calls();
+  CHECK_MSG(run_op(AOTK_OP_ATTN_BWD, &params) == AOTK_OK, "the base case fails: %s", aotk_last_error());
+  CHECK(fake.calls[CALL_cuLaunchKernel] == 3);
+
+  size_t forward_cases = sizeof bad_inputs / sizeof bad_inputs[0];
+  for (size_t i = 0; i < forward_cases; i++) check_bad_input_op(&bad_inputs[i], AOTK_OP_ATTN_BWD);
+  size_t overflowing_cases = sizeof overflowing_inputs / sizeof overflowing_inputs[0];
+  for (size_t i = 0; i < overflowing_cases; i++) check_bad_input_op(&overflowing_inputs[i], AOTK_OP_ATTN_BWD);
+  size_t backward_cases = sizeof bwd_bad_inputs / sizeof bwd_bad_inputs[0];
+  for (size_t i = 0; i < backward_cases; i++) check_bad_input_op(&bwd_bad_inputs[i], AOTK_OP_ATTN_BWD);
+  printf("    %zu forward and %zu backward bad inputs\n", forward_cases + overflowing_cases, backward_cases);
+  uninstall_fake_gpu();
+}
+
+/* The forward ignores the backward's fields: garbage there changes neither its status, nor what
+ * aotk_query reports, nor a byte of what it launches. */
+static void test_fwd_ignores_bwd_fields(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  aotk_attn_params clean = valid_params();
+  aotk_kernel_info clean_info = AOTK_KERNEL_INFO_INIT;
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &clean, &clean_info) == AOTK_OK);
+  CHECK(aotk_attn_fwd(&clean, FAKE_STREAM) == AOTK_OK);
+  recorded_launch clean_launch = fake.launch;
+
+  for (int variant = 0; variant < 3; variant++) {
+    aotk_attn_params dirty = valid_params();
+    if (variant == 0) { /* every byte garbage */
+      memset(&dirty.dout, 0xEE, sizeof dirty.dout);
+      memset(&dirty.dq, 0x5A, sizeof dirty.dq);
+      memset(&dirty.dk, 0xFF, sizeof dirty.dk);
+      memset(&dirty.dv, 0x81, sizeof dirty.dv);
+      dirty.deterministic = 12345;
+    } else if (variant == 1) { /* plausible tensors, each with one defect the backward refuses */
+      dirty = valid_bwd_params();
+      dirty.dout.data = NULL;
+      dirty.dq.dtype = AOTK_DTYPE_FLOAT32;
+      dirty.dk.strides[3] = 2;
+      dirty.dv.data = byte_offset(FAKE_DV, 1);
+      dirty.deterministic = -7;
+    } else { /* valid backward params: the forward runs exactly as without them */
+      dirty = valid_bwd_params();
+      dirty.deterministic = 1;
+    }
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &dirty, &info);
+    CHECK_MSG(status == AOTK_OK, "variant %d: aotk_query %s (%s)", variant, aotk_status_name(status),
+              aotk_last_error());
+    CHECK_MSG(memcmp(&info, &clean_info, sizeof info) == 0, "variant %d: aotk_query reports %s, without them %s",
+              variant, info.kernel_name, clean_info.kernel_name);
+    reset_calls();
+    status = aotk_attn_fwd(&dirty, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK, "variant %d: aotk_attn_fwd %s (%s)", variant, aotk_status_name(status),
+              aotk_last_error());
+    CHECK(fake.calls[CALL_cuLaunchKernel] == 1);
+    CHECK_MSG(memcmp(&fake.launch, &clean_launch, sizeof clean_launch) == 0,
+              "variant %d: the forward launched differently", variant);
+  }
+  uninstall_fake_gpu();
+}
+
+/* Inputs at the edge of what the backward allows, which its validation must accept. */
+static void test_bwd_validation_accepts_edge_inputs(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  struct {
+    const char *what;
+    aotk_attn_params params;
+    problem shape;
+  } cases[8];
+  int count = 0;
+
+  cases[count].what = "deterministic 1";
+  cases[count].shape = default_problem;
+  cases[count].params = valid_bwd_params();
+  cases[count].params.deterministic = 1;
+  count++;
+
+  cases[count].what = "dout broadcast (zero strides: it is an input)";
+  cases[count].shape = default_problem;
+  cases[count].params = valid_bwd_params();
+  cases[count].params.dout.strides[0] = cases[count].params.dout.strides[1] = cases[count].params.dout.strides[2] = 0;
+  count++;
+
+  cases[count].what = "dq, dk, dv stride 0 on dimensions of size 1";
+  problem single = default_problem;
+  single.batch = 1;
+  single.heads_q = single.heads_kv = 1;
+  cases[count].shape = single;
+  cases[count].params = bwd_params_for(single);
+  aotk_tensor *outputs[] = {&cases[count].params.dq, &cases[count].params.dk, &cases[count].params.dv};
+  for (int t = 0; t < 3; t++) outputs[t]->strides[0] = outputs[t]->strides[2] = 0;
+  count++;
+
+  cases[count].what = "MQA (heads_kv 1), causal, explicit scale";
+  problem mqa = default_problem;
+  mqa.heads_kv = 1;
+  cases[count].shape = mqa;
+  cases[count].params = bwd_params_for(mqa);
+  cases[count].params.causal = 1;
+  cases[count].params.softmax_scale = 0.3f;
+  count++;
+
+  cases[count].what = "dq one element past 16-byte alignment (the unaligned kernels)";
+  cases[count].shape = default_problem;
+  cases[count].params = valid_bwd_params();
+  cases[count].params.dq.data = byte_offset(FAKE_DQ, 2);
+  count++;
+
+  cases[count].what = "seqlen_q 1, seqlen_k 1";
+  problem tiny = default_problem;
+  tiny.seqlen_q = tiny.seqlen_k = 1;
+  cases[count].shape = tiny;
+  cases[count].params = bwd_params_for(tiny);
+  count++;
+
+  for (int i = 0; i < count; i++) {
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &cases[i].params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: aotk_query %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    size_t workspace_bytes = bwd_workspace_bytes(&cases[i].shape);
+    CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected %zu", cases[i].what,
+              info.workspace_bytes, workspace_bytes);
+    reset_calls();
+    status = aotk_attn_bwd(&cases[i].params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_bwd %s (%s)", cases[i].what, aotk_status_name(status),
+              aotk_last_error());
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 3, "%s: %d launches", cases[i].what, fake.calls[CALL_cuLaunchKernel]);
+  }
+  uninstall_fake_gpu();
+}
+
+/* The workspace: at least the size aotk_query reports, not NULL, 16-byte aligned. Checked by
+ * aotk_attn_bwd only (the query is how the size is learned), after the params and before the driver. */
+static void test_bwd_workspace(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const problem shapes[] = {
+      {AOTK_DTYPE_BFLOAT16, 2, 100, 130, 8, 2, 64, true},
+      {AOTK_DTYPE_FLOAT16, 1, 1, 1, 1, 1, 128, true},
+      {AOTK_DTYPE_FLOAT16, 3, 4097, 17, 6, 3, 128, true},
+  };
+  int cases = 0;
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    const problem *p = &shapes[s];
+    aotk_attn_params params = bwd_params_for(*p);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
+    const size_t needed = bwd_workspace_bytes(p);
+    CHECK_MSG(info.workspace_bytes == needed, "batch %lld heads_q %lld seqlen_q %lld: workspace_bytes %zu, expected %zu",
+              (long long)p->batch, (long long)p->heads_q, (long long)p->seqlen_q, info.workspace_bytes, needed);
+
+    const struct {
+      const char *what;
+      void *workspace;
+      size_t bytes;
+      aotk_status expected;
+    } workspaces[] = {
+        {"NULL, the reported size", NULL, needed, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+        {"NULL, size 0", NULL, 0, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+        {"one byte short", FAKE_WORKSPACE, needed - 1, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+        {"half", FAKE_WORKSPACE, needed / 2, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+        {"size 0", FAKE_WORKSPACE, 0, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+        {"8-byte aligned", byte_offset(FAKE_WORKSPACE, 8), needed, AOTK_ERROR_MISALIGNED_POINTER},
+        {"4-byte aligned", byte_offset(FAKE_WORKSPACE, 4), needed + 64, AOTK_ERROR_MISALIGNED_POINTER},
+        {"odd address", byte_offset(FAKE_WORKSPACE, 1), needed, AOTK_ERROR_MISALIGNED_POINTER},
+        {"exactly the reported size", FAKE_WORKSPACE, needed, AOTK_OK},
+        {"larger than needed", byte_offset(FAKE_WORKSPACE, 16), needed + 1, AOTK_OK},
+    };
+    for (size_t w = 0; w < sizeof workspaces / sizeof workspaces[0]; w++) {
+      aotk_attn_params before = params;
+      reset_calls();
+      int launches_before = fake.launches;
+      aotk_status status = aotk_attn_bwd(&params, workspaces[w].workspace, workspaces[w].bytes, FAKE_STREAM);
+      CHECK_MSG(status == workspaces[w].expected, "%zu-byte workspace %s: %s (%s), expected %s", needed,
+                workspaces[w].what, aotk_status_name(status), aotk_last_error(),
+                aotk_status_name(workspaces[w].expected));
+      CHECK(memcmp(&params, &before, sizeof params) == 0);
+      if (workspaces[w].expected == AOTK_OK) {
+        CHECK_MSG(fake.launches == launches_before + 3, "workspace %s: %d launches", workspaces[w].what,
+                  fake.launches - launches_before);
+        CHECK_MSG(arg_pointer(&fake.launch, DQ_DELTA) == (uint64_t)(uintptr_t)workspaces[w].workspace,
+                  "workspace %s: delta at %#llx", workspaces[w].what,
+                  (unsigned long long)arg_pointer(&fake.launch, DQ_DELTA));
+      } else {
+        CHECK_MSG(message_mentions("workspace"), "workspace %s: the message \"%s\" does not name the workspace",
+                  workspaces[w].what, aotk_last_error());
+        CHECK_MSG(total_calls() == 0, "workspace %s: reached the driver (%s)", workspaces[w].what, called_functions());
+      }
+      cases++;
+    }
+    /* The message says how much is needed. */
+    CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, needed - 1, FAKE_STREAM) == AOTK_ERROR_WORKSPACE_TOO_SMALL);
+    char needed_text[32];
+    snprintf(needed_text, sizeof needed_text, "%zu", needed);
+    CHECK_MSG(message_mentions(needed_text), "the message \"%s\" does not say %zu bytes are needed", aotk_last_error(),
+              needed);
+  }
+  /* Bad params are reported before a bad workspace. */
+  aotk_attn_params params = valid_bwd_params();
+  params.deterministic = 2;
+  reset_calls();
+  CHECK(aotk_attn_bwd(&params, NULL, 0, FAKE_STREAM) == AOTK_ERROR_INVALID_VALUE);
+  CHECK(message_mentions("deterministic"));
+  CHECK(total_calls() == 0);
+  printf("    %d workspaces\n", cases);
   uninstall_fake_gpu();
 }
 
@@ -1041,6 +1532,8 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
             "%s: aotk_query loaded or launched (%s)", what, called_functions());
   CHECK(info.struct_size == sizeof info);
   CHECK(info.workspace_bytes == 0);
+  CHECK_MSG(info.launches == 1, "%s: launches %d", what, info.launches);
+  CHECK_MSG(strncmp(info.kernel_name, "attn_fwd_", 9) == 0, "%s: kernel_name %s", what, info.kernel_name);
   const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);
   CHECK_MSG(row != NULL, "%s: aotk_query names %s, not a table row", what, info.kernel_name);
   if (row == NULL) return;
@@ -1115,10 +1608,28 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
   CHECK(launch_arg_pointer(ARG_PROFILE_SCRATCH) == 0);
 }
 
+/* The fake driver reads launches by the test's own parameter lists: each must be what the table's rows
+ * of its family declare, plus the two hidden pointers. */
+static void test_parameter_lists_match_the_table(void) {
+  int rows_checked = 0;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    int id = 0;
+    while (id < KERNEL_COUNT && kernel_signatures[id].family != e->family) id++;
+    CHECK_MSG(id < KERNEL_COUNT, "row %d %s: family %d unknown to the test", i, e->name, e->family);
+    if (id == KERNEL_COUNT) continue;
+    const char *kinds = kernel_signatures[id].param_kinds;
+    size_t declared = strlen(e->param_kinds);
+    CHECK_MSG(strcmp(e->function_name, kernel_signatures[id].function) == 0 && strlen(kinds) == declared + 2 &&
+                  strncmp(kinds, e->param_kinds, declared) == 0,
+              "row %d %s (%s): the table declares \"%s\", the test reads \"%s\"", i, e->name, e->function_name,
+              e->param_kinds, kinds);
+    rows_checked++;
+  }
+  CHECK(rows_checked == aotk__kernel_count);
+}
+
 static void test_launch_arguments(void) {
-  CHECK_MSG(strcmp(aotk__kernel_table[0].param_kinds, "pppppliiliiliiliiliiiiiifii") == 0 &&
-                strlen(launch_param_kinds) == LAUNCH_PARAM_COUNT,
-            "the test's parameter list no longer matches the table's \"%s\"", aotk__kernel_table[0].param_kinds);
   install_fake_gpu(90, SHARED_SM90);
 
   problem gqa = {AOTK_DTYPE_BFLOAT16, 3, 1500, 777, 12, 4, 128, true};
@@ -1136,6 +1647,394 @@ static void test_launch_arguments(void) {
   params = strided_params(plain);
   params.softmax_scale = 0.3f;
   check_launch("fp16 d64 MHA, no lse, explicit scale", &params, &plain, 0.3f);
+  uninstall_fake_gpu();
+}
+
+/* ---- the backward's launches ---------------------------------------------------------------- */
+
+/* strided_params, with dout, dq, dk and dv strided too, each differently from its counterpart: a
+ * stride packed into the wrong slot shows. All strides stay multiples of 16, so the aligned kernels
+ * run. */
+static aotk_attn_params strided_bwd_params(problem p) {
+  p.with_lse = true;
+  aotk_attn_params params = strided_params(p);
+  const aotk_attn_params contiguous = bwd_params_for(p);
+  params.dout = contiguous.dout;
+  params.dq = contiguous.dq;
+  params.dk = contiguous.dk;
+  params.dv = contiguous.dv;
+  const int64_t d = p.head_dim, dout_row = p.heads_q * (d + 80), dk_row = p.heads_kv * (d + 32);
+  aotk_tensor *dout = &params.dout, *dq = &params.dq, *dk = &params.dk, *dv = &params.dv;
+  dout->strides[0] = p.seqlen_q * dout_row + 512, dout->strides[1] = dout_row, dout->strides[2] = d + 80;
+  dq->strides[0] = p.heads_q * p.seqlen_q * (d + 16) + 256, dq->strides[1] = d + 16, dq->strides[2] = p.seqlen_q * (d + 16);
+  dk->strides[0] = p.seqlen_k * dk_row + 64, dk->strides[1] = dk_row, dk->strides[2] = d + 32;
+  dv->strides[0] = p.heads_kv * p.seqlen_k * (d + 48) + 128, dv->strides[1] = d + 48, dv->strides[2] = p.seqlen_k * (d + 48);
+  return params;
+}
+
+static int64_t ceil_div(int64_t length, int64_t block) { return (length + block - 1) / block; }
+
+/* The three rows the backward must run for `p` on an `arch` GPU: preprocess and dQ tuned by
+ * seqlen_q, dK/dV by seqlen_k. */
+static void expected_bwd_rows(int arch, const problem *p, int aligned, const aotk__kernel_entry *rows[3]) {
+  rows[0] = expected_row(AOTK__FAMILY_ATTN_BWD_PREPROCESS, arch, p->dtype, (int)p->head_dim, aligned, p->seqlen_q);
+  rows[1] = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV, arch, p->dtype, (int)p->head_dim, aligned, p->seqlen_k);
+  rows[2] = expected_row(AOTK__FAMILY_ATTN_BWD_DQ, arch, p->dtype, (int)p->head_dim, aligned, p->seqlen_q);
+}
+
+/* The programs each backward kernel launches: preprocess and dQ one per (query block, batch, query
+ * head), dK/dV one per (key block, batch, kv head). */
+static void expected_bwd_grids(const problem *p, const aotk__kernel_entry *const rows[3], int64_t grids[3]) {
+  grids[0] = ceil_div(p->seqlen_q, rows[0]->block_m) * p->batch * p->heads_q;
+  grids[1] = ceil_div(p->seqlen_k, rows[1]->block_n) * p->batch * p->heads_kv;
+  grids[2] = ceil_div(p->seqlen_q, rows[2]->block_m) * p->batch * p->heads_q;
+}
+
+static void check_strides(const char *what, const char *kernel, const recorded_launch *launch, int base,
+                          const aotk_tensor *t, const char *name) {
+  CHECK_MSG(arg_i64(launch, base) == t->strides[0] && arg_i32(launch, base + 1) == t->strides[1] &&
+                arg_i32(launch, base + 2) == t->strides[2],
+            "%s: %s packs %s's strides as (%lld, %d, %d), expected (%lld, %lld, %lld)", what, kernel, name,
+            (long long)arg_i64(launch, base), arg_i32(launch, base + 1), arg_i32(launch, base + 2),
+            (long long)t->strides[0], (long long)t->strides[1], (long long)t->strides[2]);
+}
+
+static void check_pointer(const char *what, const char *kernel, const recorded_launch *launch, int index,
+                          const void *expected, const char *name) {
+  CHECK_MSG(arg_pointer(launch, index) == (uint64_t)(uintptr_t)expected, "%s: %s's %s is %#llx, expected %p", what,
+            kernel, name, (unsigned long long)arg_pointer(launch, index), expected);
+}
+
+static void check_float(const char *what, const char *kernel, const recorded_launch *launch, int index,
+                        double expected, const char *name) {
+  float value = arg_f32(launch, index);
+  CHECK_MSG(fabs(value - expected) <= 1e-6 * fabs(expected), "%s: %s's %s is %.9g, expected %.9g", what, kernel, name,
+            value, expected);
+}
+
+/* aotk_query(AOTK_OP_ATTN_BWD) and then aotk_attn_bwd with exactly the reported workspace: the query
+ * describes the dK/dV kernel and the workspace; the call launches preprocess, dK/dV and dQ in that
+ * order on the stream, each with its row's grid, block and shared memory, and its arguments in the
+ * catalog's order. */
+static void check_bwd_launch(const char *what, const aotk_attn_params *params, const problem *p,
+                             float softmax_scale) {
+  aotk_kernel_info info;
+  poison_info(&info);
+  reset_calls();
+  aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, params, &info);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_query %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  if (status != AOTK_OK) return;
+  CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
+            "%s: aotk_query loaded or launched (%s)", what, called_functions());
+  const aotk__kernel_entry *rows[3];
+  expected_bwd_rows(info.arch, p, info.aligned, rows);
+  CHECK_MSG(rows[0] != NULL && rows[1] != NULL && rows[2] != NULL, "%s: a backward family has no sm_%d row", what,
+            info.arch);
+  if (rows[0] == NULL || rows[1] == NULL || rows[2] == NULL) return;
+  int64_t grids[3];
+  expected_bwd_grids(p, rows, grids);
+  const size_t workspace_bytes = bwd_workspace_bytes(p);
+  CHECK(info.struct_size == sizeof info);
+  CHECK_MSG(strncmp(info.kernel_name, "attn_bwd_dkdv_", strlen("attn_bwd_dkdv_")) == 0 &&
+                strcmp(info.kernel_name, rows[1]->name) == 0,
+            "%s: aotk_query names %s, expected %s", what, info.kernel_name, rows[1]->name);
+  CHECK_MSG(info.launches == 3, "%s: launches %d", what, info.launches);
+  CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected 4 * %lld * %lld * %lld = %zu",
+            what, info.workspace_bytes, (long long)p->batch, (long long)p->heads_q, (long long)p->seqlen_q,
+            workspace_bytes);
+  CHECK(info.num_warps == rows[1]->num_warps && info.shared_bytes == rows[1]->shared_bytes &&
+        info.block_m == rows[1]->block_m && info.block_n == rows[1]->block_n && info.aligned == rows[1]->aligned);
+  CHECK_MSG(info.grid == grids[1], "%s: info.grid %lld, expected %lld", what, (long long)info.grid,
+            (long long)grids[1]);
+
+  reset_launch_log();
+  int launches_before = fake.launches;
+  status = aotk_attn_bwd(params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_bwd %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  CHECK_MSG(aotk_last_error()[0] == '\0', "%s: a success left the message \"%s\"", what, aotk_last_error());
+  CHECK_MSG(fake.launches == launches_before + 3 && fake.logged_launches == 3, "%s: %d launches, expected 3", what,
+            fake.launches - launches_before);
+  if (status != AOTK_OK || fake.logged_launches != 3) return;
+
+  static const int order[3] = {KERNEL_BWD_PREPROCESS, KERNEL_BWD_DKDV, KERNEL_BWD_DQ};
+  static const int scratch_index[3] = {PRE_GLOBAL_SCRATCH, DKDV_GLOBAL_SCRATCH, DQ_GLOBAL_SCRATCH};
+  for (int i = 0; i < 3; i++) {
+    const recorded_launch *launch = &fake.launch_log[i];
+    const char *name = kernel_signatures[launch->kernel].function;
+    CHECK_MSG(launch->kernel == order[i], "%s: launch %d is %s, expected %s", what, i + 1, name,
+              kernel_signatures[order[i]].function);
+    CHECK_MSG(launch->grid[0] == (unsigned)grids[i] && launch->grid[1] == 1 && launch->grid[2] == 1,
+              "%s: %s grid (%u, %u, %u), expected (%lld, 1, 1)", what, name, launch->grid[0], launch->grid[1],
+              launch->grid[2], (long long)grids[i]);
+    CHECK_MSG(launch->block[0] == 32u * (unsigned)rows[i]->num_warps && launch->block[1] == 1 && launch->block[2] == 1,
+              "%s: %s block (%u, %u, %u) for %d warps", what, name, launch->block[0], launch->block[1],
+              launch->block[2], rows[i]->num_warps);
+    CHECK_MSG(launch->shared_bytes == (unsigned)rows[i]->shared_bytes, "%s: %s with %u bytes of shared memory, %s needs %d",
+              what, name, launch->shared_bytes, rows[i]->name, rows[i]->shared_bytes);
+    CHECK_MSG(launch->stream == (CUstream)FAKE_STREAM, "%s: %s on another stream", what, name);
+    CHECK(launch->extra == NULL);
+    CHECK_MSG(arg_pointer(launch, scratch_index[i]) == 0 && arg_pointer(launch, scratch_index[i] + 1) == 0,
+              "%s: %s's hidden scratch pointers are not NULL", what, name);
+    for (int j = 0; j < i; j++) CHECK(launch->function != fake.launch_log[j].function);
+  }
+
+  const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *out = &params->out, *lse = &params->lse;
+  const aotk_tensor *dout = &params->dout, *dq = &params->dq, *dk = &params->dk, *dv = &params->dv;
+  const double scale = softmax_scale != 0.0f ? softmax_scale : 1.0 / sqrt((double)p->head_dim);
+  const double scale_log2 = scale / log(2.0);
+
+  const recorded_launch *pre = &fake.launch_log[0];
+  const char *kernel = "attn_bwd_preprocess";
+  check_pointer(what, kernel, pre, PRE_OUT, out->data, "out");
+  check_pointer(what, kernel, pre, PRE_DOUT, dout->data, "dout");
+  check_pointer(what, kernel, pre, PRE_DELTA, FAKE_WORKSPACE, "delta (the workspace)");
+  check_strides(what, kernel, pre, PRE_STRIDE_OB, out, "out");
+  check_strides(what, kernel, pre, PRE_STRIDE_DOB, dout, "dout");
+  CHECK(arg_i32(pre, PRE_SEQLEN_Q) == p->seqlen_q);
+  CHECK(arg_i32(pre, PRE_HEADS_Q) == p->heads_q);
+  CHECK(arg_i32(pre, PRE_NUM_M_BLOCKS) == ceil_div(p->seqlen_q, rows[0]->block_m));
+
+  const recorded_launch *dkdv = &fake.launch_log[1];
+  kernel = "attn_bwd_dkdv";
+  const void *dkdv_pointers[] = {q->data, k->data, v->data, dout->data, lse->data, FAKE_WORKSPACE, dk->data, dv->data};
+  static const char *const dkdv_pointer_names[] = {"q", "k", "v", "dout", "lse", "delta", "dk", "dv"};
+  for (int i = 0; i < 8; i++) check_pointer(what, kernel, dkdv, DKDV_Q + i, dkdv_pointers[i], dkdv_pointer_names[i]);
+  const aotk_tensor *dkdv_strided[] = {q, k, v, dout, dk, dv};
+  for (int i = 0; i < 6; i++) {
+    check_strides(what, kernel, dkdv, DKDV_STRIDE_QB + 3 * i, dkdv_strided[i], dkdv_pointer_names[i < 4 ? i : i + 2]);
+  }
+  CHECK(arg_i64(dkdv, DKDV_STRIDE_LB) == lse->strides[0] && arg_i32(dkdv, DKDV_STRIDE_LH) == lse->strides[1]);
+  CHECK(arg_i32(dkdv, DKDV_SEQLEN_Q) == p->seqlen_q && arg_i32(dkdv, DKDV_SEQLEN_K) == p->seqlen_k);
+  CHECK(arg_i32(dkdv, DKDV_HEADS_Q) == p->heads_q && arg_i32(dkdv, DKDV_HEADS_KV) == p->heads_kv);
+  CHECK_MSG(arg_i32(dkdv, DKDV_GROUP_SIZE) == p->heads_q / p->heads_kv, "%s: dK/dV group_size %d", what,
+            arg_i32(dkdv, DKDV_GROUP_SIZE));
+  CHECK_MSG(arg_i32(dkdv, DKDV_NUM_N_BLOCKS) == ceil_div(p->seqlen_k, rows[1]->block_n), "%s: num_n_blocks %d", what,
+            arg_i32(dkdv, DKDV_NUM_N_BLOCKS));
+  check_float(what, kernel, dkdv, DKDV_SOFTMAX_SCALE, scale, "softmax_scale");
+  check_float(what, kernel, dkdv, DKDV_QK_SCALE_LOG2, scale_log2, "qk_scale_log2");
+  CHECK(arg_i32(dkdv, DKDV_CAUSAL) == params->causal);
+
+  const recorded_launch *dq_launch = &fake.launch_log[2];
+  kernel = "attn_bwd_dq";
+  const void *dq_pointers[] = {q->data, k->data, v->data, dout->data, lse->data, FAKE_WORKSPACE, dq->data};
+  static const char *const dq_pointer_names[] = {"q", "k", "v", "dout", "lse", "delta", "dq"};
+  for (int i = 0; i < 7; i++) check_pointer(what, kernel, dq_launch, DQ_Q + i, dq_pointers[i], dq_pointer_names[i]);
+  const aotk_tensor *dq_strided[] = {q, k, v, dout, dq};
+  for (int i = 0; i < 5; i++) {
+    check_strides(what, kernel, dq_launch, DQ_STRIDE_QB + 3 * i, dq_strided[i], dq_pointer_names[i < 4 ? i : 6]);
+  }
+  CHECK(arg_i64(dq_launch, DQ_STRIDE_LB) == lse->strides[0] && arg_i32(dq_launch, DQ_STRIDE_LH) == lse->strides[1]);
+  CHECK(arg_i32(dq_launch, DQ_SEQLEN_Q) == p->seqlen_q && arg_i32(dq_launch, DQ_SEQLEN_K) == p->seqlen_k);
+  CHECK(arg_i32(dq_launch, DQ_HEADS_Q) == p->heads_q);
+  CHECK_MSG(arg_i32(dq_launch, DQ_GROUP_SIZE) == p->heads_q / p->heads_kv, "%s: dQ group_size %d", what,
+            arg_i32(dq_launch, DQ_GROUP_SIZE));
+  CHECK_MSG(arg_i32(dq_launch, DQ_NUM_M_BLOCKS) == ceil_div(p->seqlen_q, rows[2]->block_m), "%s: dQ num_m_blocks %d",
+            what, arg_i32(dq_launch, DQ_NUM_M_BLOCKS));
+  check_float(what, kernel, dq_launch, DQ_SOFTMAX_SCALE, scale, "softmax_scale");
+  check_float(what, kernel, dq_launch, DQ_QK_SCALE_LOG2, scale_log2, "qk_scale_log2");
+  CHECK(arg_i32(dq_launch, DQ_CAUSAL) == params->causal);
+}
+
+static void test_bwd_launch_arguments(void) {
+  install_fake_gpu(90, SHARED_SM90);
+
+  problem gqa = {AOTK_DTYPE_BFLOAT16, 3, 1500, 777, 12, 4, 128, true};
+  aotk_attn_params params = strided_bwd_params(gqa);
+  params.causal = 1;
+  check_bwd_launch("bf16 d128 GQA causal, strided, default scale", &params, &gqa, 0.0f);
+  /* Three images loaded, and each kernel above 48 KiB of shared memory opted in once. */
+  const aotk__kernel_entry *rows[3];
+  expected_bwd_rows(90, &gqa, 1, rows);
+  int opt_ins = 0;
+  for (int i = 0; i < 3; i++) opt_ins += rows[i] != NULL && rows[i]->shared_bytes > 48 * 1024;
+  CHECK_MSG(fake.loaded_images == 3 && fake.loaded_elf == 3, "loaded %d images (%d ELF)", fake.loaded_images,
+            fake.loaded_elf);
+  CHECK_MSG(fake.calls[CALL_cuKernelSetAttribute] == opt_ins, "%d shared-memory opt-ins, expected %d",
+            fake.calls[CALL_cuKernelSetAttribute], opt_ins);
+  /* The kernels are loaded once: the second call reuses them. */
+  check_bwd_launch("the same again", &params, &gqa, 0.0f);
+  CHECK_MSG(fake.loaded_images == 3 && fake.calls[CALL_cuLibraryLoadData] == 0, "loaded %d images",
+            fake.loaded_images);
+  CHECK(fake.launches == 6);
+
+  problem mha = {AOTK_DTYPE_FLOAT16, 1, 37, 1000, 4, 4, 64, true};
+  params = strided_bwd_params(mha);
+  params.softmax_scale = 0.3f;
+  params.deterministic = 1;
+  check_bwd_launch("fp16 d64 MHA, explicit scale, deterministic", &params, &mha, 0.3f);
+
+  /* Past the dK/dV pass's seqlen_k bound (a wider key tile on sm_90 d128), MQA, causal with more
+   * keys than queries. */
+  problem long_keys = {AOTK_DTYPE_BFLOAT16, 2, 300, 5000, 4, 1, 128, true};
+  params = strided_bwd_params(long_keys);
+  params.causal = 1;
+  check_bwd_launch("bf16 d128 MQA causal, seqlen_k 5000", &params, &long_keys, 0.0f);
+
+  /* More queries than keys, causal: some rows see no key. Contiguous, unaligned (dv one element in). */
+  problem long_queries = {AOTK_DTYPE_FLOAT16, 2, 2049, 63, 6, 2, 64, true};
+  params = bwd_params_for(long_queries);
+  params.causal = 1;
+  params.dv.data = byte_offset(FAKE_DV, 2);
+  check_bwd_launch("fp16 d64 GQA causal, seqlen_q > seqlen_k, unaligned", &params, &long_queries, 0.0f);
+  uninstall_fake_gpu();
+}
+
+/* The backward on every kind of GPU: the image its arch runs, for every family. */
+static void test_bwd_arch_choice(void) {
+  static const struct {
+    int compute_capability, max_shared_bytes, arch, from_ptx;
+  } gpus[] = {
+      {80, SHARED_SM80, 80, 0}, {86, SHARED_SM86, 80, 0},   {90, SHARED_SM90, 90, 0},
+      {100, SHARED_SM100, 80, 1}, {120, SHARED_SM120, 80, 1},
+  };
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    for (int head_dim = 64; head_dim <= 128; head_dim += 64) {
+      problem p = default_problem;
+      p.head_dim = head_dim;
+      aotk_attn_params params = bwd_params_for(p);
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &params, &info);
+      CHECK_MSG(status == AOTK_OK && info.arch == gpus[g].arch && info.from_ptx == gpus[g].from_ptx,
+                "cc %d d%d: %s, arch %d from_ptx %d, expected arch %d from_ptx %d", gpus[g].compute_capability,
+                head_dim, aotk_status_name(status), info.arch, info.from_ptx, gpus[g].arch, gpus[g].from_ptx);
+      char what[32];
+      snprintf(what, sizeof what, "cc %d d%d", gpus[g].compute_capability, head_dim);
+      check_bwd_launch(what, &params, &p, 0.0f);
+    }
+    CHECK_MSG(fake.loaded_images == 6 && (gpus[g].from_ptx ? fake.loaded_ptx : fake.loaded_elf) == 6,
+              "cc %d: loaded %d images (%d ELF, %d PTX), expected 6", gpus[g].compute_capability, fake.loaded_images,
+              fake.loaded_elf, fake.loaded_ptx);
+  }
+  uninstall_fake_gpu();
+}
+
+/* A failing launch of any of the three kernels: AOTK_ERROR_CUDA naming cuLaunchKernel and the kernel,
+ * and no later kernel is attempted. */
+static void test_bwd_launch_fails(void) {
+  aotk_attn_params params = valid_bwd_params();
+  const size_t workspace_bytes = bwd_workspace_bytes(&default_problem);
+  for (int failing = 1; failing <= 3; failing++) {
+    install_fake_gpu(90, SHARED_SM90);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
+    const aotk__kernel_entry *rows[3];
+    expected_bwd_rows(info.arch, &default_problem, info.aligned, rows);
+    const char *failing_name = rows[failing - 1] != NULL ? rows[failing - 1]->name : "(none)";
+    fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+    fake.fail_launch_call = failing;
+    aotk_status status = aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_ERROR_CUDA, "launch %d fails: %s (%s)", failing, aotk_status_name(status),
+              aotk_last_error());
+    CHECK_MSG(message_mentions("cuLaunchKernel") && message_mentions(failing_name),
+              "launch %d fails: the message \"%s\" does not name cuLaunchKernel and %s", failing, aotk_last_error(),
+              failing_name);
+    CHECK_MSG(message_mentions(injected_error_name), "the message \"%s\" lacks the driver's error name",
+              aotk_last_error());
+    CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == failing, "launch %d fails: cuLaunchKernel called %d times", failing,
+              fake.calls[CALL_cuLaunchKernel]);
+    CHECK_MSG(fake.launches == failing - 1, "launch %d fails: %d launches went through", failing, fake.launches);
+
+    /* The failure is not remembered. */
+    fake.launch_result = CUDA_SUCCESS;
+    fake.fail_launch_call = 0;
+    reset_launch_log();
+    CHECK_MSG(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK, "after recovery: %s",
+              aotk_last_error());
+    CHECK(fake.logged_launches == 3 && aotk_last_cuda_result() == 0);
+  }
+  uninstall_fake_gpu();
+}
+
+/* Driver faults before any launch: the same statuses as the forward's, from the call and the query. */
+static void test_bwd_faults(void) {
+  aotk_attn_params params = valid_bwd_params();
+  const size_t workspace_bytes = bwd_workspace_bytes(&default_problem);
+  aotk_kernel_info info;
+
+  install_fake_gpu(90, SHARED_SM90);
+  fake.has_context = false;
+  CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_NO_CONTEXT);
+  poison_info(&info);
+  CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_ERROR_NO_CONTEXT && info_untouched(&info));
+  CHECK(fake.calls[CALL_cuLaunchKernel] == 0);
+
+  install_fake_gpu(75, 64 * 1024);
+  CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_UNSUPPORTED_ARCH);
+  CHECK(message_mentions("sm_75"));
+  poison_info(&info);
+  CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_ERROR_UNSUPPORTED_ARCH && info_untouched(&info));
+  CHECK(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0);
+
+  /* The first image fails to load: nothing is launched. */
+  install_fake_gpu(90, SHARED_SM90);
+  fake.library_load_result = CUDA_ERROR_OUT_OF_MEMORY;
+  CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_CUDA);
+  CHECK(message_mentions("cuLibraryLoadData"));
+  CHECK(fake.calls[CALL_cuLaunchKernel] == 0);
+  CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK); /* the query loads nothing */
+
+  /* The second image (dK/dV) fails to load: the call fails naming the load. Kernels are loaded as they
+   * are launched, so the preprocess pass (which writes only the workspace) has been enqueued by then;
+   * aotk.h's "on failure nothing was launched" would need all three loaded before the first launch.
+   * The bound below holds either way. */
+  install_fake_gpu(90, SHARED_SM90);
+  fake.library_load_result = CUDA_ERROR_OUT_OF_MEMORY;
+  fake.fail_library_load_call = 2;
+  CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_CUDA);
+  CHECK_MSG(message_mentions("cuLibraryLoadData"), "the message \"%s\"", aotk_last_error());
+  CHECK(fake.calls[CALL_cuLaunchKernel] <= 1);
+  uninstall_fake_gpu();
+}
+
+/* A GPU one byte short of the shared memory that the hungriest of the three kernels needs: refused
+ * while planning, before anything is loaded or launched, naming that kernel; with exactly enough, it
+ * runs. */
+static void test_bwd_too_little_shared_memory(void) {
+  static const problem problems[] = {
+      {AOTK_DTYPE_BFLOAT16, 2, 4096, 4096, 8, 2, 128, true}, /* sm_90's widest dK/dV tile */
+      {AOTK_DTYPE_FLOAT16, 2, 100, 130, 8, 2, 64, true},
+  };
+  static const int compute_capabilities[] = {90, 86};
+  for (size_t c = 0; c < 2; c++) {
+    for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++) {
+      const problem *p = &problems[i];
+      aotk_attn_params params = bwd_params_for(*p);
+      install_fake_gpu(compute_capabilities[c], SHARED_SM90);
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
+      const aotk__kernel_entry *rows[3];
+      expected_bwd_rows(info.arch, p, info.aligned, rows);
+      if (rows[0] == NULL || rows[1] == NULL || rows[2] == NULL) {
+        CHECK_MSG(false, "sm_%d: a backward family has no row", info.arch);
+        continue;
+      }
+      int most = 0;
+      for (int r = 0; r < 3; r++) most = rows[r]->shared_bytes > most ? rows[r]->shared_bytes : most;
+      /* The first row (in launch order) that does not fit is the one named. */
+      const aotk__kernel_entry *refused = NULL;
+      for (int r = 0; r < 3 && refused == NULL; r++) refused = rows[r]->shared_bytes > most - 1 ? rows[r] : NULL;
+      const size_t workspace_bytes = bwd_workspace_bytes(p);
+
+      install_fake_gpu(compute_capabilities[c], most);
+      CHECK_MSG(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK,
+                "cc %d with exactly %d bytes: %s", compute_capabilities[c], most, aotk_last_error());
+      CHECK(fake.launches == 3);
+
+      install_fake_gpu(compute_capabilities[c], most - 1);
+      aotk_status status = aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_UNSUPPORTED_ARCH, "cc %d with %d bytes: %s", compute_capabilities[c], most - 1,
+                aotk_status_name(status));
+      CHECK_MSG(message_mentions(refused->name), "the message \"%s\" does not name %s", aotk_last_error(),
+                refused->name);
+      CHECK(fake.launches == 0 && fake.calls[CALL_cuLibraryLoadData] == 0);
+      aotk_kernel_info refused_info;
+      poison_info(&refused_info);
+      CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &refused_info) == AOTK_ERROR_UNSUPPORTED_ARCH);
+      CHECK(info_untouched(&refused_info));
+    }
+  }
   uninstall_fake_gpu();
 }
 
@@ -1256,22 +2155,8 @@ static void test_alignment_choice(void) {
   uninstall_fake_gpu();
 }
 
-/* The tuning rule from codegen/aotk_catalog.py: among a variant's configs, the one with the largest
- * min_seqlen that seqlen_q reaches. Checked at every bound of every variant and on either side of
- * it, with the expectation read from the table rows rather than written down here. */
-static const aotk__kernel_entry *expected_row(int arch, aotk_dtype dtype, int head_dim, int aligned, int64_t seqlen_q) {
-  const aotk__kernel_entry *best = NULL;
-  for (int i = 0; i < aotk__kernel_count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->family != AOTK__FAMILY_ATTN_FWD || e->arch != arch || e->dtype != (int)dtype || e->head_dim != head_dim ||
-        e->aligned != aligned || e->min_seqlen > seqlen_q) {
-      continue;
-    }
-    if (best == NULL || e->min_seqlen > best->min_seqlen) best = e;
-  }
-  return best;
-}
-
+/* The forward's tuning, checked at every bound of every variant and on either side of it, with the
+ * expectation read from the table rows (expected_row) rather than written down here. */
 static void test_tuning_choice(void) {
   static const gpu gpus[] = {{80, SHARED_SM80, 80, 0}, {90, SHARED_SM90, 90, 0}};
   static const aotk_dtype dtypes[] = {AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
@@ -1288,8 +2173,8 @@ static void test_tuning_choice(void) {
           int32_t largest_bound = 1;
           for (int i = 0; i < aotk__kernel_count && count < 28; i++) {
             const aotk__kernel_entry *e = &aotk__kernel_table[i];
-            if (e->arch != gpus[g].arch || e->dtype != (int)dtypes[d] || e->head_dim != head_dim ||
-                e->aligned != aligned) {
+            if (e->family != AOTK__FAMILY_ATTN_FWD || e->arch != gpus[g].arch || e->dtype != (int)dtypes[d] ||
+                e->head_dim != head_dim || e->aligned != aligned) {
               continue;
             }
             bounds++;
@@ -1312,7 +2197,8 @@ static void test_tuning_choice(void) {
             p.seqlen_q = seqlens[s];
             aotk_attn_params params = params_for(p);
             if (!aligned) params.q.data = byte_offset(FAKE_Q, 2);
-            const aotk__kernel_entry *expected = expected_row(gpus[g].arch, dtypes[d], head_dim, aligned, seqlens[s]);
+            const aotk__kernel_entry *expected =
+                expected_row(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim, aligned, seqlens[s]);
             aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
             aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
             queries++;
@@ -1347,6 +2233,146 @@ static void test_tuning_choice(void) {
       CHECK_MSG(block_m[0] < block_m[1], "sm_%d d%d: block_m %d at seqlen_q 1024, %d at 1025", gpus[g].arch,
                 head_dim, block_m[0], block_m[1]);
     }
+  }
+  uninstall_fake_gpu();
+}
+
+/* The backward's tuning: each family's config is chosen by its own size key, seqlen_k for the dK/dV
+ * pass and seqlen_q for the preprocess and dQ passes, at every bound of every variant and on either
+ * side of it, with the expectation read from the table rows. aotk_query names the dK/dV kernel; the
+ * other two are recognised by their launch (tile rows, warps, shared memory). */
+static void test_bwd_tuning_choice(void) {
+  static const struct {
+    int compute_capability, max_shared_bytes, arch;
+  } gpus[] = {{80, SHARED_SM80, 80}, {90, SHARED_SM90, 90}};
+  static const aotk_dtype dtypes[] = {AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
+  static const int families[] = {AOTK__FAMILY_ATTN_BWD_PREPROCESS, AOTK__FAMILY_ATTN_BWD_DKDV, AOTK__FAMILY_ATTN_BWD_DQ};
+  const int64_t other_length = 100; /* the length that is not the family's key */
+  int queries = 0, launches = 0, dkdv_variants_tuned_by_size = 0;
+  for (int g = 0; g < 2; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    for (int d = 0; d < 2; d++)
+      for (int head_dim = 64; head_dim <= 128; head_dim += 64)
+        for (int aligned = 0; aligned <= 1; aligned++)
+          for (int f = 0; f < 3; f++) {
+            const int family = families[f];
+            int64_t sizes[32];
+            int count = 0, bounds = 0;
+            sizes[count++] = 1;
+            int32_t largest_bound = 1;
+            for (int i = 0; i < aotk__kernel_count && count < 28; i++) {
+              const aotk__kernel_entry *e = &aotk__kernel_table[i];
+              if (e->family != family || e->arch != gpus[g].arch || e->dtype != (int)dtypes[d] ||
+                  e->head_dim != head_dim || e->aligned != aligned) {
+                continue;
+              }
+              bounds++;
+              if (e->min_seqlen > largest_bound) largest_bound = e->min_seqlen;
+              if (e->min_seqlen > 1) sizes[count++] = e->min_seqlen - 1;
+              sizes[count++] = e->min_seqlen;
+              sizes[count++] = e->min_seqlen + 1;
+            }
+            sizes[count++] = (int64_t)largest_bound * 8 + 3;
+            CHECK_MSG(bounds >= 1, "family %d sm_%d dtype %d d%d aligned %d: no row", family, gpus[g].arch,
+                      (int)dtypes[d], head_dim, aligned);
+            if (bounds == 0) continue;
+
+            const aotk__kernel_entry *previous = NULL;
+            int changes = 0;
+            for (int s = 0; s < count; s++) {
+              problem p = default_problem;
+              p.dtype = dtypes[d];
+              p.head_dim = head_dim;
+              p.seqlen_q = family == AOTK__FAMILY_ATTN_BWD_DKDV ? other_length : sizes[s];
+              p.seqlen_k = family == AOTK__FAMILY_ATTN_BWD_DKDV ? sizes[s] : other_length;
+              aotk_attn_params params = bwd_params_for(p);
+              if (!aligned) params.q.data = byte_offset(FAKE_Q, 2);
+              const aotk__kernel_entry *rows[3];
+              expected_bwd_rows(gpus[g].arch, &p, aligned, rows);
+              const aotk__kernel_entry *expected = rows[f];
+              changes += previous != NULL && expected != previous;
+              previous = expected;
+
+              aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+              aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &params, &info);
+              queries++;
+              CHECK_MSG(status == AOTK_OK && rows[1] != NULL && strcmp(info.kernel_name, rows[1]->name) == 0,
+                        "sm_%d seqlen_q %lld seqlen_k %lld: %s picked %s for dK/dV, expected %s", gpus[g].arch,
+                        (long long)p.seqlen_q, (long long)p.seqlen_k, aotk_status_name(status), info.kernel_name,
+                        rows[1] ? rows[1]->name : "(none)");
+              if (family == AOTK__FAMILY_ATTN_BWD_DKDV) {
+                CHECK_MSG(info.grid == ceil_div(p.seqlen_k, info.block_n) * p.batch * p.heads_kv,
+                          "seqlen_k %lld: grid %lld with block_n %d", (long long)p.seqlen_k, (long long)info.grid,
+                          info.block_n);
+                /* The same lengths the other way round: dK/dV follows seqlen_k, not seqlen_q. */
+                problem swapped = p;
+                swapped.seqlen_q = p.seqlen_k;
+                swapped.seqlen_k = p.seqlen_q;
+                aotk_attn_params swapped_params = bwd_params_for(swapped);
+                if (!aligned) swapped_params.q.data = byte_offset(FAKE_Q, 2);
+                const aotk__kernel_entry *swapped_expected = expected_row(
+                    AOTK__FAMILY_ATTN_BWD_DKDV, gpus[g].arch, dtypes[d], head_dim, aligned, swapped.seqlen_k);
+                status = aotk_query(AOTK_OP_ATTN_BWD, &swapped_params, &info);
+                queries++;
+                CHECK_MSG(status == AOTK_OK && swapped_expected != NULL &&
+                              strcmp(info.kernel_name, swapped_expected->name) == 0,
+                          "sm_%d seqlen_q %lld seqlen_k %lld: %s picked %s for dK/dV, expected %s", gpus[g].arch,
+                          (long long)swapped.seqlen_q, (long long)swapped.seqlen_k, aotk_status_name(status),
+                          info.kernel_name, swapped_expected ? swapped_expected->name : "(none)");
+                continue;
+              }
+              /* Preprocess or dQ: launch, and recognise the row by how it was launched. */
+              if (expected == NULL) continue;
+              reset_launch_log();
+              status = aotk_attn_bwd(&params, FAKE_WORKSPACE, bwd_workspace_bytes(&p), FAKE_STREAM);
+              launches++;
+              CHECK_MSG(status == AOTK_OK && fake.logged_launches == 3, "sm_%d seqlen_q %lld: %s (%s), %d launches",
+                        gpus[g].arch, (long long)p.seqlen_q, aotk_status_name(status), aotk_last_error(),
+                        fake.logged_launches);
+              if (status != AOTK_OK || fake.logged_launches != 3) continue;
+              const recorded_launch *launch = &fake.launch_log[f];
+              int num_m_blocks_index = family == AOTK__FAMILY_ATTN_BWD_PREPROCESS ? PRE_NUM_M_BLOCKS : DQ_NUM_M_BLOCKS;
+              int64_t m_blocks = ceil_div(p.seqlen_q, expected->block_m);
+              CHECK_MSG(launch->kernel == (family == AOTK__FAMILY_ATTN_BWD_PREPROCESS ? KERNEL_BWD_PREPROCESS
+                                                                                     : KERNEL_BWD_DQ) &&
+                            arg_i32(launch, num_m_blocks_index) == m_blocks &&
+                            launch->grid[0] == (unsigned)(m_blocks * p.batch * p.heads_q) &&
+                            launch->block[0] == 32u * (unsigned)expected->num_warps &&
+                            launch->shared_bytes == (unsigned)expected->shared_bytes,
+                        "sm_%d seqlen_q %lld: launched %s with %d blocks of rows, grid %u, block %u, %u bytes; "
+                        "expected %s (block_m %d, %d warps, %d bytes)",
+                        gpus[g].arch, (long long)p.seqlen_q, kernel_signatures[launch->kernel].function,
+                        arg_i32(launch, num_m_blocks_index), launch->grid[0], launch->block[0], launch->shared_bytes,
+                        expected->name, expected->block_m, expected->num_warps, expected->shared_bytes);
+            }
+            if (bounds >= 2) {
+              CHECK_MSG(changes >= 1, "family %d sm_%d d%d: %d configs, but the choice never changes with its key",
+                        family, gpus[g].arch, head_dim, bounds);
+              dkdv_variants_tuned_by_size += family == AOTK__FAMILY_ATTN_BWD_DKDV;
+            }
+          }
+  }
+  printf("    %d queries, %d backward calls\n", queries, launches);
+  /* Otherwise the checks above never saw the dK/dV choice change, and prove nothing about its key. */
+  CHECK_MSG(dkdv_variants_tuned_by_size > 0, "no dK/dV variant has two configs");
+
+  /* The catalog's dK/dV tuning in words: on sm_90 with head_dim 128, a wider key tile from seqlen_k
+   * 4096 on, whatever seqlen_q is. */
+  install_fake_gpu(90, SHARED_SM90);
+  for (int64_t seqlen_q = 100; seqlen_q <= 8192; seqlen_q *= 82) {
+    int32_t block_n[2] = {0, 0};
+    for (int longer = 0; longer <= 1; longer++) {
+      problem p = default_problem;
+      p.head_dim = 128;
+      p.seqlen_q = seqlen_q;
+      p.seqlen_k = longer ? 4096 : 4095;
+      aotk_attn_params params = bwd_params_for(p);
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
+      block_n[longer] = info.block_n;
+    }
+    CHECK_MSG(block_n[0] < block_n[1], "sm_90 d128 seqlen_q %lld: dK/dV block_n %d at seqlen_k 4095, %d at 4096",
+              (long long)seqlen_q, block_n[0], block_n[1]);
   }
   uninstall_fake_gpu();
 }
@@ -1463,7 +2489,7 @@ static void test_query_arguments(void) {
   CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_ERROR_STRUCT_SIZE);
   CHECK(message_mentions("struct_size"));
 
-  static const int bad_ops[] = {0, 2, -1, 1000};
+  static const int bad_ops[] = {0, 3, -1, 1000};
   for (size_t i = 0; i < sizeof bad_ops / sizeof bad_ops[0]; i++) {
     poison_info(&info);
     aotk_status status = aotk_query((aotk_op)bad_ops[i], &params, &info);
@@ -1472,6 +2498,21 @@ static void test_query_arguments(void) {
     CHECK(info_untouched(&info));
   }
   CHECK_MSG(total_calls() == 0, "bad query arguments reached the driver (%s)", called_functions());
+
+  /* Both ops are valid: the forward's params with the forward, the backward's with the backward. The
+   * forward's params alone are not enough for the backward (no dout). */
+  poison_info(&info);
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK && info.launches == 1);
+  aotk_attn_params bwd_params = valid_bwd_params();
+  poison_info(&info);
+  aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &bwd_params, &info);
+  CHECK_MSG(status == AOTK_OK, "op 2: %s (%s)", aotk_status_name(status), aotk_last_error());
+  CHECK(info.launches == 3 && info.workspace_bytes == bwd_workspace_bytes(&default_problem));
+  poison_info(&info);
+  CHECK(aotk_query((aotk_op)2, &params, &info) == AOTK_ERROR_NULL_POINTER && message_mentions("dout"));
+  CHECK(info_untouched(&info));
+  CHECK(aotk_query(AOTK_OP_ATTN_BWD, NULL, &info) == AOTK_ERROR_NULL_POINTER && message_mentions("params"));
+  CHECK(aotk_query(AOTK_OP_ATTN_BWD, &bwd_params, NULL) == AOTK_ERROR_NULL_POINTER && message_mentions("info"));
 
   /* A smaller info struct (an older caller): only its prefix is written. */
   poison_info(&info);
@@ -1485,6 +2526,16 @@ static void test_query_arguments(void) {
     tail_untouched = tail_untouched && bytes[i] == POISON;
   }
   CHECK_MSG(tail_untouched, "aotk_query wrote past struct_size");
+
+  /* The same for the backward, cut just before workspace_bytes (a caller built before it existed). */
+  const size_t prefix = offsetof(aotk_kernel_info, workspace_bytes);
+  poison_info(&info);
+  info.struct_size = prefix;
+  CHECK(aotk_query(AOTK_OP_ATTN_BWD, &bwd_params, &info) == AOTK_OK);
+  CHECK(info.struct_size == prefix && strncmp(info.kernel_name, "attn_bwd_dkdv_", 14) == 0 && info.grid > 0);
+  tail_untouched = true;
+  for (size_t i = prefix; i < sizeof info; i++) tail_untouched = tail_untouched && bytes[i] == POISON;
+  CHECK_MSG(tail_untouched, "aotk_query(AOTK_OP_ATTN_BWD) wrote past struct_size");
   uninstall_fake_gpu();
 }
 
@@ -1497,6 +2548,10 @@ int main(void) {
   RUN_TEST(test_validation_span_checks_do_not_wrap);
   RUN_TEST(test_validation_accepts_edge_inputs);
   RUN_TEST(test_validation_lse_span_follows_its_layout);
+  RUN_TEST(test_bwd_validation_rejects_bad_inputs);
+  RUN_TEST(test_bwd_validation_accepts_edge_inputs);
+  RUN_TEST(test_fwd_ignores_bwd_fields);
+  RUN_TEST(test_bwd_workspace);
   RUN_TEST(test_fault_no_device);
   RUN_TEST(test_fault_no_context);
   RUN_TEST(test_fault_old_gpu);
@@ -1505,11 +2560,18 @@ int main(void) {
   RUN_TEST(test_fault_get_kernel_fails);
   RUN_TEST(test_fault_set_attribute_fails);
   RUN_TEST(test_fault_launch_fails);
+  RUN_TEST(test_parameter_lists_match_the_table);
   RUN_TEST(test_launch_arguments);
+  RUN_TEST(test_bwd_launch_arguments);
+  RUN_TEST(test_bwd_arch_choice);
+  RUN_TEST(test_bwd_launch_fails);
+  RUN_TEST(test_bwd_faults);
+  RUN_TEST(test_bwd_too_little_shared_memory);
   RUN_TEST(test_arch_choice);
   RUN_TEST(test_image_policy);
   RUN_TEST(test_alignment_choice);
   RUN_TEST(test_tuning_choice);
+  RUN_TEST(test_bwd_tuning_choice);
   RUN_TEST(test_preload);
   RUN_TEST(test_no_driver);
   RUN_TEST(test_build_info);

@@ -1,8 +1,9 @@
 /*
  * CPU tests of the embedded kernel images and the generated table that describes them: every row
  * decompresses to an image that matches its hash and its own description (ELF for cubins; PTX whose
- * .entry takes exactly the parameters the launcher packs), every problem size has a kernel, and a
- * damaged image is refused before the driver could see it.
+ * .entry takes exactly the parameters the launcher packs), every problem size has a kernel in every
+ * family (the forward, and the backward's preprocess, dK/dV and dQ passes), and a damaged image is
+ * refused before the driver could see it.
  *
  * The table and the images come from the build tree (build/generated), so these tests check what this
  * build actually embeds, not what the catalog meant to embed.
@@ -17,11 +18,40 @@
 #include "aotk_kernel_table.h"
 #include "aotk_test_harness.h"
 
-/* Any kernel of the attn_fwd family takes these parameters, in the catalog's order
- * (codegen/aotk_catalog.py ATTN_FWD_PARAMS): q, k, v, out, lse pointers; batch (int64), sequence
- * and head (int32) strides of q, k, v and out; lse's batch and head strides; seqlen_q, seqlen_k,
- * heads_q, group_size, num_m_blocks; qk_scale_log2; causal; write_lse. */
-static const char attn_fwd_param_kinds[] = "pppppliiliiliiliiliiiiiifii";
+/* Each family's parameters, in the catalog's order (codegen/aotk_catalog.py *_PARAMS), written out
+ * here rather than read from the table so that a row, its PTX and the launcher are each checked
+ * against an independent list. "lii" is one tensor's (batch: int64, sequence: int32, head: int32)
+ * strides.
+ *   attn_fwd: q, k, v, out, lse pointers; the strides of q, k, v and out; lse's batch and head strides;
+ *     seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks; qk_scale_log2; causal; write_lse.
+ *   attn_bwd_preprocess: out, dout, delta pointers; the strides of out and dout; seqlen_q, heads_q,
+ *     num_m_blocks.
+ *   attn_bwd_dkdv: q, k, v, dout, lse, delta, dk, dv pointers; the strides of q, k, v, dout, dk, dv;
+ *     lse's batch and head strides; seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks;
+ *     softmax_scale, qk_scale_log2; causal.
+ *   attn_bwd_dq: q, k, v, dout, lse, delta, dq pointers; the strides of q, k, v, dout, dq; lse's batch
+ *     and head strides; seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks; softmax_scale,
+ *     qk_scale_log2; causal. */
+static const struct family {
+  int32_t id;
+  const char *name; /* the catalog's family name: the kernel names' prefix and the .entry's name */
+  const char *param_kinds;
+  bool has_block_n; /* the preprocess pass tiles rows only: no BLOCK_N, and no "n" in its tag */
+} families[] = {
+    {AOTK__FAMILY_ATTN_FWD, "attn_fwd", "pppppliiliiliiliiliiiiiifii", true},
+    {AOTK__FAMILY_ATTN_BWD_PREPROCESS, "attn_bwd_preprocess", "pppliiliiiii", false},
+    {AOTK__FAMILY_ATTN_BWD_DKDV, "attn_bwd_dkdv", "ppppppppliiliiliiliiliiliiliiiiiiiffi", true},
+    {AOTK__FAMILY_ATTN_BWD_DQ, "attn_bwd_dq", "pppppppliiliiliiliiliiliiiiiiffi", true},
+};
+enum { FAMILY_COUNT = sizeof families / sizeof families[0] };
+
+static const struct family *family_of(const aotk__kernel_entry *e) {
+  for (int f = 0; f < FAMILY_COUNT; f++) {
+    if (families[f].id == e->family) return &families[f];
+  }
+  return NULL;
+}
+
 /* Triton appends two pointers the caller does not see (global and profile scratch). */
 enum { HIDDEN_PARAMS = 2 };
 
@@ -72,20 +102,25 @@ static void test_table_covers_every_variant_from_seqlen_one(void) {
   static const int dtypes[] = {AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
   static const int head_dims[] = {64, 128};
   CHECK(aotk__kernel_count > 0);
-  for (int a = 0; a < 2; a++)
-    for (int d = 0; d < 2; d++)
-      for (int h = 0; h < 2; h++)
-        for (int aligned = 0; aligned <= 1; aligned++) {
-          int rows_from_one = 0;
-          for (int i = 0; i < aotk__kernel_count; i++) {
-            const aotk__kernel_entry *e = &aotk__kernel_table[i];
-            rows_from_one += e->family == AOTK__FAMILY_ATTN_FWD && e->arch == archs[a] && e->dtype == dtypes[d] &&
-                             e->head_dim == head_dims[h] && e->aligned == aligned && e->min_seqlen == 1;
+  int variants = 0;
+  for (int f = 0; f < FAMILY_COUNT; f++)
+    for (int a = 0; a < 2; a++)
+      for (int d = 0; d < 2; d++)
+        for (int h = 0; h < 2; h++)
+          for (int aligned = 0; aligned <= 1; aligned++) {
+            int rows_from_one = 0;
+            for (int i = 0; i < aotk__kernel_count; i++) {
+              const aotk__kernel_entry *e = &aotk__kernel_table[i];
+              rows_from_one += e->family == families[f].id && e->arch == archs[a] && e->dtype == dtypes[d] &&
+                               e->head_dim == head_dims[h] && e->aligned == aligned && e->min_seqlen == 1;
+            }
+            /* Exactly one: two rows with the same bound would make the tuning choice depend on row order,
+             * and none would leave short problems (or a filtered build's) without a kernel. */
+            CHECK_MSG(rows_from_one == 1, "%s sm_%d %s d%d aligned=%d: %d rows with min_seqlen 1, expected 1",
+                      families[f].name, archs[a], dtype_tag(dtypes[d]), head_dims[h], aligned, rows_from_one);
+            variants++;
           }
-          /* Exactly one: two rows with the same bound would make the tuning choice depend on row order. */
-          CHECK_MSG(rows_from_one == 1, "sm_%d %s d%d aligned=%d: %d rows with min_seqlen 1, expected 1", archs[a],
-                    dtype_tag(dtypes[d]), head_dims[h], aligned, rows_from_one);
-        }
+  printf("    %d variants (%d families)\n", variants, (int)FAMILY_COUNT);
 }
 
 static void test_table_names_unique_per_arch(void) {
@@ -113,31 +148,50 @@ static void test_table_tuning_bounds_distinct(void) {
 
 /* The description of each row: the fields agree with the name, and with what the targets allow. */
 static void test_table_rows_describe_valid_configs(void) {
+  int rows_per_family[FAMILY_COUNT] = {0};
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    CHECK_MSG(e->family == AOTK__FAMILY_ATTN_FWD, "row %d: family %d", i, e->family);
+    const struct family *family = family_of(e);
+    CHECK_MSG(family != NULL, "row %d %s: family %d", i, e->name, e->family);
+    if (family == NULL) continue;
+    rows_per_family[family - families]++;
     CHECK_MSG(e->arch == 80 || e->arch == 90, "row %d %s: arch %d", i, e->name, e->arch);
     CHECK_MSG(e->dtype == AOTK_DTYPE_FLOAT16 || e->dtype == AOTK_DTYPE_BFLOAT16, "row %d %s: dtype %d", i, e->name,
               e->dtype);
     CHECK_MSG(e->head_dim == 64 || e->head_dim == 128, "row %d %s: head_dim %d", i, e->name, e->head_dim);
     CHECK_MSG(e->aligned == 0 || e->aligned == 1, "row %d %s: aligned %d", i, e->name, e->aligned);
     CHECK_MSG(e->num_warps == 4 || e->num_warps == 8, "row %d %s: num_warps %d", i, e->name, e->num_warps);
-    CHECK_MSG(is_power_of_two(e->block_m) && is_power_of_two(e->block_n), "row %d %s: block_m %d, block_n %d", i,
-              e->name, e->block_m, e->block_n);
+    CHECK_MSG(is_power_of_two(e->block_m), "row %d %s: block_m %d", i, e->name, e->block_m);
+    if (family->has_block_n) {
+      CHECK_MSG(is_power_of_two(e->block_n), "row %d %s: block_n %d", i, e->name, e->block_n);
+    } else {
+      CHECK_MSG(e->block_n == 0, "row %d %s: block_n %d, but %s has no BLOCK_N", i, e->name, e->block_n,
+                family->name);
+    }
     CHECK_MSG(e->num_stages >= 1, "row %d %s: num_stages %d", i, e->name, e->num_stages);
     CHECK_MSG(e->min_seqlen >= 1, "row %d %s: min_seqlen %d", i, e->name, e->min_seqlen);
     int32_t shared_limit = e->arch == 80 ? 99 * 1024 : 227 * 1024;
     CHECK_MSG(e->shared_bytes > 0 && e->shared_bytes <= shared_limit,
               "row %d sm_%d %s: shared_bytes %d, the target allows %d", i, e->arch, e->name, e->shared_bytes,
               shared_limit);
-    CHECK_MSG(e->function_name != NULL && e->function_name[0] != '\0', "row %d %s: no function name", i, e->name);
-    CHECK_MSG(strcmp(e->param_kinds, attn_fwd_param_kinds) == 0, "row %d %s: param_kinds \"%s\", expected \"%s\"", i,
-              e->name, e->param_kinds, attn_fwd_param_kinds);
+    CHECK_MSG(e->function_name != NULL && strcmp(e->function_name, family->name) == 0,
+              "row %d %s: function name \"%s\", expected \"%s\"", i, e->name,
+              e->function_name ? e->function_name : "(null)", family->name);
+    CHECK_MSG(e->param_kinds != NULL && strcmp(e->param_kinds, family->param_kinds) == 0,
+              "row %d %s: param_kinds \"%s\", expected \"%s\"", i, e->name, e->param_kinds ? e->param_kinds : "(null)",
+              family->param_kinds);
+    char block_n[16] = "";
+    if (family->has_block_n) snprintf(block_n, sizeof block_n, "n%d", e->block_n);
     char expected_name[128];
-    snprintf(expected_name, sizeof expected_name, "attn_fwd_%s_d%d_%s_m%dn%dw%ds%d", dtype_tag(e->dtype), e->head_dim,
-             e->aligned ? "aligned" : "any", e->block_m, e->block_n, e->num_warps, e->num_stages);
+    snprintf(expected_name, sizeof expected_name, "%s_%s_d%d_%s_m%d%sw%ds%d", family->name, dtype_tag(e->dtype),
+             e->head_dim, e->aligned ? "aligned" : "any", e->block_m, block_n, e->num_warps, e->num_stages);
     CHECK_MSG(strcmp(e->name, expected_name) == 0, "row %d: name %s, but its fields say %s", i, e->name,
               expected_name);
+  }
+  for (int f = 0; f < FAMILY_COUNT; f++) {
+    printf("    %s: %d rows\n", families[f].name, rows_per_family[f]);
+    CHECK_MSG(rows_per_family[f] > 0 || aotk__kernel_filter[0] != '\0', "no %s row in an unfiltered build",
+              families[f].name);
   }
 }
 
@@ -175,6 +229,9 @@ static void check_cubin(int row) {
   free(raw);
 }
 
+/* PTX images per family whose .entry took exactly the family's parameters. */
+static int ptx_entries_matching[FAMILY_COUNT];
+
 /* The text between ".entry <name>(" and its ")", as the list of parameter declarations; checks
  * each one's type against the kinds the launcher packs. */
 static void check_ptx_parameters(int row, const char *ptx) {
@@ -190,13 +247,17 @@ static void check_ptx_parameters(int row, const char *ptx) {
   CHECK_MSG(end != NULL, "row %d %s: the .entry's parameter list never closes", row, e->name);
   if (end == NULL) return;
 
-  size_t kinds = strlen(e->param_kinds);
+  /* The family's list as this test writes it (the row's own is compared with it above); a row of an
+   * unknown family is checked against what it claims. */
+  const struct family *family = family_of(e);
+  const char *param_kinds = family != NULL ? family->param_kinds : e->param_kinds;
+  size_t kinds = strlen(param_kinds);
   size_t expected_count = kinds + HIDDEN_PARAMS;
   size_t count = 0;
   for (const char *p = start; (p = strstr(p, ".param")) != NULL && p < end; p += strlen(".param")) {
     const char *type = p + strlen(".param");
     while (*type == ' ' || *type == '\t') type++;
-    char kind = count < kinds ? e->param_kinds[count] : 'p'; /* the hidden ones are pointers */
+    char kind = count < kinds ? param_kinds[count] : 'p'; /* the hidden ones are pointers */
     const char *expected_type = kind == 'p' || kind == 'l' ? ".u64" : kind == 'i' ? ".u32" : kind == 'f' ? ".f32" : "?";
     bool type_matches = strncmp(type, expected_type, strlen(expected_type)) == 0 &&
                         (type[strlen(expected_type)] == ' ' || type[strlen(expected_type)] == '\t');
@@ -208,6 +269,7 @@ static void check_ptx_parameters(int row, const char *ptx) {
   }
   CHECK_MSG(count == expected_count, "row %d %s: the .entry has %zu parameters, expected %zu (%zu kinds + %d hidden)",
             row, e->name, count, expected_count, kinds, HIDDEN_PARAMS);
+  if (family != NULL && count == expected_count) ptx_entries_matching[family - families]++;
 
   /* Triton pins the block size in the PTX; the launcher's 32 * num_warps must agree with it. */
   const char *reqntid = strstr(end, ".reqntid");
@@ -258,6 +320,17 @@ static void test_every_image_decompresses_and_matches_its_row(void) {
     }
   }
   printf("    %d cubins, %d PTX images checked\n", cubins, ptxs);
+  /* Every family's PTX was parsed: a family whose .entry the parser never matched would pass unseen. */
+  for (int f = 0; f < FAMILY_COUNT; f++) {
+    int sm80_rows = 0;
+    for (int row = 0; row < aotk__kernel_count; row++) {
+      sm80_rows += aotk__kernel_table[row].family == families[f].id && aotk__kernel_table[row].arch == 80;
+    }
+    printf("    %s: %d of %d PTX entries take its %zu parameters + %d hidden\n", families[f].name,
+           ptx_entries_matching[f], sm80_rows, strlen(families[f].param_kinds), HIDDEN_PARAMS);
+    CHECK_MSG(ptx_entries_matching[f] == sm80_rows, "%s: %d of %d PTX entries match", families[f].name,
+              ptx_entries_matching[f], sm80_rows);
+  }
 }
 
 /* ---- damaged images ------------------------------------------------------------------------- */
