@@ -262,8 +262,8 @@ typedef struct aotk_build_info {
 AOTK_API aotk_status aotk_get_build_info(aotk_build_info *info);
 
 /*
- * A self-test on GPU `device_ordinal`: runs the forward on small random problems of every dtype and
- * head dim, causal and not, and compares with a float64 reference on the host. Allocates and
+ * A self-test on GPU `device_ordinal`: runs the forward and the backward on small random problems of
+ * every dtype and head dim, causal and not, and compares with a float64 reference on the host. Allocates and
  * synchronizes (it is not a launch-path call). Makes the device's primary context current for its
  * duration and restores the caller's context after. AOTK_OK when every case passes; otherwise the
  * failure's status and message. `report` (may be NULL) receives one line per case.

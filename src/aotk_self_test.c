@@ -1,5 +1,5 @@
-/* aotk_self_test(): the forward on small random problems of every shipped dtype and head dim, causal
- * and not, checked against the float64 reference. What `aotk check` runs. */
+/* aotk_self_test(): the forward and the backward on small random problems of every shipped dtype and
+ * head dim, causal and not, checked against the float64 reference. What `aotk check` runs. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -43,7 +43,7 @@ aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes
   static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
   static const int64_t head_dims[] = {64, 128};
   aotk_status first_failure = AOTK_OK;
-  char first_message[512] = "";
+  char first_message[768] = "";
   int cases = 0, failures = 0;
   uint64_t seed = (uint64_t)time(NULL);
   for (int t = 0; t < 2; t++) {
@@ -73,6 +73,38 @@ aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes
             first_failure = case_status != AOTK_OK ? case_status : AOTK_ERROR_INTERNAL;
             snprintf(first_message, sizeof first_message, "%s", line);
           }
+        }
+      }
+    }
+  }
+  /* The backward, one case per dtype and head dim: seqlen_q != seqlen_k, neither a multiple of a
+   * block, GQA 2, causal with more queries than keys (rows that see no key) in half, and both
+   * alignment variants with every gradient's strides unlike its input's. Every element is compared. */
+  for (int t = 0; t < 2; t++) {
+    for (int h = 0; h < 2; h++) {
+      int causal = (t + h) % 2;
+      aotk__bwd_check_case c = {dtypes[t], 2, causal ? 131 : 67, causal ? 67 : 131, 4, 2, head_dims[h], causal, 0.0f,
+                                h ? AOTK__LAYOUT_PADDED : AOTK__LAYOUT_CONTIGUOUS, 1, 1, 0,
+                                seed + (uint64_t)cases * 7919u, NULL};
+      aotk__bwd_check_result r;
+      aotk_status case_status = aotk__check_attn_bwd(driver, &c, &r);
+      char line[768];
+      if (case_status != AOTK_OK) {
+        snprintf(line, sizeof line, "FAIL bwd %s d=%lld causal=%d: %s: %s",
+                 dtypes[t] == AOTK_DTYPE_BFLOAT16 ? "bf16" : "fp16", (long long)head_dims[h], causal,
+                 aotk_status_name(case_status), aotk_last_error());
+      } else {
+        snprintf(line, sizeof line, "%s bwd %s d=%lld causal=%d %s: %s", r.passed ? "ok  " : "FAIL",
+                 dtypes[t] == AOTK_DTYPE_BFLOAT16 ? "bf16" : "fp16", (long long)head_dims[h], causal,
+                 r.kernel_name, r.detail);
+      }
+      append(report, report_bytes, &used, line);
+      cases++;
+      if (case_status != AOTK_OK || !r.passed) {
+        failures++;
+        if (first_failure == AOTK_OK) {
+          first_failure = case_status != AOTK_OK ? case_status : AOTK_ERROR_INTERNAL;
+          snprintf(first_message, sizeof first_message, "%s", line);
         }
       }
     }

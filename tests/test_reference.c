@@ -601,6 +601,318 @@ static void test_reference_lowp_error_fp32(void) {
   check_lowp_error(AOTK_DTYPE_FLOAT32, "fp32", 0.0, 1e-5, 6);
 }
 
+/* ---- the backward reference ---------------------------------------------------------------- */
+
+/* A backward problem: the forward's inputs plus dout, shaped like q, in a random layout of its own. */
+typedef struct backward_inputs {
+  attention_inputs forward;
+  test_tensor dout;
+} backward_inputs;
+
+static int backward_inputs_create(backward_inputs *inputs, random_generator *generator, int64_t batch,
+                                  int64_t seqlen_q, int64_t seqlen_k, int64_t heads_kv, int64_t heads_per_kv_head,
+                                  int64_t head_dim, int causal, int dtype) {
+  memset(&inputs->dout, 0, sizeof inputs->dout);
+  int ok = attention_inputs_create(&inputs->forward, generator, batch, seqlen_q, seqlen_k, heads_kv,
+                                   heads_per_kv_head, head_dim, causal, dtype);
+  ok = ok && test_tensor_create(&inputs->dout, generator, batch, seqlen_q, heads_kv * heads_per_kv_head, head_dim,
+                                (int)random_int(generator, 0, LAYOUT_COUNT - 1), dtype);
+  if (ok) {
+    inputs->forward.problem.dout = inputs->dout.strided;
+    memcpy(inputs->forward.problem.dout_strides, inputs->dout.strides, sizeof inputs->dout.strides);
+  }
+  return ok;
+}
+
+static void backward_inputs_destroy(backward_inputs *inputs) {
+  attention_inputs_destroy(&inputs->forward);
+  test_tensor_destroy(&inputs->dout);
+}
+
+/* Dense gradients, [batch][seqlen][heads][head_dim] like test_tensor's dense copies: dq like q, dk and
+ * dv like k. Double for the float64 reference, float for the emulation. */
+typedef struct gradients_f64 {
+  double *dq, *dk, *dv;
+} gradients_f64;
+
+typedef struct gradients_lowp {
+  float *dq, *dk, *dv;
+} gradients_lowp;
+
+static int64_t q_elements(const aotk__attn_reference_problem *p, int64_t batch) {
+  return batch * p->seqlen_q * p->heads_q * p->head_dim;
+}
+
+static int64_t kv_elements(const aotk__attn_reference_problem *p, int64_t batch) {
+  return batch * p->seqlen_k * p->heads_kv * p->head_dim;
+}
+
+/* Every gradient of one problem from the float64 row functions. Poisons each row first, so that an
+ * element a row function leaves unwritten shows up as NaN. Returns 0 if memory ran out. */
+static int reference_gradients_f64(const backward_inputs *inputs, gradients_f64 *g) {
+  const aotk__attn_reference_problem *p = &inputs->forward.problem;
+  const int64_t batch = inputs->forward.batch, heads_q = p->heads_q, heads_kv = p->heads_kv, head_dim = p->head_dim;
+  g->dq = malloc((size_t)q_elements(p, batch) * sizeof *g->dq);
+  g->dk = malloc((size_t)kv_elements(p, batch) * sizeof *g->dk);
+  g->dv = malloc((size_t)kv_elements(p, batch) * sizeof *g->dv);
+  double *lse = malloc((size_t)(heads_q * p->seqlen_q) * sizeof *lse);
+  double *delta = malloc((size_t)(heads_q * p->seqlen_q) * sizeof *delta);
+  double *out_row = malloc((size_t)head_dim * sizeof *out_row);
+  int ok = g->dq && g->dk && g->dv && lse && delta && out_row;
+  for (int64_t b = 0; ok && b < batch; b++) {
+    for (int64_t h = 0; h < heads_q; h++)
+      for (int64_t i = 0; i < p->seqlen_q; i++)
+        aotk__attn_reference_bwd_row_stats_f64(p, b, h, i, out_row, &lse[h * p->seqlen_q + i],
+                                               &delta[h * p->seqlen_q + i]);
+    for (int64_t i = 0; i < p->seqlen_q; i++)
+      for (int64_t h = 0; h < heads_q; h++) {
+        double *dq_row = &g->dq[((b * p->seqlen_q + i) * heads_q + h) * head_dim];
+        for (int64_t d = 0; d < head_dim; d++) dq_row[d] = NAN;
+        aotk__attn_reference_bwd_dq_row_f64(p, b, h, i, lse[h * p->seqlen_q + i], delta[h * p->seqlen_q + i], dq_row);
+      }
+    for (int64_t j = 0; j < p->seqlen_k; j++)
+      for (int64_t h = 0; h < heads_kv; h++) {
+        int64_t at = ((b * p->seqlen_k + j) * heads_kv + h) * head_dim;
+        for (int64_t d = 0; d < head_dim; d++) g->dk[at + d] = g->dv[at + d] = NAN;
+        aotk__attn_reference_bwd_dkdv_row_f64(p, b, h, j, lse, delta, &g->dk[at], &g->dv[at]);
+      }
+  }
+  free(lse);
+  free(delta);
+  free(out_row);
+  return ok;
+}
+
+static int reference_gradients_lowp(const backward_inputs *inputs, int dtype, gradients_lowp *g) {
+  const aotk__attn_reference_problem *p = &inputs->forward.problem;
+  const int64_t batch = inputs->forward.batch, heads_q = p->heads_q, heads_kv = p->heads_kv, head_dim = p->head_dim;
+  g->dq = malloc((size_t)q_elements(p, batch) * sizeof *g->dq);
+  g->dk = malloc((size_t)kv_elements(p, batch) * sizeof *g->dk);
+  g->dv = malloc((size_t)kv_elements(p, batch) * sizeof *g->dv);
+  float *lse = malloc((size_t)(heads_q * p->seqlen_q) * sizeof *lse);
+  float *delta = malloc((size_t)(heads_q * p->seqlen_q) * sizeof *delta);
+  float *out_row = malloc((size_t)head_dim * sizeof *out_row);
+  int ok = g->dq && g->dk && g->dv && lse && delta && out_row;
+  for (int64_t b = 0; ok && b < batch; b++) {
+    for (int64_t h = 0; h < heads_q; h++)
+      for (int64_t i = 0; i < p->seqlen_q; i++)
+        aotk__attn_reference_bwd_row_stats_lowp(p, dtype, b, h, i, out_row, &lse[h * p->seqlen_q + i],
+                                                &delta[h * p->seqlen_q + i]);
+    for (int64_t i = 0; i < p->seqlen_q; i++)
+      for (int64_t h = 0; h < heads_q; h++) {
+        float *dq_row = &g->dq[((b * p->seqlen_q + i) * heads_q + h) * head_dim];
+        for (int64_t d = 0; d < head_dim; d++) dq_row[d] = NAN;
+        aotk__attn_reference_bwd_dq_row_lowp(p, dtype, b, h, i, lse[h * p->seqlen_q + i], delta[h * p->seqlen_q + i],
+                                             dq_row);
+      }
+    for (int64_t j = 0; j < p->seqlen_k; j++)
+      for (int64_t h = 0; h < heads_kv; h++) {
+        int64_t at = ((b * p->seqlen_k + j) * heads_kv + h) * head_dim;
+        for (int64_t d = 0; d < head_dim; d++) g->dk[at + d] = g->dv[at + d] = NAN;
+        aotk__attn_reference_bwd_dkdv_row_lowp(p, dtype, b, h, j, lse, delta, &g->dk[at], &g->dv[at]);
+      }
+  }
+  free(lse);
+  free(delta);
+  free(out_row);
+  return ok;
+}
+
+/* The loss L = sum(dout * out) restricted to batch entry b (the other entries do not depend on b's
+ * inputs), from the float64 forward. */
+static double loss_of_batch_entry(const aotk__attn_reference_problem *p, int64_t b, double *out_row) {
+  double loss = 0.0, lse;
+  for (int64_t h = 0; h < p->heads_q; h++)
+    for (int64_t i = 0; i < p->seqlen_q; i++) {
+      aotk__attn_reference_row_f64(p, b, h, i, out_row, &lse);
+      const float *dout_row = p->dout + b * p->dout_strides[0] + i * p->dout_strides[1] + h * p->dout_strides[2];
+      for (int64_t d = 0; d < p->head_dim; d++) loss += (double)dout_row[d] * out_row[d];
+    }
+  return loss;
+}
+
+/* The central-difference step: 2^-12, which moves a bf16-valued input (8 significant bits) to a
+ * neighbouring float exactly, so the step taken is the step meant. Truncation error is about
+ * step^2 / 6 times the third derivative (~1e-8 relative here); rounding error about
+ * 1e-16 * |L| / step (~1e-11). */
+#define FINITE_DIFFERENCE_STEP 0x1.0p-12
+/* |finite difference - analytic| <= this * max(1, the largest |analytic| of the tensor): ~100x the
+ * expected finite-difference error, and far below what a wrong term (a missing GQA sum, a wrong mask
+ * edge, delta from the wrong row) would cost. */
+#define FINITE_DIFFERENCE_TOLERANCE 1e-6
+
+/* Compares one input tensor's analytic gradient (dense) with central differences of the loss, element
+ * by element. Returns the worst error as a fraction of its tolerance. */
+static double check_by_finite_differences(backward_inputs *inputs, test_tensor *t, const double *analytic,
+                                          const char *name, const char *label) {
+  const aotk__attn_reference_problem *p = &inputs->forward.problem;
+  int64_t count = t->batch * t->seqlen * t->heads * t->head_dim;
+  double largest = 1.0, worst = 0.0;
+  for (int64_t i = 0; i < count; i++) {
+    if (fabs(analytic[i]) > largest) largest = fabs(analytic[i]);
+  }
+  double *out_row = malloc((size_t)p->head_dim * sizeof *out_row);
+  if (out_row == NULL) {
+    CHECK_MSG(0, "out of memory");
+    return INFINITY;
+  }
+  int64_t index = 0;
+  for (int64_t b = 0; b < t->batch; b++)
+    for (int64_t s = 0; s < t->seqlen; s++)
+      for (int64_t h = 0; h < t->heads; h++)
+        for (int64_t d = 0; d < t->head_dim; d++, index++) {
+          float *x = &t->strided[b * t->strides[0] + s * t->strides[1] + h * t->strides[2] + d];
+          const float x0 = *x;
+          const float x_plus = x0 + (float)FINITE_DIFFERENCE_STEP, x_minus = x0 - (float)FINITE_DIFFERENCE_STEP;
+          *x = x_plus;
+          double loss_plus = loss_of_batch_entry(p, b, out_row);
+          *x = x_minus;
+          double loss_minus = loss_of_batch_entry(p, b, out_row);
+          *x = x0;
+          double estimate = (loss_plus - loss_minus) / ((double)x_plus - (double)x_minus);
+          double error = fabs(estimate - analytic[index]) / (FINITE_DIFFERENCE_TOLERANCE * largest);
+          if (!(error <= worst)) worst = isnan(error) ? INFINITY : error;
+          CHECK_MSG(error <= 1.0, "%s d%s[b%lld s%lld h%lld d%lld] = %.12g, finite difference %.12g", label, name,
+                    (long long)b, (long long)s, (long long)h, (long long)d, analytic[index], estimate);
+        }
+  free(out_row);
+  return worst;
+}
+
+static void run_finite_difference_case(random_generator *generator, int64_t seqlen_q, int64_t seqlen_k, int causal,
+                                       int64_t *empty_rows_seen, double *worst) {
+  int64_t batch = random_int(generator, 1, 2);
+  int64_t heads_kv = random_int(generator, 1, 2);
+  int64_t heads_per_kv_head = random_int(generator, 1, 2);
+  int64_t head_dim = random_int(generator, 1, 8);
+  backward_inputs inputs;
+  gradients_f64 g = {NULL, NULL, NULL};
+  /* bf16-valued inputs, so that the finite-difference steps are exact. */
+  if (!backward_inputs_create(&inputs, generator, batch, seqlen_q, seqlen_k, heads_kv, heads_per_kv_head, head_dim,
+                              causal, AOTK_DTYPE_BFLOAT16)) {
+    CHECK_MSG(0, "out of memory");
+    backward_inputs_destroy(&inputs);
+    return;
+  }
+  aotk__attn_reference_problem *p = &inputs.forward.problem;
+  /* Scales other than the default, so the scale's placement in each gradient is tested too. */
+  p->softmax_scale *= 0.5 + 1.5 * random_uniform(generator);
+  if (!reference_gradients_f64(&inputs, &g)) {
+    CHECK_MSG(0, "out of memory");
+  } else {
+    char label[200];
+    snprintf(label, sizeof label, "[b%lld sq%lld sk%lld hkv%lld x%lld d%lld causal%d scale %.3g]", (long long)batch,
+             (long long)seqlen_q, (long long)seqlen_k, (long long)heads_kv, (long long)heads_per_kv_head,
+             (long long)head_dim, causal, p->softmax_scale);
+    /* Rows that see no key get exactly 0. */
+    for (int64_t b = 0; b < batch; b++)
+      for (int64_t i = 0; i < seqlen_q; i++) {
+        if (!causal || i + seqlen_k - seqlen_q >= 0) continue;
+        for (int64_t h = 0; h < p->heads_q; h++) {
+          *empty_rows_seen += 1;
+          for (int64_t d = 0; d < head_dim; d++) {
+            double value = g.dq[((b * seqlen_q + i) * p->heads_q + h) * head_dim + d];
+            CHECK_MSG(value == 0.0, "%s row %lld sees no key but dq = %g", label, (long long)i, value);
+          }
+        }
+      }
+    double errors[3] = {check_by_finite_differences(&inputs, &inputs.forward.q, g.dq, "q", label),
+                        check_by_finite_differences(&inputs, &inputs.forward.k, g.dk, "k", label),
+                        check_by_finite_differences(&inputs, &inputs.forward.v, g.dv, "v", label)};
+    for (int i = 0; i < 3; i++)
+      if (!(errors[i] <= *worst)) *worst = errors[i];
+  }
+  free(g.dq);
+  free(g.dk);
+  free(g.dv);
+  backward_inputs_destroy(&inputs);
+}
+
+/* The float64 backward against central differences of the float64 forward: every element of dq, dk
+ * and dv, on small problems (sequence lengths 1-9, head_dim 1-8, GQA 1 and 2, both masks, queries
+ * outnumbering keys so that causal rows see nothing, random strides and scales). */
+static void test_reference_bwd_matches_finite_differences(void) {
+  random_generator generator = random_for_case(7);
+  static const int64_t fixed_shapes[][2] = {{1, 1}, {1, 9}, {9, 1}, {5, 7}, {7, 5}, {9, 9}, {3, 8}, {8, 3}};
+  int64_t empty_rows_seen = 0;
+  double worst = 0.0;
+  for (size_t i = 0; i < sizeof fixed_shapes / sizeof fixed_shapes[0]; i++)
+    for (int causal = 0; causal <= 1; causal++)
+      run_finite_difference_case(&generator, fixed_shapes[i][0], fixed_shapes[i][1], causal, &empty_rows_seen, &worst);
+  for (int i = 0; i < 100; i++) {
+    run_finite_difference_case(&generator, random_int(&generator, 1, 9), random_int(&generator, 1, 9),
+                               (int)random_int(&generator, 0, 1), &empty_rows_seen, &worst);
+  }
+  printf("    worst error %.3g of the tolerance (%g x the largest gradient), %lld empty rows\n", worst,
+         FINITE_DIFFERENCE_TOLERANCE, (long long)empty_rows_seen);
+  /* {9, 1}, {7, 5} and {8, 3} causal guarantee some. */
+  CHECK_MSG(empty_rows_seen > 0, "no case had a row that sees no key");
+}
+
+/* Relative error (max |error| / max |float64|) of the emulation on each of dq, dk, dv, checking that
+ * each value is a `dtype` value and that rows without keys get dq = 0. */
+static void check_bwd_lowp_error(int dtype, const char *dtype_name, double low, double high, uint64_t case_salt) {
+  random_generator generator = random_for_case(case_salt);
+  for (int causal = 0; causal <= 1; causal++) {
+    backward_inputs inputs;
+    gradients_f64 exact = {NULL, NULL, NULL};
+    gradients_lowp lowp = {NULL, NULL, NULL};
+    /* seqlen_q 80 > seqlen_k 64: with causal, the first 16 rows see no key. */
+    if (!backward_inputs_create(&inputs, &generator, 1, causal ? 80 : 64, 64, 2, 2, 64, causal, dtype) ||
+        !reference_gradients_f64(&inputs, &exact) || !reference_gradients_lowp(&inputs, dtype, &lowp)) {
+      CHECK_MSG(0, "out of memory");
+    } else {
+      const aotk__attn_reference_problem *p = &inputs.forward.problem;
+      const double *exact_of[3] = {exact.dq, exact.dk, exact.dv};
+      const float *lowp_of[3] = {lowp.dq, lowp.dk, lowp.dv};
+      const int64_t count_of[3] = {q_elements(p, 1), kv_elements(p, 1), kv_elements(p, 1)};
+      static const char *const names[3] = {"dq", "dk", "dv"};
+      for (int t = 0; t < 3; t++) {
+        double max_error = 0.0, max_magnitude = 0.0;
+        for (int64_t i = 0; i < count_of[t]; i++) {
+          CHECK_MSG(aotk__round_to_dtype(lowp_of[t][i], dtype) == lowp_of[t][i],
+                    "%s %s[%lld] = %a is not a dtype value", dtype_name, names[t], (long long)i, lowp_of[t][i]);
+          double error = fabs((double)lowp_of[t][i] - exact_of[t][i]);
+          if (!(error <= max_error)) max_error = error; /* also catches NaN */
+          if (fabs(exact_of[t][i]) > max_magnitude) max_magnitude = fabs(exact_of[t][i]);
+        }
+        double relative = max_error / max_magnitude;
+        printf("    %s causal=%d %s: relative max error %.3g against float64 (max |%s| %.3g)\n", dtype_name, causal,
+               names[t], relative, names[t], max_magnitude);
+        CHECK_MSG(relative >= low && relative <= high, "%s causal=%d %s: relative max error %.3g outside [%g, %g]",
+                  dtype_name, causal, names[t], relative, low, high);
+      }
+      if (causal) {
+        /* Rows 0-15 of the one batch entry come first in the dense [seqlen][heads][head_dim] order. */
+        for (int64_t i = 0; i < 16 * p->heads_q * p->head_dim; i++) {
+          CHECK_MSG(lowp.dq[i] == 0.0f, "%s: a row that sees no key has dq = %g", dtype_name, lowp.dq[i]);
+        }
+      }
+    }
+    free(exact.dq);
+    free(exact.dk);
+    free(exact.dv);
+    free(lowp.dq);
+    free(lowp.dk);
+    free(lowp.dv);
+    backward_inputs_destroy(&inputs);
+  }
+}
+
+/* As for the forward: the GPU backward's bound is 2x this emulation's error plus a floor, so the
+ * emulation must err by the dtype's rounding (not 0) and no more. */
+static void test_reference_bwd_lowp_error_bf16(void) {
+  check_bwd_lowp_error(AOTK_DTYPE_BFLOAT16, "bf16", 1e-4, 3e-2, 8);
+}
+
+static void test_reference_bwd_lowp_error_fp16(void) {
+  check_bwd_lowp_error(AOTK_DTYPE_FLOAT16, "fp16", 1e-5, 4e-3, 9);
+}
+
+static void test_reference_bwd_lowp_error_fp32(void) {
+  check_bwd_lowp_error(AOTK_DTYPE_FLOAT32, "fp32", 0.0, 1e-5, 10);
+}
+
 int main(void) {
   run_seed = aotk_test_seed();
   RUN_TEST(test_bf16_every_pattern);
@@ -615,5 +927,9 @@ int main(void) {
   RUN_TEST(test_reference_lowp_error_bf16);
   RUN_TEST(test_reference_lowp_error_fp16);
   RUN_TEST(test_reference_lowp_error_fp32);
+  RUN_TEST(test_reference_bwd_matches_finite_differences);
+  RUN_TEST(test_reference_bwd_lowp_error_bf16);
+  RUN_TEST(test_reference_bwd_lowp_error_fp16);
+  RUN_TEST(test_reference_bwd_lowp_error_fp32);
   return aotk_test_finish();
 }

@@ -1,0 +1,405 @@
+/* The backward on the GPU against the float64 reference, over every element of dq, dk and dv: every
+ * shipped dtype and head dim, causal and not, sequence lengths {1, 17, 127, 128, 1000} for q and k,
+ * batch 1-4, GQA ratios 1/4/8, the four memory layouts (and mixtures in which each gradient's strides
+ * differ from its input's), default and explicit scales; 4097 in a few cases only (see below); bitwise
+ * determinism over 5 runs; a workspace that is too small; CUDA graph capture; the sm_80 PTX.
+ * Exits 77 (skipped) on a machine with no GPU.
+ *
+ * The host reference costs ~1 us per (query row, visible key, query head) on one core and is spread
+ * over the machine's cores (aotk__check_attn_bwd); the matrix is sized to keep the whole binary
+ * within a few minutes on a 16-core machine. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aotk.h"
+#include "aotk_check.h"
+#include "aotk_driver.h"
+#include "aotk_half.h"
+#include "aotk_test_harness.h"
+
+static const aotk__driver *driver;
+static CUcontext context;
+static CUstream stream;
+static uint64_t seed;
+
+typedef struct bwd_case {
+  aotk__bwd_check_case check;
+  bool expect_aligned;
+  bool expect_ptx;
+  char name[220];
+} bwd_case;
+
+/* Worst error seen, as a fraction of its bound, per dtype, and the case it was seen in: reported at
+ * the end. */
+static double worst_error_fraction[4];
+static char worst_case[4][sizeof(((aotk__bwd_check_result *)0)->detail) + 240];
+
+static void run_bwd_case(const void *argument) {
+  const bwd_case *bc = argument;
+  const aotk__bwd_check_case *c = &bc->check;
+  aotk__bwd_check_result r;
+  aotk_status status = aotk__check_attn_bwd(driver, c, &r);
+  CHECK_MSG(status == AOTK_OK, "%s: %s", aotk_status_name(status), aotk_last_error());
+  if (status != AOTK_OK) return;
+  CHECK_MSG(r.passed, "%s: %s", r.kernel_name, r.detail);
+  CHECK_MSG(strncmp(r.kernel_name, "attn_bwd_dkdv_", 14) == 0, "the query names %s, not the dK/dV kernel",
+            r.kernel_name);
+  bool aligned = strstr(r.kernel_name, "_aligned_") != NULL;
+  CHECK_MSG(aligned == bc->expect_aligned, "%s layout%s ran %s", aotk__check_layout_name(c->layout),
+            c->mix_layouts ? " (mixed)" : "", r.kernel_name);
+  CHECK_MSG(r.from_ptx == (int)bc->expect_ptx, "from_ptx = %d", r.from_ptx);
+  /* The header's figure: delta, fp32 [batch, heads_q, seqlen_q]. */
+  size_t documented = (size_t)(4 * c->batch * c->heads_q * c->seqlen_q);
+  CHECK_MSG(r.workspace_bytes == documented, "workspace_bytes = %zu, the header says %zu", r.workspace_bytes,
+            documented);
+  if (r.worst_fraction > worst_error_fraction[c->dtype]) {
+    worst_error_fraction[c->dtype] = r.worst_fraction;
+    snprintf(worst_case[c->dtype], sizeof worst_case[c->dtype], "%s: %s", bc->name, r.detail);
+  }
+}
+
+static uint64_t next_random(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static const char *dtype_label(aotk_dtype dtype) { return dtype == AOTK_DTYPE_BFLOAT16 ? "bf16" : "fp16"; }
+
+static void fill_case(bwd_case *bc, aotk_dtype dtype, int64_t head_dim, int causal, int64_t seqlen_q, int64_t seqlen_k,
+                      int64_t batch, int64_t heads_q, int64_t heads_kv, aotk__check_layout layout, int mix_layouts,
+                      float softmax_scale, int repeats, int index, bool ptx) {
+  memset(bc, 0, sizeof *bc);
+  aotk__bwd_check_case *c = &bc->check;
+  c->dtype = dtype;
+  c->head_dim = head_dim;
+  c->causal = causal;
+  c->seqlen_q = seqlen_q;
+  c->seqlen_k = seqlen_k;
+  c->batch = batch;
+  c->heads_q = heads_q;
+  c->heads_kv = heads_kv;
+  c->layout = layout;
+  c->mix_layouts = mix_layouts;
+  c->softmax_scale = softmax_scale;
+  /* Both values run the same kernels (see the header); a repeated case asks for determinism. */
+  c->deterministic = repeats > 0 ? 1 : index % 2;
+  c->repeats = repeats;
+  c->seed = seed + (uint64_t)index * 1000003u + (ptx ? 17 : 0);
+  c->stream = (aotk_stream)stream;
+  bc->expect_aligned = layout == AOTK__LAYOUT_CONTIGUOUS || layout == AOTK__LAYOUT_PERMUTED;
+  bc->expect_ptx = ptx;
+  char runs[24] = "";
+  if (repeats > 0) snprintf(runs, sizeof runs, " %d runs", repeats + 1);
+  snprintf(bc->name, sizeof bc->name, "bwd %s%s d=%lld %s sq=%lld sk=%lld b=%lld hq=%lld hkv=%lld %s%s%s%s",
+           ptx ? "ptx sm_80 " : "", dtype_label(dtype), (long long)head_dim, causal ? "causal" : "full",
+           (long long)seqlen_q, (long long)seqlen_k, (long long)batch, (long long)heads_q, (long long)heads_kv,
+           aotk__check_layout_name(layout), mix_layouts ? "+mixed" : "", softmax_scale != 0.0f ? " scale=0.3" : "",
+           runs);
+}
+
+/* One case of the matrix: batch, heads and layout drawn from the index and the run's seed. Problems
+ * with more than 1e5 (row, key) pairs per head get batch <= 2 and one kv head, to bound the
+ * reference's time. */
+static void make_case(bwd_case *bc, aotk_dtype dtype, int64_t head_dim, int causal, int64_t seqlen_q, int64_t seqlen_k,
+                      int index, uint64_t *state, bool ptx) {
+  static const int64_t group_sizes[] = {1, 4, 8};
+  const bool large = seqlen_q * seqlen_k > 100000;
+  int64_t batch = 1 + (int64_t)(next_random(state) % (large ? 2 : 4));
+  int64_t heads_kv = large ? 1 : 1 + (int64_t)(next_random(state) % 2);
+  int64_t heads_q = heads_kv * group_sizes[index % 3];
+  fill_case(bc, dtype, head_dim, causal, seqlen_q, seqlen_k, batch, heads_q, heads_kv,
+            (aotk__check_layout)(index % AOTK__LAYOUT_COUNT), (index / AOTK__LAYOUT_COUNT) % 2,
+            index % 7 == 3 ? 0.3f : 0.0f, 0, index, ptx);
+}
+
+/* --- buffers of one contiguous problem, for the tests that are not a numerics case ------------- */
+
+typedef struct bwd_buffers {
+  aotk_attn_params params;
+  CUdeviceptr q, k, v, out, lse, dout, dq, dk, dv, workspace;
+  size_t q_bytes, kv_bytes, workspace_bytes;
+} bwd_buffers;
+
+/* The shape of bwd_buffers' problem: batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim. */
+enum { B = 2, SQ = 300, SK = 257, HQ = 8, HKV = 2, D = 64 };
+
+static void upload_random(CUdeviceptr *pointer, size_t bytes, uint64_t *state) {
+  size_t count = bytes / 2;
+  uint16_t *host = malloc(bytes);
+  CHECK(host != NULL);
+  if (host == NULL) return;
+  for (size_t i = 0; i < count; i++) {
+    /* Uniform in [-2, 2), in fp16. */
+    double u = (double)(next_random(state) >> 11) * 0x1.0p-53;
+    host[i] = aotk__float_to_fp16((float)(4.0 * u - 2.0));
+  }
+  CHECK(driver->cuMemAlloc(pointer, bytes) == CUDA_SUCCESS);
+  CHECK(driver->cuMemcpyHtoD(*pointer, host, bytes) == CUDA_SUCCESS);
+  free(host);
+}
+
+/* fp16, causal, GQA 4, seqlen_q > seqlen_k (rows that see no key); forward already run. */
+static bool bwd_buffers_create(bwd_buffers *b) {
+  memset(b, 0, sizeof *b);
+  uint64_t state = seed ^ 0xb4dull;
+  b->q_bytes = (size_t)B * SQ * HQ * D * 2;
+  b->kv_bytes = (size_t)B * SK * HKV * D * 2;
+  upload_random(&b->q, b->q_bytes, &state);
+  upload_random(&b->k, b->kv_bytes, &state);
+  upload_random(&b->v, b->kv_bytes, &state);
+  upload_random(&b->dout, b->q_bytes, &state);
+  CHECK(driver->cuMemAlloc(&b->out, b->q_bytes) == CUDA_SUCCESS);
+  CHECK(driver->cuMemAlloc(&b->lse, (size_t)B * HQ * SQ * 4) == CUDA_SUCCESS);
+  CHECK(driver->cuMemAlloc(&b->dq, b->q_bytes) == CUDA_SUCCESS);
+  CHECK(driver->cuMemAlloc(&b->dk, b->kv_bytes) == CUDA_SUCCESS);
+  CHECK(driver->cuMemAlloc(&b->dv, b->kv_bytes) == CUDA_SUCCESS);
+  aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
+  params.q = aotk_tensor_4d((void *)(uintptr_t)b->q, AOTK_DTYPE_FLOAT16, B, SQ, HQ, D);
+  params.k = aotk_tensor_4d((void *)(uintptr_t)b->k, AOTK_DTYPE_FLOAT16, B, SK, HKV, D);
+  params.v = aotk_tensor_4d((void *)(uintptr_t)b->v, AOTK_DTYPE_FLOAT16, B, SK, HKV, D);
+  params.out = aotk_tensor_4d((void *)(uintptr_t)b->out, AOTK_DTYPE_FLOAT16, B, SQ, HQ, D);
+  params.lse = aotk_tensor_3d((void *)(uintptr_t)b->lse, AOTK_DTYPE_FLOAT32, B, HQ, SQ);
+  params.dout = aotk_tensor_4d((void *)(uintptr_t)b->dout, AOTK_DTYPE_FLOAT16, B, SQ, HQ, D);
+  params.dq = aotk_tensor_4d((void *)(uintptr_t)b->dq, AOTK_DTYPE_FLOAT16, B, SQ, HQ, D);
+  params.dk = aotk_tensor_4d((void *)(uintptr_t)b->dk, AOTK_DTYPE_FLOAT16, B, SK, HKV, D);
+  params.dv = aotk_tensor_4d((void *)(uintptr_t)b->dv, AOTK_DTYPE_FLOAT16, B, SK, HKV, D);
+  params.causal = 1;
+  params.deterministic = 1;
+  b->params = params;
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &b->params, &info);
+  CHECK_MSG(status == AOTK_OK, "query: %s: %s", aotk_status_name(status), aotk_last_error());
+  b->workspace_bytes = info.workspace_bytes;
+  /* 16 bytes more, for the misaligned-workspace call. */
+  CHECK(driver->cuMemAlloc(&b->workspace, b->workspace_bytes + 16) == CUDA_SUCCESS);
+  status = aotk_attn_fwd(&b->params, (aotk_stream)stream);
+  CHECK_MSG(status == AOTK_OK, "forward: %s: %s", aotk_status_name(status), aotk_last_error());
+  CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  return aotk_test_state.case_failures == 0;
+}
+
+static void bwd_buffers_destroy(bwd_buffers *b) {
+  CUdeviceptr all[] = {b->q, b->k, b->v, b->out, b->lse, b->dout, b->dq, b->dk, b->dv, b->workspace};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (all[i]) driver->cuMemFree(all[i]);
+}
+
+static void poison_gradients(const bwd_buffers *b) {
+  CHECK(driver->cuMemsetD8(b->dq, 0xff, b->q_bytes) == CUDA_SUCCESS);
+  CHECK(driver->cuMemsetD8(b->dk, 0xff, b->kv_bytes) == CUDA_SUCCESS);
+  CHECK(driver->cuMemsetD8(b->dv, 0xff, b->kv_bytes) == CUDA_SUCCESS);
+}
+
+/* Elements of a device fp16 buffer that hold the poison (0xffff). */
+static int64_t count_poisoned(CUdeviceptr pointer, size_t bytes) {
+  uint16_t *host = malloc(bytes);
+  int64_t poisoned = 0;
+  CHECK(host != NULL && driver->cuMemcpyDtoH(host, pointer, bytes) == CUDA_SUCCESS);
+  for (size_t i = 0; host != NULL && i < bytes / 2; i++) poisoned += host[i] == 0xffff;
+  free(host);
+  return poisoned;
+}
+
+/* A workspace smaller than the query's figure, a NULL one and a misaligned one are refused with their
+ * statuses and nothing is launched: on the GPU, dq, dk and dv still hold the poison afterwards. */
+static void test_workspace_refused(void) {
+  bwd_buffers b;
+  if (!bwd_buffers_create(&b)) {
+    bwd_buffers_destroy(&b);
+    return;
+  }
+  CHECK_MSG(b.workspace_bytes == (size_t)4 * B * HQ * SQ, "workspace_bytes = %zu", b.workspace_bytes);
+  poison_gradients(&b);
+  void *workspace = (void *)(uintptr_t)b.workspace;
+  aotk_status status = aotk_attn_bwd(&b.params, workspace, b.workspace_bytes - 4, (aotk_stream)stream);
+  CHECK_MSG(status == AOTK_ERROR_WORKSPACE_TOO_SMALL, "4 bytes short: %s", aotk_status_name(status));
+  CHECK_MSG(strstr(aotk_last_error(), "workspace") != NULL, "message: %s", aotk_last_error());
+  status = aotk_attn_bwd(&b.params, NULL, 0, (aotk_stream)stream);
+  CHECK_MSG(status == AOTK_ERROR_WORKSPACE_TOO_SMALL, "NULL workspace: %s", aotk_status_name(status));
+  status = aotk_attn_bwd(&b.params, (char *)workspace + 4, b.workspace_bytes, (aotk_stream)stream);
+  CHECK_MSG(status == AOTK_ERROR_MISALIGNED_POINTER, "workspace + 4: %s", aotk_status_name(status));
+  CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK_MSG(count_poisoned(b.dq, b.q_bytes) == (int64_t)(b.q_bytes / 2), "a refused call wrote dq");
+  CHECK_MSG(count_poisoned(b.dk, b.kv_bytes) == (int64_t)(b.kv_bytes / 2), "a refused call wrote dk");
+  CHECK_MSG(count_poisoned(b.dv, b.kv_bytes) == (int64_t)(b.kv_bytes / 2), "a refused call wrote dv");
+  /* The exact size works. */
+  status = aotk_attn_bwd(&b.params, workspace, b.workspace_bytes, (aotk_stream)stream);
+  CHECK_MSG(status == AOTK_OK, "%s: %s", aotk_status_name(status), aotk_last_error());
+  CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+  CHECK_MSG(count_poisoned(b.dq, b.q_bytes) == 0, "dq not fully written");
+  CHECK_MSG(count_poisoned(b.dk, b.kv_bytes) == 0, "dk not fully written");
+  CHECK_MSG(count_poisoned(b.dv, b.kv_bytes) == 0, "dv not fully written");
+  bwd_buffers_destroy(&b);
+}
+
+static bool download(CUdeviceptr pointer, size_t bytes, uint16_t **host) {
+  *host = malloc(bytes);
+  return *host != NULL && driver->cuMemcpyDtoH(*host, pointer, bytes) == CUDA_SUCCESS;
+}
+
+/* A backward captured in a CUDA graph and replayed gives the same bits as the call made directly
+ * (its three kernels allocate nothing and synchronize nothing). */
+static void test_graph_capture(void) {
+  bwd_buffers b;
+  uint16_t *eager[3] = {NULL, NULL, NULL}, *replayed[3] = {NULL, NULL, NULL};
+  if (bwd_buffers_create(&b)) {
+    CUdeviceptr gradients[3] = {b.dq, b.dk, b.dv};
+    size_t bytes[3] = {b.q_bytes, b.kv_bytes, b.kv_bytes};
+    void *workspace = (void *)(uintptr_t)b.workspace;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CHECK(aotk_preload() == AOTK_OK);
+    CHECK(aotk_attn_bwd(&b.params, workspace, b.workspace_bytes, (aotk_stream)stream) == AOTK_OK);
+    CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    for (int g = 0; g < 3; g++) CHECK(download(gradients[g], bytes[g], &eager[g]));
+    poison_gradients(&b);
+    CHECK(driver->cuMemsetD8(b.workspace, 0xff, b.workspace_bytes) == CUDA_SUCCESS);
+    CHECK(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS);
+    aotk_status captured = aotk_attn_bwd(&b.params, workspace, b.workspace_bytes, (aotk_stream)stream);
+    CHECK(driver->cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+    CHECK_MSG(captured == AOTK_OK, "%s: %s", aotk_status_name(captured), aotk_last_error());
+    CHECK(graph != NULL && driver->cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+    for (int replay = 0; exec != NULL && replay < 3; replay++) {
+      CHECK(driver->cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+    }
+    CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    static const char *const names[3] = {"dq", "dk", "dv"};
+    for (int g = 0; g < 3; g++) {
+      CHECK(download(gradients[g], bytes[g], &replayed[g]));
+      CHECK_MSG(eager[g] && replayed[g] && memcmp(eager[g], replayed[g], bytes[g]) == 0,
+                "graph replay's %s differs from the direct call's", names[g]);
+    }
+    if (exec) driver->cuGraphExecDestroy(exec);
+    if (graph) driver->cuGraphDestroy(graph);
+  }
+  for (int g = 0; g < 3; g++) {
+    free(eager[g]);
+    free(replayed[g]);
+  }
+  bwd_buffers_destroy(&b);
+}
+
+/* The backward's query on this GPU: sm_90 cubins on an H100, three launches, the documented
+ * workspace, and the dK/dV kernel's grid (one program per key block per kv head). */
+static void test_query_on_device(void) {
+  const int64_t batch = 2, seqlen_q = 4096, seqlen_k = 4096, heads_q = 16, heads_kv = 4, head_dim = 128;
+  aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
+  void *fake_q = (void *)(uintptr_t)0x100000, *fake_kv = (void *)(uintptr_t)0x200000;
+  params.q = aotk_tensor_4d(fake_q, AOTK_DTYPE_BFLOAT16, batch, seqlen_q, heads_q, head_dim);
+  params.k = aotk_tensor_4d(fake_kv, AOTK_DTYPE_BFLOAT16, batch, seqlen_k, heads_kv, head_dim);
+  params.v = params.k;
+  params.out = params.q;
+  params.lse = aotk_tensor_3d((void *)(uintptr_t)0x300000, AOTK_DTYPE_FLOAT32, batch, heads_q, seqlen_q);
+  params.dout = params.q;
+  params.dq = params.q;
+  params.dk = params.k;
+  params.dv = params.k;
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &params, &info);
+  CHECK_MSG(status == AOTK_OK, "%s: %s", aotk_status_name(status), aotk_last_error());
+  int major = 0;
+  CUdevice device;
+  driver->cuCtxGetDevice(&device);
+  driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  if (major == 9) CHECK_MSG(info.arch == 90 && !info.from_ptx, "arch %d from_ptx %d", info.arch, info.from_ptx);
+  CHECK_MSG(strncmp(info.kernel_name, "attn_bwd_dkdv_bf16_d128_aligned_", 32) == 0, "kernel %s", info.kernel_name);
+  CHECK(info.launches == 3);
+  CHECK(info.workspace_bytes == (size_t)(4 * batch * heads_q * seqlen_q));
+  CHECK(info.block_n > 0 && info.grid == (seqlen_k + info.block_n - 1) / info.block_n * batch * heads_kv);
+  printf("    query: %s (sm_%d%s), %d warps, %d bytes shared, grid %lld, workspace %zu bytes\n", info.kernel_name,
+         info.arch, info.from_ptx ? " PTX" : "", info.num_warps, info.shared_bytes, (long long)info.grid,
+         info.workspace_bytes);
+}
+
+static bool gpu_available(void) {
+  aotk_status status = aotk__driver_get(&driver);
+  if (status != AOTK_OK) {
+    printf("no GPU: %s: %s\n", aotk_status_name(status), aotk_last_error());
+    return false;
+  }
+  CUdevice device;
+  if (driver->cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+      driver->cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
+      driver->cuCtxSetCurrent(context) != CUDA_SUCCESS ||
+      driver->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+    printf("no usable GPU 0\n");
+    return false;
+  }
+  return true;
+}
+
+static void skip_no_gpu(void) { TEST_SKIP("no GPU on this machine"); }
+
+int main(void) {
+  seed = aotk_test_seed();
+  if (!gpu_available()) {
+    RUN_TEST(skip_no_gpu);
+    return aotk_test_finish();
+  }
+  RUN_TEST(test_query_on_device);
+  RUN_TEST(test_workspace_refused);
+  RUN_TEST(test_graph_capture);
+
+  static const int64_t lengths[] = {1, 17, 127, 128, 1000};
+  static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
+  static const int64_t head_dims[] = {64, 128};
+  uint64_t state = seed;
+  int index = 0;
+  bwd_case bc;
+  for (int t = 0; t < 2; t++)
+    for (int h = 0; h < 2; h++)
+      for (int causal = 0; causal < 2; causal++)
+        for (int i = 0; i < 5; i++)
+          for (int j = 0; j < 5; j++) {
+            make_case(&bc, dtypes[t], head_dims[h], causal, lengths[i], lengths[j], index++, &state, false);
+            aotk_test_run_with(bc.name, run_bwd_case, &bc);
+          }
+
+  /* 4097 (a tail of one row past a power of two, and seqlen_k >= 4096, where the sm_90 d128 dK/dV pass
+   * switches tiles) only in these few cases: a full 4097 x 4097 matrix costs the reference ~17 s of
+   * CPU time per query head. */
+  fill_case(&bc, AOTK_DTYPE_BFLOAT16, 128, 1, 4097, 4097, 1, 4, 1, AOTK__LAYOUT_CONTIGUOUS, 0, 0.0f, 0, index++, false);
+  aotk_test_run_with(bc.name, run_bwd_case, &bc);
+  fill_case(&bc, AOTK_DTYPE_FLOAT16, 128, 0, 128, 4097, 2, 8, 2, AOTK__LAYOUT_PADDED, 1, 0.0f, 0, index++, false);
+  aotk_test_run_with(bc.name, run_bwd_case, &bc);
+  fill_case(&bc, AOTK_DTYPE_BFLOAT16, 64, 0, 4097, 17, 3, 4, 4, AOTK__LAYOUT_PERMUTED, 1, 0.3f, 0, index++, false);
+  aotk_test_run_with(bc.name, run_bwd_case, &bc);
+  fill_case(&bc, AOTK_DTYPE_FLOAT16, 64, 1, 4097, 1000, 1, 8, 1, AOTK__LAYOUT_OFFSET, 0, 0.0f, 0, index++, false);
+  aotk_test_run_with(bc.name, run_bwd_case, &bc);
+  fill_case(&bc, AOTK_DTYPE_FLOAT16, 128, 1, 1, 4097, 4, 16, 2, AOTK__LAYOUT_CONTIGUOUS, 1, 0.0f, 0, index++, false);
+  aotk_test_run_with(bc.name, run_bwd_case, &bc);
+
+  /* Determinism: 5 runs each, bit for bit, on re-poisoned outputs (and compared with the reference). */
+  fill_case(&bc, AOTK_DTYPE_BFLOAT16, 128, 1, 2048, 2048, 2, 16, 16, AOTK__LAYOUT_CONTIGUOUS, 0, 0.0f, 4, index++,
+            false);
+  aotk_test_run_with(bc.name, run_bwd_case, &bc);
+  fill_case(&bc, AOTK_DTYPE_FLOAT16, 64, 0, 1000, 1000, 1, 8, 1, AOTK__LAYOUT_PADDED, 0, 0.0f, 4, index++, false);
+  aotk_test_run_with(bc.name, run_bwd_case, &bc);
+  fill_case(&bc, AOTK_DTYPE_BFLOAT16, 64, 1, 127, 1000, 2, 8, 2, AOTK__LAYOUT_PERMUTED, 1, 0.3f, 4, index++, false);
+  aotk_test_run_with(bc.name, run_bwd_case, &bc);
+  fill_case(&bc, AOTK_DTYPE_FLOAT16, 128, 0, 1000, 17, 3, 8, 2, AOTK__LAYOUT_OFFSET, 1, 0.0f, 4, index++, false);
+  aotk_test_run_with(bc.name, run_bwd_case, &bc);
+
+  /* The path GPUs newer than sm_90 take: the sm_80 PTX, JIT-compiled by the driver. */
+  CHECK(aotk_set_image_policy(AOTK_IMAGE_POLICY_SM80_PTX) == AOTK_OK);
+  static const int64_t ptx_lengths[][2] = {{17, 127}, {1000, 128}};
+  for (int t = 0; t < 2; t++)
+    for (int h = 0; h < 2; h++)
+      for (int i = 0; i < 2; i++) {
+        make_case(&bc, dtypes[t], head_dims[h], (t + h + i) % 2, ptx_lengths[i][0], ptx_lengths[i][1], index++, &state,
+                  true);
+        aotk_test_run_with(bc.name, run_bwd_case, &bc);
+      }
+  aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
+
+  printf("worst error as a fraction of its bound: bf16 %.3f, fp16 %.3f\n", worst_error_fraction[AOTK_DTYPE_BFLOAT16],
+         worst_error_fraction[AOTK_DTYPE_FLOAT16]);
+  printf("    bf16: %s\n    fp16: %s\n", worst_case[AOTK_DTYPE_BFLOAT16], worst_case[AOTK_DTYPE_FLOAT16]);
+  driver->cuStreamDestroy(stream);
+  return aotk_test_finish();
+}
