@@ -7,7 +7,8 @@ loads are 16 bytes wide: 2.4x, see notes/triton-aot.md) and the tile config, whi
 chooses by problem size.
 
 Each family lists its kernel parameters in order, with the Triton type and whether the aligned variant
-promises divisibility by 16 (pointers: 16 bytes; integers: 16 elements). The generator checks this list
+promises divisibility by 16 (pointers: 16 bytes; integers: 16 elements), or ALWAYS for values aligned
+in every call. The generator checks this list
 against the Triton function's own signature and the compiled PTX's .entry, and records it in the table
 so the C launcher's packing is checked against it when a kernel loads.
 """
@@ -81,27 +82,30 @@ def _pointers(names, triton_type="*{dtype}", hinted=True):
     return [(name, triton_type, hinted) for name in names]
 
 
-# The backward: a pre-pass for delta = rowsum(dO * O) into the workspace, then dK/dV and dQ passes.
-# The workspace pointer is hinted: the API requires it 16-byte aligned.
+# The backward: a pre-pass stages delta = rowsum(dO * O) and lse * log2(e) in the workspace, in rows
+# padded to a multiple of 128 floats, then dK/dV and dQ passes read them. The workspace pointers and the
+# padded row stride are aligned in every call (the API requires a 16-byte-aligned workspace and the
+# library pads the rows), so they are hinted ALWAYS, not only in the aligned variant.
+ALWAYS = "always"
 ATTN_BWD_PREPROCESS_PARAMS = (
-    _pointers(("Out", "DOut")) + _pointers(("Delta",), "*fp32")
+    _pointers(("Out", "DOut")) + _pointers(("Lse",), "*fp32", False) + _pointers(("Delta", "LseLog2"), "*fp32", ALWAYS)
     + _strides(("o", "d"))
+    + [("stride_lb", "i64", False), ("stride_lh", "i32", False)]
     + [(name, "i32", False) for name in ("seqlen_q", "heads_q", "num_m_blocks")]
+    + [("stats_stride", "i32", ALWAYS)]
 )
 ATTN_BWD_DKDV_PARAMS = (
-    _pointers(("Q", "K", "V", "DOut")) + _pointers(("Lse",), "*fp32", False) + _pointers(("Delta",), "*fp32")
-    + _pointers(("DK", "DV"))
+    _pointers(("Q", "K", "V", "DOut")) + _pointers(("LseLog2", "Delta"), "*fp32", ALWAYS) + _pointers(("DK", "DV"))
     + _strides(("q", "k", "v", "do", "dk", "dv"))
-    + [("stride_lb", "i64", False), ("stride_lh", "i32", False)]
     + [(name, "i32", False) for name in ("seqlen_q", "seqlen_k", "heads_q", "heads_kv", "group_size", "num_n_blocks")]
+    + [("stats_stride", "i32", ALWAYS)]
     + [("softmax_scale", "fp32", False), ("qk_scale_log2", "fp32", False), ("causal", "i32", False)]
 )
 ATTN_BWD_DQ_PARAMS = (
-    _pointers(("Q", "K", "V", "DOut")) + _pointers(("Lse",), "*fp32", False) + _pointers(("Delta",), "*fp32")
-    + _pointers(("DQ",))
+    _pointers(("Q", "K", "V", "DOut")) + _pointers(("LseLog2", "Delta"), "*fp32", ALWAYS) + _pointers(("DQ",))
     + _strides(("q", "k", "v", "do", "dq"))
-    + [("stride_lb", "i64", False), ("stride_lh", "i32", False)]
     + [(name, "i32", False) for name in ("seqlen_q", "seqlen_k", "heads_q", "group_size", "num_m_blocks")]
+    + [("stats_stride", "i32", ALWAYS)]
     + [("softmax_scale", "fp32", False), ("qk_scale_log2", "fp32", False), ("causal", "i32", False)]
 )
 

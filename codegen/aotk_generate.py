@@ -30,7 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import aotk_catalog  # noqa: E402
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS_DIR = os.path.join(REPO_ROOT, "kernels")
 
@@ -94,9 +94,8 @@ def compile_kernel(kernel, cache_dir):
     param_types = {name: ttype for name, ttype, _ in kernel.params}
     signature = {n: ("constexpr" if n in constexpr_values else param_types[n]) for n in arg_names}
     constexprs = {(arg_names.index(n),): v for n, v in kernel.constexprs}
-    attrs = {}
-    if kernel.aligned:
-        attrs = {(arg_names.index(n),): [["tt.divisibility", 16]] for n, _, hinted in kernel.params if hinted}
+    attrs = {(arg_names.index(n),): [["tt.divisibility", 16]] for n, _, hinted in kernel.params
+             if hinted == aotk_catalog.ALWAYS or (hinted is True and kernel.aligned)}
 
     start = time.time()
     compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),

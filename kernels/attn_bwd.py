@@ -2,7 +2,8 @@
 
 Three kernels, each output owned by exactly one program, so results are bitwise deterministic with no
 atomics and no zero-initialized buffers:
-  attn_bwd_preprocess  delta[b, h, i] = sum_d dO[i, d] * O[i, d]          (fp32, in the workspace)
+  attn_bwd_preprocess  delta[b, h, i] = sum_d dO[i, d] * O[i, d], and lse in log2 units, staged in
+                       the workspace
   attn_bwd_dkdv        one program per (key block, batch, kv head): loops over the query heads of its
                        GQA group and over the query blocks that see its keys; dK and dV summed in
                        registers over the group, written once.
@@ -13,6 +14,8 @@ The price of ownership is recomputing Q K^T and dO V^T in both passes (7 matrix 
 Layouts and masks follow kernels/attn_fwd.py: q/dq [batch, seqlen_q, heads_q, head_dim], k/v/dk/dv
 [batch, seqlen_k, heads_kv, head_dim], lse [batch, heads_q, seqlen_q] (natural log, from the forward),
 causal bottom-right as a run-time argument. A row that saw no key has lse = -inf; it gets no gradient.
+The workspace holds delta and lse * log2(e), fp32 [batch * heads_q, stats_stride] each, stats_stride
+being seqlen_q rounded up to 128 (see attn_bwd_preprocess for why).
 """
 
 import triton
@@ -22,11 +25,17 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def attn_bwd_preprocess(Out, DOut, Delta,
+def attn_bwd_preprocess(Out, DOut, Lse, Delta, LseLog2,
                         stride_ob, stride_os, stride_oh,
                         stride_db, stride_ds, stride_dh,
-                        seqlen_q, heads_q, num_m_blocks,
+                        stride_lb, stride_lh,
+                        seqlen_q, heads_q, num_m_blocks, stats_stride,
                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    # Stages the per-row statistics the two passes read in every step, in the workspace: delta and
+    # lse * log2(e) (with -inf, a row that saw no key, turned into +inf so that exp2(s - lse) = 0), in
+    # rows of stats_stride (seqlen_q rounded up to 128) floats. Rows past seqlen_q are written too
+    # (delta 0, lse +inf), so the passes load these vectors unmasked and 16-byte aligned: with the
+    # caller's lse (any stride, any length) they were scalar loads inside the inner loop.
     pid = tl.program_id(0)
     bh = pid // num_m_blocks
     m_block = pid % num_m_blocks
@@ -40,31 +49,28 @@ def attn_bwd_preprocess(Out, DOut, Delta,
     do = tl.load(DOut + batch * stride_db + head * stride_dh + offs_m[:, None] * stride_ds + offs_d[None, :],
                  mask=row_ok[:, None], other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
-    # Delta is packed [batch, heads_q, seqlen_q] in the workspace.
-    tl.store(Delta + bh.to(tl.int64) * seqlen_q + offs_m, delta, mask=row_ok)
-
-
-@triton.jit
-def _load_row_stats(Lse, Delta, lse_base, delta_base, rows, seqlen_q):
-    # lse in log2 units for exp2; a row that saw no key (lse = -inf) or lies past the end gets +inf,
-    # so that exp2(s - lse) = 0 and it contributes no gradient.
-    row_ok = rows < seqlen_q
-    lse = tl.load(lse_base + rows, mask=row_ok, other=float("inf"))
+    lse = tl.load(Lse + batch * stride_lb + head * stride_lh + offs_m, mask=row_ok, other=float("inf"))
     lse = tl.where(lse == float("-inf"), float("inf"), lse) * 1.4426950408889634
-    delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
-    return lse, delta
+    row = bh.to(tl.int64) * stats_stride
+    tl.store(Delta + row + offs_m, delta)
+    tl.store(LseLog2 + row + offs_m, lse)
 
 
 @triton.jit
-def attn_bwd_dkdv(Q, K, V, DOut, Lse, Delta, DK, DV,
+def _load_row_stats(lse_base, delta_base, rows):
+    # Staged by attn_bwd_preprocess: padded, so no mask; lse already in log2 units.
+    return tl.load(lse_base + rows), tl.load(delta_base + rows)
+
+
+@triton.jit
+def attn_bwd_dkdv(Q, K, V, DOut, LseLog2, Delta, DK, DV,
                   stride_qb, stride_qs, stride_qh,
                   stride_kb, stride_ks, stride_kh,
                   stride_vb, stride_vs, stride_vh,
                   stride_dob, stride_dos, stride_doh,
                   stride_dkb, stride_dks, stride_dkh,
                   stride_dvb, stride_dvs, stride_dvh,
-                  stride_lb, stride_lh,
-                  seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks,
+                  seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride,
                   softmax_scale, qk_scale_log2, causal,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)
@@ -107,12 +113,13 @@ def attn_bwd_dkdv(Q, K, V, DOut, Lse, Delta, DK, DV,
         head_q = head_kv * group_size + g
         q_base = Q + batch64 * stride_qb + head_q * stride_qh
         do_base = DOut + batch64 * stride_dob + head_q * stride_doh
-        lse_base = Lse + batch64 * stride_lb + head_q * stride_lh
-        delta_base = Delta + (batch64 * heads_q + head_q) * seqlen_q
-        dk, dv = _dkdv_block_range(q_base, do_base, lse_base, delta_base, Lse, Delta, k, v, dk, dv,
+        stats_row = (batch64 * heads_q + head_q) * stats_stride
+        lse_base = LseLog2 + stats_row
+        delta_base = Delta + stats_row
+        dk, dv = _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
                                    stride_qs, stride_dos, lo, full_lo, seqlen_q, offs_m, offs_n, offs_d,
                                    causal_offset, col_ok, causal, qk_scale_log2, True)
-        dk, dv = _dkdv_block_range(q_base, do_base, lse_base, delta_base, Lse, Delta, k, v, dk, dv,
+        dk, dv = _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
                                    stride_qs, stride_dos, full_lo, hi, seqlen_q, offs_m, offs_n, offs_d,
                                    causal_offset, col_ok, causal, qk_scale_log2, False)
 
@@ -124,7 +131,7 @@ def attn_bwd_dkdv(Q, K, V, DOut, Lse, Delta, DK, DV,
 
 
 @triton.jit
-def _dkdv_block_range(q_base, do_base, lse_base, delta_base, Lse, Delta, k, v, dk, dv,
+def _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
                       stride_qs, stride_dos, lo, hi, seqlen_q, offs_m, offs_n, offs_d,
                       causal_offset, col_ok, causal, qk_scale_log2, MASKED: tl.constexpr):
     # Transposed formulation: the key block is the M side of every product, so dK and dV accumulate
@@ -134,7 +141,7 @@ def _dkdv_block_range(q_base, do_base, lse_base, delta_base, Lse, Delta, k, v, d
         row_ok = rows < seqlen_q
         q = tl.load(q_base + rows[:, None] * stride_qs + offs_d[None, :], mask=row_ok[:, None], other=0.0)
         do = tl.load(do_base + rows[:, None] * stride_dos + offs_d[None, :], mask=row_ok[:, None], other=0.0)
-        lse, delta = _load_row_stats(Lse, Delta, lse_base, delta_base, rows, seqlen_q)
+        lse, delta = _load_row_stats(lse_base, delta_base, rows)
         qk_t = tl.dot(k, tl.trans(q))  # [BLOCK_N, BLOCK_M]
         p_t = tl.math.exp2(qk_t * qk_scale_log2 - lse[None, :])
         if MASKED:
@@ -150,14 +157,13 @@ def _dkdv_block_range(q_base, do_base, lse_base, delta_base, Lse, Delta, k, v, d
 
 
 @triton.jit
-def attn_bwd_dq(Q, K, V, DOut, Lse, Delta, DQ,
+def attn_bwd_dq(Q, K, V, DOut, LseLog2, Delta, DQ,
                 stride_qb, stride_qs, stride_qh,
                 stride_kb, stride_ks, stride_kh,
                 stride_vb, stride_vs, stride_vh,
                 stride_dob, stride_dos, stride_doh,
                 stride_dqb, stride_dqs, stride_dqh,
-                stride_lb, stride_lh,
-                seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks,
+                seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, stats_stride,
                 softmax_scale, qk_scale_log2, causal,
                 HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     pid = tl.program_id(0)
@@ -179,8 +185,8 @@ def attn_bwd_dq(Q, K, V, DOut, Lse, Delta, DQ,
                 mask=row_ok[:, None], other=0.0)
     do = tl.load(DOut + batch64 * stride_dob + head_q * stride_doh + rows[:, None] * stride_dos + offs_d[None, :],
                  mask=row_ok[:, None], other=0.0)
-    lse, delta = _load_row_stats(Lse, Delta, Lse + batch64 * stride_lb + head_q * stride_lh,
-                                 Delta + bh.to(tl.int64) * seqlen_q, rows, seqlen_q)
+    stats_row = bh.to(tl.int64) * stats_stride
+    lse, delta = _load_row_stats(LseLog2 + stats_row, Delta + stats_row, rows)
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     k_base = K + batch64 * stride_kb + head_kv * stride_kh
     v_base = V + batch64 * stride_vb + head_kv * stride_vh

@@ -406,10 +406,10 @@ static aotk_status launch_row(const aotk__driver *driver, int row, CUkernel kern
  * (batch: int64, sequence: int32, head: int32) strides. */
 #define STRIDES "lii"
 static const char attn_fwd_param_kinds[] = "ppppp" STRIDES STRIDES STRIDES STRIDES "li" "iiiii" "f" "ii";
-static const char attn_bwd_preprocess_param_kinds[] = "ppp" STRIDES STRIDES "iii";
+static const char attn_bwd_preprocess_param_kinds[] = "ppppp" STRIDES STRIDES "li" "iii" "i";
 static const char attn_bwd_dkdv_param_kinds[] =
-    "pppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "li" "iiiiii" "ff" "i";
-static const char attn_bwd_dq_param_kinds[] = "ppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES "li" "iiiii" "ff" "i";
+    "pppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "iiiiii" "i" "ff" "i";
+static const char attn_bwd_dq_param_kinds[] = "ppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES "iiiii" "i" "ff" "i";
 #undef STRIDES
 
 /* A tensor's device pointer and strides, as the kernels take them. */
@@ -485,9 +485,13 @@ aotk_status aotk_attn_fwd(const aotk_attn_params *caller_params, aotk_stream str
 
 /* --- the backward ------------------------------------------------------------------------------ */
 
-/* The workspace holds delta = rowsum(dO * O), fp32 [batch, heads_q, seqlen_q]. */
+/* The workspace holds two fp32 arrays [batch * heads_q, stats_stride]: delta = rowsum(dO * O), then
+ * lse * log2(e). Rows are padded to a multiple of 128 (the largest BLOCK_M), so the passes load them
+ * unmasked and aligned (kernels/attn_bwd.py, attn_bwd_preprocess). */
+static int64_t bwd_stats_stride(const aotk__attn_problem *problem) { return blocks(problem->seqlen_q, 128) * 128; }
+
 static size_t bwd_workspace_bytes(const aotk__attn_problem *problem) {
-  return (size_t)(problem->batch * problem->heads_q * problem->seqlen_q) * sizeof(float);
+  return 2 * (size_t)(problem->batch * problem->heads_q * bwd_stats_stride(problem)) * sizeof(float);
 }
 
 /* The backward's checks beyond the forward's: lse is required (it is the forward's), dout is like
@@ -596,7 +600,9 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   packed_tensor q = pack_tensor(&params->q), k = pack_tensor(&params->k), v = pack_tensor(&params->v);
   packed_tensor o = pack_tensor(&params->out), dout = pack_tensor(&params->dout), dq = pack_tensor(&params->dq);
   packed_tensor dk = pack_tensor(&params->dk), dv = pack_tensor(&params->dv);
+  int32_t stats_stride = (int32_t)bwd_stats_stride(problem);
   CUdeviceptr lse_ptr = (CUdeviceptr)(uintptr_t)params->lse.data, delta_ptr = (CUdeviceptr)(uintptr_t)workspace;
+  CUdeviceptr lse_log2_ptr = delta_ptr + bwd_workspace_bytes(problem) / 2;
   int64_t stride_lb = params->lse.strides[0];
   int32_t stride_lh = (int32_t)params->lse.strides[1];
   int32_t seqlen_q = (int32_t)problem->seqlen_q, seqlen_k = (int32_t)problem->seqlen_k;
@@ -608,9 +614,10 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   aotk_status status = load_rows(driver, plan->rows, kinds, 3, plan->kind, plan->device.device, kernels);
   if (status != AOTK_OK) return status;
 
-  int32_t pre_blocks = (int32_t)blocks(problem->seqlen_q, pre->block_m);
-  void *pre_args[] = {TENSOR_ARGS(o), TENSOR_ARGS(dout), &delta_ptr, STRIDE_ARGS(o), STRIDE_ARGS(dout),
-                      &seqlen_q, &heads_q, &pre_blocks};
+  /* The pre-pass covers the padded rows too: it writes their neutral statistics. */
+  int32_t pre_blocks = (int32_t)blocks(stats_stride, pre->block_m);
+  void *pre_args[] = {TENSOR_ARGS(o), TENSOR_ARGS(dout), &lse_ptr, &delta_ptr, &lse_log2_ptr, STRIDE_ARGS(o),
+                      STRIDE_ARGS(dout), &stride_lb, &stride_lh, &seqlen_q, &heads_q, &pre_blocks, &stats_stride};
   _Static_assert(sizeof pre_args / sizeof pre_args[0] == sizeof attn_bwd_preprocess_param_kinds - 1, "one per parameter");
   if ((status = launch_row(driver, plan->rows[0], kernels[0], sizeof pre_args / sizeof pre_args[0], pre_args,
                            pre_blocks * problem->batch * problem->heads_q, stream)) != AOTK_OK) {
@@ -618,10 +625,10 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   }
 
   int32_t n_blocks = (int32_t)blocks(problem->seqlen_k, dkdv->block_n);
-  void *dkdv_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_ptr, &delta_ptr,
+  void *dkdv_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_log2_ptr, &delta_ptr,
                        TENSOR_ARGS(dk), TENSOR_ARGS(dv), STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v),
-                       STRIDE_ARGS(dout), STRIDE_ARGS(dk), STRIDE_ARGS(dv), &stride_lb, &stride_lh, &seqlen_q,
-                       &seqlen_k, &heads_q, &heads_kv, &group_size, &n_blocks, &softmax_scale, &qk_scale_log2, &causal};
+                       STRIDE_ARGS(dout), STRIDE_ARGS(dk), STRIDE_ARGS(dv), &seqlen_q, &seqlen_k, &heads_q,
+                       &heads_kv, &group_size, &n_blocks, &stats_stride, &softmax_scale, &qk_scale_log2, &causal};
   _Static_assert(sizeof dkdv_args / sizeof dkdv_args[0] == sizeof attn_bwd_dkdv_param_kinds - 1, "one per parameter");
   if ((status = launch_row(driver, plan->rows[1], kernels[1], sizeof dkdv_args / sizeof dkdv_args[0], dkdv_args,
                            n_blocks * problem->batch * problem->heads_kv, stream)) != AOTK_OK) {
@@ -629,9 +636,9 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   }
 
   int32_t m_blocks = (int32_t)blocks(problem->seqlen_q, dq_entry->block_m);
-  void *dq_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_ptr, &delta_ptr,
+  void *dq_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_log2_ptr, &delta_ptr,
                      TENSOR_ARGS(dq), STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(dout),
-                     STRIDE_ARGS(dq), &stride_lb, &stride_lh, &seqlen_q, &seqlen_k, &heads_q, &group_size, &m_blocks,
+                     STRIDE_ARGS(dq), &seqlen_q, &seqlen_k, &heads_q, &group_size, &m_blocks, &stats_stride,
                      &softmax_scale, &qk_scale_log2, &causal};
   _Static_assert(sizeof dq_args / sizeof dq_args[0] == sizeof attn_bwd_dq_param_kinds - 1, "one per parameter");
   return launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,

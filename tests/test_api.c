@@ -69,9 +69,9 @@ static const char *const driver_function_names[] = {
  * sequence, head) strides. The fake driver reads each launch's arguments by these lists. */
 #define STRIDES "lii"
 #define ATTN_FWD_KINDS "ppppp" STRIDES STRIDES STRIDES STRIDES "li" "iiiii" "f" "ii"
-#define ATTN_BWD_PREPROCESS_KINDS "ppp" STRIDES STRIDES "iii"
-#define ATTN_BWD_DKDV_KINDS "pppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "li" "iiiiii" "ff" "i"
-#define ATTN_BWD_DQ_KINDS "ppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES "li" "iiiii" "ff" "i"
+#define ATTN_BWD_PREPROCESS_KINDS "ppppp" STRIDES STRIDES "li" "iii" "i"
+#define ATTN_BWD_DKDV_KINDS "pppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "iiiiii" "i" "ff" "i"
+#define ATTN_BWD_DQ_KINDS "ppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES "iiiii" "i" "ff" "i"
 #define HIDDEN_KINDS "pp"
 
 /* The kernels the fake driver knows, by their .entry name. */
@@ -100,27 +100,28 @@ enum launch_param {
   LAUNCH_PARAM_COUNT
 };
 
-/* attn_bwd_preprocess: delta = rowsum(dout * out) into the workspace. */
+/* attn_bwd_preprocess: delta = rowsum(dout * out) and lse * log2(e) into the workspace. */
 enum preprocess_param {
-  PRE_OUT, PRE_DOUT, PRE_DELTA,
+  PRE_OUT, PRE_DOUT, PRE_LSE, PRE_DELTA, PRE_LSE_LOG2,
   PRE_STRIDE_OB, PRE_STRIDE_OS, PRE_STRIDE_OH,
   PRE_STRIDE_DOB, PRE_STRIDE_DOS, PRE_STRIDE_DOH,
-  PRE_SEQLEN_Q, PRE_HEADS_Q, PRE_NUM_M_BLOCKS,
+  PRE_STRIDE_LB, PRE_STRIDE_LH,
+  PRE_SEQLEN_Q, PRE_HEADS_Q, PRE_NUM_M_BLOCKS, PRE_STATS_STRIDE,
   PRE_GLOBAL_SCRATCH, PRE_PROFILE_SCRATCH,
   PRE_PARAM_COUNT
 };
 
 /* attn_bwd_dkdv: one program per (key block, batch, kv head). */
 enum dkdv_param {
-  DKDV_Q, DKDV_K, DKDV_V, DKDV_DOUT, DKDV_LSE, DKDV_DELTA, DKDV_DK, DKDV_DV,
+  DKDV_Q, DKDV_K, DKDV_V, DKDV_DOUT, DKDV_LSE_LOG2, DKDV_DELTA, DKDV_DK, DKDV_DV,
   DKDV_STRIDE_QB, DKDV_STRIDE_QS, DKDV_STRIDE_QH,
   DKDV_STRIDE_KB, DKDV_STRIDE_KS, DKDV_STRIDE_KH,
   DKDV_STRIDE_VB, DKDV_STRIDE_VS, DKDV_STRIDE_VH,
   DKDV_STRIDE_DOB, DKDV_STRIDE_DOS, DKDV_STRIDE_DOH,
   DKDV_STRIDE_DKB, DKDV_STRIDE_DKS, DKDV_STRIDE_DKH,
   DKDV_STRIDE_DVB, DKDV_STRIDE_DVS, DKDV_STRIDE_DVH,
-  DKDV_STRIDE_LB, DKDV_STRIDE_LH,
   DKDV_SEQLEN_Q, DKDV_SEQLEN_K, DKDV_HEADS_Q, DKDV_HEADS_KV, DKDV_GROUP_SIZE, DKDV_NUM_N_BLOCKS,
+  DKDV_STATS_STRIDE,
   DKDV_SOFTMAX_SCALE, DKDV_QK_SCALE_LOG2, DKDV_CAUSAL,
   DKDV_GLOBAL_SCRATCH, DKDV_PROFILE_SCRATCH,
   DKDV_PARAM_COUNT
@@ -128,14 +129,13 @@ enum dkdv_param {
 
 /* attn_bwd_dq: one program per (query block, batch, query head). */
 enum dq_param {
-  DQ_Q, DQ_K, DQ_V, DQ_DOUT, DQ_LSE, DQ_DELTA, DQ_DQ,
+  DQ_Q, DQ_K, DQ_V, DQ_DOUT, DQ_LSE_LOG2, DQ_DELTA, DQ_DQ,
   DQ_STRIDE_QB, DQ_STRIDE_QS, DQ_STRIDE_QH,
   DQ_STRIDE_KB, DQ_STRIDE_KS, DQ_STRIDE_KH,
   DQ_STRIDE_VB, DQ_STRIDE_VS, DQ_STRIDE_VH,
   DQ_STRIDE_DOB, DQ_STRIDE_DOS, DQ_STRIDE_DOH,
   DQ_STRIDE_DQB, DQ_STRIDE_DQS, DQ_STRIDE_DQH,
-  DQ_STRIDE_LB, DQ_STRIDE_LH,
-  DQ_SEQLEN_Q, DQ_SEQLEN_K, DQ_HEADS_Q, DQ_GROUP_SIZE, DQ_NUM_M_BLOCKS,
+  DQ_SEQLEN_Q, DQ_SEQLEN_K, DQ_HEADS_Q, DQ_GROUP_SIZE, DQ_NUM_M_BLOCKS, DQ_STATS_STRIDE,
   DQ_SOFTMAX_SCALE, DQ_QK_SCALE_LOG2, DQ_CAUSAL,
   DQ_GLOBAL_SCRATCH, DQ_PROFILE_SCRATCH,
   DQ_PARAM_COUNT
@@ -461,8 +461,12 @@ static aotk_attn_params bwd_params_for(problem p) {
 static aotk_attn_params valid_bwd_params(void) { return bwd_params_for(default_problem); }
 
 /* What the header promises the backward's workspace is: delta, fp32 [batch, heads_q, seqlen_q]. */
+/* The statistics' row length: seqlen_q rounded up to 128 (include/aotk.h, aotk_attn_bwd). */
+static int64_t stats_stride(const problem *p) { return (p->seqlen_q + 127) / 128 * 128; }
+
+/* Two fp32 arrays [batch * heads_q, stats_stride]: delta, then lse * log2(e). */
 static size_t bwd_workspace_bytes(const problem *p) {
-  return (size_t)4 * (size_t)p->batch * (size_t)p->heads_q * (size_t)p->seqlen_q;
+  return (size_t)8 * (size_t)p->batch * (size_t)p->heads_q * (size_t)stats_stride(p);
 }
 
 /* Big enough for any problem the validation cases build, so that only their one spoiled argument can
@@ -1685,7 +1689,7 @@ static void expected_bwd_rows(int arch, const problem *p, int aligned, const aot
 /* The programs each backward kernel launches: preprocess and dQ one per (query block, batch, query
  * head), dK/dV one per (key block, batch, kv head). */
 static void expected_bwd_grids(const problem *p, const aotk__kernel_entry *const rows[3], int64_t grids[3]) {
-  grids[0] = ceil_div(p->seqlen_q, rows[0]->block_m) * p->batch * p->heads_q;
+  grids[0] = ceil_div(stats_stride(p), rows[0]->block_m) * p->batch * p->heads_q; /* over the padded rows */
   grids[1] = ceil_div(p->seqlen_k, rows[1]->block_n) * p->batch * p->heads_kv;
   grids[2] = ceil_div(p->seqlen_q, rows[2]->block_m) * p->batch * p->heads_q;
 }
@@ -1739,7 +1743,7 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
                 strcmp(info.kernel_name, rows[1]->name) == 0,
             "%s: aotk_query names %s, expected %s", what, info.kernel_name, rows[1]->name);
   CHECK_MSG(info.launches == 3, "%s: launches %d", what, info.launches);
-  CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected 4 * %lld * %lld * %lld = %zu",
+  CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected 8 * %lld * %lld * round_up(%lld, 128) = %zu",
             what, info.workspace_bytes, (long long)p->batch, (long long)p->heads_q, (long long)p->seqlen_q,
             workspace_bytes);
   CHECK(info.num_warps == rows[1]->num_warps && info.shared_bytes == rows[1]->shared_bytes &&
@@ -1787,23 +1791,29 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
   const char *kernel = "attn_bwd_preprocess";
   check_pointer(what, kernel, pre, PRE_OUT, out->data, "out");
   check_pointer(what, kernel, pre, PRE_DOUT, dout->data, "dout");
+  const void *lse_log2 = byte_offset(FAKE_WORKSPACE, bwd_workspace_bytes(p) / 2);
+  check_pointer(what, kernel, pre, PRE_LSE, lse->data, "lse");
   check_pointer(what, kernel, pre, PRE_DELTA, FAKE_WORKSPACE, "delta (the workspace)");
+  check_pointer(what, kernel, pre, PRE_LSE_LOG2, lse_log2, "lse * log2(e) (the workspace's second half)");
   check_strides(what, kernel, pre, PRE_STRIDE_OB, out, "out");
   check_strides(what, kernel, pre, PRE_STRIDE_DOB, dout, "dout");
+  CHECK(arg_i64(pre, PRE_STRIDE_LB) == lse->strides[0] && arg_i32(pre, PRE_STRIDE_LH) == lse->strides[1]);
   CHECK(arg_i32(pre, PRE_SEQLEN_Q) == p->seqlen_q);
   CHECK(arg_i32(pre, PRE_HEADS_Q) == p->heads_q);
-  CHECK(arg_i32(pre, PRE_NUM_M_BLOCKS) == ceil_div(p->seqlen_q, rows[0]->block_m));
+  /* The pre-pass covers the padded rows of the statistics too. */
+  CHECK(arg_i32(pre, PRE_NUM_M_BLOCKS) == ceil_div(stats_stride(p), rows[0]->block_m));
+  CHECK(arg_i32(pre, PRE_STATS_STRIDE) == stats_stride(p));
 
   const recorded_launch *dkdv = &fake.launch_log[1];
   kernel = "attn_bwd_dkdv";
-  const void *dkdv_pointers[] = {q->data, k->data, v->data, dout->data, lse->data, FAKE_WORKSPACE, dk->data, dv->data};
-  static const char *const dkdv_pointer_names[] = {"q", "k", "v", "dout", "lse", "delta", "dk", "dv"};
+  const void *dkdv_pointers[] = {q->data, k->data, v->data, dout->data, lse_log2, FAKE_WORKSPACE, dk->data, dv->data};
+  static const char *const dkdv_pointer_names[] = {"q", "k", "v", "dout", "lse_log2", "delta", "dk", "dv"};
   for (int i = 0; i < 8; i++) check_pointer(what, kernel, dkdv, DKDV_Q + i, dkdv_pointers[i], dkdv_pointer_names[i]);
   const aotk_tensor *dkdv_strided[] = {q, k, v, dout, dk, dv};
   for (int i = 0; i < 6; i++) {
     check_strides(what, kernel, dkdv, DKDV_STRIDE_QB + 3 * i, dkdv_strided[i], dkdv_pointer_names[i < 4 ? i : i + 2]);
   }
-  CHECK(arg_i64(dkdv, DKDV_STRIDE_LB) == lse->strides[0] && arg_i32(dkdv, DKDV_STRIDE_LH) == lse->strides[1]);
+  CHECK(arg_i32(dkdv, DKDV_STATS_STRIDE) == stats_stride(p));
   CHECK(arg_i32(dkdv, DKDV_SEQLEN_Q) == p->seqlen_q && arg_i32(dkdv, DKDV_SEQLEN_K) == p->seqlen_k);
   CHECK(arg_i32(dkdv, DKDV_HEADS_Q) == p->heads_q && arg_i32(dkdv, DKDV_HEADS_KV) == p->heads_kv);
   CHECK_MSG(arg_i32(dkdv, DKDV_GROUP_SIZE) == p->heads_q / p->heads_kv, "%s: dK/dV group_size %d", what,
@@ -1816,14 +1826,14 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
 
   const recorded_launch *dq_launch = &fake.launch_log[2];
   kernel = "attn_bwd_dq";
-  const void *dq_pointers[] = {q->data, k->data, v->data, dout->data, lse->data, FAKE_WORKSPACE, dq->data};
-  static const char *const dq_pointer_names[] = {"q", "k", "v", "dout", "lse", "delta", "dq"};
+  const void *dq_pointers[] = {q->data, k->data, v->data, dout->data, lse_log2, FAKE_WORKSPACE, dq->data};
+  static const char *const dq_pointer_names[] = {"q", "k", "v", "dout", "lse_log2", "delta", "dq"};
   for (int i = 0; i < 7; i++) check_pointer(what, kernel, dq_launch, DQ_Q + i, dq_pointers[i], dq_pointer_names[i]);
   const aotk_tensor *dq_strided[] = {q, k, v, dout, dq};
   for (int i = 0; i < 5; i++) {
     check_strides(what, kernel, dq_launch, DQ_STRIDE_QB + 3 * i, dq_strided[i], dq_pointer_names[i < 4 ? i : 6]);
   }
-  CHECK(arg_i64(dq_launch, DQ_STRIDE_LB) == lse->strides[0] && arg_i32(dq_launch, DQ_STRIDE_LH) == lse->strides[1]);
+  CHECK(arg_i32(dq_launch, DQ_STATS_STRIDE) == stats_stride(p));
   CHECK(arg_i32(dq_launch, DQ_SEQLEN_Q) == p->seqlen_q && arg_i32(dq_launch, DQ_SEQLEN_K) == p->seqlen_k);
   CHECK(arg_i32(dq_launch, DQ_HEADS_Q) == p->heads_q);
   CHECK_MSG(arg_i32(dq_launch, DQ_GROUP_SIZE) == p->heads_q / p->heads_kv, "%s: dQ group_size %d", what,
@@ -2332,7 +2342,9 @@ static void test_bwd_tuning_choice(void) {
               if (status != AOTK_OK || fake.logged_launches != 3) continue;
               const recorded_launch *launch = &fake.launch_log[f];
               int num_m_blocks_index = family == AOTK__FAMILY_ATTN_BWD_PREPROCESS ? PRE_NUM_M_BLOCKS : DQ_NUM_M_BLOCKS;
-              int64_t m_blocks = ceil_div(p.seqlen_q, expected->block_m);
+              /* The pre-pass runs over the statistics' padded rows, dQ over seqlen_q. */
+              int64_t m_blocks = ceil_div(family == AOTK__FAMILY_ATTN_BWD_PREPROCESS ? stats_stride(&p) : p.seqlen_q,
+                                          expected->block_m);
               CHECK_MSG(launch->kernel == (family == AOTK__FAMILY_ATTN_BWD_PREPROCESS ? KERNEL_BWD_PREPROCESS
                                                                                      : KERNEL_BWD_DQ) &&
                             arg_i32(launch, num_m_blocks_index) == m_blocks &&

@@ -39,9 +39,9 @@ static const struct family {
   bool has_block_n; /* the preprocess pass tiles rows only: no BLOCK_N, and no "n" in its tag */
 } families[] = {
     {AOTK__FAMILY_ATTN_FWD, "attn_fwd", "pppppliiliiliiliiliiiiiifii", true},
-    {AOTK__FAMILY_ATTN_BWD_PREPROCESS, "attn_bwd_preprocess", "pppliiliiiii", false},
-    {AOTK__FAMILY_ATTN_BWD_DKDV, "attn_bwd_dkdv", "ppppppppliiliiliiliiliiliiliiiiiiiffi", true},
-    {AOTK__FAMILY_ATTN_BWD_DQ, "attn_bwd_dq", "pppppppliiliiliiliiliiliiiiiiffi", true},
+    {AOTK__FAMILY_ATTN_BWD_PREPROCESS, "attn_bwd_preprocess", "pppppliiliiliiiii", false},
+    {AOTK__FAMILY_ATTN_BWD_DKDV, "attn_bwd_dkdv", "ppppppppliiliiliiliiliiliiiiiiiiiffi", true},
+    {AOTK__FAMILY_ATTN_BWD_DQ, "attn_bwd_dq", "pppppppliiliiliiliiliiiiiiiiffi", true},
 };
 enum { FAMILY_COUNT = sizeof families / sizeof families[0] };
 
