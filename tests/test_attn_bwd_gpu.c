@@ -37,6 +37,11 @@ typedef struct bwd_case {
 static double worst_error_fraction[4];
 static char worst_case[4][sizeof(((aotk__bwd_check_result *)0)->detail) + 240];
 
+/* The header's figure: delta and lse * log2(e), fp32 [batch * heads_q, round_up(seqlen_q, 128)] each. */
+static size_t documented_workspace_bytes(int64_t batch, int64_t heads_q, int64_t seqlen_q) {
+  return (size_t)(8 * batch * heads_q * ((seqlen_q + 127) / 128 * 128));
+}
+
 static void run_bwd_case(const void *argument) {
   const bwd_case *bc = argument;
   const aotk__bwd_check_case *c = &bc->check;
@@ -51,8 +56,7 @@ static void run_bwd_case(const void *argument) {
   CHECK_MSG(aligned == bc->expect_aligned, "%s layout%s ran %s", aotk__check_layout_name(c->layout),
             c->mix_layouts ? " (mixed)" : "", r.kernel_name);
   CHECK_MSG(r.from_ptx == (int)bc->expect_ptx, "from_ptx = %d", r.from_ptx);
-  /* The header's figure: delta, fp32 [batch, heads_q, seqlen_q]. */
-  size_t documented = (size_t)(4 * c->batch * c->heads_q * c->seqlen_q);
+  size_t documented = documented_workspace_bytes(c->batch, c->heads_q, c->seqlen_q);
   CHECK_MSG(r.workspace_bytes == documented, "workspace_bytes = %zu, the header says %zu", r.workspace_bytes,
             documented);
   if (r.worst_fraction > worst_error_fraction[c->dtype]) {
@@ -213,7 +217,7 @@ static void test_workspace_refused(void) {
     bwd_buffers_destroy(&b);
     return;
   }
-  CHECK_MSG(b.workspace_bytes == (size_t)4 * B * HQ * SQ, "workspace_bytes = %zu", b.workspace_bytes);
+  CHECK_MSG(b.workspace_bytes == documented_workspace_bytes(B, HQ, SQ), "workspace_bytes = %zu", b.workspace_bytes);
   poison_gradients(&b);
   void *workspace = (void *)(uintptr_t)b.workspace;
   aotk_status status = aotk_attn_bwd(&b.params, workspace, b.workspace_bytes - 4, (aotk_stream)stream);
@@ -309,7 +313,7 @@ static void test_query_on_device(void) {
   if (major == 9) CHECK_MSG(info.arch == 90 && !info.from_ptx, "arch %d from_ptx %d", info.arch, info.from_ptx);
   CHECK_MSG(strncmp(info.kernel_name, "attn_bwd_dkdv_bf16_d128_aligned_", 32) == 0, "kernel %s", info.kernel_name);
   CHECK(info.launches == 3);
-  CHECK(info.workspace_bytes == (size_t)(4 * batch * heads_q * seqlen_q));
+  CHECK(info.workspace_bytes == documented_workspace_bytes(batch, heads_q, seqlen_q));
   CHECK(info.block_n > 0 && info.grid == (seqlen_k + info.block_n - 1) / info.block_n * batch * heads_kv);
   printf("    query: %s (sm_%d%s), %d warps, %d bytes shared, grid %lld, workspace %zu bytes\n", info.kernel_name,
          info.arch, info.from_ptx ? " PTX" : "", info.num_warps, info.shared_bytes, (long long)info.grid,
