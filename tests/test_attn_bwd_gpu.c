@@ -19,11 +19,8 @@
 #include "aotk_driver.h"
 #include "aotk_half.h"
 #include "aotk_test_harness.h"
+#include "aotk_gpu_test.h"
 
-static const aotk__driver *driver;
-static CUcontext context;
-static CUstream stream;
-static uint64_t seed;
 
 typedef struct bwd_case {
   aotk__bwd_check_case check;
@@ -320,31 +317,9 @@ static void test_query_on_device(void) {
          info.workspace_bytes);
 }
 
-static bool gpu_available(void) {
-  aotk_status status = aotk__driver_get(&driver);
-  if (status != AOTK_OK) {
-    printf("no GPU: %s: %s\n", aotk_status_name(status), aotk_last_error());
-    return false;
-  }
-  CUdevice device;
-  if (driver->cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
-      driver->cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
-      driver->cuCtxSetCurrent(context) != CUDA_SUCCESS ||
-      driver->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
-    printf("no usable GPU 0\n");
-    return false;
-  }
-  return true;
-}
-
-static void skip_no_gpu(void) { TEST_SKIP("no GPU on this machine"); }
 
 int main(void) {
-  seed = aotk_test_seed();
-  if (!gpu_available()) {
-    RUN_TEST(skip_no_gpu);
-    return aotk_test_finish();
-  }
+  if (!aotk_gpu_test_setup()) return aotk_gpu_test_skip_all();
   RUN_TEST(test_query_on_device);
   RUN_TEST(test_workspace_refused);
   RUN_TEST(test_graph_capture);
