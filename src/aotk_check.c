@@ -88,6 +88,23 @@ static aotk_tensor as_aotk_tensor(const placed_tensor *t, CUdeviceptr base, aotk
   return out;
 }
 
+/* lse [batch, heads_q, seqlen_q] fp32 with rows of `row_elements` (>= seqlen_q: padded layouts). */
+static aotk_tensor lse_tensor(CUdeviceptr data, int64_t batch, int64_t heads_q, int64_t seqlen_q,
+                              int64_t row_elements) {
+  aotk_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = (void *)(uintptr_t)data;
+  t.dtype = AOTK_DTYPE_FLOAT32;
+  t.rank = 3;
+  t.shape[0] = batch;
+  t.shape[1] = heads_q;
+  t.shape[2] = seqlen_q;
+  t.strides[0] = heads_q * row_elements;
+  t.strides[1] = row_elements;
+  t.strides[2] = 1;
+  return t;
+}
+
 typedef struct device_buffers {
   CUdeviceptr q, k, v, out, lse;
 } device_buffers;
@@ -193,17 +210,7 @@ aotk_status aotk__check_attn_fwd(const aotk__driver *driver, const aotk__fwd_che
   params.k = as_aotk_tensor(&tk, dev.k, c->dtype, 2);
   params.v = as_aotk_tensor(&tv, dev.v, c->dtype, 2);
   params.out = as_aotk_tensor(&to, dev.out, c->dtype, 2);
-  if (c->with_lse) {
-    params.lse.data = (void *)(uintptr_t)dev.lse;
-    params.lse.dtype = AOTK_DTYPE_FLOAT32;
-    params.lse.rank = 3;
-    params.lse.shape[0] = B;
-    params.lse.shape[1] = HQ;
-    params.lse.shape[2] = SQ;
-    params.lse.strides[0] = HQ * lse_row;
-    params.lse.strides[1] = lse_row;
-    params.lse.strides[2] = 1;
-  }
+  if (c->with_lse) params.lse = lse_tensor(dev.lse, B, HQ, SQ, lse_row);
   params.softmax_scale = c->softmax_scale;
   params.causal = c->causal;
 
@@ -549,15 +556,7 @@ aotk_status aotk__check_attn_bwd(const aotk__driver *driver, const aotk__bwd_che
   params.k = as_aotk_tensor(&placed[BWD_K], dev[BWD_K], c->dtype, 2);
   params.v = as_aotk_tensor(&placed[BWD_V], dev[BWD_V], c->dtype, 2);
   params.out = as_aotk_tensor(&placed[BWD_OUT], dev[BWD_OUT], c->dtype, 2);
-  params.lse.data = (void *)(uintptr_t)dev_lse;
-  params.lse.dtype = AOTK_DTYPE_FLOAT32;
-  params.lse.rank = 3;
-  params.lse.shape[0] = B;
-  params.lse.shape[1] = HQ;
-  params.lse.shape[2] = SQ;
-  params.lse.strides[0] = HQ * lse_row;
-  params.lse.strides[1] = lse_row;
-  params.lse.strides[2] = 1;
+  params.lse = lse_tensor(dev_lse, B, HQ, SQ, lse_row);
   params.softmax_scale = c->softmax_scale;
   params.causal = c->causal;
   params.dout = as_aotk_tensor(&placed[BWD_DOUT], dev[BWD_DOUT], c->dtype, 2);

@@ -2167,6 +2167,32 @@ static void test_alignment_choice(void) {
 
 /* The forward's tuning, checked at every bound of every variant and on either side of it, with the
  * expectation read from the table rows (expected_row) rather than written down here. */
+
+/* The sizes at which to probe a variant's tuning choice: 1, each row's bound and its neighbours, and
+ * one far beyond the largest bound. Returns how many were written (at most 31) and sets *bounds to
+ * the number of table rows of the variant. */
+static int tuning_probe_sizes(int family, int arch, aotk_dtype dtype, int head_dim, int aligned, int64_t sizes[32],
+                              int *bounds) {
+  int count = 0;
+  int32_t largest_bound = 1;
+  sizes[count++] = 1;
+  *bounds = 0;
+  for (int i = 0; i < aotk__kernel_count && count < 28; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (e->family != family || e->arch != arch || e->dtype != (int)dtype || e->head_dim != head_dim ||
+        e->aligned != aligned) {
+      continue;
+    }
+    (*bounds)++;
+    if (e->min_seqlen > largest_bound) largest_bound = e->min_seqlen;
+    if (e->min_seqlen > 1) sizes[count++] = e->min_seqlen - 1;
+    sizes[count++] = e->min_seqlen;
+    sizes[count++] = e->min_seqlen + 1;
+  }
+  sizes[count++] = (int64_t)largest_bound * 8 + 3;
+  return count;
+}
+
 static void test_tuning_choice(void) {
   static const gpu gpus[] = {{80, SHARED_SM80, 80, 0}, {90, SHARED_SM90, 90, 0}};
   static const aotk_dtype dtypes[] = {AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
@@ -2178,22 +2204,9 @@ static void test_tuning_choice(void) {
         for (int aligned = 0; aligned <= 1; aligned++) {
           /* The seqlens to try: 1, each bound and its neighbours, and one far beyond the last. */
           int64_t seqlens[32];
-          int count = 0, bounds = 0;
-          seqlens[count++] = 1;
-          int32_t largest_bound = 1;
-          for (int i = 0; i < aotk__kernel_count && count < 28; i++) {
-            const aotk__kernel_entry *e = &aotk__kernel_table[i];
-            if (e->family != AOTK__FAMILY_ATTN_FWD || e->arch != gpus[g].arch || e->dtype != (int)dtypes[d] ||
-                e->head_dim != head_dim || e->aligned != aligned) {
-              continue;
-            }
-            bounds++;
-            if (e->min_seqlen > largest_bound) largest_bound = e->min_seqlen;
-            if (e->min_seqlen > 1) seqlens[count++] = e->min_seqlen - 1;
-            seqlens[count++] = e->min_seqlen;
-            seqlens[count++] = e->min_seqlen + 1;
-          }
-          seqlens[count++] = (int64_t)largest_bound * 8 + 3;
+          int bounds = 0;
+          int count = tuning_probe_sizes(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim, aligned, seqlens,
+                                         &bounds);
           /* The catalog tunes every variant by size: a second config must exist, or this proves nothing. */
           CHECK_MSG(bounds >= 2, "sm_%d dtype %d d%d aligned %d: %d configs", gpus[g].arch, (int)dtypes[d], head_dim,
                     aligned, bounds);
@@ -2267,22 +2280,8 @@ static void test_bwd_tuning_choice(void) {
           for (int f = 0; f < 3; f++) {
             const int family = families[f];
             int64_t sizes[32];
-            int count = 0, bounds = 0;
-            sizes[count++] = 1;
-            int32_t largest_bound = 1;
-            for (int i = 0; i < aotk__kernel_count && count < 28; i++) {
-              const aotk__kernel_entry *e = &aotk__kernel_table[i];
-              if (e->family != family || e->arch != gpus[g].arch || e->dtype != (int)dtypes[d] ||
-                  e->head_dim != head_dim || e->aligned != aligned) {
-                continue;
-              }
-              bounds++;
-              if (e->min_seqlen > largest_bound) largest_bound = e->min_seqlen;
-              if (e->min_seqlen > 1) sizes[count++] = e->min_seqlen - 1;
-              sizes[count++] = e->min_seqlen;
-              sizes[count++] = e->min_seqlen + 1;
-            }
-            sizes[count++] = (int64_t)largest_bound * 8 + 3;
+            int bounds = 0;
+            int count = tuning_probe_sizes(family, gpus[g].arch, dtypes[d], head_dim, aligned, sizes, &bounds);
             CHECK_MSG(bounds >= 1, "family %d sm_%d dtype %d d%d aligned %d: no row", family, gpus[g].arch,
                       (int)dtypes[d], head_dim, aligned);
             if (bounds == 0) continue;
