@@ -18,13 +18,22 @@ import datetime
 import json
 import math
 import os
+import random
+import subprocess
 import sys
+import tempfile
 
-import torch
-import torch.nn.functional as F
-import triton
-import triton.testing
-from torch.nn.attention import SDPBackend, sdpa_kernel
+try:
+    import torch
+    import torch.nn.functional as F
+    import triton
+    import triton.testing
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+except ImportError as _import_error:  # --self-check and the ctypes declarations need neither
+    torch = F = triton = SDPBackend = sdpa_kernel = None
+    TORCH_IMPORT_ERROR = _import_error
+else:
+    TORCH_IMPORT_ERROR = None
 
 # ---------------------------------------------------------------------------------------------------
 # include/aotk.h through ctypes
@@ -34,15 +43,25 @@ AOTK_OK = 0
 AOTK_DTYPE_FLOAT16 = 1
 AOTK_DTYPE_BFLOAT16 = 2
 AOTK_DTYPE_FLOAT32 = 3
+AOTK_DTYPE_INT32 = 4
+AOTK_DTYPE_INT64 = 5
+AOTK_DTYPE_UINT8 = 6
 AOTK_TENSOR_MAX_RANK = 6
 AOTK_OP_ATTN_FWD = 1
 AOTK_OP_ATTN_BWD = 2
+AOTK_ALIGN_BOTTOM_RIGHT = 0
+AOTK_ALIGN_TOP_LEFT = 1
+AOTK_FEATURE_NAMES = ["varlen", "causal", "window", "softcap", "alibi", "sinks", "dropout", "padded_head_dim",
+                      "extras_kernel"]  # AOTK_FEATURE_* bit i
 
 TORCH_TO_AOTK_DTYPE = {
     torch.float16: AOTK_DTYPE_FLOAT16,
     torch.bfloat16: AOTK_DTYPE_BFLOAT16,
     torch.float32: AOTK_DTYPE_FLOAT32,
-}
+    torch.int32: AOTK_DTYPE_INT32,
+    torch.int64: AOTK_DTYPE_INT64,
+    torch.uint8: AOTK_DTYPE_UINT8,
+} if torch is not None else {}
 
 
 class AotkTensor(ctypes.Structure):
@@ -73,6 +92,21 @@ class AotkAttnParams(ctypes.Structure):
         ("dk", AotkTensor),
         ("dv", AotkTensor),
         ("deterministic", ctypes.c_int32),
+        # Added in 0.2.
+        ("cu_seqlens_q", AotkTensor),
+        ("cu_seqlens_k", AotkTensor),
+        ("max_seqlen_q", ctypes.c_int32),
+        ("max_seqlen_k", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),
+        ("window_right", ctypes.c_int32),
+        ("causal_align", ctypes.c_int32),
+        ("softcap", ctypes.c_float),
+        ("alibi_slopes", AotkTensor),
+        ("sinks", AotkTensor),
+        ("dsinks", AotkTensor),
+        ("dropout_p", ctypes.c_float),
+        ("rng_state", AotkTensor),
+        ("dropout_mask", AotkTensor),
     ]
 
 
@@ -90,6 +124,10 @@ class AotkKernelInfo(ctypes.Structure):
         ("grid", ctypes.c_int64),
         ("workspace_bytes", ctypes.c_size_t),
         ("launches", ctypes.c_int32),
+        # Added in 0.2.
+        ("head_dim_qk", ctypes.c_int32),
+        ("head_dim_v", ctypes.c_int32),
+        ("features", ctypes.c_uint32),
     ]
 
 
@@ -183,7 +221,9 @@ class Aotk:
         info.struct_size = ctypes.sizeof(AotkKernelInfo)
         self.check(self.lib.aotk_query(op, ctypes.byref(params), ctypes.byref(info)), "aotk_query")
         return {"kernel_name": _decode(info.kernel_name), "arch": info.arch, "from_ptx": info.from_ptx,
-                "workspace_bytes": info.workspace_bytes}
+                "workspace_bytes": info.workspace_bytes, "launches": info.launches,
+                "head_dim_qk": info.head_dim_qk, "head_dim_v": info.head_dim_v,
+                "features": [n for i, n in enumerate(AOTK_FEATURE_NAMES) if info.features >> i & 1]}
 
     def attn_fwd(self, params_ref, stream):
         """params_ref: ctypes.byref(AotkAttnParams); stream: a CUDA stream handle (int, 0 = legacy)."""
@@ -208,6 +248,10 @@ def fwd_params(q, k, v, out, lse, causal, softmax_scale=0.0):
     p.lse = describe_tensor(lse) if lse is not None else absent_tensor()
     p.softmax_scale = softmax_scale  # 0: 1/sqrt(head_dim), what SDPA uses by default
     p.causal = 1 if causal else 0
+    # AOTK_ATTN_PARAMS_INIT's values: a zeroed struct would mean a window of width 0 (each row sees only
+    # its diagonal key), not "no window".
+    p.window_left = -1
+    p.window_right = -1
     return p
 
 
@@ -219,10 +263,14 @@ def current_stream():
 # Shared pieces
 # ---------------------------------------------------------------------------------------------------
 
+def _sdpa_backend(name):
+    return getattr(SDPBackend, name) if SDPBackend is not None else None
+
+
 SDPA_BACKENDS = [
-    ("sdpa-flash", SDPBackend.FLASH_ATTENTION),
-    ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION),
-    ("sdpa-efficient", SDPBackend.EFFICIENT_ATTENTION),
+    ("sdpa-flash", _sdpa_backend("FLASH_ATTENTION")),
+    ("sdpa-cudnn", _sdpa_backend("CUDNN_ATTENTION")),
+    ("sdpa-efficient", _sdpa_backend("EFFICIENT_ATTENTION")),
 ]
 IMPLS = ["aotk"] + [name for name, _ in SDPA_BACKENDS]
 
@@ -232,9 +280,9 @@ HEAD_DIMS = [64, 128]
 TOTAL_TOKENS = 16384
 HIDDEN = 2048
 
-OUT_ATOL = {torch.bfloat16: 2e-2, torch.float16: 1e-2}
+OUT_ATOL = {torch.bfloat16: 2e-2, torch.float16: 1e-2} if torch is not None else {}
 LSE_ATOL = 1e-2
-DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"} if torch is not None else {}
 
 
 def time_ms(fn):
@@ -375,7 +423,7 @@ def fwd_run_case(case, aotk):
 # op "bwd": aotk_attn_bwd against the backward of SDPA's flash and cuDNN backends
 # ---------------------------------------------------------------------------------------------------
 
-BWD_BACKENDS = [("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION)]
+BWD_BACKENDS = [("sdpa-flash", _sdpa_backend("FLASH_ATTENTION")), ("sdpa-cudnn", _sdpa_backend("CUDNN_ATTENTION"))]
 BWD_REL_TOL = 1e-2  # relative L2 error of dq, dk, dv against sdpa-flash's (both bf16: ~3e-3 expected)
 
 
