@@ -44,32 +44,7 @@ class TileConfig:
         return f"m{self.block_m}{block_n}w{self.num_warps}s{self.num_stages}"
 
 
-# Parameter spec: (name, triton type, hinted in the aligned variant). "{dtype}" is the variant's dtype.
-ATTN_FWD_PARAMS = (
-    [(name, "*{dtype}", True) for name in ("Q", "K", "V", "Out")]
-    + [("Lse", "*fp32", False)]
-    + [item for t in "qkvo" for item in ((f"stride_{t}b", "i64", True), (f"stride_{t}s", "i32", True),
-                                          (f"stride_{t}h", "i32", True))]
-    + [("stride_lb", "i64", False), ("stride_lh", "i32", False)]
-    + [(name, "i32", False) for name in ("seqlen_q", "seqlen_k", "heads_q", "group_size", "num_m_blocks")]
-    + [("qk_scale_log2", "fp32", False), ("causal", "i32", False), ("write_lse", "i32", False)]
-)
-
-# Tuning table: for each (arch, head_dim), configs with the smallest seqlen_q each one is chosen for.
-# sm_90 figures are from bench/tune_fwd_jit.py on the H100 (TFLOP/s, bf16, 16k tokens):
-#   d=64:  seqlen 512-1024 best with 64x64/4 warps (causal 1024: 305 vs 283 for 128x64/8);
-#          from 4096 on 128x64/8 warps/3 stages (456 non-causal, 427 causal at 16k).
-#   d=128: seqlen <= 1024 best with 64x64/4 warps (394 at 1024); from 4096 on 128x128/8 warps/3
-#          stages (502-520), 128x64/8 is within 5%.
-# sm_80 configs are not tuned (no A100 here): they are the FlashAttention-2-sized tiles that fit the
-# 99 KiB shared-memory limit of sm_86/sm_89.
-ATTN_FWD_TUNING = {
-    (90, 64): ((1, TileConfig(64, 64, 4, 3)), (1025, TileConfig(128, 64, 8, 3))),
-    (90, 128): ((1, TileConfig(64, 64, 4, 3)), (1025, TileConfig(128, 128, 8, 3))),
-    (80, 64): ((1, TileConfig(64, 64, 4, 3)), (1025, TileConfig(128, 64, 4, 3))),
-    (80, 128): ((1, TileConfig(64, 64, 4, 3)), (1025, TileConfig(128, 64, 8, 2))),
-}
-ATTN_HEAD_DIMS = (64, 128)
+ALWAYS = "always"
 
 
 def _strides(tensors, hinted=True):
@@ -82,64 +57,135 @@ def _pointers(names, triton_type="*{dtype}", hinted=True):
     return [(name, triton_type, hinted) for name in names]
 
 
+def _ints(names, triton_type="i32"):
+    return [(name, triton_type, False) for name in names]
+
+
+# The feature arguments every attention kernel takes after its tensors (kernels/attn_common.py): the
+# varlen offsets, ALiBi slopes and the RNG state, as pointers that may be NULL when their flag is off.
+_FEATURE_POINTERS = _pointers(("CuSeqlensQ", "CuSeqlensK"), "*i32", False)
+_SCORE_SCALARS = [(n, "fp32", False) for n in ("qk_scale_log2", "softcap_scale", "softcap_log2")]
+_DROPOUT_SCALARS = [("dropout_threshold", "i32", False), ("dropout_scale", "fp32", False)]
+
+# Parameter spec: (name, triton type, hinted in the aligned variant). "{dtype}" is the variant's dtype.
+ATTN_FWD_PARAMS = (
+    _pointers(("Q", "K", "V", "Out")) + _pointers(("Lse",), "*fp32", False) + _FEATURE_POINTERS
+    + _pointers(("AlibiSlopes", "Sinks"), "*fp32", False) + _pointers(("RngState",), "*i64", False)
+    + _strides("qkvo")
+    + [("stride_lb", "i64", False), ("stride_lh", "i32", False), ("stride_ab", "i64", False)]
+    + _ints(("seqlen_q", "seqlen_k", "heads_q", "group_size", "num_m_blocks", "head_dim_qk8", "head_dim_v8",
+             "window_left", "window_right", "flags"))
+    + _SCORE_SCALARS + _DROPOUT_SCALARS
+)
+ATTN_DROPOUT_MASK_PARAMS = (
+    _pointers(("Mask",), "*u8", False) + _FEATURE_POINTERS + _pointers(("RngState",), "*i64", False)
+    + [("stride_mb", "i64", False), ("stride_mh", "i64", False), ("stride_ms", "i64", False)]
+    + _ints(("seqlen_q", "seqlen_k", "heads_q", "num_m_blocks", "flags", "dropout_threshold"))
+)
+
 # The backward: a pre-pass stages delta = rowsum(dO * O) and lse * log2(e) in the workspace, in rows
 # padded to a multiple of 128 floats, then dK/dV and dQ passes read them. The workspace pointers and the
 # padded row stride are aligned in every call (the API requires a 16-byte-aligned workspace and the
 # library pads the rows), so they are hinted ALWAYS, not only in the aligned variant.
-ALWAYS = "always"
 ATTN_BWD_PREPROCESS_PARAMS = (
     _pointers(("Out", "DOut")) + _pointers(("Lse",), "*fp32", False) + _pointers(("Delta", "LseLog2"), "*fp32", ALWAYS)
+    + _pointers(("CuSeqlensQ",), "*i32", False) + _pointers(("Sinks", "SinkPartial"), "*fp32", False)
     + _strides(("o", "d"))
     + [("stride_lb", "i64", False), ("stride_lh", "i32", False)]
-    + [(name, "i32", False) for name in ("seqlen_q", "heads_q", "num_m_blocks")]
+    + _ints(("seqlen_q", "heads_q", "num_seqs", "num_m_blocks"))
     + [("stats_stride", "i32", ALWAYS)]
+    + _ints(("head_dim_v8", "flags"))
 )
+ATTN_BWD_SINK_REDUCE_PARAMS = _pointers(("SinkPartial", "DSinks"), "*fp32", False) + _ints(("count",))
 ATTN_BWD_DKDV_PARAMS = (
     _pointers(("Q", "K", "V", "DOut")) + _pointers(("LseLog2", "Delta"), "*fp32", ALWAYS) + _pointers(("DK", "DV"))
-    + _strides(("q", "k", "v", "do", "dk", "dv"))
-    + [(name, "i32", False) for name in ("seqlen_q", "seqlen_k", "heads_q", "heads_kv", "group_size", "num_n_blocks")]
+    + _FEATURE_POINTERS + _pointers(("AlibiSlopes",), "*fp32", False) + _pointers(("RngState",), "*i64", False)
+    + _strides(("q", "k", "v", "do", "dk", "dv")) + [("stride_ab", "i64", False)]
+    + _ints(("seqlen_q", "seqlen_k", "heads_q", "heads_kv", "group_size", "num_n_blocks"))
     + [("stats_stride", "i32", ALWAYS)]
-    + [("softmax_scale", "fp32", False), ("qk_scale_log2", "fp32", False), ("causal", "i32", False)]
+    + _ints(("head_dim_qk8", "head_dim_v8", "window_left", "window_right", "flags"))
+    + [("softmax_scale", "fp32", False)] + _SCORE_SCALARS + _DROPOUT_SCALARS
 )
 ATTN_BWD_DQ_PARAMS = (
     _pointers(("Q", "K", "V", "DOut")) + _pointers(("LseLog2", "Delta"), "*fp32", ALWAYS) + _pointers(("DQ",))
-    + _strides(("q", "k", "v", "do", "dq"))
-    + [(name, "i32", False) for name in ("seqlen_q", "seqlen_k", "heads_q", "group_size", "num_m_blocks")]
+    + _FEATURE_POINTERS + _pointers(("AlibiSlopes",), "*fp32", False) + _pointers(("RngState",), "*i64", False)
+    + _strides(("q", "k", "v", "do", "dq")) + [("stride_ab", "i64", False)]
+    + _ints(("seqlen_q", "seqlen_k", "heads_q", "group_size", "num_m_blocks"))
     + [("stats_stride", "i32", ALWAYS)]
-    + [("softmax_scale", "fp32", False), ("qk_scale_log2", "fp32", False), ("causal", "i32", False)]
+    + _ints(("head_dim_qk8", "head_dim_v8", "window_left", "window_right", "flags"))
+    + [("softmax_scale", "fp32", False)] + _SCORE_SCALARS + _DROPOUT_SCALARS
 )
 
-# Backward tuning, from bench/tune_bwd_jit.py on the H100 (ms per kernel, bf16, 16k tokens):
-#   dK/dV, d=64: 32x64/4 warps/2 stages best or within 2% everywhere (e.g. 10.8 ms at 16k non-causal vs
-#         11.6 for 64x64/4); d=128: 64x64/4/2 up to 2k (0.64 ms at 1k), 64x128/8/3 from 4k (2.21 ms vs 2.31
-#         non-causal at 4k, 8.46 vs 8.82 at 16k). The size key of dK/dV is seqlen_k.
-#   dQ: 128x64/8 warps/3 stages best or within 4% on every row of both head dims.
-# sm_80: untuned picks within the 99 KiB limit, as for the forward.
-ATTN_BWD_TUNING = {
-    ("attn_bwd_preprocess", 90, 64): ((1, TileConfig(64, 0, 4, 1)),),
-    ("attn_bwd_preprocess", 90, 128): ((1, TileConfig(64, 0, 4, 1)),),
-    ("attn_bwd_preprocess", 80, 64): ((1, TileConfig(64, 0, 4, 1)),),
-    ("attn_bwd_preprocess", 80, 128): ((1, TileConfig(64, 0, 4, 1)),),
-    ("attn_bwd_dkdv", 90, 64): ((1, TileConfig(32, 64, 4, 2)),),
-    ("attn_bwd_dkdv", 90, 128): ((1, TileConfig(64, 64, 4, 2)), (4096, TileConfig(64, 128, 8, 3))),
-    ("attn_bwd_dkdv", 80, 64): ((1, TileConfig(64, 64, 4, 2)),),
-    ("attn_bwd_dkdv", 80, 128): ((1, TileConfig(64, 64, 4, 2)),),
-    ("attn_bwd_dq", 90, 64): ((1, TileConfig(128, 64, 8, 3)),),
-    ("attn_bwd_dq", 90, 128): ((1, TileConfig(128, 64, 8, 3)),),
-    ("attn_bwd_dq", 80, 64): ((1, TileConfig(128, 64, 8, 2)),),
-    ("attn_bwd_dq", 80, 128): ((1, TileConfig(64, 64, 4, 2)),),
-}
+# The compiled head-dim pairs (q/k, v): powers of two (Triton's tiles are), every multiple of 8 up to
+# 256 runs in the smallest pair that holds it, masked; (256, 128) serves DeepSeek's (192, 128).
+ATTN_HEAD_DIMS = ((32, 32), (64, 64), (128, 128), (256, 256), (256, 128))
+EXTRAS = (False, True)
 
-# family: (source file, function, parameter spec, tuning, constexprs of a config)
+T = TileConfig
+# Tuning tables: for each (family, arch, head dims), configs with the smallest size key each one is
+# chosen for (seqlen_k for attn_bwd_dkdv, seqlen_q otherwise).
+# sm_90 d=64/128 figures are from bench/tune_fwd_jit.py and bench/tune_bwd_jit.py on the H100 (TFLOP/s,
+# bf16, 16k tokens):
+#   fwd d=64:  seqlen 512-1024 best with 64x64/4 warps (causal 1024: 305 vs 283 for 128x64/8);
+#              from 4096 on 128x64/8 warps/3 stages (456 non-causal, 427 causal at 16k).
+#   fwd d=128: seqlen <= 1024 best with 64x64/4 warps (394 at 1024); from 4096 on 128x128/8 warps/3
+#              stages (502-520), 128x64/8 is within 5%.
+#   dK/dV d=64: 32x64/4 warps/2 stages best or within 2% everywhere; d=128: 64x64/4/2 up to 2k,
+#              64x128/8/3 from 4k.  dQ: 128x64/8 warps/3 stages best or within 4% on every row.
+# d=32 and d=256 configs are first picks sized to the shared memory and register file (see the issue-4
+# notes in docs/design.md for their measurement). sm_80 configs are not tuned (no A100 here): tiles that
+# fit the 99 KiB shared-memory limit of sm_86/sm_89.
+ATTN_TUNING = {
+    ("attn_fwd", 90, 32, 32): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),
+    ("attn_fwd", 90, 64, 64): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 8, 3))),
+    ("attn_fwd", 90, 128, 128): ((1, T(64, 64, 4, 3)), (1025, T(128, 128, 8, 3))),
+    ("attn_fwd", 90, 256, 256): ((1, T(64, 64, 4, 2)),),
+    ("attn_fwd", 90, 256, 128): ((1, T(64, 64, 4, 2)),),
+    ("attn_fwd", 80, 32, 32): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),
+    ("attn_fwd", 80, 64, 64): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),
+    ("attn_fwd", 80, 128, 128): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 8, 2))),
+    ("attn_fwd", 80, 256, 256): ((1, T(64, 32, 4, 2)),),
+    ("attn_fwd", 80, 256, 128): ((1, T(64, 32, 4, 2)),),
+    ("attn_bwd_dkdv", 90, 32, 32): ((1, T(32, 64, 4, 2)),),
+    ("attn_bwd_dkdv", 90, 64, 64): ((1, T(32, 64, 4, 2)),),
+    ("attn_bwd_dkdv", 90, 128, 128): ((1, T(64, 64, 4, 2)), (4096, T(64, 128, 8, 3))),
+    ("attn_bwd_dkdv", 90, 256, 256): ((1, T(32, 64, 8, 2)),),
+    ("attn_bwd_dkdv", 90, 256, 128): ((1, T(32, 64, 8, 2)),),
+    ("attn_bwd_dkdv", 80, 32, 32): ((1, T(64, 64, 4, 2)),),
+    ("attn_bwd_dkdv", 80, 64, 64): ((1, T(64, 64, 4, 2)),),
+    ("attn_bwd_dkdv", 80, 128, 128): ((1, T(64, 64, 4, 2)),),
+    ("attn_bwd_dkdv", 80, 256, 256): ((1, T(32, 32, 4, 1)),),
+    ("attn_bwd_dkdv", 80, 256, 128): ((1, T(32, 32, 4, 1)),),
+    ("attn_bwd_dq", 90, 32, 32): ((1, T(128, 64, 8, 3)),),
+    ("attn_bwd_dq", 90, 64, 64): ((1, T(128, 64, 8, 3)),),
+    ("attn_bwd_dq", 90, 128, 128): ((1, T(128, 64, 8, 3)),),
+    ("attn_bwd_dq", 90, 256, 256): ((1, T(64, 64, 8, 2)),),
+    ("attn_bwd_dq", 90, 256, 128): ((1, T(64, 64, 8, 2)),),
+    ("attn_bwd_dq", 80, 32, 32): ((1, T(128, 64, 8, 2)),),
+    ("attn_bwd_dq", 80, 64, 64): ((1, T(128, 64, 8, 2)),),
+    ("attn_bwd_dq", 80, 128, 128): ((1, T(64, 64, 4, 2)),),
+    ("attn_bwd_dq", 80, 256, 256): ((1, T(32, 32, 4, 1)),),
+    ("attn_bwd_dq", 80, 256, 128): ((1, T(32, 32, 4, 1)),),
+}
+# The EXTRAS variants need more shared memory (the dropout mask's layout change goes through it), so
+# where a plain config does not fit they take a smaller one.
+ATTN_TUNING_EXTRAS = {
+    ("attn_fwd", 90, 128, 128): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 8, 3))),
+}
+PREPROCESS_CONFIG = T(64, 0, 4, 1)
+HELPER_CONFIG = T(64, 64, 4, 1)    # the dropout-mask debug kernel
+SINK_REDUCE_CONFIG = T(1024, 0, 4, 1)
+
+# family: (source file, function, parameter spec, axes). Axes: "dtype", "dims" (head-dim pairs), "align",
+# "extras"; a family without "dims" has one head-dim-less config.
 FAMILIES = {
-    "attn_fwd": ("attn_fwd.py", "attn_fwd", ATTN_FWD_PARAMS,
-                 lambda arch, d: ATTN_FWD_TUNING[(arch, d)], ("HEAD_DIM", "BLOCK_M", "BLOCK_N")),
+    "attn_fwd": ("attn_fwd.py", "attn_fwd", ATTN_FWD_PARAMS, ("dtype", "dims", "align", "extras")),
+    "attn_dropout_mask": ("attn_fwd.py", "attn_dropout_mask", ATTN_DROPOUT_MASK_PARAMS, ()),
     "attn_bwd_preprocess": ("attn_bwd.py", "attn_bwd_preprocess", ATTN_BWD_PREPROCESS_PARAMS,
-                            lambda arch, d: ATTN_BWD_TUNING[("attn_bwd_preprocess", arch, d)], ("HEAD_DIM", "BLOCK_M")),
-    "attn_bwd_dkdv": ("attn_bwd.py", "attn_bwd_dkdv", ATTN_BWD_DKDV_PARAMS,
-                      lambda arch, d: ATTN_BWD_TUNING[("attn_bwd_dkdv", arch, d)], ("HEAD_DIM", "BLOCK_M", "BLOCK_N")),
-    "attn_bwd_dq": ("attn_bwd.py", "attn_bwd_dq", ATTN_BWD_DQ_PARAMS,
-                    lambda arch, d: ATTN_BWD_TUNING[("attn_bwd_dq", arch, d)], ("HEAD_DIM", "BLOCK_M", "BLOCK_N")),
+                            ("dtype", "dims_v", "align")),
+    "attn_bwd_sink_reduce": ("attn_bwd.py", "attn_bwd_sink_reduce", ATTN_BWD_SINK_REDUCE_PARAMS, ()),
+    "attn_bwd_dkdv": ("attn_bwd.py", "attn_bwd_dkdv", ATTN_BWD_DKDV_PARAMS, ("dtype", "dims", "align", "extras")),
+    "attn_bwd_dq": ("attn_bwd.py", "attn_bwd_dq", ATTN_BWD_DQ_PARAMS, ("dtype", "dims", "align", "extras")),
 }
 
 
@@ -152,33 +198,81 @@ class Kernel:
     params: tuple        # ((name, triton type, hinted), ...) with the dtype substituted
     constexprs: tuple    # ((name, value), ...)
     arch: int
-    dtype: str
-    head_dim: int
+    dtype: str           # "" for dtype-less helpers
+    head_dim_qk: int     # 0 for head-dim-less helpers
+    head_dim_v: int
     aligned: bool
+    extras: bool         # softcap, ALiBi, sinks and dropout compiled in
     config: TileConfig
     min_seqlen: int      # tuning: chosen when the family's size key (seqlen_k for attn_bwd_dkdv, seqlen_q
                          # otherwise) is >= this, and no other config's bound is larger
 
     @property
     def name(self):
-        alignment = "aligned" if self.aligned else "any"
-        return f"{self.family}_{self.dtype}_d{self.head_dim}_{alignment}_{self.config.tag}"
+        parts = [self.family]
+        if self.dtype:
+            parts.append(self.dtype)
+        if self.head_dim_qk:
+            dims = f"d{self.head_dim_qk}" if self.head_dim_qk == self.head_dim_v else f"d{self.head_dim_qk}v{self.head_dim_v}"
+            parts.append(dims)
+        elif self.head_dim_v:
+            parts.append(f"v{self.head_dim_v}")
+        if self.dtype:
+            parts.append("aligned" if self.aligned else "any")
+        if self.extras:
+            parts.append("extras")
+        parts.append(self.config.tag)
+        return "_".join(parts)
+
+
+def _configs(family, arch, dqk, dv, extras):
+    if family in ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"):
+        key = (family, arch, dqk, dv)
+        return ATTN_TUNING_EXTRAS.get(key, ATTN_TUNING[key]) if extras else ATTN_TUNING[key]
+    if family == "attn_bwd_preprocess":
+        return ((1, PREPROCESS_CONFIG),)
+    if family == "attn_bwd_sink_reduce":
+        return ((1, SINK_REDUCE_CONFIG),)
+    return ((1, HELPER_CONFIG),)
+
+
+def _constexprs(function_params, dqk, dv, config, extras):
+    values = {"HEAD_DIM_QK": dqk, "HEAD_DIM_V": dv, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
+              "EXTRAS": extras, "BLOCK": config.block_m}
+    return tuple((n, values[n]) for n in function_params)
+
+
+CONSTEXPRS = {
+    "attn_fwd": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
+    "attn_dropout_mask": ("BLOCK_M", "BLOCK_N"),
+    "attn_bwd_preprocess": ("HEAD_DIM_V", "BLOCK_M"),
+    "attn_bwd_sink_reduce": ("BLOCK",),
+    "attn_bwd_dkdv": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
+    "attn_bwd_dq": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
+}
 
 
 def catalog():
     """Every kernel, in a fixed order (the generated table keeps it)."""
     kernels = []
-    for family, (source, function, param_spec, tuning, constexpr_names) in FAMILIES.items():
+    for family, (source, function, param_spec, axes) in FAMILIES.items():
         for arch in ARCHS:
-            for dtype in DTYPES:
-                for head_dim in ATTN_HEAD_DIMS:
-                    for aligned in ALIGNMENTS:
-                        for min_seqlen, config in tuning(arch, head_dim):
-                            params = tuple((n, t.format(dtype=dtype), hinted) for n, t, hinted in param_spec)
-                            values = {"HEAD_DIM": head_dim, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n}
-                            kernels.append(Kernel(
-                                family=family, source=source, function=function, params=params,
-                                constexprs=tuple((n, values[n]) for n in constexpr_names),
-                                arch=arch, dtype=dtype, head_dim=head_dim, aligned=aligned, config=config,
-                                min_seqlen=min_seqlen))
+            dtypes = DTYPES if "dtype" in axes else ("",)
+            if "dims" in axes:
+                dims = ATTN_HEAD_DIMS
+            elif "dims_v" in axes:
+                dims = tuple(sorted({(0, dv) for _, dv in ATTN_HEAD_DIMS}))
+            else:
+                dims = ((0, 0),)
+            for dtype in dtypes:
+                for dqk, dv in dims:
+                    for aligned in (ALIGNMENTS if "align" in axes else (False,)):
+                        for extras in (EXTRAS if "extras" in axes else (False,)):
+                            for min_seqlen, config in _configs(family, arch, dqk, dv, extras):
+                                params = tuple((n, t.format(dtype=dtype), hinted) for n, t, hinted in param_spec)
+                                kernels.append(Kernel(
+                                    family=family, source=source, function=function, params=params,
+                                    constexprs=_constexprs(CONSTEXPRS[family], dqk, dv, config, extras),
+                                    arch=arch, dtype=dtype, head_dim_qk=dqk, head_dim_v=dv, aligned=aligned,
+                                    extras=extras, config=config, min_seqlen=min_seqlen))
     return kernels

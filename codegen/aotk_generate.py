@@ -30,7 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import aotk_catalog  # noqa: E402
 
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS_DIR = os.path.join(REPO_ROOT, "kernels")
 
@@ -38,7 +38,7 @@ KERNELS_DIR = os.path.join(REPO_ROOT, "kernels")
 # (p pointer, l 64-bit integer, i 32-bit integer, f fp32), which the C launcher's packing must match.
 PTX_PARAM_TYPE = {"ptr": ".u64", "i64": ".u64", "i32": ".u32", "fp32": ".f32"}
 PARAM_KIND = {"ptr": "p", "i64": "l", "i32": "i", "fp32": "f"}
-DTYPE_ENUM = {"fp16": "AOTK_DTYPE_FLOAT16", "bf16": "AOTK_DTYPE_BFLOAT16"}
+DTYPE_ENUM = {"fp16": "AOTK_DTYPE_FLOAT16", "bf16": "AOTK_DTYPE_BFLOAT16", "": "0"}
 FAMILY_ENUM = {family: "AOTK__FAMILY_" + family.upper() for family in aotk_catalog.FAMILIES}
 
 
@@ -54,11 +54,22 @@ def fnv1a64(data):
     return h
 
 
-def cache_key(kernel):
-    with open(os.path.join(KERNELS_DIR, kernel.source), "rb") as f:
+def kernel_sources(source_name):
+    """The kernel's source file and the kernels/ modules it imports (one level: attn_common.py)."""
+    with open(os.path.join(KERNELS_DIR, source_name), "rb") as f:
         source = f.read()
+    parts = [source]
+    for module in sorted(set(re.findall(rb"^from (\w+) import", source, re.M))):
+        path = os.path.join(KERNELS_DIR, module.decode() + ".py")
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                parts.append(f.read())
+    return parts
+
+
+def cache_key(kernel):
     h = hashlib.sha256()
-    for part in (GENERATOR_VERSION, aotk_catalog.TRITON_VERSION, repr(kernel), source):
+    for part in (GENERATOR_VERSION, aotk_catalog.TRITON_VERSION, repr(kernel), *kernel_sources(kernel.source)):
         h.update(part if isinstance(part, bytes) else part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -79,6 +90,8 @@ def compile_kernel(kernel, cache_dir):
 
     if triton.__version__ != aotk_catalog.TRITON_VERSION:
         raise RuntimeError(f"Triton {triton.__version__} found; the catalog pins {aotk_catalog.TRITON_VERSION}")
+    if KERNELS_DIR not in sys.path:
+        sys.path.insert(0, KERNELS_DIR)  # the kernels import their shared pieces (attn_common.py)
     spec = importlib.util.spec_from_file_location(f"aotk_kernel_{kernel.source[:-3]}",
                                                   os.path.join(KERNELS_DIR, kernel.source))
     module = importlib.util.module_from_spec(spec)
@@ -233,7 +246,8 @@ def main():
         kinds = "".join(PARAM_KIND[param_class(t)] for _, t, _ in kernel.params)
         rows.append(
             f"  {{{c_string(kernel.name)}, {c_string(meta['function_name'])}, {FAMILY_ENUM[kernel.family]}, {kernel.arch}, "
-            f"{DTYPE_ENUM[kernel.dtype]}, {kernel.head_dim}, {int(kernel.aligned)}, {kernel.config.block_m}, "
+            f"{DTYPE_ENUM[kernel.dtype]}, {kernel.head_dim_qk}, {kernel.head_dim_v}, {int(kernel.aligned)}, "
+            f"{int(kernel.extras)}, {kernel.config.block_m}, "
             f"{kernel.config.block_n}, {meta['num_warps']}, {kernel.config.num_stages}, {meta['shared_bytes']}, "
             f"{kernel.min_seqlen}, {c_string(kinds)},\n   {image_fields['cubin']},\n   {image_fields['ptx']}}},")
 

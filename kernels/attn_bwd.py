@@ -1,59 +1,87 @@
 """FlashAttention backward, written for ahead-of-time compilation.
 
-Three kernels, each output owned by exactly one program, so results are bitwise deterministic with no
+Kernels, each output owned by exactly one program, so results are bitwise deterministic with no
 atomics and no zero-initialized buffers:
   attn_bwd_preprocess  delta[b, h, i] = sum_d dO[i, d] * O[i, d], and lse in log2 units, staged in
-                       the workspace
+                       the workspace; with sinks, each program's partial sum of the sink gradient
   attn_bwd_dkdv        one program per (key block, batch, kv head): loops over the query heads of its
                        GQA group and over the query blocks that see its keys; dK and dV summed in
                        registers over the group, written once.
   attn_bwd_dq          one program per (query block, batch, query head): loops over the key blocks it
                        sees; dQ written once.
+  attn_bwd_sink_reduce one program per query head: sums the sink gradient's partials in a fixed order.
 The price of ownership is recomputing Q K^T and dO V^T in both passes (7 matrix products instead of 5).
 
-Layouts and masks follow kernels/attn_fwd.py: q/dq [batch, seqlen_q, heads_q, head_dim], k/v/dk/dv
-[batch, seqlen_k, heads_kv, head_dim], lse [batch, heads_q, seqlen_q] (natural log, from the forward),
-causal bottom-right as a run-time argument. A row that saw no key has lse = -inf; it gets no gradient.
-The workspace holds delta and lse * log2(e), fp32 [batch * heads_q, stats_stride] each, stats_stride
-being seqlen_q rounded up to 128 (see attn_bwd_preprocess for why).
+Layouts, masks and features follow kernels/attn_fwd.py and kernels/attn_common.py. A row that saw no
+key has lse = -inf; it gets no gradient. The workspace holds delta and lse * log2(e), fp32
+[batch * heads_q, stats_stride] each, stats_stride being seqlen_q (max_seqlen_q for varlen) rounded up
+to 128, then the sink partials.
+
+Gradients of the features: dropout multiplies dP and P by keep / (1 - p) (the mask regenerated from
+the same counters as the forward's); softcap multiplies dS by 1 - tanh^2 (the derivative of
+c * tanh(s / c)); ALiBi adds a constant to the scores and nothing to the gradients; a sink's gradient
+is -sum_i exp(sink - lse_i) * delta_i.
 """
 
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
+from attn_common import (FLAG_DROPOUT, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP, FLAG_ALIBI, LOG2E, diagonal,
+                         dropout_keep, key_ranges, modified_scores, query_ranges, rng_state, sequence, visible,
+                         visible_t)
 
 
 @triton.jit
-def attn_bwd_preprocess(Out, DOut, Lse, Delta, LseLog2,
+def attn_bwd_preprocess(Out, DOut, Lse, Delta, LseLog2, CuSeqlensQ, Sinks, SinkPartial,
                         stride_ob, stride_os, stride_oh,
                         stride_db, stride_ds, stride_dh,
                         stride_lb, stride_lh,
-                        seqlen_q, heads_q, num_m_blocks, stats_stride,
-                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+                        seqlen_q, heads_q, num_seqs, num_m_blocks, stats_stride, head_dim_v8, flags,
+                        HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr):
     # Stages the per-row statistics the two passes read in every step, in the workspace: delta and
     # lse * log2(e) (with -inf, a row that saw no key, turned into +inf so that exp2(s - lse) = 0), in
-    # rows of stats_stride (seqlen_q rounded up to 128) floats. Rows past seqlen_q are written too
+    # rows of stats_stride (seqlen_q rounded up to 128) floats. Rows past the sequence are written too
     # (delta 0, lse +inf), so the passes load these vectors unmasked and 16-byte aligned: with the
     # caller's lse (any stride, any length) they were scalar loads inside the inner loop.
     pid = tl.program_id(0)
     bh = pid // num_m_blocks
     m_block = pid % num_m_blocks
-    batch = (bh // heads_q).to(tl.int64)
+    batch = bh // heads_q
     head = bh % heads_q
+    q_start, sq = sequence(CuSeqlensQ, batch, seqlen_q, flags)
+    batch64 = batch.to(tl.int64)
+    start64 = q_start.to(tl.int64)
     offs_m = m_block * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    row_ok = offs_m < seqlen_q
-    o = tl.load(Out + batch * stride_ob + head * stride_oh + offs_m[:, None] * stride_os + offs_d[None, :],
-                mask=row_ok[:, None], other=0.0)
-    do = tl.load(DOut + batch * stride_db + head * stride_dh + offs_m[:, None] * stride_ds + offs_d[None, :],
-                 mask=row_ok[:, None], other=0.0)
+    offs_d = tl.arange(0, HEAD_DIM_V)
+    d_ok = offs_d < head_dim_v8 * 8
+    row_ok = offs_m < sq
+    mask = row_ok[:, None] & d_ok[None, :]
+    o = tl.load(Out + batch64 * stride_ob + start64 * stride_os + head * stride_oh + offs_m[:, None] * stride_os
+                + offs_d[None, :], mask=mask, other=0.0)
+    do = tl.load(DOut + batch64 * stride_db + start64 * stride_ds + head * stride_dh + offs_m[:, None] * stride_ds
+                 + offs_d[None, :], mask=mask, other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
-    lse = tl.load(Lse + batch * stride_lb + head * stride_lh + offs_m, mask=row_ok, other=float("inf"))
-    lse = tl.where(lse == float("-inf"), float("inf"), lse) * 1.4426950408889634
+    lse = tl.load(Lse + batch64 * stride_lb + head * stride_lh + start64 + offs_m, mask=row_ok, other=float("inf"))
+    lse = tl.where(lse == float("-inf"), float("inf"), lse) * LOG2E
     row = bh.to(tl.int64) * stats_stride
     tl.store(Delta + row + offs_m, delta)
     tl.store(LseLog2 + row + offs_m, lse)
+    if (flags & FLAG_SINKS) != 0:
+        # d loss / d sink = -sum_i P_i,sink * delta_i; this program's rows, summed by attn_bwd_sink_reduce.
+        sink = tl.load(Sinks + head) * LOG2E
+        partial = -tl.sum(tl.math.exp2(sink - lse) * delta, axis=0)
+        tl.store(SinkPartial + (head.to(tl.int64) * num_seqs + batch) * num_m_blocks + m_block, partial)
+
+
+@triton.jit
+def attn_bwd_sink_reduce(SinkPartial, DSinks, count, BLOCK: tl.constexpr):
+    head = tl.program_id(0)
+    base = SinkPartial + head.to(tl.int64) * count
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, count, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        total += tl.load(base + offs, mask=offs < count, other=0.0)
+    tl.store(DSinks + head, tl.sum(total, axis=0))
 
 
 @triton.jit
@@ -63,173 +91,254 @@ def _load_row_stats(lse_base, delta_base, rows):
 
 
 @triton.jit
-def attn_bwd_dkdv(Q, K, V, DOut, LseLog2, Delta, DK, DV,
+def attn_bwd_dkdv(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, AlibiSlopes, RngState,
                   stride_qb, stride_qs, stride_qh,
                   stride_kb, stride_ks, stride_kh,
                   stride_vb, stride_vs, stride_vh,
                   stride_dob, stride_dos, stride_doh,
                   stride_dkb, stride_dks, stride_dkh,
                   stride_dvb, stride_dvs, stride_dvh,
+                  stride_ab,
                   seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride,
-                  softmax_scale, qk_scale_log2, causal,
-                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                  head_dim_qk8, head_dim_v8, window_left, window_right, flags,
+                  softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                  HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, EXTRAS: tl.constexpr):
     pid = tl.program_id(0)
     bh = pid // num_n_blocks
     n_block = pid % num_n_blocks
     batch = bh // heads_kv
     head_kv = bh % heads_kv
-    batch64 = batch.to(tl.int64)
+    q_start, sq = sequence(CuSeqlensQ, batch, seqlen_q, flags)
+    k_start, sk = sequence(CuSeqlensK, batch, seqlen_k, flags)
     start_n = n_block * BLOCK_N
+    if start_n >= sk:
+        return
+    batch64 = batch.to(tl.int64)
+    q_start64 = q_start.to(tl.int64)
+    k_start64 = k_start.to(tl.int64)
     offs_n = start_n + tl.arange(0, BLOCK_N)
     offs_m = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    col_ok = offs_n < seqlen_k
+    offs_dqk = tl.arange(0, HEAD_DIM_QK)
+    offs_dv = tl.arange(0, HEAD_DIM_V)
+    dqk_ok = offs_dqk < head_dim_qk8 * 8
+    dv_ok = offs_dv < head_dim_v8 * 8
+    col_ok = offs_n < sk
 
-    k = tl.load(K + batch64 * stride_kb + head_kv * stride_kh + offs_n[:, None] * stride_ks + offs_d[None, :],
-                mask=col_ok[:, None], other=0.0)
-    v = tl.load(V + batch64 * stride_vb + head_kv * stride_vh + offs_n[:, None] * stride_vs + offs_d[None, :],
-                mask=col_ok[:, None], other=0.0)
-    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    k = tl.load(K + batch64 * stride_kb + k_start64 * stride_ks + head_kv * stride_kh + offs_n[:, None] * stride_ks
+                + offs_dqk[None, :], mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
+    v = tl.load(V + batch64 * stride_vb + k_start64 * stride_vs + head_kv * stride_vh + offs_n[:, None] * stride_vs
+                + offs_dv[None, :], mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM_QK], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
 
-    # Query rows that see key j: i >= j - causal_offset. Rows from lo on see some key of this block;
-    # rows from full_lo on see all of them (no mask needed there).
-    causal_offset = seqlen_k - seqlen_q
-    if causal:
-        lo = tl.maximum(start_n - causal_offset, 0)
-        lo = (lo // BLOCK_M) * BLOCK_M
-        full_lo = tl.maximum(start_n + BLOCK_N - 1 - causal_offset, 0)
-        full_lo = tl.cdiv(full_lo, BLOCK_M) * BLOCK_M
-    else:
-        lo = 0
-        full_lo = 0
-    # Partial key blocks (past seqlen_k) always need the mask on the key side.
-    if start_n + BLOCK_N > seqlen_k:
-        full_lo = tl.cdiv(seqlen_q, BLOCK_M) * BLOCK_M
-    full_lo = tl.minimum(full_lo, tl.cdiv(seqlen_q, BLOCK_M) * BLOCK_M)
-    hi = tl.cdiv(seqlen_q, BLOCK_M) * BLOCK_M
+    diag = diagonal(sq, sk, flags)
+    last_col = tl.minimum(start_n + BLOCK_N, sk) - 1
+    lo, full_lo, full_hi, hi = query_ranges(start_n, last_col, sq, diag, window_left, window_right,
+                                            start_n + BLOCK_N > sk, BLOCK_M)
+    seed = tl.zeros([], dtype=tl.int64)
+    offset_lo = tl.zeros([], dtype=tl.uint32)
+    threshold = dropout_threshold.to(tl.uint32, bitcast=True)
+    if EXTRAS:
+        if (flags & FLAG_DROPOUT) != 0:
+            seed, offset_lo = rng_state(RngState)
 
     for g in range(0, group_size):
         head_q = head_kv * group_size + g
-        q_base = Q + batch64 * stride_qb + head_q * stride_qh
-        do_base = DOut + batch64 * stride_dob + head_q * stride_doh
+        q_base = Q + batch64 * stride_qb + q_start64 * stride_qs + head_q * stride_qh
+        do_base = DOut + batch64 * stride_dob + q_start64 * stride_dos + head_q * stride_doh
         stats_row = (batch64 * heads_q + head_q) * stats_stride
         lse_base = LseLog2 + stats_row
         delta_base = Delta + stats_row
+        stream = batch * heads_q + head_q
+        slope_log2 = qk_scale_log2 * 0.0
+        if EXTRAS:
+            if (flags & FLAG_ALIBI) != 0:
+                slope_log2 = tl.load(AlibiSlopes + batch64 * stride_ab + head_q) * LOG2E
         dk, dv = _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
-                                   stride_qs, stride_dos, lo, full_lo, seqlen_q, offs_m, offs_n, offs_d,
-                                   causal_offset, col_ok, causal, qk_scale_log2, True)
+                                   stride_qs, stride_dos, lo, full_lo, sq, sk, offs_m, offs_n, offs_dqk, offs_dv,
+                                   dqk_ok, dv_ok, diag, window_left, window_right, flags, qk_scale_log2,
+                                   softcap_scale, softcap_log2, slope_log2, seed, offset_lo, stream, threshold,
+                                   dropout_scale, start_n, BLOCK_M, BLOCK_N, True, EXTRAS)
         dk, dv = _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
-                                   stride_qs, stride_dos, full_lo, hi, seqlen_q, offs_m, offs_n, offs_d,
-                                   causal_offset, col_ok, causal, qk_scale_log2, False)
+                                   stride_qs, stride_dos, full_lo, full_hi, sq, sk, offs_m, offs_n, offs_dqk,
+                                   offs_dv, dqk_ok, dv_ok, diag, window_left, window_right, flags, qk_scale_log2,
+                                   softcap_scale, softcap_log2, slope_log2, seed, offset_lo, stream, threshold,
+                                   dropout_scale, start_n, BLOCK_M, BLOCK_N, False, EXTRAS)
+        dk, dv = _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
+                                   stride_qs, stride_dos, full_hi, hi, sq, sk, offs_m, offs_n, offs_dqk, offs_dv,
+                                   dqk_ok, dv_ok, diag, window_left, window_right, flags, qk_scale_log2,
+                                   softcap_scale, softcap_log2, slope_log2, seed, offset_lo, stream, threshold,
+                                   dropout_scale, start_n, BLOCK_M, BLOCK_N, True, EXTRAS)
 
     dk = dk * softmax_scale
-    tl.store(DK + batch64 * stride_dkb + head_kv * stride_dkh + offs_n[:, None] * stride_dks + offs_d[None, :],
-             dk.to(DK.dtype.element_ty), mask=col_ok[:, None])
-    tl.store(DV + batch64 * stride_dvb + head_kv * stride_dvh + offs_n[:, None] * stride_dvs + offs_d[None, :],
-             dv.to(DV.dtype.element_ty), mask=col_ok[:, None])
+    tl.store(DK + batch64 * stride_dkb + k_start64 * stride_dks + head_kv * stride_dkh + offs_n[:, None] * stride_dks
+             + offs_dqk[None, :], dk.to(DK.dtype.element_ty), mask=col_ok[:, None] & dqk_ok[None, :])
+    tl.store(DV + batch64 * stride_dvb + k_start64 * stride_dvs + head_kv * stride_dvh + offs_n[:, None] * stride_dvs
+             + offs_dv[None, :], dv.to(DV.dtype.element_ty), mask=col_ok[:, None] & dv_ok[None, :])
 
 
 @triton.jit
 def _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
-                      stride_qs, stride_dos, lo, hi, seqlen_q, offs_m, offs_n, offs_d,
-                      causal_offset, col_ok, causal, qk_scale_log2, MASKED: tl.constexpr):
+                      stride_qs, stride_dos, lo, hi, seqlen_q, seqlen_k, offs_m, offs_n, offs_dqk, offs_dv,
+                      dqk_ok, dv_ok, diag, window_left, window_right, flags, qk_scale_log2,
+                      softcap_scale, softcap_log2, slope_log2, seed, offset_lo, stream, threshold, dropout_scale,
+                      start_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+                      EXTRAS: tl.constexpr):
     # Transposed formulation: the key block is the M side of every product, so dK and dV accumulate
     # in registers as [BLOCK_N, HEAD_DIM].
-    for start_m in range(lo, hi, offs_m.shape[0]):
+    for start_m in range(lo, hi, BLOCK_M):
         rows = start_m + offs_m
-        row_ok = rows < seqlen_q
-        q = tl.load(q_base + rows[:, None] * stride_qs + offs_d[None, :], mask=row_ok[:, None], other=0.0)
-        do = tl.load(do_base + rows[:, None] * stride_dos + offs_d[None, :], mask=row_ok[:, None], other=0.0)
+        if MASKED:
+            row_ok = rows < seqlen_q
+            q = tl.load(q_base + rows[:, None] * stride_qs + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :],
+                        other=0.0)
+            do = tl.load(do_base + rows[:, None] * stride_dos + offs_dv[None, :], mask=row_ok[:, None] & dv_ok[None, :],
+                         other=0.0)
+        else:
+            q = tl.load(q_base + rows[:, None] * stride_qs + offs_dqk[None, :], mask=dqk_ok[None, :], other=0.0)
+            do = tl.load(do_base + rows[:, None] * stride_dos + offs_dv[None, :], mask=dv_ok[None, :], other=0.0)
         lse, delta = _load_row_stats(lse_base, delta_base, rows)
         qk_t = tl.dot(k, tl.trans(q))  # [BLOCK_N, BLOCK_M]
-        p_t = tl.math.exp2(qk_t * qk_scale_log2 - lse[None, :])
+        if EXTRAS:
+            # |i + diag - j| = |j - diag - i|: the transposed call swaps rows and keys and negates diag.
+            s_t, t_t = modified_scores(qk_t, offs_n, rows, -diag, qk_scale_log2, softcap_scale, softcap_log2,
+                                       slope_log2, flags)
+            p_t = tl.math.exp2(s_t - lse[None, :])
+        else:
+            p_t = tl.math.exp2(qk_t * qk_scale_log2 - lse[None, :])
         if MASKED:
-            visible = col_ok[:, None] & row_ok[None, :]
-            if causal:
-                visible = visible & (offs_n[:, None] <= rows[None, :] + causal_offset)
-            p_t = tl.where(visible, p_t, 0.0)
-        dv = tl.dot(p_t.to(do.dtype), do, dv)
+            p_t = tl.where(visible_t(offs_n, rows, seqlen_q, seqlen_k, diag, window_left, window_right), p_t, 0.0)
         dp_t = tl.dot(v, tl.trans(do))  # [BLOCK_N, BLOCK_M]
-        ds_t = p_t * (dp_t - delta[None, :])
+        if EXTRAS:
+            pd_t = p_t
+            if (flags & FLAG_DROPOUT) != 0:
+                keep_t = tl.trans(dropout_keep(seed, offset_lo, stream, rows, start_n, threshold, BLOCK_M, BLOCK_N))
+                pd_t = tl.where(keep_t, p_t * dropout_scale, 0.0)
+                dp_t = tl.where(keep_t, dp_t * dropout_scale, 0.0)
+            dv = tl.dot(pd_t.to(do.dtype), do, dv)
+            ds_t = p_t * (dp_t - delta[None, :])
+            if (flags & FLAG_SOFTCAP) != 0:
+                ds_t = ds_t * (1.0 - t_t * t_t)
+        else:
+            dv = tl.dot(p_t.to(do.dtype), do, dv)
+            ds_t = p_t * (dp_t - delta[None, :])
         dk = tl.dot(ds_t.to(q.dtype), q, dk)
     return dk, dv
 
 
 @triton.jit
-def attn_bwd_dq(Q, K, V, DOut, LseLog2, Delta, DQ,
+def attn_bwd_dq(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK, AlibiSlopes, RngState,
                 stride_qb, stride_qs, stride_qh,
                 stride_kb, stride_ks, stride_kh,
                 stride_vb, stride_vs, stride_vh,
                 stride_dob, stride_dos, stride_doh,
                 stride_dqb, stride_dqs, stride_dqh,
+                stride_ab,
                 seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, stats_stride,
-                softmax_scale, qk_scale_log2, causal,
-                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                head_dim_qk8, head_dim_v8, window_left, window_right, flags,
+                softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                EXTRAS: tl.constexpr):
     pid = tl.program_id(0)
     bh = pid // num_m_blocks
     m_block = pid % num_m_blocks
-    if causal:
+    if (flags & FLAG_REVERSE) != 0:
         m_block = num_m_blocks - 1 - m_block
     batch = bh // heads_q
     head_q = bh % heads_q
     head_kv = head_q // group_size
-    batch64 = batch.to(tl.int64)
+    q_start, sq = sequence(CuSeqlensQ, batch, seqlen_q, flags)
+    k_start, sk = sequence(CuSeqlensK, batch, seqlen_k, flags)
     start_m = m_block * BLOCK_M
+    if start_m >= sq:
+        return
+    batch64 = batch.to(tl.int64)
+    q_start64 = q_start.to(tl.int64)
+    k_start64 = k_start.to(tl.int64)
     rows = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    row_ok = rows < seqlen_q
+    offs_dqk = tl.arange(0, HEAD_DIM_QK)
+    offs_dv = tl.arange(0, HEAD_DIM_V)
+    dqk_ok = offs_dqk < head_dim_qk8 * 8
+    dv_ok = offs_dv < head_dim_v8 * 8
+    row_ok = rows < sq
 
-    q = tl.load(Q + batch64 * stride_qb + head_q * stride_qh + rows[:, None] * stride_qs + offs_d[None, :],
-                mask=row_ok[:, None], other=0.0)
-    do = tl.load(DOut + batch64 * stride_dob + head_q * stride_doh + rows[:, None] * stride_dos + offs_d[None, :],
-                 mask=row_ok[:, None], other=0.0)
+    q = tl.load(Q + batch64 * stride_qb + q_start64 * stride_qs + head_q * stride_qh + rows[:, None] * stride_qs
+                + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :], other=0.0)
+    do = tl.load(DOut + batch64 * stride_dob + q_start64 * stride_dos + head_q * stride_doh + rows[:, None] * stride_dos
+                 + offs_dv[None, :], mask=row_ok[:, None] & dv_ok[None, :], other=0.0)
     stats_row = bh.to(tl.int64) * stats_stride
     lse, delta = _load_row_stats(LseLog2 + stats_row, Delta + stats_row, rows)
-    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    k_base = K + batch64 * stride_kb + head_kv * stride_kh
-    v_base = V + batch64 * stride_vb + head_kv * stride_vh
+    dq = tl.zeros([BLOCK_M, HEAD_DIM_QK], dtype=tl.float32)
+    k_base = K + batch64 * stride_kb + k_start64 * stride_ks + head_kv * stride_kh
+    v_base = V + batch64 * stride_vb + k_start64 * stride_vs + head_kv * stride_vh
 
-    causal_offset = seqlen_k - seqlen_q
-    if causal:
-        hi = tl.minimum(seqlen_k, start_m + BLOCK_M + causal_offset)
-        full_hi = tl.minimum(seqlen_k, start_m + causal_offset + 1)
-    else:
-        hi = seqlen_k
-        full_hi = seqlen_k
-    hi = tl.maximum(hi, 0)
-    full_hi = (tl.maximum(full_hi, 0) // BLOCK_N) * BLOCK_N
-    row_limit = tl.where(causal != 0, rows + causal_offset, seqlen_k)
+    diag = diagonal(sq, sk, flags)
+    last_row = tl.minimum(start_m + BLOCK_M, sq) - 1
+    lo, full_lo, full_hi, hi = key_ranges(start_m, last_row, sk, diag, window_left, window_right, BLOCK_N)
+    slope_log2 = qk_scale_log2 * 0.0
+    seed = tl.zeros([], dtype=tl.int64)
+    offset_lo = tl.zeros([], dtype=tl.uint32)
+    threshold = dropout_threshold.to(tl.uint32, bitcast=True)
+    if EXTRAS:
+        if (flags & FLAG_ALIBI) != 0:
+            slope_log2 = tl.load(AlibiSlopes + batch64 * stride_ab + head_q) * LOG2E
+        if (flags & FLAG_DROPOUT) != 0:
+            seed, offset_lo = rng_state(RngState)
 
-    dq = _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, 0, full_hi, seqlen_k,
-                         row_limit, offs_n, offs_d, qk_scale_log2, False)
-    dq = _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, full_hi, hi, seqlen_k,
-                         row_limit, offs_n, offs_d, qk_scale_log2, True)
+    dq = _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, lo, full_lo, rows, sq, sk,
+                         offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, window_left, window_right, flags,
+                         qk_scale_log2, softcap_scale, softcap_log2, slope_log2, seed, offset_lo, bh, threshold,
+                         dropout_scale, BLOCK_M, BLOCK_N, True, EXTRAS)
+    dq = _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, full_lo, full_hi, rows, sq, sk,
+                         offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, window_left, window_right, flags,
+                         qk_scale_log2, softcap_scale, softcap_log2, slope_log2, seed, offset_lo, bh, threshold,
+                         dropout_scale, BLOCK_M, BLOCK_N, False, EXTRAS)
+    dq = _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, full_hi, hi, rows, sq, sk,
+                         offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, window_left, window_right, flags,
+                         qk_scale_log2, softcap_scale, softcap_log2, slope_log2, seed, offset_lo, bh, threshold,
+                         dropout_scale, BLOCK_M, BLOCK_N, True, EXTRAS)
     dq = dq * softmax_scale
-    tl.store(DQ + batch64 * stride_dqb + head_q * stride_dqh + rows[:, None] * stride_dqs + offs_d[None, :],
-             dq.to(DQ.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(DQ + batch64 * stride_dqb + q_start64 * stride_dqs + head_q * stride_dqh + rows[:, None] * stride_dqs
+             + offs_dqk[None, :], dq.to(DQ.dtype.element_ty), mask=row_ok[:, None] & dqk_ok[None, :])
 
 
 @triton.jit
-def _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, lo, hi, seqlen_k,
-                    row_limit, offs_n, offs_d, qk_scale_log2, MASKED: tl.constexpr):
-    for start_n in range(lo, hi, offs_n.shape[0]):
-        start_n = tl.multiple_of(start_n, offs_n.shape[0])
+def _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, lo, hi, rows, seqlen_q, seqlen_k,
+                    offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, window_left, window_right, flags,
+                    qk_scale_log2, softcap_scale, softcap_log2, slope_log2, seed, offset_lo, stream, threshold,
+                    dropout_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+                    EXTRAS: tl.constexpr):
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
         if MASKED:
             col_ok = cols < seqlen_k
-            k = tl.load(k_base + cols[:, None] * stride_ks + offs_d[None, :], mask=col_ok[:, None], other=0.0)
-            v = tl.load(v_base + cols[:, None] * stride_vs + offs_d[None, :], mask=col_ok[:, None], other=0.0)
+            k = tl.load(k_base + cols[:, None] * stride_ks + offs_dqk[None, :], mask=col_ok[:, None] & dqk_ok[None, :],
+                        other=0.0)
+            v = tl.load(v_base + cols[:, None] * stride_vs + offs_dv[None, :], mask=col_ok[:, None] & dv_ok[None, :],
+                        other=0.0)
         else:
-            k = tl.load(k_base + cols[:, None] * stride_ks + offs_d[None, :])
-            v = tl.load(v_base + cols[:, None] * stride_vs + offs_d[None, :])
+            k = tl.load(k_base + cols[:, None] * stride_ks + offs_dqk[None, :], mask=dqk_ok[None, :], other=0.0)
+            v = tl.load(v_base + cols[:, None] * stride_vs + offs_dv[None, :], mask=dv_ok[None, :], other=0.0)
         qk = tl.dot(q, tl.trans(k))
-        p = tl.math.exp2(qk * qk_scale_log2 - lse[:, None])
+        if EXTRAS:
+            s, t = modified_scores(qk, rows, cols, diag, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags)
+            p = tl.math.exp2(s - lse[:, None])
+        else:
+            p = tl.math.exp2(qk * qk_scale_log2 - lse[:, None])
         if MASKED:
-            visible = col_ok[None, :] & (cols[None, :] <= row_limit[:, None])
-            p = tl.where(visible, p, 0.0)
+            p = tl.where(visible(rows, cols, seqlen_q, seqlen_k, diag, window_left, window_right), p, 0.0)
         dp = tl.dot(do, tl.trans(v))
-        ds = p * (dp - delta[:, None])
+        if EXTRAS:
+            if (flags & FLAG_DROPOUT) != 0:
+                keep = dropout_keep(seed, offset_lo, stream, rows, start_n, threshold, BLOCK_M, BLOCK_N)
+                dp = tl.where(keep, dp * dropout_scale, 0.0)
+            ds = p * (dp - delta[:, None])
+            if (flags & FLAG_SOFTCAP) != 0:
+                ds = ds * (1.0 - t * t)
+        else:
+            ds = p * (dp - delta[:, None])
         dq = tl.dot(ds.to(k.dtype), k, dq)
     return dq

@@ -1,17 +1,19 @@
 """FlashAttention forward, written for ahead-of-time compilation.
 
-Layout: q [batch, seqlen_q, heads_q, head_dim], k/v [batch, seqlen_k, heads_kv, head_dim], out like q,
-lse [batch, heads_q, seqlen_q] fp32 (natural log). The last dimension is contiguous, so its stride is
-not an argument; every other stride is.
+Layouts: dense q [batch, seqlen_q, heads_q, head_dim_qk], k [batch, seqlen_k, heads_kv, head_dim_qk],
+v [batch, seqlen_k, heads_kv, head_dim_v], out like q with head_dim_v, lse [batch, heads_q, seqlen_q]
+fp32 (natural log). Variable length (FLAG_VARLEN): the same with batch stride 0, each sequence's first
+row read from cu_seqlens, and lse [heads_q, total_q] (batch stride 0 too). The last dimension is
+contiguous, so its stride is not an argument; every other stride is.
 
-Causal masking is a run-time argument, aligned bottom-right: query row i sees key j when
-j <= i + seqlen_k - seqlen_q. Making it run-time halves the variant count at no measured cost: the
-key range of each program is split into blocks every row sees in full (no mask computed at all) and the
-few blocks on the diagonal or past seqlen_k (masked), and causal only moves the split point.
+Masks (causal, sliding window, either alignment), lengths and GQA are run-time arguments; see
+kernels/attn_common.py for the block ranges. The head dims are compiled as powers of two
+(HEAD_DIM_QK, HEAD_DIM_V) and the true ones (multiples of 8) masked at run time. EXTRAS compiles in
+softcap, ALiBi, sinks and dropout, each switched by a flag.
 
-Integer arguments: batch strides are i64 (a batch can exceed 2^31 elements); the other strides and the
-lengths are i32, and the host checks that one batch entry's span fits (so tile offsets stay 32-bit,
-which keeps the inner loop's address arithmetic cheap).
+Integer arguments: batch strides are i64 (a batch can exceed 2^31 elements) and so is a varlen
+sequence's start offset; the other strides and the lengths are i32, and the host checks that one
+sequence's span fits (tile offsets stay 32-bit, which keeps the inner loop's address arithmetic cheap).
 
 The kernel module is free of torch and of driver calls: it is imported on a machine with no GPU.
 """
@@ -19,116 +21,194 @@ The kernel module is free of torch and of driver calls: it is imported on a mach
 import triton
 import triton.language as tl
 
+from attn_common import (FLAG_ALIBI, FLAG_DROPOUT, FLAG_REVERSE, FLAG_SINKS, FLAG_WRITE_LSE, LN2, LOG2E,
+                         diagonal, dropout_keep, key_ranges, modified_scores, rng_state, sequence, visible)
+
 
 @triton.jit
-def _attn_fwd_block_range(q_ptrs, k_base, v_base, stride_ks, stride_vs, q, acc, m_i, l_i,
-                          lo, hi, seqlen_k, row_limit, qk_scale_log2, offs_n, offs_d,
-                          HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr):
-    # One pass of online softmax over key blocks [lo, hi). MASKED blocks check key bounds and each
-    # row's last visible key (row_limit); unmasked blocks are known to be fully visible to every row.
+def _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i,
+                          lo, hi, rows, seqlen_q, seqlen_k, diag, window_left, window_right,
+                          offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok,
+                          qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags,
+                          seed, offset_lo, stream, threshold,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+                          EXTRAS: tl.constexpr):
+    # One pass of online softmax over key blocks [lo, hi). MASKED blocks apply the window rule and the
+    # key bound; unmasked blocks are known to be fully visible to every row.
     for start_n in range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
-        k_ptrs = k_base + cols[:, None] * stride_ks + offs_d[None, :]
-        v_ptrs = v_base + cols[:, None] * stride_vs + offs_d[None, :]
+        k_ptrs = k_base + cols[:, None] * stride_ks + offs_dqk[None, :]
+        v_ptrs = v_base + cols[:, None] * stride_vs + offs_dv[None, :]
         if MASKED:
             col_ok = cols < seqlen_k
-            k = tl.load(k_ptrs, mask=col_ok[:, None], other=0.0)
+            k = tl.load(k_ptrs, mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
         else:
-            k = tl.load(k_ptrs)
+            k = tl.load(k_ptrs, mask=dqk_ok[None, :], other=0.0)
         qk = tl.dot(q, tl.trans(k))
+        if EXTRAS:
+            s, _ = modified_scores(qk, rows, cols, diag, qk_scale_log2, softcap_scale, softcap_log2, slope_log2,
+                                   flags)
+        else:
+            s = qk * qk_scale_log2
         if MASKED:
-            visible = col_ok[None, :] & (cols[None, :] <= row_limit[:, None])
-            qk = tl.where(visible, qk * qk_scale_log2, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            s = tl.where(visible(rows, cols, seqlen_q, seqlen_k, diag, window_left, window_right), s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
             # A row that has seen no visible key yet keeps m = -inf; subtract 0 instead so that
             # exp2 gives 0 rather than NaN.
             m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            p = tl.math.exp2(qk - m_safe[:, None])
+            p = tl.math.exp2(s - m_safe[:, None])
             alpha = tl.math.exp2(m_i - m_safe)
         else:
-            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale_log2)
-            p = tl.math.exp2(qk * qk_scale_log2 - m_new[:, None])
+            if EXTRAS:
+                m_new = tl.maximum(m_i, tl.max(s, 1))
+                p = tl.math.exp2(s - m_new[:, None])
+            else:
+                m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale_log2)
+                p = tl.math.exp2(qk * qk_scale_log2 - m_new[:, None])
             alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
+        if EXTRAS:
+            if (flags & FLAG_DROPOUT) != 0:
+                p = tl.where(dropout_keep(seed, offset_lo, stream, rows, start_n, threshold, BLOCK_M, BLOCK_N), p, 0.0)
         if MASKED:
-            v = tl.load(v_ptrs, mask=col_ok[:, None], other=0.0)
+            v = tl.load(v_ptrs, mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
         else:
-            v = tl.load(v_ptrs)
+            v = tl.load(v_ptrs, mask=dv_ok[None, :], other=0.0)
         acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_new
     return acc, m_i, l_i
 
 
 @triton.jit
-def attn_fwd(Q, K, V, Out, Lse,
+def attn_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
              stride_qb, stride_qs, stride_qh,
              stride_kb, stride_ks, stride_kh,
              stride_vb, stride_vs, stride_vh,
              stride_ob, stride_os, stride_oh,
-             stride_lb, stride_lh,
-             seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks,
-             qk_scale_log2, causal, write_lse,
-             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+             stride_lb, stride_lh, stride_ab,
+             seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
+             window_left, window_right, flags,
+             qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+             HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+             EXTRAS: tl.constexpr):
     # Grid: one program per (query block, batch, query head), flattened to 1-d with the query block
-    # fastest, so the programs in flight share one head's K and V in L2. Causal programs run the
-    # heaviest (last) query blocks first, which shortens the tail.
+    # fastest, so the programs in flight share one head's K and V in L2. With FLAG_REVERSE (causal
+    # masks) the heaviest, last, query blocks run first, which shortens the tail.
     pid = tl.program_id(0)
     bh = pid // num_m_blocks
     m_block = pid % num_m_blocks
-    if causal:
+    if (flags & FLAG_REVERSE) != 0:
         m_block = num_m_blocks - 1 - m_block
     batch = bh // heads_q
     head_q = bh % heads_q
     head_kv = head_q // group_size
 
+    q_start, sq = sequence(CuSeqlensQ, batch, seqlen_q, flags)
+    k_start, sk = sequence(CuSeqlensK, batch, seqlen_k, flags)
     start_m = m_block * BLOCK_M
-    offs_m = start_m + tl.arange(0, BLOCK_M)
+    if start_m >= sq:
+        return
+    rows = start_m + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_dqk = tl.arange(0, HEAD_DIM_QK)
+    offs_dv = tl.arange(0, HEAD_DIM_V)
+    # Written as a multiple of 8 so that the masks below stay constant over 8-element (16-byte) runs and
+    # the loads stay vectorized.
+    dqk_ok = offs_dqk < head_dim_qk8 * 8
+    dv_ok = offs_dv < head_dim_v8 * 8
 
     batch64 = batch.to(tl.int64)
-    q_base = Q + batch64 * stride_qb + head_q * stride_qh
-    k_base = K + batch64 * stride_kb + head_kv * stride_kh
-    v_base = V + batch64 * stride_vb + head_kv * stride_vh
-    q_ptrs = q_base + offs_m[:, None] * stride_qs + offs_d[None, :]
-    row_ok = offs_m < seqlen_q
-    q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)
+    q_base = Q + batch64 * stride_qb + q_start.to(tl.int64) * stride_qs + head_q * stride_qh
+    k_base = K + batch64 * stride_kb + k_start.to(tl.int64) * stride_ks + head_kv * stride_kh
+    v_base = V + batch64 * stride_vb + k_start.to(tl.int64) * stride_vs + head_kv * stride_vh
+    row_ok = rows < sq
+    q = tl.load(q_base + rows[:, None] * stride_qs + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :],
+                other=0.0)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
 
-    # Key range. Bottom-right causal: row i sees keys j <= i + causal_offset.
-    causal_offset = seqlen_k - seqlen_q
-    if causal:
-        hi = tl.minimum(seqlen_k, start_m + BLOCK_M + causal_offset)
-        # Keys every row of this block sees: j <= start_m + causal_offset.
-        full_hi = tl.minimum(seqlen_k, start_m + causal_offset + 1)
-    else:
-        hi = seqlen_k
-        full_hi = seqlen_k
-    hi = tl.maximum(hi, 0)
-    # The last key each row sees; without causal masking, every key (the bound check does the rest).
-    row_limit = tl.where(causal != 0, offs_m + causal_offset, seqlen_k)
-    full_hi = tl.maximum(full_hi, 0)
-    full_hi = (full_hi // BLOCK_N) * BLOCK_N
+    diag = diagonal(sq, sk, flags)
+    last_row = tl.minimum(start_m + BLOCK_M, sq) - 1
+    lo, full_lo, full_hi, hi = key_ranges(start_m, last_row, sk, diag, window_left, window_right, BLOCK_N)
 
-    acc, m_i, l_i = _attn_fwd_block_range(q_ptrs, k_base, v_base, stride_ks, stride_vs, q, acc, m_i, l_i,
-                                          0, full_hi, seqlen_k, row_limit, qk_scale_log2, offs_n, offs_d,
-                                          HEAD_DIM, BLOCK_N, False)
-    acc, m_i, l_i = _attn_fwd_block_range(q_ptrs, k_base, v_base, stride_ks, stride_vs, q, acc, m_i, l_i,
-                                          full_hi, hi, seqlen_k, row_limit, qk_scale_log2, offs_n, offs_d,
-                                          HEAD_DIM, BLOCK_N, True)
+    slope_log2 = qk_scale_log2 * 0.0
+    seed = tl.zeros([], dtype=tl.int64)
+    offset_lo = tl.zeros([], dtype=tl.uint32)
+    stream = bh
+    threshold = dropout_threshold.to(tl.uint32, bitcast=True)
+    if EXTRAS:
+        if (flags & FLAG_ALIBI) != 0:
+            slope_log2 = tl.load(AlibiSlopes + batch64 * stride_ab + head_q) * LOG2E
+        if (flags & FLAG_DROPOUT) != 0:
+            seed, offset_lo = rng_state(RngState)
 
-    # A row with no visible key has l = 0: its output is 0 and its lse is -inf.
+    acc, m_i, l_i = _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i,
+                                          lo, full_lo, rows, sq, sk, diag, window_left, window_right,
+                                          offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok,
+                                          qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags,
+                                          seed, offset_lo, stream, threshold, BLOCK_M, BLOCK_N, True, EXTRAS)
+    acc, m_i, l_i = _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i,
+                                          full_lo, full_hi, rows, sq, sk, diag, window_left, window_right,
+                                          offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok,
+                                          qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags,
+                                          seed, offset_lo, stream, threshold, BLOCK_M, BLOCK_N, False, EXTRAS)
+    acc, m_i, l_i = _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i,
+                                          full_hi, hi, rows, sq, sk, diag, window_left, window_right,
+                                          offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok,
+                                          qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags,
+                                          seed, offset_lo, stream, threshold, BLOCK_M, BLOCK_N, True, EXTRAS)
+
+    if EXTRAS:
+        if (flags & FLAG_SINKS) != 0:
+            # The sink joins the denominator as one more score (log2 units), with no value.
+            sink = tl.load(Sinks + head_q) * LOG2E
+            m_fin = tl.maximum(m_i, sink)
+            rescale = tl.math.exp2(m_i - m_fin)
+            l_i = l_i * rescale + tl.math.exp2(sink - m_fin)
+            acc = acc * rescale[:, None]
+            m_i = m_fin
+    # A row with no visible key (and no sink) has l = 0: its output is 0 and its lse is -inf.
     has_keys = l_i > 0.0
     l_safe = tl.where(has_keys, l_i, 1.0)
+    if EXTRAS:
+        if (flags & FLAG_DROPOUT) != 0:
+            l_safe = l_safe / dropout_scale
     out = acc / l_safe[:, None]
-    o_ptrs = Out + batch64 * stride_ob + head_q * stride_oh + offs_m[:, None] * stride_os + offs_d[None, :]
-    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
-    if write_lse:
+    o_ptrs = Out + batch64 * stride_ob + q_start.to(tl.int64) * stride_os + head_q * stride_oh
+    o_ptrs = o_ptrs + rows[:, None] * stride_os + offs_dv[None, :]
+    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None] & dv_ok[None, :])
+    if (flags & FLAG_WRITE_LSE) != 0:
         # m is in log2 units (scores were multiplied by log2(e)); lse is natural log.
-        lse = tl.where(has_keys, (m_i + tl.math.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-        tl.store(Lse + batch64 * stride_lb + head_q * stride_lh + offs_m, lse, mask=row_ok)
+        lse = tl.where(has_keys, (m_i + tl.math.log2(l_i)) * LN2, float("-inf"))
+        lse_ptrs = Lse + batch64 * stride_lb + head_q * stride_lh + q_start.to(tl.int64) + rows
+        tl.store(lse_ptrs, lse, mask=row_ok)
+
+
+@triton.jit
+def attn_dropout_mask(Mask, CuSeqlensQ, CuSeqlensK, RngState,
+                      stride_mb, stride_mh, stride_ms,
+                      seqlen_q, seqlen_k, heads_q, num_m_blocks, flags, dropout_threshold,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # The debug output: the keep mask the forward and backward draw, for every (row, key) pair of each
+    # sequence, from the same function they call (attn_common.dropout_keep).
+    pid = tl.program_id(0)
+    bh = pid // num_m_blocks
+    m_block = pid % num_m_blocks
+    batch = bh // heads_q
+    head_q = bh % heads_q
+    _, sq = sequence(CuSeqlensQ, batch, seqlen_q, flags)
+    _, sk = sequence(CuSeqlensK, batch, seqlen_k, flags)
+    rows = m_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    seed, offset_lo = rng_state(RngState)
+    threshold = dropout_threshold.to(tl.uint32, bitcast=True)
+    base = Mask + batch.to(tl.int64) * stride_mb + head_q.to(tl.int64) * stride_mh
+    for start_n in range(0, sk, BLOCK_N):
+        cols = start_n + offs_n
+        keep = dropout_keep(seed, offset_lo, bh, rows, start_n, threshold, BLOCK_M, BLOCK_N)
+        ptrs = base + rows[:, None].to(tl.int64) * stride_ms + cols[None, :]
+        tl.store(ptrs, keep.to(tl.uint8), mask=(rows[:, None] < sq) & (cols[None, :] < sk))

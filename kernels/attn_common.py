@@ -1,0 +1,179 @@
+"""Pieces the attention kernels share: sequences, masks, score modifiers and the dropout RNG.
+
+Every feature of issue 4 is a run-time argument here, so the variant count stays bounded:
+- variable length: a program reads its sequence's start and length from cu_seqlens;
+- causal masks and sliding windows: one rule, row i sees key j when
+  i + diag - window_left <= j <= i + diag + window_right (a negative bound is unbounded; causal is
+  window_right = 0), with diag = seqlen_k - seqlen_q (bottom-right) or 0 (top-left). The rule decides
+  the key (or query) range a program walks, split into blocks every row sees in full (no mask
+  computed) and the blocks at the edges (masked), so the work grows with the window;
+- softcap, ALiBi, sinks and dropout: flags in `flags`, compiled only into the EXTRAS variant (the plain
+  variant keeps the inner loop of issue 2).
+"""
+
+import triton
+import triton.language as tl
+
+# Bits of the kernels' `flags` argument (src/aotk_attn.c sets them).
+FLAG_WRITE_LSE = tl.constexpr(1)
+FLAG_VARLEN = tl.constexpr(2)
+FLAG_TOP_LEFT = tl.constexpr(4)
+FLAG_SOFTCAP = tl.constexpr(8)
+FLAG_ALIBI = tl.constexpr(16)
+FLAG_SINKS = tl.constexpr(32)
+FLAG_DROPOUT = tl.constexpr(64)
+FLAG_REVERSE = tl.constexpr(128)  # run the last query blocks first (causal-like work per block)
+
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
+
+
+@triton.jit
+def sequence(CuSeqlens, batch, dense_length, flags):
+    """(first row, length) of sequence `batch`: from cu_seqlens in the varlen layout, else (0, dense)."""
+    if (flags & FLAG_VARLEN) != 0:
+        start = tl.load(CuSeqlens + batch)
+        length = tl.load(CuSeqlens + batch + 1) - start
+        # A sequence longer than max_seqlen is cut to it: the grid only covers max_seqlen rows.
+        length = tl.minimum(length, dense_length)
+    else:
+        start = batch * 0
+        length = dense_length
+    return start, length
+
+
+@triton.jit
+def diagonal(seqlen_q, seqlen_k, flags):
+    if (flags & FLAG_TOP_LEFT) != 0:
+        return seqlen_q * 0
+    return seqlen_k - seqlen_q
+
+
+@triton.jit
+def key_ranges(first_row, last_row, seqlen_k, diag, window_left, window_right, BLOCK_N: tl.constexpr):
+    """For query rows first_row..last_row: key ranges [lo, full_lo) masked, [full_lo, full_hi) seen in
+    full by every row (and all < seqlen_k), [full_hi, hi) masked. lo is a multiple of BLOCK_N, as is
+    every range start that is not empty."""
+    lo = seqlen_k * 0
+    full_lo = seqlen_k * 0
+    hi = seqlen_k
+    full_hi = seqlen_k
+    if window_left >= 0:
+        lo = tl.maximum(first_row + diag - window_left, 0)
+        full_lo = tl.maximum(last_row + diag - window_left, 0)
+    if window_right >= 0:
+        hi = tl.minimum(last_row + diag + window_right + 1, seqlen_k)
+        full_hi = tl.minimum(first_row + diag + window_right + 1, seqlen_k)
+    hi = tl.maximum(hi, 0)
+    full_hi = tl.maximum(full_hi, 0)
+    lo = (lo // BLOCK_N) * BLOCK_N
+    full_lo = tl.minimum(tl.maximum(tl.cdiv(full_lo, BLOCK_N) * BLOCK_N, lo), hi)
+    full_hi = tl.maximum(tl.minimum((full_hi // BLOCK_N) * BLOCK_N, hi), full_lo)
+    return lo, full_lo, full_hi, hi
+
+
+@triton.jit
+def query_ranges(first_col, last_col, seqlen_q, diag, window_left, window_right, partial_block,
+                 BLOCK_M: tl.constexpr):
+    """The transpose of key_ranges, for keys first_col..last_col: the query rows that see some of
+    them ([lo, hi)), and within that [full_lo, full_hi), rows that see all of them (empty when the key
+    block is partial, since its missing keys need the mask)."""
+    lo = seqlen_q * 0
+    full_lo = seqlen_q * 0
+    hi = seqlen_q
+    full_hi = seqlen_q
+    if window_right >= 0:
+        lo = tl.maximum(first_col - diag - window_right, 0)
+        full_lo = tl.maximum(last_col - diag - window_right, 0)
+    if window_left >= 0:
+        hi = tl.minimum(last_col - diag + window_left + 1, seqlen_q)
+        full_hi = tl.minimum(first_col - diag + window_left + 1, seqlen_q)
+    hi = tl.maximum(hi, 0)
+    full_hi = tl.maximum(full_hi, 0)
+    if partial_block:
+        full_lo = hi
+    lo = (lo // BLOCK_M) * BLOCK_M
+    full_lo = tl.minimum(tl.maximum(tl.cdiv(full_lo, BLOCK_M) * BLOCK_M, lo), hi)
+    full_hi = tl.maximum(tl.minimum((full_hi // BLOCK_M) * BLOCK_M, hi), full_lo)
+    return lo, full_lo, full_hi, hi
+
+
+@triton.jit
+def visible(rows, cols, seqlen_q, seqlen_k, diag, window_left, window_right):
+    """[rows, cols] mask of the pairs the window rule and the lengths allow."""
+    ok = (cols[None, :] < seqlen_k) & (rows[:, None] < seqlen_q)
+    rel = cols[None, :] - rows[:, None] - diag
+    if window_left >= 0:
+        ok = ok & (rel >= -window_left)
+    if window_right >= 0:
+        ok = ok & (rel <= window_right)
+    return ok
+
+
+@triton.jit
+def tanh_approx(x):
+    # tanh.approx.f32: one MUFU instruction (max relative error ~2^-11, far below bf16/fp16 rounding of
+    # the probabilities it feeds); libdevice's tanh costs ~20 instructions in the inner loop.
+    return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                     pack=1)
+
+
+@triton.jit
+def modified_scores(qk, rows, cols, diag, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags):
+    """Scores in log2 units with softcap and ALiBi applied (EXTRAS kernels). Also returns tanh of the
+    capped score (for the backward's chain rule; 0 when softcap is off)."""
+    t = qk * 0.0
+    s = qk * qk_scale_log2
+    if (flags & FLAG_SOFTCAP) != 0:
+        t = tanh_approx(qk * softcap_scale)
+        s = t * softcap_log2
+    if (flags & FLAG_ALIBI) != 0:
+        distance = tl.abs(rows[:, None] + diag - cols[None, :]).to(tl.float32)
+        s = s - slope_log2 * distance
+    return s, t
+
+
+@triton.jit
+def dropout_keep(seed, offset_lo, stream, rows, start_n, threshold, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """[BLOCK_M, BLOCK_N] keep mask for query rows `rows` and keys start_n .. start_n + BLOCK_N - 1.
+
+    Element (i, j) of stream s (= batch * heads_q + head) is kept when word j % 4 of Philox4x32-7 at
+    counter (j / 4, i, s, offset_lo) under the 64-bit key `seed` is >= threshold. One Philox call serves
+    four keys; the result depends only on (seed, offset, s, i, j), never on the tile shape, so the
+    backward's differently tiled kernels regenerate exactly the forward's mask. Seven rounds, as
+    Philox4x32-7 passes BigCrush (Salmon et al., SC'11); each saved round is ~12 integer instructions
+    per four elements in the inner loop.
+    """
+    groups = (start_n // 4) + tl.arange(0, BLOCK_N // 4)
+    c0 = tl.broadcast_to(groups[None, :], (BLOCK_M, BLOCK_N // 4)).to(tl.uint32, bitcast=True)
+    c1 = tl.broadcast_to(rows[:, None], (BLOCK_M, BLOCK_N // 4)).to(tl.uint32, bitcast=True)
+    c2 = tl.full((BLOCK_M, BLOCK_N // 4), 0, tl.uint32) + stream.to(tl.uint32, bitcast=True)
+    c3 = tl.full((BLOCK_M, BLOCK_N // 4), 0, tl.uint32) + offset_lo
+    r0, r1, r2, r3 = tl.philox(seed, c0, c1, c2, c3, 7)
+    # Interleave so that column 4g + t takes word t of group g.
+    words = tl.join(tl.join(r0, r2), tl.join(r1, r3))
+    words = tl.reshape(words, (BLOCK_M, BLOCK_N))
+    return words >= threshold
+
+
+@triton.jit
+def rng_state(RngState):
+    """The device-side {seed, offset}: the key (seed with the offset's high word mixed in) and the
+    offset's low word, the fourth Philox counter."""
+    seed = tl.load(RngState)
+    offset = tl.load(RngState + 1)
+    key = seed ^ (offset & -4294967296)
+    offset_lo = (offset & 4294967295).to(tl.uint32)
+    return key, offset_lo
+
+
+@triton.jit
+def visible_t(cols, rows, seqlen_q, seqlen_k, diag, window_left, window_right):
+    """visible(), transposed: [cols, rows], for the backward's key-major pass."""
+    ok = (cols[:, None] < seqlen_k) & (rows[None, :] < seqlen_q)
+    rel = cols[:, None] - rows[None, :] - diag
+    if window_left >= 0:
+        ok = ok & (rel >= -window_left)
+    if window_right >= 0:
+        ok = ok & (rel <= window_right)
+    return ok
