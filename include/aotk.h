@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define AOTK_VERSION_MAJOR 0
-#define AOTK_VERSION_MINOR 1
+#define AOTK_VERSION_MINOR 2
 #define AOTK_VERSION_PATCH 0
 #define AOTK_VERSION_NUMBER (AOTK_VERSION_MAJOR * 10000 + AOTK_VERSION_MINOR * 100 + AOTK_VERSION_PATCH)
 
@@ -95,13 +95,16 @@ AOTK_API int aotk_last_cuda_result(void);
 
 /* AOTK_VERSION_NUMBER of the library actually loaded. */
 AOTK_API unsigned aotk_version_number(void);
-/* "0.1.0". */
+/* "0.2.0". */
 AOTK_API const char *aotk_version_string(void);
 
 typedef enum aotk_dtype {
   AOTK_DTYPE_FLOAT16 = 1,
   AOTK_DTYPE_BFLOAT16 = 2,
   AOTK_DTYPE_FLOAT32 = 3,
+  AOTK_DTYPE_INT32 = 4, /* cu_seqlens */
+  AOTK_DTYPE_INT64 = 5, /* the dropout RNG state */
+  AOTK_DTYPE_UINT8 = 6, /* the dropout mask (debug output) */
 } aotk_dtype;
 
 #define AOTK_TENSOR_MAX_RANK 6
@@ -122,41 +125,90 @@ static inline aotk_tensor aotk_tensor_4d(void *data, aotk_dtype dtype, int64_t d
   aotk_tensor t = {data, dtype, 4, {d0, d1, d2, d3, 0, 0}, {d1 * d2 * d3, d2 * d3, d3, 1, 0, 0}};
   return t;
 }
-/* A contiguous 3-d tensor, the usual way to describe lse [batch, heads_q, seqlen_q]. */
+/* A contiguous 1-d tensor: cu_seqlens, ALiBi slopes, sinks, the RNG state. */
+static inline aotk_tensor aotk_tensor_1d(void *data, aotk_dtype dtype, int64_t d0) {
+  aotk_tensor t = {data, dtype, 1, {d0, 0, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0}};
+  return t;
+}
+/* A contiguous 2-d tensor: lse [heads_q, total_q] of the variable-length layout, per-batch ALiBi slopes. */
+static inline aotk_tensor aotk_tensor_2d(void *data, aotk_dtype dtype, int64_t d0, int64_t d1) {
+  aotk_tensor t = {data, dtype, 2, {d0, d1, 0, 0, 0, 0}, {d1, 1, 0, 0, 0, 0}};
+  return t;
+}
+/* A contiguous 3-d tensor: q, k, v, out [total, heads, head_dim] of the variable-length layout, and
+ * lse [batch, heads_q, seqlen_q]. */
 static inline aotk_tensor aotk_tensor_3d(void *data, aotk_dtype dtype, int64_t d0, int64_t d1, int64_t d2) {
   aotk_tensor t = {data, dtype, 3, {d0, d1, d2, 0, 0, 0}, {d1 * d2, d2, 1, 0, 0, 0}};
   return t;
 }
 
 /*
- * Arguments of an attention call. Initialize with AOTK_ATTN_PARAMS_INIT, then set what you use:
+ * Arguments of an attention call. Initialize with AOTK_ATTN_PARAMS_INIT, then set what you use.
  *
- *   q      in   [batch, seqlen_q, heads_q, head_dim], fp16 or bf16.
- *   k, v   in   [batch, seqlen_k, heads_kv, head_dim], q's dtype. heads_q must be a multiple of
+ * Dense layout (cu_seqlens_q.data == NULL):
+ *   q      in   [batch, seqlen_q, heads_q, head_dim_qk], fp16 or bf16.
+ *   k      in   [batch, seqlen_k, heads_kv, head_dim_qk], q's dtype.
+ *   v      in   [batch, seqlen_k, heads_kv, head_dim_v], q's dtype. heads_q must be a multiple of
  *               heads_kv (GQA; heads_kv = 1 is MQA): query head h reads kv head h / (heads_q / heads_kv).
- *   out    out  [batch, seqlen_q, heads_q, head_dim], q's dtype. Must not overlap the inputs.
+ *   out    out  [batch, seqlen_q, heads_q, head_dim_v], q's dtype. Must not overlap the inputs.
  *   lse    out  optional (data NULL: not written). [batch, heads_q, seqlen_q] fp32, natural log of the
- *               softmax denominator of each row, scale included: lse = log(sum_j exp(scale * q.k_j)).
- *               A row that sees no key (causal with seqlen_q > seqlen_k) gets out = 0 and lse = -inf.
- *   softmax_scale   0 means the default 1/sqrt(head_dim); otherwise a finite positive value.
- *   causal          0 or 1. Causal masks are aligned to the bottom-right corner of the score matrix,
- *                   as flash-attn >= 2.1 does: query row i sees key j when j <= i + seqlen_k - seqlen_q.
- *                   When seqlen_q == seqlen_k this is the usual lower triangle.
+ *               softmax denominator of each row, as the scores enter the softmax (scale, softcap, ALiBi
+ *               and the sink included): lse = log(sum_j exp(s_ij) [+ exp(sink_h)]). A row that sees no
+ *               key (and has no sink) gets out = 0 and lse = -inf.
+ * Variable-length layout, flash-attn's varlen API (cu_seqlens_q.data != NULL): sequence b holds query
+ * rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 and key rows cu_seqlens_k[b] .. cu_seqlens_k[b+1]-1.
+ *   q, out [total_q, heads_q, head_dim], k, v [total_k, heads_kv, head_dim], lse [heads_q, total_q].
+ *   cu_seqlens_q, cu_seqlens_k   int32 [num_seqs + 1] device memory, non-decreasing from 0 (their values
+ *               are not read by the host: a sequence longer than max_seqlen is only partly computed, and
+ *               offsets past total_q / total_k are the caller's error).
+ *   max_seqlen_q, max_seqlen_k   >= every sequence's length (>= 1). Sequences of length 0 are allowed.
  *
- * For the backward (aotk_attn_bwd), also:
+ * Scores and masks, for query row i and key j of one sequence:
+ *   s_ij = softmax_scale * q_i . k_j; then softcap: s = softcap * tanh(s / softcap); then ALiBi:
+ *   s -= slope_h * |i + diag - j|; then the mask. diag = seqlen_k - seqlen_q (the sequence's own lengths)
+ *   when causal_align is AOTK_ALIGN_BOTTOM_RIGHT, 0 when AOTK_ALIGN_TOP_LEFT.
+ *   softmax_scale   0 means the default 1/sqrt(head_dim_qk); otherwise a finite positive value.
+ *   causal          0 or 1: row i sees key j only when j <= i + diag (window_right = 0).
+ *   causal_align    AOTK_ALIGN_BOTTOM_RIGHT (0, flash-attn >= 2.1's causal) or AOTK_ALIGN_TOP_LEFT
+ *                   (1, PyTorch SDPA's is_causal): where the diagonal of causal masks and windows lies.
+ *   window_left, window_right   sliding window: row i sees j when i + diag - window_left <= j <=
+ *                   i + diag + window_right; -1 (AOTK_ATTN_PARAMS_INIT's value) for unbounded. With causal,
+ *                   window_right must be -1 or 0. Key blocks outside the window are skipped, so the work
+ *                   grows with the window, not with the sequence.
+ *   softcap         0: off; > 0: Gemma-2's logit soft-capping, applied after the scale.
+ *   alibi_slopes    optional fp32 [heads_q] or [batch, heads_q] (per sequence in the varlen layout).
+ *   sinks           optional fp32 [heads_q]: one logit per query head (gpt-oss's attention sinks) that
+ *                   joins each row's softmax denominator and takes no value: out_i = sum_j P_ij v_j with
+ *                   P_ij = exp(s_ij) / (exp(sink_h) + sum_j exp(s_ij)).
+ *   dropout_p       probability of dropping an attention weight, in [0, 1): kept weights are scaled by
+ *                   1 / (1 - dropout_p). lse is the softmax's before dropout (as flash-attn's).
+ *   rng_state       required when dropout_p > 0: int64 [2] in device memory, {seed, offset}, read by the
+ *                   kernels when they run (so a captured CUDA graph replays with whatever it then holds).
+ *                   Element (b, h, i, j) is kept when Philox4x32-7 keyed by the seed, at counter
+ *                   (j / 4, i, b * heads_q + h, offset), gives in word j % 4 a value >= dropout_p * 2^32
+ *                   (the offset's high 32 bits are mixed into the key). Give each call its own offset.
+ *   dropout_mask    optional debug output, uint8 [batch, heads_q, seqlen_q, seqlen_k] (varlen: [num_seqs,
+ *                   heads_q, max_seqlen_q, max_seqlen_k]): 1 where the element was kept, 0 where dropped,
+ *                   for every (i, j) of each sequence (masked-out pairs included); other elements untouched.
+ *                   Costs an extra kernel; for tests.
+ *
+ * For the backward (aotk_attn_bwd), also (everything above must be as in the forward):
  *   out    in   the forward's output.
  *   lse    in   required: the forward's lse.
- *   dout   in   [batch, seqlen_q, heads_q, head_dim], q's dtype: the gradient of out.
+ *   dout   in   like out: the gradient of out.
  *   dq     out  like q.
  *   dk, dv out  like k and v. With GQA, each is summed over the heads_q / heads_kv query heads that
  *               share a kv head (no atomics: one program owns each block of dk and dv).
+ *   dsinks out  optional fp32 [heads_q] (needs sinks): the gradient of the sink logits, summed over the
+ *               batch and rows in a fixed order.
  *   deterministic   0 or 1. Every backward aotk runs is bitwise deterministic (each output element is
  *                   computed by exactly one program in a fixed order), so both values run the same
  *                   kernels; 1 documents the requirement and will keep meaning "deterministic" if a
  *                   faster non-deterministic path is ever added.
  *
- * Sizes: batch, seqlen_q, seqlen_k, heads >= 1; head_dim 64 or 128 in this release. Each tensor's
- * span within one batch entry must stay under 2^31 elements, and the whole under 2^63 bytes.
+ * Sizes: batch (num_seqs), seqlen_q, seqlen_k, heads >= 1; head_dim_qk and head_dim_v multiples of 8
+ * from 8 to 256; the compiled pairs (aotk info lists them) are padded sizes that smaller dims run in.
+ * Each tensor's span within one sequence must stay under 2^31 elements, and the whole under 2^63 bytes.
  */
 typedef struct aotk_attn_params {
   size_t struct_size;
@@ -173,9 +225,29 @@ typedef struct aotk_attn_params {
   aotk_tensor dk;
   aotk_tensor dv;
   int32_t deterministic;
+  /* Added in 0.2. */
+  aotk_tensor cu_seqlens_q;
+  aotk_tensor cu_seqlens_k;
+  int32_t max_seqlen_q;
+  int32_t max_seqlen_k;
+  int32_t window_left;
+  int32_t window_right;
+  int32_t causal_align;
+  float softcap;
+  aotk_tensor alibi_slopes;
+  aotk_tensor sinks;
+  aotk_tensor dsinks;
+  float dropout_p;
+  aotk_tensor rng_state;
+  aotk_tensor dropout_mask;
 } aotk_attn_params;
 
-#define AOTK_ATTN_PARAMS_INIT {.struct_size = sizeof(aotk_attn_params)}
+typedef enum aotk_align {
+  AOTK_ALIGN_BOTTOM_RIGHT = 0,
+  AOTK_ALIGN_TOP_LEFT = 1,
+} aotk_align;
+
+#define AOTK_ATTN_PARAMS_INIT {.struct_size = sizeof(aotk_attn_params), .window_left = -1, .window_right = -1}
 
 /*
  * The attention forward: out = softmax(scale * q k^T + mask) v, and lse if given.
@@ -220,8 +292,23 @@ typedef struct aotk_kernel_info {
                            multiples of 16 elements */
   int64_t grid;         /* programs launched */
   size_t workspace_bytes; /* caller-provided workspace the call needs (0 for the forward) */
-  int32_t launches;     /* kernels the call launches (1 for the forward, 3 for the backward) */
+  int32_t launches;     /* kernels the call launches (1 for the forward, 3 for the backward; one more for
+                           a dropout mask or dsinks) */
+  /* Added in 0.2. */
+  int32_t head_dim_qk;  /* the compiled (padded) head dims the call runs in */
+  int32_t head_dim_v;
+  uint32_t features;    /* AOTK_FEATURE_* bits the call applies */
 } aotk_kernel_info;
+
+#define AOTK_FEATURE_VARLEN (1u << 0)
+#define AOTK_FEATURE_CAUSAL (1u << 1)
+#define AOTK_FEATURE_WINDOW (1u << 2)
+#define AOTK_FEATURE_SOFTCAP (1u << 3)
+#define AOTK_FEATURE_ALIBI (1u << 4)
+#define AOTK_FEATURE_SINKS (1u << 5)
+#define AOTK_FEATURE_DROPOUT (1u << 6)
+#define AOTK_FEATURE_PADDED_HEAD_DIM (1u << 7) /* head_dim_qk or head_dim_v smaller than the compiled size */
+#define AOTK_FEATURE_EXTRAS_KERNEL (1u << 8)   /* runs the kernel variant with softcap/ALiBi/sinks/dropout code */
 
 #define AOTK_KERNEL_INFO_INIT {.struct_size = sizeof(aotk_kernel_info)}
 

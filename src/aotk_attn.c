@@ -40,7 +40,12 @@ static int dtype_bytes(aotk_dtype dtype) {
     case AOTK_DTYPE_BFLOAT16:
       return 2;
     case AOTK_DTYPE_FLOAT32:
+    case AOTK_DTYPE_INT32:
       return 4;
+    case AOTK_DTYPE_INT64:
+      return 8;
+    case AOTK_DTYPE_UINT8:
+      return 1;
   }
   return 0;
 }
@@ -53,6 +58,12 @@ static const char *dtype_name(aotk_dtype dtype) {
       return "bfloat16";
     case AOTK_DTYPE_FLOAT32:
       return "float32";
+    case AOTK_DTYPE_INT32:
+      return "int32";
+    case AOTK_DTYPE_INT64:
+      return "int64";
+    case AOTK_DTYPE_UINT8:
+      return "uint8";
   }
   return "unknown";
 }
@@ -140,102 +151,261 @@ static bool tensor_aligned16(const aotk_tensor *t) {
   return true;
 }
 
-static const char *const q_layout = "[batch, seqlen_q, heads_q, head_dim]";
-static const char *const kv_layout = "[batch, seqlen_k, heads_kv, head_dim]";
+static const char *const q_layout = "[batch, seqlen_q, heads_q, head_dim_qk]";
+static const char *const k_layout = "[batch, seqlen_k, heads_kv, head_dim_qk]";
+static const char *const v_layout = "[batch, seqlen_k, heads_kv, head_dim_v]";
+static const char *const out_layout = "[batch, seqlen_q, heads_q, head_dim_v]";
 static const char *const lse_layout = "[batch, heads_q, seqlen_q]";
+static const char *const varlen_q_layout = "[total_q, heads_q, head_dim_qk] (varlen)";
+static const char *const varlen_k_layout = "[total_k, heads_kv, head_dim_qk] (varlen)";
+static const char *const varlen_v_layout = "[total_k, heads_kv, head_dim_v] (varlen)";
+static const char *const varlen_out_layout = "[total_q, heads_q, head_dim_v] (varlen)";
+static const char *const varlen_lse_layout = "[heads_q, total_q] (varlen)";
 
-static aotk_status check_same_dim(const aotk_tensor *t, const char *name, int dim, int64_t expected,
-                                  const char *reference, const char *meaning) {
+static aotk_status check_dim(const aotk_tensor *t, const char *name, int dim, int64_t expected, const char *reference,
+                             const char *meaning) {
   if (t->shape[dim] == expected) return AOTK_OK;
-  aotk_status status = dim == 3 && strcmp(meaning, "head_dim") == 0 ? AOTK_ERROR_HEAD_DIM_MISMATCH
-                                                                      : AOTK_ERROR_SHAPE_MISMATCH;
+  aotk_status status = strncmp(meaning, "head_dim", 8) == 0 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH;
   return aotk__fail(status, "%s.shape[%d] = %lld but %s = %lld (%s)", name, dim, (long long)t->shape[dim], reference,
                     (long long)expected, meaning);
+}
+
+/* One of the q/k/v/out-like tensors: its own checks, the dtype, and each dimension against what the
+ * problem says (`expected`, in the caller's layout: 4 dims dense, 3 varlen). */
+typedef struct tensor_rule {
+  const char *name;
+  const char *dense_layout, *varlen_layout;
+  /* Indices into the problem's named sizes, per dimension of the dense layout. */
+  int sizes[4];
+  int is_output;
+} tensor_rule;
+
+enum { SIZE_BATCH, SIZE_SEQ_Q, SIZE_SEQ_K, SIZE_HEADS_Q, SIZE_HEADS_KV, SIZE_DIM_QK, SIZE_DIM_V, SIZE_COUNT };
+static const char *const size_meaning[SIZE_COUNT] = {"batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv",
+                                                     "head_dim_qk", "head_dim_v"};
+
+typedef struct named_sizes {
+  int64_t value[SIZE_COUNT];
+  const char *source[SIZE_COUNT]; /* where the value was read ("q.shape[2]") */
+} named_sizes;
+
+/* The 4-d view the kernels use: varlen tensors [total, heads, d] become [1, total, heads, d] with batch
+ * stride 0 (the kernels add each sequence's start). */
+static aotk_tensor view_4d(const aotk_tensor *t, int varlen) {
+  if (!varlen) return *t;
+  aotk_tensor v = {t->data, t->dtype, 4, {1, t->shape[0], t->shape[1], t->shape[2], 0, 0},
+                   {0, t->strides[0], t->strides[1], t->strides[2], 0, 0}};
+  return v;
+}
+
+static aotk_status check_like(const aotk_tensor *t, const tensor_rule *rule, const named_sizes *sizes, int varlen,
+                              aotk_dtype dtype) {
+  const char *layout = varlen ? rule->varlen_layout : rule->dense_layout;
+  aotk_status status = check_tensor(t, rule->name, varlen ? 3 : 4, layout);
+  if (status != AOTK_OK) return status;
+  if (t->dtype != dtype) {
+    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", rule->name, dtype_name(t->dtype),
+                      dtype_name(dtype));
+  }
+  /* Varlen tensors have no batch dimension, and their sequence dimension is a total checked apart. */
+  for (int dim = varlen ? 2 : 0; dim < 4; dim++) {
+    int size = rule->sizes[dim];
+    if (sizes->source[size] == NULL) continue;
+    int caller_dim = varlen ? dim - 1 : dim;
+    if ((status = check_dim(t, rule->name, caller_dim, sizes->value[size], sizes->source[size], size_meaning[size])) !=
+        AOTK_OK) {
+      return status;
+    }
+  }
+  if (rule->is_output && (status = check_output_strides(t, rule->name)) != AOTK_OK) return status;
+  return AOTK_OK;
+}
+
+static const tensor_rule k_rule = {"k", k_layout, varlen_k_layout, {SIZE_BATCH, SIZE_SEQ_K, SIZE_HEADS_KV, SIZE_DIM_QK}, 0};
+static const tensor_rule v_rule = {"v", v_layout, varlen_v_layout, {SIZE_BATCH, SIZE_SEQ_K, SIZE_HEADS_KV, SIZE_DIM_V}, 0};
+static const tensor_rule out_rule = {"out", out_layout, varlen_out_layout,
+                                     {SIZE_BATCH, SIZE_SEQ_Q, SIZE_HEADS_Q, SIZE_DIM_V}, 1};
+
+static aotk_status check_fp32_vector(const aotk_tensor *t, const char *name, int64_t heads_q, int64_t batch,
+                                     int allow_batch, int64_t *batch_stride) {
+  aotk_status status;
+  if (allow_batch && t->rank == 2) {
+    if ((status = check_tensor(t, name, 2, "[batch, heads_q]")) != AOTK_OK) return status;
+    if (t->shape[0] != batch) {
+      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[0] = %lld but batch = %lld", name, (long long)t->shape[0],
+                        (long long)batch);
+    }
+    *batch_stride = t->strides[0];
+  } else {
+    if ((status = check_tensor(t, name, 1, allow_batch ? "[heads_q] or [batch, heads_q]" : "[heads_q]")) != AOTK_OK) {
+      return status;
+    }
+    *batch_stride = 0;
+  }
+  if (t->dtype != AOTK_DTYPE_FLOAT32) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; it is float32", name, dtype_name(t->dtype));
+  }
+  if (t->shape[t->rank - 1] != heads_q) {
+    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[%d] = %lld but heads_q = %lld", name, t->rank - 1,
+                      (long long)t->shape[t->rank - 1], (long long)heads_q);
+  }
+  if ((*batch_stride > 0 ? (batch - 1) * *batch_stride : 0) + heads_q > AOTK__INT32_SPAN_LIMIT) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s spans more than 2^31 elements", name);
+  }
+  return AOTK_OK;
+}
+
+static aotk_status check_cu_seqlens(const aotk_tensor *t, const char *name) {
+  aotk_status status = check_tensor(t, name, 1, "[num_seqs + 1]");
+  if (status != AOTK_OK) return status;
+  if (t->dtype != AOTK_DTYPE_INT32) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; cu_seqlens are int32", name, dtype_name(t->dtype));
+  }
+  if (t->shape[0] < 2) {
+    return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "%s.shape[0] = %lld: it holds num_seqs + 1 >= 2 offsets", name,
+                      (long long)t->shape[0]);
+  }
+  return AOTK_OK;
+}
+
+/* The dropout keep threshold: an element is kept when its 32-bit random word is >= this. */
+static uint32_t dropout_threshold(float p) {
+  double t = (double)p * 4294967296.0;
+  return t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
 }
 
 aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
                                 aotk__attn_problem *problem) {
   if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
-  /* Older callers pass a smaller struct; fields they do not know about read as zero (the default). */
+  /* Older callers pass a smaller struct; fields they do not know about take AOTK_ATTN_PARAMS_INIT's
+   * values (the defaults: features off, windows unbounded). */
   if (caller_params->struct_size < AOTK__ATTN_PARAMS_FIRST_BYTES || caller_params->struct_size > (size_t)1 << 20) {
     return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "params->struct_size = %zu, expected %zu (use AOTK_ATTN_PARAMS_INIT)",
                       caller_params->struct_size, sizeof(aotk_attn_params));
   }
-  memset(params, 0, sizeof *params);
+  const aotk_attn_params defaults = AOTK_ATTN_PARAMS_INIT;
+  *params = defaults;
   memcpy(params, caller_params,
          caller_params->struct_size < sizeof *params ? caller_params->struct_size : sizeof *params);
+  memset(problem, 0, sizeof *problem);
 
-  const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *out = &params->out, *lse = &params->lse;
   aotk_status status;
-  if ((status = check_tensor(q, "q", 4, q_layout)) != AOTK_OK) return status;
+  const int varlen = params->cu_seqlens_q.data != NULL || params->cu_seqlens_k.data != NULL;
+  if (varlen) {
+    if ((status = check_cu_seqlens(&params->cu_seqlens_q, "cu_seqlens_q")) != AOTK_OK) return status;
+    if ((status = check_cu_seqlens(&params->cu_seqlens_k, "cu_seqlens_k")) != AOTK_OK) return status;
+    if (params->cu_seqlens_k.shape[0] != params->cu_seqlens_q.shape[0]) {
+      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "cu_seqlens_k.shape[0] = %lld but cu_seqlens_q.shape[0] = %lld",
+                        (long long)params->cu_seqlens_k.shape[0], (long long)params->cu_seqlens_q.shape[0]);
+    }
+    if (params->max_seqlen_q < 1 || params->max_seqlen_k < 1) {
+      return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q = %d, max_seqlen_k = %d: each must be >= 1",
+                        (int)params->max_seqlen_q, (int)params->max_seqlen_k);
+    }
+  }
+  const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *out = &params->out, *lse = &params->lse;
+  if ((status = check_tensor(q, "q", varlen ? 3 : 4, varlen ? varlen_q_layout : q_layout)) != AOTK_OK) return status;
   if (q->dtype != AOTK_DTYPE_FLOAT16 && q->dtype != AOTK_DTYPE_BFLOAT16) {
     return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype = %s; attention takes float16 or bfloat16",
                       dtype_name(q->dtype));
   }
-  if ((status = check_tensor(k, "k", 4, kv_layout)) != AOTK_OK) return status;
-  if ((status = check_tensor(v, "v", 4, kv_layout)) != AOTK_OK) return status;
-  if ((status = check_tensor(out, "out", 4, q_layout)) != AOTK_OK) return status;
-  const aotk_tensor *same_dtype[] = {k, v, out};
-  const char *same_dtype_names[] = {"k", "v", "out"};
-  for (int i = 0; i < 3; i++) {
-    if (same_dtype[i]->dtype != q->dtype) {
-      return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", same_dtype_names[i],
-                        dtype_name(same_dtype[i]->dtype), dtype_name(q->dtype));
-    }
+  named_sizes sizes;
+  memset(&sizes, 0, sizeof sizes);
+  const int d = varlen ? 1 : 0; /* the caller's dims are one fewer in the varlen layout */
+  if (!varlen) {
+    sizes.value[SIZE_BATCH] = q->shape[0];
+    sizes.source[SIZE_BATCH] = "q.shape[0]";
+    sizes.value[SIZE_SEQ_Q] = q->shape[1];
+    sizes.source[SIZE_SEQ_Q] = "q.shape[1]";
   }
-  const int64_t batch = q->shape[0], seqlen_q = q->shape[1], heads_q = q->shape[2], head_dim = q->shape[3];
-  const int64_t seqlen_k = k->shape[1], heads_kv = k->shape[2];
-  if ((status = check_same_dim(k, "k", 0, batch, "q.shape[0]", "batch")) != AOTK_OK) return status;
-  if ((status = check_same_dim(k, "k", 3, head_dim, "q.shape[3]", "head_dim")) != AOTK_OK) return status;
-  for (int dim = 0; dim < 4; dim++) {
-    static const char *const kv_meaning[] = {"batch", "seqlen_k", "heads_kv", "head_dim"};
-    static const char *const kv_reference[] = {"k.shape[0]", "k.shape[1]", "k.shape[2]", "k.shape[3]"};
-    if ((status = check_same_dim(v, "v", dim, k->shape[dim], kv_reference[dim], kv_meaning[dim])) != AOTK_OK) {
-      return status;
-    }
+  sizes.value[SIZE_HEADS_Q] = q->shape[2 - d];
+  sizes.source[SIZE_HEADS_Q] = varlen ? "q.shape[1]" : "q.shape[2]";
+  sizes.value[SIZE_DIM_QK] = q->shape[3 - d];
+  sizes.source[SIZE_DIM_QK] = varlen ? "q.shape[2]" : "q.shape[3]";
+  if ((status = check_tensor(k, "k", 4 - d, varlen ? varlen_k_layout : k_layout)) != AOTK_OK) return status;
+  if (!varlen) {
+    sizes.value[SIZE_SEQ_K] = k->shape[1];
+    sizes.source[SIZE_SEQ_K] = "k.shape[1]";
   }
-  for (int dim = 0; dim < 4; dim++) {
-    static const char *const q_meaning[] = {"batch", "seqlen_q", "heads_q", "head_dim"};
-    static const char *const q_reference[] = {"q.shape[0]", "q.shape[1]", "q.shape[2]", "q.shape[3]"};
-    if ((status = check_same_dim(out, "out", dim, q->shape[dim], q_reference[dim], q_meaning[dim])) != AOTK_OK) {
-      return status;
-    }
+  sizes.value[SIZE_HEADS_KV] = k->shape[2 - d];
+  sizes.source[SIZE_HEADS_KV] = varlen ? "k.shape[1]" : "k.shape[2]";
+  if ((status = check_like(k, &k_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
+  if ((status = check_tensor(v, "v", 4 - d, varlen ? varlen_v_layout : v_layout)) != AOTK_OK) return status;
+  sizes.value[SIZE_DIM_V] = v->shape[3 - d];
+  sizes.source[SIZE_DIM_V] = varlen ? "v.shape[2]" : "v.shape[3]";
+  if ((status = check_like(v, &v_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
+  if (varlen && v->shape[0] != k->shape[0]) {
+    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "v.shape[0] = %lld but k.shape[0] = %lld (total_k)",
+                      (long long)v->shape[0], (long long)k->shape[0]);
   }
+  if ((status = check_like(out, &out_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
+  if (varlen && out->shape[0] != q->shape[0]) {
+    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0] = %lld but q.shape[0] = %lld (total_q)",
+                      (long long)out->shape[0], (long long)q->shape[0]);
+  }
+  const int64_t heads_q = sizes.value[SIZE_HEADS_Q], heads_kv = sizes.value[SIZE_HEADS_KV];
+  const int64_t head_dim_qk = sizes.value[SIZE_DIM_QK], head_dim_v = sizes.value[SIZE_DIM_V];
+  const int64_t batch = varlen ? params->cu_seqlens_q.shape[0] - 1 : sizes.value[SIZE_BATCH];
+  const int64_t seqlen_q = varlen ? params->max_seqlen_q : sizes.value[SIZE_SEQ_Q];
+  const int64_t seqlen_k = varlen ? params->max_seqlen_k : sizes.value[SIZE_SEQ_K];
   if (heads_q % heads_kv != 0) {
-    return aotk__fail(AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_q = %lld (q.shape[2]) is not a multiple of heads_kv = %lld (k.shape[2])",
+    return aotk__fail(AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_q = %lld is not a multiple of heads_kv = %lld",
                       (long long)heads_q, (long long)heads_kv);
   }
-  if (head_dim != 64 && head_dim != 128) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim = %lld (q.shape[3]); this release supports 64 and 128",
-                      (long long)head_dim);
+  if (head_dim_qk % 8 != 0 || head_dim_qk > 256 || head_dim_v % 8 != 0 || head_dim_v > 256) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM,
+                      "head_dim_qk = %lld, head_dim_v = %lld; each must be a multiple of 8 from 8 to 256",
+                      (long long)head_dim_qk, (long long)head_dim_v);
   }
+  aotk_tensor lse_view = {0};
   if (lse->data != NULL) {
-    if ((status = check_tensor(lse, "lse", 3, lse_layout)) != AOTK_OK) return status;
+    if ((status = check_tensor(lse, "lse", 3 - d, varlen ? varlen_lse_layout : lse_layout)) != AOTK_OK) return status;
     if (lse->dtype != AOTK_DTYPE_FLOAT32) {
       return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; lse is float32", dtype_name(lse->dtype));
     }
-    const int64_t expected[3] = {batch, heads_q, seqlen_q};
-    static const char *const reference[3] = {"q.shape[0]", "q.shape[2]", "q.shape[1]"};
-    static const char *const meaning[3] = {"batch", "heads_q", "seqlen_q"};
-    for (int dim = 0; dim < 3; dim++) {
-      if ((status = check_same_dim(lse, "lse", dim, expected[dim], reference[dim], meaning[dim])) != AOTK_OK) {
-        return status;
+    if (varlen) {
+      if ((status = check_dim(lse, "lse", 0, heads_q, "heads_q", "heads_q")) != AOTK_OK) return status;
+      if ((status = check_dim(lse, "lse", 1, q->shape[0], "q.shape[0]", "total_q")) != AOTK_OK) return status;
+      aotk_tensor view = {lse->data, lse->dtype, 3, {1, heads_q, q->shape[0], 0, 0, 0},
+                          {0, lse->strides[0], 1, 0, 0, 0}};
+      lse_view = view;
+    } else {
+      const int64_t expected[3] = {batch, heads_q, seqlen_q};
+      static const char *const reference[3] = {"q.shape[0]", "q.shape[2]", "q.shape[1]"};
+      static const char *const meaning[3] = {"batch", "heads_q", "seqlen_q"};
+      for (int dim = 0; dim < 3; dim++) {
+        if ((status = check_dim(lse, "lse", dim, expected[dim], reference[dim], meaning[dim])) != AOTK_OK) return status;
       }
+      lse_view = *lse;
     }
     if ((status = check_output_strides(lse, "lse")) != AOTK_OK) return status;
   }
-  if ((status = check_output_strides(out, "out")) != AOTK_OK) return status;
   if (seqlen_q > INT32_MAX - AOTK__MAX_BLOCK_ROWS || seqlen_k > INT32_MAX - AOTK__MAX_BLOCK_ROWS ||
-      heads_q > INT32_MAX) {
+      heads_q > INT32_MAX || batch > INT32_MAX) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "seqlen_q = %lld, seqlen_k = %lld, heads_q = %lld: each must fit in int32",
                       (long long)seqlen_q, (long long)seqlen_k, (long long)heads_q);
   }
-  const aotk_tensor *spanned[] = {q, k, v, out};
+  /* The kernels' view: 4-d, and for varlen each sequence spans at most max_seqlen rows. */
+  problem->q = view_4d(q, varlen);
+  problem->k = view_4d(k, varlen);
+  problem->v = view_4d(v, varlen);
+  problem->out = view_4d(out, varlen);
+  problem->lse = lse_view;
+  aotk_tensor *spanned[] = {&problem->q, &problem->k, &problem->v, &problem->out};
   const char *spanned_names[] = {"q", "k", "v", "out"};
+  const int64_t span_rows[] = {seqlen_q, seqlen_k, seqlen_k, seqlen_q};
   for (int i = 0; i < 4; i++) {
-    if ((status = check_batch_span(spanned[i], spanned_names[i], 1)) != AOTK_OK) return status;
+    aotk_tensor sequence = *spanned[i];
+    sequence.shape[1] = span_rows[i];
+    if ((status = check_batch_span(&sequence, spanned_names[i], 1)) != AOTK_OK) return status;
   }
-  if (lse->data != NULL && (status = check_batch_span(lse, "lse", 2)) != AOTK_OK) return status;
+  if (lse->data != NULL) {
+    aotk_tensor sequence = lse_view;
+    if (!varlen && (status = check_batch_span(&sequence, "lse", 2)) != AOTK_OK) return status;
+    if (varlen && (heads_q - 1) * lse->strides[0] + q->shape[0] + AOTK__MAX_BLOCK_ROWS > AOTK__INT32_SPAN_LIMIT) {
+      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "lse spans more than 2^31 elements; the kernels index it with 32 bits");
+    }
+  }
   /* The grid is 1-d with at most 2^31 - 1 programs; the smallest tile has 64 rows. */
   int64_t programs = (seqlen_q + 63) / 64;
   if (__builtin_mul_overflow(programs, batch, &programs) || __builtin_mul_overflow(programs, heads_q, &programs) ||
@@ -245,12 +415,69 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   if (params->causal != 0 && params->causal != 1) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "causal = %d; use 0 or 1", (int)params->causal);
   }
+  if (params->causal_align != AOTK_ALIGN_BOTTOM_RIGHT && params->causal_align != AOTK_ALIGN_TOP_LEFT) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "causal_align = %d; use AOTK_ALIGN_BOTTOM_RIGHT or AOTK_ALIGN_TOP_LEFT",
+                      (int)params->causal_align);
+  }
+  if (params->window_left < -1 || params->window_right < -1) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_left = %d, window_right = %d; each is -1 (unbounded) or >= 0",
+                      (int)params->window_left, (int)params->window_right);
+  }
+  if (params->causal && params->window_right > 0) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_right = %d with causal = 1; causal means window_right = 0",
+                      (int)params->window_right);
+  }
   float scale = params->softmax_scale;
   if (scale == 0.0f) {
-    scale = 1.0f / sqrtf((float)head_dim);
+    scale = 1.0f / sqrtf((float)head_dim_qk);
   } else if (!(scale > 0.0f) || !isfinite(scale)) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "softmax_scale = %g; use 0 (default) or a finite positive value",
                       (double)scale);
+  }
+  if (!(params->softcap >= 0.0f) || !isfinite(params->softcap)) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "softcap = %g; use 0 (off) or a finite positive value",
+                      (double)params->softcap);
+  }
+  if (params->alibi_slopes.data != NULL &&
+      (status = check_fp32_vector(&params->alibi_slopes, "alibi_slopes", heads_q, batch, 1,
+                                  &problem->alibi_batch_stride)) != AOTK_OK) {
+    return status;
+  }
+  int64_t unused_stride;
+  if (params->sinks.data != NULL &&
+      (status = check_fp32_vector(&params->sinks, "sinks", heads_q, batch, 0, &unused_stride)) != AOTK_OK) {
+    return status;
+  }
+  if (!(params->dropout_p >= 0.0f && params->dropout_p < 1.0f)) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "dropout_p = %g; it must be in [0, 1)", (double)params->dropout_p);
+  }
+  if (params->dropout_p > 0.0f || params->dropout_mask.data != NULL) {
+    if (params->dropout_p == 0.0f) {
+      return aotk__fail(AOTK_ERROR_INVALID_VALUE, "dropout_mask is set but dropout_p = 0");
+    }
+    if (params->rng_state.data == NULL) {
+      return aotk__fail(AOTK_ERROR_NULL_POINTER, "rng_state.data is NULL: dropout_p > 0 needs the {seed, offset} state");
+    }
+    if ((status = check_tensor(&params->rng_state, "rng_state", 1, "[2] {seed, offset}")) != AOTK_OK) return status;
+    if (params->rng_state.dtype != AOTK_DTYPE_INT64 || params->rng_state.shape[0] < 2) {
+      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state is %s [%lld]; it must be int64 [2] {seed, offset}",
+                        dtype_name(params->rng_state.dtype), (long long)params->rng_state.shape[0]);
+    }
+  }
+  if (params->dropout_mask.data != NULL) {
+    const aotk_tensor *m = &params->dropout_mask;
+    if ((status = check_tensor(m, "dropout_mask", 4, "[batch, heads_q, seqlen_q, seqlen_k]")) != AOTK_OK) return status;
+    if (m->dtype != AOTK_DTYPE_UINT8) {
+      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "dropout_mask.dtype = %s; it is uint8", dtype_name(m->dtype));
+    }
+    const int64_t expected[4] = {batch, heads_q, seqlen_q, seqlen_k};
+    static const char *const meaning[4] = {"batch", "heads_q", "seqlen_q", "seqlen_k"};
+    for (int dim = 0; dim < 4; dim++) {
+      if ((status = check_dim(m, "dropout_mask", dim, expected[dim], meaning[dim], meaning[dim])) != AOTK_OK) {
+        return status;
+      }
+    }
+    if ((status = check_output_strides(m, "dropout_mask")) != AOTK_OK) return status;
   }
 
   problem->dtype = q->dtype;
@@ -259,10 +486,21 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   problem->seqlen_k = seqlen_k;
   problem->heads_q = heads_q;
   problem->heads_kv = heads_kv;
-  problem->head_dim = head_dim;
+  problem->head_dim_qk = head_dim_qk;
+  problem->head_dim_v = head_dim_v;
   problem->softmax_scale = scale;
+  problem->varlen = varlen;
   problem->causal = params->causal;
+  problem->top_left = params->causal_align == AOTK_ALIGN_TOP_LEFT;
+  problem->window_left = params->window_left;
+  problem->window_right = params->causal ? 0 : params->window_right;
+  problem->softcap = params->softcap;
+  problem->alibi = params->alibi_slopes.data != NULL;
+  problem->sinks = params->sinks.data != NULL;
+  problem->dropout_p = params->dropout_p;
+  problem->write_dropout_mask = params->dropout_mask.data != NULL;
   problem->write_lse = lse->data != NULL;
+  problem->extras = problem->softcap > 0.0f || problem->alibi || problem->sinks || problem->dropout_p > 0.0f;
   problem->aligned = tensor_aligned16(q) && tensor_aligned16(k) && tensor_aligned16(v) && tensor_aligned16(out);
   return AOTK_OK;
 }
@@ -302,8 +540,28 @@ static const char *family_name(int family) {
       return "attn_bwd_dkdv";
     case AOTK__FAMILY_ATTN_BWD_DQ:
       return "attn_bwd_dq";
+    case AOTK__FAMILY_ATTN_DROPOUT_MASK:
+      return "attn_dropout_mask";
+    case AOTK__FAMILY_ATTN_BWD_SINK_REDUCE:
+      return "attn_bwd_sink_reduce";
   }
   return "unknown";
+}
+
+/* Whether table row e is a variant of `family` for this problem, ignoring its tile config and head
+ * dims. The helper families have no dtype, head dim, alignment or EXTRAS axis. */
+static bool variant_matches(const aotk__kernel_entry *e, int family, int arch, const aotk__attn_problem *problem) {
+  if (e->family != family || e->arch != arch) return false;
+  if (family == AOTK__FAMILY_ATTN_DROPOUT_MASK || family == AOTK__FAMILY_ATTN_BWD_SINK_REDUCE) return true;
+  if (e->dtype != (int)problem->dtype || e->aligned != problem->aligned) return false;
+  if (family == AOTK__FAMILY_ATTN_BWD_PREPROCESS) return true;
+  return e->extras == problem->extras;
+}
+
+/* Whether e's compiled head dims hold the problem's (0: the family has no such axis). */
+static bool dims_hold(const aotk__kernel_entry *e, const aotk__attn_problem *problem) {
+  return (e->head_dim_qk == 0 || e->head_dim_qk >= problem->head_dim_qk) &&
+         (e->head_dim_v == 0 || e->head_dim_v >= problem->head_dim_v);
 }
 
 aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, int64_t size_key,
@@ -311,21 +569,30 @@ aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, i
   int arch;
   aotk_status status = choose_target(device, &arch, kind);
   if (status != AOTK_OK) return status;
-  /* The tuning rule: among the configs of this variant, the one with the largest min_seqlen that
-   * the problem's size key reaches. */
-  int best = -1;
+  /* First the smallest compiled head-dim pair that holds the problem's; then, among that pair's
+   * configs, the tuning rule: the one with the largest min_seqlen that the size key reaches. */
+  int dims = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->family != family || e->arch != arch || e->dtype != (int)problem->dtype ||
-        e->head_dim != problem->head_dim || e->aligned != problem->aligned || e->min_seqlen > size_key) {
+    if (!variant_matches(e, family, arch, problem) || !dims_hold(e, problem)) continue;
+    const aotk__kernel_entry *d = dims < 0 ? NULL : &aotk__kernel_table[dims];
+    if (d == NULL || e->head_dim_qk + e->head_dim_v < d->head_dim_qk + d->head_dim_v) dims = i;
+  }
+  int best = -1;
+  for (int i = 0; dims >= 0 && i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (!variant_matches(e, family, arch, problem) || e->head_dim_qk != aotk__kernel_table[dims].head_dim_qk ||
+        e->head_dim_v != aotk__kernel_table[dims].head_dim_v || e->min_seqlen > size_key) {
       continue;
     }
     if (best < 0 || e->min_seqlen > aotk__kernel_table[best].min_seqlen) best = i;
   }
   if (best < 0) {
-    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT, "no sm_%d %s kernel for %s, head_dim %lld, %s inputs in this build%s%s%s",
-                      arch, family_name(family), dtype_name(problem->dtype), (long long)problem->head_dim,
-                      problem->aligned ? "16-byte-aligned" : "unaligned",
+    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT,
+                      "no sm_%d %s kernel for %s, head dims %lld/%lld, %s inputs%s in this build%s%s%s", arch,
+                      family_name(family), dtype_name(problem->dtype), (long long)problem->head_dim_qk,
+                      (long long)problem->head_dim_v, problem->aligned ? "16-byte-aligned" : "unaligned",
+                      problem->extras ? " with softcap/ALiBi/sinks/dropout" : "",
                       aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter,
                       aotk__kernel_filter[0] ? ")" : "");
   }
@@ -343,8 +610,22 @@ aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, i
 }
 
 
+static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel_entry *e) {
+  uint32_t f = 0;
+  if (p->varlen) f |= AOTK_FEATURE_VARLEN;
+  if (p->causal) f |= AOTK_FEATURE_CAUSAL;
+  if (p->window_left >= 0 || (p->window_right >= 0 && !p->causal)) f |= AOTK_FEATURE_WINDOW;
+  if (p->softcap > 0.0f) f |= AOTK_FEATURE_SOFTCAP;
+  if (p->alibi) f |= AOTK_FEATURE_ALIBI;
+  if (p->sinks) f |= AOTK_FEATURE_SINKS;
+  if (p->dropout_p > 0.0f) f |= AOTK_FEATURE_DROPOUT;
+  if (e->head_dim_qk > p->head_dim_qk || e->head_dim_v > p->head_dim_v) f |= AOTK_FEATURE_PADDED_HEAD_DIM;
+  if (e->extras) f |= AOTK_FEATURE_EXTRAS_KERNEL;
+  return f;
+}
+
 static void fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t grid, size_t workspace_bytes,
-                      int32_t launches, aotk_kernel_info *info) {
+                      int32_t launches, const aotk__attn_problem *problem, aotk_kernel_info *info) {
   size_t size = info->struct_size < sizeof *info ? info->struct_size : sizeof *info;
   aotk_kernel_info full;
   memset(&full, 0, sizeof full);
@@ -360,6 +641,9 @@ static void fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_
   full.grid = grid;
   full.workspace_bytes = workspace_bytes;
   full.launches = launches;
+  full.head_dim_qk = e->head_dim_qk;
+  full.head_dim_v = e->head_dim_v;
+  full.features = problem_features(problem, e);
   memcpy(info, &full, size);
 }
 
@@ -383,7 +667,7 @@ static aotk_status load_rows(const aotk__driver *driver, const int *rows, const 
  * Triton's two scratch pointers (NULL: the generator admits no kernel that needs them). */
 static aotk_status launch_row(const aotk__driver *driver, int row, CUkernel kernel, size_t count, void **args,
                               int64_t grid, aotk_stream stream) {
-  enum { MAX_ARGS = 64 };
+  enum { MAX_ARGS = 80 };
   const aotk__kernel_entry *e = &aotk__kernel_table[row];
   if (count + 2 > MAX_ARGS) return aotk__fail(AOTK_ERROR_INTERNAL, "%s: too many parameters", e->name);
   CUdeviceptr global_scratch = 0, profile_scratch = 0;
@@ -405,12 +689,32 @@ static aotk_status launch_row(const aotk__driver *driver, int row, CUkernel kern
 /* Kernel parameters, in the catalog's order (codegen/aotk_catalog.py). "lii" is one tensor's
  * (batch: int64, sequence: int32, head: int32) strides. */
 #define STRIDES "lii"
-static const char attn_fwd_param_kinds[] = "ppppp" STRIDES STRIDES STRIDES STRIDES "li" "iiiii" "f" "ii";
-static const char attn_bwd_preprocess_param_kinds[] = "ppppp" STRIDES STRIDES "li" "iii" "i";
-static const char attn_bwd_dkdv_param_kinds[] =
-    "pppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "iiiiii" "i" "ff" "i";
-static const char attn_bwd_dq_param_kinds[] = "ppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES "iiiii" "i" "ff" "i";
+#define FEATURE_POINTERS "pp" /* cu_seqlens_q, cu_seqlens_k */
+#define MASK_INTS "iiiii"    /* head_dim_qk8, head_dim_v8, window_left, window_right, flags */
+#define SCORE_SCALARS "fff"   /* qk_scale_log2, softcap_scale, softcap_log2 */
+#define DROPOUT_SCALARS "if"  /* dropout_threshold, dropout_scale */
+static const char attn_fwd_param_kinds[] = "ppppp" FEATURE_POINTERS "ppp" STRIDES STRIDES STRIDES STRIDES "lil"
+                                           "iiiii" MASK_INTS SCORE_SCALARS DROPOUT_SCALARS;
+static const char attn_dropout_mask_param_kinds[] = "p" FEATURE_POINTERS "p" "lll" "iiiiii";
+static const char attn_bwd_preprocess_param_kinds[] = "ppppp" "p" "pp" STRIDES STRIDES "li" "iiii" "i" "ii";
+static const char attn_bwd_sink_reduce_param_kinds[] = "ppi";
+static const char attn_bwd_dkdv_param_kinds[] = "pppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES
+                                                STRIDES "l" "iiiiii" "i" MASK_INTS "f" SCORE_SCALARS DROPOUT_SCALARS;
+static const char attn_bwd_dq_param_kinds[] = "ppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES
+                                              "l" "iiiii" "i" MASK_INTS "f" SCORE_SCALARS DROPOUT_SCALARS;
 #undef STRIDES
+
+/* Bits of the kernels' flags argument (kernels/attn_common.py). */
+enum {
+  FLAG_WRITE_LSE = 1,
+  FLAG_VARLEN = 2,
+  FLAG_TOP_LEFT = 4,
+  FLAG_SOFTCAP = 8,
+  FLAG_ALIBI = 16,
+  FLAG_SINKS = 32,
+  FLAG_DROPOUT = 64,
+  FLAG_REVERSE = 128,
+};
 
 /* A tensor's device pointer and strides, as the kernels take them. */
 typedef struct packed_tensor {
@@ -427,10 +731,49 @@ static packed_tensor pack_tensor(const aotk_tensor *t) {
 #define TENSOR_ARGS(p) &(p).pointer
 #define STRIDE_ARGS(p) &(p).stride_batch, &(p).stride_sequence, &(p).stride_head
 
+/* The scalars every attention kernel takes, from the validated problem. */
+typedef struct feature_args {
+  CUdeviceptr cu_seqlens_q, cu_seqlens_k, alibi, sinks, rng_state;
+  int64_t stride_ab;
+  int32_t head_dim_qk8, head_dim_v8, window_left, window_right, flags;
+  float softmax_scale, qk_scale_log2, softcap_scale, softcap_log2;
+  int32_t dropout_threshold;
+  float dropout_scale;
+} feature_args;
+
+static feature_args make_feature_args(const aotk_attn_params *params, const aotk__attn_problem *p) {
+  feature_args a;
+  memset(&a, 0, sizeof a);
+  a.cu_seqlens_q = (CUdeviceptr)(uintptr_t)params->cu_seqlens_q.data;
+  a.cu_seqlens_k = (CUdeviceptr)(uintptr_t)params->cu_seqlens_k.data;
+  a.alibi = (CUdeviceptr)(uintptr_t)params->alibi_slopes.data;
+  a.sinks = (CUdeviceptr)(uintptr_t)params->sinks.data;
+  a.rng_state = p->dropout_p > 0.0f ? (CUdeviceptr)(uintptr_t)params->rng_state.data : 0;
+  a.stride_ab = p->alibi_batch_stride;
+  a.head_dim_qk8 = (int32_t)(p->head_dim_qk / 8);
+  a.head_dim_v8 = (int32_t)(p->head_dim_v / 8);
+  a.window_left = p->window_left;
+  a.window_right = p->window_right;
+  a.flags = (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->varlen ? FLAG_VARLEN : 0) | (p->top_left ? FLAG_TOP_LEFT : 0) |
+            (p->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (p->alibi ? FLAG_ALIBI : 0) | (p->sinks ? FLAG_SINKS : 0) |
+            (p->dropout_p > 0.0f ? FLAG_DROPOUT : 0);
+  /* Causal-like masks give later query blocks more work: run them first. */
+  if (p->window_right >= 0 && p->window_left < 0) a.flags |= FLAG_REVERSE;
+  a.softmax_scale = p->softmax_scale;
+  a.qk_scale_log2 = p->softmax_scale * 1.4426950408889634f;
+  a.softcap_scale = p->softcap > 0.0f ? p->softmax_scale / p->softcap : 0.0f;
+  a.softcap_log2 = p->softcap * 1.4426950408889634f;
+  uint32_t threshold = p->dropout_p > 0.0f ? dropout_threshold(p->dropout_p) : 0u;
+  memcpy(&a.dropout_threshold, &threshold, sizeof threshold);
+  a.dropout_scale = p->dropout_p > 0.0f ? 1.0f / (1.0f - p->dropout_p) : 1.0f;
+  return a;
+}
+
 /* Everything needed to launch a call, chosen before anything is loaded or launched. */
 typedef struct attn_plan {
   aotk__device_info device;
-  int rows[3];
+  int rows[4];
+  int count;
   aotk__image_kind kind;
 } attn_plan;
 
@@ -440,34 +783,57 @@ static aotk_status plan_device(attn_plan *plan, const aotk__driver **driver) {
   return aotk__current_device(*driver, &plan->device);
 }
 
+/* The forward: its kernel, and the dropout-mask kernel when the mask is asked for. */
 static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) {
-  return aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD, problem, problem->seqlen_q, &plan->device, &plan->rows[0],
-                             &plan->kind);
+  aotk_status status = aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD, problem, problem->seqlen_q, &plan->device,
+                                           &plan->rows[0], &plan->kind);
+  plan->count = 1;
+  if (status == AOTK_OK && problem->write_dropout_mask) {
+    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DROPOUT_MASK, problem, problem->seqlen_q, &plan->device,
+                                 &plan->rows[1], &plan->kind);
+    plan->count = 2;
+  }
+  return status;
 }
 
 static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params *params,
                               const aotk__attn_problem *problem, const attn_plan *plan, aotk_stream stream) {
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->rows[0]];
-  packed_tensor q = pack_tensor(&params->q), k = pack_tensor(&params->k), v = pack_tensor(&params->v);
-  packed_tensor o = pack_tensor(&params->out);
-  CUdeviceptr lse_ptr = (CUdeviceptr)(uintptr_t)params->lse.data;
-  int64_t stride_lb = problem->write_lse ? params->lse.strides[0] : 0;
-  int32_t stride_lh = problem->write_lse ? (int32_t)params->lse.strides[1] : 0;
+  packed_tensor q = pack_tensor(&problem->q), k = pack_tensor(&problem->k), v = pack_tensor(&problem->v);
+  packed_tensor o = pack_tensor(&problem->out);
+  feature_args f = make_feature_args(params, problem);
+  CUdeviceptr lse_ptr = (CUdeviceptr)(uintptr_t)problem->lse.data;
+  int64_t stride_lb = problem->write_lse ? problem->lse.strides[0] : 0;
+  int32_t stride_lh = problem->write_lse ? (int32_t)problem->lse.strides[1] : 0;
   int32_t seqlen_q = (int32_t)problem->seqlen_q, seqlen_k = (int32_t)problem->seqlen_k;
   int32_t heads_q = (int32_t)problem->heads_q, group_size = (int32_t)(problem->heads_q / problem->heads_kv);
   int32_t num_m_blocks = (int32_t)blocks(problem->seqlen_q, e->block_m);
-  float qk_scale_log2 = problem->softmax_scale * 1.4426950408889634f;
-  int32_t causal = problem->causal, write_lse = problem->write_lse;
-  void *args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(o), &lse_ptr,
-                  STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(o), &stride_lb, &stride_lh,
-                  &seqlen_q, &seqlen_k, &heads_q, &group_size, &num_m_blocks, &qk_scale_log2, &causal, &write_lse};
+  void *args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(o), &lse_ptr, &f.cu_seqlens_q,
+                  &f.cu_seqlens_k, &f.alibi, &f.sinks, &f.rng_state, STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v),
+                  STRIDE_ARGS(o), &stride_lb, &stride_lh, &f.stride_ab, &seqlen_q, &seqlen_k, &heads_q, &group_size,
+                  &num_m_blocks, &f.head_dim_qk8, &f.head_dim_v8, &f.window_left, &f.window_right, &f.flags,
+                  &f.qk_scale_log2, &f.softcap_scale, &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof args / sizeof args[0] == sizeof attn_fwd_param_kinds - 1, "one argument per parameter");
-  const char *const kinds[] = {attn_fwd_param_kinds};
-  CUkernel kernel;
-  aotk_status status = load_rows(driver, plan->rows, kinds, 1, plan->kind, plan->device.device, &kernel);
+  const char *const kinds[] = {attn_fwd_param_kinds, attn_dropout_mask_param_kinds};
+  CUkernel kernels[2];
+  aotk_status status = load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
   if (status != AOTK_OK) return status;
-  return launch_row(driver, plan->rows[0], kernel, sizeof args / sizeof args[0], args,
-                    num_m_blocks * problem->batch * problem->heads_q, stream);
+  status = launch_row(driver, plan->rows[0], kernels[0], sizeof args / sizeof args[0], args,
+                      num_m_blocks * problem->batch * problem->heads_q, stream);
+  if (status != AOTK_OK || plan->count < 2) return status;
+
+  const aotk__kernel_entry *m = &aotk__kernel_table[plan->rows[1]];
+  CUdeviceptr mask = (CUdeviceptr)(uintptr_t)params->dropout_mask.data;
+  int64_t mask_strides[3] = {params->dropout_mask.strides[0], params->dropout_mask.strides[1],
+                             params->dropout_mask.strides[2]};
+  int32_t mask_blocks = (int32_t)blocks(problem->seqlen_q, m->block_m);
+  int32_t mask_flags = f.flags & FLAG_VARLEN;
+  void *mask_args[] = {&mask, &f.cu_seqlens_q, &f.cu_seqlens_k, &f.rng_state, &mask_strides[0], &mask_strides[1],
+                       &mask_strides[2], &seqlen_q, &seqlen_k, &heads_q, &mask_blocks, &mask_flags,
+                       &f.dropout_threshold};
+  _Static_assert(sizeof mask_args / sizeof mask_args[0] == sizeof attn_dropout_mask_param_kinds - 1, "one per parameter");
+  return launch_row(driver, plan->rows[1], kernels[1], sizeof mask_args / sizeof mask_args[0], mask_args,
+                    mask_blocks * problem->batch * problem->heads_q, stream);
 }
 
 aotk_status aotk_attn_fwd(const aotk_attn_params *caller_params, aotk_stream stream) {
@@ -487,15 +853,26 @@ aotk_status aotk_attn_fwd(const aotk_attn_params *caller_params, aotk_stream str
 
 /* The workspace holds two fp32 arrays [batch * heads_q, stats_stride]: delta = rowsum(dO * O), then
  * lse * log2(e). Rows are padded to a multiple of 128 (the largest BLOCK_M), so the passes load them
- * unmasked and aligned (kernels/attn_bwd.py, attn_bwd_preprocess). */
+ * unmasked and aligned (kernels/attn_bwd.py, attn_bwd_preprocess). With dsinks, the sink gradient's
+ * partial sums follow: [heads_q, batch, pre-pass blocks]. */
+#define BWD_PREPROCESS_BLOCK_M 64
 static int64_t bwd_stats_stride(const aotk__attn_problem *problem) { return blocks(problem->seqlen_q, 128) * 128; }
 
-static size_t bwd_workspace_bytes(const aotk__attn_problem *problem) {
+static size_t bwd_stats_bytes(const aotk__attn_problem *problem) {
   return 2 * (size_t)(problem->batch * problem->heads_q * bwd_stats_stride(problem)) * sizeof(float);
 }
 
+static size_t bwd_workspace_bytes(const aotk__attn_problem *problem) {
+  size_t bytes = bwd_stats_bytes(problem);
+  if (problem->dsinks) {
+    bytes += (size_t)(problem->heads_q * problem->batch * blocks(bwd_stats_stride(problem), BWD_PREPROCESS_BLOCK_M)) *
+             sizeof(float);
+  }
+  return bytes;
+}
+
 /* The backward's checks beyond the forward's: lse is required (it is the forward's), dout is like
- * out, dq like q, dk and dv like k and v. */
+ * out, dq like q, dk and dv like k and v, dsinks like sinks. */
 aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
                                     aotk__attn_problem *problem) {
   aotk_status status = aotk__attn_validate(caller_params, params, problem);
@@ -503,38 +880,56 @@ aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_
   if (params->lse.data == NULL) {
     return aotk__fail(AOTK_ERROR_NULL_POINTER, "lse.data is NULL: the backward needs the forward's lse");
   }
+  if (params->dropout_mask.data != NULL) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "dropout_mask is a forward output; the backward does not take it");
+  }
+  const int varlen = problem->varlen;
+  named_sizes sizes;
+  memset(&sizes, 0, sizeof sizes);
+  static const char *const sources[2][SIZE_COUNT] = {
+      {"q.shape[0]", "q.shape[1]", "k.shape[1]", "q.shape[2]", "k.shape[2]", "q.shape[3]", "v.shape[3]"},
+      {NULL, NULL, NULL, "q.shape[1]", "k.shape[1]", "q.shape[2]", "v.shape[2]"}};
+  const int64_t values[SIZE_COUNT] = {problem->batch, problem->seqlen_q, problem->seqlen_k, problem->heads_q,
+                                      problem->heads_kv, problem->head_dim_qk, problem->head_dim_v};
+  for (int i = 0; i < SIZE_COUNT; i++) {
+    sizes.value[i] = values[i];
+    sizes.source[i] = sources[varlen][i];
+  }
   struct {
     const aotk_tensor *tensor;
-    const char *name;
+    tensor_rule rule;
     const aotk_tensor *like;
-    const char *like_name;
-    const char *layout;
-    int is_output;
+    aotk_tensor *view;
   } const checks[] = {
-      {&params->dout, "dout", &params->out, "out", q_layout, 0},
-      {&params->dq, "dq", &params->q, "q", q_layout, 1},
-      {&params->dk, "dk", &params->k, "k", kv_layout, 1},
-      {&params->dv, "dv", &params->v, "v", kv_layout, 1},
+      {&params->dout, {"dout", out_layout, varlen_out_layout, {SIZE_BATCH, SIZE_SEQ_Q, SIZE_HEADS_Q, SIZE_DIM_V}, 0},
+       &params->out, &problem->dout},
+      {&params->dq, {"dq", q_layout, varlen_q_layout, {SIZE_BATCH, SIZE_SEQ_Q, SIZE_HEADS_Q, SIZE_DIM_QK}, 1},
+       &params->q, &problem->dq},
+      {&params->dk, {"dk", k_layout, varlen_k_layout, {SIZE_BATCH, SIZE_SEQ_K, SIZE_HEADS_KV, SIZE_DIM_QK}, 1},
+       &params->k, &problem->dk},
+      {&params->dv, {"dv", v_layout, varlen_v_layout, {SIZE_BATCH, SIZE_SEQ_K, SIZE_HEADS_KV, SIZE_DIM_V}, 1},
+       &params->v, &problem->dv},
   };
-  static const char *const q_meaning[] = {"batch", "seqlen_q", "heads_q", "head_dim"};
-  static const char *const kv_meaning[] = {"batch", "seqlen_k", "heads_kv", "head_dim"};
   for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
     const aotk_tensor *t = checks[i].tensor;
-    if ((status = check_tensor(t, checks[i].name, 4, checks[i].layout)) != AOTK_OK) return status;
-    if (t->dtype != params->q.dtype) {
-      return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", checks[i].name,
-                        dtype_name(t->dtype), dtype_name(params->q.dtype));
+    if ((status = check_like(t, &checks[i].rule, &sizes, varlen, params->q.dtype)) != AOTK_OK) return status;
+    if (varlen && t->shape[0] != checks[i].like->shape[0]) {
+      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[0] = %lld but %s has %lld rows", checks[i].rule.name,
+                        (long long)t->shape[0], checks[i].rule.name + 1, (long long)checks[i].like->shape[0]);
     }
-    for (int dim = 0; dim < 4; dim++) {
-      char reference[32];
-      snprintf(reference, sizeof reference, "%s.shape[%d]", checks[i].like_name, dim);
-      const char *meaning = checks[i].layout == q_layout ? q_meaning[dim] : kv_meaning[dim];
-      if ((status = check_same_dim(t, checks[i].name, dim, checks[i].like->shape[dim], reference, meaning)) != AOTK_OK) {
-        return status;
-      }
+    *checks[i].view = view_4d(t, varlen);
+    aotk_tensor sequence = *checks[i].view;
+    sequence.shape[1] = checks[i].rule.sizes[1] == SIZE_SEQ_Q ? problem->seqlen_q : problem->seqlen_k;
+    if ((status = check_batch_span(&sequence, checks[i].rule.name, 1)) != AOTK_OK) return status;
+  }
+  if (params->dsinks.data != NULL) {
+    if (!problem->sinks) return aotk__fail(AOTK_ERROR_INVALID_VALUE, "dsinks is set but sinks is not");
+    int64_t unused_stride;
+    if ((status = check_fp32_vector(&params->dsinks, "dsinks", problem->heads_q, problem->batch, 0, &unused_stride)) !=
+        AOTK_OK) {
+      return status;
     }
-    if (checks[i].is_output && (status = check_output_strides(t, checks[i].name)) != AOTK_OK) return status;
-    if ((status = check_batch_span(t, checks[i].name, 1)) != AOTK_OK) return status;
+    problem->dsinks = 1;
   }
   if (params->deterministic != 0 && params->deterministic != 1) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "deterministic = %d; use 0 or 1", (int)params->deterministic);
@@ -572,6 +967,7 @@ static aotk_status check_workspace(const aotk__attn_problem *problem, const void
 
 static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) {
   aotk_status status;
+  plan->count = 3;
   if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_PREPROCESS, problem, problem->seqlen_q, &plan->device,
                                     &plan->rows[0], &plan->kind)) != AOTK_OK ||
       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DKDV, problem, problem->seqlen_k, &plan->device,
@@ -579,6 +975,18 @@ static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) 
       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DQ, problem, problem->seqlen_q, &plan->device,
                                     &plan->rows[2], &plan->kind)) != AOTK_OK) {
     return status;
+  }
+  if (problem->dsinks) {
+    if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, problem, problem->seqlen_q, &plan->device,
+                                      &plan->rows[3], &plan->kind)) != AOTK_OK) {
+      return status;
+    }
+    plan->count = 4;
+  }
+  if (aotk__kernel_table[plan->rows[0]].block_m != BWD_PREPROCESS_BLOCK_M) {
+    return aotk__fail(AOTK_ERROR_INTERNAL, "%s has BLOCK_M %d; the workspace layout assumes %d",
+                      aotk__kernel_table[plan->rows[0]].name, aotk__kernel_table[plan->rows[0]].block_m,
+                      BWD_PREPROCESS_BLOCK_M);
   }
   /* The forward's validation bounds the grids over query blocks; the dK/dV grid runs over key
    * blocks of the chosen row and kv heads. */
@@ -597,27 +1005,33 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   const aotk__kernel_entry *pre = &aotk__kernel_table[plan->rows[0]];
   const aotk__kernel_entry *dkdv = &aotk__kernel_table[plan->rows[1]];
   const aotk__kernel_entry *dq_entry = &aotk__kernel_table[plan->rows[2]];
-  packed_tensor q = pack_tensor(&params->q), k = pack_tensor(&params->k), v = pack_tensor(&params->v);
-  packed_tensor o = pack_tensor(&params->out), dout = pack_tensor(&params->dout), dq = pack_tensor(&params->dq);
-  packed_tensor dk = pack_tensor(&params->dk), dv = pack_tensor(&params->dv);
+  packed_tensor q = pack_tensor(&problem->q), k = pack_tensor(&problem->k), v = pack_tensor(&problem->v);
+  packed_tensor o = pack_tensor(&problem->out), dout = pack_tensor(&problem->dout), dq = pack_tensor(&problem->dq);
+  packed_tensor dk = pack_tensor(&problem->dk), dv = pack_tensor(&problem->dv);
+  feature_args f = make_feature_args(params, problem);
   int32_t stats_stride = (int32_t)bwd_stats_stride(problem);
-  CUdeviceptr lse_ptr = (CUdeviceptr)(uintptr_t)params->lse.data, delta_ptr = (CUdeviceptr)(uintptr_t)workspace;
-  CUdeviceptr lse_log2_ptr = delta_ptr + bwd_workspace_bytes(problem) / 2;
-  int64_t stride_lb = params->lse.strides[0];
-  int32_t stride_lh = (int32_t)params->lse.strides[1];
+  CUdeviceptr lse_ptr = (CUdeviceptr)(uintptr_t)problem->lse.data, delta_ptr = (CUdeviceptr)(uintptr_t)workspace;
+  CUdeviceptr lse_log2_ptr = delta_ptr + bwd_stats_bytes(problem) / 2;
+  CUdeviceptr sink_partial = problem->dsinks ? delta_ptr + bwd_stats_bytes(problem) : 0;
+  CUdeviceptr sinks = problem->dsinks ? f.sinks : 0;
+  int64_t stride_lb = problem->lse.strides[0];
+  int32_t stride_lh = (int32_t)problem->lse.strides[1];
   int32_t seqlen_q = (int32_t)problem->seqlen_q, seqlen_k = (int32_t)problem->seqlen_k;
   int32_t heads_q = (int32_t)problem->heads_q, heads_kv = (int32_t)problem->heads_kv;
-  int32_t group_size = heads_q / heads_kv, causal = problem->causal;
-  float softmax_scale = problem->softmax_scale, qk_scale_log2 = problem->softmax_scale * 1.4426950408889634f;
-  const char *const kinds[] = {attn_bwd_preprocess_param_kinds, attn_bwd_dkdv_param_kinds, attn_bwd_dq_param_kinds};
-  CUkernel kernels[3];
-  aotk_status status = load_rows(driver, plan->rows, kinds, 3, plan->kind, plan->device.device, kernels);
+  int32_t num_seqs = (int32_t)problem->batch, group_size = heads_q / heads_kv;
+  const char *const kinds[] = {attn_bwd_preprocess_param_kinds, attn_bwd_dkdv_param_kinds, attn_bwd_dq_param_kinds,
+                               attn_bwd_sink_reduce_param_kinds};
+  CUkernel kernels[4];
+  aotk_status status = load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
   if (status != AOTK_OK) return status;
 
-  /* The pre-pass covers the padded rows too: it writes their neutral statistics. */
+  /* The pre-pass covers the padded rows too: it writes their neutral statistics. Only the sink
+   * gradient's flag matters to it (and the varlen layout). */
   int32_t pre_blocks = (int32_t)blocks(stats_stride, pre->block_m);
-  void *pre_args[] = {TENSOR_ARGS(o), TENSOR_ARGS(dout), &lse_ptr, &delta_ptr, &lse_log2_ptr, STRIDE_ARGS(o),
-                      STRIDE_ARGS(dout), &stride_lb, &stride_lh, &seqlen_q, &heads_q, &pre_blocks, &stats_stride};
+  int32_t pre_flags = (f.flags & FLAG_VARLEN) | (problem->dsinks ? FLAG_SINKS : 0);
+  void *pre_args[] = {TENSOR_ARGS(o), TENSOR_ARGS(dout), &lse_ptr, &delta_ptr, &lse_log2_ptr, &f.cu_seqlens_q, &sinks,
+                      &sink_partial, STRIDE_ARGS(o), STRIDE_ARGS(dout), &stride_lb, &stride_lh, &seqlen_q, &heads_q,
+                      &num_seqs, &pre_blocks, &stats_stride, &f.head_dim_v8, &pre_flags};
   _Static_assert(sizeof pre_args / sizeof pre_args[0] == sizeof attn_bwd_preprocess_param_kinds - 1, "one per parameter");
   if ((status = launch_row(driver, plan->rows[0], kernels[0], sizeof pre_args / sizeof pre_args[0], pre_args,
                            pre_blocks * problem->batch * problem->heads_q, stream)) != AOTK_OK) {
@@ -626,9 +1040,12 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
 
   int32_t n_blocks = (int32_t)blocks(problem->seqlen_k, dkdv->block_n);
   void *dkdv_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_log2_ptr, &delta_ptr,
-                       TENSOR_ARGS(dk), TENSOR_ARGS(dv), STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v),
-                       STRIDE_ARGS(dout), STRIDE_ARGS(dk), STRIDE_ARGS(dv), &seqlen_q, &seqlen_k, &heads_q,
-                       &heads_kv, &group_size, &n_blocks, &stats_stride, &softmax_scale, &qk_scale_log2, &causal};
+                       TENSOR_ARGS(dk), TENSOR_ARGS(dv), &f.cu_seqlens_q, &f.cu_seqlens_k, &f.alibi, &f.rng_state,
+                       STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(dout), STRIDE_ARGS(dk),
+                       STRIDE_ARGS(dv), &f.stride_ab, &seqlen_q, &seqlen_k, &heads_q, &heads_kv, &group_size,
+                       &n_blocks, &stats_stride, &f.head_dim_qk8, &f.head_dim_v8, &f.window_left, &f.window_right,
+                       &f.flags, &f.softmax_scale, &f.qk_scale_log2, &f.softcap_scale, &f.softcap_log2,
+                       &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof dkdv_args / sizeof dkdv_args[0] == sizeof attn_bwd_dkdv_param_kinds - 1, "one per parameter");
   if ((status = launch_row(driver, plan->rows[1], kernels[1], sizeof dkdv_args / sizeof dkdv_args[0], dkdv_args,
                            n_blocks * problem->batch * problem->heads_kv, stream)) != AOTK_OK) {
@@ -637,12 +1054,23 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
 
   int32_t m_blocks = (int32_t)blocks(problem->seqlen_q, dq_entry->block_m);
   void *dq_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_log2_ptr, &delta_ptr,
-                     TENSOR_ARGS(dq), STRIDE_ARGS(q), STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(dout),
-                     STRIDE_ARGS(dq), &seqlen_q, &seqlen_k, &heads_q, &group_size, &m_blocks, &stats_stride,
-                     &softmax_scale, &qk_scale_log2, &causal};
+                     TENSOR_ARGS(dq), &f.cu_seqlens_q, &f.cu_seqlens_k, &f.alibi, &f.rng_state, STRIDE_ARGS(q),
+                     STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(dout), STRIDE_ARGS(dq), &f.stride_ab, &seqlen_q,
+                     &seqlen_k, &heads_q, &group_size, &m_blocks, &stats_stride, &f.head_dim_qk8, &f.head_dim_v8,
+                     &f.window_left, &f.window_right, &f.flags, &f.softmax_scale, &f.qk_scale_log2, &f.softcap_scale,
+                     &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof dq_args / sizeof dq_args[0] == sizeof attn_bwd_dq_param_kinds - 1, "one per parameter");
-  return launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,
-                    m_blocks * problem->batch * problem->heads_q, stream);
+  if ((status = launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,
+                           m_blocks * problem->batch * problem->heads_q, stream)) != AOTK_OK ||
+      plan->count < 4) {
+    return status;
+  }
+
+  CUdeviceptr dsinks = (CUdeviceptr)(uintptr_t)params->dsinks.data;
+  int32_t count = num_seqs * pre_blocks;
+  void *reduce_args[] = {&sink_partial, &dsinks, &count};
+  _Static_assert(sizeof reduce_args / sizeof reduce_args[0] == sizeof attn_bwd_sink_reduce_param_kinds - 1, "one per parameter");
+  return launch_row(driver, plan->rows[3], kernels[3], 3, reduce_args, problem->heads_q, stream);
 }
 
 aotk_status aotk_attn_bwd(const aotk_attn_params *caller_params, void *workspace, size_t workspace_bytes,
@@ -680,12 +1108,13 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
   if (op == AOTK_OP_ATTN_FWD) {
     if ((status = plan_fwd(&problem, &plan)) != AOTK_OK) return status;
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[0]];
-    fill_info(e, plan.kind, blocks(problem.seqlen_q, e->block_m) * problem.batch * problem.heads_q, 0, 1, info);
+    fill_info(e, plan.kind, blocks(problem.seqlen_q, e->block_m) * problem.batch * problem.heads_q, 0, plan.count,
+              &problem, info);
   } else {
     if ((status = plan_bwd(&problem, &plan)) != AOTK_OK) return status;
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[1]];
     fill_info(e, plan.kind, blocks(problem.seqlen_k, e->block_n) * problem.batch * problem.heads_kv,
-              bwd_workspace_bytes(&problem), 3, info);
+              bwd_workspace_bytes(&problem), plan.count, &problem, info);
   }
   return AOTK_OK;
 }

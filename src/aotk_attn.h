@@ -11,11 +11,28 @@
 /* A validated attention problem: sizes and resolved scalars. */
 typedef struct aotk__attn_problem {
   aotk_dtype dtype;
-  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
-  float softmax_scale; /* resolved: never 0 */
+  int64_t batch;              /* dense: batch; varlen: the number of sequences */
+  int64_t seqlen_q, seqlen_k; /* dense: the lengths; varlen: max_seqlen_q, max_seqlen_k */
+  int64_t heads_q, heads_kv;
+  int64_t head_dim_qk, head_dim_v; /* the caller's (multiples of 8); the kernels run padded sizes */
+  float softmax_scale;        /* resolved: never 0 */
+  int varlen;
   int causal;
+  int top_left;               /* causal_align == AOTK_ALIGN_TOP_LEFT */
+  int32_t window_left, window_right; /* resolved: causal makes window_right 0; -1 unbounded */
+  float softcap;              /* 0: off */
+  int alibi;
+  int64_t alibi_batch_stride; /* 0 for slopes [heads_q] */
+  int sinks;
+  int dsinks;                 /* the backward writes dsinks */
+  float dropout_p;
+  int write_dropout_mask;
   int write_lse;
+  int extras;                 /* softcap, ALiBi, sinks or dropout: the EXTRAS kernels */
   int aligned; /* q, k, v and out pointers 16-byte aligned and their strides multiples of 16 elements */
+  /* Each tensor as the kernels see it, 4-d [batch, seqlen, heads, head_dim] (varlen: batch stride 0
+   * and seqlen the max_seqlen), and lse as [batch, heads_q, seqlen_q]. */
+  aotk_tensor q, k, v, out, lse, dout, dq, dk, dv;
 } aotk__attn_problem;
 
 /* Validates the caller's params (copying them into *params, zero-extended to the current struct) and

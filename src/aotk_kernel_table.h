@@ -15,6 +15,8 @@ enum {
   AOTK__FAMILY_ATTN_BWD_PREPROCESS = 2,
   AOTK__FAMILY_ATTN_BWD_DKDV = 3,
   AOTK__FAMILY_ATTN_BWD_DQ = 4,
+  AOTK__FAMILY_ATTN_DROPOUT_MASK = 5,
+  AOTK__FAMILY_ATTN_BWD_SINK_REDUCE = 6,
 };
 
 /* One embedded image: xz-compressed bytes, and the FNV-1a 64 hash of the decompressed image, checked
@@ -31,9 +33,11 @@ typedef struct aotk__kernel_entry {
   const char *function_name; /* the .entry in the image */
   int32_t family;
   int32_t arch;              /* 80 or 90 */
-  int32_t dtype;             /* aotk_dtype */
-  int32_t head_dim;
+  int32_t dtype;             /* aotk_dtype; 0 for the dtype-less helpers */
+  int32_t head_dim_qk;       /* the compiled (padded) head dims; 0 where the kernel has none */
+  int32_t head_dim_v;
   int32_t aligned;
+  int32_t extras;            /* softcap, ALiBi, sinks and dropout compiled in */
   int32_t block_m, block_n, num_warps, num_stages;
   int32_t shared_bytes;      /* dynamic shared memory per program */
   int32_t min_seqlen;        /* tuning: chosen when the family's size key (seqlen_k for the dK/dV pass,
