@@ -1,7 +1,9 @@
 /*
  * CPU tests of the public API: status names, versions, the per-thread last error, argument
  * validation, and dispatch and launch through a fake driver, for the forward and for the backward
- * (its three kernels, its workspace, and the tuning of its dK/dV pass by seqlen_k).
+ * (its three kernels, its workspace, and the tuning of its dK/dV pass by seqlen_k), and for the
+ * features of 0.2: the variable-length layout, windows, head dims of any multiple of 8, softcap, ALiBi,
+ * sinks and their gradient, dropout and its mask, and callers built against 0.1.
  *
  * No GPU is needed, and none is used where one exists: every case that gets past validation runs
  * against a fake driver table installed with aotk__driver_set_for_testing (SQLite's fault
@@ -39,6 +41,13 @@
 #define FAKE_DK ((void *)(uintptr_t)0x80000000u)
 #define FAKE_DV ((void *)(uintptr_t)0x90000000u)
 #define FAKE_WORKSPACE ((void *)(uintptr_t)0xA0000000u)
+#define FAKE_CU_SEQLENS_Q ((void *)(uintptr_t)0xB0000000u)
+#define FAKE_CU_SEQLENS_K ((void *)(uintptr_t)0xC0000000u)
+#define FAKE_ALIBI ((void *)(uintptr_t)0xD0000000u)
+#define FAKE_SINKS ((void *)(uintptr_t)0xE0000000u)
+#define FAKE_DSINKS ((void *)(uintptr_t)0xE8000000u)
+#define FAKE_RNG_STATE ((void *)(uintptr_t)0xF0000000u)
+#define FAKE_MASK ((void *)(uintptr_t)0xF8000000u)
 #define FAKE_STREAM ((aotk_stream)(uintptr_t)0x5000u)
 #define FAKE_CONTEXT ((CUcontext)(uintptr_t)0x6000u)
 #define FAKE_LIBRARY_BASE 0x7000u
@@ -66,63 +75,113 @@ static const char *const driver_function_names[] = {
 
 /* Each kernel's parameters in the catalog's order (codegen/aotk_catalog.py *_PARAMS), then Triton's
  * two hidden scratch pointers: p pointer, l int64, i int32, f fp32. "lii" is one tensor's (batch,
- * sequence, head) strides. The fake driver reads each launch's arguments by these lists. */
+ * sequence, head) strides. The fake driver reads each launch's arguments by these lists, written here
+ * from the kernels' signatures rather than taken from the library, so that the two are compared. */
 #define STRIDES "lii"
-#define ATTN_FWD_KINDS "ppppp" STRIDES STRIDES STRIDES STRIDES "li" "iiiii" "f" "ii"
-#define ATTN_BWD_PREPROCESS_KINDS "ppppp" STRIDES STRIDES "li" "iii" "i"
-#define ATTN_BWD_DKDV_KINDS "pppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "iiiiii" "i" "ff" "i"
-#define ATTN_BWD_DQ_KINDS "ppppppp" STRIDES STRIDES STRIDES STRIDES STRIDES "iiiii" "i" "ff" "i"
+#define ATTN_FWD_KINDS "ppppp" "pp" "ppp" STRIDES STRIDES STRIDES STRIDES "lil" "iiiii" "iiiii" "fff" "if"
+#define ATTN_DROPOUT_MASK_KINDS "pppp" "lll" "iiiiii"
+#define ATTN_BWD_PREPROCESS_KINDS "ppppp" "ppp" STRIDES STRIDES "li" "iiii" "i" "ii"
+#define ATTN_BWD_SINK_REDUCE_KINDS "ppi"
+#define ATTN_BWD_DKDV_KINDS \
+  "pppppppp" "pppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "l" "iiiiii" "i" "iiiii" "f" "fff" "if"
+#define ATTN_BWD_DQ_KINDS "ppppppp" "pppp" STRIDES STRIDES STRIDES STRIDES STRIDES "l" "iiiii" "i" "iiiii" "f" "fff" "if"
 #define HIDDEN_KINDS "pp"
 
 /* The kernels the fake driver knows, by their .entry name. */
-enum kernel_id { KERNEL_ATTN_FWD, KERNEL_BWD_PREPROCESS, KERNEL_BWD_DKDV, KERNEL_BWD_DQ, KERNEL_COUNT };
+enum kernel_id {
+  KERNEL_ATTN_FWD,
+  KERNEL_DROPOUT_MASK,
+  KERNEL_BWD_PREPROCESS,
+  KERNEL_BWD_DKDV,
+  KERNEL_BWD_DQ,
+  KERNEL_BWD_SINK_REDUCE,
+  KERNEL_COUNT
+};
 static const struct kernel_signature {
   const char *function;
   int family;              /* AOTK__FAMILY_... of the table rows that hold it */
   const char *param_kinds; /* including the hidden scratch pointers */
 } kernel_signatures[KERNEL_COUNT] = {
     {"attn_fwd", AOTK__FAMILY_ATTN_FWD, ATTN_FWD_KINDS HIDDEN_KINDS},
+    {"attn_dropout_mask", AOTK__FAMILY_ATTN_DROPOUT_MASK, ATTN_DROPOUT_MASK_KINDS HIDDEN_KINDS},
     {"attn_bwd_preprocess", AOTK__FAMILY_ATTN_BWD_PREPROCESS, ATTN_BWD_PREPROCESS_KINDS HIDDEN_KINDS},
     {"attn_bwd_dkdv", AOTK__FAMILY_ATTN_BWD_DKDV, ATTN_BWD_DKDV_KINDS HIDDEN_KINDS},
     {"attn_bwd_dq", AOTK__FAMILY_ATTN_BWD_DQ, ATTN_BWD_DQ_KINDS HIDDEN_KINDS},
+    {"attn_bwd_sink_reduce", AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, ATTN_BWD_SINK_REDUCE_KINDS HIDDEN_KINDS},
 };
 
+/* Bits of the kernels' flags argument (kernels/attn_common.py). */
+enum {
+  FLAG_WRITE_LSE = 1,
+  FLAG_VARLEN = 2,
+  FLAG_TOP_LEFT = 4,
+  FLAG_SOFTCAP = 8,
+  FLAG_ALIBI = 16,
+  FLAG_SINKS = 32,
+  FLAG_DROPOUT = 64,
+  FLAG_REVERSE = 128,
+};
+
+/* attn_fwd: one program per (query block, batch, query head). */
 enum launch_param {
   ARG_Q, ARG_K, ARG_V, ARG_OUT, ARG_LSE,
+  ARG_CU_SEQLENS_Q, ARG_CU_SEQLENS_K, ARG_ALIBI_SLOPES, ARG_SINKS, ARG_RNG_STATE,
   ARG_STRIDE_QB, ARG_STRIDE_QS, ARG_STRIDE_QH,
   ARG_STRIDE_KB, ARG_STRIDE_KS, ARG_STRIDE_KH,
   ARG_STRIDE_VB, ARG_STRIDE_VS, ARG_STRIDE_VH,
   ARG_STRIDE_OB, ARG_STRIDE_OS, ARG_STRIDE_OH,
-  ARG_STRIDE_LB, ARG_STRIDE_LH,
+  ARG_STRIDE_LB, ARG_STRIDE_LH, ARG_STRIDE_AB,
   ARG_SEQLEN_Q, ARG_SEQLEN_K, ARG_HEADS_Q, ARG_GROUP_SIZE, ARG_NUM_M_BLOCKS,
-  ARG_QK_SCALE_LOG2, ARG_CAUSAL, ARG_WRITE_LSE,
+  ARG_HEAD_DIM_QK8, ARG_HEAD_DIM_V8, ARG_WINDOW_LEFT, ARG_WINDOW_RIGHT, ARG_FLAGS,
+  ARG_QK_SCALE_LOG2, ARG_SOFTCAP_SCALE, ARG_SOFTCAP_LOG2, ARG_DROPOUT_THRESHOLD, ARG_DROPOUT_SCALE,
   ARG_GLOBAL_SCRATCH, ARG_PROFILE_SCRATCH,
   LAUNCH_PARAM_COUNT
 };
 
-/* attn_bwd_preprocess: delta = rowsum(dout * out) and lse * log2(e) into the workspace. */
+/* attn_dropout_mask: the debug output, one program per (query block, batch, query head). */
+enum dropout_mask_param {
+  MASK_MASK, MASK_CU_SEQLENS_Q, MASK_CU_SEQLENS_K, MASK_RNG_STATE,
+  MASK_STRIDE_MB, MASK_STRIDE_MH, MASK_STRIDE_MS,
+  MASK_SEQLEN_Q, MASK_SEQLEN_K, MASK_HEADS_Q, MASK_NUM_M_BLOCKS, MASK_FLAGS, MASK_DROPOUT_THRESHOLD,
+  MASK_GLOBAL_SCRATCH, MASK_PROFILE_SCRATCH,
+  MASK_PARAM_COUNT
+};
+
+/* attn_bwd_preprocess: delta = rowsum(dout * out) and lse * log2(e) into the workspace, and with
+ * dsinks each program's partial sum of the sink gradient. */
 enum preprocess_param {
-  PRE_OUT, PRE_DOUT, PRE_LSE, PRE_DELTA, PRE_LSE_LOG2,
+  PRE_OUT, PRE_DOUT, PRE_LSE, PRE_DELTA, PRE_LSE_LOG2, PRE_CU_SEQLENS_Q, PRE_SINKS, PRE_SINK_PARTIAL,
   PRE_STRIDE_OB, PRE_STRIDE_OS, PRE_STRIDE_OH,
   PRE_STRIDE_DOB, PRE_STRIDE_DOS, PRE_STRIDE_DOH,
   PRE_STRIDE_LB, PRE_STRIDE_LH,
-  PRE_SEQLEN_Q, PRE_HEADS_Q, PRE_NUM_M_BLOCKS, PRE_STATS_STRIDE,
+  PRE_SEQLEN_Q, PRE_HEADS_Q, PRE_NUM_SEQS, PRE_NUM_M_BLOCKS, PRE_STATS_STRIDE, PRE_HEAD_DIM_V8, PRE_FLAGS,
   PRE_GLOBAL_SCRATCH, PRE_PROFILE_SCRATCH,
   PRE_PARAM_COUNT
+};
+
+/* attn_bwd_sink_reduce: one program per query head sums its partials into dsinks. */
+enum sink_reduce_param {
+  REDUCE_SINK_PARTIAL, REDUCE_DSINKS, REDUCE_COUNT,
+  REDUCE_GLOBAL_SCRATCH, REDUCE_PROFILE_SCRATCH,
+  REDUCE_PARAM_COUNT
 };
 
 /* attn_bwd_dkdv: one program per (key block, batch, kv head). */
 enum dkdv_param {
   DKDV_Q, DKDV_K, DKDV_V, DKDV_DOUT, DKDV_LSE_LOG2, DKDV_DELTA, DKDV_DK, DKDV_DV,
+  DKDV_CU_SEQLENS_Q, DKDV_CU_SEQLENS_K, DKDV_ALIBI_SLOPES, DKDV_RNG_STATE,
   DKDV_STRIDE_QB, DKDV_STRIDE_QS, DKDV_STRIDE_QH,
   DKDV_STRIDE_KB, DKDV_STRIDE_KS, DKDV_STRIDE_KH,
   DKDV_STRIDE_VB, DKDV_STRIDE_VS, DKDV_STRIDE_VH,
   DKDV_STRIDE_DOB, DKDV_STRIDE_DOS, DKDV_STRIDE_DOH,
   DKDV_STRIDE_DKB, DKDV_STRIDE_DKS, DKDV_STRIDE_DKH,
   DKDV_STRIDE_DVB, DKDV_STRIDE_DVS, DKDV_STRIDE_DVH,
+  DKDV_STRIDE_AB,
   DKDV_SEQLEN_Q, DKDV_SEQLEN_K, DKDV_HEADS_Q, DKDV_HEADS_KV, DKDV_GROUP_SIZE, DKDV_NUM_N_BLOCKS,
   DKDV_STATS_STRIDE,
-  DKDV_SOFTMAX_SCALE, DKDV_QK_SCALE_LOG2, DKDV_CAUSAL,
+  DKDV_HEAD_DIM_QK8, DKDV_HEAD_DIM_V8, DKDV_WINDOW_LEFT, DKDV_WINDOW_RIGHT, DKDV_FLAGS,
+  DKDV_SOFTMAX_SCALE, DKDV_QK_SCALE_LOG2, DKDV_SOFTCAP_SCALE, DKDV_SOFTCAP_LOG2,
+  DKDV_DROPOUT_THRESHOLD, DKDV_DROPOUT_SCALE,
   DKDV_GLOBAL_SCRATCH, DKDV_PROFILE_SCRATCH,
   DKDV_PARAM_COUNT
 };
@@ -130,20 +189,26 @@ enum dkdv_param {
 /* attn_bwd_dq: one program per (query block, batch, query head). */
 enum dq_param {
   DQ_Q, DQ_K, DQ_V, DQ_DOUT, DQ_LSE_LOG2, DQ_DELTA, DQ_DQ,
+  DQ_CU_SEQLENS_Q, DQ_CU_SEQLENS_K, DQ_ALIBI_SLOPES, DQ_RNG_STATE,
   DQ_STRIDE_QB, DQ_STRIDE_QS, DQ_STRIDE_QH,
   DQ_STRIDE_KB, DQ_STRIDE_KS, DQ_STRIDE_KH,
   DQ_STRIDE_VB, DQ_STRIDE_VS, DQ_STRIDE_VH,
   DQ_STRIDE_DOB, DQ_STRIDE_DOS, DQ_STRIDE_DOH,
   DQ_STRIDE_DQB, DQ_STRIDE_DQS, DQ_STRIDE_DQH,
+  DQ_STRIDE_AB,
   DQ_SEQLEN_Q, DQ_SEQLEN_K, DQ_HEADS_Q, DQ_GROUP_SIZE, DQ_NUM_M_BLOCKS, DQ_STATS_STRIDE,
-  DQ_SOFTMAX_SCALE, DQ_QK_SCALE_LOG2, DQ_CAUSAL,
+  DQ_HEAD_DIM_QK8, DQ_HEAD_DIM_V8, DQ_WINDOW_LEFT, DQ_WINDOW_RIGHT, DQ_FLAGS,
+  DQ_SOFTMAX_SCALE, DQ_QK_SCALE_LOG2, DQ_SOFTCAP_SCALE, DQ_SOFTCAP_LOG2,
+  DQ_DROPOUT_THRESHOLD, DQ_DROPOUT_SCALE,
   DQ_GLOBAL_SCRATCH, DQ_PROFILE_SCRATCH,
   DQ_PARAM_COUNT
 };
 
-enum { MAX_LAUNCH_PARAMS = 40, LAUNCH_LOG_SIZE = 4 };
+enum { MAX_LAUNCH_PARAMS = 64, LAUNCH_LOG_SIZE = 8 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
+_Static_assert((int)MASK_PARAM_COUNT == sizeof ATTN_DROPOUT_MASK_KINDS HIDDEN_KINDS - 1, "dropout-mask parameter list");
 _Static_assert((int)PRE_PARAM_COUNT == sizeof ATTN_BWD_PREPROCESS_KINDS HIDDEN_KINDS - 1, "preprocess parameter list");
+_Static_assert((int)REDUCE_PARAM_COUNT == sizeof ATTN_BWD_SINK_REDUCE_KINDS HIDDEN_KINDS - 1, "sink-reduce parameter list");
 _Static_assert((int)DKDV_PARAM_COUNT == sizeof ATTN_BWD_DKDV_KINDS HIDDEN_KINDS - 1, "dK/dV parameter list");
 _Static_assert((int)DQ_PARAM_COUNT == sizeof ATTN_BWD_DQ_KINDS HIDDEN_KINDS - 1, "dQ parameter list");
 _Static_assert((int)DKDV_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the longest list");
@@ -426,20 +491,23 @@ static uint64_t launch_arg_pointer(int index) { return arg_pointer(&fake.launch,
 
 typedef struct problem {
   aotk_dtype dtype;
-  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim; /* head_dim: q's and k's (head_dim_qk) */
   bool with_lse;
+  int64_t head_dim_v; /* v's and out's; 0: head_dim */
 } problem;
 
+static int64_t dim_v(const problem *p) { return p->head_dim_v != 0 ? p->head_dim_v : p->head_dim; }
+
 /* GQA (group 4), seqlen_q != seqlen_k, lse written: every tensor and every check is in play. */
-static const problem default_problem = {AOTK_DTYPE_BFLOAT16, 2, 100, 130, 8, 2, 64, true};
+static const problem default_problem = {AOTK_DTYPE_BFLOAT16, 2, 100, 130, 8, 2, 64, true, 0};
 
 /* Contiguous tensors at the fake addresses. */
 static aotk_attn_params params_for(problem p) {
   aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
   params.q = aotk_tensor_4d(FAKE_Q, p.dtype, p.batch, p.seqlen_q, p.heads_q, p.head_dim);
   params.k = aotk_tensor_4d(FAKE_K, p.dtype, p.batch, p.seqlen_k, p.heads_kv, p.head_dim);
-  params.v = aotk_tensor_4d(FAKE_V, p.dtype, p.batch, p.seqlen_k, p.heads_kv, p.head_dim);
-  params.out = aotk_tensor_4d(FAKE_OUT, p.dtype, p.batch, p.seqlen_q, p.heads_q, p.head_dim);
+  params.v = aotk_tensor_4d(FAKE_V, p.dtype, p.batch, p.seqlen_k, p.heads_kv, dim_v(&p));
+  params.out = aotk_tensor_4d(FAKE_OUT, p.dtype, p.batch, p.seqlen_q, p.heads_q, dim_v(&p));
   if (p.with_lse) params.lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, p.batch, p.heads_q, p.seqlen_q);
   return params;
 }
@@ -451,23 +519,73 @@ static aotk_attn_params valid_params(void) { return params_for(default_problem);
 static aotk_attn_params bwd_params_for(problem p) {
   p.with_lse = true;
   aotk_attn_params params = params_for(p);
-  params.dout = aotk_tensor_4d(FAKE_DOUT, p.dtype, p.batch, p.seqlen_q, p.heads_q, p.head_dim);
+  params.dout = aotk_tensor_4d(FAKE_DOUT, p.dtype, p.batch, p.seqlen_q, p.heads_q, dim_v(&p));
   params.dq = aotk_tensor_4d(FAKE_DQ, p.dtype, p.batch, p.seqlen_q, p.heads_q, p.head_dim);
   params.dk = aotk_tensor_4d(FAKE_DK, p.dtype, p.batch, p.seqlen_k, p.heads_kv, p.head_dim);
-  params.dv = aotk_tensor_4d(FAKE_DV, p.dtype, p.batch, p.seqlen_k, p.heads_kv, p.head_dim);
+  params.dv = aotk_tensor_4d(FAKE_DV, p.dtype, p.batch, p.seqlen_k, p.heads_kv, dim_v(&p));
   return params;
 }
 
 static aotk_attn_params valid_bwd_params(void) { return bwd_params_for(default_problem); }
 
-/* What the header promises the backward's workspace is: delta, fp32 [batch, heads_q, seqlen_q]. */
+/* The variable-length layout of problem `p`: p.batch sequences of at most p.seqlen_q query and
+ * p.seqlen_k key rows (max_seqlen_q, max_seqlen_k), packed into total_q and total_k rows; q, out
+ * [total_q, heads_q, d], k, v [total_k, heads_kv, d], lse [heads_q, total_q], cu_seqlens int32
+ * [batch + 1]. With `bwd`, dout, dq, dk and dv too, like out, q, k and v. */
+static aotk_attn_params varlen_params_for(problem p, int64_t total_q, int64_t total_k, bool bwd) {
+  aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
+  const int64_t dv = dim_v(&p);
+  params.q = aotk_tensor_3d(FAKE_Q, p.dtype, total_q, p.heads_q, p.head_dim);
+  params.k = aotk_tensor_3d(FAKE_K, p.dtype, total_k, p.heads_kv, p.head_dim);
+  params.v = aotk_tensor_3d(FAKE_V, p.dtype, total_k, p.heads_kv, dv);
+  params.out = aotk_tensor_3d(FAKE_OUT, p.dtype, total_q, p.heads_q, dv);
+  if (p.with_lse || bwd) params.lse = aotk_tensor_2d(FAKE_LSE, AOTK_DTYPE_FLOAT32, p.heads_q, total_q);
+  params.cu_seqlens_q = aotk_tensor_1d(FAKE_CU_SEQLENS_Q, AOTK_DTYPE_INT32, p.batch + 1);
+  params.cu_seqlens_k = aotk_tensor_1d(FAKE_CU_SEQLENS_K, AOTK_DTYPE_INT32, p.batch + 1);
+  params.max_seqlen_q = (int32_t)p.seqlen_q;
+  params.max_seqlen_k = (int32_t)p.seqlen_k;
+  if (bwd) {
+    params.dout = aotk_tensor_3d(FAKE_DOUT, p.dtype, total_q, p.heads_q, dv);
+    params.dq = aotk_tensor_3d(FAKE_DQ, p.dtype, total_q, p.heads_q, p.head_dim);
+    params.dk = aotk_tensor_3d(FAKE_DK, p.dtype, total_k, p.heads_kv, p.head_dim);
+    params.dv = aotk_tensor_3d(FAKE_DV, p.dtype, total_k, p.heads_kv, dv);
+  }
+  return params;
+}
+
+/* The default problem as 2 sequences in 170 query and 230 key rows (each under its max_seqlen). */
+enum { VARLEN_TOTAL_Q = 170, VARLEN_TOTAL_K = 230 };
+
+/* Rewrites *p as the varlen form of the default problem, for the forward or (when *p has dout) the
+ * backward: the base of the varlen validation cases. */
+static void make_varlen(aotk_attn_params *p) {
+  *p = varlen_params_for(default_problem, VARLEN_TOTAL_Q, VARLEN_TOTAL_K, p->dout.data != NULL);
+}
+
 /* The statistics' row length: seqlen_q rounded up to 128 (include/aotk.h, aotk_attn_bwd). */
 static int64_t stats_stride(const problem *p) { return (p->seqlen_q + 127) / 128 * 128; }
 
 /* Two fp32 arrays [batch * heads_q, stats_stride]: delta, then lse * log2(e). */
-static size_t bwd_workspace_bytes(const problem *p) {
+static size_t bwd_stats_bytes(const problem *p) {
   return (size_t)8 * (size_t)p->batch * (size_t)p->heads_q * (size_t)stats_stride(p);
 }
+
+/* The pre-pass's rows per program (codegen/aotk_catalog.py PREPROCESS_CONFIG). */
+enum { PREPROCESS_BLOCK_M = 64 };
+
+static int64_t ceil_div(int64_t length, int64_t block) { return (length + block - 1) / block; }
+
+/* The workspace the backward needs: the statistics, and with dsinks one fp32 partial sum of the sink
+ * gradient per (query head, sequence, pre-pass program) after them. */
+static size_t bwd_workspace_bytes_for(const problem *p, bool dsinks) {
+  size_t bytes = bwd_stats_bytes(p);
+  if (dsinks) {
+    bytes += (size_t)4 * (size_t)(p->heads_q * p->batch * ceil_div(stats_stride(p), PREPROCESS_BLOCK_M));
+  }
+  return bytes;
+}
+
+static size_t bwd_workspace_bytes(const problem *p) { return bwd_workspace_bytes_for(p, false); }
 
 /* Big enough for any problem the validation cases build, so that only their one spoiled argument can
  * make a call fail. */
@@ -508,18 +626,51 @@ static const aotk__kernel_entry *table_row_named(const char *name, int arch) {
   return NULL;
 }
 
-/* The tuning rule from codegen/aotk_catalog.py: among the rows of a family's variant, the one with the
- * largest min_seqlen that the family's size key reaches (seqlen_k for the dK/dV pass, seqlen_q for the
- * others). NULL when the variant has no row. */
-static const aotk__kernel_entry *expected_row(int family, int arch, aotk_dtype dtype, int head_dim, int aligned,
-                                              int64_t size_key) {
+/* The compiled head-dim pairs (q/k, v) of the attention kernels (codegen/aotk_catalog.py ATTN_HEAD_DIMS). */
+static const int compiled_head_dims[][2] = {{32, 32}, {64, 64}, {128, 128}, {256, 256}, {256, 128}};
+
+static bool family_has_extras(int family) {
+  return family == AOTK__FAMILY_ATTN_FWD || family == AOTK__FAMILY_ATTN_BWD_DKDV || family == AOTK__FAMILY_ATTN_BWD_DQ;
+}
+
+/* The compiled head dims a problem with head dims (head_dim_qk, head_dim_v) runs in, by the catalog's
+ * rule: the smallest pair that holds both. The pre-pass has only a v dim (the smallest that holds
+ * head_dim_v); the helper kernels have neither (0, 0). (0, 0) also when nothing holds them. */
+static void compiled_dims(int family, int64_t head_dim_qk, int64_t head_dim_v, int *qk, int *v) {
+  *qk = 0;
+  *v = 0;
+  if (family == AOTK__FAMILY_ATTN_DROPOUT_MASK || family == AOTK__FAMILY_ATTN_BWD_SINK_REDUCE) return;
+  if (family == AOTK__FAMILY_ATTN_BWD_PREPROCESS) {
+    for (int size = 32; size <= 256 && *v == 0; size *= 2) *v = size >= head_dim_v ? size : 0;
+    return;
+  }
+  for (size_t i = 0; i < sizeof compiled_head_dims / sizeof compiled_head_dims[0]; i++) {
+    const int *pair = compiled_head_dims[i];
+    if (pair[0] < head_dim_qk || pair[1] < head_dim_v) continue;
+    if (*qk == 0 || pair[0] + pair[1] < *qk + *v) *qk = pair[0], *v = pair[1];
+  }
+}
+
+/* Whether table row e is of `family`'s variant for (arch, dtype, compiled dims, alignment, EXTRAS),
+ * each axis compared only where the family has it. */
+static bool row_is_variant(const aotk__kernel_entry *e, int family, int arch, aotk_dtype dtype, int qk, int v,
+                           int aligned, int extras) {
+  if (e->family != family || e->arch != arch || e->head_dim_qk != qk || e->head_dim_v != v) return false;
+  if (family == AOTK__FAMILY_ATTN_DROPOUT_MASK || family == AOTK__FAMILY_ATTN_BWD_SINK_REDUCE) return true;
+  return e->dtype == (int)dtype && e->aligned == aligned && e->extras == (family_has_extras(family) ? extras : 0);
+}
+
+/* The tuning rule from codegen/aotk_catalog.py: among the rows of a family's variant (its compiled head
+ * dims from the problem's by compiled_dims), the one with the largest min_seqlen that the family's size
+ * key reaches (seqlen_k for the dK/dV pass, seqlen_q for the others). NULL when the variant has no row. */
+static const aotk__kernel_entry *expected_row(int family, int arch, aotk_dtype dtype, int64_t head_dim_qk,
+                                              int64_t head_dim_v, int aligned, int extras, int64_t size_key) {
+  int qk, v;
+  compiled_dims(family, head_dim_qk, head_dim_v, &qk, &v);
   const aotk__kernel_entry *best = NULL;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->family != family || e->arch != arch || e->dtype != (int)dtype || e->head_dim != head_dim ||
-        e->aligned != aligned || e->min_seqlen > size_key) {
-      continue;
-    }
+    if (!row_is_variant(e, family, arch, dtype, qk, v, aligned, extras) || e->min_seqlen > size_key) continue;
     if (best == NULL || e->min_seqlen > best->min_seqlen) best = e;
   }
   return best;
@@ -665,7 +816,10 @@ typedef struct bad_input {
 } bad_input;
 
 static void set_struct_size_zero(aotk_attn_params *p) { p->struct_size = 0; }
-static void set_struct_size_short(aotk_attn_params *p) { p->struct_size = sizeof *p - 1; }
+/* The struct as release 0.1 defined it ends where 0.2's fields begin: the smallest size accepted. */
+#define ATTN_PARAMS_0_1_BYTES offsetof(aotk_attn_params, cu_seqlens_q)
+static void set_struct_size_short(aotk_attn_params *p) { p->struct_size = ATTN_PARAMS_0_1_BYTES - 1; }
+static void set_struct_size_of_a_pointer(aotk_attn_params *p) { p->struct_size = sizeof(void *); }
 static void set_struct_size_garbage(aotk_attn_params *p) { p->struct_size = (size_t)1 << 40; }
 static void set_q_null(aotk_attn_params *p) { p->q.data = NULL; }
 static void set_k_null(aotk_attn_params *p) { p->k.data = NULL; }
@@ -693,14 +847,6 @@ static void set_out_heads(aotk_attn_params *p) { p->out.shape[2] = 16; }
 static void set_k_head_dim(aotk_attn_params *p) { p->k.shape[3] = 128; }
 static void set_v_head_dim(aotk_attn_params *p) { p->v.shape[3] = 128; }
 static void set_out_head_dim(aotk_attn_params *p) { p->out.shape[3] = 128; }
-static void set_head_dim(aotk_attn_params *p, int64_t head_dim) {
-  problem shape = default_problem;
-  shape.head_dim = head_dim;
-  *p = params_for(shape);
-}
-static void set_head_dim_80(aotk_attn_params *p) { set_head_dim(p, 80); }
-static void set_head_dim_256(aotk_attn_params *p) { set_head_dim(p, 256); }
-static void set_head_dim_32(aotk_attn_params *p) { set_head_dim(p, 32); }
 static void set_q_last_stride_2(aotk_attn_params *p) { p->q.strides[3] = 2; }
 static void set_v_last_stride_0(aotk_attn_params *p) { p->v.strides[3] = 0; }
 static void set_lse_last_stride_2(aotk_attn_params *p) { p->lse.strides[2] = 2; }
@@ -739,9 +885,15 @@ static void set_seqlen_k_beyond_int32(aotk_attn_params *p) {
   p->k.shape[1] = p->v.shape[1] = INT32_MAX;
   p->k.strides[1] = p->v.strides[1] = 0; /* inputs may broadcast; keeps the byte span small */
 }
-static void set_batch_beyond_grid(aotk_attn_params *p) {
+static void set_batch_beyond_int32(aotk_attn_params *p) {
   problem shape = default_problem;
   shape.batch = (int64_t)1 << 33;
+  *p = params_for(shape);
+}
+/* 2^28 sequences of 2 query blocks of 8 heads: 2^32 programs, each size well within int32. */
+static void set_batch_beyond_grid(aotk_attn_params *p) {
+  problem shape = default_problem;
+  shape.batch = (int64_t)1 << 28;
   *p = params_for(shape);
 }
 static void set_causal_2(aotk_attn_params *p) { p->causal = 2; }
@@ -763,10 +915,203 @@ static void set_out_seqlen_stride_zero(aotk_attn_params *p) { p->out.strides[1] 
 static void set_out_batch_stride_zero(aotk_attn_params *p) { p->out.strides[0] = 0; }
 static void set_lse_heads_stride_zero(aotk_attn_params *p) { p->lse.strides[1] = 0; }
 
+/* ---- the arguments added in 0.2 ---- */
+
+/* Head dims: any multiple of 8 from 8 to 256, q and k sharing one (head_dim_qk), v and out another
+ * (head_dim_v). The spoilers keep the backward's tensors when the params have them. */
+static void set_head_dims(aotk_attn_params *p, int64_t head_dim_qk, int64_t head_dim_v) {
+  problem shape = default_problem;
+  shape.head_dim = head_dim_qk;
+  shape.head_dim_v = head_dim_v;
+  *p = p->dout.data != NULL ? bwd_params_for(shape) : params_for(shape);
+}
+static void set_head_dim_84(aotk_attn_params *p) { set_head_dims(p, 84, 84); }
+static void set_head_dim_4(aotk_attn_params *p) { set_head_dims(p, 4, 4); }
+static void set_head_dim_264(aotk_attn_params *p) { set_head_dims(p, 264, 264); }
+static void set_head_dim_512(aotk_attn_params *p) { set_head_dims(p, 512, 512); }
+static void set_head_dim_v_20(aotk_attn_params *p) { set_head_dims(p, 64, 20); }
+static void set_head_dim_v_264(aotk_attn_params *p) { set_head_dims(p, 128, 264); }
+static void set_head_dim_qk_260(aotk_attn_params *p) { set_head_dims(p, 260, 128); }
+static void set_k_head_dim_of_v(aotk_attn_params *p) { /* q 64, k 128, v and out 128: k must follow q */
+  set_head_dims(p, 64, 128);
+  p->k.shape[3] = 128;
+  p->k.strides[2] = 128, p->k.strides[1] = p->k.shape[2] * 128, p->k.strides[0] = p->k.shape[1] * p->k.strides[1];
+}
+static void set_out_head_dim_of_qk(aotk_attn_params *p) { /* v 128, out 64 (q's): out must follow v */
+  set_head_dims(p, 64, 128);
+  p->out = aotk_tensor_4d(FAKE_OUT, p->q.dtype, p->q.shape[0], p->q.shape[1], p->q.shape[2], 64);
+}
+
+/* Windows and the causal alignment. */
+static void set_window_left_minus_2(aotk_attn_params *p) { p->window_left = -2; }
+static void set_window_left_min(aotk_attn_params *p) { p->window_left = INT32_MIN; }
+static void set_window_right_minus_7(aotk_attn_params *p) { p->window_right = -7; }
+static void set_causal_window_right_1(aotk_attn_params *p) { p->causal = 1, p->window_right = 1; }
+static void set_causal_window_right_max(aotk_attn_params *p) { p->causal = 1, p->window_right = INT32_MAX; }
+static void set_causal_align_2(aotk_attn_params *p) { p->causal = 1, p->causal_align = 2; }
+static void set_causal_align_negative(aotk_attn_params *p) { p->causal_align = -1; }
+
+/* softcap. */
+static void set_softcap_negative(aotk_attn_params *p) { p->softcap = -30.0f; }
+static void set_softcap_infinite(aotk_attn_params *p) { p->softcap = INFINITY; }
+static void set_softcap_negative_infinite(aotk_attn_params *p) { p->softcap = -INFINITY; }
+static void set_softcap_nan(aotk_attn_params *p) { p->softcap = NAN; }
+
+/* ALiBi slopes: fp32 [heads_q] or [batch, heads_q]. */
+static void set_alibi(aotk_attn_params *p) { p->alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8); }
+static void set_alibi_bfloat16(aotk_attn_params *p) { set_alibi(p), p->alibi_slopes.dtype = AOTK_DTYPE_BFLOAT16; }
+static void set_alibi_heads_kv(aotk_attn_params *p) { set_alibi(p), p->alibi_slopes.shape[0] = 2; }
+static void set_alibi_heads_plus_one(aotk_attn_params *p) { set_alibi(p), p->alibi_slopes.shape[0] = 9; }
+static void set_alibi_size_zero(aotk_attn_params *p) { set_alibi(p), p->alibi_slopes.shape[0] = 0; }
+static void set_alibi_stride_2(aotk_attn_params *p) { set_alibi(p), p->alibi_slopes.strides[0] = 2; }
+static void set_alibi_misaligned(aotk_attn_params *p) { set_alibi(p), p->alibi_slopes.data = byte_offset(FAKE_ALIBI, 2); }
+static void set_alibi_per_batch(aotk_attn_params *p) {
+  p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 2, 8);
+}
+static void set_alibi_2d_batch(aotk_attn_params *p) {
+  p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 8);
+}
+static void set_alibi_2d_heads_kv(aotk_attn_params *p) {
+  p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 2, 2);
+}
+static void set_alibi_2d_float16(aotk_attn_params *p) {
+  p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT16, 2, 8);
+}
+static void set_alibi_2d_transposed(aotk_attn_params *p) { /* [heads_q, batch] */
+  p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8, 2);
+}
+static void set_alibi_rank_3(aotk_attn_params *p) {
+  p->alibi_slopes = aotk_tensor_3d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 2, 1, 8);
+}
+
+/* Sinks: fp32 [heads_q]. */
+static void set_sinks(aotk_attn_params *p) { p->sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8); }
+static void set_sinks_heads_kv(aotk_attn_params *p) { set_sinks(p), p->sinks.shape[0] = 2; }
+static void set_sinks_heads_plus_one(aotk_attn_params *p) { set_sinks(p), p->sinks.shape[0] = 9; }
+static void set_sinks_per_batch(aotk_attn_params *p) { /* a shape ALiBi allows, sinks do not */
+  p->sinks = aotk_tensor_2d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 2, 8);
+}
+static void set_sinks_bfloat16(aotk_attn_params *p) { set_sinks(p), p->sinks.dtype = AOTK_DTYPE_BFLOAT16; }
+static void set_sinks_misaligned(aotk_attn_params *p) { set_sinks(p), p->sinks.data = byte_offset(FAKE_SINKS, 1); }
+
+/* Dropout: p in [0, 1), with an int64 [2] RNG state. */
+static void set_dropout(aotk_attn_params *p) {
+  p->dropout_p = 0.1f;
+  p->rng_state = aotk_tensor_1d(FAKE_RNG_STATE, AOTK_DTYPE_INT64, 2);
+}
+static void set_dropout_negative(aotk_attn_params *p) { set_dropout(p), p->dropout_p = -0.1f; }
+static void set_dropout_one(aotk_attn_params *p) { set_dropout(p), p->dropout_p = 1.0f; }
+static void set_dropout_above_one(aotk_attn_params *p) { set_dropout(p), p->dropout_p = 1.5f; }
+static void set_dropout_nan(aotk_attn_params *p) { set_dropout(p), p->dropout_p = NAN; }
+static void set_dropout_infinite(aotk_attn_params *p) { set_dropout(p), p->dropout_p = INFINITY; }
+static void set_dropout_no_rng_state(aotk_attn_params *p) { set_dropout(p), p->rng_state.data = NULL; }
+static void set_rng_state_int32(aotk_attn_params *p) { set_dropout(p), p->rng_state.dtype = AOTK_DTYPE_INT32; }
+static void set_rng_state_float32(aotk_attn_params *p) {
+  set_dropout(p), p->rng_state = aotk_tensor_1d(FAKE_RNG_STATE, AOTK_DTYPE_FLOAT32, 4);
+}
+static void set_rng_state_one_element(aotk_attn_params *p) { set_dropout(p), p->rng_state.shape[0] = 1; }
+static void set_rng_state_rank_2(aotk_attn_params *p) {
+  set_dropout(p), p->rng_state = aotk_tensor_2d(FAKE_RNG_STATE, AOTK_DTYPE_INT64, 1, 2);
+}
+static void set_rng_state_misaligned(aotk_attn_params *p) {
+  set_dropout(p), p->rng_state.data = byte_offset(FAKE_RNG_STATE, 4);
+}
+static void set_rng_state_stride_2(aotk_attn_params *p) { set_dropout(p), p->rng_state.strides[0] = 2; }
+
+/* The dropout mask: uint8 [batch, heads_q, seqlen_q, seqlen_k], only with dropout. */
+static aotk_tensor mask_for(const aotk_attn_params *p) {
+  const bool varlen = p->cu_seqlens_q.data != NULL;
+  const int64_t batch = varlen ? p->cu_seqlens_q.shape[0] - 1 : p->q.shape[0];
+  const int64_t heads_q = p->q.shape[varlen ? 1 : 2];
+  const int64_t seqlen_q = varlen ? p->max_seqlen_q : p->q.shape[1];
+  const int64_t seqlen_k = varlen ? p->max_seqlen_k : p->k.shape[1];
+  return aotk_tensor_4d(FAKE_MASK, AOTK_DTYPE_UINT8, batch, heads_q, seqlen_q, seqlen_k);
+}
+static void set_mask(aotk_attn_params *p) { set_dropout(p), p->dropout_mask = mask_for(p); }
+static void set_mask_without_dropout(aotk_attn_params *p) { set_mask(p), p->dropout_p = 0.0f; }
+static void set_mask_without_anything(aotk_attn_params *p) {
+  set_mask_without_dropout(p), p->rng_state.data = NULL;
+}
+static void set_mask_no_rng_state(aotk_attn_params *p) { set_mask(p), p->rng_state.data = NULL; }
+static void set_mask_float16(aotk_attn_params *p) { set_mask(p), p->dropout_mask.dtype = AOTK_DTYPE_FLOAT16; }
+static void set_mask_rank_3(aotk_attn_params *p) { set_mask(p), p->dropout_mask.rank = 3; }
+static void set_mask_batch(aotk_attn_params *p) { set_mask(p), p->dropout_mask.shape[0] += 1; }
+static void set_mask_heads_kv(aotk_attn_params *p) { set_mask(p), p->dropout_mask.shape[1] = 2; }
+static void set_mask_seqlen_k_rows(aotk_attn_params *p) { set_mask(p), p->dropout_mask.shape[2] = 130; }
+static void set_mask_seqlen_k_short(aotk_attn_params *p) { set_mask(p), p->dropout_mask.shape[3] -= 1; }
+static void set_mask_heads_stride_zero(aotk_attn_params *p) { set_mask(p), p->dropout_mask.strides[1] = 0; }
+static void set_mask_last_stride_2(aotk_attn_params *p) { set_mask(p), p->dropout_mask.strides[3] = 2; }
+static void set_mask_like_q(aotk_attn_params *p) { /* [batch, seqlen_q, heads_q, seqlen_k]: heads and rows swapped */
+  set_mask(p);
+  p->dropout_mask = aotk_tensor_4d(FAKE_MASK, AOTK_DTYPE_UINT8, 2, 100, 8, 130);
+}
+
+/* The variable-length layout: each spoiler starts from the valid varlen form of the default problem
+ * (make_varlen: 2 sequences, max_seqlen 100 / 130, totals 170 / 230). */
+static void set_varlen_no_cu_seqlens_k(aotk_attn_params *p) { make_varlen(p), p->cu_seqlens_k.data = NULL; }
+static void set_varlen_no_cu_seqlens_q(aotk_attn_params *p) { make_varlen(p), p->cu_seqlens_q.data = NULL; }
+static void set_cu_seqlens_q_int64(aotk_attn_params *p) { make_varlen(p), p->cu_seqlens_q.dtype = AOTK_DTYPE_INT64; }
+static void set_cu_seqlens_k_uint8(aotk_attn_params *p) { make_varlen(p), p->cu_seqlens_k.dtype = AOTK_DTYPE_UINT8; }
+static void set_cu_seqlens_q_float32(aotk_attn_params *p) {
+  make_varlen(p), p->cu_seqlens_q.dtype = AOTK_DTYPE_FLOAT32;
+}
+static void set_cu_seqlens_q_rank_2(aotk_attn_params *p) {
+  make_varlen(p), p->cu_seqlens_q = aotk_tensor_2d(FAKE_CU_SEQLENS_Q, AOTK_DTYPE_INT32, 1, 3);
+}
+static void set_cu_seqlens_k_rank_0(aotk_attn_params *p) { make_varlen(p), p->cu_seqlens_k.rank = 0; }
+static void set_cu_seqlens_q_one_offset(aotk_attn_params *p) {
+  make_varlen(p), p->cu_seqlens_q.shape[0] = p->cu_seqlens_k.shape[0] = 1;
+}
+static void set_cu_seqlens_k_longer(aotk_attn_params *p) { make_varlen(p), p->cu_seqlens_k.shape[0] += 1; }
+static void set_cu_seqlens_q_shorter(aotk_attn_params *p) { make_varlen(p), p->cu_seqlens_q.shape[0] -= 1; }
+static void set_cu_seqlens_q_misaligned(aotk_attn_params *p) {
+  make_varlen(p), p->cu_seqlens_q.data = byte_offset(FAKE_CU_SEQLENS_Q, 2);
+}
+static void set_cu_seqlens_k_stride_2(aotk_attn_params *p) { make_varlen(p), p->cu_seqlens_k.strides[0] = 2; }
+static void set_max_seqlen_q_zero(aotk_attn_params *p) { make_varlen(p), p->max_seqlen_q = 0; }
+static void set_max_seqlen_k_negative(aotk_attn_params *p) { make_varlen(p), p->max_seqlen_k = -1; }
+static void set_max_seqlen_q_beyond_int32(aotk_attn_params *p) { make_varlen(p), p->max_seqlen_q = INT32_MAX; }
+static void set_varlen_q_rank_4(aotk_attn_params *p) {
+  make_varlen(p), p->q = aotk_tensor_4d(FAKE_Q, p->q.dtype, 1, VARLEN_TOTAL_Q, 8, 64);
+}
+static void set_varlen_k_rank_4(aotk_attn_params *p) {
+  make_varlen(p), p->k = aotk_tensor_4d(FAKE_K, p->k.dtype, 1, VARLEN_TOTAL_K, 2, 64);
+}
+static void set_varlen_v_rank_4(aotk_attn_params *p) {
+  make_varlen(p), p->v = aotk_tensor_4d(FAKE_V, p->v.dtype, 1, VARLEN_TOTAL_K, 2, 64);
+}
+static void set_varlen_out_rank_4(aotk_attn_params *p) {
+  make_varlen(p), p->out = aotk_tensor_4d(FAKE_OUT, p->out.dtype, 1, VARLEN_TOTAL_Q, 8, 64);
+}
+static void set_varlen_lse_dense(aotk_attn_params *p) { /* [batch, heads_q, max_seqlen_q]: the dense layout */
+  make_varlen(p), p->lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 2, 8, 100);
+}
+static void set_varlen_v_total(aotk_attn_params *p) { make_varlen(p), p->v.shape[0] = VARLEN_TOTAL_K - 1; }
+static void set_varlen_out_total(aotk_attn_params *p) { make_varlen(p), p->out.shape[0] = VARLEN_TOTAL_Q + 1; }
+static void set_varlen_lse_total(aotk_attn_params *p) { make_varlen(p), p->lse.shape[1] = VARLEN_TOTAL_K; }
+static void set_varlen_lse_heads_kv(aotk_attn_params *p) { make_varlen(p), p->lse.shape[0] = 2; }
+static void set_varlen_lse_like_q(aotk_attn_params *p) { /* [total_q, heads_q]: transposed */
+  make_varlen(p), p->lse = aotk_tensor_2d(FAKE_LSE, AOTK_DTYPE_FLOAT32, VARLEN_TOTAL_Q, 8);
+}
+static void set_varlen_heads_kv_3(aotk_attn_params *p) { make_varlen(p), p->k.shape[1] = p->v.shape[1] = 3; }
+static void set_varlen_v_heads(aotk_attn_params *p) { make_varlen(p), p->v.shape[1] = 4; }
+static void set_varlen_out_heads(aotk_attn_params *p) { make_varlen(p), p->out.shape[1] = 4; }
+static void set_varlen_k_head_dim(aotk_attn_params *p) { make_varlen(p), p->k.shape[2] = 128; }
+static void set_varlen_out_head_dim(aotk_attn_params *p) { make_varlen(p), p->out.shape[2] = 32; }
+static void set_varlen_q_last_stride_2(aotk_attn_params *p) { make_varlen(p), p->q.strides[2] = 2; }
+static void set_varlen_alibi_sequences(aotk_attn_params *p) { /* [num_seqs + 1, heads_q] */
+  make_varlen(p), p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 8);
+}
+static void set_varlen_mask_totals(aotk_attn_params *p) { /* [num_seqs, heads_q, total_q, total_k] */
+  make_varlen(p), set_mask(p);
+  p->dropout_mask = aotk_tensor_4d(FAKE_MASK, AOTK_DTYPE_UINT8, 2, 8, VARLEN_TOTAL_Q, VARLEN_TOTAL_K);
+}
+
 static const bad_input bad_inputs[] = {
     {"params NULL", NULL, AOTK_ERROR_NULL_POINTER, "params"},
     {"struct_size 0", set_struct_size_zero, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
-    {"struct_size one byte short", set_struct_size_short, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size one byte short of release 0.1's", set_struct_size_short, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size of a pointer", set_struct_size_of_a_pointer, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
     {"struct_size garbage", set_struct_size_garbage, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
     {"q.data NULL", set_q_null, AOTK_ERROR_NULL_POINTER, "q.data"},
     {"k.data NULL", set_k_null, AOTK_ERROR_NULL_POINTER, "k.data"},
@@ -792,11 +1137,8 @@ static const bad_input bad_inputs[] = {
     {"out seqlen != q seqlen", set_out_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[1]"},
     {"out heads != q heads", set_out_heads, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[2]"},
     {"k head_dim != q head_dim", set_k_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "k.shape[3]"},
-    {"v head_dim != k head_dim", set_v_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "v.shape[3]"},
-    {"out head_dim != q head_dim", set_out_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[3]"},
-    {"head_dim 80", set_head_dim_80, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim"},
-    {"head_dim 256", set_head_dim_256, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim"},
-    {"head_dim 32", set_head_dim_32, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim"},
+    {"v head_dim 128, out 64", set_v_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[3]"},
+    {"out head_dim 128, v 64", set_out_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[3]"},
     {"q last stride 2", set_q_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "q.strides[3]"},
     {"v last stride 0", set_v_last_stride_0, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "v.strides[3]"},
     {"lse last stride 2", set_lse_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "lse.strides[2]"},
@@ -820,7 +1162,8 @@ static const bad_input bad_inputs[] = {
     {"lse batch entry beyond 2^31 elements", set_lse_batch_span_by_stride, AOTK_ERROR_SIZE_OVERFLOW, "lse:"},
     {"seqlen_q beyond int32", set_seqlen_q_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_q"},
     {"seqlen_k beyond int32", set_seqlen_k_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_k"},
-    {"batch beyond the grid", set_batch_beyond_grid, AOTK_ERROR_SIZE_OVERFLOW, "programs"},
+    {"batch beyond int32", set_batch_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "batch"},
+    {"batch * heads_q * query blocks beyond the grid", set_batch_beyond_grid, AOTK_ERROR_SIZE_OVERFLOW, "programs"},
     {"causal 2", set_causal_2, AOTK_ERROR_INVALID_VALUE, "causal"},
     {"causal -1", set_causal_negative, AOTK_ERROR_INVALID_VALUE, "causal"},
     {"softmax_scale negative", set_scale_negative, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
@@ -837,6 +1180,109 @@ static const bad_input bad_inputs[] = {
     {"out seqlen stride 0", set_out_seqlen_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[1]"},
     {"out batch stride 0", set_out_batch_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[0]"},
     {"lse heads stride 0", set_lse_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "lse.strides[1]"},
+    /* Head dims. */
+    {"head_dim 84 (not a multiple of 8)", set_head_dim_84, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim_qk = 84"},
+    {"head_dim 4", set_head_dim_4, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim_qk = 4"},
+    {"head_dim 264", set_head_dim_264, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim_qk = 264"},
+    {"head_dim 512", set_head_dim_512, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim_qk = 512"},
+    {"head_dim_v 20 (not a multiple of 8)", set_head_dim_v_20, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim_v = 20"},
+    {"head_dim_v 264", set_head_dim_v_264, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim_v = 264"},
+    {"head_dim_qk 260, head_dim_v 128", set_head_dim_qk_260, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim_qk = 260"},
+    {"k head_dim 128 of q 64 (v 128)", set_k_head_dim_of_v, AOTK_ERROR_HEAD_DIM_MISMATCH, "k.shape[3]"},
+    {"out head_dim 64 of v 128 (q 64)", set_out_head_dim_of_qk, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[3]"},
+    /* Windows and alignment. */
+    {"window_left -2", set_window_left_minus_2, AOTK_ERROR_INVALID_VALUE, "window_left = -2"},
+    {"window_left INT32_MIN", set_window_left_min, AOTK_ERROR_INVALID_VALUE, "window_left"},
+    {"window_right -7", set_window_right_minus_7, AOTK_ERROR_INVALID_VALUE, "window_right = -7"},
+    {"causal with window_right 1", set_causal_window_right_1, AOTK_ERROR_INVALID_VALUE, "window_right = 1"},
+    {"causal with window_right INT32_MAX", set_causal_window_right_max, AOTK_ERROR_INVALID_VALUE, "window_right"},
+    {"causal_align 2", set_causal_align_2, AOTK_ERROR_INVALID_VALUE, "causal_align = 2"},
+    {"causal_align -1", set_causal_align_negative, AOTK_ERROR_INVALID_VALUE, "causal_align = -1"},
+    /* softcap. */
+    {"softcap negative", set_softcap_negative, AOTK_ERROR_INVALID_VALUE, "softcap"},
+    {"softcap +inf", set_softcap_infinite, AOTK_ERROR_INVALID_VALUE, "softcap"},
+    {"softcap -inf", set_softcap_negative_infinite, AOTK_ERROR_INVALID_VALUE, "softcap"},
+    {"softcap NaN", set_softcap_nan, AOTK_ERROR_INVALID_VALUE, "softcap"},
+    /* ALiBi. */
+    {"alibi_slopes bfloat16", set_alibi_bfloat16, AOTK_ERROR_UNSUPPORTED_DTYPE, "alibi_slopes.dtype"},
+    {"alibi_slopes [heads_kv]", set_alibi_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[0]"},
+    {"alibi_slopes [heads_q + 1]", set_alibi_heads_plus_one, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[0]"},
+    {"alibi_slopes [0]", set_alibi_size_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "alibi_slopes.shape[0]"},
+    {"alibi_slopes stride 2", set_alibi_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "alibi_slopes.strides[0]"},
+    {"alibi_slopes 2-byte aligned", set_alibi_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "alibi_slopes.data"},
+    {"alibi_slopes [batch + 1, heads_q]", set_alibi_2d_batch, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[0]"},
+    {"alibi_slopes [batch, heads_kv]", set_alibi_2d_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[1]"},
+    {"alibi_slopes [heads_q, batch]", set_alibi_2d_transposed, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[0]"},
+    {"alibi_slopes [batch, heads_q] float16", set_alibi_2d_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "alibi_slopes.dtype"},
+    {"alibi_slopes rank 3", set_alibi_rank_3, AOTK_ERROR_RANK, "alibi_slopes.rank"},
+    /* Sinks. */
+    {"sinks [heads_kv]", set_sinks_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "sinks.shape[0]"},
+    {"sinks [heads_q + 1]", set_sinks_heads_plus_one, AOTK_ERROR_SHAPE_MISMATCH, "sinks.shape[0]"},
+    {"sinks [batch, heads_q]", set_sinks_per_batch, AOTK_ERROR_RANK, "sinks.rank"},
+    {"sinks bfloat16", set_sinks_bfloat16, AOTK_ERROR_UNSUPPORTED_DTYPE, "sinks.dtype"},
+    {"sinks odd address", set_sinks_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "sinks.data"},
+    /* Dropout. */
+    {"dropout_p -0.1", set_dropout_negative, AOTK_ERROR_INVALID_VALUE, "dropout_p"},
+    {"dropout_p 1", set_dropout_one, AOTK_ERROR_INVALID_VALUE, "dropout_p"},
+    {"dropout_p 1.5", set_dropout_above_one, AOTK_ERROR_INVALID_VALUE, "dropout_p"},
+    {"dropout_p NaN", set_dropout_nan, AOTK_ERROR_INVALID_VALUE, "dropout_p"},
+    {"dropout_p +inf", set_dropout_infinite, AOTK_ERROR_INVALID_VALUE, "dropout_p"},
+    {"dropout without rng_state", set_dropout_no_rng_state, AOTK_ERROR_NULL_POINTER, "rng_state"},
+    {"rng_state int32", set_rng_state_int32, AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state"},
+    {"rng_state float32 [4]", set_rng_state_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state"},
+    /* The library reports a one-element state as AOTK_ERROR_UNSUPPORTED_DTYPE ("it must be int64 [2]"). */
+    {"rng_state int64 [1]", set_rng_state_one_element, AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state"},
+    {"rng_state rank 2", set_rng_state_rank_2, AOTK_ERROR_RANK, "rng_state.rank"},
+    {"rng_state 4-byte aligned", set_rng_state_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "rng_state.data"},
+    {"rng_state stride 2", set_rng_state_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "rng_state.strides[0]"},
+    /* The dropout mask. */
+    {"dropout_mask with dropout_p 0", set_mask_without_dropout, AOTK_ERROR_INVALID_VALUE, "dropout_mask"},
+    {"dropout_mask with dropout_p 0, no rng_state", set_mask_without_anything, AOTK_ERROR_INVALID_VALUE, "dropout_mask"},
+    {"dropout_mask without rng_state", set_mask_no_rng_state, AOTK_ERROR_NULL_POINTER, "rng_state"},
+    {"dropout_mask float16", set_mask_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "dropout_mask.dtype"},
+    {"dropout_mask rank 3", set_mask_rank_3, AOTK_ERROR_RANK, "dropout_mask.rank"},
+    {"dropout_mask batch + 1", set_mask_batch, AOTK_ERROR_SHAPE_MISMATCH, "dropout_mask.shape[0]"},
+    {"dropout_mask heads_kv", set_mask_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "dropout_mask.shape[1]"},
+    {"dropout_mask seqlen_k rows", set_mask_seqlen_k_rows, AOTK_ERROR_SHAPE_MISMATCH, "dropout_mask.shape[2]"},
+    {"dropout_mask seqlen_k - 1 columns", set_mask_seqlen_k_short, AOTK_ERROR_SHAPE_MISMATCH, "dropout_mask.shape[3]"},
+    {"dropout_mask in q's layout", set_mask_like_q, AOTK_ERROR_SHAPE_MISMATCH, "dropout_mask.shape[1]"},
+    {"dropout_mask heads stride 0", set_mask_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "dropout_mask.strides[1]"},
+    {"dropout_mask last stride 2", set_mask_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "dropout_mask.strides[3]"},
+    /* The variable-length layout. */
+    {"varlen: cu_seqlens_k missing", set_varlen_no_cu_seqlens_k, AOTK_ERROR_NULL_POINTER, "cu_seqlens_k.data"},
+    {"varlen: cu_seqlens_q missing", set_varlen_no_cu_seqlens_q, AOTK_ERROR_NULL_POINTER, "cu_seqlens_q.data"},
+    {"varlen: cu_seqlens_q int64", set_cu_seqlens_q_int64, AOTK_ERROR_UNSUPPORTED_DTYPE, "cu_seqlens_q.dtype"},
+    {"varlen: cu_seqlens_q float32", set_cu_seqlens_q_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "cu_seqlens_q.dtype"},
+    {"varlen: cu_seqlens_k uint8", set_cu_seqlens_k_uint8, AOTK_ERROR_UNSUPPORTED_DTYPE, "cu_seqlens_k.dtype"},
+    {"varlen: cu_seqlens_q rank 2", set_cu_seqlens_q_rank_2, AOTK_ERROR_RANK, "cu_seqlens_q.rank"},
+    {"varlen: cu_seqlens_k rank 0", set_cu_seqlens_k_rank_0, AOTK_ERROR_RANK, "cu_seqlens_k.rank"},
+    {"varlen: cu_seqlens of one offset", set_cu_seqlens_q_one_offset, AOTK_ERROR_NONPOSITIVE_SIZE, "cu_seqlens_q.shape[0]"},
+    {"varlen: cu_seqlens_k one longer", set_cu_seqlens_k_longer, AOTK_ERROR_SHAPE_MISMATCH, "cu_seqlens_k.shape[0]"},
+    {"varlen: cu_seqlens_q one shorter", set_cu_seqlens_q_shorter, AOTK_ERROR_SHAPE_MISMATCH, "cu_seqlens_q.shape[0]"},
+    {"varlen: cu_seqlens_q 2-byte aligned", set_cu_seqlens_q_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "cu_seqlens_q.data"},
+    {"varlen: cu_seqlens_k stride 2", set_cu_seqlens_k_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "cu_seqlens_k.strides[0]"},
+    {"varlen: max_seqlen_q 0", set_max_seqlen_q_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q = 0"},
+    {"varlen: max_seqlen_k -1", set_max_seqlen_k_negative, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_k = -1"},
+    {"varlen: max_seqlen_q INT32_MAX", set_max_seqlen_q_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_q"},
+    {"varlen: q rank 4", set_varlen_q_rank_4, AOTK_ERROR_RANK, "q.rank"},
+    {"varlen: k rank 4", set_varlen_k_rank_4, AOTK_ERROR_RANK, "k.rank"},
+    {"varlen: v rank 4", set_varlen_v_rank_4, AOTK_ERROR_RANK, "v.rank"},
+    {"varlen: out rank 4", set_varlen_out_rank_4, AOTK_ERROR_RANK, "out.rank"},
+    {"varlen: lse in the dense layout", set_varlen_lse_dense, AOTK_ERROR_RANK, "lse.rank"},
+    {"varlen: v total != k total", set_varlen_v_total, AOTK_ERROR_SHAPE_MISMATCH, "v.shape[0]"},
+    {"varlen: out total != q total", set_varlen_out_total, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0]"},
+    {"varlen: lse total = total_k", set_varlen_lse_total, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"varlen: lse heads = heads_kv", set_varlen_lse_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"varlen: lse [total_q, heads_q]", set_varlen_lse_like_q, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"varlen: heads_kv 3 of heads_q 8", set_varlen_heads_kv_3, AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_q"},
+    {"varlen: v heads != k heads", set_varlen_v_heads, AOTK_ERROR_SHAPE_MISMATCH, "v.shape[1]"},
+    {"varlen: out heads != q heads", set_varlen_out_heads, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[1]"},
+    {"varlen: k head_dim != q head_dim", set_varlen_k_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "k.shape[2]"},
+    {"varlen: out head_dim != v head_dim", set_varlen_out_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[2]"},
+    {"varlen: q last stride 2", set_varlen_q_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "q.strides[2]"},
+    {"varlen: alibi_slopes [num_seqs + 1, heads_q]", set_varlen_alibi_sequences, AOTK_ERROR_SHAPE_MISMATCH,
+     "alibi_slopes.shape[0]"},
+    {"varlen: dropout_mask over the totals", set_varlen_mask_totals, AOTK_ERROR_SHAPE_MISMATCH, "dropout_mask.shape[2]"},
 };
 
 /* Runs one bad input through the call `op` names and through aotk_query(op) with the recording fake
@@ -887,6 +1333,14 @@ static void test_validation_rejects_bad_inputs(void) {
   aotk_attn_params params = valid_params();
   aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
   CHECK_MSG(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK, "the base case fails: %s", aotk_last_error());
+  /* So are the bases the 0.2 cases start from: the varlen layout, a mask with dropout, ALiBi, sinks. */
+  void (*const bases[])(aotk_attn_params *) = {make_varlen, set_mask, set_alibi, set_alibi_per_batch, set_sinks};
+  for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) {
+    params = valid_params();
+    bases[i](&params);
+    aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "base %zu fails: %s (%s)", i, aotk_status_name(status), aotk_last_error());
+  }
   for (size_t i = 0; i < sizeof bad_inputs / sizeof bad_inputs[0]; i++) check_bad_input(&bad_inputs[i]);
   printf("    %zu bad inputs\n", sizeof bad_inputs / sizeof bad_inputs[0]);
   uninstall_fake_gpu();
@@ -908,13 +1362,14 @@ static void set_out_sequence_stride_wrapping_span(aotk_attn_params *p) {
   p->q.strides[1] = p->out.strides[1];
   p->out.strides[1] = 71777214294589696;
 }
-/* batch * heads_q overflows int64 (2^40 * 2^30) while every tensor is valid on its own: q, k and v
- * broadcast (zero strides), out's strides overlap but are non-zero. */
+/* The grid's program count, ceil(seqlen_q / 64) * batch * heads_q = 5 * (2^31 - 1) * 2^30, overflows
+ * int64 while each size fits in int32 and every tensor is valid on its own: q, k and v broadcast (zero
+ * strides), out's strides overlap but are non-zero, and one batch entry of out spans under 2^31. */
 static void set_batch_times_heads_overflow(aotk_attn_params *p) {
-  const int64_t batch = (int64_t)1 << 40, heads_q = (int64_t)1 << 30;
-  aotk_tensor q = {FAKE_Q, AOTK_DTYPE_BFLOAT16, 4, {batch, 1, heads_q, 64}, {0, 0, 0, 1}};
+  const int64_t batch = INT32_MAX, seqlen_q = 257, heads_q = (int64_t)1 << 30;
+  aotk_tensor q = {FAKE_Q, AOTK_DTYPE_BFLOAT16, 4, {batch, seqlen_q, heads_q, 64}, {0, 0, 0, 1}};
   aotk_tensor kv = {FAKE_K, AOTK_DTYPE_BFLOAT16, 4, {batch, 1, 1, 64}, {0, 0, 0, 1}};
-  aotk_tensor out = {FAKE_OUT, AOTK_DTYPE_BFLOAT16, 4, {batch, 1, heads_q, 64}, {1, 1, 1, 1}};
+  aotk_tensor out = {FAKE_OUT, AOTK_DTYPE_BFLOAT16, 4, {batch, seqlen_q, heads_q, 64}, {1, 1, 1, 1}};
   aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
   params.q = q;
   params.k = kv;
@@ -932,7 +1387,7 @@ static const bad_input overflowing_inputs[] = {
      "q:"},
     {"out sequence stride whose block span wraps int64", set_out_sequence_stride_wrapping_span,
      AOTK_ERROR_SIZE_OVERFLOW, "out:"},
-    {"batch * heads_q overflows int64", set_batch_times_heads_overflow, AOTK_ERROR_SIZE_OVERFLOW, "programs"},
+    {"blocks * batch * heads_q overflows int64", set_batch_times_heads_overflow, AOTK_ERROR_SIZE_OVERFLOW, "programs"},
 };
 
 static void test_validation_span_checks_do_not_wrap(void) {
@@ -1006,7 +1461,7 @@ static void test_validation_accepts_edge_inputs(void) {
  * well under the documented 2^31 per batch entry, so the call must be accepted. */
 static void test_validation_lse_span_follows_its_layout(void) {
   install_fake_gpu(90, SHARED_SM90);
-  problem long_sequence = {AOTK_DTYPE_FLOAT16, 1, (int64_t)1 << 23, 64, 1, 1, 64, true};
+  problem long_sequence = {AOTK_DTYPE_FLOAT16, 1, (int64_t)1 << 23, 64, 1, 1, 64, true, 0};
   aotk_attn_params params = params_for(long_sequence);
   aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
   aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
@@ -1103,9 +1558,38 @@ static void set_deterministic_max(aotk_attn_params *p) { p->deterministic = INT3
 /* The dK/dV pass's grid is batch * heads_kv * ceil(seqlen_k / block_n): 2^20 * 1 * 2^18 / 64 = 2^32
  * programs (2^33 at the 32 rows the check assumes), while the forward's grid (one query row) is 2^20. */
 static void set_dkdv_grid_beyond_limit(aotk_attn_params *p) {
-  problem shape = {AOTK_DTYPE_BFLOAT16, (int64_t)1 << 20, 1, (int64_t)1 << 18, 1, 1, 64, true};
+  problem shape = {AOTK_DTYPE_BFLOAT16, (int64_t)1 << 20, 1, (int64_t)1 << 18, 1, 1, 64, true, 0};
   *p = bwd_params_for(shape);
 }
+
+/* The backward's 0.2 arguments: dsinks (needs sinks), no dropout mask, and the varlen layout of dout,
+ * dq, dk and dv. */
+static void set_dsinks(aotk_attn_params *p) { p->dsinks = aotk_tensor_1d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, 8); }
+static void set_dsinks_without_sinks(aotk_attn_params *p) { set_dsinks(p); }
+static void set_dsinks_heads_kv(aotk_attn_params *p) { set_sinks(p), set_dsinks(p), p->dsinks.shape[0] = 2; }
+static void set_dsinks_bfloat16(aotk_attn_params *p) {
+  set_sinks(p), set_dsinks(p), p->dsinks.dtype = AOTK_DTYPE_BFLOAT16;
+}
+static void set_dsinks_rank_2(aotk_attn_params *p) {
+  set_sinks(p), p->dsinks = aotk_tensor_2d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, 2, 8);
+}
+static void set_dsinks_misaligned(aotk_attn_params *p) {
+  set_sinks(p), set_dsinks(p), p->dsinks.data = byte_offset(FAKE_DSINKS, 2);
+}
+static void set_dsinks_stride_2(aotk_attn_params *p) { set_sinks(p), set_dsinks(p), p->dsinks.strides[0] = 2; }
+static void set_bwd_mask(aotk_attn_params *p) { set_mask(p); } /* valid for the forward */
+static void set_varlen_lse_null(aotk_attn_params *p) { make_varlen(p), p->lse.data = NULL; }
+static void set_varlen_dq_total(aotk_attn_params *p) { make_varlen(p), p->dq.shape[0] = VARLEN_TOTAL_K; }
+static void set_varlen_dk_total(aotk_attn_params *p) { make_varlen(p), p->dk.shape[0] = VARLEN_TOTAL_Q; }
+static void set_varlen_dv_total(aotk_attn_params *p) { make_varlen(p), p->dv.shape[0] = VARLEN_TOTAL_K + 1; }
+static void set_varlen_dout_total(aotk_attn_params *p) { make_varlen(p), p->dout.shape[0] = VARLEN_TOTAL_Q - 1; }
+static void set_varlen_dq_rank_4(aotk_attn_params *p) {
+  make_varlen(p), p->dq = aotk_tensor_4d(FAKE_DQ, p->q.dtype, 1, VARLEN_TOTAL_Q, 8, 64);
+}
+static void set_varlen_dk_heads(aotk_attn_params *p) { make_varlen(p), p->dk.shape[1] = 8; }
+static void set_varlen_dv_head_dim(aotk_attn_params *p) { make_varlen(p), p->dv.shape[2] = 128; }
+static void set_varlen_dq_heads_stride_zero(aotk_attn_params *p) { make_varlen(p), p->dq.strides[1] = 0; }
+static void set_varlen_dsinks_without_sinks(aotk_attn_params *p) { make_varlen(p), set_dsinks(p); }
 
 static const bad_input bwd_bad_inputs[] = {
     {"lse.data NULL", set_lse_null, AOTK_ERROR_NULL_POINTER, "lse"},
@@ -1125,6 +1609,23 @@ static const bad_input bwd_bad_inputs[] = {
     {"deterministic -1", set_deterministic_negative, AOTK_ERROR_INVALID_VALUE, "deterministic"},
     {"deterministic INT32_MAX", set_deterministic_max, AOTK_ERROR_INVALID_VALUE, "deterministic"},
     {"dK/dV grid beyond 2^31 - 1 programs", set_dkdv_grid_beyond_limit, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_k"},
+    {"dsinks without sinks", set_dsinks_without_sinks, AOTK_ERROR_INVALID_VALUE, "dsinks"},
+    {"dsinks [heads_kv]", set_dsinks_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "dsinks.shape[0]"},
+    {"dsinks bfloat16", set_dsinks_bfloat16, AOTK_ERROR_UNSUPPORTED_DTYPE, "dsinks.dtype"},
+    {"dsinks [batch, heads_q]", set_dsinks_rank_2, AOTK_ERROR_RANK, "dsinks.rank"},
+    {"dsinks 2-byte aligned", set_dsinks_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "dsinks.data"},
+    {"dsinks stride 2", set_dsinks_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "dsinks.strides[0]"},
+    {"a dropout_mask (the forward's output)", set_bwd_mask, AOTK_ERROR_INVALID_VALUE, "dropout_mask"},
+    {"varlen: lse.data NULL", set_varlen_lse_null, AOTK_ERROR_NULL_POINTER, "lse"},
+    {"varlen: dq total = total_k", set_varlen_dq_total, AOTK_ERROR_SHAPE_MISMATCH, "dq.shape[0]"},
+    {"varlen: dk total = total_q", set_varlen_dk_total, AOTK_ERROR_SHAPE_MISMATCH, "dk.shape[0]"},
+    {"varlen: dv total + 1", set_varlen_dv_total, AOTK_ERROR_SHAPE_MISMATCH, "dv.shape[0]"},
+    {"varlen: dout total - 1", set_varlen_dout_total, AOTK_ERROR_SHAPE_MISMATCH, "dout.shape[0]"},
+    {"varlen: dq rank 4", set_varlen_dq_rank_4, AOTK_ERROR_RANK, "dq.rank"},
+    {"varlen: dk with heads_q heads", set_varlen_dk_heads, AOTK_ERROR_SHAPE_MISMATCH, "dk.shape[1]"},
+    {"varlen: dv head_dim 128 of 64", set_varlen_dv_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "dv.shape[2]"},
+    {"varlen: dq heads stride 0", set_varlen_dq_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "dq.strides[1]"},
+    {"varlen: dsinks without sinks", set_varlen_dsinks_without_sinks, AOTK_ERROR_INVALID_VALUE, "dsinks"},
 };
 #undef BWD_TENSOR_CASES
 #undef BWD_OUTPUT_STRIDE_CASES
@@ -1139,6 +1640,14 @@ static void test_bwd_validation_rejects_bad_inputs(void) {
   reset_calls();
   CHECK_MSG(run_op(AOTK_OP_ATTN_BWD, &params) == AOTK_OK, "the base case fails: %s", aotk_last_error());
   CHECK(fake.calls[CALL_cuLaunchKernel] == 3);
+  make_varlen(&params);
+  CHECK_MSG(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK, "the varlen base case fails: %s",
+            aotk_last_error());
+  params = valid_bwd_params();
+  set_sinks(&params);
+  set_dsinks(&params);
+  CHECK_MSG(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK, "the dsinks base case fails: %s",
+            aotk_last_error());
 
   size_t forward_cases = sizeof bad_inputs / sizeof bad_inputs[0];
   for (size_t i = 0; i < forward_cases; i++) check_bad_input_op(&bad_inputs[i], AOTK_OP_ATTN_BWD);
@@ -1271,9 +1780,9 @@ static void test_bwd_validation_accepts_edge_inputs(void) {
 static void test_bwd_workspace(void) {
   install_fake_gpu(90, SHARED_SM90);
   static const problem shapes[] = {
-      {AOTK_DTYPE_BFLOAT16, 2, 100, 130, 8, 2, 64, true},
-      {AOTK_DTYPE_FLOAT16, 1, 1, 1, 1, 1, 128, true},
-      {AOTK_DTYPE_FLOAT16, 3, 4097, 17, 6, 3, 128, true},
+      {AOTK_DTYPE_BFLOAT16, 2, 100, 130, 8, 2, 64, true, 0},
+      {AOTK_DTYPE_FLOAT16, 1, 1, 1, 1, 1, 128, true, 0},
+      {AOTK_DTYPE_FLOAT16, 3, 4097, 17, 6, 3, 128, true, 0},
   };
   int cases = 0;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -1516,16 +2025,108 @@ static void test_fault_launch_fails(void) {
  * shows. All strides stay multiples of 16, so the aligned kernel runs. */
 static aotk_attn_params strided_params(problem p) {
   aotk_attn_params params = params_for(p);
-  const int64_t d = p.head_dim, v_row = p.heads_kv * d + 32, lse_row = p.seqlen_q + 48;
+  const int64_t d = p.head_dim, dv = dim_v(&p), v_row = p.heads_kv * dv + 32, lse_row = p.seqlen_q + 48;
   aotk_tensor *q = &params.q, *k = &params.k, *v = &params.v, *lse = &params.lse;
   q->strides[0] = p.heads_q * p.seqlen_q * d, q->strides[1] = d, q->strides[2] = p.seqlen_q * d;
   k->strides[0] = p.heads_kv * p.seqlen_k * d, k->strides[1] = d, k->strides[2] = p.seqlen_k * d;
-  v->strides[0] = p.seqlen_k * v_row + 1024, v->strides[1] = v_row, v->strides[2] = d;
+  v->strides[0] = p.seqlen_k * v_row + 1024, v->strides[1] = v_row, v->strides[2] = dv;
   if (p.with_lse) lse->strides[0] = p.heads_q * lse_row, lse->strides[1] = lse_row, lse->strides[2] = 1;
   return params;
 }
 
-static void check_launch(const char *what, const aotk_attn_params *params, const problem *p, float softmax_scale) {
+static void check_strides(const char *what, const char *kernel, const recorded_launch *launch, int base,
+                          const aotk_tensor *t, const char *name) {
+  /* The kernels take 4-d views: a varlen tensor [total, heads, d] is [1, total, heads, d] with batch
+   * stride 0 (each sequence's start comes from cu_seqlens). */
+  const bool varlen = t->rank == 3;
+  const int64_t expected[3] = {varlen ? 0 : t->strides[0], t->strides[varlen ? 0 : 1], t->strides[varlen ? 1 : 2]};
+  CHECK_MSG(arg_i64(launch, base) == expected[0] && arg_i32(launch, base + 1) == expected[1] &&
+                arg_i32(launch, base + 2) == expected[2],
+            "%s: %s packs %s's strides as (%lld, %d, %d), expected (%lld, %lld, %lld)", what, kernel, name,
+            (long long)arg_i64(launch, base), arg_i32(launch, base + 1), arg_i32(launch, base + 2),
+            (long long)expected[0], (long long)expected[1], (long long)expected[2]);
+}
+
+static void check_pointer(const char *what, const char *kernel, const recorded_launch *launch, int index,
+                          const void *expected, const char *name) {
+  CHECK_MSG(arg_pointer(launch, index) == (uint64_t)(uintptr_t)expected, "%s: %s's %s is %#llx, expected %p", what,
+            kernel, name, (unsigned long long)arg_pointer(launch, index), expected);
+}
+
+static void check_float(const char *what, const char *kernel, const recorded_launch *launch, int index,
+                        double expected, const char *name) {
+  float value = arg_f32(launch, index);
+  CHECK_MSG(fabs(value - expected) <= 1e-6 * fabs(expected), "%s: %s's %s is %.9g, expected %.9g", what, kernel, name,
+            value, expected);
+}
+
+static void check_int(const char *what, const char *kernel, const recorded_launch *launch, int index,
+                      int64_t expected, const char *name) {
+  CHECK_MSG(arg_i32(launch, index) == expected, "%s: %s's %s is %d, expected %lld", what, kernel, name,
+            arg_i32(launch, index), (long long)expected);
+}
+
+/* What the kernels must be told about the 0.2 features, worked out here from the params as the header
+ * defines them (not from the library's code). */
+typedef struct feature_expectation {
+  bool varlen, extras;
+  int32_t window_left, window_right; /* causal resolves window_right to 0; -1 unbounded */
+  int32_t flags;                     /* FLAG_* */
+  uint32_t features;                 /* AOTK_FEATURE_* for aotk_query, less PADDED_HEAD_DIM and EXTRAS_KERNEL */
+  double scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_scale;
+  uint32_t dropout_threshold;
+  const void *rng_state; /* what the kernels get: NULL unless dropout is on */
+  int64_t alibi_batch_stride;
+} feature_expectation;
+
+static feature_expectation expect_features(const aotk_attn_params *params, int64_t head_dim_qk) {
+  feature_expectation e;
+  memset(&e, 0, sizeof e);
+  const bool causal = params->causal == 1;
+  const float p = params->dropout_p;
+  e.varlen = params->cu_seqlens_q.data != NULL;
+  e.window_left = params->window_left;
+  e.window_right = causal ? 0 : params->window_right;
+  e.extras = params->softcap > 0.0f || params->alibi_slopes.data != NULL || params->sinks.data != NULL || p > 0.0f;
+  e.flags = (params->lse.data != NULL ? FLAG_WRITE_LSE : 0) | (e.varlen ? FLAG_VARLEN : 0) |
+            (params->causal_align == AOTK_ALIGN_TOP_LEFT ? FLAG_TOP_LEFT : 0) |
+            (params->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (params->alibi_slopes.data != NULL ? FLAG_ALIBI : 0) |
+            (params->sinks.data != NULL ? FLAG_SINKS : 0) | (p > 0.0f ? FLAG_DROPOUT : 0) |
+            /* causal-like work (a right bound, no left one) grows with the query block: last blocks first */
+            (e.window_right >= 0 && e.window_left < 0 ? FLAG_REVERSE : 0);
+  e.features = (e.varlen ? AOTK_FEATURE_VARLEN : 0) | (causal ? AOTK_FEATURE_CAUSAL : 0) |
+               (e.window_left >= 0 || (!causal && e.window_right >= 0) ? AOTK_FEATURE_WINDOW : 0) |
+               (params->softcap > 0.0f ? AOTK_FEATURE_SOFTCAP : 0) |
+               (params->alibi_slopes.data != NULL ? AOTK_FEATURE_ALIBI : 0) |
+               (params->sinks.data != NULL ? AOTK_FEATURE_SINKS : 0) | (p > 0.0f ? AOTK_FEATURE_DROPOUT : 0);
+  e.scale = params->softmax_scale != 0.0f ? params->softmax_scale : 1.0 / sqrt((double)head_dim_qk);
+  e.qk_scale_log2 = e.scale / log(2.0);
+  e.softcap_scale = params->softcap > 0.0f ? e.scale / params->softcap : 0.0;
+  e.softcap_log2 = params->softcap / log(2.0);
+  /* An element is kept when its 32-bit word is >= dropout_p * 2^32 (include/aotk.h). */
+  e.dropout_threshold = p > 0.0f ? (uint32_t)floor((double)p * 4294967296.0) : 0u;
+  e.dropout_scale = p > 0.0f ? 1.0 / (1.0 - (double)p) : 1.0;
+  e.rng_state = p > 0.0f ? params->rng_state.data : NULL;
+  e.alibi_batch_stride = params->alibi_slopes.data != NULL && params->alibi_slopes.rank == 2
+                             ? params->alibi_slopes.strides[0]
+                             : 0;
+  return e;
+}
+
+/* The padded head dims a query reports, and the feature bits that come from them and from the kernel. */
+static uint32_t expected_info_features(const feature_expectation *e, const problem *p, const aotk_kernel_info *info) {
+  return e->features | (info->head_dim_qk > p->head_dim || info->head_dim_v > dim_v(p) ? AOTK_FEATURE_PADDED_HEAD_DIM : 0) |
+         (e->extras ? AOTK_FEATURE_EXTRAS_KERNEL : 0);
+}
+
+/* aotk_query(AOTK_OP_ATTN_FWD), then aotk_attn_fwd: the query names the row the tuning rule picks for
+ * the padded head dims and the EXTRAS axis, and reports the features; the call launches that row with
+ * its grid, block and shared memory, every argument in the catalog's order, and then the dropout-mask
+ * kernel when the mask is asked for. `p` describes the problem (for varlen: p->batch sequences of at
+ * most p->seqlen_q / p->seqlen_k rows). */
+static void check_launch(const char *what, const aotk_attn_params *params, const problem *p) {
+  const feature_expectation expected = expect_features(params, p->head_dim);
+  const bool mask = params->dropout_mask.data != NULL;
   aotk_kernel_info info;
   poison_info(&info);
   reset_calls();
@@ -1536,80 +2137,145 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
             "%s: aotk_query loaded or launched (%s)", what, called_functions());
   CHECK(info.struct_size == sizeof info);
   CHECK(info.workspace_bytes == 0);
-  CHECK_MSG(info.launches == 1, "%s: launches %d", what, info.launches);
+  CHECK_MSG(info.launches == 1 + mask, "%s: launches %d, expected %d", what, info.launches, 1 + mask);
   CHECK_MSG(strncmp(info.kernel_name, "attn_fwd_", 9) == 0, "%s: kernel_name %s", what, info.kernel_name);
   const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);
   CHECK_MSG(row != NULL, "%s: aotk_query names %s, not a table row", what, info.kernel_name);
   if (row == NULL) return;
+  const aotk__kernel_entry *tuned = expected_row(AOTK__FAMILY_ATTN_FWD, info.arch, p->dtype, p->head_dim, dim_v(p),
+                                                 info.aligned, expected.extras, p->seqlen_q);
+  CHECK_MSG(row == tuned, "%s: aotk_query names %s, expected %s", what, info.kernel_name,
+            tuned != NULL ? tuned->name : "(none)");
+  CHECK_MSG(row->extras == (int)expected.extras, "%s: %s is%s the EXTRAS variant", what, row->name,
+            row->extras ? "" : " not");
   CHECK(info.num_warps == row->num_warps && info.shared_bytes == row->shared_bytes && info.block_m == row->block_m &&
         info.block_n == row->block_n && info.aligned == row->aligned);
+  CHECK_MSG(info.head_dim_qk == row->head_dim_qk && info.head_dim_v == row->head_dim_v,
+            "%s: aotk_query reports head dims %d/%d, %s has %d/%d", what, info.head_dim_qk, info.head_dim_v, row->name,
+            row->head_dim_qk, row->head_dim_v);
+  const uint32_t features = expected_info_features(&expected, p, &info);
+  CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
   int64_t m_blocks = (p->seqlen_q + info.block_m - 1) / info.block_m;
   int64_t grid = m_blocks * p->batch * p->heads_q;
   CHECK_MSG(info.grid == grid, "%s: info.grid %lld, expected %lld", what, (long long)info.grid, (long long)grid);
 
   int launches_before = fake.launches;
+  reset_launch_log();
   status = aotk_attn_fwd(params, FAKE_STREAM);
   CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_fwd %s (%s)", what, aotk_status_name(status), aotk_last_error());
   CHECK_MSG(aotk_last_error()[0] == '\0', "%s: a success left the message \"%s\"", what, aotk_last_error());
-  CHECK(fake.launches == launches_before + 1);
-  if (status != AOTK_OK || fake.launches != launches_before + 1) return;
+  CHECK_MSG(fake.launches == launches_before + 1 + mask, "%s: %d launches, expected %d", what,
+            fake.launches - launches_before, 1 + mask);
+  if (status != AOTK_OK || fake.logged_launches != 1 + mask) return;
+  const recorded_launch *launch = &fake.launch_log[0];
+  const char *kernel = "attn_fwd";
 
-  CHECK_MSG(strcmp(fake.requested_function, row->function_name) == 0, "%s: asked the library for \"%s\"", what,
-            fake.requested_function);
-  CHECK_MSG(fake.launch.function == (CUfunction)(void *)fake.last_kernel, "%s: launched a handle the driver never gave",
-            what);
+  CHECK_MSG(launch->kernel == KERNEL_ATTN_FWD, "%s: the first launch is %s", what,
+            kernel_signatures[launch->kernel].function);
+  if (!mask) {
+    CHECK_MSG(strcmp(fake.requested_function, row->function_name) == 0, "%s: asked the library for \"%s\"", what,
+              fake.requested_function);
+    CHECK_MSG(launch->function == (CUfunction)(void *)fake.last_kernel, "%s: launched a handle the driver never gave",
+              what);
+  }
   CHECK_MSG(info.from_ptx ? fake.loaded_ptx > 0 : fake.loaded_elf > 0, "%s: loaded %d ELF and %d PTX images, from_ptx %d",
             what, fake.loaded_elf, fake.loaded_ptx, info.from_ptx);
-  CHECK_MSG(fake.launch.grid[0] == (unsigned)grid && fake.launch.grid[1] == 1 && fake.launch.grid[2] == 1,
-            "%s: grid (%u, %u, %u), expected (%lld, 1, 1)", what, fake.launch.grid[0], fake.launch.grid[1],
-            fake.launch.grid[2], (long long)grid);
-  CHECK_MSG(fake.launch.block[0] == 32u * (unsigned)info.num_warps && fake.launch.block[1] == 1 &&
-                fake.launch.block[2] == 1,
-            "%s: block (%u, %u, %u) for %d warps", what, fake.launch.block[0], fake.launch.block[1],
-            fake.launch.block[2], info.num_warps);
-  CHECK_MSG(fake.launch.shared_bytes == (unsigned)info.shared_bytes, "%s: %u bytes of shared memory, expected %d", what,
-            fake.launch.shared_bytes, info.shared_bytes);
-  CHECK(fake.launch.stream == (CUstream)FAKE_STREAM);
-  CHECK(fake.launch.extra == NULL);
+  CHECK_MSG(launch->grid[0] == (unsigned)grid && launch->grid[1] == 1 && launch->grid[2] == 1,
+            "%s: grid (%u, %u, %u), expected (%lld, 1, 1)", what, launch->grid[0], launch->grid[1], launch->grid[2],
+            (long long)grid);
+  CHECK_MSG(launch->block[0] == 32u * (unsigned)info.num_warps && launch->block[1] == 1 && launch->block[2] == 1,
+            "%s: block (%u, %u, %u) for %d warps", what, launch->block[0], launch->block[1], launch->block[2],
+            info.num_warps);
+  CHECK_MSG(launch->shared_bytes == (unsigned)info.shared_bytes, "%s: %u bytes of shared memory, expected %d", what,
+            launch->shared_bytes, info.shared_bytes);
+  CHECK(launch->stream == (CUstream)FAKE_STREAM);
+  CHECK(launch->extra == NULL);
   if (info.shared_bytes > 48 * 1024) {
     CHECK_MSG(fake.set_attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
-                  fake.set_attribute_value == info.shared_bytes,
+                  (fake.set_attribute_value == info.shared_bytes || mask),
               "%s: shared-memory opt-in attribute %d = %d", what, fake.set_attribute, fake.set_attribute_value);
   }
 
   const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *out = &params->out, *lse = &params->lse;
-  bool write_lse = lse->data != NULL;
-  CHECK(launch_arg_pointer(ARG_Q) == (uint64_t)(uintptr_t)q->data);
-  CHECK(launch_arg_pointer(ARG_K) == (uint64_t)(uintptr_t)k->data);
-  CHECK(launch_arg_pointer(ARG_V) == (uint64_t)(uintptr_t)v->data);
-  CHECK(launch_arg_pointer(ARG_OUT) == (uint64_t)(uintptr_t)out->data);
-  CHECK(launch_arg_pointer(ARG_LSE) == (uint64_t)(uintptr_t)lse->data);
+  const bool write_lse = lse->data != NULL;
+  check_pointer(what, kernel, launch, ARG_Q, q->data, "q");
+  check_pointer(what, kernel, launch, ARG_K, k->data, "k");
+  check_pointer(what, kernel, launch, ARG_V, v->data, "v");
+  check_pointer(what, kernel, launch, ARG_OUT, out->data, "out");
+  check_pointer(what, kernel, launch, ARG_LSE, lse->data, "lse");
+  check_pointer(what, kernel, launch, ARG_CU_SEQLENS_Q, params->cu_seqlens_q.data, "cu_seqlens_q");
+  check_pointer(what, kernel, launch, ARG_CU_SEQLENS_K, params->cu_seqlens_k.data, "cu_seqlens_k");
+  check_pointer(what, kernel, launch, ARG_ALIBI_SLOPES, params->alibi_slopes.data, "alibi_slopes");
+  check_pointer(what, kernel, launch, ARG_SINKS, params->sinks.data, "sinks");
+  check_pointer(what, kernel, launch, ARG_RNG_STATE, expected.rng_state, "rng_state");
   const aotk_tensor *tensors[] = {q, k, v, out};
-  for (int t = 0; t < 4; t++) {
-    int base = ARG_STRIDE_QB + 3 * t;
-    CHECK_MSG(launch_arg_i64(base) == tensors[t]->strides[0] && launch_arg_i32(base + 1) == tensors[t]->strides[1] &&
-                  launch_arg_i32(base + 2) == tensors[t]->strides[2],
-              "%s: %c strides packed as (%lld, %d, %d), expected (%lld, %lld, %lld)", what, "qkvo"[t],
-              (long long)launch_arg_i64(base), launch_arg_i32(base + 1), launch_arg_i32(base + 2),
-              (long long)tensors[t]->strides[0], (long long)tensors[t]->strides[1], (long long)tensors[t]->strides[2]);
-  }
-  CHECK(launch_arg_i64(ARG_STRIDE_LB) == (write_lse ? lse->strides[0] : 0));
-  CHECK(launch_arg_i32(ARG_STRIDE_LH) == (write_lse ? lse->strides[1] : 0));
-  CHECK(launch_arg_i32(ARG_SEQLEN_Q) == p->seqlen_q);
-  CHECK(launch_arg_i32(ARG_SEQLEN_K) == p->seqlen_k);
-  CHECK(launch_arg_i32(ARG_HEADS_Q) == p->heads_q);
-  CHECK_MSG(launch_arg_i32(ARG_GROUP_SIZE) == p->heads_q / p->heads_kv, "%s: group_size %d", what,
-            launch_arg_i32(ARG_GROUP_SIZE));
-  CHECK(launch_arg_i32(ARG_NUM_M_BLOCKS) == m_blocks);
-  double scale = softmax_scale != 0.0f ? softmax_scale : 1.0 / sqrt((double)p->head_dim);
-  double expected_scale_log2 = scale / log(2.0);
-  float scale_log2 = launch_arg_f32(ARG_QK_SCALE_LOG2);
-  CHECK_MSG(fabs(scale_log2 - expected_scale_log2) <= 1e-6 * expected_scale_log2, "%s: qk_scale_log2 %.9g, expected %.9g",
-            what, scale_log2, expected_scale_log2);
-  CHECK(launch_arg_i32(ARG_CAUSAL) == params->causal);
-  CHECK(launch_arg_i32(ARG_WRITE_LSE) == (int32_t)write_lse);
-  CHECK(launch_arg_pointer(ARG_GLOBAL_SCRATCH) == 0);
-  CHECK(launch_arg_pointer(ARG_PROFILE_SCRATCH) == 0);
+  static const char *const tensor_names[] = {"q", "k", "v", "out"};
+  for (int t = 0; t < 4; t++) check_strides(what, kernel, launch, ARG_STRIDE_QB + 3 * t, tensors[t], tensor_names[t]);
+  /* lse: dense [batch, heads_q, seqlen_q]; varlen [heads_q, total_q], no batch stride. */
+  const int64_t stride_lb = !write_lse || expected.varlen ? 0 : lse->strides[0];
+  const int64_t stride_lh = !write_lse ? 0 : lse->strides[expected.varlen ? 0 : 1];
+  CHECK_MSG(arg_i64(launch, ARG_STRIDE_LB) == stride_lb &&
+                arg_i32(launch, ARG_STRIDE_LH) == stride_lh,
+            "%s: lse strides packed as (%lld, %d), expected (%lld, %lld)", what,
+            (long long)arg_i64(launch, ARG_STRIDE_LB), arg_i32(launch, ARG_STRIDE_LH), (long long)stride_lb,
+            (long long)stride_lh);
+  CHECK_MSG(arg_i64(launch, ARG_STRIDE_AB) == expected.alibi_batch_stride, "%s: stride_ab %lld, expected %lld", what,
+            (long long)arg_i64(launch, ARG_STRIDE_AB), (long long)expected.alibi_batch_stride);
+  check_int(what, kernel, launch, ARG_SEQLEN_Q, p->seqlen_q, "seqlen_q");
+  check_int(what, kernel, launch, ARG_SEQLEN_K, p->seqlen_k, "seqlen_k");
+  check_int(what, kernel, launch, ARG_HEADS_Q, p->heads_q, "heads_q");
+  check_int(what, kernel, launch, ARG_GROUP_SIZE, p->heads_q / p->heads_kv, "group_size");
+  check_int(what, kernel, launch, ARG_NUM_M_BLOCKS, m_blocks, "num_m_blocks");
+  check_int(what, kernel, launch, ARG_HEAD_DIM_QK8, p->head_dim / 8, "head_dim_qk8");
+  check_int(what, kernel, launch, ARG_HEAD_DIM_V8, dim_v(p) / 8, "head_dim_v8");
+  check_int(what, kernel, launch, ARG_WINDOW_LEFT, expected.window_left, "window_left");
+  check_int(what, kernel, launch, ARG_WINDOW_RIGHT, expected.window_right, "window_right");
+  CHECK_MSG(arg_i32(launch, ARG_FLAGS) == expected.flags, "%s: flags %#x, expected %#x", what,
+            (unsigned)arg_i32(launch, ARG_FLAGS), (unsigned)expected.flags);
+  check_float(what, kernel, launch, ARG_QK_SCALE_LOG2, expected.qk_scale_log2, "qk_scale_log2");
+  check_float(what, kernel, launch, ARG_SOFTCAP_SCALE, expected.softcap_scale, "softcap_scale");
+  check_float(what, kernel, launch, ARG_SOFTCAP_LOG2, expected.softcap_log2, "softcap_log2");
+  CHECK_MSG((uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD) == expected.dropout_threshold,
+            "%s: dropout_threshold %u, expected %u", what, (uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD),
+            expected.dropout_threshold);
+  check_float(what, kernel, launch, ARG_DROPOUT_SCALE, expected.dropout_scale, "dropout_scale");
+  CHECK(arg_pointer(launch, ARG_GLOBAL_SCRATCH) == 0);
+  CHECK(arg_pointer(launch, ARG_PROFILE_SCRATCH) == 0);
+  if (!mask) return;
+
+  /* The dropout mask, second: over every (row, key) pair of each sequence, with the same RNG. */
+  const recorded_launch *mask_launch = &fake.launch_log[1];
+  kernel = "attn_dropout_mask";
+  const aotk__kernel_entry *mask_row =
+      expected_row(AOTK__FAMILY_ATTN_DROPOUT_MASK, info.arch, p->dtype, 0, 0, 0, 0, p->seqlen_q);
+  CHECK_MSG(mask_launch->kernel == KERNEL_DROPOUT_MASK, "%s: the second launch is %s", what,
+            kernel_signatures[mask_launch->kernel].function);
+  CHECK_MSG(mask_row != NULL, "%s: no sm_%d dropout-mask row", what, info.arch);
+  if (mask_row == NULL || mask_launch->kernel != KERNEL_DROPOUT_MASK) return;
+  const int64_t mask_blocks = ceil_div(p->seqlen_q, mask_row->block_m);
+  CHECK_MSG(mask_launch->grid[0] == (unsigned)(mask_blocks * p->batch * p->heads_q) && mask_launch->grid[1] == 1 &&
+                mask_launch->block[0] == 32u * (unsigned)mask_row->num_warps &&
+                mask_launch->shared_bytes == (unsigned)mask_row->shared_bytes && mask_launch->stream == (CUstream)FAKE_STREAM,
+            "%s: the mask kernel's grid %u, block %u, %u bytes", what, mask_launch->grid[0], mask_launch->block[0],
+            mask_launch->shared_bytes);
+  const aotk_tensor *m = &params->dropout_mask;
+  check_pointer(what, kernel, mask_launch, MASK_MASK, m->data, "mask");
+  check_pointer(what, kernel, mask_launch, MASK_CU_SEQLENS_Q, params->cu_seqlens_q.data, "cu_seqlens_q");
+  check_pointer(what, kernel, mask_launch, MASK_CU_SEQLENS_K, params->cu_seqlens_k.data, "cu_seqlens_k");
+  check_pointer(what, kernel, mask_launch, MASK_RNG_STATE, params->rng_state.data, "rng_state");
+  CHECK_MSG(arg_i64(mask_launch, MASK_STRIDE_MB) == m->strides[0] && arg_i64(mask_launch, MASK_STRIDE_MH) == m->strides[1] &&
+                arg_i64(mask_launch, MASK_STRIDE_MS) == m->strides[2],
+            "%s: mask strides (%lld, %lld, %lld)", what, (long long)arg_i64(mask_launch, MASK_STRIDE_MB),
+            (long long)arg_i64(mask_launch, MASK_STRIDE_MH), (long long)arg_i64(mask_launch, MASK_STRIDE_MS));
+  check_int(what, kernel, mask_launch, MASK_SEQLEN_Q, p->seqlen_q, "seqlen_q");
+  check_int(what, kernel, mask_launch, MASK_SEQLEN_K, p->seqlen_k, "seqlen_k");
+  check_int(what, kernel, mask_launch, MASK_HEADS_Q, p->heads_q, "heads_q");
+  check_int(what, kernel, mask_launch, MASK_NUM_M_BLOCKS, mask_blocks, "num_m_blocks");
+  check_int(what, kernel, mask_launch, MASK_FLAGS, expected.flags & FLAG_VARLEN, "flags");
+  CHECK_MSG((uint32_t)arg_i32(mask_launch, MASK_DROPOUT_THRESHOLD) == expected.dropout_threshold,
+            "%s: the mask's dropout_threshold %u, expected %u", what,
+            (uint32_t)arg_i32(mask_launch, MASK_DROPOUT_THRESHOLD), expected.dropout_threshold);
+  CHECK(arg_pointer(mask_launch, MASK_GLOBAL_SCRATCH) == 0 && arg_pointer(mask_launch, MASK_PROFILE_SCRATCH) == 0);
 }
 
 /* The fake driver reads launches by the test's own parameter lists: each must be what the table's rows
@@ -1636,21 +2302,21 @@ static void test_parameter_lists_match_the_table(void) {
 static void test_launch_arguments(void) {
   install_fake_gpu(90, SHARED_SM90);
 
-  problem gqa = {AOTK_DTYPE_BFLOAT16, 3, 1500, 777, 12, 4, 128, true};
+  problem gqa = {AOTK_DTYPE_BFLOAT16, 3, 1500, 777, 12, 4, 128, true, 0};
   aotk_attn_params params = strided_params(gqa);
   params.causal = 1;
-  check_launch("bf16 d128 GQA causal, strided, lse, default scale", &params, &gqa, 0.0f);
+  check_launch("bf16 d128 GQA causal, strided, lse, default scale", &params, &gqa);
   CHECK(fake.loaded_images == 1);
   /* The kernel is loaded once: the second launch reuses it. */
-  check_launch("the same again", &params, &gqa, 0.0f);
+  check_launch("the same again", &params, &gqa);
   CHECK_MSG(fake.loaded_images == 1 && fake.calls[CALL_cuLibraryLoadData] == 0, "loaded %d times",
             fake.loaded_images);
   CHECK(fake.launches == 2);
 
-  problem plain = {AOTK_DTYPE_FLOAT16, 1, 37, 1000, 4, 4, 64, false};
+  problem plain = {AOTK_DTYPE_FLOAT16, 1, 37, 1000, 4, 4, 64, false, 0};
   params = strided_params(plain);
   params.softmax_scale = 0.3f;
-  check_launch("fp16 d64 MHA, no lse, explicit scale", &params, &plain, 0.3f);
+  check_launch("fp16 d64 MHA, no lse, explicit scale", &params, &plain);
   uninstall_fake_gpu();
 }
 
@@ -1667,23 +2333,27 @@ static aotk_attn_params strided_bwd_params(problem p) {
   params.dq = contiguous.dq;
   params.dk = contiguous.dk;
   params.dv = contiguous.dv;
-  const int64_t d = p.head_dim, dout_row = p.heads_q * (d + 80), dk_row = p.heads_kv * (d + 32);
+  const int64_t d = p.head_dim, e = dim_v(&p), dout_row = p.heads_q * (e + 80), dk_row = p.heads_kv * (d + 32);
   aotk_tensor *dout = &params.dout, *dq = &params.dq, *dk = &params.dk, *dv = &params.dv;
-  dout->strides[0] = p.seqlen_q * dout_row + 512, dout->strides[1] = dout_row, dout->strides[2] = d + 80;
+  dout->strides[0] = p.seqlen_q * dout_row + 512, dout->strides[1] = dout_row, dout->strides[2] = e + 80;
   dq->strides[0] = p.heads_q * p.seqlen_q * (d + 16) + 256, dq->strides[1] = d + 16, dq->strides[2] = p.seqlen_q * (d + 16);
   dk->strides[0] = p.seqlen_k * dk_row + 64, dk->strides[1] = dk_row, dk->strides[2] = d + 32;
-  dv->strides[0] = p.heads_kv * p.seqlen_k * (d + 48) + 128, dv->strides[1] = d + 48, dv->strides[2] = p.seqlen_k * (d + 48);
+  dv->strides[0] = p.heads_kv * p.seqlen_k * (e + 48) + 128, dv->strides[1] = e + 48, dv->strides[2] = p.seqlen_k * (e + 48);
   return params;
 }
 
-static int64_t ceil_div(int64_t length, int64_t block) { return (length + block - 1) / block; }
-
 /* The three rows the backward must run for `p` on an `arch` GPU: preprocess and dQ tuned by
- * seqlen_q, dK/dV by seqlen_k. */
+ * seqlen_q, dK/dV by seqlen_k; dK/dV and dQ of the EXTRAS variant when `extras`. */
+static void expected_bwd_rows_extras(int arch, const problem *p, int aligned, int extras,
+                                     const aotk__kernel_entry *rows[3]) {
+  const int64_t dv = dim_v(p);
+  rows[0] = expected_row(AOTK__FAMILY_ATTN_BWD_PREPROCESS, arch, p->dtype, p->head_dim, dv, aligned, 0, p->seqlen_q);
+  rows[1] = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV, arch, p->dtype, p->head_dim, dv, aligned, extras, p->seqlen_k);
+  rows[2] = expected_row(AOTK__FAMILY_ATTN_BWD_DQ, arch, p->dtype, p->head_dim, dv, aligned, extras, p->seqlen_q);
+}
+
 static void expected_bwd_rows(int arch, const problem *p, int aligned, const aotk__kernel_entry *rows[3]) {
-  rows[0] = expected_row(AOTK__FAMILY_ATTN_BWD_PREPROCESS, arch, p->dtype, (int)p->head_dim, aligned, p->seqlen_q);
-  rows[1] = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV, arch, p->dtype, (int)p->head_dim, aligned, p->seqlen_k);
-  rows[2] = expected_row(AOTK__FAMILY_ATTN_BWD_DQ, arch, p->dtype, (int)p->head_dim, aligned, p->seqlen_q);
+  expected_bwd_rows_extras(arch, p, aligned, 0, rows);
 }
 
 /* The programs each backward kernel launches: preprocess and dQ one per (query block, batch, query
@@ -1694,34 +2364,38 @@ static void expected_bwd_grids(const problem *p, const aotk__kernel_entry *const
   grids[2] = ceil_div(p->seqlen_q, rows[2]->block_m) * p->batch * p->heads_q;
 }
 
-static void check_strides(const char *what, const char *kernel, const recorded_launch *launch, int base,
-                          const aotk_tensor *t, const char *name) {
-  CHECK_MSG(arg_i64(launch, base) == t->strides[0] && arg_i32(launch, base + 1) == t->strides[1] &&
-                arg_i32(launch, base + 2) == t->strides[2],
-            "%s: %s packs %s's strides as (%lld, %d, %d), expected (%lld, %lld, %lld)", what, kernel, name,
-            (long long)arg_i64(launch, base), arg_i32(launch, base + 1), arg_i32(launch, base + 2),
-            (long long)t->strides[0], (long long)t->strides[1], (long long)t->strides[2]);
-}
-
-static void check_pointer(const char *what, const char *kernel, const recorded_launch *launch, int index,
-                          const void *expected, const char *name) {
-  CHECK_MSG(arg_pointer(launch, index) == (uint64_t)(uintptr_t)expected, "%s: %s's %s is %#llx, expected %p", what,
-            kernel, name, (unsigned long long)arg_pointer(launch, index), expected);
-}
-
-static void check_float(const char *what, const char *kernel, const recorded_launch *launch, int index,
-                        double expected, const char *name) {
-  float value = arg_f32(launch, index);
-  CHECK_MSG(fabs(value - expected) <= 1e-6 * fabs(expected), "%s: %s's %s is %.9g, expected %.9g", what, kernel, name,
-            value, expected);
+/* The arguments dK/dV and dQ share after their strides, from stride_ab (index `base`) on. */
+static void check_bwd_feature_args(const char *what, const char *kernel, const recorded_launch *launch,
+                                   const aotk_attn_params *params, const problem *p,
+                                   const feature_expectation *expected, int stride_ab, int head_dim_qk8) {
+  CHECK_MSG(arg_i64(launch, stride_ab) == expected->alibi_batch_stride, "%s: %s's stride_ab %lld, expected %lld", what,
+            kernel, (long long)arg_i64(launch, stride_ab), (long long)expected->alibi_batch_stride);
+  check_int(what, kernel, launch, head_dim_qk8, p->head_dim / 8, "head_dim_qk8");
+  check_int(what, kernel, launch, head_dim_qk8 + 1, dim_v(p) / 8, "head_dim_v8");
+  check_int(what, kernel, launch, head_dim_qk8 + 2, expected->window_left, "window_left");
+  check_int(what, kernel, launch, head_dim_qk8 + 3, expected->window_right, "window_right");
+  CHECK_MSG(arg_i32(launch, head_dim_qk8 + 4) == expected->flags, "%s: %s's flags %#x, expected %#x", what, kernel,
+            (unsigned)arg_i32(launch, head_dim_qk8 + 4), (unsigned)expected->flags);
+  check_float(what, kernel, launch, head_dim_qk8 + 5, expected->scale, "softmax_scale");
+  check_float(what, kernel, launch, head_dim_qk8 + 6, expected->qk_scale_log2, "qk_scale_log2");
+  check_float(what, kernel, launch, head_dim_qk8 + 7, expected->softcap_scale, "softcap_scale");
+  check_float(what, kernel, launch, head_dim_qk8 + 8, expected->softcap_log2, "softcap_log2");
+  CHECK_MSG((uint32_t)arg_i32(launch, head_dim_qk8 + 9) == expected->dropout_threshold,
+            "%s: %s's dropout_threshold %u, expected %u", what, kernel, (uint32_t)arg_i32(launch, head_dim_qk8 + 9),
+            expected->dropout_threshold);
+  check_float(what, kernel, launch, head_dim_qk8 + 10, expected->dropout_scale, "dropout_scale");
+  (void)params;
 }
 
 /* aotk_query(AOTK_OP_ATTN_BWD) and then aotk_attn_bwd with exactly the reported workspace: the query
- * describes the dK/dV kernel and the workspace; the call launches preprocess, dK/dV and dQ in that
- * order on the stream, each with its row's grid, block and shared memory, and its arguments in the
- * catalog's order. */
-static void check_bwd_launch(const char *what, const aotk_attn_params *params, const problem *p,
-                             float softmax_scale) {
+ * describes the dK/dV kernel, the workspace (larger with dsinks) and the features; the call launches
+ * preprocess, dK/dV and dQ in that order on the stream, and the sink reduction fourth when dsinks is
+ * asked for, each with its row's grid, block and shared memory, and its arguments in the catalog's
+ * order. `p` describes the problem as for check_launch. */
+static void check_bwd_launch(const char *what, const aotk_attn_params *params, const problem *p) {
+  const feature_expectation expected = expect_features(params, p->head_dim);
+  const bool dsinks = params->dsinks.data != NULL;
+  const int launches = 3 + dsinks;
   aotk_kernel_info info;
   poison_info(&info);
   reset_calls();
@@ -1730,39 +2404,48 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
   if (status != AOTK_OK) return;
   CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
             "%s: aotk_query loaded or launched (%s)", what, called_functions());
-  const aotk__kernel_entry *rows[3];
-  expected_bwd_rows(info.arch, p, info.aligned, rows);
-  CHECK_MSG(rows[0] != NULL && rows[1] != NULL && rows[2] != NULL, "%s: a backward family has no sm_%d row", what,
-            info.arch);
-  if (rows[0] == NULL || rows[1] == NULL || rows[2] == NULL) return;
-  int64_t grids[3];
+  const aotk__kernel_entry *rows[4];
+  expected_bwd_rows_extras(info.arch, p, info.aligned, expected.extras, rows);
+  rows[3] = expected_row(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, info.arch, p->dtype, 0, 0, 0, 0, p->seqlen_q);
+  CHECK_MSG(rows[0] != NULL && rows[1] != NULL && rows[2] != NULL && rows[3] != NULL,
+            "%s: a backward family has no sm_%d row", what, info.arch);
+  if (rows[0] == NULL || rows[1] == NULL || rows[2] == NULL || rows[3] == NULL) return;
+  int64_t grids[4];
   expected_bwd_grids(p, rows, grids);
-  const size_t workspace_bytes = bwd_workspace_bytes(p);
+  grids[3] = p->heads_q;
+  const size_t workspace_bytes = bwd_workspace_bytes_for(p, dsinks);
   CHECK(info.struct_size == sizeof info);
   CHECK_MSG(strncmp(info.kernel_name, "attn_bwd_dkdv_", strlen("attn_bwd_dkdv_")) == 0 &&
                 strcmp(info.kernel_name, rows[1]->name) == 0,
             "%s: aotk_query names %s, expected %s", what, info.kernel_name, rows[1]->name);
-  CHECK_MSG(info.launches == 3, "%s: launches %d", what, info.launches);
-  CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected 8 * %lld * %lld * round_up(%lld, 128) = %zu",
-            what, info.workspace_bytes, (long long)p->batch, (long long)p->heads_q, (long long)p->seqlen_q,
-            workspace_bytes);
+  CHECK_MSG(info.launches == launches, "%s: launches %d, expected %d", what, info.launches, launches);
+  CHECK_MSG(info.workspace_bytes == workspace_bytes,
+            "%s: workspace_bytes %zu, expected 8 * %lld * %lld * round_up(%lld, 128)%s = %zu", what,
+            info.workspace_bytes, (long long)p->batch, (long long)p->heads_q, (long long)p->seqlen_q,
+            dsinks ? " + the sink partials" : "", workspace_bytes);
   CHECK(info.num_warps == rows[1]->num_warps && info.shared_bytes == rows[1]->shared_bytes &&
         info.block_m == rows[1]->block_m && info.block_n == rows[1]->block_n && info.aligned == rows[1]->aligned);
   CHECK_MSG(info.grid == grids[1], "%s: info.grid %lld, expected %lld", what, (long long)info.grid,
             (long long)grids[1]);
+  CHECK_MSG(info.head_dim_qk == rows[1]->head_dim_qk && info.head_dim_v == rows[1]->head_dim_v,
+            "%s: aotk_query reports head dims %d/%d, %s has %d/%d", what, info.head_dim_qk, info.head_dim_v,
+            rows[1]->name, rows[1]->head_dim_qk, rows[1]->head_dim_v);
+  const uint32_t features = expected_info_features(&expected, p, &info);
+  CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
 
   reset_launch_log();
   int launches_before = fake.launches;
   status = aotk_attn_bwd(params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
   CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_bwd %s (%s)", what, aotk_status_name(status), aotk_last_error());
   CHECK_MSG(aotk_last_error()[0] == '\0', "%s: a success left the message \"%s\"", what, aotk_last_error());
-  CHECK_MSG(fake.launches == launches_before + 3 && fake.logged_launches == 3, "%s: %d launches, expected 3", what,
-            fake.launches - launches_before);
-  if (status != AOTK_OK || fake.logged_launches != 3) return;
+  CHECK_MSG(fake.launches == launches_before + launches && fake.logged_launches == launches,
+            "%s: %d launches, expected %d", what, fake.launches - launches_before, launches);
+  if (status != AOTK_OK || fake.logged_launches != launches) return;
 
-  static const int order[3] = {KERNEL_BWD_PREPROCESS, KERNEL_BWD_DKDV, KERNEL_BWD_DQ};
-  static const int scratch_index[3] = {PRE_GLOBAL_SCRATCH, DKDV_GLOBAL_SCRATCH, DQ_GLOBAL_SCRATCH};
-  for (int i = 0; i < 3; i++) {
+  static const int order[4] = {KERNEL_BWD_PREPROCESS, KERNEL_BWD_DKDV, KERNEL_BWD_DQ, KERNEL_BWD_SINK_REDUCE};
+  static const int scratch_index[4] = {PRE_GLOBAL_SCRATCH, DKDV_GLOBAL_SCRATCH, DQ_GLOBAL_SCRATCH,
+                                       REDUCE_GLOBAL_SCRATCH};
+  for (int i = 0; i < launches; i++) {
     const recorded_launch *launch = &fake.launch_log[i];
     const char *name = kernel_signatures[launch->kernel].function;
     CHECK_MSG(launch->kernel == order[i], "%s: launch %d is %s, expected %s", what, i + 1, name,
@@ -1784,74 +2467,94 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
 
   const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *out = &params->out, *lse = &params->lse;
   const aotk_tensor *dout = &params->dout, *dq = &params->dq, *dk = &params->dk, *dv = &params->dv;
-  const double scale = softmax_scale != 0.0f ? softmax_scale : 1.0 / sqrt((double)p->head_dim);
-  const double scale_log2 = scale / log(2.0);
+  const int64_t pre_blocks = ceil_div(stats_stride(p), rows[0]->block_m);
 
   const recorded_launch *pre = &fake.launch_log[0];
   const char *kernel = "attn_bwd_preprocess";
+  const void *lse_log2 = byte_offset(FAKE_WORKSPACE, bwd_stats_bytes(p) / 2);
+  const void *sink_partial = dsinks ? byte_offset(FAKE_WORKSPACE, bwd_stats_bytes(p)) : NULL;
   check_pointer(what, kernel, pre, PRE_OUT, out->data, "out");
   check_pointer(what, kernel, pre, PRE_DOUT, dout->data, "dout");
-  const void *lse_log2 = byte_offset(FAKE_WORKSPACE, bwd_workspace_bytes(p) / 2);
   check_pointer(what, kernel, pre, PRE_LSE, lse->data, "lse");
   check_pointer(what, kernel, pre, PRE_DELTA, FAKE_WORKSPACE, "delta (the workspace)");
-  check_pointer(what, kernel, pre, PRE_LSE_LOG2, lse_log2, "lse * log2(e) (the workspace's second half)");
+  check_pointer(what, kernel, pre, PRE_LSE_LOG2, lse_log2, "lse * log2(e) (the statistics' second half)");
+  check_pointer(what, kernel, pre, PRE_CU_SEQLENS_Q, params->cu_seqlens_q.data, "cu_seqlens_q");
+  check_pointer(what, kernel, pre, PRE_SINKS, dsinks ? params->sinks.data : NULL, "sinks (only for dsinks)");
+  check_pointer(what, kernel, pre, PRE_SINK_PARTIAL, sink_partial, "the sink partials (after the statistics)");
   check_strides(what, kernel, pre, PRE_STRIDE_OB, out, "out");
   check_strides(what, kernel, pre, PRE_STRIDE_DOB, dout, "dout");
-  CHECK(arg_i64(pre, PRE_STRIDE_LB) == lse->strides[0] && arg_i32(pre, PRE_STRIDE_LH) == lse->strides[1]);
-  CHECK(arg_i32(pre, PRE_SEQLEN_Q) == p->seqlen_q);
-  CHECK(arg_i32(pre, PRE_HEADS_Q) == p->heads_q);
+  const int64_t stride_lb = expected.varlen ? 0 : lse->strides[0], stride_lh = lse->strides[expected.varlen ? 0 : 1];
+  CHECK_MSG(arg_i64(pre, PRE_STRIDE_LB) == stride_lb && arg_i32(pre, PRE_STRIDE_LH) == stride_lh,
+            "%s: the pre-pass's lse strides (%lld, %d), expected (%lld, %lld)", what,
+            (long long)arg_i64(pre, PRE_STRIDE_LB), arg_i32(pre, PRE_STRIDE_LH), (long long)stride_lb,
+            (long long)stride_lh);
+  check_int(what, kernel, pre, PRE_SEQLEN_Q, p->seqlen_q, "seqlen_q");
+  check_int(what, kernel, pre, PRE_HEADS_Q, p->heads_q, "heads_q");
+  check_int(what, kernel, pre, PRE_NUM_SEQS, p->batch, "num_seqs");
   /* The pre-pass covers the padded rows of the statistics too. */
-  CHECK(arg_i32(pre, PRE_NUM_M_BLOCKS) == ceil_div(stats_stride(p), rows[0]->block_m));
-  CHECK(arg_i32(pre, PRE_STATS_STRIDE) == stats_stride(p));
+  check_int(what, kernel, pre, PRE_NUM_M_BLOCKS, pre_blocks, "num_m_blocks");
+  check_int(what, kernel, pre, PRE_STATS_STRIDE, stats_stride(p), "stats_stride");
+  check_int(what, kernel, pre, PRE_HEAD_DIM_V8, dim_v(p) / 8, "head_dim_v8");
+  /* Only the layout and whether to sum the sink gradient matter to the pre-pass. */
+  check_int(what, kernel, pre, PRE_FLAGS, (expected.flags & FLAG_VARLEN) | (dsinks ? FLAG_SINKS : 0), "flags");
 
   const recorded_launch *dkdv = &fake.launch_log[1];
   kernel = "attn_bwd_dkdv";
-  const void *dkdv_pointers[] = {q->data, k->data, v->data, dout->data, lse_log2, FAKE_WORKSPACE, dk->data, dv->data};
-  static const char *const dkdv_pointer_names[] = {"q", "k", "v", "dout", "lse_log2", "delta", "dk", "dv"};
-  for (int i = 0; i < 8; i++) check_pointer(what, kernel, dkdv, DKDV_Q + i, dkdv_pointers[i], dkdv_pointer_names[i]);
+  const void *dkdv_pointers[] = {q->data, k->data, v->data, dout->data, lse_log2, FAKE_WORKSPACE, dk->data, dv->data,
+                                 params->cu_seqlens_q.data, params->cu_seqlens_k.data, params->alibi_slopes.data,
+                                 expected.rng_state};
+  static const char *const dkdv_pointer_names[] = {"q", "k", "v", "dout", "lse_log2", "delta", "dk", "dv",
+                                                   "cu_seqlens_q", "cu_seqlens_k", "alibi_slopes", "rng_state"};
+  for (int i = 0; i < 12; i++) check_pointer(what, kernel, dkdv, DKDV_Q + i, dkdv_pointers[i], dkdv_pointer_names[i]);
   const aotk_tensor *dkdv_strided[] = {q, k, v, dout, dk, dv};
   for (int i = 0; i < 6; i++) {
     check_strides(what, kernel, dkdv, DKDV_STRIDE_QB + 3 * i, dkdv_strided[i], dkdv_pointer_names[i < 4 ? i : i + 2]);
   }
-  CHECK(arg_i32(dkdv, DKDV_STATS_STRIDE) == stats_stride(p));
-  CHECK(arg_i32(dkdv, DKDV_SEQLEN_Q) == p->seqlen_q && arg_i32(dkdv, DKDV_SEQLEN_K) == p->seqlen_k);
-  CHECK(arg_i32(dkdv, DKDV_HEADS_Q) == p->heads_q && arg_i32(dkdv, DKDV_HEADS_KV) == p->heads_kv);
-  CHECK_MSG(arg_i32(dkdv, DKDV_GROUP_SIZE) == p->heads_q / p->heads_kv, "%s: dK/dV group_size %d", what,
-            arg_i32(dkdv, DKDV_GROUP_SIZE));
-  CHECK_MSG(arg_i32(dkdv, DKDV_NUM_N_BLOCKS) == ceil_div(p->seqlen_k, rows[1]->block_n), "%s: num_n_blocks %d", what,
-            arg_i32(dkdv, DKDV_NUM_N_BLOCKS));
-  check_float(what, kernel, dkdv, DKDV_SOFTMAX_SCALE, scale, "softmax_scale");
-  check_float(what, kernel, dkdv, DKDV_QK_SCALE_LOG2, scale_log2, "qk_scale_log2");
-  CHECK(arg_i32(dkdv, DKDV_CAUSAL) == params->causal);
+  check_int(what, kernel, dkdv, DKDV_SEQLEN_Q, p->seqlen_q, "seqlen_q");
+  check_int(what, kernel, dkdv, DKDV_SEQLEN_K, p->seqlen_k, "seqlen_k");
+  check_int(what, kernel, dkdv, DKDV_HEADS_Q, p->heads_q, "heads_q");
+  check_int(what, kernel, dkdv, DKDV_HEADS_KV, p->heads_kv, "heads_kv");
+  check_int(what, kernel, dkdv, DKDV_GROUP_SIZE, p->heads_q / p->heads_kv, "group_size");
+  check_int(what, kernel, dkdv, DKDV_NUM_N_BLOCKS, ceil_div(p->seqlen_k, rows[1]->block_n), "num_n_blocks");
+  check_int(what, kernel, dkdv, DKDV_STATS_STRIDE, stats_stride(p), "stats_stride");
+  check_bwd_feature_args(what, kernel, dkdv, params, p, &expected, DKDV_STRIDE_AB, DKDV_HEAD_DIM_QK8);
 
   const recorded_launch *dq_launch = &fake.launch_log[2];
   kernel = "attn_bwd_dq";
-  const void *dq_pointers[] = {q->data, k->data, v->data, dout->data, lse_log2, FAKE_WORKSPACE, dq->data};
-  static const char *const dq_pointer_names[] = {"q", "k", "v", "dout", "lse_log2", "delta", "dq"};
-  for (int i = 0; i < 7; i++) check_pointer(what, kernel, dq_launch, DQ_Q + i, dq_pointers[i], dq_pointer_names[i]);
+  const void *dq_pointers[] = {q->data, k->data, v->data, dout->data, lse_log2, FAKE_WORKSPACE, dq->data,
+                               params->cu_seqlens_q.data, params->cu_seqlens_k.data, params->alibi_slopes.data,
+                               expected.rng_state};
+  static const char *const dq_pointer_names[] = {"q", "k", "v", "dout", "lse_log2", "delta", "dq",
+                                                 "cu_seqlens_q", "cu_seqlens_k", "alibi_slopes", "rng_state"};
+  for (int i = 0; i < 11; i++) check_pointer(what, kernel, dq_launch, DQ_Q + i, dq_pointers[i], dq_pointer_names[i]);
   const aotk_tensor *dq_strided[] = {q, k, v, dout, dq};
   for (int i = 0; i < 5; i++) {
     check_strides(what, kernel, dq_launch, DQ_STRIDE_QB + 3 * i, dq_strided[i], dq_pointer_names[i < 4 ? i : 6]);
   }
-  CHECK(arg_i32(dq_launch, DQ_STATS_STRIDE) == stats_stride(p));
-  CHECK(arg_i32(dq_launch, DQ_SEQLEN_Q) == p->seqlen_q && arg_i32(dq_launch, DQ_SEQLEN_K) == p->seqlen_k);
-  CHECK(arg_i32(dq_launch, DQ_HEADS_Q) == p->heads_q);
-  CHECK_MSG(arg_i32(dq_launch, DQ_GROUP_SIZE) == p->heads_q / p->heads_kv, "%s: dQ group_size %d", what,
-            arg_i32(dq_launch, DQ_GROUP_SIZE));
-  CHECK_MSG(arg_i32(dq_launch, DQ_NUM_M_BLOCKS) == ceil_div(p->seqlen_q, rows[2]->block_m), "%s: dQ num_m_blocks %d",
-            what, arg_i32(dq_launch, DQ_NUM_M_BLOCKS));
-  check_float(what, kernel, dq_launch, DQ_SOFTMAX_SCALE, scale, "softmax_scale");
-  check_float(what, kernel, dq_launch, DQ_QK_SCALE_LOG2, scale_log2, "qk_scale_log2");
-  CHECK(arg_i32(dq_launch, DQ_CAUSAL) == params->causal);
+  check_int(what, kernel, dq_launch, DQ_SEQLEN_Q, p->seqlen_q, "seqlen_q");
+  check_int(what, kernel, dq_launch, DQ_SEQLEN_K, p->seqlen_k, "seqlen_k");
+  check_int(what, kernel, dq_launch, DQ_HEADS_Q, p->heads_q, "heads_q");
+  check_int(what, kernel, dq_launch, DQ_GROUP_SIZE, p->heads_q / p->heads_kv, "group_size");
+  check_int(what, kernel, dq_launch, DQ_NUM_M_BLOCKS, ceil_div(p->seqlen_q, rows[2]->block_m), "num_m_blocks");
+  check_int(what, kernel, dq_launch, DQ_STATS_STRIDE, stats_stride(p), "stats_stride");
+  check_bwd_feature_args(what, kernel, dq_launch, params, p, &expected, DQ_STRIDE_AB, DQ_HEAD_DIM_QK8);
+  if (!dsinks) return;
+
+  /* The sink reduction: one program per query head sums its batch * pre-pass-blocks partials. */
+  const recorded_launch *reduce = &fake.launch_log[3];
+  kernel = "attn_bwd_sink_reduce";
+  check_pointer(what, kernel, reduce, REDUCE_SINK_PARTIAL, sink_partial, "sink partials");
+  check_pointer(what, kernel, reduce, REDUCE_DSINKS, params->dsinks.data, "dsinks");
+  check_int(what, kernel, reduce, REDUCE_COUNT, p->batch * pre_blocks, "count");
 }
 
 static void test_bwd_launch_arguments(void) {
   install_fake_gpu(90, SHARED_SM90);
 
-  problem gqa = {AOTK_DTYPE_BFLOAT16, 3, 1500, 777, 12, 4, 128, true};
+  problem gqa = {AOTK_DTYPE_BFLOAT16, 3, 1500, 777, 12, 4, 128, true, 0};
   aotk_attn_params params = strided_bwd_params(gqa);
   params.causal = 1;
-  check_bwd_launch("bf16 d128 GQA causal, strided, default scale", &params, &gqa, 0.0f);
+  check_bwd_launch("bf16 d128 GQA causal, strided, default scale", &params, &gqa);
   /* Three images loaded, and each kernel above 48 KiB of shared memory opted in once. */
   const aotk__kernel_entry *rows[3];
   expected_bwd_rows(90, &gqa, 1, rows);
@@ -1862,30 +2565,30 @@ static void test_bwd_launch_arguments(void) {
   CHECK_MSG(fake.calls[CALL_cuKernelSetAttribute] == opt_ins, "%d shared-memory opt-ins, expected %d",
             fake.calls[CALL_cuKernelSetAttribute], opt_ins);
   /* The kernels are loaded once: the second call reuses them. */
-  check_bwd_launch("the same again", &params, &gqa, 0.0f);
+  check_bwd_launch("the same again", &params, &gqa);
   CHECK_MSG(fake.loaded_images == 3 && fake.calls[CALL_cuLibraryLoadData] == 0, "loaded %d images",
             fake.loaded_images);
   CHECK(fake.launches == 6);
 
-  problem mha = {AOTK_DTYPE_FLOAT16, 1, 37, 1000, 4, 4, 64, true};
+  problem mha = {AOTK_DTYPE_FLOAT16, 1, 37, 1000, 4, 4, 64, true, 0};
   params = strided_bwd_params(mha);
   params.softmax_scale = 0.3f;
   params.deterministic = 1;
-  check_bwd_launch("fp16 d64 MHA, explicit scale, deterministic", &params, &mha, 0.3f);
+  check_bwd_launch("fp16 d64 MHA, explicit scale, deterministic", &params, &mha);
 
   /* Past the dK/dV pass's seqlen_k bound (a wider key tile on sm_90 d128), MQA, causal with more
    * keys than queries. */
-  problem long_keys = {AOTK_DTYPE_BFLOAT16, 2, 300, 5000, 4, 1, 128, true};
+  problem long_keys = {AOTK_DTYPE_BFLOAT16, 2, 300, 5000, 4, 1, 128, true, 0};
   params = strided_bwd_params(long_keys);
   params.causal = 1;
-  check_bwd_launch("bf16 d128 MQA causal, seqlen_k 5000", &params, &long_keys, 0.0f);
+  check_bwd_launch("bf16 d128 MQA causal, seqlen_k 5000", &params, &long_keys);
 
   /* More queries than keys, causal: some rows see no key. Contiguous, unaligned (dv one element in). */
-  problem long_queries = {AOTK_DTYPE_FLOAT16, 2, 2049, 63, 6, 2, 64, true};
+  problem long_queries = {AOTK_DTYPE_FLOAT16, 2, 2049, 63, 6, 2, 64, true, 0};
   params = bwd_params_for(long_queries);
   params.causal = 1;
   params.dv.data = byte_offset(FAKE_DV, 2);
-  check_bwd_launch("fp16 d64 GQA causal, seqlen_q > seqlen_k, unaligned", &params, &long_queries, 0.0f);
+  check_bwd_launch("fp16 d64 GQA causal, seqlen_q > seqlen_k, unaligned", &params, &long_queries);
   uninstall_fake_gpu();
 }
 
@@ -1910,7 +2613,7 @@ static void test_bwd_arch_choice(void) {
                 head_dim, aotk_status_name(status), info.arch, info.from_ptx, gpus[g].arch, gpus[g].from_ptx);
       char what[32];
       snprintf(what, sizeof what, "cc %d d%d", gpus[g].compute_capability, head_dim);
-      check_bwd_launch(what, &params, &p, 0.0f);
+      check_bwd_launch(what, &params, &p);
     }
     CHECK_MSG(fake.loaded_images == 6 && (gpus[g].from_ptx ? fake.loaded_ptx : fake.loaded_elf) == 6,
               "cc %d: loaded %d images (%d ELF, %d PTX), expected 6", gpus[g].compute_capability, fake.loaded_images,
@@ -1985,16 +2688,29 @@ static void test_bwd_faults(void) {
   CHECK(fake.calls[CALL_cuLaunchKernel] == 0);
   CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK); /* the query loads nothing */
 
-  /* The second image (dK/dV) fails to load: the call fails naming the load. Kernels are loaded as they
-   * are launched, so the preprocess pass (which writes only the workspace) has been enqueued by then;
-   * aotk.h's "on failure nothing was launched" would need all three loaded before the first launch.
-   * The bound below holds either way. */
+  /* The second or third image (dK/dV, dQ) fails to load: the call fails naming the load, and nothing
+   * was launched, since all three are loaded before the first launch (aotk.h). */
+  for (int failing = 2; failing <= 3; failing++) {
+    install_fake_gpu(90, SHARED_SM90);
+    fake.library_load_result = CUDA_ERROR_OUT_OF_MEMORY;
+    fake.fail_library_load_call = failing;
+    CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_CUDA);
+    CHECK_MSG(message_mentions("cuLibraryLoadData"), "the message \"%s\"", aotk_last_error());
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "load %d fails: %d launches", failing,
+              fake.calls[CALL_cuLaunchKernel]);
+  }
+  /* The same with dsinks: the fourth image (the sink reduction) fails after three loaded. */
   install_fake_gpu(90, SHARED_SM90);
+  aotk_attn_params with_dsinks = params;
+  set_sinks(&with_dsinks);
+  set_dsinks(&with_dsinks);
   fake.library_load_result = CUDA_ERROR_OUT_OF_MEMORY;
-  fake.fail_library_load_call = 2;
-  CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_CUDA);
-  CHECK_MSG(message_mentions("cuLibraryLoadData"), "the message \"%s\"", aotk_last_error());
-  CHECK(fake.calls[CALL_cuLaunchKernel] <= 1);
+  fake.fail_library_load_call = 4;
+  CHECK(aotk_attn_bwd(&with_dsinks, FAKE_WORKSPACE, bwd_workspace_bytes_for(&default_problem, true), FAKE_STREAM) ==
+        AOTK_ERROR_CUDA);
+  CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 4 && fake.calls[CALL_cuLaunchKernel] == 0,
+            "the sink reduction fails to load: %d loads, %d launches", fake.calls[CALL_cuLibraryLoadData],
+            fake.calls[CALL_cuLaunchKernel]);
   uninstall_fake_gpu();
 }
 
@@ -2003,8 +2719,8 @@ static void test_bwd_faults(void) {
  * runs. */
 static void test_bwd_too_little_shared_memory(void) {
   static const problem problems[] = {
-      {AOTK_DTYPE_BFLOAT16, 2, 4096, 4096, 8, 2, 128, true}, /* sm_90's widest dK/dV tile */
-      {AOTK_DTYPE_FLOAT16, 2, 100, 130, 8, 2, 64, true},
+      {AOTK_DTYPE_BFLOAT16, 2, 4096, 4096, 8, 2, 128, true, 0}, /* sm_90's widest dK/dV tile */
+      {AOTK_DTYPE_FLOAT16, 2, 100, 130, 8, 2, 64, true, 0},
   };
   static const int compute_capabilities[] = {90, 86};
   for (size_t c = 0; c < 2; c++) {
@@ -2076,7 +2792,7 @@ static void test_arch_choice(void) {
                 info.arch, info.from_ptx, gpus[i].arch, gpus[i].from_ptx);
       char sm[32];
       snprintf(sm, sizeof sm, "cc %d d%d", gpus[i].compute_capability, head_dim);
-      check_launch(sm, &params, &p, 0.0f);
+      check_launch(sm, &params, &p);
     }
     CHECK_MSG(gpus[i].from_ptx ? fake.loaded_elf == 0 : fake.loaded_ptx == 0,
               "cc %d: loaded %d ELF and %d PTX images", gpus[i].compute_capability, fake.loaded_elf, fake.loaded_ptx);
@@ -2171,18 +2887,17 @@ static void test_alignment_choice(void) {
 /* The sizes at which to probe a variant's tuning choice: 1, each row's bound and its neighbours, and
  * one far beyond the largest bound. Returns how many were written (at most 31) and sets *bounds to
  * the number of table rows of the variant. */
-static int tuning_probe_sizes(int family, int arch, aotk_dtype dtype, int head_dim, int aligned, int64_t sizes[32],
-                              int *bounds) {
+static int tuning_probe_sizes(int family, int arch, aotk_dtype dtype, int head_dim, int aligned, int extras,
+                              int64_t sizes[32], int *bounds) {
+  int qk, v;
+  compiled_dims(family, head_dim, head_dim, &qk, &v);
   int count = 0;
   int32_t largest_bound = 1;
   sizes[count++] = 1;
   *bounds = 0;
   for (int i = 0; i < aotk__kernel_count && count < 28; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->family != family || e->arch != arch || e->dtype != (int)dtype || e->head_dim != head_dim ||
-        e->aligned != aligned) {
-      continue;
-    }
+    if (!row_is_variant(e, family, arch, dtype, qk, v, aligned, extras)) continue;
     (*bounds)++;
     if (e->min_seqlen > largest_bound) largest_bound = e->min_seqlen;
     if (e->min_seqlen > 1) sizes[count++] = e->min_seqlen - 1;
@@ -2205,7 +2920,7 @@ static void test_tuning_choice(void) {
           /* The seqlens to try: 1, each bound and its neighbours, and one far beyond the last. */
           int64_t seqlens[32];
           int bounds = 0;
-          int count = tuning_probe_sizes(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim, aligned, seqlens,
+          int count = tuning_probe_sizes(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim, aligned, 0, seqlens,
                                          &bounds);
           /* The catalog tunes every variant by size: a second config must exist, or this proves nothing. */
           CHECK_MSG(bounds >= 2, "sm_%d dtype %d d%d aligned %d: %d configs", gpus[g].arch, (int)dtypes[d], head_dim,
@@ -2221,7 +2936,7 @@ static void test_tuning_choice(void) {
             aotk_attn_params params = params_for(p);
             if (!aligned) params.q.data = byte_offset(FAKE_Q, 2);
             const aotk__kernel_entry *expected =
-                expected_row(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim, aligned, seqlens[s]);
+                expected_row(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim, head_dim, aligned, 0, seqlens[s]);
             aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
             aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
             queries++;
@@ -2281,7 +2996,7 @@ static void test_bwd_tuning_choice(void) {
             const int family = families[f];
             int64_t sizes[32];
             int bounds = 0;
-            int count = tuning_probe_sizes(family, gpus[g].arch, dtypes[d], head_dim, aligned, sizes, &bounds);
+            int count = tuning_probe_sizes(family, gpus[g].arch, dtypes[d], head_dim, aligned, 0, sizes, &bounds);
             CHECK_MSG(bounds >= 1, "family %d sm_%d dtype %d d%d aligned %d: no row", family, gpus[g].arch,
                       (int)dtypes[d], head_dim, aligned);
             if (bounds == 0) continue;
@@ -2319,8 +3034,8 @@ static void test_bwd_tuning_choice(void) {
                 swapped.seqlen_k = p.seqlen_q;
                 aotk_attn_params swapped_params = bwd_params_for(swapped);
                 if (!aligned) swapped_params.q.data = byte_offset(FAKE_Q, 2);
-                const aotk__kernel_entry *swapped_expected = expected_row(
-                    AOTK__FAMILY_ATTN_BWD_DKDV, gpus[g].arch, dtypes[d], head_dim, aligned, swapped.seqlen_k);
+                const aotk__kernel_entry *swapped_expected = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV, gpus[g].arch, dtypes[d], head_dim,
+                                                                          head_dim, aligned, 0, swapped.seqlen_k);
                 status = aotk_query(AOTK_OP_ATTN_BWD, &swapped_params, &info);
                 queries++;
                 CHECK_MSG(status == AOTK_OK && swapped_expected != NULL &&
