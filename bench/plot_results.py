@@ -3,8 +3,10 @@
     python3 bench/plot_results.py bench/results/X.json [-o X.png]
 
 Writes X.png beside X.json (or where -o says). One panel per (op, dtype, head_dim, causal): rows are
-(op, dtype, head_dim), columns are causal no / yes, so a forward-only file gives 2x2 panels. Runs on a
-CPU machine; needs only matplotlib.
+(op, dtype, head_dim), columns are causal no / yes, so a forward-only file gives 2x2 panels.
+When the file has feature rows (ops fwd_feat / bwd_feat), also writes X-features.png: per (op, grid
+seqlen), aotk's TFLOP/s over the plain row of the same head dim, one bar per row, with the 0.90 bar
+drawn. Runs on a CPU machine; needs only matplotlib.
 """
 import argparse
 import json
@@ -34,18 +36,82 @@ def impl_key(impl):
     return (IMPL_ORDER.index(impl) if impl in IMPL_ORDER else len(IMPL_ORDER), impl)
 
 
+FEATURE_BAR = 0.90  # bench_attn.py's FEATURE_BAR
+
+
+def versions_line(doc):
+    versions = f"torch {doc.get('torch', '?')}, triton {doc.get('triton', '?')}"
+    if doc.get("aotk_triton"):
+        versions += f", aotk kernels by triton {doc['aotk_triton']}"
+    return f"{doc.get('gpu', '?')}  {doc.get('date', '')}  ({versions})"
+
+
+def plot_features(plt, doc, rows, out):
+    """aotk's ratio_to_plain per feature row: panels (op, grid seqlen), one horizontal bar per row in
+    run order, green at or above the bar, red below, grey for the plain (base) and context rows."""
+    aotk = [r for r in rows if r["impl"] == "aotk" and r.get("ratio_to_plain") is not None]
+    if not aotk:
+        print("no aotk feature rows with a ratio to plot")
+        return
+    panels = sorted({(r["op"], r["grid_seqlen"]) for r in aotk}, key=lambda k: (k[0] != "fwd_feat", k[1]))
+    ops = sorted({op for op, _ in panels}, key=lambda op: op != "fwd_feat")
+    seqlens = sorted({n for _, n in panels})
+    per_panel = max(sum(1 for r in aotk if (r["op"], r["grid_seqlen"]) == p) for p in panels)
+    fig, axes = plt.subplots(len(ops), len(seqlens), figsize=(6.5 * len(seqlens), 0.28 * per_panel * len(ops) + 1.6),
+                             squeeze=False)
+    xmax = max(1.3, max(r["ratio_to_plain"] for r in aotk) * 1.15)
+    for i, op in enumerate(ops):
+        for j, n in enumerate(seqlens):
+            ax = axes[i][j]
+            sel = [r for r in aotk if (r["op"], r["grid_seqlen"]) == (op, n)]
+            labels, values, colors = [], [], []
+            for r in sel:
+                dims = str(r["head_dim_qk"]) + (f"/{r['head_dim_v']}" if r["head_dim_v"] != r["head_dim_qk"] else "")
+                labels.append(f"{r['feature']} d={dims}")
+                values.append(r["ratio_to_plain"])
+                role = r.get("role", "feature")
+                colors.append("tab:gray" if role != "feature" else
+                              "tab:green" if r["ratio_to_plain"] >= FEATURE_BAR else "tab:red")
+            ys = list(range(len(sel)))[::-1]
+            ax.barh(ys, values, color=colors)
+            for y, r in zip(ys, sel):
+                ax.text(r["ratio_to_plain"] + 0.01, y, f"{r['ratio_to_plain']:.2f} ({r['tflops']:.0f} TF/s)",
+                        va="center", fontsize=7)
+            ax.set_yticks(ys)
+            ax.set_yticklabels(labels, fontsize=7)
+            ax.axvline(FEATURE_BAR, color="k", linestyle="--", linewidth=1)
+            ax.axvline(1.0, color="tab:gray", linewidth=0.8)
+            ax.set_xlim(0, xmax)
+            ax.grid(True, axis="x", alpha=0.3)
+            ax.set_title(f"{op} grid seqlen {n}: aotk TFLOP/s / plain (same head dim)", fontsize=9)
+            if not sel:
+                ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    fig.suptitle(versions_line(doc) + f"; dashed: the {FEATURE_BAR:.2f} bar", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.savefig(out, dpi=120)
+    print(f"wrote {out}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Plot a bench_attn.py JSON result file.")
     ap.add_argument("json", help="a result file written by bench/bench_attn.py")
-    ap.add_argument("-o", "--out", help="output PNG (default: the JSON's path with .png)")
+    ap.add_argument("-o", "--out", help="output PNG (default: the JSON's path with .png; the feature "
+                                        "figure adds -features before .png)")
     args = ap.parse_args(argv)
 
     with open(args.json) as f:
         doc = json.load(f)
-    rows = doc.get("rows", [])
-    if not rows:
+    all_rows = doc.get("rows", [])
+    if not all_rows:
         sys.exit(f"{args.json}: no rows to plot")
     plt = load_pyplot()
+    out = args.out or os.path.splitext(args.json)[0] + ".png"
+    feature_rows = [r for r in all_rows if "feature" in r]
+    if feature_rows:
+        plot_features(plt, doc, feature_rows, os.path.splitext(out)[0] + "-features.png")
+    rows = [r for r in all_rows if "feature" not in r]  # the grid: ops fwd and bwd
+    if not rows:
+        return 0
 
     # Panels: rows of the figure are (op, dtype, head_dim), columns are causal False / True.
     panel_rows = sorted({(r["op"], r["dtype"], r["head_dim"]) for r in rows},
@@ -90,13 +156,9 @@ def main(argv=None):
     order = sorted(range(len(labels)), key=lambda k: impl_key(labels[k]))
     fig.legend([handles[k] for k in order], [labels[k] for k in order], loc="upper center",
                ncol=len(labels), frameon=False, bbox_to_anchor=(0.5, 0.995))
-    versions = f"torch {doc.get('torch', '?')}, triton {doc.get('triton', '?')}"
-    if doc.get("aotk_triton"):
-        versions += f", aotk kernels by triton {doc['aotk_triton']}"
-    fig.suptitle(f"{doc.get('gpu', '?')}  {doc.get('date', '')}  ({versions})", y=0.96, fontsize=11)
+    fig.suptitle(versions_line(doc), y=0.96, fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.945))
 
-    out = args.out or os.path.splitext(args.json)[0] + ".png"
     fig.savefig(out, dpi=120)
     print(f"wrote {out}")
     return 0
