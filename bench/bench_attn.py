@@ -1,6 +1,7 @@
 """Benchmark of aotk's attention kernels against torch SDPA's backends, on the GPU machine.
 
-    python3 bench/bench_attn.py --lib path/to/libaotk.so --out-dir bench/results [--quick]
+    python3 bench/bench_attn.py --lib path/to/libaotk.so --out-dir bench/results [--quick] [--features]
+    python3 bench/bench_attn.py --self-check          # any machine: no GPU, torch optional
 
 Calls libaotk.so through ctypes (the structs of include/aotk.h are declared below) and times it beside
 torch SDPA's flash, cuDNN and memory-efficient backends on the same inputs, in one process, on the grid
@@ -10,7 +11,11 @@ before anything is timed. Prints a table and writes <out-dir>/<gpu>-<date>.json 
 
 Ops: "fwd" (aotk_attn_fwd against SDPA's flash, cuDNN and efficient forwards) and "bwd" (aotk_attn_bwd
 against the flash and cuDNN backwards, each timed alone after its own forward); the OPS registry holds them.
-Importable without a GPU: all work happens in main().
+"fwd_feat" and "bwd_feat" (--features runs only these): issue 4's features (causal alignments, windows,
+varlen, softcap, ALiBi, sinks, dropout, head dims 32 ... 256 and 192/128), each counted by the score
+pairs it really computes and compared with the plain kernel of its head dim in the same run (the 0.90
+bar), after a check against a float32 torch reference with explicit masks.
+Importable without a GPU (and without torch): all work happens in main().
 """
 import argparse
 import ctypes
@@ -757,8 +762,10 @@ def feature_tensors(spec, q_scale=1.0, requires_grad=False):
     if spec["alibi"]:
         t["alibi_slopes"] = alibi_slopes(h)
     if spec["sinks"]:
-        # Near the rows' lse (log of ~1000 keys), so the sink takes a real share of each row.
-        t["sinks"] = torch.rand(h, device=DEVICE, dtype=torch.float32) * 8.0
+        # Around the rows' lse (log(seqlen_k) + 1/2 for unit-variance scores), so each sink takes 12% to 88%
+        # of its row's mass: a library that ignored it fails the check (at ~1% it might not).
+        lse_estimate = math.log(max(spec["seqlens_k"] or [spec["seqlen_k"]])) + 0.5
+        t["sinks"] = lse_estimate + torch.rand(h, device=DEVICE, dtype=torch.float32) * 4.0 - 2.0
     if spec["dropout_p"] > 0:
         t["rng_state"] = torch.tensor([random.getrandbits(62), random.getrandbits(32)], dtype=torch.int64,
                                       device=DEVICE)
@@ -1299,7 +1306,130 @@ def ctypes_layout_problems():
     return problems
 
 
+def tensor_from_aotk(at):
+    """A torch view of the CPU memory an aotk_tensor describes (the stand-in's way to read its args)."""
+    dtype = {v: k for k, v in TORCH_TO_AOTK_DTYPE.items()}[at.dtype]
+    shape, strides = list(at.shape[:at.rank]), list(at.strides[:at.rank])
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    flat = torch.frombuffer((ctypes.c_char * (span * itemsize)).from_address(at.data), dtype=dtype, count=span)
+    return flat.as_strided(shape, strides)
+
+
+class TorchStandIn:
+    """aotk_attn_fwd / aotk_attn_bwd in torch on the CPU, reading everything from the params struct
+    (--self-check only). With drop = a feature name, that feature is ignored (in `drop_in`: "fwd",
+    "bwd" or both), as a broken library would: the check must then fail."""
+
+    def __init__(self, drop=None, drop_in=("fwd", "bwd")):
+        self.drop, self.drop_in = drop, drop_in
+
+    def query(self, op, params):
+        return {"kernel_name": "torch stand-in", "arch": 0, "from_ptx": 0, "workspace_bytes": 0, "launches": 1,
+                "head_dim_qk": params.q.shape[params.q.rank - 1], "head_dim_v": params.v.shape[params.v.rank - 1],
+                "features": []}
+
+    def _problem(self, p, call):
+        spec = {"causal": bool(p.causal), "causal_align": p.causal_align, "window_left": p.window_left,
+                "window_right": p.window_right, "softcap": p.softcap, "dropout_p": p.dropout_p,
+                "seqlens_q": None, "seqlens_k": None}
+        t = {name: tensor_from_aotk(getattr(p, name)) for name in ("q", "k", "v")}
+        if p.cu_seqlens_q.data:
+            for side in ("q", "k"):
+                cu = tensor_from_aotk(getattr(p, f"cu_seqlens_{side}")).tolist()
+                spec[f"seqlens_{side}"] = [b - a for a, b in zip(cu, cu[1:])]
+            keep_shape = (len(spec["seqlens_q"]), t["q"].shape[1], p.max_seqlen_q, p.max_seqlen_k)
+        else:
+            keep_shape = (t["q"].shape[0], t["q"].shape[2], t["q"].shape[1], t["k"].shape[1])
+        for field in ("alibi_slopes", "sinks"):
+            if getattr(p, field).data:
+                t[field] = tensor_from_aotk(getattr(p, field))
+        keep = None
+        if p.dropout_p > 0:  # a keep mask that depends only on the RNG state, so the backward gets the forward's
+            seed, offset = tensor_from_aotk(p.rng_state).tolist()
+            g = torch.Generator().manual_seed((seed ^ offset) & (2 ** 63 - 1))
+            keep = torch.rand(keep_shape, generator=g) >= p.dropout_p
+            if p.dropout_mask.data:
+                tensor_from_aotk(p.dropout_mask).copy_(keep)
+        if self.drop is not None and call in self.drop_in:
+            d = self.drop
+            if d == "softcap":
+                spec["softcap"] = 0.0
+            elif d in ("alibi", "sinks"):
+                t.pop("alibi_slopes" if d == "alibi" else "sinks", None)
+            elif d == "window":
+                spec["window_left"] = -1
+            elif d == "align":
+                spec["causal_align"] = 1 - spec["causal_align"]
+            elif d == "causal":
+                spec["causal"] = False
+            elif d == "dropout":
+                keep = None
+            elif d == "varlen":  # one sequence across the packed ones (the keep mask no longer fits: dropped)
+                spec["seqlens_q"], spec["seqlens_k"] = [sum(spec["seqlens_q"])], [sum(spec["seqlens_k"])]
+                keep = None
+        return spec, t, keep
+
+    def attn_fwd(self, params_ref, stream):
+        p = params_ref._obj
+        spec, t, keep = self._problem(p, "fwd")
+        with torch.no_grad():
+            out, lse = reference_attention(t, spec, keep, torch.float32)
+        tensor_from_aotk(p.out).copy_(out)
+        if p.lse.data:
+            tensor_from_aotk(p.lse).copy_(lse)
+
+    def attn_bwd(self, params_ref, workspace, workspace_bytes, stream):
+        p = params_ref._obj
+        spec, t, keep = self._problem(p, "bwd")
+        names = ["q", "k", "v"] + (["sinks"] if "sinks" in t else [])
+        leaves = {n: t[n].float().requires_grad_(True) for n in names}
+        out, _ = reference_attention(t, spec, keep, torch.float32, leaves)
+        grads = torch.autograd.grad(out, [leaves[n] for n in names], tensor_from_aotk(p.dout).float())
+        for n, g in zip(names, grads):
+            if n != "sinks" or p.dsinks.data:
+                tensor_from_aotk(getattr(p, "d" + n)).copy_(g)
+
+
+# The feature each row's stand-in mutant ignores: its check must fail.
+STAND_IN_MUTANTS = {"causal": "causal", "causal-top-left": "align", f"window-{WINDOW_CAUSAL_LEFT}-0": "window",
+                    f"window-{WINDOW_SYMMETRIC[0]}-{WINDOW_SYMMETRIC[1]}": "window", "varlen": "varlen",
+                    "softcap": "softcap", "alibi": "alibi", "sinks": "sinks", "dropout": "dropout", "all": "window",
+                    "all-varlen": "varlen"}
+
+
+def stand_in_checks(report):
+    """feature_check of every feature row (at d = 64) against the stand-in, then against the mutant
+    that ignores the row's feature (in the backward only, for bwd rows). On the CPU, so the checks run
+    at 512 tokens with 2 heads, and windows shrink by the same factor 4 to keep cutting the rows."""
+    global DEVICE, CHECK_TOKENS, CHECK_HEADS, CHECK_BATCH, CHECK_VARLEN_SEQS
+    saved = DEVICE, CHECK_TOKENS, CHECK_HEADS, CHECK_BATCH, CHECK_VARLEN_SEQS
+    DEVICE, CHECK_TOKENS, CHECK_HEADS, CHECK_BATCH, CHECK_VARLEN_SEQS = "cpu", saved[1] // 4, 2, 1, 4
+    torch.manual_seed(0)
+    try:
+        for op in ("fwd_feat", "bwd_feat"):
+            backward = op == "bwd_feat"
+            for spec in feature_cases(op, [4096], [64]):
+                if spec["role"] == "base" and spec["head_dim_qk"] != 64:
+                    continue
+                spec = dict(spec, window_left=spec["window_left"] // 4 if spec["window_left"] > 0 else spec["window_left"],
+                            window_right=spec["window_right"] // 4 if spec["window_right"] > 0 else spec["window_right"])
+                failure, summary = feature_check(spec, TorchStandIn(), backward)
+                report(failure is None, f"{op} {spec['feature']}: the stand-in passes the check"
+                       + (f"; {failure}" if failure else ""))
+                drop = STAND_IN_MUTANTS.get(spec["feature"])
+                if drop:
+                    mutant = TorchStandIn(drop, ("bwd",) if backward else ("fwd",))
+                    failure, _ = feature_check(spec, mutant, backward)
+                    report(failure is not None, f"{op} {spec['feature']}: a stand-in ignoring {drop} fails the check"
+                           + (f" ({failure[:90]})" if failure else ""))
+    finally:
+        DEVICE, CHECK_TOKENS, CHECK_HEADS, CHECK_BATCH, CHECK_VARLEN_SEQS = saved
+
+
 def self_check():
+    """Checks what needs no GPU. Without torch: the ctypes layout, the pair counts, the case list.
+    With torch (CPU): also the reference's mask, and every feature row's check against a stand-in."""
     passed = failed = skipped = 0
 
     def report(ok, what):
@@ -1406,6 +1536,11 @@ def self_check():
                 bad.append((sq, sk, causal, align, wl, wr))
         report(not bad, "reference_mask keeps exactly sequence_pairs pairs on 300 small masks"
                + (f"; first mismatch {bad[0]}" if bad else ""))
+
+    # 7. With torch: the feature checks against a torch stand-in for libaotk (must pass) and against
+    # stand-ins that each ignore one feature (must fail).
+    if torch is not None:
+        stand_in_checks(report)
 
     print(f"self-check: {passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
