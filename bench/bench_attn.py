@@ -1412,8 +1412,8 @@ def stand_in_checks(report):
             for spec in feature_cases(op, [4096], [64]):
                 if spec["role"] == "base" and spec["head_dim_qk"] != 64:
                     continue
-                spec = dict(spec, window_left=spec["window_left"] // 4 if spec["window_left"] > 0 else spec["window_left"],
-                            window_right=spec["window_right"] // 4 if spec["window_right"] > 0 else spec["window_right"])
+                spec = dict(spec, **{side: spec[side] // 4 if spec[side] > 0 else spec[side]
+                                     for side in ("window_left", "window_right")})
                 failure, summary = feature_check(spec, TorchStandIn(), backward)
                 report(failure is None, f"{op} {spec['feature']}: the stand-in passes the check"
                        + (f"; {failure}" if failure else ""))
@@ -1486,7 +1486,8 @@ def self_check():
         ok = (len(lengths) == num_seqs and sum(lengths) == total and min(lengths) >= 1
               and lengths == varlen_lengths(num_seqs, total, seed)
               and max(lengths) - 1 <= spread * (min(lengths) + 1))
-        report(ok, f"varlen_lengths({num_seqs}, {total}): sum, range, repeatable (min {min(lengths)}, max {max(lengths)})")
+        report(ok, f"varlen_lengths({num_seqs}, {total}): sum, spread, repeatable "
+                   f"(min {min(lengths)}, max {max(lengths)})")
 
     # 5. The feature rows: baselines first, FLOPs, check sizes.
     for op in ("fwd_feat", "bwd_feat"):
