@@ -308,7 +308,7 @@ typedef struct aotk_kernel_info {
 #define AOTK_FEATURE_SINKS (1u << 5)
 #define AOTK_FEATURE_DROPOUT (1u << 6)
 #define AOTK_FEATURE_PADDED_HEAD_DIM (1u << 7) /* head_dim_qk or head_dim_v smaller than the compiled size */
-#define AOTK_FEATURE_EXTRAS_KERNEL (1u << 8)   /* runs the kernel variant with softcap/ALiBi/sinks/dropout code */
+#define AOTK_FEATURE_EXTRAS_KERNEL (1u << 8)   /* runs the kernel variant with softcap/ALiBi/dropout code */
 
 #define AOTK_KERNEL_INFO_INIT {.struct_size = sizeof(aotk_kernel_info)}
 

@@ -7,8 +7,9 @@ Every feature of issue 4 is a run-time argument here, so the variant count stays
   window_right = 0), with diag = seqlen_k - seqlen_q (bottom-right) or 0 (top-left). The rule decides
   the key (or query) range a program walks, split into blocks every row sees in full (no mask
   computed) and the blocks at the edges (masked), so the work grows with the window;
-- softcap, ALiBi, sinks and dropout: flags in `flags`, compiled only into the EXTRAS variant (the plain
-  variant keeps the inner loop of issue 2).
+- softcap, ALiBi and dropout: flags in `flags`, compiled only into the EXTRAS variant (the plain
+  variant keeps the inner loop of issue 2); sinks touch only the forward's epilogue and the backward's
+  pre-pass, so every variant takes them.
 """
 
 import triton
@@ -50,22 +51,17 @@ def diagonal(seqlen_q, seqlen_k, flags):
 
 
 @triton.jit
-def key_ranges(first_row, last_row, seqlen_k, diag, window_left, window_right, BLOCK_N: tl.constexpr):
+def key_ranges(first_row, last_row, seqlen_k, diag, lo_rel, hi_rel, BLOCK_N: tl.constexpr):
     """For query rows first_row..last_row: key ranges [lo, full_lo) masked, [full_lo, full_hi) seen in
     full by every row (and all < seqlen_k), [full_hi, hi) masked. lo is a multiple of BLOCK_N, as is
-    every range start that is not empty."""
-    lo = seqlen_k * 0
-    full_lo = seqlen_k * 0
-    hi = seqlen_k
-    full_hi = seqlen_k
-    if window_left >= 0:
-        lo = tl.maximum(first_row + diag - window_left, 0)
-        full_lo = tl.maximum(last_row + diag - window_left, 0)
-    if window_right >= 0:
-        hi = tl.minimum(last_row + diag + window_right + 1, seqlen_k)
-        full_hi = tl.minimum(first_row + diag + window_right + 1, seqlen_k)
-    hi = tl.maximum(hi, 0)
-    full_hi = tl.maximum(full_hi, 0)
+    every range start that is not empty. Scalar arithmetic in int64, so unbounded windows (the int32
+    extremes of window_bounds) cannot overflow."""
+    first = first_row.to(tl.int64) + diag
+    last = last_row.to(tl.int64) + diag
+    lo = tl.minimum(tl.maximum(first + lo_rel, 0), seqlen_k).to(tl.int32)
+    full_lo = tl.minimum(tl.maximum(last + lo_rel, 0), seqlen_k).to(tl.int32)
+    hi = tl.maximum(tl.minimum(last + hi_rel + 1, seqlen_k), 0).to(tl.int32)
+    full_hi = tl.maximum(tl.minimum(first + hi_rel + 1, seqlen_k), 0).to(tl.int32)
     lo = (lo // BLOCK_N) * BLOCK_N
     full_lo = tl.minimum(tl.maximum(tl.cdiv(full_lo, BLOCK_N) * BLOCK_N, lo), hi)
     full_hi = tl.maximum(tl.minimum((full_hi // BLOCK_N) * BLOCK_N, hi), full_lo)
@@ -73,23 +69,17 @@ def key_ranges(first_row, last_row, seqlen_k, diag, window_left, window_right, B
 
 
 @triton.jit
-def query_ranges(first_col, last_col, seqlen_q, diag, window_left, window_right, partial_block,
-                 BLOCK_M: tl.constexpr):
+def query_ranges(first_col, last_col, seqlen_q, diag, lo_rel, hi_rel, partial_block, BLOCK_M: tl.constexpr):
     """The transpose of key_ranges, for keys first_col..last_col: the query rows that see some of
     them ([lo, hi)), and within that [full_lo, full_hi), rows that see all of them (empty when the key
-    block is partial, since its missing keys need the mask)."""
-    lo = seqlen_q * 0
-    full_lo = seqlen_q * 0
-    hi = seqlen_q
-    full_hi = seqlen_q
-    if window_right >= 0:
-        lo = tl.maximum(first_col - diag - window_right, 0)
-        full_lo = tl.maximum(last_col - diag - window_right, 0)
-    if window_left >= 0:
-        hi = tl.minimum(last_col - diag + window_left + 1, seqlen_q)
-        full_hi = tl.minimum(first_col - diag + window_left + 1, seqlen_q)
-    hi = tl.maximum(hi, 0)
-    full_hi = tl.maximum(full_hi, 0)
+    block is partial, since its missing keys need the mask). Row i sees key j when
+    j - diag - hi_rel <= i <= j - diag - lo_rel."""
+    first = first_col.to(tl.int64) - diag
+    last = last_col.to(tl.int64) - diag
+    lo = tl.minimum(tl.maximum(first - hi_rel, 0), seqlen_q).to(tl.int32)
+    full_lo = tl.minimum(tl.maximum(last - hi_rel, 0), seqlen_q).to(tl.int32)
+    hi = tl.maximum(tl.minimum(last - lo_rel + 1, seqlen_q), 0).to(tl.int32)
+    full_hi = tl.maximum(tl.minimum(first - lo_rel + 1, seqlen_q), 0).to(tl.int32)
     if partial_block:
         full_lo = hi
     lo = (lo // BLOCK_M) * BLOCK_M
@@ -99,15 +89,36 @@ def query_ranges(first_col, last_col, seqlen_q, diag, window_left, window_right,
 
 
 @triton.jit
-def visible(rows, cols, seqlen_q, seqlen_k, diag, window_left, window_right):
-    """[rows, cols] mask of the pairs the window rule and the lengths allow."""
-    ok = (cols[None, :] < seqlen_k) & (rows[:, None] < seqlen_q)
-    rel = cols[None, :] - rows[:, None] - diag
-    if window_left >= 0:
-        ok = ok & (rel >= -window_left)
-    if window_right >= 0:
-        ok = ok & (rel <= window_right)
-    return ok
+def window_bounds(window_left, window_right):
+    """The window as bounds on rel = j - i - diag, with -1 (unbounded) as the int32 extremes. rel itself
+    stays in range: j - i - diag lies in (-seqlen_k, seqlen_q) bottom-right and (-seqlen_q, seqlen_k)
+    top-left (give or take a block of padding rows and keys)."""
+    lo_rel = tl.where(window_left >= 0, -window_left, -2147483647)
+    hi_rel = tl.where(window_right >= 0, window_right, 2147483647)
+    return lo_rel, hi_rel
+
+
+@triton.jit
+def key_bounds(rows, seqlen_k, diag, lo_rel, hi_rel):
+    """Per query row, the first and last key it sees (first > last: none), from the window rule and the
+    key length; computed once per program in int64 (unbounded windows are the int32 extremes), so the
+    masked inner loop only compares: cols >= first & cols <= last. Rows past the query length need no
+    mask: they are never stored, and the backward's padded statistics zero them."""
+    base = rows.to(tl.int64) + diag
+    first = tl.minimum(tl.maximum(base + lo_rel, 0), seqlen_k).to(tl.int32)
+    last = tl.maximum(tl.minimum(base + hi_rel, seqlen_k - 1), -1).to(tl.int32)
+    return first, last
+
+
+@triton.jit
+def query_bounds(cols, seqlen_q, seqlen_k, diag, lo_rel, hi_rel):
+    """The transpose: per key, the first and last query row that sees it (none for keys past the key
+    length). Row i sees key j when j - diag - hi_rel <= i <= j - diag - lo_rel."""
+    base = cols.to(tl.int64) - diag
+    first = tl.minimum(tl.maximum(base - hi_rel, 0), seqlen_q).to(tl.int32)
+    last = tl.maximum(tl.minimum(base - lo_rel, seqlen_q - 1), -1).to(tl.int32)
+    last = tl.where(cols < seqlen_k, last, -1)
+    return first, last
 
 
 @triton.jit
@@ -165,15 +176,3 @@ def rng_state(RngState):
     key = seed ^ (offset & -4294967296)
     offset_lo = (offset & 4294967295).to(tl.uint32)
     return key, offset_lo
-
-
-@triton.jit
-def visible_t(cols, rows, seqlen_q, seqlen_k, diag, window_left, window_right):
-    """visible(), transposed: [cols, rows], for the backward's key-major pass."""
-    ok = (cols[:, None] < seqlen_k) & (rows[None, :] < seqlen_q)
-    rel = cols[:, None] - rows[None, :] - diag
-    if window_left >= 0:
-        ok = ok & (rel >= -window_left)
-    if window_right >= 0:
-        ok = ok & (rel <= window_right)
-    return ok

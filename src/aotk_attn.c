@@ -500,7 +500,8 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   problem->dropout_p = params->dropout_p;
   problem->write_dropout_mask = params->dropout_mask.data != NULL;
   problem->write_lse = lse->data != NULL;
-  problem->extras = problem->softcap > 0.0f || problem->alibi || problem->sinks || problem->dropout_p > 0.0f;
+  /* Sinks need no EXTRAS kernel: they touch only the forward's epilogue and the backward's pre-pass. */
+  problem->extras = problem->softcap > 0.0f || problem->alibi || problem->dropout_p > 0.0f;
   problem->aligned = tensor_aligned16(q) && tensor_aligned16(k) && tensor_aligned16(v) && tensor_aligned16(out);
   return AOTK_OK;
 }
@@ -592,7 +593,7 @@ aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, i
                       "no sm_%d %s kernel for %s, head dims %lld/%lld, %s inputs%s in this build%s%s%s", arch,
                       family_name(family), dtype_name(problem->dtype), (long long)problem->head_dim_qk,
                       (long long)problem->head_dim_v, problem->aligned ? "16-byte-aligned" : "unaligned",
-                      problem->extras ? " with softcap/ALiBi/sinks/dropout" : "",
+                      problem->extras ? " with softcap/ALiBi/dropout" : "",
                       aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter,
                       aotk__kernel_filter[0] ? ")" : "");
   }
