@@ -26,9 +26,9 @@ is -sum_i exp(sink - lse_i) * delta_i.
 import triton
 import triton.language as tl
 
-from attn_common import (FLAG_DROPOUT, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP, FLAG_ALIBI, LOG2E, diagonal,
-                         dropout_keep, key_ranges, modified_scores, query_ranges, rng_state, sequence, visible,
-                         visible_t)
+from attn_common import (FLAG_ALIBI, FLAG_DROPOUT, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP, LOG2E, diagonal,
+                         dropout_keep, key_bounds, key_ranges, modified_scores, query_bounds, query_ranges, rng_state,
+                         sequence, window_bounds)
 
 
 @triton.jit
@@ -134,8 +134,10 @@ def attn_bwd_dkdv(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK,
 
     diag = diagonal(sq, sk, flags)
     last_col = tl.minimum(start_n + BLOCK_N, sk) - 1
-    lo, full_lo, full_hi, hi = query_ranges(start_n, last_col, sq, diag, window_left, window_right,
+    lo_rel, hi_rel = window_bounds(window_left, window_right)
+    lo, full_lo, full_hi, hi = query_ranges(start_n, last_col, sq, diag, lo_rel, hi_rel,
                                             start_n + BLOCK_N > sk, BLOCK_M)
+    first_row, last_row = query_bounds(offs_n, sq, sk, diag, lo_rel, hi_rel)
     seed = tl.zeros([], dtype=tl.int64)
     offset_lo = tl.zeros([], dtype=tl.uint32)
     threshold = dropout_threshold.to(tl.uint32, bitcast=True)
@@ -156,18 +158,15 @@ def attn_bwd_dkdv(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK,
             if (flags & FLAG_ALIBI) != 0:
                 slope_log2 = tl.load(AlibiSlopes + batch64 * stride_ab + head_q) * LOG2E
         dk, dv = _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
-                                   stride_qs, stride_dos, lo, full_lo, sq, sk, offs_m, offs_n, offs_dqk, offs_dv,
-                                   dqk_ok, dv_ok, diag, window_left, window_right, flags, qk_scale_log2,
-                                   softcap_scale, softcap_log2, slope_log2, seed, offset_lo, stream, threshold,
-                                   dropout_scale, start_n, BLOCK_M, BLOCK_N, True, EXTRAS)
-        dk, dv = _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
-                                   stride_qs, stride_dos, full_lo, full_hi, sq, sk, offs_m, offs_n, offs_dqk,
-                                   offs_dv, dqk_ok, dv_ok, diag, window_left, window_right, flags, qk_scale_log2,
+                                   stride_qs, stride_dos, full_lo, full_hi, full_hi, full_hi, sq, sk, offs_m, offs_n,
+                                   offs_dqk, offs_dv,
+                                   dqk_ok, dv_ok, diag, first_row, last_row, flags, qk_scale_log2,
                                    softcap_scale, softcap_log2, slope_log2, seed, offset_lo, stream, threshold,
                                    dropout_scale, start_n, BLOCK_M, BLOCK_N, False, EXTRAS)
         dk, dv = _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
-                                   stride_qs, stride_dos, full_hi, hi, sq, sk, offs_m, offs_n, offs_dqk, offs_dv,
-                                   dqk_ok, dv_ok, diag, window_left, window_right, flags, qk_scale_log2,
+                                   stride_qs, stride_dos, lo, hi, full_lo, full_hi, sq, sk, offs_m, offs_n, offs_dqk,
+                                   offs_dv,
+                                   dqk_ok, dv_ok, diag, first_row, last_row, flags, qk_scale_log2,
                                    softcap_scale, softcap_log2, slope_log2, seed, offset_lo, stream, threshold,
                                    dropout_scale, start_n, BLOCK_M, BLOCK_N, True, EXTRAS)
 
@@ -180,14 +179,20 @@ def attn_bwd_dkdv(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK,
 
 @triton.jit
 def _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
-                      stride_qs, stride_dos, lo, hi, seqlen_q, seqlen_k, offs_m, offs_n, offs_dqk, offs_dv,
-                      dqk_ok, dv_ok, diag, window_left, window_right, flags, qk_scale_log2,
+                      stride_qs, stride_dos, lo, hi, gap_lo, gap_hi, seqlen_q, seqlen_k, offs_m, offs_n, offs_dqk,
+                      offs_dv,
+                      dqk_ok, dv_ok, diag, first_row, last_row, flags, qk_scale_log2,
                       softcap_scale, softcap_log2, slope_log2, seed, offset_lo, stream, threshold, dropout_scale,
                       start_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
                       EXTRAS: tl.constexpr):
     # Transposed formulation: the key block is the M side of every product, so dK and dV accumulate
     # in registers as [BLOCK_N, HEAD_DIM].
-    for start_m in range(lo, hi, BLOCK_M):
+    # Query blocks of [lo, hi) outside [gap_lo, gap_hi), in one loop (see attn_fwd's _attn_fwd_block_range).
+    count = tl.cdiv(gap_lo - lo, BLOCK_M) + tl.cdiv(hi - gap_hi, BLOCK_M)
+    for i in range(0, count):
+        start_m = lo + i * BLOCK_M
+        start_m = tl.where(start_m >= gap_lo, start_m + (gap_hi - gap_lo), start_m)
+        start_m = tl.multiple_of(start_m, BLOCK_M)
         rows = start_m + offs_m
         if MASKED:
             row_ok = rows < seqlen_q
@@ -208,7 +213,7 @@ def _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
         else:
             p_t = tl.math.exp2(qk_t * qk_scale_log2 - lse[None, :])
         if MASKED:
-            p_t = tl.where(visible_t(offs_n, rows, seqlen_q, seqlen_k, diag, window_left, window_right), p_t, 0.0)
+            p_t = tl.where((rows[None, :] >= first_row[:, None]) & (rows[None, :] <= last_row[:, None]), p_t, 0.0)
         dp_t = tl.dot(v, tl.trans(do))  # [BLOCK_N, BLOCK_M]
         if EXTRAS:
             pd_t = p_t
@@ -276,7 +281,9 @@ def attn_bwd_dq(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK, Alibi
 
     diag = diagonal(sq, sk, flags)
     last_row = tl.minimum(start_m + BLOCK_M, sq) - 1
-    lo, full_lo, full_hi, hi = key_ranges(start_m, last_row, sk, diag, window_left, window_right, BLOCK_N)
+    lo_rel, hi_rel = window_bounds(window_left, window_right)
+    lo, full_lo, full_hi, hi = key_ranges(start_m, last_row, sk, diag, lo_rel, hi_rel, BLOCK_N)
+    first_key, last_key = key_bounds(rows, sk, diag, lo_rel, hi_rel)
     slope_log2 = qk_scale_log2 * 0.0
     seed = tl.zeros([], dtype=tl.int64)
     offset_lo = tl.zeros([], dtype=tl.uint32)
@@ -287,16 +294,14 @@ def attn_bwd_dq(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK, Alibi
         if (flags & FLAG_DROPOUT) != 0:
             seed, offset_lo = rng_state(RngState)
 
-    dq = _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, lo, full_lo, rows, sq, sk,
-                         offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, window_left, window_right, flags,
-                         qk_scale_log2, softcap_scale, softcap_log2, slope_log2, seed, offset_lo, bh, threshold,
-                         dropout_scale, BLOCK_M, BLOCK_N, True, EXTRAS)
-    dq = _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, full_lo, full_hi, rows, sq, sk,
-                         offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, window_left, window_right, flags,
+    dq = _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs,
+                         full_lo, full_hi, full_hi, full_hi, rows, first_key, last_key, sk,
+                         offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, lo_rel, hi_rel, flags,
                          qk_scale_log2, softcap_scale, softcap_log2, slope_log2, seed, offset_lo, bh, threshold,
                          dropout_scale, BLOCK_M, BLOCK_N, False, EXTRAS)
-    dq = _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, full_hi, hi, rows, sq, sk,
-                         offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, window_left, window_right, flags,
+    dq = _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs,
+                         lo, hi, full_lo, full_hi, rows, first_key, last_key, sk,
+                         offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, lo_rel, hi_rel, flags,
                          qk_scale_log2, softcap_scale, softcap_log2, slope_log2, seed, offset_lo, bh, threshold,
                          dropout_scale, BLOCK_M, BLOCK_N, True, EXTRAS)
     dq = dq * softmax_scale
@@ -305,12 +310,17 @@ def attn_bwd_dq(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK, Alibi
 
 
 @triton.jit
-def _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, lo, hi, rows, seqlen_q, seqlen_k,
-                    offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, window_left, window_right, flags,
+def _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs, lo, hi, gap_lo, gap_hi, rows,
+                    first_key, last_key, seqlen_k,
+                    offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok, diag, lo_rel, hi_rel, flags,
                     qk_scale_log2, softcap_scale, softcap_log2, slope_log2, seed, offset_lo, stream, threshold,
                     dropout_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
                     EXTRAS: tl.constexpr):
-    for start_n in range(lo, hi, BLOCK_N):
+    # Blocks of [lo, hi) outside [gap_lo, gap_hi), in one loop (see attn_fwd's _attn_fwd_block_range).
+    count = tl.cdiv(gap_lo - lo, BLOCK_N) + tl.cdiv(hi - gap_hi, BLOCK_N)
+    for i in range(0, count):
+        start_n = lo + i * BLOCK_N
+        start_n = tl.where(start_n >= gap_lo, start_n + (gap_hi - gap_lo), start_n)
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
         if MASKED:
@@ -329,7 +339,7 @@ def _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs,
         else:
             p = tl.math.exp2(qk * qk_scale_log2 - lse[:, None])
         if MASKED:
-            p = tl.where(visible(rows, cols, seqlen_q, seqlen_k, diag, window_left, window_right), p, 0.0)
+            p = tl.where((cols[None, :] >= first_key[:, None]) & (cols[None, :] <= last_key[:, None]), p, 0.0)
         dp = tl.dot(do, tl.trans(v))
         if EXTRAS:
             if (flags & FLAG_DROPOUT) != 0:
