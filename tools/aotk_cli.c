@@ -30,7 +30,9 @@ static int command_info(void) {
   if (built != info.catalog_kernels) {
     printf("filtered build: %d of the catalog's %d kernels\n", built, info.catalog_kernels);
   }
-  printf("attention forward and backward: fp16, bf16; head_dim 64, 128; causal (bottom-right); GQA/MQA; any strides\n");
+  printf("attention forward and backward: fp16, bf16; head dims 8-256 (multiples of 8; q/k and v may differ;\n"
+         "  compiled 32, 64, 128, 256, 256/128); causal and sliding windows, bottom-right or top-left; varlen;\n"
+         "  softcap, ALiBi, sinks, dropout (Philox); GQA/MQA; any strides\n");
   return 0;
 }
 
