@@ -3,7 +3,7 @@
  * validation, and dispatch and launch through a fake driver, for the forward and for the backward
  * (its three kernels, its workspace, and the tuning of its dK/dV pass by seqlen_k), and for the
  * features of 0.2: the variable-length layout, windows, head dims of any multiple of 8, softcap, ALiBi,
- * sinks and their gradient, dropout and its mask, and callers built against 0.1.
+ * sinks and their gradient, dropout and its mask.
  *
  * No GPU is needed, and none is used where one exists: every case that gets past validation runs
  * against a fake driver table installed with aotk__driver_set_for_testing (SQLite's fault
@@ -204,7 +204,7 @@ enum dq_param {
   DQ_PARAM_COUNT
 };
 
-enum { MAX_LAUNCH_PARAMS = 64, LAUNCH_LOG_SIZE = 8 };
+enum { MAX_LAUNCH_PARAMS = 64, LAUNCH_LOG_SIZE = 8, GIVEN_KERNELS_MAX = 1024 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
 _Static_assert((int)MASK_PARAM_COUNT == sizeof ATTN_DROPOUT_MASK_KINDS HIDDEN_KINDS - 1, "dropout-mask parameter list");
 _Static_assert((int)PRE_PARAM_COUNT == sizeof ATTN_BWD_PREPROCESS_KINDS HIDDEN_KINDS - 1, "preprocess parameter list");
@@ -240,9 +240,14 @@ static struct fake_gpu {
   /* Record. */
   int calls[DRIVER_FUNCTION_COUNT];
   int loaded_images, loaded_elf, loaded_ptx;
-  char requested_function[64];
   CUkernel last_kernel;
   int set_attribute, set_attribute_value;
+  /* Every kernel handle given out since install, and the dynamic shared memory each opted in to. */
+  struct given_kernel {
+    CUkernel kernel;
+    int shared_opt_in;
+  } given[GIVEN_KERNELS_MAX];
+  int given_count;
   int launches;
   recorded_launch launch;                    /* the latest */
   recorded_launch launch_log[LAUNCH_LOG_SIZE]; /* the first launches since install or reset_launch_log */
@@ -332,19 +337,28 @@ static CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, con
   int id = 0;
   while (id < KERNEL_COUNT && strcmp(kernel_signatures[id].function, name) != 0) id++;
   if (id == KERNEL_COUNT) return CUDA_ERROR_INVALID_VALUE; /* no such .entry in any aotk image */
-  snprintf(fake.requested_function, sizeof fake.requested_function, "%s", name);
   fake.last_kernel = (CUkernel)(uintptr_t)(FAKE_KERNEL_BASE + KERNEL_HANDLE_STRIDE * (unsigned)id +
                                            16u * (unsigned)fake.loaded_images);
+  if (fake.given_count < GIVEN_KERNELS_MAX) {
+    fake.given[fake.given_count].kernel = fake.last_kernel;
+    fake.given[fake.given_count].shared_opt_in = 0;
+    fake.given_count++;
+  }
   *kernel = fake.last_kernel;
   return CUDA_SUCCESS;
 }
 
 static CUresult fake_cuKernelSetAttribute(int attribute, int value, CUkernel kernel, CUdevice device) {
   fake.calls[CALL_cuKernelSetAttribute]++;
-  (void)kernel, (void)device;
+  (void)device;
   if (fake.set_attribute_result != CUDA_SUCCESS) return fake.set_attribute_result;
   fake.set_attribute = attribute;
   fake.set_attribute_value = value;
+  for (int i = 0; i < fake.given_count; i++) {
+    if (fake.given[i].kernel == kernel && attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+      fake.given[i].shared_opt_in = value;
+    }
+  }
   return CUDA_SUCCESS;
 }
 
@@ -435,6 +449,12 @@ enum {
   SHARED_SM120 = 99 * 1024,
 };
 
+/* A GPU a case pretends to be. */
+typedef struct gpu {
+  int compute_capability, max_shared_bytes;
+  int arch, from_ptx; /* the image it must run */
+} gpu;
+
 static void reset_calls(void) { memset(fake.calls, 0, sizeof fake.calls); }
 
 static void reset_launch_log(void) { fake.logged_launches = 0; }
@@ -455,6 +475,14 @@ static const char *called_functions(void) {
     snprintf(list + used, sizeof list - used, "%s%s x%d", used ? ", " : "", driver_function_names[i], fake.calls[i]);
   }
   return list;
+}
+
+/* The given_kernel record of the handle a launch named, or NULL if the fake never gave it out. */
+static const struct given_kernel *given_kernel_of(CUfunction function) {
+  for (int i = 0; i < fake.given_count; i++) {
+    if ((void *)fake.given[i].kernel == (void *)function) return &fake.given[i];
+  }
+  return NULL;
 }
 
 static int64_t arg_i64(const recorded_launch *launch, int index) {
@@ -480,12 +508,6 @@ static uint64_t arg_pointer(const recorded_launch *launch, int index) {
   memcpy(&value, launch->args[index], sizeof value);
   return value;
 }
-
-/* The latest launch's arguments. */
-static int64_t launch_arg_i64(int index) { return arg_i64(&fake.launch, index); }
-static int32_t launch_arg_i32(int index) { return arg_i32(&fake.launch, index); }
-static float launch_arg_f32(int index) { return arg_f32(&fake.launch, index); }
-static uint64_t launch_arg_pointer(int index) { return arg_pointer(&fake.launch, index); }
 
 /* ---- problems ------------------------------------------------------------------------------- */
 
@@ -1676,6 +1698,7 @@ static void test_fwd_ignores_bwd_fields(void) {
       memset(&dirty.dq, 0x5A, sizeof dirty.dq);
       memset(&dirty.dk, 0xFF, sizeof dirty.dk);
       memset(&dirty.dv, 0x81, sizeof dirty.dv);
+      memset(&dirty.dsinks, 0x77, sizeof dirty.dsinks);
       dirty.deterministic = 12345;
     } else if (variant == 1) { /* plausible tensors, each with one defect the backward refuses */
       dirty = valid_bwd_params();
@@ -1683,6 +1706,7 @@ static void test_fwd_ignores_bwd_fields(void) {
       dirty.dq.dtype = AOTK_DTYPE_FLOAT32;
       dirty.dk.strides[3] = 2;
       dirty.dv.data = byte_offset(FAKE_DV, 1);
+      dirty.dsinks = aotk_tensor_1d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, 3); /* and no sinks */
       dirty.deterministic = -7;
     } else { /* valid backward params: the forward runs exactly as without them */
       dirty = valid_bwd_params();
@@ -2087,7 +2111,8 @@ static feature_expectation expect_features(const aotk_attn_params *params, int64
   e.varlen = params->cu_seqlens_q.data != NULL;
   e.window_left = params->window_left;
   e.window_right = causal ? 0 : params->window_right;
-  e.extras = params->softcap > 0.0f || params->alibi_slopes.data != NULL || params->sinks.data != NULL || p > 0.0f;
+  /* Sinks need no EXTRAS kernel (only the forward's epilogue and the backward's pre-pass see them). */
+  e.extras = params->softcap > 0.0f || params->alibi_slopes.data != NULL || p > 0.0f;
   e.flags = (params->lse.data != NULL ? FLAG_WRITE_LSE : 0) | (e.varlen ? FLAG_VARLEN : 0) |
             (params->causal_align == AOTK_ALIGN_TOP_LEFT ? FLAG_TOP_LEFT : 0) |
             (params->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (params->alibi_slopes.data != NULL ? FLAG_ALIBI : 0) |
@@ -2172,12 +2197,9 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
 
   CHECK_MSG(launch->kernel == KERNEL_ATTN_FWD, "%s: the first launch is %s", what,
             kernel_signatures[launch->kernel].function);
-  if (!mask) {
-    CHECK_MSG(strcmp(fake.requested_function, row->function_name) == 0, "%s: asked the library for \"%s\"", what,
-              fake.requested_function);
-    CHECK_MSG(launch->function == (CUfunction)(void *)fake.last_kernel, "%s: launched a handle the driver never gave",
-              what);
-  }
+  const struct given_kernel *given = given_kernel_of(launch->function);
+  CHECK_MSG(given != NULL, "%s: launched a handle the driver never gave", what);
+  /* The handle encodes the .entry name the library asked for: launch->kernel above is it. */
   CHECK_MSG(info.from_ptx ? fake.loaded_ptx > 0 : fake.loaded_elf > 0, "%s: loaded %d ELF and %d PTX images, from_ptx %d",
             what, fake.loaded_elf, fake.loaded_ptx, info.from_ptx);
   CHECK_MSG(launch->grid[0] == (unsigned)grid && launch->grid[1] == 1 && launch->grid[2] == 1,
@@ -2190,10 +2212,10 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
             launch->shared_bytes, info.shared_bytes);
   CHECK(launch->stream == (CUstream)FAKE_STREAM);
   CHECK(launch->extra == NULL);
-  if (info.shared_bytes > 48 * 1024) {
-    CHECK_MSG(fake.set_attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
-                  (fake.set_attribute_value == info.shared_bytes || mask),
-              "%s: shared-memory opt-in attribute %d = %d", what, fake.set_attribute, fake.set_attribute_value);
+  if (given != NULL) { /* above 48 KiB of dynamic shared memory the kernel must have opted in */
+    const int opt_in = info.shared_bytes > 48 * 1024 ? info.shared_bytes : 0;
+    CHECK_MSG(given->shared_opt_in == opt_in, "%s: %s (%d bytes) opted in to %d bytes", what, info.kernel_name,
+              info.shared_bytes, given->shared_opt_in);
   }
 
   const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *out = &params->out, *lse = &params->lse;
@@ -2364,10 +2386,10 @@ static void expected_bwd_grids(const problem *p, const aotk__kernel_entry *const
   grids[2] = ceil_div(p->seqlen_q, rows[2]->block_m) * p->batch * p->heads_q;
 }
 
-/* The arguments dK/dV and dQ share after their strides, from stride_ab (index `base`) on. */
+/* The arguments dK/dV and dQ share: stride_ab, and from head_dim_qk8 on (the indices given). */
 static void check_bwd_feature_args(const char *what, const char *kernel, const recorded_launch *launch,
-                                   const aotk_attn_params *params, const problem *p,
-                                   const feature_expectation *expected, int stride_ab, int head_dim_qk8) {
+                                   const problem *p, const feature_expectation *expected, int stride_ab,
+                                   int head_dim_qk8) {
   CHECK_MSG(arg_i64(launch, stride_ab) == expected->alibi_batch_stride, "%s: %s's stride_ab %lld, expected %lld", what,
             kernel, (long long)arg_i64(launch, stride_ab), (long long)expected->alibi_batch_stride);
   check_int(what, kernel, launch, head_dim_qk8, p->head_dim / 8, "head_dim_qk8");
@@ -2384,7 +2406,6 @@ static void check_bwd_feature_args(const char *what, const char *kernel, const r
             "%s: %s's dropout_threshold %u, expected %u", what, kernel, (uint32_t)arg_i32(launch, head_dim_qk8 + 9),
             expected->dropout_threshold);
   check_float(what, kernel, launch, head_dim_qk8 + 10, expected->dropout_scale, "dropout_scale");
-  (void)params;
 }
 
 /* aotk_query(AOTK_OP_ATTN_BWD) and then aotk_attn_bwd with exactly the reported workspace: the query
@@ -2517,7 +2538,7 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
   check_int(what, kernel, dkdv, DKDV_GROUP_SIZE, p->heads_q / p->heads_kv, "group_size");
   check_int(what, kernel, dkdv, DKDV_NUM_N_BLOCKS, ceil_div(p->seqlen_k, rows[1]->block_n), "num_n_blocks");
   check_int(what, kernel, dkdv, DKDV_STATS_STRIDE, stats_stride(p), "stats_stride");
-  check_bwd_feature_args(what, kernel, dkdv, params, p, &expected, DKDV_STRIDE_AB, DKDV_HEAD_DIM_QK8);
+  check_bwd_feature_args(what, kernel, dkdv, p, &expected, DKDV_STRIDE_AB, DKDV_HEAD_DIM_QK8);
 
   const recorded_launch *dq_launch = &fake.launch_log[2];
   kernel = "attn_bwd_dq";
@@ -2537,7 +2558,7 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
   check_int(what, kernel, dq_launch, DQ_GROUP_SIZE, p->heads_q / p->heads_kv, "group_size");
   check_int(what, kernel, dq_launch, DQ_NUM_M_BLOCKS, ceil_div(p->seqlen_q, rows[2]->block_m), "num_m_blocks");
   check_int(what, kernel, dq_launch, DQ_STATS_STRIDE, stats_stride(p), "stats_stride");
-  check_bwd_feature_args(what, kernel, dq_launch, params, p, &expected, DQ_STRIDE_AB, DQ_HEAD_DIM_QK8);
+  check_bwd_feature_args(what, kernel, dq_launch, p, &expected, DQ_STRIDE_AB, DQ_HEAD_DIM_QK8);
   if (!dsinks) return;
 
   /* The sink reduction: one program per query head sums its batch * pre-pass-blocks partials. */
@@ -2589,6 +2610,406 @@ static void test_bwd_launch_arguments(void) {
   params.causal = 1;
   params.dv.data = byte_offset(FAKE_DV, 2);
   check_bwd_launch("fp16 d64 GQA causal, seqlen_q > seqlen_k, unaligned", &params, &long_queries);
+  uninstall_fake_gpu();
+}
+
+/* ---- the 0.2 features' launches --------------------------------------------------------------- */
+
+/* One forward case: a problem and what to turn on. */
+typedef struct feature_case {
+  const char *what;
+  problem shape;
+  void (*set)(aotk_attn_params *params, const problem *p);
+} feature_case;
+
+static void causal(aotk_attn_params *a, const problem *p) { (void)p, a->causal = 1; }
+static void causal_top_left(aotk_attn_params *a, const problem *p) {
+  (void)p, a->causal = 1, a->causal_align = AOTK_ALIGN_TOP_LEFT;
+}
+static void causal_explicit_right_0(aotk_attn_params *a, const problem *p) {
+  (void)p, a->causal = 1, a->window_right = 0;
+}
+static void causal_window_left(aotk_attn_params *a, const problem *p) {
+  (void)p, a->causal = 1, a->window_left = 64, a->window_right = -1;
+}
+static void window_left_only(aotk_attn_params *a, const problem *p) { (void)p, a->window_left = 100, a->window_right = -1; }
+static void window_right_only(aotk_attn_params *a, const problem *p) { (void)p, a->window_left = -1, a->window_right = 5; }
+static void window_both(aotk_attn_params *a, const problem *p) { (void)p, a->window_left = 16, a->window_right = 3; }
+static void window_diagonal(aotk_attn_params *a, const problem *p) { (void)p, a->window_left = 0, a->window_right = 0; }
+static void window_top_left(aotk_attn_params *a, const problem *p) {
+  (void)p, a->window_left = 10, a->window_right = 10, a->causal_align = AOTK_ALIGN_TOP_LEFT;
+}
+static void top_left_alone(aotk_attn_params *a, const problem *p) { (void)p, a->causal_align = AOTK_ALIGN_TOP_LEFT; }
+static void softcap_30(aotk_attn_params *a, const problem *p) { (void)p, a->softcap = 30.0f; }
+static void softcap_scale(aotk_attn_params *a, const problem *p) {
+  (void)p, a->softcap = 50.0f, a->softmax_scale = 0.0625f, a->causal = 1;
+}
+static void alibi_per_head(aotk_attn_params *a, const problem *p) {
+  a->alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p->heads_q);
+}
+static void alibi_per_sequence(aotk_attn_params *a, const problem *p) { /* rows padded to a distinct stride */
+  a->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p->batch, p->heads_q);
+  a->alibi_slopes.strides[0] = p->heads_q + 24;
+}
+static void alibi_broadcast(aotk_attn_params *a, const problem *p) { /* one row for every sequence */
+  alibi_per_sequence(a, p);
+  a->alibi_slopes.strides[0] = 0;
+}
+static void sinks_on(aotk_attn_params *a, const problem *p) {
+  a->sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, p->heads_q);
+}
+static void dropout_on(aotk_attn_params *a, const problem *p) {
+  (void)p, a->dropout_p = 0.1f, a->rng_state = aotk_tensor_1d(FAKE_RNG_STATE, AOTK_DTYPE_INT64, 2);
+}
+static void dropout_half(aotk_attn_params *a, const problem *p) { dropout_on(a, p), a->dropout_p = 0.5f; }
+static void dropout_tiny(aotk_attn_params *a, const problem *p) { dropout_on(a, p), a->dropout_p = 1e-6f; }
+static void dropout_almost_all(aotk_attn_params *a, const problem *p) {
+  dropout_on(a, p), a->dropout_p = 0.99999994f; /* the largest float below 1 */
+}
+static void dropout_off_rng_given(aotk_attn_params *a, const problem *p) { /* the state is ignored */
+  dropout_on(a, p), a->dropout_p = 0.0f;
+}
+static void dropout_mask_on(aotk_attn_params *a, const problem *p) {
+  dropout_on(a, p);
+  a->dropout_mask = mask_for(a);
+}
+static void dropout_mask_padded(aotk_attn_params *a, const problem *p) { /* rows padded, heads far apart */
+  dropout_mask_on(a, p);
+  aotk_tensor *m = &a->dropout_mask;
+  m->strides[2] = m->shape[3] + 64, m->strides[1] = m->shape[2] * m->strides[2] + 4096;
+  m->strides[0] = m->shape[1] * m->strides[1] + 16;
+}
+static void everything(aotk_attn_params *a, const problem *p) {
+  causal_top_left(a, p), a->window_left = 32, softcap_30(a, p), alibi_per_sequence(a, p), sinks_on(a, p);
+  dropout_mask_on(a, p);
+}
+static void nothing(aotk_attn_params *a, const problem *p) { (void)a, (void)p; }
+
+static const problem feature_problem = {AOTK_DTYPE_BFLOAT16, 2, 300, 517, 8, 2, 64, true, 0};
+static const problem feature_problem_no_lse = {AOTK_DTYPE_FLOAT16, 3, 65, 40, 4, 4, 128, false, 0};
+
+static const feature_case feature_cases[] = {
+    {"no features", feature_problem, nothing},
+    {"causal (bottom-right)", feature_problem, causal},
+    {"causal top-left", feature_problem, causal_top_left},
+    {"causal with window_right 0 given", feature_problem, causal_explicit_right_0},
+    {"causal with window_left 64 (window_right -1 resolves to 0)", feature_problem, causal_window_left},
+    {"window_left 100 only", feature_problem, window_left_only},
+    {"window_right 5 only", feature_problem, window_right_only},
+    {"window (16, 3)", feature_problem, window_both},
+    {"window (0, 0): the diagonal", feature_problem, window_diagonal},
+    {"window (10, 10) top-left", feature_problem, window_top_left},
+    {"top-left alignment without a mask", feature_problem, top_left_alone},
+    {"softcap 30", feature_problem, softcap_30},
+    {"softcap 50, scale 1/16, causal", feature_problem_no_lse, softcap_scale},
+    {"ALiBi [heads_q]", feature_problem, alibi_per_head},
+    {"ALiBi [batch, heads_q], padded rows", feature_problem, alibi_per_sequence},
+    {"ALiBi [batch, heads_q], batch stride 0", feature_problem_no_lse, alibi_broadcast},
+    {"sinks", feature_problem, sinks_on},
+    {"dropout 0.1", feature_problem, dropout_on},
+    {"dropout 0.5", feature_problem_no_lse, dropout_half},
+    {"dropout 1e-6", feature_problem, dropout_tiny},
+    {"dropout just below 1", feature_problem, dropout_almost_all},
+    {"dropout 0 with an rng_state", feature_problem, dropout_off_rng_given},
+    {"dropout 0.1 with its mask", feature_problem, dropout_mask_on},
+    {"dropout with a padded mask", feature_problem_no_lse, dropout_mask_padded},
+    {"everything at once", feature_problem, everything},
+};
+
+/* Every feature alone and together, dense, on sm_90 and sm_80: the flags, windows, pointers and scalars
+ * each launch gets, the row (the EXTRAS variant only when softcap, ALiBi or dropout is on), and
+ * what aotk_query reports. */
+static void test_feature_launches(void) {
+  static const gpu gpus[] = {{90, SHARED_SM90, 90, 0}, {86, SHARED_SM86, 80, 0}};
+  int extras_cases = 0, plain_cases = 0;
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    for (size_t i = 0; i < sizeof feature_cases / sizeof feature_cases[0]; i++) {
+      const feature_case *c = &feature_cases[i];
+      aotk_attn_params params = strided_params(c->shape);
+      c->set(&params, &c->shape);
+      char what[160];
+      snprintf(what, sizeof what, "cc %d, %s", gpus[g].compute_capability, c->what);
+      check_launch(what, &params, &c->shape);
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+      const bool extras = params.softcap > 0.0f || params.alibi_slopes.data != NULL || params.dropout_p > 0.0f;
+      CHECK_MSG((strstr(info.kernel_name, "_extras_") != NULL) == extras &&
+                    ((info.features & AOTK_FEATURE_EXTRAS_KERNEL) != 0) == extras,
+                "%s: runs %s (features %#x)", what, info.kernel_name, info.features);
+      extras_cases += extras;
+      plain_cases += !extras;
+    }
+  }
+  printf("    %d cases with the EXTRAS kernel, %d without\n", extras_cases, plain_cases);
+  uninstall_fake_gpu();
+}
+
+/* The same features through the argument slots, with literal values rather than the test's own rule:
+ * causal turns window_right into 0 and leaves window_left unbounded; the flags are the bits of
+ * kernels/attn_common.py; dropout 0.5 keeps words >= 2^31 and scales by 2. */
+static void test_feature_launches_literal(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const struct {
+    const char *what;
+    void (*set)(aotk_attn_params *params, const problem *p);
+    int32_t window_left, window_right, flags;
+    uint32_t features, dropout_threshold;
+    float dropout_scale;
+  } cases[] = {
+      {"nothing", nothing, -1, -1, FLAG_WRITE_LSE, 0, 0, 1.0f},
+      {"causal", causal, -1, 0, FLAG_WRITE_LSE | FLAG_REVERSE, AOTK_FEATURE_CAUSAL, 0, 1.0f},
+      {"causal top-left", causal_top_left, -1, 0, FLAG_WRITE_LSE | FLAG_TOP_LEFT | FLAG_REVERSE, AOTK_FEATURE_CAUSAL,
+       0, 1.0f},
+      {"causal, window_left 64", causal_window_left, 64, 0, FLAG_WRITE_LSE, AOTK_FEATURE_CAUSAL | AOTK_FEATURE_WINDOW,
+       0, 1.0f},
+      {"window (16, 3)", window_both, 16, 3, FLAG_WRITE_LSE, AOTK_FEATURE_WINDOW, 0, 1.0f},
+      {"window_right 5", window_right_only, -1, 5, FLAG_WRITE_LSE | FLAG_REVERSE, AOTK_FEATURE_WINDOW, 0, 1.0f},
+      {"softcap", softcap_30, -1, -1, FLAG_WRITE_LSE | FLAG_SOFTCAP,
+       AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_EXTRAS_KERNEL, 0, 1.0f},
+      {"ALiBi", alibi_per_head, -1, -1, FLAG_WRITE_LSE | FLAG_ALIBI, AOTK_FEATURE_ALIBI | AOTK_FEATURE_EXTRAS_KERNEL, 0,
+       1.0f},
+      {"sinks (the plain kernel)", sinks_on, -1, -1, FLAG_WRITE_LSE | FLAG_SINKS, AOTK_FEATURE_SINKS, 0, 1.0f},
+      {"dropout 0.5", dropout_half, -1, -1, FLAG_WRITE_LSE | FLAG_DROPOUT,
+       AOTK_FEATURE_DROPOUT | AOTK_FEATURE_EXTRAS_KERNEL, 2147483648u, 2.0f},
+      {"dropout 0 with an rng_state", dropout_off_rng_given, -1, -1, FLAG_WRITE_LSE, 0, 0, 1.0f},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    aotk_attn_params params = params_for(feature_problem);
+    cases[i].set(&params, &feature_problem);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+    CHECK_MSG(status == AOTK_OK && info.features == cases[i].features, "%s: %s, features %#x, expected %#x",
+              cases[i].what, aotk_status_name(status), info.features, cases[i].features);
+    reset_launch_log();
+    CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
+    const recorded_launch *launch = &fake.launch_log[0];
+    CHECK_MSG(arg_i32(launch, ARG_WINDOW_LEFT) == cases[i].window_left &&
+                  arg_i32(launch, ARG_WINDOW_RIGHT) == cases[i].window_right &&
+                  arg_i32(launch, ARG_FLAGS) == cases[i].flags,
+              "%s: window (%d, %d) flags %#x, expected (%d, %d) %#x", cases[i].what, arg_i32(launch, ARG_WINDOW_LEFT),
+              arg_i32(launch, ARG_WINDOW_RIGHT), (unsigned)arg_i32(launch, ARG_FLAGS), cases[i].window_left,
+              cases[i].window_right, (unsigned)cases[i].flags);
+    CHECK_MSG((uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD) == cases[i].dropout_threshold &&
+                  arg_f32(launch, ARG_DROPOUT_SCALE) == cases[i].dropout_scale,
+              "%s: dropout threshold %u scale %g", cases[i].what, (uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD),
+              (double)arg_f32(launch, ARG_DROPOUT_SCALE));
+    CHECK(arg_i32(launch, ARG_HEAD_DIM_QK8) == 8 && arg_i32(launch, ARG_HEAD_DIM_V8) == 8);
+  }
+  uninstall_fake_gpu();
+}
+
+/* Head dims: every multiple of 8 up to 256 runs, in the smallest compiled pair that holds it
+ * ((32, 32), (64, 64), (128, 128), (256, 256), (256, 128)), told the true dims in eighths. */
+static void test_padded_head_dims(void) {
+  static const struct {
+    int64_t head_dim_qk, head_dim_v;
+    int compiled_qk, compiled_v;
+    const char *tag; /* in the forward's kernel name */
+  } cases[] = {
+      {8, 8, 32, 32, "_d32_"},        {16, 16, 32, 32, "_d32_"},      {32, 32, 32, 32, "_d32_"},
+      {40, 40, 64, 64, "_d64_"},      {64, 64, 64, 64, "_d64_"},      {72, 72, 128, 128, "_d128_"},
+      {80, 80, 128, 128, "_d128_"},   {96, 96, 128, 128, "_d128_"},   {128, 128, 128, 128, "_d128_"},
+      {136, 136, 256, 256, "_d256_"}, {160, 160, 256, 256, "_d256_"}, {256, 256, 256, 256, "_d256_"},
+      {192, 128, 256, 128, "_d256v128_"}, {256, 128, 256, 128, "_d256v128_"}, {200, 96, 256, 128, "_d256v128_"},
+      {64, 128, 128, 128, "_d128_"},  {128, 64, 128, 128, "_d128_"},  {32, 8, 32, 32, "_d32_"},
+      {128, 256, 256, 256, "_d256_"}, {192, 192, 256, 256, "_d256_"}, {8, 256, 256, 256, "_d256_"},
+  };
+  static const gpu gpus[] = {{90, SHARED_SM90, 90, 0}, {80, SHARED_SM80, 80, 0}, {120, SHARED_SM120, 80, 1}};
+  int launches = 0;
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      problem p = {AOTK_DTYPE_FLOAT16, 2, 77, 130, 4, 2, cases[i].head_dim_qk, true, cases[i].head_dim_v};
+      char what[96];
+      snprintf(what, sizeof what, "cc %d head dims %lld/%lld", gpus[g].compute_capability,
+               (long long)cases[i].head_dim_qk, (long long)cases[i].head_dim_v);
+      aotk_attn_params params = params_for(p);
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+      const bool padded = cases[i].compiled_qk > cases[i].head_dim_qk || cases[i].compiled_v > cases[i].head_dim_v;
+      CHECK_MSG(status == AOTK_OK && strstr(info.kernel_name, cases[i].tag) != NULL &&
+                    info.head_dim_qk == cases[i].compiled_qk && info.head_dim_v == cases[i].compiled_v &&
+                    ((info.features & AOTK_FEATURE_PADDED_HEAD_DIM) != 0) == padded,
+                "%s: %s (%s), runs %s as %d/%d, features %#x; expected %s as %d/%d", what, aotk_status_name(status),
+                aotk_last_error(), info.kernel_name, info.head_dim_qk, info.head_dim_v, info.features, cases[i].tag,
+                cases[i].compiled_qk, cases[i].compiled_v);
+      check_launch(what, &params, &p);
+      launches++;
+      /* The backward runs in the same pair; its pre-pass in the smallest v dim that holds head_dim_v. */
+      params = bwd_params_for(p);
+      check_bwd_launch(what, &params, &p);
+      CHECK_MSG(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK && info.head_dim_qk == cases[i].compiled_qk &&
+                    info.head_dim_v == cases[i].compiled_v,
+                "%s: the backward runs %s as %d/%d", what, info.kernel_name, info.head_dim_qk, info.head_dim_v);
+    }
+  }
+  printf("    %d head-dim pairs\n", launches);
+  uninstall_fake_gpu();
+}
+
+/* The variable-length layout: batch strides 0 (the kernels add each sequence's start from cu_seqlens),
+ * sequence and head strides from the caller's first two dims, lengths and grids from max_seqlen, lse
+ * [heads_q, total_q] as (batch stride 0, head stride its first), the num_seqs from cu_seqlens. */
+static aotk_attn_params strided_varlen_params(problem p, int64_t total_q, int64_t total_k, bool bwd) {
+  aotk_attn_params params = varlen_params_for(p, total_q, total_k, bwd);
+  aotk_tensor *tensors[] = {&params.q, &params.k, &params.v, &params.out, &params.dout, &params.dq, &params.dk,
+                            &params.dv};
+  for (int t = 0; t < 8; t++) { /* rows padded, each tensor differently, keeping multiples of 16 */
+    aotk_tensor *x = tensors[t];
+    if (x->data == NULL) continue;
+    x->strides[1] = x->shape[2] + 16 * (t + 1);
+    x->strides[0] = x->shape[1] * x->strides[1] + 32 * t;
+  }
+  if (params.lse.data != NULL) params.lse.strides[0] = total_q + 48;
+  return params;
+}
+
+static void test_varlen_launches(void) {
+  static const gpu gpus[] = {{90, SHARED_SM90, 90, 0}, {86, SHARED_SM86, 80, 0}};
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    /* 5 sequences of at most 700 query and 1030 key rows, 2000 and 3000 rows in all. */
+    problem p = {AOTK_DTYPE_BFLOAT16, 5, 700, 1030, 12, 4, 128, true, 0};
+    aotk_attn_params params = strided_varlen_params(p, 2000, 3000, false);
+    check_launch("varlen, strided, lse", &params, &p);
+    params.causal = 1;
+    check_launch("varlen causal", &params, &p);
+    everything(&params, &p);
+    check_launch("varlen with every feature and the mask", &params, &p);
+
+    problem no_lse = {AOTK_DTYPE_FLOAT16, 1, 1, 1, 2, 1, 96, false, 64};
+    params = strided_varlen_params(no_lse, 1, 1, false);
+    check_launch("varlen, one sequence of one row, no lse, head dims 96/64", &params, &no_lse);
+
+    /* The backward in the varlen layout. */
+    params = strided_varlen_params(p, 2000, 3000, true);
+    check_bwd_launch("varlen backward, strided", &params, &p);
+    params.causal = 1;
+    params.window_left = 100;
+    dropout_on(&params, &p);
+    alibi_per_sequence(&params, &p);
+    sinks_on(&params, &p);
+    params.dsinks = aotk_tensor_1d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
+    check_bwd_launch("varlen backward with every feature and dsinks", &params, &p);
+
+    /* Literal checks of what the layout changes. */
+    problem small = {AOTK_DTYPE_BFLOAT16, 3, 200, 300, 8, 2, 64, true, 0};
+    params = varlen_params_for(small, 450, 700, false);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+    CHECK_MSG(info.features == AOTK_FEATURE_VARLEN, "varlen: features %#x", info.features);
+    CHECK_MSG(info.grid == ceil_div(200, info.block_m) * 3 * 8, "varlen: grid %lld with block_m %d",
+              (long long)info.grid, info.block_m);
+    reset_launch_log();
+    CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
+    const recorded_launch *launch = &fake.launch_log[0];
+    CHECK(arg_i64(launch, ARG_STRIDE_QB) == 0 && arg_i32(launch, ARG_STRIDE_QS) == 8 * 64 &&
+          arg_i32(launch, ARG_STRIDE_QH) == 64);
+    CHECK(arg_i64(launch, ARG_STRIDE_KB) == 0 && arg_i32(launch, ARG_STRIDE_KS) == 2 * 64);
+    CHECK_MSG(arg_i64(launch, ARG_STRIDE_LB) == 0 && arg_i32(launch, ARG_STRIDE_LH) == 450,
+              "varlen lse strides (%lld, %d), expected (0, 450)", (long long)arg_i64(launch, ARG_STRIDE_LB),
+              arg_i32(launch, ARG_STRIDE_LH));
+    CHECK(arg_i32(launch, ARG_SEQLEN_Q) == 200 && arg_i32(launch, ARG_SEQLEN_K) == 300);
+    CHECK(arg_i32(launch, ARG_FLAGS) == (FLAG_WRITE_LSE | FLAG_VARLEN));
+    CHECK(arg_pointer(launch, ARG_CU_SEQLENS_Q) == (uint64_t)(uintptr_t)FAKE_CU_SEQLENS_Q &&
+          arg_pointer(launch, ARG_CU_SEQLENS_K) == (uint64_t)(uintptr_t)FAKE_CU_SEQLENS_K);
+    CHECK(launch->grid[0] == (unsigned)info.grid);
+  }
+  uninstall_fake_gpu();
+}
+
+/* The dropout mask is a second launch, and only when asked for; the backward's sink reduction is a
+ * fourth, only with dsinks, and its partial sums make the workspace grow. */
+static void test_optional_launches(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  aotk_attn_params params = valid_params();
+  dropout_on(&params, &default_problem);
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK && info.launches == 1);
+  reset_launch_log();
+  CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
+  CHECK_MSG(fake.logged_launches == 1, "dropout without a mask: %d launches", fake.logged_launches);
+  params.dropout_mask = mask_for(&params);
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK && info.launches == 2);
+  reset_launch_log();
+  CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
+  CHECK_MSG(fake.logged_launches == 2 && fake.launch_log[0].kernel == KERNEL_ATTN_FWD &&
+                fake.launch_log[1].kernel == KERNEL_DROPOUT_MASK,
+            "dropout with a mask: %d launches", fake.logged_launches);
+
+  /* A failing mask launch is reported, naming the mask kernel; the forward was enqueued before it. */
+  fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+  fake.fail_launch_call = fake.calls[CALL_cuLaunchKernel] + 2;
+  aotk_status status = aotk_attn_fwd(&params, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("attn_dropout_mask"), "the mask launch fails: %s (%s)",
+            aotk_status_name(status), aotk_last_error());
+  fake.launch_result = CUDA_SUCCESS;
+  fake.fail_launch_call = 0;
+
+  aotk_attn_params bwd = valid_bwd_params();
+  sinks_on(&bwd, &default_problem);
+  CHECK(aotk_query(AOTK_OP_ATTN_BWD, &bwd, &info) == AOTK_OK);
+  const size_t without_dsinks = info.workspace_bytes;
+  CHECK_MSG(info.launches == 3 && without_dsinks == bwd_workspace_bytes(&default_problem),
+            "sinks without dsinks: %d launches, %zu bytes", info.launches, without_dsinks);
+  reset_launch_log();
+  CHECK(aotk_attn_bwd(&bwd, FAKE_WORKSPACE, without_dsinks, FAKE_STREAM) == AOTK_OK);
+  CHECK(fake.logged_launches == 3 && arg_pointer(&fake.launch_log[0], PRE_SINKS) == 0 &&
+        arg_i32(&fake.launch_log[0], PRE_FLAGS) == 0);
+  bwd.dsinks = aotk_tensor_1d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, default_problem.heads_q);
+  CHECK(aotk_query(AOTK_OP_ATTN_BWD, &bwd, &info) == AOTK_OK);
+  /* 2 sequences, 8 heads, 128 padded rows in blocks of 64: 32 partials. */
+  CHECK_MSG(info.launches == 4 && info.workspace_bytes == without_dsinks + 4 * 8 * 2 * 2,
+            "dsinks: %d launches, %zu bytes (%zu without)", info.launches, info.workspace_bytes, without_dsinks);
+  /* The workspace without dsinks' share is now too small. */
+  reset_calls();
+  status = aotk_attn_bwd(&bwd, FAKE_WORKSPACE, without_dsinks, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_ERROR_WORKSPACE_TOO_SMALL && total_calls() == 0,
+            "dsinks with the workspace of no dsinks: %s, %d driver calls", aotk_status_name(status), total_calls());
+  reset_launch_log();
+  CHECK(aotk_attn_bwd(&bwd, FAKE_WORKSPACE, info.workspace_bytes, FAKE_STREAM) == AOTK_OK);
+  CHECK_MSG(fake.logged_launches == 4 && fake.launch_log[3].kernel == KERNEL_BWD_SINK_REDUCE &&
+                fake.launch_log[3].grid[0] == 8,
+            "dsinks: %d launches", fake.logged_launches);
+  CHECK(arg_i32(&fake.launch_log[3], REDUCE_COUNT) == 2 * 2);
+  check_bwd_launch("dsinks, default problem", &bwd, &default_problem);
+
+  /* A failing sink reduction: the three passes were enqueued; the failure names the kernel. */
+  fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+  fake.fail_launch_call = fake.calls[CALL_cuLaunchKernel] + 4;
+  status = aotk_attn_bwd(&bwd, FAKE_WORKSPACE, info.workspace_bytes, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("attn_bwd_sink_reduce"), "the reduction fails: %s (%s)",
+            aotk_status_name(status), aotk_last_error());
+  uninstall_fake_gpu();
+}
+
+/* The backward with each feature, dense: the same flags, windows and scalars as the forward's in the
+ * dK/dV and dQ passes, and the EXTRAS variants only when a feature needs them. */
+static void test_bwd_feature_launches(void) {
+  static const gpu gpus[] = {{90, SHARED_SM90, 90, 0}, {86, SHARED_SM86, 80, 0}};
+  int cases = 0;
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    for (size_t i = 0; i < sizeof feature_cases / sizeof feature_cases[0]; i++) {
+      const feature_case *c = &feature_cases[i];
+      aotk_attn_params params = strided_bwd_params(c->shape);
+      c->set(&params, &c->shape);
+      params.dropout_mask.data = NULL; /* a forward output */
+      problem p = c->shape;
+      p.with_lse = true;
+      char what[160];
+      snprintf(what, sizeof what, "cc %d backward, %s", gpus[g].compute_capability, c->what);
+      check_bwd_launch(what, &params, &p);
+      if (params.sinks.data != NULL) {
+        params.dsinks = aotk_tensor_1d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
+        snprintf(what, sizeof what, "cc %d backward with dsinks, %s", gpus[g].compute_capability, c->what);
+        check_bwd_launch(what, &params, &p);
+      }
+      cases++;
+    }
+  }
+  printf("    %d cases\n", cases);
   uninstall_fake_gpu();
 }
 
@@ -2766,11 +3187,6 @@ static void test_bwd_too_little_shared_memory(void) {
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
-typedef struct gpu {
-  int compute_capability, max_shared_bytes;
-  int arch, from_ptx; /* the image it must run */
-} gpu;
-
 static void test_arch_choice(void) {
   static const gpu gpus[] = {
       {80, SHARED_SM80, 80, 0},  {86, SHARED_SM86, 80, 0},  {89, SHARED_SM86, 80, 0},
@@ -2916,15 +3332,16 @@ static void test_tuning_choice(void) {
     install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
     for (int d = 0; d < 2; d++)
       for (int head_dim = 64; head_dim <= 128; head_dim += 64)
-        for (int aligned = 0; aligned <= 1; aligned++) {
+        for (int aligned = 0; aligned <= 1; aligned++)
+        for (int extras = 0; extras <= 1; extras++) { /* the EXTRAS variant: softcap on */
           /* The seqlens to try: 1, each bound and its neighbours, and one far beyond the last. */
           int64_t seqlens[32];
           int bounds = 0;
-          int count = tuning_probe_sizes(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim, aligned, 0, seqlens,
-                                         &bounds);
+          int count = tuning_probe_sizes(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim, aligned, extras,
+                                         seqlens, &bounds);
           /* The catalog tunes every variant by size: a second config must exist, or this proves nothing. */
-          CHECK_MSG(bounds >= 2, "sm_%d dtype %d d%d aligned %d: %d configs", gpus[g].arch, (int)dtypes[d], head_dim,
-                    aligned, bounds);
+          CHECK_MSG(bounds >= 2, "sm_%d dtype %d d%d aligned %d extras %d: %d configs", gpus[g].arch, (int)dtypes[d],
+                    head_dim, aligned, extras, bounds);
 
           const aotk__kernel_entry *previous = NULL;
           int changes = 0;
@@ -2935,8 +3352,9 @@ static void test_tuning_choice(void) {
             p.seqlen_q = seqlens[s];
             aotk_attn_params params = params_for(p);
             if (!aligned) params.q.data = byte_offset(FAKE_Q, 2);
-            const aotk__kernel_entry *expected =
-                expected_row(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim, head_dim, aligned, 0, seqlens[s]);
+            if (extras) params.softcap = 30.0f;
+            const aotk__kernel_entry *expected = expected_row(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim,
+                                                              head_dim, aligned, extras, seqlens[s]);
             aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
             aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
             queries++;
@@ -3289,6 +3707,12 @@ int main(void) {
   RUN_TEST(test_parameter_lists_match_the_table);
   RUN_TEST(test_launch_arguments);
   RUN_TEST(test_bwd_launch_arguments);
+  RUN_TEST(test_feature_launches);
+  RUN_TEST(test_feature_launches_literal);
+  RUN_TEST(test_padded_head_dims);
+  RUN_TEST(test_varlen_launches);
+  RUN_TEST(test_optional_launches);
+  RUN_TEST(test_bwd_feature_launches);
   RUN_TEST(test_bwd_arch_choice);
   RUN_TEST(test_bwd_launch_fails);
   RUN_TEST(test_bwd_faults);
