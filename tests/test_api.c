@@ -3,7 +3,7 @@
  * validation, and dispatch and launch through a fake driver, for the forward and for the backward
  * (its three kernels, its workspace, and the tuning of its dK/dV pass by seqlen_k), and for the
  * features of 0.2: the variable-length layout, windows, head dims of any multiple of 8, softcap, ALiBi,
- * sinks and their gradient, dropout and its mask.
+ * sinks and their gradient, dropout and its mask, and callers built against 0.1.
  *
  * No GPU is needed, and none is used where one exists: every case that gets past validation runs
  * against a fake driver table installed with aotk__driver_set_for_testing (SQLite's fault
@@ -3547,6 +3547,136 @@ static void test_preload(void) {
   uninstall_fake_gpu();
 }
 
+/* ---- callers built against release 0.1 ---------------------------------------------------------- */
+
+/* The launch arguments of two recorded launches, compared over the kernel's parameter list. */
+static bool same_launch(const recorded_launch *a, const recorded_launch *b) {
+  if (a->kernel != b->kernel || a->function != b->function || memcmp(a->grid, b->grid, sizeof a->grid) != 0 ||
+      memcmp(a->block, b->block, sizeof a->block) != 0 || a->shared_bytes != b->shared_bytes ||
+      a->stream != b->stream) {
+    return false;
+  }
+  return memcmp(a->args, b->args, strlen(kernel_signatures[a->kernel].param_kinds) * sizeof a->args[0]) == 0;
+}
+
+/* `params` as a caller built against 0.1 passes it: struct_size is 0.1's size, and the struct is copied
+ * into a heap block of exactly that size, so that a read past it shows under ASan. Free the result. */
+static aotk_attn_params *as_release_0_1(const aotk_attn_params *params) {
+  aotk_attn_params prefix = *params;
+  prefix.struct_size = ATTN_PARAMS_0_1_BYTES;
+  aotk_attn_params *block = malloc(ATTN_PARAMS_0_1_BYTES);
+  if (block != NULL) memcpy(block, &prefix, ATTN_PARAMS_0_1_BYTES);
+  return block;
+}
+
+/* A caller compiled against 0.1 passes the struct as 0.1 defined it, ending where cu_seqlens_q begins,
+ * and nothing past it. Its calls must behave exactly as 0.1's did, which is as a 0.2 caller's with the
+ * new fields at AOTK_ATTN_PARAMS_INIT's values: no varlen, no softcap, ALiBi, sinks or dropout, and
+ * windows unbounded (-1, not the 0 of zeroed memory, which would mean "the diagonal only"). */
+static void test_release_0_1_caller(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  CHECK(ATTN_PARAMS_0_1_BYTES < sizeof(aotk_attn_params));
+  for (int causal = 0; causal <= 1; causal++) {
+    for (int op = AOTK_OP_ATTN_FWD; op <= AOTK_OP_ATTN_BWD; op++) {
+      const bool bwd = op == AOTK_OP_ATTN_BWD;
+      const int launches = bwd ? 3 : 1;
+      char what[64];
+      snprintf(what, sizeof what, "a 0.1 caller's %s%s", op_function((aotk_op)op), causal ? ", causal" : "");
+      aotk_attn_params current = bwd ? strided_bwd_params(default_problem) : strided_params(default_problem);
+      current.causal = causal;
+      aotk_attn_params *old = as_release_0_1(&current);
+      CHECK(old != NULL);
+      if (old == NULL) continue;
+
+      aotk_kernel_info old_info, current_info;
+      poison_info(&old_info);
+      poison_info(&current_info);
+      aotk_status status = aotk_query((aotk_op)op, old, &old_info);
+      CHECK_MSG(status == AOTK_OK, "%s: aotk_query %s (%s)", what, aotk_status_name(status), aotk_last_error());
+      CHECK(aotk_query((aotk_op)op, &current, &current_info) == AOTK_OK);
+      if (status != AOTK_OK) { /* old_info is still poisoned: no kernel_name to print */
+        free(old);
+        continue;
+      }
+      CHECK_MSG(memcmp(&old_info, &current_info, sizeof old_info) == 0,
+                "%s: aotk_query reports %s (features %#x), a 0.2 caller's %s (features %#x)", what,
+                old_info.kernel_name, old_info.features, current_info.kernel_name, current_info.features);
+      CHECK_MSG(old_info.features == (causal ? AOTK_FEATURE_CAUSAL : 0u), "%s: features %#x", what, old_info.features);
+
+      reset_launch_log();
+      status = run_op((aotk_op)op, old);
+      CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", what, aotk_status_name(status), aotk_last_error());
+      CHECK_MSG(fake.logged_launches == launches, "%s: %d launches", what, fake.logged_launches);
+      if (status != AOTK_OK || fake.logged_launches != launches) {
+        free(old);
+        continue;
+      }
+      recorded_launch old_launches[3];
+      memcpy(old_launches, fake.launch_log, sizeof old_launches[0] * (size_t)launches);
+      /* The windows the kernels get: unbounded on the left, and on the right unless causal. */
+      const recorded_launch *main_launch = &old_launches[bwd ? 1 : 0];
+      const int left = bwd ? DKDV_WINDOW_LEFT : ARG_WINDOW_LEFT, right = bwd ? DKDV_WINDOW_RIGHT : ARG_WINDOW_RIGHT;
+      const int flags = bwd ? DKDV_FLAGS : ARG_FLAGS;
+      CHECK_MSG(arg_i32(main_launch, left) == -1 && arg_i32(main_launch, right) == (causal ? 0 : -1),
+                "%s: window (%d, %d), expected (-1, %d)", what, arg_i32(main_launch, left),
+                arg_i32(main_launch, right), causal ? 0 : -1);
+      CHECK_MSG(arg_i32(main_launch, flags) == (FLAG_WRITE_LSE | (causal ? FLAG_REVERSE : 0)), "%s: flags %#x", what,
+                (unsigned)arg_i32(main_launch, flags));
+      /* And everything else as a 0.2 caller's call with the defaults. */
+      reset_launch_log();
+      CHECK(run_op((aotk_op)op, &current) == AOTK_OK && fake.logged_launches == launches);
+      for (int i = 0; i < launches && i < fake.logged_launches; i++) {
+        CHECK_MSG(same_launch(&old_launches[i], &fake.launch_log[i]), "%s: launch %d differs from a 0.2 caller's",
+                  what, i + 1);
+      }
+      free(old);
+    }
+  }
+
+  /* What lies past a 0.1 caller's struct is not its: garbage there changes nothing. */
+  aotk_attn_params garbage = valid_params();
+  garbage.causal = 1;
+  memset((unsigned char *)&garbage + ATTN_PARAMS_0_1_BYTES, 0xEE, sizeof garbage - ATTN_PARAMS_0_1_BYTES);
+  garbage.struct_size = ATTN_PARAMS_0_1_BYTES;
+  aotk_attn_params clean = valid_params();
+  clean.causal = 1;
+  reset_launch_log();
+  aotk_status status = aotk_attn_fwd(&garbage, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_OK, "0.1 size, garbage past it: %s (%s)", aotk_status_name(status), aotk_last_error());
+  recorded_launch garbage_launch = fake.launch_log[0];
+  reset_launch_log();
+  CHECK(aotk_attn_fwd(&clean, FAKE_STREAM) == AOTK_OK);
+  CHECK_MSG(status != AOTK_OK || same_launch(&garbage_launch, &fake.launch_log[0]),
+            "0.1 size, garbage past it: the launch differs");
+
+  /* A 0.1 caller's bad input gets the same status, and reaches no driver function. */
+  aotk_attn_params bad = valid_params();
+  bad.q.data = NULL;
+  aotk_attn_params *old_bad = as_release_0_1(&bad);
+  if (old_bad != NULL) {
+    reset_calls();
+    status = aotk_attn_fwd(old_bad, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_ERROR_NULL_POINTER && message_mentions("q.data") && total_calls() == 0,
+              "a 0.1 caller's q.data NULL: %s (%s), %d driver calls", aotk_status_name(status), aotk_last_error(),
+              total_calls());
+    free(old_bad);
+  }
+
+  /* A 0.1 caller's aotk_kernel_info ends before head_dim_qk: nothing past it is written. */
+  aotk_kernel_info info;
+  poison_info(&info);
+  const size_t info_0_1_bytes = offsetof(aotk_kernel_info, head_dim_qk);
+  info.struct_size = info_0_1_bytes;
+  aotk_attn_params params = valid_params();
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+  CHECK(info.struct_size == info_0_1_bytes && info.launches == 1 && strncmp(info.kernel_name, "attn_fwd_", 9) == 0);
+  const unsigned char *bytes = (const unsigned char *)&info;
+  bool tail_untouched = true;
+  for (size_t i = info_0_1_bytes; i < sizeof info; i++) tail_untouched = tail_untouched && bytes[i] == POISON;
+  CHECK_MSG(tail_untouched, "aotk_query wrote past a 0.1 caller's aotk_kernel_info");
+  uninstall_fake_gpu();
+}
+
 /* ---- the real driver ------------------------------------------------------------------------ */
 
 static void test_no_driver(void) {
@@ -3723,6 +3853,7 @@ int main(void) {
   RUN_TEST(test_tuning_choice);
   RUN_TEST(test_bwd_tuning_choice);
   RUN_TEST(test_preload);
+  RUN_TEST(test_release_0_1_caller);
   RUN_TEST(test_no_driver);
   RUN_TEST(test_build_info);
   RUN_TEST(test_query_arguments);
