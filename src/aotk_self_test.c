@@ -1,5 +1,7 @@
 /* aotk_self_test(): the forward and the backward on small random problems of every shipped dtype and
- * head dim, causal and not, checked against the float64 reference. What `aotk check` runs. */
+ * head dim, causal and not, and one case per feature (variable length, a sliding window, softcap with
+ * ALiBi and sinks, dropout, head dims 96 and 192/128), checked against the float64 reference. What
+ * `aotk check` runs. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -20,16 +22,13 @@ typedef struct self_test_log {
 
 /* Records one case: a line in the report, and the first failure's status and line. A case that could
  * not run keeps its own status; one that ran but failed its checks counts as AOTK_ERROR_INTERNAL. */
-static void record_case(self_test_log *log, const char *what, aotk_dtype dtype, int64_t head_dim, int causal,
-                        aotk_status status, int passed, const char *kernel_name, const char *detail) {
+static void record_case(self_test_log *log, const char *label, aotk_status status, int passed,
+                        const char *kernel_name, const char *detail) {
   char line[768];
-  const char *dtype_name = dtype == AOTK_DTYPE_BFLOAT16 ? "bf16" : "fp16";
   if (status != AOTK_OK) {
-    snprintf(line, sizeof line, "FAIL %s%s d=%lld causal=%d: %s: %s", what, dtype_name, (long long)head_dim, causal,
-             aotk_status_name(status), aotk_last_error());
+    snprintf(line, sizeof line, "FAIL %s: %s: %s", label, aotk_status_name(status), aotk_last_error());
   } else {
-    snprintf(line, sizeof line, "%s %s%s d=%lld causal=%d %s: %s", passed ? "ok  " : "FAIL", what, dtype_name,
-             (long long)head_dim, causal, kernel_name, detail);
+    snprintf(line, sizeof line, "%s %s %s: %s", passed ? "ok  " : "FAIL", label, kernel_name, detail);
   }
   if (log->report != NULL && log->report_bytes > 0) {
     int written = snprintf(log->report + log->used, log->report_bytes - log->used, "%s\n", line);
@@ -46,6 +45,41 @@ static void record_case(self_test_log *log, const char *what, aotk_dtype dtype, 
       snprintf(log->first_message, sizeof log->first_message, "%s", line);
     }
   }
+}
+
+static const char *dtype_label(aotk_dtype dtype) { return dtype == AOTK_DTYPE_BFLOAT16 ? "bf16" : "fp16"; }
+
+/* The features of aotk_attn_params beyond plain attention, one small case each, forward and backward
+ * alike: so that `aotk check` exercises the EXTRAS kernels, the varlen layout, windows and the head dims
+ * that run padded in a larger compiled one. */
+typedef struct feature_case {
+  const char *label;
+  aotk_dtype dtype;
+  int64_t seqlen_q, seqlen_k, head_dim;
+  int causal;
+  aotk__check_features features;
+} feature_case;
+
+static int feature_cases(feature_case *cases, uint64_t seed) {
+  int n = 0;
+  /* Varlen: four sequences, one without query rows and one without keys, causal (bottom-right per
+   * sequence), GQA 2. */
+  feature_case varlen = {"varlen", AOTK_DTYPE_BFLOAT16, 0, 0, 64, 1, {.num_seqs = 4}};
+  static const int64_t varlen_q[4] = {67, 0, 1, 131}, varlen_k[4] = {131, 5, 0, 67};
+  for (int i = 0; i < 4; i++) {
+    varlen.features.seqlens_q[i] = varlen_q[i];
+    varlen.features.seqlens_k[i] = varlen_k[i];
+  }
+  cases[n++] = varlen;
+  cases[n++] = (feature_case){"window 32/16 top-left", AOTK_DTYPE_FLOAT16, 131, 67, 128, 0,
+                              {.window = 1, .window_left = 32, .window_right = 16, .top_left = 1}};
+  cases[n++] = (feature_case){"softcap+alibi+sinks", AOTK_DTYPE_BFLOAT16, 67, 131, 128, 1,
+                              {.softcap = 5.0f, .alibi = 2, .sinks = 1}};
+  cases[n++] = (feature_case){"dropout 0.25", AOTK_DTYPE_FLOAT16, 67, 131, 64, 0,
+                              {.dropout_p = 0.25f, .rng_seed = (int64_t)(seed >> 1), .rng_offset = 12345}};
+  cases[n++] = (feature_case){"d96", AOTK_DTYPE_BFLOAT16, 67, 131, 96, 1, {.head_dim_v = 0}};
+  cases[n++] = (feature_case){"d192/128", AOTK_DTYPE_FLOAT16, 131, 67, 192, 0, {.head_dim_v = 128}};
+  return n;
 }
 
 aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes) {
@@ -76,16 +110,19 @@ aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes
   static const int64_t head_dims[] = {64, 128};
   self_test_log log = {report, report_bytes, 0, 0, 0, AOTK_OK, ""};
   uint64_t seed = (uint64_t)time(NULL);
+  char label[128];
   for (int t = 0; t < 2; t++) {
     for (int h = 0; h < 2; h++) {
       for (int causal = 0; causal < 2; causal++) {
         /* seqlen_q != seqlen_k, neither a multiple of a block, GQA 2, and both alignment variants. */
-        aotk__fwd_check_case c = {dtypes[t], 2, 67, 131, 4, 2, head_dims[h], causal, 0.0f,
-                                  causal ? AOTK__LAYOUT_PADDED : AOTK__LAYOUT_CONTIGUOUS, 1, 67,
-                                  seed + (uint64_t)log.cases * 7919u, NULL};
+        aotk__fwd_check_case c = {.dtype = dtypes[t], .batch = 2, .seqlen_q = 67, .seqlen_k = 131, .heads_q = 4,
+                                  .heads_kv = 2, .head_dim = head_dims[h], .causal = causal,
+                                  .layout = causal ? AOTK__LAYOUT_PADDED : AOTK__LAYOUT_CONTIGUOUS, .with_lse = 1,
+                                  .rows_per_head = 67, .seed = seed + (uint64_t)log.cases * 7919u};
         aotk__fwd_check_result r;
         aotk_status case_status = aotk__check_attn_fwd(driver, &c, &r);
-        record_case(&log, "", dtypes[t], head_dims[h], causal, case_status, r.passed, r.kernel_name, r.detail);
+        snprintf(label, sizeof label, "%s d=%lld causal=%d", dtype_label(dtypes[t]), (long long)head_dims[h], causal);
+        record_case(&log, label, case_status, r.passed, r.kernel_name, r.detail);
       }
     }
   }
@@ -95,13 +132,41 @@ aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes
   for (int t = 0; t < 2; t++) {
     for (int h = 0; h < 2; h++) {
       int causal = (t + h) % 2;
-      aotk__bwd_check_case c = {dtypes[t], 2, causal ? 131 : 67, causal ? 67 : 131, 4, 2, head_dims[h], causal, 0.0f,
-                                h ? AOTK__LAYOUT_PADDED : AOTK__LAYOUT_CONTIGUOUS, 1, 1, 0,
-                                seed + (uint64_t)log.cases * 7919u, NULL};
+      aotk__bwd_check_case c = {.dtype = dtypes[t], .batch = 2, .seqlen_q = causal ? 131 : 67,
+                                .seqlen_k = causal ? 67 : 131, .heads_q = 4, .heads_kv = 2, .head_dim = head_dims[h],
+                                .causal = causal, .layout = h ? AOTK__LAYOUT_PADDED : AOTK__LAYOUT_CONTIGUOUS,
+                                .mix_layouts = 1, .deterministic = 1, .seed = seed + (uint64_t)log.cases * 7919u};
       aotk__bwd_check_result r;
       aotk_status case_status = aotk__check_attn_bwd(driver, &c, &r);
-      record_case(&log, "bwd ", dtypes[t], head_dims[h], causal, case_status, r.passed, r.kernel_name, r.detail);
+      snprintf(label, sizeof label, "bwd %s d=%lld causal=%d", dtype_label(dtypes[t]), (long long)head_dims[h], causal);
+      record_case(&log, label, case_status, r.passed, r.kernel_name, r.detail);
     }
+  }
+  /* The features, forward and backward: batch 2 (or the varlen case's four sequences), GQA 2. */
+  feature_case features[8];
+  const int feature_count = feature_cases(features, seed);
+  for (int i = 0; i < feature_count; i++) {
+    const feature_case *fc = &features[i];
+    aotk__fwd_check_case c = {.dtype = fc->dtype, .batch = 2, .seqlen_q = fc->seqlen_q, .seqlen_k = fc->seqlen_k,
+                              .heads_q = 4, .heads_kv = 2, .head_dim = fc->head_dim, .causal = fc->causal,
+                              .layout = AOTK__LAYOUT_CONTIGUOUS, .with_lse = 1, .rows_per_head = 131,
+                              .seed = seed + (uint64_t)log.cases * 7919u, .features = fc->features};
+    aotk__fwd_check_result r;
+    aotk_status case_status = aotk__check_attn_fwd(driver, &c, &r);
+    snprintf(label, sizeof label, "%s %s causal=%d", dtype_label(fc->dtype), fc->label, fc->causal);
+    record_case(&log, label, case_status, r.passed, r.kernel_name, r.detail);
+  }
+  for (int i = 0; i < feature_count; i++) {
+    const feature_case *fc = &features[i];
+    aotk__bwd_check_case c = {.dtype = fc->dtype, .batch = 2, .seqlen_q = fc->seqlen_q, .seqlen_k = fc->seqlen_k,
+                              .heads_q = 4, .heads_kv = 2, .head_dim = fc->head_dim, .causal = fc->causal,
+                              .layout = i % 2 ? AOTK__LAYOUT_PADDED : AOTK__LAYOUT_CONTIGUOUS, .mix_layouts = 1,
+                              .deterministic = 1, .seed = seed + (uint64_t)log.cases * 7919u,
+                              .features = fc->features};
+    aotk__bwd_check_result r;
+    aotk_status case_status = aotk__check_attn_bwd(driver, &c, &r);
+    snprintf(label, sizeof label, "bwd %s %s causal=%d", dtype_label(fc->dtype), fc->label, fc->causal);
+    record_case(&log, label, case_status, r.passed, r.kernel_name, r.detail);
   }
   driver->cuCtxSetCurrent(previous);
   driver->cuDevicePrimaryCtxRelease(device);

@@ -1,7 +1,7 @@
 /*
  * Setup shared by the GPU test binaries: the driver, device 0's primary context made current, a
- * non-blocking stream, and the run's seed. Include after aotk_test_harness.h in the one file of a
- * binary, and start main with
+ * non-blocking stream, and the run's seed; and what a case's kernel choice should look like. Include
+ * after aotk_test_harness.h in the one file of a binary, and start main with
  *
  *   if (!aotk_gpu_test_setup()) return aotk_gpu_test_skip_all();
  *
@@ -12,8 +12,10 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "aotk.h"
+#include "aotk_check.h"
 #include "aotk_driver.h"
 #include "aotk_test_harness.h"
 
@@ -45,6 +47,111 @@ static void aotk_gpu_test_no_gpu(void) { TEST_SKIP("no GPU on this machine"); }
 static int aotk_gpu_test_skip_all(void) {
   RUN_TEST(aotk_gpu_test_no_gpu);
   return aotk_test_finish();
+}
+
+static uint64_t aotk_gpu_test_random(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static const char *aotk_gpu_test_dtype_label(aotk_dtype dtype) {
+  return dtype == AOTK_DTYPE_BFLOAT16 ? "bf16" : "fp16";
+}
+
+static int64_t aotk_gpu_test_head_dim_v(int64_t head_dim, const aotk__check_features *f) {
+  return f->head_dim_v > 0 ? f->head_dim_v : head_dim;
+}
+
+/* The aligned kernels need 16-byte-aligned pointers and strides that are multiples of 16 elements:
+ * the packed and permuted layouts give that exactly when both head dims are multiples of 16 (every
+ * stride of theirs is a multiple of a head dim, the smallest being the head dim itself). */
+static bool aotk_gpu_test_expect_aligned(aotk__check_layout layout, int64_t head_dim, const aotk__check_features *f) {
+  return (layout == AOTK__LAYOUT_CONTIGUOUS || layout == AOTK__LAYOUT_PERMUTED) && head_dim % 16 == 0 &&
+         aotk_gpu_test_head_dim_v(head_dim, f) % 16 == 0;
+}
+
+/* The kernel variant with softcap, ALiBi and dropout code (AOTK_FEATURE_EXTRAS_KERNEL); sinks touch only
+ * the forward's epilogue and the backward's pre-pass, so they run in the plain variant. */
+static bool aotk_gpu_test_has_extras(const aotk__check_features *f) {
+  return f->softcap > 0.0f || f->alibi != 0 || f->dropout_p > 0.0f;
+}
+
+/* The AOTK_FEATURE_* bits the query should report for a case, from the header's definitions: a window
+ * is a bound beyond what causal already implies; the padded head dim is a compiled pair larger than
+ * the problem's (the query's kernel_head_dim_* are checked against the problem's apart). */
+static uint32_t aotk_gpu_test_expected_features(int causal, int64_t head_dim, const aotk__check_features *f,
+                                                int32_t kernel_head_dim_qk, int32_t kernel_head_dim_v) {
+  uint32_t bits = 0;
+  if (f->num_seqs > 0) bits |= AOTK_FEATURE_VARLEN;
+  if (causal) bits |= AOTK_FEATURE_CAUSAL;
+  if (f->window && (f->window_left >= 0 || (f->window_right >= 0 && !causal))) bits |= AOTK_FEATURE_WINDOW;
+  if (f->softcap > 0.0f) bits |= AOTK_FEATURE_SOFTCAP;
+  if (f->alibi) bits |= AOTK_FEATURE_ALIBI;
+  if (f->sinks) bits |= AOTK_FEATURE_SINKS;
+  if (f->dropout_p > 0.0f) bits |= AOTK_FEATURE_DROPOUT;
+  if (kernel_head_dim_qk > head_dim || kernel_head_dim_v > aotk_gpu_test_head_dim_v(head_dim, f)) {
+    bits |= AOTK_FEATURE_PADDED_HEAD_DIM;
+  }
+  if (aotk_gpu_test_has_extras(f)) bits |= AOTK_FEATURE_EXTRAS_KERNEL;
+  return bits;
+}
+
+/* Checks the kernel choice the query reported for a case: the EXTRAS variant exactly when a feature
+ * needs it, compiled head dims that hold the problem's (multiples of 8 up to 256, the header's range),
+ * and the feature bits. */
+static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causal, int64_t head_dim,
+                                              const aotk__check_features *f, int32_t kernel_head_dim_qk,
+                                              int32_t kernel_head_dim_v, uint32_t features) {
+  const int64_t head_dim_v = aotk_gpu_test_head_dim_v(head_dim, f);
+  bool extras = strstr(kernel_name, "_extras_") != NULL;
+  CHECK_MSG(extras == aotk_gpu_test_has_extras(f), "ran %s", kernel_name);
+  CHECK_MSG(kernel_head_dim_qk >= head_dim && kernel_head_dim_v >= head_dim_v && kernel_head_dim_qk <= 256 &&
+                kernel_head_dim_v <= 256,
+            "head dims %lld/%lld ran in the compiled %d/%d (%s)", (long long)head_dim, (long long)head_dim_v,
+            (int)kernel_head_dim_qk, (int)kernel_head_dim_v, kernel_name);
+  uint32_t expected = aotk_gpu_test_expected_features(causal, head_dim, f, kernel_head_dim_qk, kernel_head_dim_v);
+  CHECK_MSG(features == expected, "features 0x%x, expected 0x%x", (unsigned)features, (unsigned)expected);
+}
+
+/* " dv=128 varlen[6] window=63/-1 top-left softcap=5 alibi[2d] sinks dropout=0.1": the features of a
+ * case, for its name. */
+static void aotk_gpu_test_feature_label(char *out, size_t size, int64_t head_dim, const aotk__check_features *f) {
+  size_t used = 0;
+  out[0] = '\0';
+#define AOTK_GPU_TEST_APPEND(...)                                             \
+  do {                                                                        \
+    if (used < size) {                                                        \
+      int written = snprintf(out + used, size - used, __VA_ARGS__);           \
+      if (written > 0) used += (size_t)written;                               \
+    }                                                                         \
+  } while (0)
+  if (f->head_dim_v > 0 && f->head_dim_v != head_dim) AOTK_GPU_TEST_APPEND(" dv=%lld", (long long)f->head_dim_v);
+  if (f->num_seqs > 0) {
+    AOTK_GPU_TEST_APPEND(" varlen[");
+    for (int i = 0; i < f->num_seqs; i++) {
+      AOTK_GPU_TEST_APPEND("%s%lldx%lld", i ? "," : "", (long long)f->seqlens_q[i], (long long)f->seqlens_k[i]);
+    }
+    AOTK_GPU_TEST_APPEND("]");
+    if (f->max_seqlen_slack > 0) AOTK_GPU_TEST_APPEND("+%lld", (long long)f->max_seqlen_slack);
+  }
+  if (f->window) AOTK_GPU_TEST_APPEND(" window=%d/%d", (int)f->window_left, (int)f->window_right);
+  if (f->top_left) AOTK_GPU_TEST_APPEND(" top-left");
+  if (f->softcap > 0.0f) AOTK_GPU_TEST_APPEND(" softcap=%g", (double)f->softcap);
+  if (f->alibi) AOTK_GPU_TEST_APPEND(" alibi[%s]", f->alibi == 2 ? "2d" : "1d");
+  if (f->sinks) AOTK_GPU_TEST_APPEND(" sinks");
+  if (f->dropout_p > 0.0f) AOTK_GPU_TEST_APPEND(" dropout=%g", (double)f->dropout_p);
+#undef AOTK_GPU_TEST_APPEND
+}
+
+/* Sets varlen sequences from a list of (len_q, len_k) pairs. */
+static void aotk_gpu_test_set_seqlens(aotk__check_features *f, const int64_t (*seqlens)[2], int count) {
+  f->num_seqs = count;
+  for (int i = 0; i < count; i++) {
+    f->seqlens_q[i] = seqlens[i][0];
+    f->seqlens_k[i] = seqlens[i][1];
+  }
 }
 
 #endif /* AOTK_GPU_TEST_H */

@@ -26,17 +26,34 @@ typedef struct bwd_case {
   aotk__bwd_check_case check;
   bool expect_aligned;
   bool expect_ptx;
-  char name[220];
+  char name[320];
 } bwd_case;
 
 /* Worst error seen, as a fraction of its bound, per dtype, and the case it was seen in: reported at
  * the end. */
 static double worst_error_fraction[4];
-static char worst_case[4][sizeof(((aotk__bwd_check_result *)0)->detail) + 240];
+static char worst_case[4][sizeof(((aotk__bwd_check_result *)0)->detail) + 340];
 
-/* The header's figure: delta and lse * log2(e), fp32 [batch * heads_q, round_up(seqlen_q, 128)] each. */
+/* The header's figure: delta and lse * log2(e), fp32 [batch * heads_q, round_up(seqlen_q, 128)] each
+ * (varlen: num_seqs and max_seqlen_q). */
 static size_t documented_workspace_bytes(int64_t batch, int64_t heads_q, int64_t seqlen_q) {
   return (size_t)(8 * batch * heads_q * ((seqlen_q + 127) / 128 * 128));
+}
+
+/* The case's batch and seqlen_q as the backward sees them: the number of sequences and max_seqlen_q
+ * for varlen (as the check runner passes it: the longest sequence, at least 1, plus the slack). */
+static void case_batch_and_seqlen_q(const aotk__bwd_check_case *c, int64_t *batch, int64_t *seqlen_q) {
+  const aotk__check_features *f = &c->features;
+  *batch = c->batch;
+  *seqlen_q = c->seqlen_q;
+  if (f->num_seqs > 0) {
+    int64_t longest = 1;
+    for (int i = 0; i < f->num_seqs; i++) {
+      if (f->seqlens_q[i] > longest) longest = f->seqlens_q[i];
+    }
+    *batch = f->num_seqs;
+    *seqlen_q = longest + f->max_seqlen_slack;
+  }
 }
 
 static void run_bwd_case(const void *argument) {
@@ -53,23 +70,31 @@ static void run_bwd_case(const void *argument) {
   CHECK_MSG(aligned == bc->expect_aligned, "%s layout%s ran %s", aotk__check_layout_name(c->layout),
             c->mix_layouts ? " (mixed)" : "", r.kernel_name);
   CHECK_MSG(r.from_ptx == (int)bc->expect_ptx, "from_ptx = %d", r.from_ptx);
-  size_t documented = documented_workspace_bytes(c->batch, c->heads_q, c->seqlen_q);
-  CHECK_MSG(r.workspace_bytes == documented, "workspace_bytes = %zu, the header says %zu", r.workspace_bytes,
-            documented);
+  aotk_gpu_test_check_kernel_choice(r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk,
+                                    r.kernel_head_dim_v, r.features);
+  /* The pre-pass, dK/dV and dQ; and the sink reduction, which the check asks for with sinks (dsinks). */
+  const int32_t launches = c->features.sinks ? 4 : 3;
+  CHECK_MSG(r.launches == launches, "launches = %d, expected %d", (int)r.launches, (int)launches);
+  int64_t batch, seqlen_q;
+  case_batch_and_seqlen_q(c, &batch, &seqlen_q);
+  size_t documented = documented_workspace_bytes(batch, c->heads_q, seqlen_q);
+  /* dsinks adds the sink gradient's partial sums after the statistics. */
+  if (c->features.sinks) {
+    CHECK_MSG(r.workspace_bytes > documented, "workspace_bytes = %zu with dsinks, the statistics alone take %zu",
+              r.workspace_bytes, documented);
+  } else {
+    CHECK_MSG(r.workspace_bytes == documented, "workspace_bytes = %zu, the header says %zu", r.workspace_bytes,
+              documented);
+  }
   if (r.worst_fraction > worst_error_fraction[c->dtype]) {
     worst_error_fraction[c->dtype] = r.worst_fraction;
     snprintf(worst_case[c->dtype], sizeof worst_case[c->dtype], "%s: %s", bc->name, r.detail);
   }
 }
 
-static uint64_t next_random(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+static uint64_t next_random(uint64_t *state) { return aotk_gpu_test_random(state); }
 
-static const char *dtype_label(aotk_dtype dtype) { return dtype == AOTK_DTYPE_BFLOAT16 ? "bf16" : "fp16"; }
+static const char *dtype_label(aotk_dtype dtype) { return aotk_gpu_test_dtype_label(dtype); }
 
 static void fill_case(bwd_case *bc, aotk_dtype dtype, int64_t head_dim, int causal, int64_t seqlen_q, int64_t seqlen_k,
                       int64_t batch, int64_t heads_q, int64_t heads_kv, aotk__check_layout layout, int mix_layouts,
@@ -190,10 +215,13 @@ static void bwd_buffers_destroy(bwd_buffers *b) {
     if (all[i]) driver->cuMemFree(all[i]);
 }
 
+/* The memsets run on the legacy stream, which the test's non-blocking stream does not wait for: wait
+ * for them here, before anything is launched on it. */
 static void poison_gradients(const bwd_buffers *b) {
   CHECK(driver->cuMemsetD8(b->dq, 0xff, b->q_bytes) == CUDA_SUCCESS);
   CHECK(driver->cuMemsetD8(b->dk, 0xff, b->kv_bytes) == CUDA_SUCCESS);
   CHECK(driver->cuMemsetD8(b->dv, 0xff, b->kv_bytes) == CUDA_SUCCESS);
+  CHECK(driver->cuCtxSynchronize() == CUDA_SUCCESS);
 }
 
 /* Elements of a device fp16 buffer that hold the poison (0xffff). */
@@ -260,6 +288,7 @@ static void test_graph_capture(void) {
     for (int g = 0; g < 3; g++) CHECK(download(gradients[g], bytes[g], &eager[g]));
     poison_gradients(&b);
     CHECK(driver->cuMemsetD8(b.workspace, 0xff, b.workspace_bytes) == CUDA_SUCCESS);
+    CHECK(driver->cuCtxSynchronize() == CUDA_SUCCESS);
     CHECK(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS);
     aotk_status captured = aotk_attn_bwd(&b.params, workspace, b.workspace_bytes, (aotk_stream)stream);
     CHECK(driver->cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
@@ -316,7 +345,6 @@ static void test_query_on_device(void) {
          info.arch, info.from_ptx ? " PTX" : "", info.num_warps, info.shared_bytes, (long long)info.grid,
          info.workspace_bytes);
 }
-
 
 int main(void) {
   if (!aotk_gpu_test_setup()) return aotk_gpu_test_skip_all();

@@ -21,7 +21,7 @@ typedef struct fwd_case {
   aotk__fwd_check_case check;
   bool expect_aligned;
   bool expect_ptx;
-  char name[200];
+  char name[320];
 } fwd_case;
 
 /* Worst error seen, as a fraction of its bound, per dtype: reported at the end. */
@@ -29,27 +29,27 @@ static double worst_error_fraction[4];
 
 static void run_fwd_case(const void *argument) {
   const fwd_case *fc = argument;
+  const aotk__fwd_check_case *c = &fc->check;
   aotk__fwd_check_result r;
-  aotk_status status = aotk__check_attn_fwd(driver, &fc->check, &r);
+  aotk_status status = aotk__check_attn_fwd(driver, c, &r);
   CHECK_MSG(status == AOTK_OK, "%s: %s", aotk_status_name(status), aotk_last_error());
   if (status != AOTK_OK) return;
   CHECK_MSG(r.passed, "%s: %s", r.kernel_name, r.detail);
   bool aligned = strstr(r.kernel_name, "_aligned_") != NULL;
-  CHECK_MSG(aligned == fc->expect_aligned, "%s layout ran %s", aotk__check_layout_name(fc->check.layout),
-            r.kernel_name);
+  CHECK_MSG(aligned == fc->expect_aligned, "%s layout ran %s", aotk__check_layout_name(c->layout), r.kernel_name);
   CHECK_MSG(r.from_ptx == (int)fc->expect_ptx, "from_ptx = %d", r.from_ptx);
+  aotk_gpu_test_check_kernel_choice(r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk,
+                                    r.kernel_head_dim_v, r.features);
+  /* The forward, and the mask kernel when the mask is asked for (the check asks with dropout). */
+  const int32_t launches = c->features.dropout_p > 0.0f ? 2 : 1;
+  CHECK_MSG(r.launches == launches, "launches = %d, expected %d", (int)r.launches, (int)launches);
   double bound = 2.0 * r.lowp_max_error + AOTK__CHECK_ERROR_FLOOR;
-  if (r.max_error / bound > worst_error_fraction[fc->check.dtype]) {
-    worst_error_fraction[fc->check.dtype] = r.max_error / bound;
+  if (r.max_error / bound > worst_error_fraction[c->dtype]) {
+    worst_error_fraction[c->dtype] = r.max_error / bound;
   }
 }
 
-static uint64_t next_random(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+static uint64_t next_random(uint64_t *state) { return aotk_gpu_test_random(state); }
 
 static void make_case(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int causal, int64_t seqlen_q,
                       int64_t seqlen_k, int index, uint64_t *state, bool ptx) {
@@ -71,7 +71,7 @@ static void make_case(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int caus
   c->rows_per_head = large ? 12 : 40;
   c->seed = seed + (uint64_t)index * 1000003u + (ptx ? 17 : 0);
   c->stream = (aotk_stream)stream;
-  fc->expect_aligned = c->layout == AOTK__LAYOUT_CONTIGUOUS || c->layout == AOTK__LAYOUT_PERMUTED;
+  fc->expect_aligned = aotk_gpu_test_expect_aligned(c->layout, head_dim, &c->features);
   fc->expect_ptx = ptx;
   snprintf(fc->name, sizeof fc->name, "%s%s d=%lld %s sq=%lld sk=%lld b=%lld hq=%lld hkv=%lld %s%s%s",
            ptx ? "ptx sm_80 " : "", dtype == AOTK_DTYPE_BFLOAT16 ? "bf16" : "fp16", (long long)head_dim,
@@ -107,8 +107,10 @@ static void test_concurrent_first_use(void) {
   thread_job jobs[THREADS];
   pthread_t threads[THREADS];
   for (int i = 0; i < THREADS; i++) {
-    aotk__fwd_check_case c = {AOTK_DTYPE_BFLOAT16, 1, 300, 333, 4, 2, 128, i % 2, 0.0f, AOTK__LAYOUT_CONTIGUOUS,
-                              1, 40, seed + 99u * (uint64_t)i, NULL};
+    aotk__fwd_check_case c = {.dtype = AOTK_DTYPE_BFLOAT16, .batch = 1, .seqlen_q = 300, .seqlen_k = 333,
+                              .heads_q = 4, .heads_kv = 2, .head_dim = 128, .causal = i % 2,
+                              .layout = AOTK__LAYOUT_CONTIGUOUS, .with_lse = 1, .rows_per_head = 40,
+                              .seed = seed + 99u * (uint64_t)i};
     jobs[i].check = c;
     CHECK(pthread_create(&threads[i], NULL, thread_main, &jobs[i]) == 0);
   }
@@ -147,6 +149,8 @@ static void test_graph_capture(void) {
   CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);
   CHECK(driver->cuMemcpyDtoH(eager, out, bytes) == CUDA_SUCCESS);
   CHECK(driver->cuMemsetD8(out, 0xff, bytes) == CUDA_SUCCESS);
+  /* The memset runs on the legacy stream, which the non-blocking stream does not wait for. */
+  CHECK(driver->cuCtxSynchronize() == CUDA_SUCCESS);
   CHECK(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS);
   aotk_status captured = aotk_attn_fwd(&params, (aotk_stream)stream);
   CHECK(driver->cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
@@ -186,7 +190,6 @@ static void test_query_on_device(void) {
          info.from_ptx ? " PTX" : "", info.num_warps, info.shared_bytes, (long long)info.grid);
 }
 
-
 int main(void) {
   if (!aotk_gpu_test_setup()) return aotk_gpu_test_skip_all();
   RUN_TEST(test_concurrent_first_use);
@@ -220,6 +223,7 @@ int main(void) {
   aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
 
   RUN_TEST(test_graph_capture);
+
   printf("worst error as a fraction of its bound: bf16 %.3f, fp16 %.3f\n", worst_error_fraction[AOTK_DTYPE_BFLOAT16],
          worst_error_fraction[AOTK_DTYPE_FLOAT16]);
   driver->cuStreamDestroy(stream);
