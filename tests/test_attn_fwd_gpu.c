@@ -2,7 +2,13 @@
  * not, sequence lengths {1, 17, 127, 128, 1000, 4097} for q and k, batch 1-4, GQA ratios 1/4/8, four
  * memory layouts (packed, permuted, padded with unaligned strides, unaligned pointer), lse on and off;
  * then the sm_80 PTX on this GPU, concurrent first use from several threads, and CUDA graph capture.
- * Exits 77 (skipped) on a machine with no GPU. */
+ *
+ * Then the features of aotk_attn_params (see feature_section): head dims from 8 to 256 with
+ * head_dim_qk != head_dim_v, variable length with empty sequences, sliding windows of 0, 1, 63, 64, 65
+ * and 1000 keys in both alignments, softcap, ALiBi, sinks and dropout, each alone over both dtypes,
+ * and all together; the dropout mask checked bit for bit against the host's Philox, its keep rate, its
+ * invariance to everything but (seed, offset, b, h, i, j), and a captured graph replayed under a new
+ * offset. Exits 77 (skipped) on a machine with no GPU. */
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -190,6 +196,610 @@ static void test_query_on_device(void) {
          info.from_ptx ? " PTX" : "", info.num_warps, info.shared_bytes, (long long)info.grid);
 }
 
+/* --- the features ------------------------------------------------------------------------------ */
+
+/* One feature case: batch, heads and layout given; lse on in 4 cases of 5; 12 rows compared per
+ * (sequence, head) where a head has more than 1e5 (row, key) pairs, 40 otherwise. */
+static void feature_case(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int causal, int64_t seqlen_q,
+                         int64_t seqlen_k, int64_t batch, int64_t heads_q, int64_t heads_kv, aotk__check_layout layout,
+                         float softmax_scale, const aotk__check_features *features, int index, bool ptx) {
+  memset(fc, 0, sizeof *fc);
+  aotk__fwd_check_case *c = &fc->check;
+  c->dtype = dtype;
+  c->batch = batch;
+  c->seqlen_q = seqlen_q;
+  c->seqlen_k = seqlen_k;
+  c->heads_q = heads_q;
+  c->heads_kv = heads_kv;
+  c->head_dim = head_dim;
+  c->causal = causal;
+  c->softmax_scale = softmax_scale;
+  c->layout = layout;
+  c->with_lse = index % 5 != 4;
+  c->features = *features;
+  int64_t longest_q = seqlen_q, longest_k = seqlen_k;
+  if (features->num_seqs > 0) {
+    longest_q = longest_k = 0;
+    for (int i = 0; i < features->num_seqs; i++) {
+      if (features->seqlens_q[i] > longest_q) longest_q = features->seqlens_q[i];
+      if (features->seqlens_k[i] > longest_k) longest_k = features->seqlens_k[i];
+    }
+  }
+  c->rows_per_head = longest_q * longest_k > 100000 ? 12 : 40;
+  c->seed = seed + (uint64_t)index * 1000003u + (ptx ? 17 : 0);
+  c->stream = (aotk_stream)stream;
+  fc->expect_aligned = aotk_gpu_test_expect_aligned(layout, head_dim, features);
+  fc->expect_ptx = ptx;
+  char label[200];
+  aotk_gpu_test_feature_label(label, sizeof label, head_dim, features);
+  char lengths[64] = "";
+  if (features->num_seqs == 0) {
+    snprintf(lengths, sizeof lengths, " sq=%lld sk=%lld b=%lld", (long long)seqlen_q, (long long)seqlen_k,
+             (long long)batch);
+  }
+  snprintf(fc->name, sizeof fc->name, "%s%s d=%lld %s%s hq=%lld hkv=%lld %s%s%s%s", ptx ? "ptx sm_80 " : "",
+           aotk_gpu_test_dtype_label(dtype), (long long)head_dim, causal ? "causal" : "full", lengths,
+           (long long)heads_q, (long long)heads_kv, aotk__check_layout_name(layout), c->with_lse ? " lse" : "",
+           softmax_scale != 0.0f ? " scale" : "", label);
+}
+
+static void run_feature_case(fwd_case *fc) { aotk_test_run_with(fc->name, run_fwd_case, fc); }
+
+/* Offsets below 2^62, so that the check's offset + 1 cannot overflow; half of them past 2^32, where
+ * the offset's high word enters the Philox key. */
+static int64_t random_offset(uint64_t *state, int index) {
+  uint64_t r = next_random(state);
+  return (int64_t)(index % 2 ? r >> 2 : r >> 34);
+}
+
+static const int64_t varlen_mixed[][2] = {{17, 17}, {0, 31}, {127, 0}, {1, 1}, {1000, 1000}, {5, 300}};
+static const int64_t varlen_short_rows[][2] = {{1, 1000}, {1, 127}, {1, 0}, {64, 64}, {65, 63}, {128, 129}};
+static const int64_t varlen_empty[][2] = {{300, 0}, {0, 300}, {0, 0}, {257, 255}};
+
+static void set_varlen(aotk__check_features *f, int which) {
+  switch (which % 3) {
+    case 0:
+      aotk_gpu_test_set_seqlens(f, varlen_mixed, 6);
+      break;
+    case 1:
+      aotk_gpu_test_set_seqlens(f, varlen_short_rows, 6);
+      break;
+    default:
+      aotk_gpu_test_set_seqlens(f, varlen_empty, 4);
+      break;
+  }
+}
+
+/*
+ * Each feature alone over both dtypes, a few head dims, causal and not, GQA, odd lengths, the four
+ * layouts; then all of them together. Sizes stay at or below 1000 x 1000 so that the host reference of
+ * the ~100 cases costs seconds.
+ */
+static void feature_section(int *index, uint64_t *state) {
+  static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
+  static const int64_t groups[] = {1, 4, 8};
+  fwd_case fc;
+  aotk__check_features f;
+
+  /* Head dims: every multiple of 8 runs in the smallest compiled pair that holds it; head_dim_v may
+   * differ from head_dim_qk either way. */
+  static const int64_t dims[][2] = {{8, 8},     {40, 40},   {72, 72},   {96, 96},  {136, 136},
+                                    {192, 128}, {256, 256}, {256, 128}, {64, 128}, {128, 40}};
+  static const int64_t shapes[][2] = {{1, 17}, {17, 127}, {127, 1000}, {1000, 1000}, {1000, 127}};
+  for (int t = 0; t < 2; t++)
+    for (int i = 0; i < 10; i++) {
+      memset(&f, 0, sizeof f);
+      f.head_dim_v = dims[i][1];
+      const int k = *index;
+      const int64_t *shape = shapes[(i + t) % 5];
+      const bool large = shape[0] * shape[1] > 100000;
+      const int64_t heads_kv = large ? 1 : 1 + k % 2;
+      feature_case(&fc, dtypes[t], dims[i][0], (i + t) % 2, shape[0], shape[1], large ? 1 : 1 + k % 3,
+                   heads_kv * groups[k % 3], heads_kv, (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f,
+                   (*index)++, false);
+      run_feature_case(&fc);
+    }
+
+  /* Variable length, with sequences of no query rows, no keys, or neither, and lengths on and around
+   * the block sizes; causal is bottom-right per sequence (each its own diagonal). */
+  static const int64_t varlen_dims[] = {64, 128, 96};
+  for (int t = 0; t < 2; t++)
+    for (int causal = 0; causal < 2; causal++)
+      for (int h = 0; h < 2; h++) {
+        memset(&f, 0, sizeof f);
+        const int k = *index;
+        set_varlen(&f, t * 4 + causal * 2 + h);
+        feature_case(&fc, dtypes[t], varlen_dims[(t + h) % 3], causal, 0, 0, 0, 2 * groups[k % 3], 2,
+                     (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f, (*index)++, false);
+        run_feature_case(&fc);
+      }
+  /* max_seqlen above every sequence (its grid covers more rows than any has), top-left causal. */
+  memset(&f, 0, sizeof f);
+  set_varlen(&f, 1);
+  f.max_seqlen_slack = 37;
+  f.top_left = 1;
+  feature_case(&fc, AOTK_DTYPE_BFLOAT16, 96, 1, 0, 0, 0, 4, 4, AOTK__LAYOUT_PADDED, 0.0f, &f, (*index)++, false);
+  run_feature_case(&fc);
+  /* One sequence: the varlen layout of a plain batch of 1. */
+  static const int64_t single[][2] = {{1000, 127}};
+  memset(&f, 0, sizeof f);
+  aotk_gpu_test_set_seqlens(&f, single, 1);
+  feature_case(&fc, AOTK_DTYPE_FLOAT16, 128, 1, 0, 0, 0, 8, 1, AOTK__LAYOUT_PERMUTED, 0.0f, &f, (*index)++, false);
+  run_feature_case(&fc);
+
+  /* Sliding windows of 0, 1, 63, 64, 65 and 1000 keys (around the 64-key blocks, and wider than the
+   * keys), with seqlen_q != seqlen_k both ways and both alignments: left-only under causal, both sides,
+   * right-only, and causal with an explicit right bound of 0 (more rows than keys, bottom-right: the
+   * first rows see no key). */
+  static const int32_t windows[] = {0, 1, 63, 64, 65, 1000};
+  for (int w = 0; w < 6; w++)
+    for (int shape = 0; shape < 4; shape++) {
+      memset(&f, 0, sizeof f);
+      f.window = 1;
+      int causal = 0;
+      int64_t seqlen_q = 127, seqlen_k = 1000;
+      switch (shape) {
+        case 0:
+          causal = 1;
+          f.window_left = windows[w];
+          f.window_right = -1;
+          break;
+        case 1:
+          f.window_left = windows[w];
+          f.window_right = windows[w];
+          f.top_left = 1;
+          seqlen_q = 1000;
+          seqlen_k = 127;
+          break;
+        case 2:
+          f.window_left = -1;
+          f.window_right = windows[w];
+          f.top_left = 1;
+          break;
+        default:
+          causal = 1;
+          f.window_left = windows[w];
+          f.window_right = 0;
+          seqlen_q = 1000;
+          seqlen_k = 127;
+          break;
+      }
+      const int k = *index;
+      feature_case(&fc, dtypes[(w + shape) % 2], (w + shape) % 3 == 0 ? 128 : 64, causal, seqlen_q, seqlen_k,
+                   1 + k % 2, groups[k % 3], 1, (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f, (*index)++,
+                   false);
+      run_feature_case(&fc);
+    }
+  /* A local-attention model's shape: causal, equal lengths, window 255. */
+  for (int t = 0; t < 2; t++) {
+    memset(&f, 0, sizeof f);
+    f.window = 1;
+    f.window_left = 255;
+    f.window_right = -1;
+    feature_case(&fc, dtypes[t], 128, 1, 1000, 1000, 2, 8, 2, AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
+    run_feature_case(&fc);
+  }
+
+  /* Softcap: 5 with scale 0.3 at d=128 (scores of standard deviation ~3.4, well into tanh's bend)
+   * and Gemma-2's 30 with the default scale. */
+  for (int t = 0; t < 2; t++)
+    for (int causal = 0; causal < 2; causal++)
+      for (int which = 0; which < 2; which++) {
+        memset(&f, 0, sizeof f);
+        f.softcap = which ? 30.0f : 5.0f;
+        const int k = *index;
+        feature_case(&fc, dtypes[t], which ? 64 : 128, causal, which ? 1000 : 127, 1000, 1 + k % 2, 4, 4 / groups[k % 2],
+                     (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), which ? 0.0f : 0.3f, &f, (*index)++, false);
+        run_feature_case(&fc);
+      }
+
+  /* ALiBi, slopes per head [heads_q] and per batch entry [batch, heads_q]. */
+  for (int t = 0; t < 2; t++)
+    for (int kind = 1; kind <= 2; kind++)
+      for (int causal = 0; causal < 2; causal++) {
+        memset(&f, 0, sizeof f);
+        f.alibi = kind;
+        const int k = *index;
+        const bool large = causal == 0;
+        feature_case(&fc, dtypes[t], kind == 1 ? 64 : 128, causal, large ? 1000 : 17, large ? 1000 : 127,
+                     kind == 2 ? 3 : 1, 4, large ? 1 : 2, (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f,
+                     (*index)++, false);
+        run_feature_case(&fc);
+      }
+  memset(&f, 0, sizeof f);
+  f.alibi = 2;
+  set_varlen(&f, 0);
+  feature_case(&fc, AOTK_DTYPE_FLOAT16, 64, 1, 0, 0, 0, 4, 2, AOTK__LAYOUT_OFFSET, 0.0f, &f, (*index)++, false);
+  run_feature_case(&fc);
+
+  /* Sinks: with causal and more rows than keys (bottom-right), the first rows see no key and get the
+   * sink alone (out 0, lse = sink); a top-left diagonal-only window leaves rows past the keys empty. */
+  for (int t = 0; t < 2; t++)
+    for (int causal = 0; causal < 2; causal++) {
+      memset(&f, 0, sizeof f);
+      f.sinks = 1;
+      const int k = *index;
+      feature_case(&fc, dtypes[t], causal ? 128 : 64, causal, causal ? 1000 : 127, causal ? 127 : 1000, 2, 8, 2,
+                   (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f, (*index)++, false);
+      run_feature_case(&fc);
+    }
+  memset(&f, 0, sizeof f);
+  f.sinks = 1;
+  f.window = 1;
+  f.top_left = 1;
+  feature_case(&fc, AOTK_DTYPE_BFLOAT16, 64, 0, 127, 17, 2, 4, 1, AOTK__LAYOUT_PADDED, 0.0f, &f, (*index)++, false);
+  run_feature_case(&fc);
+
+  /* Dropout: the mask bit for bit against the host's Philox, the same bits from the same state, another
+   * mask from the next offset, and the keep rate over 8e6 (and 1e6) elements. */
+  static const struct {
+    float p;
+    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    int causal, top_left;
+    aotk__check_layout layout;
+  } dropouts[] = {
+      {0.1f, 2, 4, 2, 1000, 1000, 64, 1, 0, AOTK__LAYOUT_CONTIGUOUS},
+      {0.5f, 2, 4, 1, 1000, 1000, 128, 0, 0, AOTK__LAYOUT_PERMUTED},
+      {0.9f, 1, 8, 1, 127, 1000, 96, 0, 0, AOTK__LAYOUT_PADDED},
+      {0.01f, 3, 2, 2, 17, 127, 64, 1, 1, AOTK__LAYOUT_OFFSET},
+      {0.3f, 1, 4, 4, 1, 17, 128, 0, 0, AOTK__LAYOUT_CONTIGUOUS},
+      {0.7f, 2, 8, 1, 1000, 1, 64, 1, 1, AOTK__LAYOUT_PADDED},
+  };
+  for (int i = 0; i < 6; i++) {
+    for (int t = 0; t < 2; t++) {
+      /* The two large ones in both dtypes; the others in one each. */
+      if (i >= 2 && t != i % 2) continue;
+      memset(&f, 0, sizeof f);
+      f.dropout_p = dropouts[i].p;
+      f.top_left = dropouts[i].top_left;
+      f.rng_seed = (int64_t)next_random(state);
+      f.rng_offset = random_offset(state, *index);
+      feature_case(&fc, dtypes[t], dropouts[i].head_dim, dropouts[i].causal, dropouts[i].seqlen_q, dropouts[i].seqlen_k,
+                   dropouts[i].batch, dropouts[i].heads_q, dropouts[i].heads_kv, dropouts[i].layout, 0.0f, &f,
+                   (*index)++, false);
+      run_feature_case(&fc);
+    }
+  }
+  /* Dropout on the varlen layout: the mask [num_seqs, heads_q, max_seqlen_q, max_seqlen_k]. */
+  memset(&f, 0, sizeof f);
+  set_varlen(&f, 1);
+  f.dropout_p = 0.2f;
+  f.rng_seed = (int64_t)next_random(state);
+  f.rng_offset = random_offset(state, 1);
+  feature_case(&fc, AOTK_DTYPE_BFLOAT16, 64, 1, 0, 0, 0, 4, 2, AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
+  run_feature_case(&fc);
+
+  /* Everything together: varlen, a window under causal, softcap, ALiBi per sequence, sinks, dropout;
+   * both alignments, both dtypes, two head dims. Then dense, non-causal two-sided windows with the
+   * 1-d slopes and the padded head dims. */
+  for (int t = 0; t < 2; t++)
+    for (int align = 0; align < 2; align++) {
+      memset(&f, 0, sizeof f);
+      const int k = *index;
+      set_varlen(&f, k);
+      f.window = 1;
+      f.window_left = 63;
+      f.window_right = 0;
+      f.top_left = align;
+      f.softcap = 20.0f;
+      f.alibi = 2;
+      f.sinks = 1;
+      f.dropout_p = 0.2f;
+      f.rng_seed = (int64_t)next_random(state);
+      f.rng_offset = random_offset(state, k);
+      feature_case(&fc, dtypes[t], (t + align) % 2 ? 128 : 64, 1, 0, 0, 0, 2 * groups[k % 3], 2,
+                   (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f, (*index)++, false);
+      run_feature_case(&fc);
+    }
+  static const int64_t combined_dims[][2] = {{192, 128}, {40, 40}};
+  for (int t = 0; t < 2; t++) {
+    memset(&f, 0, sizeof f);
+    f.head_dim_v = combined_dims[t][1];
+    f.window = 1;
+    f.window_left = 65;
+    f.window_right = 64;
+    f.top_left = t;
+    f.softcap = 10.0f;
+    f.alibi = 1;
+    f.sinks = 1;
+    f.dropout_p = 0.15f;
+    f.rng_seed = (int64_t)next_random(state);
+    f.rng_offset = random_offset(state, t);
+    feature_case(&fc, dtypes[t], combined_dims[t][0], 0, 127, 1000, 2, 4, 2,
+                 t ? AOTK__LAYOUT_PADDED : AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
+    run_feature_case(&fc);
+  }
+
+  /* The EXTRAS kernels through the sm_80 PTX (what GPUs newer than sm_90 run). */
+  CHECK(aotk_set_image_policy(AOTK_IMAGE_POLICY_SM80_PTX) == AOTK_OK);
+  memset(&f, 0, sizeof f);
+  set_varlen(&f, 0);
+  f.window = 1;
+  f.window_left = 64;
+  f.window_right = -1;
+  f.softcap = 20.0f;
+  f.alibi = 2;
+  f.sinks = 1;
+  f.dropout_p = 0.25f;
+  f.rng_seed = (int64_t)next_random(state);
+  f.rng_offset = random_offset(state, 1);
+  feature_case(&fc, AOTK_DTYPE_BFLOAT16, 128, 1, 0, 0, 0, 4, 2, AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, true);
+  run_feature_case(&fc);
+  memset(&f, 0, sizeof f);
+  f.window = 1;
+  f.window_left = 63;
+  f.window_right = 1;
+  f.dropout_p = 0.4f;
+  f.rng_seed = (int64_t)next_random(state);
+  f.rng_offset = random_offset(state, 0);
+  feature_case(&fc, AOTK_DTYPE_FLOAT16, 96, 0, 1000, 127, 1, 4, 1, AOTK__LAYOUT_PADDED, 0.0f, &f, (*index)++, true);
+  run_feature_case(&fc);
+  aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
+}
+
+/* The host's Philox4x32 against Random123's known-answer vectors (kat_vectors, philox4x32 with 7 and
+ * 10 rounds): the model the masks are checked with must itself be Philox. */
+static void test_philox_known_answers(void) {
+  static const struct {
+    int rounds;
+    uint32_t counter[4], key[2], expected[4];
+  } vectors[] = {
+      {7, {0, 0, 0, 0}, {0, 0}, {0x5f6fb709u, 0x0d893f64u, 0x4f121f81u, 0x4f730a48u}},
+      {7,
+       {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+       {0xffffffffu, 0xffffffffu},
+       {0x5207ddc2u, 0x45165e59u, 0x4d8ee751u, 0x8c52f662u}},
+      {7,
+       {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+       {0xa4093822u, 0x299f31d0u},
+       {0x4dfccabau, 0x190a87f0u, 0xc47362bau, 0xb6b5242au}},
+      {10, {0, 0, 0, 0}, {0, 0}, {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}},
+  };
+  for (size_t i = 0; i < sizeof vectors / sizeof vectors[0]; i++) {
+    uint32_t words[4];
+    memcpy(words, vectors[i].counter, sizeof words);
+    aotk__check_philox4x32(words, vectors[i].key, vectors[i].rounds);
+    CHECK_MSG(memcmp(words, vectors[i].expected, sizeof words) == 0, "vector %zu: %08x %08x %08x %08x", i, words[0],
+              words[1], words[2], words[3]);
+  }
+}
+
+/* Random 16-bit inputs for the tests below that only look at the mask or compare two runs: fp16
+ * |x| in [1, 2) (in bf16 the same bits are small finite numbers), never zero. */
+static bool upload_random_bits(CUdeviceptr *pointer, size_t elements, uint64_t *state) {
+  uint16_t *host = malloc(elements * 2);
+  if (host == NULL) return false;
+  for (size_t i = 0; i < elements; i++) host[i] = (uint16_t)(0x3c00u ^ (next_random(state) & 0x83ffu));
+  bool ok = driver->cuMemAlloc(pointer, elements * 2) == CUDA_SUCCESS &&
+            driver->cuMemcpyHtoD(*pointer, host, elements * 2) == CUDA_SUCCESS;
+  free(host);
+  return ok;
+}
+
+/* One forward's dropout mask for the invariance test: heads_q = MASK_HEADS on one kv head, the mask
+ * [batch, MASK_HEADS, seqlen_q, seqlen_k] packed, poisoned with 0xaa first. varlen: every sequence of
+ * the same lengths, through cu_seqlens (the mask's layout is then the same). NULL on failure. */
+enum { MASK_HEADS = 3 };
+
+typedef struct mask_problem {
+  aotk_dtype dtype;
+  int64_t batch, seqlen_q, seqlen_k, head_dim;
+  int causal, window_left, varlen;
+} mask_problem;
+
+static uint8_t *dropout_mask_of(const mask_problem *mp, int64_t rng_seed, int64_t rng_offset, float dropout_p) {
+  const int64_t B = mp->batch, SQ = mp->seqlen_q, SK = mp->seqlen_k, D = mp->head_dim;
+  const size_t mask_bytes = (size_t)(B * MASK_HEADS * SQ * SK);
+  uint8_t *mask = malloc(mask_bytes);
+  CUdeviceptr q = 0, k = 0, v = 0, out = 0, rng = 0, device_mask = 0, cu_q = 0, cu_k = 0;
+  uint64_t state = seed ^ (uint64_t)(SQ * 7919 + SK);
+  bool ok = mask != NULL && upload_random_bits(&q, (size_t)(B * SQ * MASK_HEADS * D), &state) &&
+            upload_random_bits(&k, (size_t)(B * SK * D), &state) && upload_random_bits(&v, (size_t)(B * SK * D), &state) &&
+            driver->cuMemAlloc(&out, (size_t)(B * SQ * MASK_HEADS * D) * 2) == CUDA_SUCCESS &&
+            driver->cuMemAlloc(&rng, 16) == CUDA_SUCCESS && driver->cuMemAlloc(&device_mask, mask_bytes) == CUDA_SUCCESS &&
+            driver->cuMemsetD8(device_mask, 0xaa, mask_bytes) == CUDA_SUCCESS;
+  const int64_t rng_state[2] = {rng_seed, rng_offset};
+  ok = ok && driver->cuMemcpyHtoD(rng, rng_state, sizeof rng_state) == CUDA_SUCCESS;
+  aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
+  if (mp->varlen) {
+    int32_t offsets_q[17], offsets_k[17];
+    for (int64_t b = 0; b <= B && b < 17; b++) {
+      offsets_q[b] = (int32_t)(b * SQ);
+      offsets_k[b] = (int32_t)(b * SK);
+    }
+    ok = ok && B < 17 && driver->cuMemAlloc(&cu_q, sizeof offsets_q) == CUDA_SUCCESS &&
+         driver->cuMemAlloc(&cu_k, sizeof offsets_k) == CUDA_SUCCESS &&
+         driver->cuMemcpyHtoD(cu_q, offsets_q, sizeof offsets_q) == CUDA_SUCCESS &&
+         driver->cuMemcpyHtoD(cu_k, offsets_k, sizeof offsets_k) == CUDA_SUCCESS;
+    params.q = aotk_tensor_3d((void *)(uintptr_t)q, mp->dtype, B * SQ, MASK_HEADS, D);
+    params.k = aotk_tensor_3d((void *)(uintptr_t)k, mp->dtype, B * SK, 1, D);
+    params.v = aotk_tensor_3d((void *)(uintptr_t)v, mp->dtype, B * SK, 1, D);
+    params.out = aotk_tensor_3d((void *)(uintptr_t)out, mp->dtype, B * SQ, MASK_HEADS, D);
+    params.cu_seqlens_q = aotk_tensor_1d((void *)(uintptr_t)cu_q, AOTK_DTYPE_INT32, B + 1);
+    params.cu_seqlens_k = aotk_tensor_1d((void *)(uintptr_t)cu_k, AOTK_DTYPE_INT32, B + 1);
+    params.max_seqlen_q = (int32_t)SQ;
+    params.max_seqlen_k = (int32_t)SK;
+  } else {
+    params.q = aotk_tensor_4d((void *)(uintptr_t)q, mp->dtype, B, SQ, MASK_HEADS, D);
+    params.k = aotk_tensor_4d((void *)(uintptr_t)k, mp->dtype, B, SK, 1, D);
+    params.v = aotk_tensor_4d((void *)(uintptr_t)v, mp->dtype, B, SK, 1, D);
+    params.out = aotk_tensor_4d((void *)(uintptr_t)out, mp->dtype, B, SQ, MASK_HEADS, D);
+  }
+  params.causal = mp->causal;
+  params.window_left = mp->window_left;
+  params.dropout_p = dropout_p;
+  params.rng_state = aotk_tensor_1d((void *)(uintptr_t)rng, AOTK_DTYPE_INT64, 2);
+  params.dropout_mask = aotk_tensor_4d((void *)(uintptr_t)device_mask, AOTK_DTYPE_UINT8, B, MASK_HEADS, SQ, SK);
+  if (ok) {
+    CHECK(driver->cuCtxSynchronize() == CUDA_SUCCESS);
+    aotk_status status = aotk_attn_fwd(&params, (aotk_stream)stream);
+    CHECK_MSG(status == AOTK_OK, "%s: %s", aotk_status_name(status), aotk_last_error());
+    ok = status == AOTK_OK && driver->cuStreamSynchronize(stream) == CUDA_SUCCESS &&
+         driver->cuMemcpyDtoH(mask, device_mask, mask_bytes) == CUDA_SUCCESS;
+  }
+  CHECK_MSG(ok, "could not run the forward for its mask (sq %lld, sk %lld)", (long long)SQ, (long long)SK);
+  CUdeviceptr all[] = {q, k, v, out, rng, device_mask, cu_q, cu_k};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    if (all[i]) driver->cuMemFree(all[i]);
+  }
+  if (!ok) {
+    free(mask);
+    return NULL;
+  }
+  return mask;
+}
+
+/* Elements of `mask` [batch, heads, sq, sk] and `base` [batch, heads, base_sq, base_sk] (from batch
+ * entry 0) that differ where both have (b, h, i, j). */
+static int64_t mask_overlap_differences(const uint8_t *mask, const mask_problem *mp, const uint8_t *base,
+                                        const mask_problem *bp) {
+  int64_t differences = 0;
+  const int64_t batch = mp->batch < bp->batch ? mp->batch : bp->batch;
+  const int64_t rows = mp->seqlen_q < bp->seqlen_q ? mp->seqlen_q : bp->seqlen_q;
+  const int64_t keys = mp->seqlen_k < bp->seqlen_k ? mp->seqlen_k : bp->seqlen_k;
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t h = 0; h < MASK_HEADS; h++)
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < keys; j++) {
+          differences += mask[((b * MASK_HEADS + h) * mp->seqlen_q + i) * mp->seqlen_k + j] !=
+                         base[((b * MASK_HEADS + h) * bp->seqlen_q + i) * bp->seqlen_k + j];
+        }
+  return differences;
+}
+
+/* The mask is a function of (seed, offset, b, h, i, j) only (heads_q fixed, as b and h enter as the
+ * stream b * heads_q + h): problems with more rows, fewer keys, a causal window, another head dim and
+ * dtype, the varlen layout, or a smaller batch agree with the base wherever both have the element,
+ * and the base agrees with the host's model everywhere. */
+static void test_dropout_mask_invariance(void) {
+  const float p = 0.35f;
+  uint64_t state = seed ^ 0xd50ull;
+  const int64_t rng_seed = (int64_t)next_random(&state), rng_offset = (int64_t)(next_random(&state) >> 2);
+  const mask_problem base_problem = {AOTK_DTYPE_BFLOAT16, 2, 100, 300, 64, 0, -1, 0};
+  uint8_t *base = dropout_mask_of(&base_problem, rng_seed, rng_offset, p);
+  if (base == NULL) return;
+  int64_t model_mismatches = 0;
+  for (int64_t b = 0; b < base_problem.batch; b++)
+    for (int64_t h = 0; h < MASK_HEADS; h++)
+      for (int64_t i = 0; i < base_problem.seqlen_q; i++)
+        for (int64_t j = 0; j < base_problem.seqlen_k; j++) {
+          bool keep = aotk__check_dropout_keep(rng_seed, rng_offset, p, (uint32_t)(b * MASK_HEADS + h), i, j);
+          model_mismatches +=
+              base[((b * MASK_HEADS + h) * base_problem.seqlen_q + i) * base_problem.seqlen_k + j] != (keep ? 1 : 0);
+        }
+  CHECK_MSG(model_mismatches == 0, "%lld elements differ from the host's Philox model", (long long)model_mismatches);
+  static const struct {
+    const char *what;
+    mask_problem problem;
+  } variants[] = {
+      {"seqlen_q 257", {AOTK_DTYPE_BFLOAT16, 2, 257, 300, 64, 0, -1, 0}},
+      {"seqlen_k 129", {AOTK_DTYPE_BFLOAT16, 2, 100, 129, 64, 0, -1, 0}},
+      {"causal, window_left 5, d 128, fp16", {AOTK_DTYPE_FLOAT16, 2, 100, 300, 128, 1, 5, 0}},
+      {"varlen", {AOTK_DTYPE_BFLOAT16, 2, 100, 300, 64, 0, -1, 1}},
+      {"batch 1", {AOTK_DTYPE_BFLOAT16, 1, 100, 300, 64, 0, -1, 0}},
+  };
+  for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+    uint8_t *mask = dropout_mask_of(&variants[i].problem, rng_seed, rng_offset, p);
+    if (mask == NULL) continue;
+    int64_t differences = mask_overlap_differences(mask, &variants[i].problem, base, &base_problem);
+    CHECK_MSG(differences == 0, "%s: %lld elements differ from the base problem's mask", variants[i].what,
+              (long long)differences);
+    free(mask);
+  }
+  free(base);
+}
+
+/* A forward with dropout captured in a CUDA graph reads rng_state when it runs: replayed after the
+ * offset in device memory changed (a copy outside the graph), it gives a new mask and output, the
+ * same bits as a direct call with that offset; and back at the first offset, the first call's bits. */
+static void test_graph_capture_dropout(void) {
+  const int64_t B = 2, S = 257, H = 4, D = 64;
+  const float p = 0.3f;
+  const size_t elements = (size_t)(B * S * H * D), bytes = elements * 2, mask_bytes = (size_t)(B * H * S * S);
+  uint64_t state = seed ^ 0x6a7full;
+  const int64_t rng_seed = (int64_t)next_random(&state);
+  const int64_t state_a[2] = {rng_seed, (int64_t)(next_random(&state) >> 2)};
+  const int64_t state_b[2] = {rng_seed, state_a[1] + 4096};
+  uint16_t *out_a = malloc(bytes), *out_b = malloc(bytes), *out_replay = malloc(bytes);
+  uint8_t *mask_a = malloc(mask_bytes), *mask_b = malloc(mask_bytes), *mask_replay = malloc(mask_bytes);
+  CUdeviceptr q = 0, k = 0, v = 0, out = 0, mask = 0, rng = 0;
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  bool ok = out_a && out_b && out_replay && mask_a && mask_b && mask_replay && upload_random_bits(&q, elements, &state) &&
+            upload_random_bits(&k, elements, &state) && upload_random_bits(&v, elements, &state) &&
+            driver->cuMemAlloc(&out, bytes) == CUDA_SUCCESS && driver->cuMemAlloc(&mask, mask_bytes) == CUDA_SUCCESS &&
+            driver->cuMemAlloc(&rng, 16) == CUDA_SUCCESS;
+  CHECK_MSG(ok, "allocation failed");
+  aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
+  params.q = aotk_tensor_4d((void *)(uintptr_t)q, AOTK_DTYPE_FLOAT16, B, S, H, D);
+  params.k = aotk_tensor_4d((void *)(uintptr_t)k, AOTK_DTYPE_FLOAT16, B, S, H, D);
+  params.v = aotk_tensor_4d((void *)(uintptr_t)v, AOTK_DTYPE_FLOAT16, B, S, H, D);
+  params.out = aotk_tensor_4d((void *)(uintptr_t)out, AOTK_DTYPE_FLOAT16, B, S, H, D);
+  params.dropout_p = p;
+  params.rng_state = aotk_tensor_1d((void *)(uintptr_t)rng, AOTK_DTYPE_INT64, 2);
+  params.dropout_mask = aotk_tensor_4d((void *)(uintptr_t)mask, AOTK_DTYPE_UINT8, B, H, S, S);
+  /* Sets the state and poisons the outputs (the copy and the memsets run on the legacy stream: wait
+   * for them), then runs `launch`, and downloads out and the mask. */
+#define RUN_WITH_STATE(rng_values, launch, out_host, mask_host)                                             \
+  do {                                                                                                      \
+    CHECK(driver->cuMemcpyHtoD(rng, (rng_values), 16) == CUDA_SUCCESS);                                     \
+    CHECK(driver->cuMemsetD8(out, 0xff, bytes) == CUDA_SUCCESS);                                            \
+    CHECK(driver->cuMemsetD8(mask, 0xaa, mask_bytes) == CUDA_SUCCESS);                                      \
+    CHECK(driver->cuCtxSynchronize() == CUDA_SUCCESS);                                                      \
+    launch;                                                                                                 \
+    CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);                                             \
+    CHECK(driver->cuMemcpyDtoH((out_host), out, bytes) == CUDA_SUCCESS);                                    \
+    CHECK(driver->cuMemcpyDtoH((mask_host), mask, mask_bytes) == CUDA_SUCCESS);                             \
+  } while (0)
+  if (ok) {
+    CHECK(aotk_preload() == AOTK_OK);
+    RUN_WITH_STATE(state_a, CHECK(aotk_attn_fwd(&params, (aotk_stream)stream) == AOTK_OK), out_a, mask_a);
+    RUN_WITH_STATE(state_b, CHECK(aotk_attn_fwd(&params, (aotk_stream)stream) == AOTK_OK), out_b, mask_b);
+    CHECK_MSG(memcmp(mask_a, mask_b, mask_bytes) != 0, "two offsets gave the same mask");
+    CHECK_MSG(memcmp(out_a, out_b, bytes) != 0, "two offsets gave the same output");
+    /* Captured while rng_state holds the first offset. */
+    CHECK(driver->cuMemcpyHtoD(rng, state_a, 16) == CUDA_SUCCESS);
+    CHECK(driver->cuCtxSynchronize() == CUDA_SUCCESS);
+    CHECK(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS);
+    aotk_status captured = aotk_attn_fwd(&params, (aotk_stream)stream);
+    CHECK(driver->cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+    CHECK_MSG(captured == AOTK_OK, "%s: %s", aotk_status_name(captured), aotk_last_error());
+    CHECK(graph != NULL && driver->cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+  }
+  if (exec != NULL) {
+    RUN_WITH_STATE(state_b, CHECK(driver->cuGraphLaunch(exec, stream) == CUDA_SUCCESS), out_replay, mask_replay);
+    CHECK_MSG(memcmp(mask_replay, mask_b, mask_bytes) == 0, "the replay under the new offset differs from the direct call's mask");
+    CHECK_MSG(memcmp(out_replay, out_b, bytes) == 0, "the replay under the new offset differs from the direct call's output");
+    CHECK_MSG(memcmp(mask_replay, mask_a, mask_bytes) != 0, "the replay kept the captured offset's mask");
+    int64_t model_mismatches = 0;
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t i = 0; i < S; i++)
+          for (int64_t j = 0; j < S; j++) {
+            bool keep = aotk__check_dropout_keep(state_b[0], state_b[1], p, (uint32_t)(b * H + h), i, j);
+            model_mismatches += mask_replay[((b * H + h) * S + i) * S + j] != (keep ? 1 : 0);
+          }
+    CHECK_MSG(model_mismatches == 0, "%lld replayed mask elements differ from the host's model",
+              (long long)model_mismatches);
+    RUN_WITH_STATE(state_a, CHECK(driver->cuGraphLaunch(exec, stream) == CUDA_SUCCESS), out_replay, mask_replay);
+    CHECK_MSG(memcmp(mask_replay, mask_a, mask_bytes) == 0 && memcmp(out_replay, out_a, bytes) == 0,
+              "the replay under the first offset differs from the first direct call");
+  }
+#undef RUN_WITH_STATE
+  if (exec) driver->cuGraphExecDestroy(exec);
+  if (graph) driver->cuGraphDestroy(graph);
+  CUdeviceptr all[] = {q, k, v, out, mask, rng};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    if (all[i]) driver->cuMemFree(all[i]);
+  }
+  free(out_a);
+  free(out_b);
+  free(out_replay);
+  free(mask_a);
+  free(mask_b);
+  free(mask_replay);
+}
+
 int main(void) {
   if (!aotk_gpu_test_setup()) return aotk_gpu_test_skip_all();
   RUN_TEST(test_concurrent_first_use);
@@ -224,6 +834,10 @@ int main(void) {
 
   RUN_TEST(test_graph_capture);
 
+  RUN_TEST(test_philox_known_answers);
+  feature_section(&index, &state);
+  RUN_TEST(test_dropout_mask_invariance);
+  RUN_TEST(test_graph_capture_dropout);
   printf("worst error as a fraction of its bound: bf16 %.3f, fp16 %.3f\n", worst_error_fraction[AOTK_DTYPE_BFLOAT16],
          worst_error_fraction[AOTK_DTYPE_FLOAT16]);
   driver->cuStreamDestroy(stream);
