@@ -2,8 +2,8 @@
 # One call on the GPU machine (the lease is short: build here, test and time there in one go).
 #   here:  bench/gpu_session.sh --bundle      copies the binaries built by `make` into .gpu/
 #   there: bench/gpu_session.sh [--no-bench] [--no-tests] [--sanitize]
-# runs `aotk info` and `aotk check`, the GPU test binary (optionally under compute-sanitizer), the
-# CPU tests, and the benchmark; logs and the benchmark JSON go to $OUT.
+# runs `aotk info` and `aotk check`, the GPU test binaries (optionally under compute-sanitizer), the
+# torch cross-check bench/check_features.py, the CPU tests, and the benchmark; logs and the benchmark JSON go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=.gpu
@@ -34,6 +34,9 @@ for t in test_attn_fwd_gpu test_attn_bwd_gpu; do
   "$bundle/$t" > "$out/$t.txt" 2>&1 || status=1
   grep -v '^ok  ' "$out/$t.txt" | tail -n 12
 done
+# The torch-autograd cross-check of every feature (shares no code with the C reference).
+python3 bench/check_features.py --lib "$bundle/libaotk.so" > "$out/check_features.txt" 2>&1 || status=1
+grep -v '^ok  ' "$out/check_features.txt" | tail -n 12
 for t in test_reference test_api test_images; do
   [ -x "$bundle/$t" ] || continue
   "$bundle/$t" > "$out/$t.txt" 2>&1 || status=1
