@@ -3,7 +3,8 @@
 #   here:  bench/gpu_session.sh --bundle      copies the binaries built by `make` into .gpu/
 #   there: bench/gpu_session.sh [--no-bench] [--no-tests] [--sanitize]
 # runs `aotk info` and `aotk check`, the GPU test binaries (optionally under compute-sanitizer), the
-# torch cross-check bench/check_features.py, the CPU tests, and the benchmark; logs and the benchmark JSON go to $OUT.
+# torch cross-check bench/check_features.py, the CPU tests, and the benchmark; logs and the
+# benchmark JSON go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=.gpu
