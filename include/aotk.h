@@ -262,7 +262,8 @@ AOTK_API aotk_status aotk_attn_fwd(const aotk_attn_params *params, aotk_stream s
  * The attention backward: dq, dk, dv from q, k, v, out, lse (the forward's) and dout. Three kernels
  * on `stream`: delta = rowsum(dout * out) into the workspace, then dk/dv, then dq; returns once they are
  * enqueued. `workspace` is device memory of at least the workspace_bytes that aotk_query(AOTK_OP_ATTN_BWD)
- * reports (8 * batch * heads_q * round_up(seqlen_q, 128) bytes), 16-byte aligned, not read before it
+ * reports (8 * batch * heads_q * round_up(seqlen_q, 128) bytes, plus
+ * 4 * heads_q * batch * round_up(seqlen_q, 128) / 64 with dsinks; seqlen_q is max_seqlen_q for varlen), 16-byte aligned, not read before it
  * is written, and
  * not to be used by anything else until the call's work on `stream` is done.
  * Statuses: as aotk_attn_fwd, plus AOTK_ERROR_WORKSPACE_TOO_SMALL. All three kernels are loaded before

@@ -21,7 +21,7 @@
 #define AOTK__MAX_BLOCK_ROWS 256
 /* The smallest struct_size accepted: the struct as release 0.1 defines it. When fields are added,
  * this stays the 0.1 size and the new fields read as zero for callers built against 0.1. */
-#define AOTK__ATTN_PARAMS_FIRST_BYTES sizeof(aotk_attn_params)
+#define AOTK__ATTN_PARAMS_FIRST_BYTES offsetof(aotk_attn_params, cu_seqlens_q)
 
 static _Atomic int image_policy = AOTK_IMAGE_POLICY_AUTO;
 
@@ -279,9 +279,13 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
   /* Older callers pass a smaller struct; fields they do not know about take AOTK_ATTN_PARAMS_INIT's
    * values (the defaults: features off, windows unbounded). */
-  if (caller_params->struct_size < AOTK__ATTN_PARAMS_FIRST_BYTES || caller_params->struct_size > (size_t)1 << 20) {
-    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "params->struct_size = %zu, expected %zu (use AOTK_ATTN_PARAMS_INIT)",
-                      caller_params->struct_size, sizeof(aotk_attn_params));
+  /* The sizes of released structs: 0.1's, and 0.2's (this one) or larger (a newer caller's; its extra
+   * fields are ignored). A size in between would cut a field in two. */
+  const size_t size = caller_params->struct_size;
+  if ((size != AOTK__ATTN_PARAMS_FIRST_BYTES && size < sizeof(aotk_attn_params)) || size > (size_t)1 << 20) {
+    return aotk__fail(AOTK_ERROR_STRUCT_SIZE,
+                      "params->struct_size = %zu; expected %zu (use AOTK_ATTN_PARAMS_INIT) or release 0.1's %zu",
+                      size, sizeof(aotk_attn_params), (size_t)AOTK__ATTN_PARAMS_FIRST_BYTES);
   }
   const aotk_attn_params defaults = AOTK_ATTN_PARAMS_INIT;
   *params = defaults;
@@ -382,8 +386,11 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   }
   if (seqlen_q > INT32_MAX - AOTK__MAX_BLOCK_ROWS || seqlen_k > INT32_MAX - AOTK__MAX_BLOCK_ROWS ||
       heads_q > INT32_MAX || batch > INT32_MAX) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "seqlen_q = %lld, seqlen_k = %lld, heads_q = %lld: each must fit in int32",
-                      (long long)seqlen_q, (long long)seqlen_k, (long long)heads_q);
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
+                      "batch = %lld, seqlen_q = %lld, seqlen_k = %lld, heads_q = %lld: each must fit in int32 "
+                      "(the lengths with %d to spare)",
+                      (long long)batch, (long long)seqlen_q, (long long)seqlen_k, (long long)heads_q,
+                      AOTK__MAX_BLOCK_ROWS);
   }
   /* The kernels' view: 4-d, and for varlen each sequence spans at most max_seqlen rows. */
   problem->q = view_4d(q, varlen);
@@ -459,9 +466,13 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
       return aotk__fail(AOTK_ERROR_NULL_POINTER, "rng_state.data is NULL: dropout_p > 0 needs the {seed, offset} state");
     }
     if ((status = check_tensor(&params->rng_state, "rng_state", 1, "[2] {seed, offset}")) != AOTK_OK) return status;
-    if (params->rng_state.dtype != AOTK_DTYPE_INT64 || params->rng_state.shape[0] < 2) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state is %s [%lld]; it must be int64 [2] {seed, offset}",
-                        dtype_name(params->rng_state.dtype), (long long)params->rng_state.shape[0]);
+    if (params->rng_state.dtype != AOTK_DTYPE_INT64) {
+      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state.dtype = %s; it is int64 [2] {seed, offset}",
+                        dtype_name(params->rng_state.dtype));
+    }
+    if (params->rng_state.shape[0] < 2) {
+      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "rng_state.shape[0] = %lld; it holds {seed, offset}: 2 values",
+                        (long long)params->rng_state.shape[0]);
     }
   }
   if (params->dropout_mask.data != NULL) {

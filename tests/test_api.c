@@ -1252,8 +1252,7 @@ static const bad_input bad_inputs[] = {
     {"dropout without rng_state", set_dropout_no_rng_state, AOTK_ERROR_NULL_POINTER, "rng_state"},
     {"rng_state int32", set_rng_state_int32, AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state"},
     {"rng_state float32 [4]", set_rng_state_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state"},
-    /* The library reports a one-element state as AOTK_ERROR_UNSUPPORTED_DTYPE ("it must be int64 [2]"). */
-    {"rng_state int64 [1]", set_rng_state_one_element, AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state"},
+    {"rng_state int64 [1]", set_rng_state_one_element, AOTK_ERROR_SHAPE_MISMATCH, "rng_state"},
     {"rng_state rank 2", set_rng_state_rank_2, AOTK_ERROR_RANK, "rng_state.rank"},
     {"rng_state 4-byte aligned", set_rng_state_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "rng_state.data"},
     {"rng_state stride 2", set_rng_state_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "rng_state.strides[0]"},
