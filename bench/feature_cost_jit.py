@@ -139,20 +139,13 @@ def main():
     fwd = os.path.join(KERNELS, "attn_fwd.py")
     no_dmask = [("dqk_ok = offs_dqk < head_dim_qk8 * 8", "dqk_ok = offs_dqk < HEAD_DIM_QK"),
                 ("dv_ok = offs_dv < head_dim_v8 * 8", "dv_ok = offs_dv < HEAD_DIM_V")]
-    no_return = [("    if start_m >= sq:\n        return\n", "")]
-    dense = [("q_start, sq = sequence(CuSeqlensQ, batch, seqlen_q, flags)", "q_start, sq = batch * 0, seqlen_q"),
-             ("k_start, sk = sequence(CuSeqlensK, batch, seqlen_k, flags)", "k_start, sk = batch * 0, seqlen_k")]
-    first_call = """    acc, m_i, l_i = _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i,
-                                          lo, full_lo, rows,"""
-    two_loops = [(first_call, first_call.replace("    acc, m_i, l_i = _attn", "    if False:\n        acc, m_i, l_i = _attn"))]
     unmasked_loads = [("k = tl.load(k_ptrs, mask=dqk_ok[None, :], other=0.0)", "k = tl.load(k_ptrs)"),
                       ("v = tl.load(v_ptrs, mask=dv_ok[None, :], other=0.0)", "v = tl.load(v_ptrs)")]
+    dense = [("q_start, sq = sequence(CuSeqlensQ, batch, seqlen_q, flags)", "q_start, sq = batch * 0, seqlen_q"),
+             ("k_start, sk = sequence(CuSeqlensK, batch, seqlen_k, flags)", "k_start, sk = batch * 0, seqlen_k")]
     variants = {"new": load_variant("new", fwd, [], tmp), "no-dmask": load_variant("nodmask", fwd, no_dmask, tmp),
-                "no-return": load_variant("noreturn", fwd, no_return, tmp),
-                "dense": load_variant("dense", fwd, dense, tmp),
-                "dense-no-return": load_variant("densenoreturn", fwd, dense + no_return, tmp),
-                "two-loops": load_variant("twoloops", fwd, two_loops, tmp),
-                "unmasked-loads": load_variant("unmaskedloads", fwd, unmasked_loads, tmp)}
+                "unmasked-loads": load_variant("unmaskedloads", fwd, unmasked_loads, tmp),
+                "dense": load_variant("dense", fwd, dense, tmp)}
     old = load_variant("old", args.old_source, [], tmp) if args.old_source else None
     configs = {64: {1024: (64, 64, 4, 3), 4096: (128, 64, 8, 3)}, 128: {1024: (64, 64, 4, 3), 4096: (128, 128, 8, 3)}}
     for d, causal, n in ((64, False, 4096), (64, True, 4096)):

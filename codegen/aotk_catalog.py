@@ -202,7 +202,7 @@ class Kernel:
     head_dim_qk: int     # 0 for head-dim-less helpers
     head_dim_v: int
     aligned: bool
-    extras: bool         # softcap, ALiBi, sinks and dropout compiled in
+    extras: bool         # softcap, ALiBi and dropout compiled in (sinks are in every variant)
     config: TileConfig
     min_seqlen: int      # tuning: chosen when the family's size key (seqlen_k for attn_bwd_dkdv, seqlen_q
                          # otherwise) is >= this, and no other config's bound is larger

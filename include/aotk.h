@@ -251,7 +251,8 @@ typedef enum aotk_align {
 
 /*
  * The attention forward: out = softmax(scale * q k^T + mask) v, and lse if given.
- * Launches one kernel on `stream`; returns as soon as it is enqueued.
+ * Launches one kernel on `stream` (two with dropout_mask: the mask is written by a second one); returns
+ * as soon as they are enqueued.
  * Statuses: AOTK_OK; the input errors above (nothing launched); AOTK_ERROR_NO_DRIVER,
  * AOTK_ERROR_NO_DEVICE, AOTK_ERROR_NO_CONTEXT, AOTK_ERROR_UNSUPPORTED_ARCH, AOTK_ERROR_IMAGE_CORRUPT,
  * AOTK_ERROR_KERNEL_NOT_BUILT, AOTK_ERROR_CUDA, AOTK_ERROR_OUT_OF_MEMORY.

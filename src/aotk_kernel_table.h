@@ -37,7 +37,7 @@ typedef struct aotk__kernel_entry {
   int32_t head_dim_qk;       /* the compiled (padded) head dims; 0 where the kernel has none */
   int32_t head_dim_v;
   int32_t aligned;
-  int32_t extras;            /* softcap, ALiBi, sinks and dropout compiled in */
+  int32_t extras;            /* softcap, ALiBi and dropout compiled in (sinks are in every variant) */
   int32_t block_m, block_n, num_warps, num_stages;
   int32_t shared_bytes;      /* dynamic shared memory per program */
   int32_t min_seqlen;        /* tuning: chosen when the family's size key (seqlen_k for the dK/dV pass,
