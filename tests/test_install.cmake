@@ -71,7 +71,7 @@ file(MAKE_DIRECTORY "${AOTK_SCRATCH_DIR}")
 run_step("install ${AOTK_BUILD_DIR} into ${prefix}"
          ${CMAKE_COMMAND} --install "${AOTK_BUILD_DIR}" --prefix "${prefix}")
 
-# The version's major number names the SONAME link (libaotk.so.0 -> libaotk.so.0.1.0).
+# The version's major number names the SONAME link (libaotk.so.0 -> libaotk.so.0.2.0).
 string(REGEX MATCH "^[0-9]+" version_major "${AOTK_VERSION}")
 set(expected_files
     "${AOTK_INSTALL_INCLUDEDIR}/aotk.h"
