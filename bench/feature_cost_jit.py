@@ -37,7 +37,7 @@ def load_variant(name, source_file, substitutions, tmp):
     return module
 
 
-def new_launcher(module, q, k, v, out, lse, causal, cfg, extras=False, feature_flags=0):
+def new_launcher(module, q, k, v, out, lse, causal, cfg, extras=False, feature_flags=0, window=(-1, -1)):
     bm, bn, w, s = cfg
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
@@ -50,7 +50,7 @@ def new_launcher(module, q, k, v, out, lse, causal, cfg, extras=False, feature_f
     args = (q, k, v, out, lse, i32, i32, f32, f32, i64,
             q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
             v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2), lse.stride(0),
-            lse.stride(1), 0, sq, sk, hq, hq // hkv, nmb, d // 8, d // 8, -1, 0 if causal else -1, flags,
+            lse.stride(1), 0, sq, sk, hq, hq // hkv, nmb, d // 8, d // 8, window[0], 0 if causal else window[1], flags,
             1.0 / math.sqrt(d) * 1.4426950408889634, 1.0 / math.sqrt(d) / 30.0, 30.0 * 1.4426950408889634,
             429496729, 1.0 / 0.9)
     return lambda: module.attn_fwd[(nmb * b * hq,)](*args, HEAD_DIM_QK=d, HEAD_DIM_V=d, BLOCK_M=bm, BLOCK_N=bn,
@@ -100,12 +100,45 @@ def sweep_extras(module):
                   flush=True)
 
 
+def sweep_windows(module):
+    """TFLOP/s (counted by the pairs computed) of windowed forwards per tile config, beside plain."""
+    for d, n, window, causal in ((128, 16384, (1024, 0), True), (128, 16384, (512, 512), False),
+                                 (64, 16384, (1024, 0), True)):
+        b, h = 16384 // n, 2048 // d
+        q = torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16)
+        k, v = torch.randn_like(q), torch.randn_like(q)
+        out = torch.empty_like(q)
+        lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
+        i = torch.arange(n, device="cuda")
+        lo = (i - window[0]).clamp(min=0)
+        hi = (i + window[1]).clamp(max=n - 1)
+        pairs = float((hi - lo + 1).sum()) * b * h
+        plain_cfg = (128, 128, 8, 3) if d == 128 else (128, 64, 8, 3)
+        plain = 4.0 * b * h * n * n * d / triton.testing.do_bench(
+            new_launcher(module, q, k, v, out, lse, False, plain_cfg), warmup=25, rep=200, return_mode="median") / 1e9
+        res = {}
+        for cfg in ((128, 128, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3), (64, 128, 4, 3), (64, 32, 4, 3), (128, 32, 8, 3)):
+            try:
+                fn = new_launcher(module, q, k, v, out, lse, causal, cfg, window=window)
+                res[cfg] = 4.0 * pairs * d / triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median") / 1e9
+            except triton.runtime.errors.OutOfResources:
+                pass
+        print(f"window d={d} n={n} {window} causal={causal}: plain {plain:.0f}; " +
+              ", ".join(f"{c}: {t:.0f} ({t / plain:.2f})" for c, t in res.items()), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--old-source", default="", help="the issue-2 kernels/attn_fwd.py, for comparison")
     parser.add_argument("--extras", action="store_true", help="sweep the EXTRAS forward's tile configs instead")
+    parser.add_argument("--windows", action="store_true", help="sweep tile configs of windowed forwards")
     parser.add_argument("--branch-free", action="store_true", help="the same with branch-free score modifiers")
     args = parser.parse_args()
+    if args.windows:
+        sys.path.insert(0, KERNELS)
+        import attn_fwd
+        sweep_windows(attn_fwd)
+        return
     if args.extras:
         sys.path.insert(0, KERNELS)
         import attn_fwd

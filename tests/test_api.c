@@ -3392,6 +3392,39 @@ static void test_tuning_choice(void) {
   uninstall_fake_gpu();
 }
 
+/* A window bounded on both sides is tuned by the keys a row sees (window_left + window_right), not by
+ * seqlen_q: at seqlen 16384, a causal window of 1024 (or 512 each side) takes the short-sequence tile,
+ * one of 1025 or an unbounded side the long one. */
+static void test_window_tuning_choice(void) {
+  static const struct {
+    int32_t causal, window_left, window_right;
+    int64_t key; /* the size the choice must match */
+  } cases[] = {
+      {1, 1024, -1, 1024}, {0, 512, 512, 1024}, {0, 0, 0, 1}, {1, 1025, -1, 1025}, {0, 1024, -1, 16384},
+      {0, -1, 0, 16384},   {1, -1, -1, 16384},  {0, 20000, 20000, 16384},
+  };
+  install_fake_gpu(90, SHARED_SM90);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    problem p = default_problem;
+    p.head_dim = 128;
+    p.seqlen_q = 16384;
+    p.seqlen_k = 16384;
+    aotk_attn_params params = params_for(p);
+    params.causal = cases[c].causal;
+    params.window_left = cases[c].window_left;
+    params.window_right = cases[c].window_right;
+    const aotk__kernel_entry *expected =
+        expected_row(AOTK__FAMILY_ATTN_FWD, 90, p.dtype, 128, 128, 1, 0, cases[c].key);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+    CHECK_MSG(status == AOTK_OK && expected != NULL && strcmp(info.kernel_name, expected->name) == 0,
+              "causal %d window (%d, %d): %s picked %s, expected %s (size key %lld)", cases[c].causal,
+              cases[c].window_left, cases[c].window_right, aotk_status_name(status), info.kernel_name,
+              expected ? expected->name : "(none)", (long long)cases[c].key);
+  }
+  uninstall_fake_gpu();
+}
+
 /* The backward's tuning: each family's config is chosen by its own size key, seqlen_k for the dK/dV
  * pass and seqlen_q for the preprocess and dQ passes, at every bound of every variant and on either
  * side of it, with the expectation read from the table rows. aotk_query names the dK/dV kernel; the
@@ -3850,6 +3883,7 @@ int main(void) {
   RUN_TEST(test_image_policy);
   RUN_TEST(test_alignment_choice);
   RUN_TEST(test_tuning_choice);
+  RUN_TEST(test_window_tuning_choice);
   RUN_TEST(test_bwd_tuning_choice);
   RUN_TEST(test_preload);
   RUN_TEST(test_release_0_1_caller);
