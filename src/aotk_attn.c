@@ -802,7 +802,9 @@ static aotk_status plan_device(attn_plan *plan, const aotk__driver **driver) {
  * d=128 at 16k: window 1024 causal 0.70 of plain with 64x64 tiles against 0.64 with 128x128; (512, 512)
  * 0.74 against 0.65). */
 static int64_t fwd_size_key(const aotk__attn_problem *problem) {
-  if (problem->window_left < 0 || problem->window_right < 0) return problem->seqlen_q;
+  /* Not for the EXTRAS kernels: their short-sequence tile runs long rows 27% slower (same script,
+   * --extras: softcap at 16k, 273 TFLOP/s with 64x64 against 371 with 128x64). */
+  if (problem->window_left < 0 || problem->window_right < 0 || problem->extras) return problem->seqlen_q;
   int64_t span = (int64_t)problem->window_left + problem->window_right;
   return span < problem->seqlen_q ? (span > 1 ? span : 1) : problem->seqlen_q;
 }

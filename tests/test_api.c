@@ -3394,7 +3394,7 @@ static void test_tuning_choice(void) {
 
 /* A window bounded on both sides is tuned by the keys a row sees (window_left + window_right), not by
  * seqlen_q: at seqlen 16384, a causal window of 1024 (or 512 each side) takes the short-sequence tile,
- * one of 1025 or an unbounded side the long one. */
+ * one of 1025 or an unbounded side the long one; the EXTRAS kernels keep seqlen_q's. */
 static void test_window_tuning_choice(void) {
   static const struct {
     int32_t causal, window_left, window_right;
@@ -3404,23 +3404,26 @@ static void test_window_tuning_choice(void) {
       {0, -1, 0, 16384},   {1, -1, -1, 16384},  {0, 20000, 20000, 16384},
   };
   install_fake_gpu(90, SHARED_SM90);
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+  for (size_t c = 0; c < 2 * sizeof cases / sizeof cases[0]; c++) {
+    const int extras = c >= sizeof cases / sizeof cases[0];
+    const size_t i = extras ? c - sizeof cases / sizeof cases[0] : c;
     problem p = default_problem;
     p.head_dim = 128;
     p.seqlen_q = 16384;
     p.seqlen_k = 16384;
     aotk_attn_params params = params_for(p);
-    params.causal = cases[c].causal;
-    params.window_left = cases[c].window_left;
-    params.window_right = cases[c].window_right;
+    params.causal = cases[i].causal;
+    params.window_left = cases[i].window_left;
+    params.window_right = cases[i].window_right;
+    if (extras) params.softcap = 30.0f;
     const aotk__kernel_entry *expected =
-        expected_row(AOTK__FAMILY_ATTN_FWD, 90, p.dtype, 128, 128, 1, 0, cases[c].key);
+        expected_row(AOTK__FAMILY_ATTN_FWD, 90, p.dtype, 128, 128, 1, extras, extras ? 16384 : cases[i].key);
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
     CHECK_MSG(status == AOTK_OK && expected != NULL && strcmp(info.kernel_name, expected->name) == 0,
-              "causal %d window (%d, %d): %s picked %s, expected %s (size key %lld)", cases[c].causal,
-              cases[c].window_left, cases[c].window_right, aotk_status_name(status), info.kernel_name,
-              expected ? expected->name : "(none)", (long long)cases[c].key);
+              "causal %d window (%d, %d) extras %d: %s picked %s, expected %s", cases[i].causal,
+              cases[i].window_left, cases[i].window_right, extras, aotk_status_name(status), info.kernel_name,
+              expected ? expected->name : "(none)");
   }
   uninstall_fake_gpu();
 }
