@@ -19,29 +19,6 @@ sys.path.insert(0, __import__("os").path.dirname(__file__))
 import bench_attn as ba  # noqa: E402  (the ctypes declarations of include/aotk.h)
 
 
-DTYPES = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3, torch.int32: 4, torch.int64: 5, torch.uint8: 6}
-
-
-def tensor_desc(t):
-    at = ba.AotkTensor()
-    at.data = t.data_ptr()
-    at.dtype = DTYPES[t.dtype]
-    at.rank = t.dim()
-    for i, (n, s) in enumerate(zip(t.shape, t.stride())):
-        at.shape[i] = n
-        at.strides[i] = s
-    return at
-
-
-def load_library(path):
-    lib = ctypes.CDLL(path)
-    lib.aotk_last_error.restype = ctypes.c_char_p
-    lib.aotk_attn_fwd.argtypes = [ctypes.POINTER(ba.AotkAttnParams), ctypes.c_void_p]
-    lib.aotk_attn_bwd.argtypes = [ctypes.POINTER(ba.AotkAttnParams), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    lib.aotk_query.argtypes = [ctypes.c_int, ctypes.POINTER(ba.AotkAttnParams), ctypes.POINTER(ba.AotkKernelInfo)]
-    return lib
-
-
 def reference(q, k, v, scale, causal, top_left, wl, wr, softcap, alibi, sinks, keep, p):
     """Float32 attention of one sequence: q [sq, hq, dqk], k [sk, hk, dqk], v [sk, hk, dv]."""
     sq, hq, _ = q.shape
@@ -109,42 +86,40 @@ def run_case(lib, name, dtype=torch.bfloat16, batch=2, sq=300, sk=300, hq=4, hk=
     mask = torch.full((batch, hq, max_q, max_k), 255, device=dev, dtype=torch.uint8) if p > 0 else None
     params = ba.AotkAttnParams()
     params.struct_size = ctypes.sizeof(ba.AotkAttnParams)
-    params.q, params.k, params.v, params.out, params.lse = (tensor_desc(t) for t in (q, k, v, out, lse))
+    params.q, params.k, params.v, params.out, params.lse = (ba.describe_tensor(t) for t in (q, k, v, out, lse))
     params.causal = causal
     params.causal_align = top_left
     params.window_left, params.window_right = wl, wr
     params.softcap = softcap
     if varlen:
-        params.cu_seqlens_q, params.cu_seqlens_k = tensor_desc(cu_q), tensor_desc(cu_k)
+        params.cu_seqlens_q, params.cu_seqlens_k = ba.describe_tensor(cu_q), ba.describe_tensor(cu_k)
         params.max_seqlen_q, params.max_seqlen_k = max_q, max_k
     if alibi:
-        params.alibi_slopes = tensor_desc(slopes)
+        params.alibi_slopes = ba.describe_tensor(slopes)
     if sinks:
-        params.sinks = tensor_desc(sink)
+        params.sinks = ba.describe_tensor(sink)
     if p > 0:
         params.dropout_p = p
-        params.rng_state = tensor_desc(rng)
-        params.dropout_mask = tensor_desc(mask)
-    status = lib.aotk_attn_fwd(ctypes.byref(params), None)
-    if status != 0:
-        return f"{name}: forward status {status}: {lib.aotk_last_error().decode()}", False
+        params.rng_state = ba.describe_tensor(rng)
+        params.dropout_mask = ba.describe_tensor(mask)
+    try:
+        lib.attn_fwd(ctypes.byref(params), None)
+    except ba.AotkError as e:
+        return f"{name}: {e}", False
     # The backward.
     dout = torch.randn_like(out)
     dq, dk, dv_ = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dsinks = torch.empty(hq, device=dev, dtype=torch.float32) if sinks else None
-    params.dout, params.dq, params.dk, params.dv = (tensor_desc(t) for t in (dout, dq, dk, dv_))
+    params.dout, params.dq, params.dk, params.dv = (ba.describe_tensor(t) for t in (dout, dq, dk, dv_))
     if sinks:
-        params.dsinks = tensor_desc(dsinks)
+        params.dsinks = ba.describe_tensor(dsinks)
     params.dropout_mask = ba.absent_tensor()
-    info = ba.AotkKernelInfo()
-    info.struct_size = ctypes.sizeof(ba.AotkKernelInfo)
-    status = lib.aotk_query(2, ctypes.byref(params), ctypes.byref(info))
-    if status != 0:
-        return f"{name}: query status {status}: {lib.aotk_last_error().decode()}", False
-    ws = torch.empty(max(info.workspace_bytes, 16), device=dev, dtype=torch.uint8)
-    status = lib.aotk_attn_bwd(ctypes.byref(params), ctypes.c_void_p(ws.data_ptr()), ctypes.c_size_t(ws.numel()), None)
-    if status != 0:
-        return f"{name}: backward status {status}: {lib.aotk_last_error().decode()}", False
+    try:
+        info = lib.query(ba.AOTK_OP_ATTN_BWD, params)
+        ws = torch.empty(max(info["workspace_bytes"], 16), device=dev, dtype=torch.uint8)
+        lib.attn_bwd(ctypes.byref(params), ctypes.c_void_p(ws.data_ptr()), ctypes.c_size_t(ws.numel()), None)
+    except ba.AotkError as e:
+        return f"{name}: {e}", False
     torch.cuda.synchronize()
 
     # Reference, per sequence, with autograd.
@@ -198,7 +173,7 @@ def run_case(lib, name, dtype=torch.bfloat16, batch=2, sq=300, sk=300, hq=4, hk=
     tol = 2e-2 if dtype == torch.bfloat16 else 5e-3
     ok = all(v <= tol for key, v in errs.items() if key != "keep")
     text = " ".join(f"{key}={val:.2e}" for key, val in errs.items())
-    return f"{'ok  ' if ok else 'FAIL'} {name}: {text} [{info.kernel_name.decode()}]", ok
+    return f"{'ok  ' if ok else 'FAIL'} {name}: {text} [{info['kernel_name']}]", ok
 
 
 CASES = [
@@ -239,7 +214,7 @@ def main():
     parser.add_argument("--lib", required=True)
     parser.add_argument("--only", default="")
     args = parser.parse_args()
-    lib = load_library(args.lib)
+    lib = ba.Aotk(args.lib)
     failures = 0
     for name, kw in CASES:
         if args.only and args.only not in name:

@@ -186,8 +186,25 @@ static const char *const size_meaning[SIZE_COUNT] = {"batch", "seqlen_q", "seqle
 
 typedef struct named_sizes {
   int64_t value[SIZE_COUNT];
-  const char *source[SIZE_COUNT]; /* where the value was read ("q.shape[2]") */
+  const char *source[SIZE_COUNT]; /* where the value was read ("q.shape[2]"); NULL: not read */
 } named_sizes;
+
+/* Where each size is read, in the dense and the varlen layout (which has no batch or sequence
+ * dimension in q, k, v: those sizes come from cu_seqlens and max_seqlen). */
+static const char *const size_sources[2][SIZE_COUNT] = {
+    {"q.shape[0]", "q.shape[1]", "k.shape[1]", "q.shape[2]", "k.shape[2]", "q.shape[3]", "v.shape[3]"},
+    {NULL, NULL, NULL, "q.shape[1]", "k.shape[1]", "q.shape[2]", "v.shape[2]"}};
+
+/* The dimension each size_sources entry names, in the dense layout (one fewer in the varlen one). */
+static const int size_dims[SIZE_COUNT] = {0, 1, 1, 2, 2, 3, 3};
+
+/* Reads size `which` from tensor t where size_sources says it lives (nothing in the varlen layout for
+ * batch and sequence lengths). */
+static void read_size(named_sizes *sizes, int which, const aotk_tensor *t, int varlen) {
+  if (size_sources[varlen][which] == NULL) return;
+  sizes->value[which] = t->shape[size_dims[which] - varlen];
+  sizes->source[which] = size_sources[varlen][which];
+}
 
 /* The 4-d view the kernels use: varlen tensors [total, heads, d] become [1, total, heads, d] with batch
  * stride 0 (the kernels add each sequence's start). */
@@ -277,10 +294,9 @@ static uint32_t dropout_threshold(float p) {
 aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
                                 aotk__attn_problem *problem) {
   if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
-  /* Older callers pass a smaller struct; fields they do not know about take AOTK_ATTN_PARAMS_INIT's
-   * values (the defaults: features off, windows unbounded). */
   /* The sizes of released structs: 0.1's, and 0.2's (this one) or larger (a newer caller's; its extra
-   * fields are ignored). A size in between would cut a field in two. */
+   * fields are ignored). A size in between would cut a field in two. Fields a 0.1 caller does not know
+   * about take AOTK_ATTN_PARAMS_INIT's values (features off, windows unbounded). */
   const size_t size = caller_params->struct_size;
   if ((size != AOTK__ATTN_PARAMS_FIRST_BYTES && size < sizeof(aotk_attn_params)) || size > (size_t)1 << 20) {
     return aotk__fail(AOTK_ERROR_STRUCT_SIZE,
@@ -316,27 +332,16 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   named_sizes sizes;
   memset(&sizes, 0, sizeof sizes);
   const int d = varlen ? 1 : 0; /* the caller's dims are one fewer in the varlen layout */
-  if (!varlen) {
-    sizes.value[SIZE_BATCH] = q->shape[0];
-    sizes.source[SIZE_BATCH] = "q.shape[0]";
-    sizes.value[SIZE_SEQ_Q] = q->shape[1];
-    sizes.source[SIZE_SEQ_Q] = "q.shape[1]";
-  }
-  sizes.value[SIZE_HEADS_Q] = q->shape[2 - d];
-  sizes.source[SIZE_HEADS_Q] = varlen ? "q.shape[1]" : "q.shape[2]";
-  sizes.value[SIZE_DIM_QK] = q->shape[3 - d];
-  sizes.source[SIZE_DIM_QK] = varlen ? "q.shape[2]" : "q.shape[3]";
+  read_size(&sizes, SIZE_BATCH, q, varlen);
+  read_size(&sizes, SIZE_SEQ_Q, q, varlen);
+  read_size(&sizes, SIZE_HEADS_Q, q, varlen);
+  read_size(&sizes, SIZE_DIM_QK, q, varlen);
   if ((status = check_tensor(k, "k", 4 - d, varlen ? varlen_k_layout : k_layout)) != AOTK_OK) return status;
-  if (!varlen) {
-    sizes.value[SIZE_SEQ_K] = k->shape[1];
-    sizes.source[SIZE_SEQ_K] = "k.shape[1]";
-  }
-  sizes.value[SIZE_HEADS_KV] = k->shape[2 - d];
-  sizes.source[SIZE_HEADS_KV] = varlen ? "k.shape[1]" : "k.shape[2]";
+  read_size(&sizes, SIZE_SEQ_K, k, varlen);
+  read_size(&sizes, SIZE_HEADS_KV, k, varlen);
   if ((status = check_like(k, &k_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
   if ((status = check_tensor(v, "v", 4 - d, varlen ? varlen_v_layout : v_layout)) != AOTK_OK) return status;
-  sizes.value[SIZE_DIM_V] = v->shape[3 - d];
-  sizes.source[SIZE_DIM_V] = varlen ? "v.shape[2]" : "v.shape[3]";
+  read_size(&sizes, SIZE_DIM_V, v, varlen);
   if ((status = check_like(v, &v_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
   if (varlen && v->shape[0] != k->shape[0]) {
     return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "v.shape[0] = %lld but k.shape[0] = %lld (total_k)",
@@ -911,14 +916,11 @@ aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_
   const int varlen = problem->varlen;
   named_sizes sizes;
   memset(&sizes, 0, sizeof sizes);
-  static const char *const sources[2][SIZE_COUNT] = {
-      {"q.shape[0]", "q.shape[1]", "k.shape[1]", "q.shape[2]", "k.shape[2]", "q.shape[3]", "v.shape[3]"},
-      {NULL, NULL, NULL, "q.shape[1]", "k.shape[1]", "q.shape[2]", "v.shape[2]"}};
   const int64_t values[SIZE_COUNT] = {problem->batch, problem->seqlen_q, problem->seqlen_k, problem->heads_q,
                                       problem->heads_kv, problem->head_dim_qk, problem->head_dim_v};
   for (int i = 0; i < SIZE_COUNT; i++) {
     sizes.value[i] = values[i];
-    sizes.source[i] = sources[varlen][i];
+    sizes.source[i] = size_sources[varlen][i];
   }
   struct {
     const aotk_tensor *tensor;
