@@ -185,8 +185,9 @@ static inline aotk_tensor aotk_tensor_3d(void *data, aotk_dtype dtype, int64_t d
  *   rng_state       required when dropout_p > 0: int64 [2] in device memory, {seed, offset}, read by the
  *                   kernels when they run (so a captured CUDA graph replays with whatever it then holds).
  *                   Element (b, h, i, j) is kept when Philox4x32-7 keyed by the seed, at counter
- *                   (j / 4, i, b * heads_q + h, offset), gives in word j % 4 a value >= dropout_p * 2^32
- *                   (the offset's high 32 bits are mixed into the key). Give each call its own offset.
+ *                   (j / 4, i, b * heads_q + h, offset's low 32 bits), gives in word j % 4 a value
+ *                   >= floor(dropout_p * 2^32); the key is the seed with the offset's high 32 bits
+ *                   XORed into its high 32 bits. Give each call its own offset.
  *   dropout_mask    optional debug output, uint8 [batch, heads_q, seqlen_q, seqlen_k] (varlen: [num_seqs,
  *                   heads_q, max_seqlen_q, max_seqlen_k]): 1 where the element was kept, 0 where dropped,
  *                   for every (i, j) of each sequence (masked-out pairs included); other elements untouched.
