@@ -1,6 +1,7 @@
 """Benchmark of aotk's attention kernels against torch SDPA's backends, on the GPU machine.
 
     python3 bench/bench_attn.py --lib path/to/libaotk.so --out-dir bench/results [--quick] [--features]
+    python3 bench/bench_attn.py --lib path/to/libaotk.so --selection   # only the selection rows
     python3 bench/bench_attn.py --self-check          # any machine: no GPU, torch optional
 
 Calls libaotk.so through ctypes (the structs of include/aotk.h are declared below) and times it beside
@@ -11,6 +12,11 @@ before anything is timed. Prints a table and writes <out-dir>/<gpu>-<date>.json 
 
 Ops: "fwd" (aotk_attn_fwd against SDPA's flash, cuDNN and efficient forwards) and "bwd" (aotk_attn_bwd
 against the flash and cuDNN backwards, each timed alone after its own forward); the OPS registry holds them.
+"sel_fwd" and "sel_bwd" (--selection runs only these; also in OPS): selection attention (aotk_sel_fwd,
+aotk_sel_bwd) on one sequence of 8k ... 64k tokens, heads 64/4, d 128, block 64, 16 slots of random causal
+blocks, against the flash and cuDNN backends doing dense causal attention on the same q, k, v, with the
+issue's bars (64k: forward >= 7.6x, backward >= 16x FlashAttention-2; 16k: faster), after checks against
+float32 references (every token of a 4096-token problem, and sampled tokens of the row itself).
 "fwd_feat" and "bwd_feat" (--features runs only these): issue 4's features (causal alignments, windows,
 varlen, softcap, ALiBi, sinks, dropout, head dims 32 ... 256 and 192/128), each counted by the score
 pairs it really computes and compared with the plain kernel of its head dim in the same run (the 0.90
@@ -55,6 +61,8 @@ AOTK_DTYPE_UINT8 = 6
 AOTK_TENSOR_MAX_RANK = 6
 AOTK_OP_ATTN_FWD = 1
 AOTK_OP_ATTN_BWD = 2
+AOTK_OP_SEL_FWD = 3
+AOTK_OP_SEL_BWD = 4
 AOTK_ALIGN_BOTTOM_RIGHT = 0
 AOTK_ALIGN_TOP_LEFT = 1
 AOTK_FEATURE_NAMES = ["varlen", "causal", "window", "softcap", "alibi", "sinks", "dropout", "padded_head_dim",
@@ -113,6 +121,30 @@ class AotkAttnParams(ctypes.Structure):
         ("dropout_p", ctypes.c_float),
         ("rng_state", AotkTensor),
         ("dropout_mask", AotkTensor),
+    ]
+
+
+class AotkSelParams(ctypes.Structure):
+    # aotk_sel_params, field for field (include/aotk.h's "Selection attention" block).
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("q", AotkTensor),
+        ("k", AotkTensor),
+        ("v", AotkTensor),
+        ("out", AotkTensor),
+        ("lse", AotkTensor),
+        ("cu_seqlens_q", AotkTensor),
+        ("cu_seqlens_k", AotkTensor),
+        ("max_seqlen_k", ctypes.c_int32),
+        ("block_size", ctypes.c_int32),
+        ("block_idx", AotkTensor),
+        ("block_cnt", AotkTensor),
+        ("softmax_scale", ctypes.c_float),
+        # The backward's; ignored by the forward.
+        ("dout", AotkTensor),
+        ("dq", AotkTensor),
+        ("dk", AotkTensor),
+        ("dv", AotkTensor),
     ]
 
 
@@ -204,6 +236,20 @@ class Aotk:
         lib.aotk_query.restype = st
         lib.aotk_get_build_info.argtypes = [ctypes.POINTER(AotkBuildInfo)]
         lib.aotk_get_build_info.restype = st
+        # Selection attention (0.3). Declared only where the library has it, so that the attention rows
+        # still run on an older build; the sel_* methods say what is missing.
+        self.has_sel = all(hasattr(lib, name) for name in ("aotk_sel_fwd", "aotk_sel_bwd", "aotk_sel_query",
+                                                            "aotk_sel_check_indices"))
+        if self.has_sel:
+            sel = ctypes.POINTER(AotkSelParams)
+            lib.aotk_sel_fwd.argtypes = [sel, ctypes.c_void_p]
+            lib.aotk_sel_fwd.restype = st
+            lib.aotk_sel_bwd.argtypes = [sel, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+            lib.aotk_sel_bwd.restype = st
+            lib.aotk_sel_query.argtypes = [ctypes.c_int, sel, ctypes.POINTER(AotkKernelInfo)]
+            lib.aotk_sel_query.restype = st
+            lib.aotk_sel_check_indices.argtypes = [sel, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+            lib.aotk_sel_check_indices.restype = st
         self.lib = lib
         self._fwd = lib.aotk_attn_fwd
 
@@ -222,14 +268,31 @@ class Aotk:
         self.check(self.lib.aotk_get_build_info(ctypes.byref(info)), "aotk_get_build_info")
         return {"triton_version": _decode(info.triton_version), "ptxas_version": _decode(info.ptxas_version)}
 
-    def query(self, op, params):
-        info = AotkKernelInfo()
-        info.struct_size = ctypes.sizeof(AotkKernelInfo)
-        self.check(self.lib.aotk_query(op, ctypes.byref(params), ctypes.byref(info)), "aotk_query")
+    @staticmethod
+    def _info_dict(info):
         return {"kernel_name": _decode(info.kernel_name), "arch": info.arch, "from_ptx": info.from_ptx,
                 "workspace_bytes": info.workspace_bytes, "launches": info.launches,
                 "head_dim_qk": info.head_dim_qk, "head_dim_v": info.head_dim_v,
                 "features": [n for i, n in enumerate(AOTK_FEATURE_NAMES) if info.features >> i & 1]}
+
+    def query(self, op, params):
+        info = AotkKernelInfo()
+        info.struct_size = ctypes.sizeof(AotkKernelInfo)
+        self.check(self.lib.aotk_query(op, ctypes.byref(params), ctypes.byref(info)), "aotk_query")
+        return self._info_dict(info)
+
+    def _need_sel(self, what):
+        if not self.has_sel:
+            raise AotkError(f"{what}: this libaotk.so ({self.version()}) has no selection attention (0.3 added it)")
+
+    def sel_query(self, op, params):
+        """aotk_sel_query: op AOTK_OP_SEL_FWD or AOTK_OP_SEL_BWD (whose workspace_bytes sizes the backward's
+        workspace); params: an AotkSelParams."""
+        self._need_sel("aotk_sel_query")
+        info = AotkKernelInfo()
+        info.struct_size = ctypes.sizeof(AotkKernelInfo)
+        self.check(self.lib.aotk_sel_query(op, ctypes.byref(params), ctypes.byref(info)), "aotk_sel_query")
+        return self._info_dict(info)
 
     def attn_fwd(self, params_ref, stream):
         """params_ref: ctypes.byref(AotkAttnParams); stream: a CUDA stream handle (int, 0 = legacy)."""
@@ -242,6 +305,26 @@ class Aotk:
         status = self.lib.aotk_attn_bwd(params_ref, workspace, workspace_bytes, stream)
         if status != AOTK_OK:
             self.check(status, "aotk_attn_bwd")
+
+    def sel_fwd(self, params_ref, stream):
+        """params_ref: ctypes.byref(AotkSelParams); stream as attn_fwd's."""
+        self._need_sel("aotk_sel_fwd")
+        status = self.lib.aotk_sel_fwd(params_ref, stream)
+        if status != AOTK_OK:
+            self.check(status, "aotk_sel_fwd")
+
+    def sel_bwd(self, params_ref, workspace, workspace_bytes, stream):
+        self._need_sel("aotk_sel_bwd")
+        status = self.lib.aotk_sel_bwd(params_ref, workspace, workspace_bytes, stream)
+        if status != AOTK_OK:
+            self.check(status, "aotk_sel_bwd")
+
+    def sel_check_indices(self, params_ref, workspace, workspace_bytes, stream):
+        """The library's debug check of block_idx (synchronizes the stream); raises AotkError naming the
+        first offending (token, kv head, slot)."""
+        self._need_sel("aotk_sel_check_indices")
+        self.check(self.lib.aotk_sel_check_indices(params_ref, workspace, workspace_bytes, stream),
+                   "aotk_sel_check_indices")
 
 
 def fwd_params(q, k, v, out, lse, causal, softmax_scale=0.0):
@@ -1174,10 +1257,613 @@ def run_feature_op(op, grid_seqlens, feature_head_dims, aotk):
     return rows, lines, failures, bar
 
 
-# The op registry: each op says how to enumerate its cases, run one case, and count its FLOPs.
+# ---------------------------------------------------------------------------------------------------
+# ops "sel_fwd" and "sel_bwd": selection attention (NSA's selected-blocks branch) against dense causal
+# attention on the same q, k, v
+# ---------------------------------------------------------------------------------------------------
+#
+# One sequence of N tokens per row (batch 1), bf16, q [N, 64, 128], k and v [N, 4, 128] (aotk.h's packed
+# layout, no cu_seqlens), key blocks of 64, 16 slots. Indices as in the public NSA benchmarks: for each
+# token t and kv head h, min(16, t // 64 + 1) distinct blocks drawn uniformly among the causal ones
+# 0 .. t // 64, the other slots -1, all 16 slots in random order (so -1 slots sit between valid ones:
+# aotk.h reads every slot). aotk's time is compared with SDPA's flash (FlashAttention-2) and cuDNN
+# backends doing dense causal attention on the same q, k, v: what selection attention replaces.
+# seqlen_q = seqlen_k, so SDPA's top-left is_causal is the same mask as aotk.h's bottom-right.
+
+SEL_OPS = ("sel_fwd", "sel_bwd")
+SEL_SEQLENS = [8192, 16384, 32768, 65536]
+SEL_SEQLENS_QUICK = [8192, 16384]
+SEL_HEADS_Q = 64
+SEL_HEADS_KV = 4
+SEL_HEAD_DIM = 128
+SEL_BLOCK_SIZE = 64
+SEL_SLOTS = 16
+SEL_INDEX_SEED = 20250  # + the row's token count: each size has its own fixed draw
+SEL_INDEX_DISTRIBUTION = "uniform-causal"
+SEL_INDEX_CHUNK_TOKENS = 4096  # the draw's scores are [chunk, heads_kv, num_blocks] fp32: 64 MiB at 64k
+# The bars, aotk's speedup over sdpa-flash (dense causal FlashAttention-2) on the same q, k, v:
+# (op, tokens) -> (speedup, strict). 64k: the public selection kernel's figures (anchors.md); 16k: faster.
+SEL_BARS = {("sel_fwd", 65536): (7.6, False), ("sel_bwd", 65536): (16.0, False),
+            ("sel_fwd", 16384): (1.0, True), ("sel_bwd", 16384): (1.0, True)}
+SEL_ANCHORS = [("sdpa-flash", _sdpa_backend("FLASH_ATTENTION")), ("sdpa-cudnn", _sdpa_backend("CUDNN_ATTENTION"))]
+SEL_IMPLS = ["aotk"] + [name for name, _ in SEL_ANCHORS]
+# The checks, before anything is timed: every token of a problem of SEL_FULL_CHECK_TOKENS tokens (the
+# row's heads, head dim, block size and slots; all of out and lse, or dq, dk and dv) against a masked dense
+# reference, chunked by SEL_REFERENCE_CHUNK queries; then, on the row's own tensors, SEL_SAMPLE_TOKENS
+# tokens (every head) against a reference that gathers each token's selected key rows.
+SEL_FULL_CHECK_TOKENS = 4096
+SEL_REFERENCE_CHUNK = 256
+SEL_SAMPLE_TOKENS = 64
+SEL_SAMPLE_SEED = 7
+
+
+def sel_cases(op, quick):
+    for n in (SEL_SEQLENS_QUICK if quick else SEL_SEQLENS):
+        yield {"op": op, "dtype": "bf16", "seqlen": n, "heads_q": SEL_HEADS_Q, "heads_kv": SEL_HEADS_KV,
+               "head_dim": SEL_HEAD_DIM, "block_size": SEL_BLOCK_SIZE, "slots": SEL_SLOTS}
+
+
+def sel_label(case):
+    return (f"{case['op']} {case['dtype']} tokens={case['seqlen']} heads_q={case['heads_q']} "
+            f"heads_kv={case['heads_kv']} d={case['head_dim']} block={case['block_size']} slots={case['slots']}")
+
+
+def sel_num_blocks(seqlen_k, block_size):
+    return -(-seqlen_k // block_size)
+
+
+def sel_key_positions(blocks, position, block_size, seqlen_k):
+    """J(t, h) by aotk.h's rule, as a list of key positions in slot order: each listed block b with
+    0 <= b < ceil(seqlen_k / block_size) and b * block_size <= position, cut at position (and seqlen_k).
+    Slots outside that (-1, out of range, after the diagonal) are skipped; a block listed twice counts twice."""
+    keys = []
+    for b in blocks:
+        if 0 <= b < sel_num_blocks(seqlen_k, block_size) and b * block_size <= position:
+            keys.extend(range(b * block_size, min((b + 1) * block_size, position + 1, seqlen_k)))
+    return keys
+
+
+def sel_brute_force_key_count(blocks, position, block_size, seqlen_k):
+    """|J(t, h)| by testing every key position against the rule as aotk.h words it (self-check only)."""
+    n = 0
+    for j in range(seqlen_k):
+        if j <= position:
+            n += sum(1 for b in blocks if 0 <= b and b * block_size <= position and j // block_size == b)
+    return n
+
+
+def sel_expected_keys(seqlen, block_size, slots):
+    """E[sum over tokens of |J(t, h)|] for one kv head under SEL_INDEX_DISTRIBUTION, seqlen_q = seqlen_k:
+    token t has n = t // block_size + 1 causal blocks; with n <= slots it sees all t + 1 keys; otherwise
+    each block is chosen with probability slots / n, the n - 1 full ones bringing block_size keys and the
+    diagonal one t % block_size + 1."""
+    total = 0.0
+    for t in range(seqlen):
+        n = t // block_size + 1
+        if n <= slots:
+            total += t + 1
+        else:
+            total += slots / n * ((n - 1) * block_size + t % block_size + 1)
+    return total
+
+
+def sel_block_indices(seqlen, heads_kv, slots, block_size, seed, device):
+    """block_idx int32 [seqlen, heads_kv, slots] of SEL_INDEX_DISTRIBUTION, drawn on `device` with a
+    generator seeded by `seed`: per (token, kv head) the top-min(slots, causal blocks) of uniform scores
+    over the causal blocks (a uniformly random subset), padded with -1, then the slots shuffled. Chunked
+    over tokens so the scores stay SEL_INDEX_CHUNK_TOKENS x heads_kv x num_blocks."""
+    num_blocks = sel_num_blocks(seqlen, block_size)
+    picks = min(slots, num_blocks)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    idx = torch.empty(seqlen, heads_kv, slots, dtype=torch.int32, device=device)
+    blocks = torch.arange(num_blocks, device=device)
+    for t0 in range(0, seqlen, SEL_INDEX_CHUNK_TOKENS):
+        t1 = min(seqlen, t0 + SEL_INDEX_CHUNK_TOKENS)
+        last_causal = torch.arange(t0, t1, device=device) // block_size
+        score = torch.rand(t1 - t0, heads_kv, num_blocks, generator=gen, device=device)
+        score.masked_fill_((blocks[None, :] > last_causal[:, None])[:, None, :], -1.0)  # rand is in [0, 1)
+        top_score, top_block = score.topk(picks, dim=-1)
+        chosen = torch.where(top_score >= 0, top_block, torch.full_like(top_block, -1))
+        if picks < slots:
+            chosen = torch.cat([chosen, chosen.new_full((t1 - t0, heads_kv, slots - picks), -1)], dim=-1)
+        order = torch.rand(t1 - t0, heads_kv, slots, generator=gen, device=device).argsort(dim=-1)
+        idx[t0:t1] = chosen.gather(-1, order).to(torch.int32)
+    return idx
+
+
+def sel_valid_slots(idx, positions, block_size, seqlen_k):
+    """Which slots of idx [c, H, S] (int64) count for tokens at key positions [c]: aotk.h's B(t, h)."""
+    return (idx >= 0) & (idx < sel_num_blocks(seqlen_k, block_size)) & (idx * block_size <= positions[:, None, None])
+
+
+def sel_selected_keys(block_idx, block_size, seqlen_k):
+    """|J(t, h)| int64 [seqlen_q, heads_kv] from block_idx (one sequence, bottom-right aligned)."""
+    seqlen_q = block_idx.shape[0]
+    counts = torch.empty(block_idx.shape[:2], dtype=torch.int64, device=block_idx.device)
+    for t0 in range(0, seqlen_q, SEL_INDEX_CHUNK_TOKENS):
+        t1 = min(seqlen_q, t0 + SEL_INDEX_CHUNK_TOKENS)
+        b = block_idx[t0:t1].long()
+        p = torch.arange(t0, t1, device=b.device) + (seqlen_k - seqlen_q)
+        hi = torch.clamp(torch.minimum((b + 1) * block_size, p[:, None, None] + 1), max=seqlen_k)
+        keys = (hi - b * block_size).clamp(min=0) * sel_valid_slots(b, p, block_size, seqlen_k)
+        counts[t0:t1] = keys.sum(-1)
+    return counts
+
+
+def sel_sample_tokens(seqlen, block_size, count, seed):
+    """count tokens spread over the sequence: the edges (0, 1, the last of the first block, the first of
+    the second, the last token) and one random token in each of the remaining equal strata."""
+    rng = random.Random(seed + seqlen)
+    edges = sorted({t for t in (0, 1, block_size - 1, block_size, seqlen - 1) if 0 <= t < seqlen})
+    strata = max(1, count - len(edges))
+    picks = [rng.randrange(i * seqlen // strata, max(i * seqlen // strata + 1, (i + 1) * seqlen // strata))
+             for i in range(strata)]
+    return sorted(set(edges + [t for t in picks if t < seqlen]))
+
+
+def sel_tensors(case, backward):
+    """A row's inputs and outputs in aotk.h's packed layout, one sequence of case['seqlen'] tokens."""
+    n, hq, hkv, d = case["seqlen"], case["heads_q"], case["heads_kv"], case["head_dim"]
+    dt = torch.bfloat16
+    t = {"q": torch.randn(n, hq, d, device=DEVICE, dtype=dt),
+         "k": torch.randn(n, hkv, d, device=DEVICE, dtype=dt),
+         "v": torch.randn(n, hkv, d, device=DEVICE, dtype=dt),
+         "out": torch.empty(n, hq, d, device=DEVICE, dtype=dt),
+         "lse": torch.empty(n, hq, device=DEVICE, dtype=torch.float32),
+         "block_idx": sel_block_indices(n, hkv, case["slots"], case["block_size"], SEL_INDEX_SEED + n, DEVICE)}
+    if backward:
+        t["dout"] = torch.randn_like(t["out"])
+        for name in ("q", "k", "v"):
+            t["d" + name] = torch.empty_like(t[name])
+    return t
+
+
+def sel_params(case, t):
+    """aotk_sel_params for the row's tensors t (the backward's fields where t has them). No cu_seqlens:
+    q and k form one sequence; block_cnt absent: every slot is read."""
+    p = AotkSelParams()
+    p.struct_size = ctypes.sizeof(AotkSelParams)
+    for name in ("q", "k", "v", "out", "lse", "block_idx", "dout", "dq", "dk", "dv"):
+        if name in t:
+            setattr(p, name, describe_tensor(t[name].detach()))
+    p.max_seqlen_k = t["k"].shape[0]  # ignored without cu_seqlens
+    p.block_size = case["block_size"]
+    p.softmax_scale = 0.0  # 1/sqrt(head_dim), as the references and SDPA use
+    return p
+
+
+def sel_reference_masked(x, block_idx, block_size, compute_dtype, dout=None, cut_at_diagonal=True):
+    """Selection attention over every token of x = {"q" [T, HQ, Dqk], "k" [Tk, H, Dqk], "v" [Tk, H, Dv]}
+    as dense attention with a mask: for each chunk of SEL_REFERENCE_CHUNK queries, the [HQ, chunk, Tk]
+    scores of all keys, masked to the union of each token's valid blocks (aotk.h's B(t, h)) cut at its
+    position; no gathering. Matmuls in compute_dtype, the rest in float32. Returns (out [T, HQ, Dv],
+    lse [T, HQ], grads): float32; grads {"dq", "dk", "dv"} (float32, through autograd chunk by chunk) when
+    dout is given, else None. A token that sees no key gets out 0, lse -inf and no gradient.
+    cut_at_diagonal=False is a wrong kernel (the whole diagonal block), for the self-check's mutant."""
+    seqlen_q, heads_q, head_dim = x["q"].shape
+    seqlen_k, heads_kv = x["k"].shape[:2]
+    group = heads_q // heads_kv
+    scale = 1.0 / math.sqrt(head_dim)
+    num_blocks = sel_num_blocks(seqlen_k, block_size)
+    device = x["q"].device
+    grad = dout is not None
+    leaves = {n: x[n].detach().float().requires_grad_(grad) for n in ("q", "k", "v")}
+    keys = torch.arange(seqlen_k, device=device)
+    outs, lses = [], []
+    with torch.set_grad_enabled(grad):
+        for t0 in range(0, seqlen_q, SEL_REFERENCE_CHUNK):
+            t1 = min(seqlen_q, t0 + SEL_REFERENCE_CHUNK)
+            b = block_idx[t0:t1].long()
+            p = torch.arange(t0, t1, device=device) + (seqlen_k - seqlen_q)
+            valid = sel_valid_slots(b, p, block_size, seqlen_k)
+            hits = torch.zeros(t1 - t0, heads_kv, num_blocks, dtype=torch.int32, device=device)
+            hits.scatter_add_(2, b.clamp(0, num_blocks - 1), valid.to(torch.int32))
+            visible = (hits > 0).repeat_interleave(block_size, dim=2)[:, :, :seqlen_k]
+            if cut_at_diagonal:
+                visible &= keys[None, None, :] <= p[:, None, None]
+            visible = visible.repeat_interleave(group, dim=1).transpose(0, 1)  # [HQ, chunk, Tk]
+            qc = leaves["q"][t0:t1].to(compute_dtype).transpose(0, 1)
+            kh = leaves["k"].to(compute_dtype).transpose(0, 1).repeat_interleave(group, dim=0)
+            vh = leaves["v"].to(compute_dtype).transpose(0, 1).repeat_interleave(group, dim=0)
+            s = torch.matmul(qc, kh.transpose(-1, -2)).float() * scale
+            s = s.masked_fill(~visible, float("-inf"))
+            lse = torch.logsumexp(s, dim=-1)
+            finite_lse = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)
+            prob = torch.exp(s - finite_lse.unsqueeze(-1))
+            out = torch.matmul(prob.to(compute_dtype), vh).float().transpose(0, 1)
+            if grad:
+                torch.autograd.backward(out, dout[t0:t1].float())
+            outs.append(out.detach())
+            lses.append(lse.detach().transpose(0, 1))
+    grads = {"d" + n: leaves[n].grad for n in ("q", "k", "v")} if grad else None
+    return torch.cat(outs, 0), torch.cat(lses, 0), grads
+
+
+def sel_reference_gathered(x, block_idx, tokens, block_size, compute_dtype, dout=None):
+    """Selection attention for the listed tokens only, literally: per (token, kv head) the key rows of
+    J(t, h) (sel_key_positions) gathered, softmax in float32. Matmuls in compute_dtype. Returns out
+    [n, HQ, Dv], lse [n, HQ] and, with dout [n, HQ, Dv], dq [n, HQ, Dqk] through autograd (a token's dq
+    depends on its own row only, so the sample's dq is exact); float32."""
+    seqlen_q, heads_q, head_dim = x["q"].shape
+    seqlen_k, heads_kv = x["k"].shape[:2]
+    head_dim_v = x["v"].shape[2]
+    group = heads_q // heads_kv
+    scale = 1.0 / math.sqrt(head_dim)
+    device = x["q"].device
+    rows = block_idx[torch.tensor(tokens, device=block_idx.device)].tolist()
+    q_leaf = x["q"][torch.tensor(tokens, device=device)].detach().float().requires_grad_(dout is not None)
+    outs, lses = [], []
+    with torch.set_grad_enabled(dout is not None):
+        for i, t in enumerate(tokens):
+            for h in range(heads_kv):
+                positions = sel_key_positions(rows[i][h], t + seqlen_k - seqlen_q, block_size, seqlen_k)
+                qg = q_leaf[i, h * group:(h + 1) * group].to(compute_dtype)
+                if not positions:  # out 0, lse -inf, dq 0 (0 * q keeps q in the graph for autograd.grad)
+                    outs.append(torch.zeros(group, head_dim_v, device=device) + 0 * qg.float().sum())
+                    lses.append(torch.full((group,), float("-inf"), device=device))
+                    continue
+                j = torch.tensor(positions, device=device)
+                kj = x["k"][j, h].detach().to(compute_dtype)
+                vj = x["v"][j, h].detach().to(compute_dtype)
+                s = torch.matmul(qg, kj.t()).float() * scale
+                lse = torch.logsumexp(s, dim=-1)
+                outs.append(torch.matmul(torch.exp(s - lse[:, None]).to(compute_dtype), vj).float())
+                lses.append(lse.detach())
+        out = torch.stack(outs).view(len(tokens), heads_q, head_dim_v)
+        lse = torch.stack(lses).view(len(tokens), heads_q)
+        dq = torch.autograd.grad(out, q_leaf, dout.float())[0] if dout is not None else None
+    return out.detach(), lse, dq
+
+
+def sel_unselected_key_rows(block_idx, block_size, seqlen_k):
+    """bool [heads_kv, seqlen_k]: key rows that no token's valid slot selects (their dk, dv must be 0)."""
+    num_blocks = sel_num_blocks(seqlen_k, block_size)
+    seqlen_q, heads_kv = block_idx.shape[:2]
+    hits = torch.zeros(heads_kv, num_blocks, dtype=torch.int64, device=block_idx.device)
+    for t0 in range(0, seqlen_q, SEL_INDEX_CHUNK_TOKENS):
+        t1 = min(seqlen_q, t0 + SEL_INDEX_CHUNK_TOKENS)
+        b = block_idx[t0:t1].long()
+        p = torch.arange(t0, t1, device=b.device) + (seqlen_k - seqlen_q)
+        valid = sel_valid_slots(b, p, block_size, seqlen_k)
+        hits.scatter_add_(1, b.clamp(0, num_blocks - 1).transpose(0, 1).reshape(heads_kv, -1),
+                          valid.transpose(0, 1).reshape(heads_kv, -1).long())
+    return (hits == 0)[:, torch.arange(seqlen_k, device=block_idx.device) // block_size]
+
+
+def sel_check_full(case, aotk, backward):
+    """Every token of a SEL_FULL_CHECK_TOKENS-token problem (the row's heads, head dim, block size, slots
+    and index distribution): aotk's out and lse (sel_bwd: dq, dk, dv) against sel_reference_masked in
+    float32, within FWD_ERR_FACTOR (BWD_ERR_FACTOR) x the same reference's error in bf16 plus a rounding
+    floor. Outputs NaN-poisoned first. Returns (failure or None, summary)."""
+    c = dict(case, seqlen=min(case["seqlen"], SEL_FULL_CHECK_TOKENS))
+    t = sel_tensors(c, backward)
+    params = sel_params(c, t)
+    t["out"].fill_(float("nan"))
+    t["lse"].fill_(float("nan"))
+    aotk.sel_fwd(ctypes.byref(params), current_stream())
+    if backward:
+        for name in ("dq", "dk", "dv"):
+            t[name].fill_(float("nan"))
+        info = aotk.sel_query(AOTK_OP_SEL_BWD, params)
+        workspace = torch.empty(max(info["workspace_bytes"], 16), device=DEVICE, dtype=torch.uint8)
+        aotk.sel_bwd(ctypes.byref(params), workspace.data_ptr(), info["workspace_bytes"], current_stream())
+    synchronize()
+    x = {n: t[n] for n in ("q", "k", "v")}
+    bs = c["block_size"]
+    if not backward:
+        out32, lse32, _ = sel_reference_masked(x, t["block_idx"], bs, torch.float32)
+        out16, lse16, _ = sel_reference_masked(x, t["block_idx"], bs, torch.bfloat16)
+        results = [compare_to_reference("out", t["out"], out32, out16, FWD_ERR_FACTOR, bf16_rounding_floor(out32)),
+                   compare_to_reference("lse", t["lse"], lse32, lse16, FWD_ERR_FACTOR, LSE_FLOOR)]
+    else:
+        _, _, g32 = sel_reference_masked(x, t["block_idx"], bs, torch.float32, dout=t["dout"])
+        _, _, g16 = sel_reference_masked(x, t["block_idx"], bs, torch.bfloat16, dout=t["dout"])
+        results = [compare_to_reference(n, t[n], g32[n], g16[n], BWD_ERR_FACTOR, bf16_rounding_floor(g32[n]))
+                   for n in ("dq", "dk", "dv")]
+    texts = [text for _, text in results]
+    bad = [text for ok, text in results if not ok]
+    summary = f"all {c['seqlen']} tokens against the masked float32 reference: " + ", ".join(texts)
+    if bad:
+        return "aotk differs from the masked float32 reference on every token of " \
+            f"{c['seqlen']}: " + ", ".join(bad), summary
+    return None, summary
+
+
+def sel_check_row(case, aotk, backward, t, params):
+    """On the row's own tensors: the library's index check (aotk_sel_check_indices), then aotk's sel_fwd
+    (and sel_bwd) with NaN-poisoned outputs: every element written; out and lse (sel_bwd: dq) of
+    SEL_SAMPLE_TOKENS tokens against sel_reference_gathered; sel_bwd: dk and dv exactly 0 on the key rows
+    no token selected. Leaves out and lse (the backward's inputs) computed. Returns (failure or None, summary)."""
+    params_ref = ctypes.byref(params)
+    workspace = torch.empty(16, device=DEVICE, dtype=torch.uint8)
+    try:
+        aotk.sel_check_indices(params_ref, workspace.data_ptr(), 16, current_stream())
+    except AotkError as e:
+        return f"the library rejects the benchmark's indices: {e}", ""
+    outputs = ["out", "lse"] + (["dq", "dk", "dv"] if backward else [])
+    for name in outputs:
+        t[name].fill_(float("nan"))
+    aotk.sel_fwd(params_ref, current_stream())
+    if backward:
+        info = aotk.sel_query(AOTK_OP_SEL_BWD, params)
+        workspace = torch.empty(max(info["workspace_bytes"], 16), device=DEVICE, dtype=torch.uint8)
+        aotk.sel_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"], current_stream())
+    synchronize()
+    unwritten = [name for name in outputs if torch.isnan(t[name]).any().item()]
+    if unwritten:
+        return f"aotk left NaN (poison) in {', '.join(unwritten)}", ""
+    tokens = sel_sample_tokens(case["seqlen"], case["block_size"], SEL_SAMPLE_TOKENS, SEL_SAMPLE_SEED)
+    rows = torch.tensor(tokens, device=DEVICE)
+    x = {n: t[n] for n in ("q", "k", "v")}
+    bs = case["block_size"]
+    if not backward:
+        out32, lse32, _ = sel_reference_gathered(x, t["block_idx"], tokens, bs, torch.float32)
+        out16, lse16, _ = sel_reference_gathered(x, t["block_idx"], tokens, bs, torch.bfloat16)
+        results = [compare_to_reference("out", t["out"][rows], out32, out16, FWD_ERR_FACTOR,
+                                        bf16_rounding_floor(out32)),
+                   compare_to_reference("lse", t["lse"][rows], lse32, lse16, FWD_ERR_FACTOR, LSE_FLOOR)]
+    else:
+        dout = t["dout"][rows]
+        _, _, dq32 = sel_reference_gathered(x, t["block_idx"], tokens, bs, torch.float32, dout=dout)
+        _, _, dq16 = sel_reference_gathered(x, t["block_idx"], tokens, bs, torch.bfloat16, dout=dout)
+        results = [compare_to_reference("dq", t["dq"][rows], dq32, dq16, BWD_ERR_FACTOR, bf16_rounding_floor(dq32))]
+        unselected = sel_unselected_key_rows(t["block_idx"], bs, t["k"].shape[0])
+        for name in ("dk", "dv"):
+            stray = t[name].transpose(0, 1)[unselected].abs().max().item() if unselected.any() else 0.0
+            results.append((stray == 0, f"{name} on {int(unselected.sum())} unselected key rows {stray:.2g}"))
+    texts = [text for _, text in results]
+    bad = [text for ok, text in results if not ok]
+    summary = f"{len(tokens)} sampled tokens against the gathered float32 reference: " + ", ".join(texts)
+    if bad:
+        return f"aotk differs from the gathered float32 reference on {len(tokens)} sampled tokens: " \
+            + ", ".join(bad), summary
+    return None, summary
+
+
+def sel_anchor_times(t, backward):
+    """({impl: ms}, {impl: layout}): SDPA's flash and cuDNN backends doing dense causal attention on the
+    row's q, k, v ([1, heads, N, d] views). GQA through enable_gqa=True (the backend reads the 4 kv heads);
+    a backend that refuses it gets k and v expanded to 64 heads beforehand ("expanded", outside the timing)."""
+    results, layouts = {}, {}
+    q, k, v = t["q"], t["k"], t["v"]
+    group = q.shape[1] // k.shape[1]
+    dout = t["dout"][None].transpose(1, 2) if backward else None
+    for name, be in SEL_ANCHORS:
+        for layout in ("enable_gqa", "expanded"):
+            try:
+                if layout == "enable_gqa":
+                    kx, vx = k.detach(), v.detach()
+                else:
+                    kx, vx = (y.detach().repeat_interleave(group, dim=1) for y in (k, v))
+                leaves = [q.detach().requires_grad_(backward), kx.requires_grad_(backward),
+                          vx.requires_grad_(backward)]
+                qt, kt, vt = (y[None].transpose(1, 2) for y in leaves)
+                gqa = layout == "enable_gqa"
+                with sdpa_kernel(be):
+                    if not backward:
+                        with torch.no_grad():
+                            results[name] = time_ms(lambda: F.scaled_dot_product_attention(
+                                qt, kt, vt, is_causal=True, enable_gqa=gqa))
+                    else:
+                        o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=gqa)
+                        results[name] = time_ms(lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True))
+                        del o
+                layouts[name] = layout
+                break
+            except Exception as e:  # noqa: BLE001
+                note(f"{name} ({layout}) skipped: {type(e).__name__}: {str(e)[:200]}")
+            finally:
+                kx = vx = leaves = qt = kt = vt = None
+                empty_cache()
+    return results, layouts
+
+
+def sel_run_case(case, aotk):
+    """sel_run_case_unguarded, with any exception turned into the row's failure."""
+    try:
+        return sel_run_case_unguarded(case, aotk)
+    except Exception as e:  # noqa: BLE001
+        loud(f"ROW ABORTED, {sel_label(case)}: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        return {}, f"{type(e).__name__}: {str(e)[:300]}", {}
+
+
+def sel_run_case_unguarded(case, aotk):
+    """Checks aotk (sel_check_full, then sel_check_row on the row's tensors), times it, then times the
+    dense causal anchors on the same q, k, v. Returns ({impl: ms}, failure or None, facts): facts has
+    keys_selected (sum of |J(t, h)|), aotk's kernel info and the anchors' layouts."""
+    backward = case["op"] == "sel_bwd"
+    facts = {}
+    for check in ("full", "row"):
+        if check == "row":
+            t = sel_tensors(case, backward)
+            facts["keys_selected"] = int(sel_selected_keys(t["block_idx"], case["block_size"], case["seqlen"]).sum())
+            params = sel_params(case, t)
+        try:
+            if check == "full":
+                failure, summary = sel_check_full(case, aotk, backward)
+            else:
+                failure, summary = sel_check_row(case, aotk, backward, t, params)
+        except AotkError as e:
+            loud(f"aotk FAILED on {sel_label(case)}: {e}")
+            return {}, f"aotk raised in the check: {e}", facts
+        if failure:
+            loud(f"ROW ABORTED, {sel_label(case)}: {failure}")
+            return {}, failure, facts
+        note(summary)
+        empty_cache()
+
+    results = {}
+    params_ref = ctypes.byref(params)
+    try:
+        if not backward:
+            info = aotk.sel_query(AOTK_OP_SEL_FWD, params)
+            results["aotk"] = time_ms(lambda: aotk.sel_fwd(params_ref, current_stream()))
+        else:  # out and lse: the forward's, from sel_check_row
+            info = aotk.sel_query(AOTK_OP_SEL_BWD, params)
+            workspace = torch.empty(max(info["workspace_bytes"], 16), device=DEVICE, dtype=torch.uint8)
+            results["aotk"] = time_ms(lambda: aotk.sel_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"],
+                                                           current_stream()))
+            del workspace
+    except AotkError as e:
+        loud(f"aotk FAILED while timing {sel_label(case)}: {e}")
+        return results, f"aotk raised while timing: {e}", facts
+    facts["info"] = info
+    note(f"aotk kernel {info['kernel_name']} (sm_{info['arch']}{', from PTX' if info['from_ptx'] else ''}, "
+         f"{info['launches']} launch(es)" + (f", workspace {info['workspace_bytes']} bytes" if backward else "") + ")")
+    for name in ("out", "lse", "dq", "dk", "dv", "block_idx"):
+        t.pop(name, None)
+    del params, params_ref
+    empty_cache()
+    anchor_ms, facts["anchor_layouts"] = sel_anchor_times(t, backward)
+    results.update(anchor_ms)
+    del t
+    return results, None, facts
+
+
+def sel_work(case, keys_selected):
+    """(pairs, flops) of aotk's selection: pairs = (heads_q / heads_kv) x sum of |J(t, h)| score pairs;
+    FLOPs = 4 x pairs x head_dim (q.k and p.v, a multiply-add each: 4 * tokens * heads_q * keys * d), 2.5x
+    that for the backward."""
+    pairs = keys_selected * (case["heads_q"] // case["heads_kv"])
+    flops = 4.0 * pairs * case["head_dim"]
+    return pairs, (2.5 * flops if case["op"] == "sel_bwd" else flops)
+
+
+def sel_dense_work(case):
+    """(pairs, flops) of the dense causal anchors: the exact causal pairs, and anchors.md's FLOP count
+    (4 * heads * N^2 * d, halved for causal; 2.5x for the backward), as the grid rows count."""
+    n, h, d = case["seqlen"], case["heads_q"], case["head_dim"]
+    flops = 4.0 * h * n * n * d / 2
+    return h * n * (n + 1) // 2, (2.5 * flops if case["op"] == "sel_bwd" else flops)
+
+
+def sel_gathered_bytes(case, keys_selected):
+    """The forward's bytes if every gathered K/V row came from memory: q read, out and lse written, the
+    indices read, (head_dim_qk + head_dim_v) bf16 per key of each (token, kv head) (its G query heads share
+    one gather). Neighbouring tokens share blocks, so the DRAM traffic can be lower (L2 hits)."""
+    n, hq, hkv, d = case["seqlen"], case["heads_q"], case["heads_kv"], case["head_dim"]
+    return 2 * n * hq * d * 2 + n * hq * 4 + n * hkv * case["slots"] * 4 + keys_selected * 2 * d * 2
+
+
+def sel_verdict(op, seqlen, speedup):
+    """None where no bar applies; '-' when not measured; else 'ok' / 'LOW' against SEL_BARS."""
+    bar = SEL_BARS.get((op, seqlen))
+    if bar is None:
+        return None
+    if speedup is None:
+        return "-"
+    minimum, strict = bar
+    return "ok" if (speedup > minimum if strict else speedup >= minimum) else "LOW"
+
+
+def sel_bar_text(op, seqlen):
+    bar = SEL_BARS.get((op, seqlen))
+    return "-" if bar is None else f"{'>' if bar[1] else '>='}{bar[0]:g}x"
+
+
+SEL_TABLE_HEAD = (f"{'op':>7} {'tokens':>6} {'keys/q':>7} | {'aotk ms':>8} {'TF/s':>6} | {'flash ms':>9} "
+                  f"{'cudnn ms':>9} | {'x FA2':>6} {'x cuDNN':>7} | {'bar':>6} {'verdict':>7}")
+
+
+def sel_table_line(case, ms, keys_selected, speedup, failure):
+    keys_per_query = keys_selected / (case["seqlen"] * case["heads_kv"]) if keys_selected else None
+    s = f"{case['op']:>7} {case['seqlen']:>6} " + (f"{keys_per_query:>7.1f}" if keys_per_query else f"{'-':>7}")
+    if "aotk" in ms:
+        s += f" | {ms['aotk']:>8.3f} {sel_work(case, keys_selected)[1] / ms['aotk'] / 1e9:>6.1f}"
+    else:
+        s += f" | {'-':>8} {'-':>6}"
+    s += " | " + " ".join(f"{ms[name]:>9.2f}" if name in ms else f"{'-':>9}" for name in SEL_IMPLS[1:])
+    s += " | " + " ".join(f"{speedup[name]:>{w - 1}.2f}x" if speedup.get(name) else f"{'-':>{w}}"
+                          for name, w in (("sdpa-flash", 6), ("sdpa-cudnn", 7)))
+    s += f" | {sel_bar_text(case['op'], case['seqlen']):>6} {sel_verdict(case['op'], case['seqlen'], speedup.get('sdpa-flash')) or '':>7}"
+    if failure:
+        s += f"   FAILED: {failure}"
+    return s
+
+
+def run_sel_op(op, quick, aotk):
+    """Runs one selection op's rows. Returns (json rows, table lines, failures, bar summary lines)."""
+    rows, lines, failures = [], [], []
+    verdicts = []
+    for case in sel_cases(op, quick):
+        print(f"\n{sel_label(case)}", flush=True)
+        ms, failure, facts = sel_run_case(case, aotk)
+        empty_cache()
+        keys_selected = facts.get("keys_selected")
+        speedup = {name: ms[name] / ms["aotk"] for name in SEL_IMPLS[1:] if name in ms and "aotk" in ms}
+        common = {"op": op, "dtype": case["dtype"], "head_dim": case["head_dim"], "head_dim_qk": case["head_dim"],
+                  "head_dim_v": case["head_dim"], "causal": True, "seqlen_q": case["seqlen"],
+                  "seqlen_k": case["seqlen"], "batch": 1, "heads_q": case["heads_q"], "heads_kv": case["heads_kv"],
+                  "block_size": case["block_size"], "slots": case["slots"],
+                  "index_distribution": SEL_INDEX_DISTRIBUTION, "index_seed": SEL_INDEX_SEED + case["seqlen"]}
+        for impl in SEL_IMPLS:
+            if impl not in ms:
+                continue
+            if impl == "aotk":
+                pairs, flops = sel_work(case, keys_selected)
+                row = dict(common, impl=impl, work="selection", keys_selected=keys_selected,
+                           keys_per_query=round(keys_selected / (case["seqlen"] * case["heads_kv"]), 2),
+                           pairs=pairs, flops=flops, ms=ms[impl], tflops=round(flops / ms[impl] / 1e9, 2),
+                           speedup_vs_flash=round(speedup["sdpa-flash"], 3) if "sdpa-flash" in speedup else None,
+                           speedup_vs_cudnn=round(speedup["sdpa-cudnn"], 3) if "sdpa-cudnn" in speedup else None)
+                bar = SEL_BARS.get((op, case["seqlen"]))
+                row["bar_vs_flash"] = None if bar is None else {"speedup": bar[0], "strict": bar[1]}
+                row["verdict"] = sel_verdict(op, case["seqlen"], speedup.get("sdpa-flash"))
+                if op == "sel_fwd":
+                    row["gathered_bytes"] = sel_gathered_bytes(case, keys_selected)
+                    row["gbps"] = round(row["gathered_bytes"] / ms[impl] / 1e6, 1)
+                info = facts.get("info")
+                if info is not None:
+                    row["kernel"] = info["kernel_name"]
+                    row["launches"] = info["launches"]
+                    if op == "sel_bwd":
+                        row["workspace_bytes"] = info["workspace_bytes"]
+            else:
+                pairs, flops = sel_dense_work(case)
+                row = dict(common, impl=impl, work="dense causal", gqa=facts.get("anchor_layouts", {}).get(impl),
+                           pairs=pairs, flops=flops, ms=ms[impl], tflops=round(flops / ms[impl] / 1e9, 2))
+            rows.append(row)
+        if failure:
+            failures.append(f"{sel_label(case)}: {failure}")
+        verdict = sel_verdict(op, case["seqlen"], speedup.get("sdpa-flash"))
+        if verdict is not None:
+            got = f"{speedup['sdpa-flash']:.2f}x" if "sdpa-flash" in speedup else "not measured"
+            verdicts.append((verdict, f"{op} {case['seqlen']} tokens: {got} (bar {sel_bar_text(op, case['seqlen'])}): "
+                                      + {"ok": "ok", "LOW": "LOW", "-": "not measured"}[verdict]))
+        line = sel_table_line(case, ms, keys_selected, speedup, failure)
+        lines.append(line)
+        print(SEL_TABLE_HEAD)
+        print(line, flush=True)
+    bar = [f"{op}: bars (aotk's speedup over sdpa-flash's dense causal attention on the same q, k, v): "
+           f"{sum(1 for v_, _ in verdicts if v_ == 'ok')} of {len(verdicts)} pass"]
+    bar += [f"  {text}" for _, text in verdicts]
+    return rows, lines, failures, bar
+
+
+def print_sel_table(lines, bar_lines):
+    print(f"\nSelection rows: one sequence, heads {SEL_HEADS_Q}/{SEL_HEADS_KV}, d {SEL_HEAD_DIM}, block "
+          f"{SEL_BLOCK_SIZE}, {SEL_SLOTS} slots, indices {SEL_INDEX_DISTRIBUTION}; keys/q = mean |J(t, h)|; aotk's "
+          f"TF/s counts the pairs it computes (4 * pairs * d, backward 2.5x); flash and cudnn run dense causal "
+          f"attention on the same q, k, v; 'x FA2' / 'x cuDNN' = their time / aotk's")
+    print(SEL_TABLE_HEAD)
+    print("-" * len(SEL_TABLE_HEAD))
+    for line in lines:
+        print(line)
+    for line in bar_lines:
+        print(line)
+    sys.stdout.flush()
+
+
+# The op registry. A grid op says how to enumerate its cases, run one case, and count its FLOPs (main's
+# loop builds its rows and table); an op with "run_op" runs all its rows itself, because what a row
+# records depends on what the run drew (the selection's FLOPs are counted from its indices) and it has
+# its own table and bars. The feature ops (fwd_feat, bwd_feat) have their own path in main.
 OPS = {
     "fwd": {"cases": fwd_cases, "run": fwd_run_case, "flops": fwd_flops},
     "bwd": {"cases": bwd_cases, "run": bwd_run_case, "flops": bwd_flops},
+    "sel_fwd": {"cases": sel_cases, "run_op": run_sel_op},
+    "sel_bwd": {"cases": sel_cases, "run_op": run_sel_op},
 }
 
 
@@ -1277,7 +1963,8 @@ def ctypes_layout_problems():
     if not os.path.exists(os.path.join(header_dir, "aotk.h")):
         return None
     structs = [("aotk_tensor", AotkTensor), ("aotk_attn_params", AotkAttnParams),
-               ("aotk_kernel_info", AotkKernelInfo), ("aotk_build_info", AotkBuildInfo)]
+               ("aotk_sel_params", AotkSelParams), ("aotk_kernel_info", AotkKernelInfo),
+               ("aotk_build_info", AotkBuildInfo)]
     src = ["#include <stdio.h>", "#include <stddef.h>", '#include "aotk.h"', "int main(void) {"]
     for cname, cls in structs:
         src.append(f'  printf("{cname} sizeof %zu\\n", sizeof({cname}));')
@@ -1427,6 +2114,178 @@ def stand_in_checks(report):
         DEVICE, CHECK_TOKENS, CHECK_HEADS, CHECK_BATCH, CHECK_VARLEN_SEQS = saved
 
 
+class TorchSelStandIn:
+    """aotk_sel_* in torch on the CPU, reading everything from the AotkSelParams struct through
+    sel_reference_masked (--self-check only). With drop = "causal-cut" (the diagonal block's keys after the
+    token are kept) or "packed-slots" (a row's slots after its first -1 are not read), in the calls named
+    by drop_in, it is a broken library: the checks must then fail."""
+
+    def __init__(self, drop=None, drop_in=("fwd", "bwd")):
+        self.drop, self.drop_in = drop, drop_in
+
+    def sel_query(self, op, params):
+        return {"kernel_name": "torch stand-in", "arch": 0, "from_ptx": 0, "launches": 1,
+                "workspace_bytes": 16 if op == AOTK_OP_SEL_BWD else 0,
+                "head_dim_qk": params.q.shape[2], "head_dim_v": params.v.shape[2], "features": []}
+
+    def _problem(self, p, call):
+        x = {name: tensor_from_aotk(getattr(p, name)) for name in ("q", "k", "v")}
+        idx = tensor_from_aotk(p.block_idx)
+        cut = True
+        if self.drop is not None and call in self.drop_in:
+            if self.drop == "causal-cut":
+                cut = False
+            elif self.drop == "packed-slots":
+                idx = idx.masked_fill(torch.cumsum((idx < 0).to(torch.int32), dim=-1) > 0, -1)
+        return x, idx, cut
+
+    def sel_check_indices(self, params_ref, workspace, workspace_bytes, stream):
+        p = params_ref._obj
+        idx = tensor_from_aotk(p.block_idx).long()
+        num_blocks = sel_num_blocks(p.k.shape[0], p.block_size)
+        if ((idx < -1) | (idx >= num_blocks)).any():
+            raise AotkError("aotk_sel_check_indices failed: AOTK_ERROR_INVALID_INDICES: a block id out of range")
+        ordered = idx.sort(dim=-1).values
+        if ((ordered[..., 1:] == ordered[..., :-1]) & (ordered[..., 1:] >= 0)).any():
+            raise AotkError("aotk_sel_check_indices failed: AOTK_ERROR_INVALID_INDICES: a block listed twice")
+
+    def sel_fwd(self, params_ref, stream):
+        p = params_ref._obj
+        x, idx, cut = self._problem(p, "fwd")
+        out, lse, _ = sel_reference_masked(x, idx, p.block_size, torch.float32, cut_at_diagonal=cut)
+        tensor_from_aotk(p.out).copy_(out)
+        if p.lse.data:
+            tensor_from_aotk(p.lse).copy_(lse)
+
+    def sel_bwd(self, params_ref, workspace, workspace_bytes, stream):
+        p = params_ref._obj
+        x, idx, cut = self._problem(p, "bwd")
+        _, _, grads = sel_reference_masked(x, idx, p.block_size, torch.float32, dout=tensor_from_aotk(p.dout),
+                                           cut_at_diagonal=cut)
+        for name, g in grads.items():
+            tensor_from_aotk(getattr(p, name)).copy_(g)
+
+
+# A small selection problem for the CPU: 32 blocks of 32 at 1024 tokens, 4 slots (sparse past token 128),
+# heads 8/2 (G = 4), d 64; the full check at 256 tokens (8 blocks, still sparse).
+SEL_STAND_IN_CASE = {"dtype": "bf16", "seqlen": 1024, "heads_q": 8, "heads_kv": 2, "head_dim": 64,
+                     "block_size": 32, "slots": 4}
+SEL_STAND_IN_FULL_CHECK_TOKENS = 256
+
+
+def sel_stand_in_checks(report):
+    """The selection pieces that need torch, on the CPU: the index draw, the key count, and both checks
+    against the stand-in (must pass) and its mutants (must fail)."""
+    global DEVICE, SEL_FULL_CHECK_TOKENS
+    saved = DEVICE, SEL_FULL_CHECK_TOKENS
+    DEVICE, SEL_FULL_CHECK_TOKENS = "cpu", SEL_STAND_IN_FULL_CHECK_TOKENS
+    torch.manual_seed(0)
+    try:
+        # The draw: distinct causal blocks, min(slots, causal blocks) of them, -1 elsewhere, -1 slots between
+        # valid ones somewhere, the same for the same seed; the key count against sel_key_positions.
+        n, h, s, bs = 2048, SEL_HEADS_KV, SEL_SLOTS, SEL_BLOCK_SIZE
+        idx = sel_block_indices(n, h, s, bs, SEL_INDEX_SEED + n, "cpu")
+        problems = []
+        if not torch.equal(idx, sel_block_indices(n, h, s, bs, SEL_INDEX_SEED + n, "cpu")):
+            problems.append("not repeatable")
+        last = (torch.arange(n) // bs)[:, None, None]
+        valid = idx >= 0
+        if ((idx < -1) | (valid & (idx > last))).any():
+            problems.append("a block out of range or after the diagonal")
+        if not torch.equal(valid.sum(-1), torch.clamp(last[:, :, 0] + 1, max=s).expand(n, h)):
+            problems.append("wrong number of blocks per row")
+        ordered = idx.sort(dim=-1).values
+        if ((ordered[..., 1:] == ordered[..., :-1]) & (ordered[..., 1:] >= 0)).any():
+            problems.append("a block listed twice")
+        if not (valid[..., 1:] & ~valid[..., :-1]).any():
+            problems.append("the -1 slots are never before a valid one (slots not shuffled)")
+        counts = sel_selected_keys(idx, bs, n)
+        rng = random.Random(3)
+        for _ in range(200):
+            t, hh = rng.randrange(n), rng.randrange(h)
+            if counts[t, hh].item() != len(sel_key_positions(idx[t, hh].tolist(), t, bs, n)):
+                problems.append(f"sel_selected_keys at ({t}, {hh})")
+                break
+        expected = h * sel_expected_keys(n, bs, s)
+        if abs(counts.sum().item() / expected - 1) > 0.01:
+            problems.append(f"{counts.sum().item()} keys selected, expected about {expected:.0f}")
+        report(not problems, f"selection indices at {n} tokens: causal, distinct, min({s}, t // {bs} + 1) per row, "
+               f"shuffled, repeatable; key counts ({counts.sum().item()} vs {expected:.0f} expected)"
+               + ("; " + "; ".join(problems) if problems else ""))
+
+        # The references agree with each other (masked dense vs gathered), forward and dq.
+        c = dict(SEL_STAND_IN_CASE, op="sel_bwd")
+        t = sel_tensors(c, True)
+        x = {name: t[name] for name in ("q", "k", "v")}
+        tokens = sel_sample_tokens(c["seqlen"], c["block_size"], SEL_SAMPLE_TOKENS, SEL_SAMPLE_SEED)
+        out_m, lse_m, g_m = sel_reference_masked(x, t["block_idx"], c["block_size"], torch.float32, dout=t["dout"])
+        rows = torch.tensor(tokens)
+        out_g, lse_g, dq_g = sel_reference_gathered(x, t["block_idx"], tokens, c["block_size"], torch.float32,
+                                                    dout=t["dout"][rows])
+        errs = [finite_abs_diff(out_m[rows], out_g), finite_abs_diff(lse_m[rows], lse_g),
+                finite_abs_diff(g_m["dq"][rows], dq_g)]
+        report(max(errs) < 1e-4, f"selection references agree (masked dense vs gathered, {len(tokens)} tokens): "
+               f"out {errs[0]:.2g}, lse {errs[1]:.2g}, dq {errs[2]:.2g}")
+
+        # The checks: the stand-in passes; each mutant fails each check it should.
+        for op in SEL_OPS:
+            backward = op == "sel_bwd"
+            c = dict(SEL_STAND_IN_CASE, op=op)
+            for drop in (None, "causal-cut", "packed-slots"):
+                lib = TorchSelStandIn(drop, ("bwd",) if backward else ("fwd",))
+                for check in ("full", "row"):
+                    if check == "full":
+                        failure, _ = sel_check_full(c, lib, backward)
+                    else:
+                        t = sel_tensors(c, backward)
+                        failure, _ = sel_check_row(c, lib, backward, t, sel_params(c, t))
+                    what = f"{op} {check} check: " + ("the stand-in passes" if drop is None
+                                                      else f"a stand-in ignoring the {drop} rule fails")
+                    report((failure is None) == (drop is None),
+                           what + (f" ({failure[:110]})" if failure else ""))
+        # A drawn index listed twice: the library's index check must refuse the row.
+        c = dict(SEL_STAND_IN_CASE, op="sel_fwd")
+        t = sel_tensors(c, False)
+        t["block_idx"][-1, 0, :2] = t["block_idx"][-1, 0, 2]
+        failure, _ = sel_check_row(c, TorchSelStandIn(), False, t, sel_params(c, t))
+        report(failure is not None and "indices" in failure,
+               "sel_fwd row check: indices the library's check refuses fail the row")
+    finally:
+        DEVICE, SEL_FULL_CHECK_TOKENS = saved
+
+
+def sel_case_problems():
+    """The selection rows' invariants that need no torch: every bar has its row, sizes fit the kernel's
+    contract, the FLOP counts are the brief's."""
+    problems = []
+    for op in SEL_OPS:
+        cases = list(sel_cases(op, False))
+        seqlens = [c["seqlen"] for c in cases]
+        if seqlens != SEL_SEQLENS:
+            problems.append(f"{op}: tokens {seqlens}")
+        for (bar_op, n) in SEL_BARS:
+            if bar_op == op and n not in seqlens:
+                problems.append(f"{op}: the bar at {n} tokens has no row")
+        for c in cases:
+            if c["heads_q"] % c["heads_kv"] or c["block_size"] not in (32, 64, 128):
+                problems.append(f"{sel_label(c)}: not a shape aotk.h accepts")
+            if sel_num_blocks(c["seqlen"], c["block_size"]) < c["slots"]:
+                problems.append(f"{sel_label(c)}: fewer blocks than slots")
+            keys = c["seqlen"] * c["heads_kv"] * 1000
+            pairs, flops = sel_work(c, keys)
+            want = 4.0 * c["seqlen"] * c["heads_q"] * 1000 * c["head_dim"] * (2.5 if op == "sel_bwd" else 1.0)
+            if pairs != keys * c["heads_q"] // c["heads_kv"] or flops != want:
+                problems.append(f"{sel_label(c)}: FLOPs {flops} vs 4 * tokens * heads_q * keys * d = {want}")
+            if sel_dense_work(c)[1] != fwd_flops({"batch": 1, "heads_q": c["heads_q"], "seqlen_q": c["seqlen"],
+                                                  "seqlen_k": c["seqlen"], "head_dim": c["head_dim"],
+                                                  "causal": True}) * (2.5 if op == "sel_bwd" else 1.0):
+                problems.append(f"{sel_label(c)}: the anchors' FLOPs are not the grid's count")
+    for op in SEL_OPS:
+        if not any(o == op and n in SEL_SEQLENS_QUICK for o, n in SEL_BARS):
+            problems.append(f"{op}: --quick runs no row with a bar")
+    return problems
+
+
 def self_check():
     """Checks what needs no GPU. Without torch: the ctypes layout, the pair counts, the case list.
     With torch (CPU): also the reference's mask, and every feature row's check against a stand-in."""
@@ -1524,7 +2383,27 @@ def self_check():
         report(not problems, f"{op}: {len(specs)} rows, baselines first, FLOPs, check sizes"
                + ("; " + "; ".join(problems[:5]) if problems else ""))
 
-    # 6. With torch (CPU is enough): the reference's mask keeps exactly the pairs counted.
+    # 6. The selection rows: the key-count rule against a brute-force count, the case list and bars.
+    rng = random.Random(2)
+    bad = []
+    for _ in range(500):
+        block_size, seqlen_k = rng.choice([4, 8, 32]), rng.randint(1, 200)
+        blocks = [rng.randint(-2, seqlen_k // block_size + 1) for _ in range(rng.randint(1, 6))]
+        position = rng.randint(0, seqlen_k - 1)
+        if len(sel_key_positions(blocks, position, block_size, seqlen_k)) != \
+                sel_brute_force_key_count(blocks, position, block_size, seqlen_k):
+            bad.append((blocks, position, block_size, seqlen_k))
+    report(not bad, "sel_key_positions = brute-force count of aotk.h's J(t, h) on 500 random rows"
+           + (f"; first mismatch {bad[0]}" if bad else ""))
+    problems = sel_case_problems()
+    report(not problems, f"selection rows: {len(SEL_SEQLENS)} per op, bars at "
+           f"{sorted({n for _, n in SEL_BARS})} tokens, FLOP counts" + ("; " + "; ".join(problems) if problems else ""))
+    expected = {n: SEL_HEADS_KV * sel_expected_keys(n, SEL_BLOCK_SIZE, SEL_SLOTS) for n in SEL_SEQLENS}
+    print("         expected keys per query: " + ", ".join(
+        f"{n // 1024}k {e / (n * SEL_HEADS_KV):.0f} (density {e / (SEL_HEADS_KV * n * (n + 1) / 2):.3f})"
+        for n, e in expected.items()))
+
+    # 7. With torch (CPU is enough): the reference's mask keeps exactly the pairs counted.
     if torch is None:
         skipped += 1
         print("  skip   reference mask vs pair count (torch not installed here)")
@@ -1538,10 +2417,11 @@ def self_check():
         report(not bad, "reference_mask keeps exactly sequence_pairs pairs on 300 small masks"
                + (f"; first mismatch {bad[0]}" if bad else ""))
 
-    # 7. With torch: the feature checks against a torch stand-in for libaotk (must pass) and against
-    # stand-ins that each ignore one feature (must fail).
+    # 8. With torch: the feature checks against a torch stand-in for libaotk (must pass) and against
+    # stand-ins that each ignore one feature (must fail); the same for the selection rows' checks.
     if torch is not None:
         stand_in_checks(report)
+        sel_stand_in_checks(report)
 
     print(f"self-check: {passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
@@ -1576,9 +2456,12 @@ def main(argv=None):
     ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     help="where <gpu>-<date>.json goes (default bench/results)")
     ap.add_argument("--quick", action="store_true",
-                    help="grid: only seqlen 1024 and 4096; features: only grid seqlen 4096 (smoke test)")
+                    help="grid: only seqlen 1024 and 4096; features: only grid seqlen 4096; selection: only 8k "
+                         "and 16k tokens (smoke test)")
     ap.add_argument("--ops", default=",".join(ALL_OPS), help=f"comma-separated ops to run, of: {', '.join(ALL_OPS)}")
     ap.add_argument("--features", action="store_true", help="run only the feature rows (--ops fwd_feat,bwd_feat)")
+    ap.add_argument("--selection", action="store_true",
+                    help="run only the selection-attention rows (--ops sel_fwd,sel_bwd)")
     ap.add_argument("--feature-head-dims", default=",".join(str(d) for d in FEATURE_HEAD_DIMS),
                     help="head dims the feature rows run at (default %(default)s; the plain rows of every head "
                          "dim run regardless)")
@@ -1588,7 +2471,14 @@ def main(argv=None):
 
     if args.self_check:
         return self_check()
-    ops = ["fwd_feat", "bwd_feat"] if args.features else [o.strip() for o in args.ops.split(",") if o.strip()]
+    if args.features and args.selection:
+        ap.error("--features and --selection each choose the ops: give one, or --ops fwd_feat,bwd_feat,sel_fwd,sel_bwd")
+    if args.features:
+        ops = ["fwd_feat", "bwd_feat"]
+    elif args.selection:
+        ops = list(SEL_OPS)
+    else:
+        ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     for o in ops:
         if o not in ALL_OPS:
             ap.error(f"unknown op {o!r}; known: {', '.join(ALL_OPS)}")
@@ -1618,6 +2508,7 @@ def main(argv=None):
     random.seed(0)
     rows, lines, failures = [], [], []
     feature_lines, bar_lines = [], []
+    sel_lines, sel_bar_lines = [], []
     r_flash_all, r_best_all = [], []
     for op in ops:
         if op in ("fwd_feat", "bwd_feat"):
@@ -1629,6 +2520,13 @@ def main(argv=None):
             bar_lines += f_bar
             continue
         spec = OPS[op]
+        if "run_op" in spec:
+            o_rows, o_lines, o_failures, o_bar = spec["run_op"](op, args.quick, aotk)
+            rows += o_rows
+            sel_lines += o_lines
+            failures += o_failures
+            sel_bar_lines += o_bar
+            continue
         for case in spec["cases"](args.quick):
             print(f"\n{case_label(case)}", flush=True)
             ms, failure = spec["run"](case, aotk)
@@ -1677,6 +2575,8 @@ def main(argv=None):
         print_table(lines, [])
     if feature_lines:
         print_feature_table(feature_lines, bar_lines)
+    if sel_lines:
+        print_sel_table(sel_lines, sel_bar_lines)
     for line in summary:
         print(line)
     sys.stdout.flush()

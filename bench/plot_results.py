@@ -6,7 +6,9 @@ Writes X.png beside X.json (or where -o says). One panel per (op, dtype, head_di
 (op, dtype, head_dim), columns are causal no / yes, so a forward-only file gives 2x2 panels.
 When the file has feature rows (ops fwd_feat / bwd_feat), also writes X-features.png: per (op, grid
 seqlen), aotk's TFLOP/s over the plain row of the same head dim, one bar per row, with the 0.90 bar
-drawn. Runs on a CPU machine; needs only matplotlib.
+drawn. When it has selection rows (ops sel_fwd / sel_bwd), also writes X-selection.png: per op, the time
+of aotk's selection and of the dense causal anchors vs tokens, and aotk's speedup over them with the
+bars marked. Runs on a CPU machine; needs only matplotlib.
 """
 import argparse
 import json
@@ -37,6 +39,7 @@ def impl_key(impl):
 
 
 FEATURE_BAR = 0.90  # bench_attn.py's FEATURE_BAR
+SEL_OPS = ("sel_fwd", "sel_bwd")  # bench_attn.py's selection ops; their rows carry their own bars
 
 
 def versions_line(doc):
@@ -92,11 +95,71 @@ def plot_features(plt, doc, rows, out):
     print(f"wrote {out}")
 
 
+def token_label(n):
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def plot_selection(plt, doc, rows, out):
+    """Selection rows: per op (figure rows), the ms of aotk (selection) and of the SDPA anchors (dense
+    causal, same q, k, v) vs tokens, log-log; and aotk's speedup over each anchor, with each bar the row
+    records (bar_vs_flash) drawn as a marker at its token count."""
+    ops = [op for op in SEL_OPS if any(r["op"] == op for r in rows)]
+    seqlens = sorted({r["seqlen_q"] for r in rows})
+    fig, axes = plt.subplots(len(ops), 2, figsize=(12.0, 3.9 * len(ops)), squeeze=False)
+    for i, op in enumerate(ops):
+        sel = [r for r in rows if r["op"] == op]
+        ax = axes[i][0]
+        for impl in sorted({r["impl"] for r in sel}, key=impl_key):
+            pts = sorted((r["seqlen_q"], r["ms"]) for r in sel if r["impl"] == impl)
+            label = impl + (" (selection)" if impl == "aotk" else " (dense causal)")
+            ax.plot(*zip(*pts), label=label, markersize=5, **STYLE.get(impl, dict(marker="x")))
+        ax.set_yscale("log")
+        ax.set_ylabel("ms")
+        ax.set_title(f"{op}: time", fontsize=10)
+        ax = axes[i][1]
+        aotk = sorted((r for r in sel if r["impl"] == "aotk"), key=lambda r: r["seqlen_q"])
+        for key, impl in (("speedup_vs_flash", "sdpa-flash"), ("speedup_vs_cudnn", "sdpa-cudnn")):
+            pts = [(r["seqlen_q"], r[key]) for r in aotk if r.get(key)]
+            if pts:
+                ax.plot(*zip(*pts), label=f"aotk vs {impl}", markersize=5,
+                        **dict(STYLE.get(impl, {}), linewidth=2.0))
+        for n_bar, r in ((r["seqlen_q"], r) for r in aotk if r.get("bar_vs_flash")):
+            bar = r["bar_vs_flash"]
+            ax.plot([n_bar], [bar["speedup"]], marker="_", markersize=22, markeredgewidth=2.5, color="k",
+                    linestyle="none")
+            verdict = r.get("verdict") or "-"
+            ax.annotate(f"bar {'>' if bar['strict'] else '>='}{bar['speedup']:g}x: {verdict}", (n_bar, bar["speedup"]),
+                        textcoords="offset points", xytext=(6, -12), fontsize=8)
+        for r in aotk:
+            if r.get("speedup_vs_flash"):
+                ax.annotate(f"{r['speedup_vs_flash']:.2f}x", (r["seqlen_q"], r["speedup_vs_flash"]),
+                            textcoords="offset points", xytext=(-10, 7), fontsize=8, color="tab:blue")
+        ax.axhline(1.0, color="tab:gray", linewidth=0.8)
+        ax.set_yscale("log")
+        ax.set_ylabel("speedup (anchor ms / aotk ms)")
+        ax.set_title(f"{op}: aotk's speedup; black dash: the bar vs sdpa-flash", fontsize=10)
+        for ax in axes[i]:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(seqlens)
+            ax.set_xticklabels([token_label(n) for n in seqlens])
+            ax.minorticks_off()
+            ax.grid(True, alpha=0.3)
+            ax.set_xlabel("tokens (one sequence)")
+            ax.legend(fontsize=8)
+    r0 = rows[0]
+    fig.suptitle(versions_line(doc) + f"\nselection: heads {r0['heads_q']}/{r0['heads_kv']}, d {r0['head_dim']}, "
+                 f"block {r0.get('block_size')}, {r0.get('slots')} slots, {r0.get('index_distribution')} indices",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    fig.savefig(out, dpi=120)
+    print(f"wrote {out}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Plot a bench_attn.py JSON result file.")
     ap.add_argument("json", help="a result file written by bench/bench_attn.py")
     ap.add_argument("-o", "--out", help="output PNG (default: the JSON's path with .png; the feature "
-                                        "figure adds -features before .png)")
+                                        "and selection figures add -features / -selection before .png)")
     args = ap.parse_args(argv)
 
     with open(args.json) as f:
@@ -109,7 +172,10 @@ def main(argv=None):
     feature_rows = [r for r in all_rows if "feature" in r]
     if feature_rows:
         plot_features(plt, doc, feature_rows, os.path.splitext(out)[0] + "-features.png")
-    rows = [r for r in all_rows if "feature" not in r]  # the grid: ops fwd and bwd
+    sel_rows = [r for r in all_rows if r["op"] in SEL_OPS]
+    if sel_rows:
+        plot_selection(plt, doc, sel_rows, os.path.splitext(out)[0] + "-selection.png")
+    rows = [r for r in all_rows if "feature" not in r and r["op"] not in SEL_OPS]  # the grid: ops fwd and bwd
     if not rows:
         return 0
 
