@@ -13,7 +13,7 @@ against the Triton function's own signature and the compiled PTX's .entry, and r
 so the C launcher's packing is checked against it when a kernel loads.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 TRITON_VERSION = "3.6.0"
 
@@ -116,6 +116,60 @@ ATTN_BWD_DQ_PARAMS = (
     + [("softmax_scale", "fp32", False)] + _SCORE_SCALARS + _DROPOUT_SCALARS
 )
 
+# Selection attention (kernels/sel_attn.py). Only the aligned variant is compiled: the API requires
+# 16-byte-aligned pointers and strides that are multiples of 16 elements, which contiguous tensors with
+# the selection head dims (64, 128, 192) always have. Token strides are int64, head strides int32.
+def _sel_strides(tensors, hinted=ALWAYS):
+    return [item for t in tensors for item in ((f"stride_{t}s", "i64", hinted), (f"stride_{t}h", "i32", hinted))]
+
+
+_SEL_INDEX_POINTERS = _pointers(("BlockIdx", "BlockCnt"), "*i32", False)
+_SEL_SEQ_POINTERS = _pointers(("CuSeqlensQ", "CuSeqlensK"), "*i32", False)
+_SEL_INDEX_STRIDES = [("stride_is", "i64", False), ("stride_ih", "i32", False), ("stride_cs", "i64", False),
+                      ("stride_ch", "i32", False)]
+SEL_FWD_PARAMS = (
+    _pointers(("Q", "K", "V", "Out"), hinted=ALWAYS) + _pointers(("Lse",), "*fp32", False) + _SEL_SEQ_POINTERS
+    + _SEL_INDEX_POINTERS + _sel_strides("qkvo") + _sel_strides("l", False) + _SEL_INDEX_STRIDES
+    + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "group_size", "group_chunks", "num_slots", "flags"))
+    + [("qk_scale_log2", "fp32", False)]
+)
+SEL_BWD_DQ_PARAMS = (
+    _pointers(("Q", "K", "V", "Out", "DOut"), hinted=ALWAYS) + _pointers(("Lse",), "*fp32", False)
+    + _pointers(("DQ",), hinted=ALWAYS) + _pointers(("Delta",), "*fp32", ALWAYS) + _SEL_SEQ_POINTERS
+    + _SEL_INDEX_POINTERS + _sel_strides(("q", "k", "v", "o", "do", "dq")) + _sel_strides("l", False)
+    + _SEL_INDEX_STRIDES
+    + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "heads_q", "group_size", "group_chunks", "num_slots",
+             "flags"))
+    + [("qk_scale_log2", "fp32", False), ("softmax_scale", "fp32", False)]
+)
+SEL_BWD_DKDV_PARAMS = (
+    _pointers(("Q", "K", "V", "DOut"), hinted=ALWAYS) + _pointers(("Lse",), "*fp32", False)
+    + _pointers(("Delta",), "*fp32", ALWAYS) + _pointers(("DK", "DV"), hinted=ALWAYS) + _SEL_SEQ_POINTERS
+    + _pointers(("Offsets", "Tokens"), "*i32", ALWAYS)
+    + _sel_strides(("q", "k", "v", "do", "dk", "dv")) + _sel_strides("l", False)
+    + [("stride_offsets", "i32", False), ("stride_tokens", "i64", False)]
+    + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "heads_q", "group_size", "num_key_tiles", "flags"))
+    + [("qk_scale_log2", "fp32", False), ("softmax_scale", "fp32", False)]
+)
+_SEL_INDEX_SCAN_INTS = _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "block_size", "num_slots",
+                              "num_groups", "flags"))
+SEL_INDEX_COUNT_PARAMS = (
+    _SEL_INDEX_POINTERS + _SEL_SEQ_POINTERS + _pointers(("Offsets",), "*i32", ALWAYS) + _SEL_INDEX_STRIDES
+    + [("stride_offsets", "i32", False)] + _SEL_INDEX_SCAN_INTS
+)
+SEL_INDEX_SCAN_PARAMS = _pointers(("Offsets",), "*i32", ALWAYS) + _ints(("stride_offsets", "slots"))
+SEL_INDEX_FILL_PARAMS = (
+    _SEL_INDEX_POINTERS + _SEL_SEQ_POINTERS + _pointers(("Offsets", "Tokens"), "*i32", ALWAYS) + _SEL_INDEX_STRIDES
+    + [("stride_offsets", "i32", False), ("stride_tokens", "i64", False)] + _SEL_INDEX_SCAN_INTS
+)
+SEL_CHECK_INDICES_PARAMS = (
+    _SEL_INDEX_POINTERS + _SEL_SEQ_POINTERS + _pointers(("Result",), "*i64", False) + _SEL_INDEX_STRIDES
+    + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "heads_kv", "block_size", "num_slots", "flags"))
+)
+# (q/k, v) head dims; 192 runs as two dots of 128 and 64.
+SEL_HEAD_DIMS = ((64, 64), (128, 128), (192, 128))
+SEL_BLOCK_SIZES = (32, 64, 128)
+
 # The compiled head-dim pairs (q/k, v): powers of two (Triton's tiles are), every multiple of 8 up to
 # 256 runs in the smallest pair that holds it, masked; (256, 128) serves DeepSeek's (192, 128).
 ATTN_HEAD_DIMS = ((32, 32), (64, 64), (128, 128), (256, 256), (256, 128))
@@ -175,6 +229,24 @@ ATTN_TUNING_EXTRAS = {
     ("attn_fwd", 90, 128, 128): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 8, 3))),
     ("attn_bwd_dkdv", 90, 128, 128): ((1, T(64, 64, 8, 2)),),
 }
+# Selection tiles. Forward and dQ: BLOCK_G query-head rows (block_m) by one selected block (block_n =
+# the block size); a group of up to 16 heads runs in a 16-row tile, larger groups in 64-row tiles
+# (several programs when G > 64). The size key is the group size.
+def _sel_group_configs(arch, dqk, block_size):
+    stages = 2 if arch == 90 or block_size * (dqk + 128) * 2 * 2 <= 64 * 1024 else 1
+    return ((1, T(16, block_size, 4, stages)), (17, T(64, block_size, 4, stages)))
+
+
+# dK/dV: BLOCK_R (token, query head) pairs per step (block_m) against BLOCK_N keys (block_n, at most the
+# block size) held by the program.
+def _sel_dkdv_config(arch, dqk, block_size):
+    block_n = min(block_size, 64 if dqk <= 128 else 32)
+    return ((1, T(64, block_n, 8 if dqk > 64 else 4, 2 if arch == 90 else 1)),)
+
+
+SEL_INDEX_CONFIG = T(512, 16, 4, 1)   # ENTRIES (index entries per step) x GROUP_BLOCKS
+SEL_SCAN_CONFIG = T(1024, 0, 4, 1)
+SEL_CHECK_CONFIG = T(64, 0, 4, 1)
 PREPROCESS_CONFIG = T(64, 0, 4, 1)
 HELPER_CONFIG = T(64, 64, 4, 1)    # the dropout-mask debug kernel
 SINK_REDUCE_CONFIG = T(1024, 0, 4, 1)
@@ -189,6 +261,13 @@ FAMILIES = {
     "attn_bwd_sink_reduce": ("attn_bwd.py", "attn_bwd_sink_reduce", ATTN_BWD_SINK_REDUCE_PARAMS, ()),
     "attn_bwd_dkdv": ("attn_bwd.py", "attn_bwd_dkdv", ATTN_BWD_DKDV_PARAMS, ("dtype", "dims", "align", "extras")),
     "attn_bwd_dq": ("attn_bwd.py", "attn_bwd_dq", ATTN_BWD_DQ_PARAMS, ("dtype", "dims", "align", "extras")),
+    "sel_fwd": ("sel_attn.py", "sel_fwd", SEL_FWD_PARAMS, ("dtype", "sel_dims", "sel_block")),
+    "sel_bwd_dq": ("sel_attn.py", "sel_bwd_dq", SEL_BWD_DQ_PARAMS, ("dtype", "sel_dims", "sel_block")),
+    "sel_bwd_dkdv": ("sel_attn.py", "sel_bwd_dkdv", SEL_BWD_DKDV_PARAMS, ("dtype", "sel_dims", "sel_block")),
+    "sel_index_count": ("sel_attn.py", "sel_index_count", SEL_INDEX_COUNT_PARAMS, ()),
+    "sel_index_scan": ("sel_attn.py", "sel_index_scan", SEL_INDEX_SCAN_PARAMS, ()),
+    "sel_index_fill": ("sel_attn.py", "sel_index_fill", SEL_INDEX_FILL_PARAMS, ()),
+    "sel_check_indices": ("sel_attn.py", "sel_check_indices", SEL_CHECK_INDICES_PARAMS, ()),
 }
 
 
@@ -206,6 +285,9 @@ class Kernel:
     head_dim_v: int
     aligned: bool
     extras: bool         # softcap, ALiBi and dropout compiled in (sinks are in every variant)
+    # Selection attention's key block size; 0 for the other families. Left out of repr (the generator's
+    # cache key): the constexprs carry it, and the other families' keys stay as they were.
+    block_size: int = field(repr=False)
     config: TileConfig
     min_seqlen: int      # tuning: chosen when the family's size key (seqlen_k for attn_bwd_dkdv, seqlen_q
                          # otherwise) is >= this, and no other config's bound is larger
@@ -220,7 +302,9 @@ class Kernel:
             parts.append(dims)
         elif self.head_dim_v:
             parts.append(f"v{self.head_dim_v}")
-        if self.dtype:
+        if self.block_size:
+            parts.append(f"bs{self.block_size}")
+        elif self.dtype:
             parts.append("aligned" if self.aligned else "any")
         if self.extras:
             parts.append("extras")
@@ -228,7 +312,17 @@ class Kernel:
         return "_".join(parts)
 
 
-def _configs(family, arch, dqk, dv, extras):
+def _configs(family, arch, dqk, dv, extras, block_size=0):
+    if family in ("sel_fwd", "sel_bwd_dq"):
+        return _sel_group_configs(arch, dqk, block_size)
+    if family == "sel_bwd_dkdv":
+        return _sel_dkdv_config(arch, dqk, block_size)
+    if family in ("sel_index_count", "sel_index_fill"):
+        return ((1, SEL_INDEX_CONFIG),)
+    if family == "sel_index_scan":
+        return ((1, SEL_SCAN_CONFIG),)
+    if family == "sel_check_indices":
+        return ((1, SEL_CHECK_CONFIG),)
     if family in ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"):
         key = (family, arch, dqk, dv)
         return ATTN_TUNING_EXTRAS.get(key, ATTN_TUNING[key]) if extras else ATTN_TUNING[key]
@@ -239,9 +333,13 @@ def _configs(family, arch, dqk, dv, extras):
     return ((1, HELPER_CONFIG),)
 
 
-def _constexprs(function_params, dqk, dv, config, extras):
+def _constexprs(function_params, dqk, dv, config, extras, block_size=0):
     values = {"HEAD_DIM_QK": dqk, "HEAD_DIM_V": dv, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
-              "EXTRAS": extras, "BLOCK": config.block_m}
+              "EXTRAS": extras, "BLOCK": config.block_m,
+              # selection: 192 = 128 + 64; the group, pair and index tiles
+              "HEAD_DIM_QK0": 128 if dqk == 192 else dqk, "HEAD_DIM_QK1": 64 if dqk == 192 else 0,
+              "BLOCK_G": config.block_m, "BLOCK_R": config.block_m, "BLOCK_SIZE": block_size,
+              "ENTRIES": config.block_m, "GROUP_BLOCKS": config.block_n}
     return tuple((n, values[n]) for n in function_params)
 
 
@@ -252,6 +350,13 @@ CONSTEXPRS = {
     "attn_bwd_sink_reduce": ("BLOCK",),
     "attn_bwd_dkdv": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
     "attn_bwd_dq": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
+    "sel_fwd": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),
+    "sel_bwd_dq": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),
+    "sel_bwd_dkdv": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_R", "BLOCK_N", "BLOCK_SIZE"),
+    "sel_index_count": ("GROUP_BLOCKS", "ENTRIES"),
+    "sel_index_scan": ("BLOCK",),
+    "sel_index_fill": ("GROUP_BLOCKS", "ENTRIES"),
+    "sel_check_indices": ("BLOCK",),
 }
 
 
@@ -261,7 +366,9 @@ def catalog():
     for family, (source, function, param_spec, axes) in FAMILIES.items():
         for arch in ARCHS:
             dtypes = DTYPES if "dtype" in axes else ("",)
-            if "dims" in axes:
+            if "sel_dims" in axes:
+                dims = SEL_HEAD_DIMS
+            elif "dims" in axes:
                 dims = ATTN_HEAD_DIMS
             elif "dims_v" in axes:
                 dims = tuple(sorted({(0, dv) for _, dv in ATTN_HEAD_DIMS}))
@@ -269,13 +376,16 @@ def catalog():
                 dims = ((0, 0),)
             for dtype in dtypes:
                 for dqk, dv in dims:
+                  for block_size in (SEL_BLOCK_SIZES if "sel_block" in axes else (0,)):
                     for aligned in (ALIGNMENTS if "align" in axes else (False,)):
                         for extras in (EXTRAS if "extras" in axes else (False,)):
-                            for min_seqlen, config in _configs(family, arch, dqk, dv, extras):
+                            for min_seqlen, config in _configs(family, arch, dqk, dv, extras, block_size):
                                 params = tuple((n, t.format(dtype=dtype), hinted) for n, t, hinted in param_spec)
                                 kernels.append(Kernel(
                                     family=family, source=source, function=function, params=params,
-                                    constexprs=_constexprs(CONSTEXPRS[family], dqk, dv, config, extras),
+                                    constexprs=_constexprs(CONSTEXPRS[family], dqk, dv, config, extras,
+                                                           block_size),
                                     arch=arch, dtype=dtype, head_dim_qk=dqk, head_dim_v=dv, aligned=aligned,
-                                    extras=extras, config=config, min_seqlen=min_seqlen))
+                                    extras=extras, block_size=block_size, config=config,
+                                    min_seqlen=min_seqlen))
     return kernels

@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define AOTK_VERSION_MAJOR 0
-#define AOTK_VERSION_MINOR 2
+#define AOTK_VERSION_MINOR 3
 #define AOTK_VERSION_PATCH 0
 #define AOTK_VERSION_NUMBER (AOTK_VERSION_MAJOR * 10000 + AOTK_VERSION_MINOR * 100 + AOTK_VERSION_PATCH)
 
@@ -75,7 +75,8 @@ typedef struct CUstream_st *aotk_stream;
   X(AOTK_ERROR_CUDA, 22, "a CUDA driver call failed: aotk_last_cuda_result() gives the CUresult")   \
   X(AOTK_ERROR_OUT_OF_MEMORY, 23, "host memory ran out while loading a kernel image")               \
   X(AOTK_ERROR_WORKSPACE_TOO_SMALL, 24, "the workspace is smaller than the size the query reported") \
-  X(AOTK_ERROR_INTERNAL, 25, "an internal invariant failed: please report it with aotk_last_error()")
+  X(AOTK_ERROR_INTERNAL, 25, "an internal invariant failed: please report it with aotk_last_error()") \
+  X(AOTK_ERROR_INVALID_INDICES, 26, "block_idx or block_cnt breaks the selection contract (duplicate or out-of-range block, bad count): see the message")
 
 typedef enum aotk_status {
 #define AOTK__STATUS_ENUM(name, value, text) name = value,
@@ -278,6 +279,8 @@ AOTK_API aotk_status aotk_attn_bwd(const aotk_attn_params *params, void *workspa
 typedef enum aotk_op {
   AOTK_OP_ATTN_FWD = 1,
   AOTK_OP_ATTN_BWD = 2,
+  AOTK_OP_SEL_FWD = 3, /* aotk_sel_query only */
+  AOTK_OP_SEL_BWD = 4,
 } aotk_op;
 
 /* What a call would run. Filled by aotk_query(). */
@@ -322,6 +325,112 @@ typedef struct aotk_kernel_info {
  * is not checked, since the query is how its size is learned), and fills *info on AOTK_OK. Loads nothing.
  */
 AOTK_API aotk_status aotk_query(aotk_op op, const aotk_attn_params *params, aotk_kernel_info *info);
+
+/*
+ * Selection attention: the selected-blocks branch of Native Sparse Attention. Each query token attends
+ * only to the key blocks listed for it (chosen upstream, e.g. the top-n blocks by compressed-attention
+ * score, shared by the query heads of a GQA group); choosing them is not this call's job.
+ *
+ * Layout: packed variable length, like flash-attn's varlen API. Sequence n holds query rows
+ * cu_seqlens_q[n] .. cu_seqlens_q[n+1]-1 and key rows cu_seqlens_k[n] .. cu_seqlens_k[n+1]-1; a dense
+ * batch is the case of equal lengths. Without cu_seqlens (both data NULL) q and k form one sequence.
+ *   q          in   [total_q, heads_q, head_dim_qk], fp16 or bf16.
+ *   k          in   [total_k, heads_kv, head_dim_qk], q's dtype.
+ *   v          in   [total_k, heads_kv, head_dim_v], q's dtype. heads_q is a multiple of heads_kv; the
+ *                   G = heads_q / heads_kv query heads h*G .. h*G+G-1 share kv head h and its selection.
+ *   out        out  [total_q, heads_q, head_dim_v], q's dtype.
+ *   lse        out  optional in the forward (data NULL: not written), required in the backward:
+ *                   fp32 [total_q, heads_q], natural log, so that this branch and others (dense, window,
+ *                   compressed) can be merged by LSE.
+ *   (head_dim_qk, head_dim_v) is (64, 64), (128, 128) or (192, 128).
+ *   cu_seqlens_q, cu_seqlens_k   int32 [num_seqs + 1] in device memory, non-decreasing from 0 (not read
+ *                   by the host); rows past the last offset are not touched.
+ *   max_seqlen_k    with cu_seqlens: >= every sequence's key length (>= 1); a longer sequence is cut to
+ *                   it. Ignored without cu_seqlens.
+ *   block_idx  in   int32 [total_q, heads_kv, slots]: sequence-local key block ids (block b holds keys
+ *                   b*block_size .. (b+1)*block_size-1 of its sequence), in any order, -1 for an empty slot.
+ *   block_cnt  in   optional int32 [total_q, heads_kv]: only slots s < block_cnt[t, h] are read (a count
+ *                   outside [0, slots] is clamped to it).
+ *   block_size      32, 64 or 128.
+ *   softmax_scale   0 means the default 1/sqrt(head_dim_qk); otherwise a finite positive value.
+ *
+ * The math, for query token t of a sequence with lengths len_q, len_k, at key position
+ * p = len_k - len_q + t (bottom-right aligned, as flash-attn's causal), kv head h:
+ *   B(t, h) = { b = block_idx[t, h, s] : s < count, 0 <= b < ceil(len_k / block_size), b * block_size <= p }
+ *   J(t, h) = keys of the blocks of B, each cut causally at p (and at len_k);
+ *   s_j = softmax_scale * q[t, g] . k[j, h]; lse[t, g] = log sum_{j in J} exp(s_j);
+ *   out[t, g] = sum_{j in J} exp(s_j - lse) v[j, h]. An empty J gives out = 0, lse = -inf, no gradient.
+ * Slots outside B (-1, out of range, after the diagonal) are ignored. A block listed twice counts twice;
+ * that is the caller's error, which aotk_sel_check_indices reports.
+ *
+ * For the backward (aotk_sel_bwd), also:
+ *   out, lse   in   the forward's.
+ *   dout       in   like out.
+ *   dq         out  like q.
+ *   dk, dv     out  like k and v: every key row of every sequence is written (0 where no query selected
+ *                   it). One program owns each block of dk and dv, walking the queries that selected it
+ *                   in token order: no atomics, bitwise deterministic.
+ *
+ * Alignment: the selection kernels are compiled for 16-byte-aligned pointers and strides that are
+ * multiples of 16 elements (true of contiguous tensors with these head dims); other layouts get
+ * AOTK_ERROR_MISALIGNED_POINTER.
+ */
+typedef struct aotk_sel_params {
+  size_t struct_size;
+  aotk_tensor q;
+  aotk_tensor k;
+  aotk_tensor v;
+  aotk_tensor out;
+  aotk_tensor lse;
+  aotk_tensor cu_seqlens_q;
+  aotk_tensor cu_seqlens_k;
+  int32_t max_seqlen_k;
+  int32_t block_size;
+  aotk_tensor block_idx;
+  aotk_tensor block_cnt;
+  float softmax_scale;
+  /* The backward's; ignored by the forward. */
+  aotk_tensor dout;
+  aotk_tensor dq;
+  aotk_tensor dk;
+  aotk_tensor dv;
+} aotk_sel_params;
+
+#define AOTK_SEL_PARAMS_INIT {.struct_size = sizeof(aotk_sel_params)}
+
+/*
+ * The selection forward: out and lse (if given). One kernel on `stream`, one program per (token, kv
+ * head) holding all G query heads of the group as one tile; returns once it is enqueued.
+ * Statuses: as aotk_attn_fwd.
+ */
+AOTK_API aotk_status aotk_sel_fwd(const aotk_sel_params *params, aotk_stream stream);
+
+/*
+ * The selection backward: dq, dk, dv. Five kernels on `stream`: three build the inverse index (for
+ * each kv head and key block, the tokens that selected it, in token order) in the workspace, then dq
+ * (which also stages delta = rowsum(dout * out)), then dk/dv. `workspace`: device memory of at least
+ * the workspace_bytes aotk_sel_query(AOTK_OP_SEL_BWD) reports (about 4 * total_q * (heads_q +
+ * heads_kv * slots) bytes), 16-byte aligned, not read before it is written.
+ * Statuses: as aotk_attn_bwd.
+ */
+AOTK_API aotk_status aotk_sel_bwd(const aotk_sel_params *params, void *workspace, size_t workspace_bytes,
+                                  aotk_stream stream);
+
+/* What aotk_sel_fwd (op AOTK_OP_SEL_FWD) or aotk_sel_bwd (AOTK_OP_SEL_BWD) would run, as aotk_query. For
+ * the backward, kernel_name and the tile fields describe the dk/dv pass. */
+AOTK_API aotk_status aotk_sel_query(aotk_op op, const aotk_sel_params *params, aotk_kernel_info *info);
+
+/*
+ * A debug check of block_idx and block_cnt: AOTK_OK, or AOTK_ERROR_INVALID_INDICES with a message
+ * naming the first offending (token, kv head, slot) in token order: a block id < -1 or >=
+ * ceil(len_k / block_size), a block listed twice among a row's counted slots, or a count outside
+ * [0, slots]. (Blocks after a token's diagonal are not errors: the contract ignores them, and top-n
+ * selection produces them for early tokens.) Needs the forward's tensors (out and lse are not read) and
+ * 16 bytes of workspace. Unlike the attention calls it synchronizes `stream` and copies the result
+ * back: it is for tests and debugging, not for the training loop.
+ */
+AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void *workspace, size_t workspace_bytes,
+                                            aotk_stream stream);
 
 /* Loads every kernel image for the current context's device, so that no later call loads one
  * (useful before CUDA graph capture, or to pay the load cost up front). */

@@ -50,7 +50,7 @@ static int dtype_bytes(aotk_dtype dtype) {
   return 0;
 }
 
-static const char *dtype_name(aotk_dtype dtype) {
+const char *aotk__dtype_name(aotk_dtype dtype) {
   switch (dtype) {
     case AOTK_DTYPE_FLOAT16:
       return "float16";
@@ -70,7 +70,7 @@ static const char *dtype_name(aotk_dtype dtype) {
 
 /* Checks what a tensor must satisfy on its own: data, rank, positive sizes, a contiguous last
  * dimension, non-negative strides, element alignment, and a byte span that fits in int64. */
-static aotk_status check_tensor(const aotk_tensor *t, const char *name, int rank, const char *layout) {
+aotk_status aotk__check_tensor(const aotk_tensor *t, const char *name, int rank, const char *layout) {
   if (t->data == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "%s.data is NULL", name);
   int element_bytes = dtype_bytes(t->dtype);
   if (element_bytes == 0) {
@@ -130,7 +130,7 @@ static aotk_status check_batch_span(const aotk_tensor *t, const char *name, int 
   return AOTK_OK;
 }
 
-static aotk_status check_output_strides(const aotk_tensor *t, const char *name) {
+aotk_status aotk__check_output_strides(const aotk_tensor *t, const char *name) {
   for (int i = 0; i < t->rank; i++) {
     if (t->shape[i] > 1 && t->strides[i] == 0) {
       return aotk__fail(AOTK_ERROR_INVALID_VALUE,
@@ -143,7 +143,7 @@ static aotk_status check_output_strides(const aotk_tensor *t, const char *name) 
 
 static int64_t blocks(int64_t length, int32_t block) { return (length + block - 1) / block; }
 
-static bool tensor_aligned16(const aotk_tensor *t) {
+bool aotk__tensor_aligned16(const aotk_tensor *t) {
   if ((uintptr_t)t->data % 16 != 0) return false;
   for (int i = 0; i < t->rank - 1; i++) {
     if (t->strides[i] % 16 != 0) return false;
@@ -218,11 +218,11 @@ static aotk_tensor view_4d(const aotk_tensor *t, int varlen) {
 static aotk_status check_like(const aotk_tensor *t, const tensor_rule *rule, const named_sizes *sizes, int varlen,
                               aotk_dtype dtype) {
   const char *layout = varlen ? rule->varlen_layout : rule->dense_layout;
-  aotk_status status = check_tensor(t, rule->name, varlen ? 3 : 4, layout);
+  aotk_status status = aotk__check_tensor(t, rule->name, varlen ? 3 : 4, layout);
   if (status != AOTK_OK) return status;
   if (t->dtype != dtype) {
-    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", rule->name, dtype_name(t->dtype),
-                      dtype_name(dtype));
+    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", rule->name, aotk__dtype_name(t->dtype),
+                      aotk__dtype_name(dtype));
   }
   /* Varlen tensors have no batch dimension, and their sequence dimension is a total checked apart. */
   for (int dim = varlen ? 2 : 0; dim < 4; dim++) {
@@ -234,7 +234,7 @@ static aotk_status check_like(const aotk_tensor *t, const tensor_rule *rule, con
       return status;
     }
   }
-  if (rule->is_output && (status = check_output_strides(t, rule->name)) != AOTK_OK) return status;
+  if (rule->is_output && (status = aotk__check_output_strides(t, rule->name)) != AOTK_OK) return status;
   return AOTK_OK;
 }
 
@@ -247,20 +247,20 @@ static aotk_status check_fp32_vector(const aotk_tensor *t, const char *name, int
                                      int allow_batch, int64_t *batch_stride) {
   aotk_status status;
   if (allow_batch && t->rank == 2) {
-    if ((status = check_tensor(t, name, 2, "[batch, heads_q]")) != AOTK_OK) return status;
+    if ((status = aotk__check_tensor(t, name, 2, "[batch, heads_q]")) != AOTK_OK) return status;
     if (t->shape[0] != batch) {
       return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[0] = %lld but batch = %lld", name, (long long)t->shape[0],
                         (long long)batch);
     }
     *batch_stride = t->strides[0];
   } else {
-    if ((status = check_tensor(t, name, 1, allow_batch ? "[heads_q] or [batch, heads_q]" : "[heads_q]")) != AOTK_OK) {
+    if ((status = aotk__check_tensor(t, name, 1, allow_batch ? "[heads_q] or [batch, heads_q]" : "[heads_q]")) != AOTK_OK) {
       return status;
     }
     *batch_stride = 0;
   }
   if (t->dtype != AOTK_DTYPE_FLOAT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; it is float32", name, dtype_name(t->dtype));
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; it is float32", name, aotk__dtype_name(t->dtype));
   }
   if (t->shape[t->rank - 1] != heads_q) {
     return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[%d] = %lld but heads_q = %lld", name, t->rank - 1,
@@ -272,11 +272,11 @@ static aotk_status check_fp32_vector(const aotk_tensor *t, const char *name, int
   return AOTK_OK;
 }
 
-static aotk_status check_cu_seqlens(const aotk_tensor *t, const char *name) {
-  aotk_status status = check_tensor(t, name, 1, "[num_seqs + 1]");
+aotk_status aotk__check_cu_seqlens(const aotk_tensor *t, const char *name) {
+  aotk_status status = aotk__check_tensor(t, name, 1, "[num_seqs + 1]");
   if (status != AOTK_OK) return status;
   if (t->dtype != AOTK_DTYPE_INT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; cu_seqlens are int32", name, dtype_name(t->dtype));
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; cu_seqlens are int32", name, aotk__dtype_name(t->dtype));
   }
   if (t->shape[0] < 2) {
     return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "%s.shape[0] = %lld: it holds num_seqs + 1 >= 2 offsets", name,
@@ -312,8 +312,8 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   aotk_status status;
   const int varlen = params->cu_seqlens_q.data != NULL || params->cu_seqlens_k.data != NULL;
   if (varlen) {
-    if ((status = check_cu_seqlens(&params->cu_seqlens_q, "cu_seqlens_q")) != AOTK_OK) return status;
-    if ((status = check_cu_seqlens(&params->cu_seqlens_k, "cu_seqlens_k")) != AOTK_OK) return status;
+    if ((status = aotk__check_cu_seqlens(&params->cu_seqlens_q, "cu_seqlens_q")) != AOTK_OK) return status;
+    if ((status = aotk__check_cu_seqlens(&params->cu_seqlens_k, "cu_seqlens_k")) != AOTK_OK) return status;
     if (params->cu_seqlens_k.shape[0] != params->cu_seqlens_q.shape[0]) {
       return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "cu_seqlens_k.shape[0] = %lld but cu_seqlens_q.shape[0] = %lld",
                         (long long)params->cu_seqlens_k.shape[0], (long long)params->cu_seqlens_q.shape[0]);
@@ -324,10 +324,10 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
     }
   }
   const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *out = &params->out, *lse = &params->lse;
-  if ((status = check_tensor(q, "q", varlen ? 3 : 4, varlen ? varlen_q_layout : q_layout)) != AOTK_OK) return status;
+  if ((status = aotk__check_tensor(q, "q", varlen ? 3 : 4, varlen ? varlen_q_layout : q_layout)) != AOTK_OK) return status;
   if (q->dtype != AOTK_DTYPE_FLOAT16 && q->dtype != AOTK_DTYPE_BFLOAT16) {
     return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype = %s; attention takes float16 or bfloat16",
-                      dtype_name(q->dtype));
+                      aotk__dtype_name(q->dtype));
   }
   named_sizes sizes;
   memset(&sizes, 0, sizeof sizes);
@@ -336,11 +336,11 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   read_size(&sizes, SIZE_SEQ_Q, q, varlen);
   read_size(&sizes, SIZE_HEADS_Q, q, varlen);
   read_size(&sizes, SIZE_DIM_QK, q, varlen);
-  if ((status = check_tensor(k, "k", 4 - d, varlen ? varlen_k_layout : k_layout)) != AOTK_OK) return status;
+  if ((status = aotk__check_tensor(k, "k", 4 - d, varlen ? varlen_k_layout : k_layout)) != AOTK_OK) return status;
   read_size(&sizes, SIZE_SEQ_K, k, varlen);
   read_size(&sizes, SIZE_HEADS_KV, k, varlen);
   if ((status = check_like(k, &k_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
-  if ((status = check_tensor(v, "v", 4 - d, varlen ? varlen_v_layout : v_layout)) != AOTK_OK) return status;
+  if ((status = aotk__check_tensor(v, "v", 4 - d, varlen ? varlen_v_layout : v_layout)) != AOTK_OK) return status;
   read_size(&sizes, SIZE_DIM_V, v, varlen);
   if ((status = check_like(v, &v_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
   if (varlen && v->shape[0] != k->shape[0]) {
@@ -368,9 +368,9 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   }
   aotk_tensor lse_view = {0};
   if (lse->data != NULL) {
-    if ((status = check_tensor(lse, "lse", 3 - d, varlen ? varlen_lse_layout : lse_layout)) != AOTK_OK) return status;
+    if ((status = aotk__check_tensor(lse, "lse", 3 - d, varlen ? varlen_lse_layout : lse_layout)) != AOTK_OK) return status;
     if (lse->dtype != AOTK_DTYPE_FLOAT32) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; lse is float32", dtype_name(lse->dtype));
+      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; lse is float32", aotk__dtype_name(lse->dtype));
     }
     if (varlen) {
       if ((status = check_dim(lse, "lse", 0, heads_q, "heads_q", "heads_q")) != AOTK_OK) return status;
@@ -387,7 +387,7 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
       }
       lse_view = *lse;
     }
-    if ((status = check_output_strides(lse, "lse")) != AOTK_OK) return status;
+    if ((status = aotk__check_output_strides(lse, "lse")) != AOTK_OK) return status;
   }
   if (seqlen_q > INT32_MAX - AOTK__MAX_BLOCK_ROWS || seqlen_k > INT32_MAX - AOTK__MAX_BLOCK_ROWS ||
       heads_q > INT32_MAX || batch > INT32_MAX) {
@@ -470,10 +470,10 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
     if (params->rng_state.data == NULL) {
       return aotk__fail(AOTK_ERROR_NULL_POINTER, "rng_state.data is NULL: dropout_p > 0 needs the {seed, offset} state");
     }
-    if ((status = check_tensor(&params->rng_state, "rng_state", 1, "[2] {seed, offset}")) != AOTK_OK) return status;
+    if ((status = aotk__check_tensor(&params->rng_state, "rng_state", 1, "[2] {seed, offset}")) != AOTK_OK) return status;
     if (params->rng_state.dtype != AOTK_DTYPE_INT64) {
       return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state.dtype = %s; it is int64 [2] {seed, offset}",
-                        dtype_name(params->rng_state.dtype));
+                        aotk__dtype_name(params->rng_state.dtype));
     }
     if (params->rng_state.shape[0] < 2) {
       return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "rng_state.shape[0] = %lld; it holds {seed, offset}: 2 values",
@@ -482,9 +482,9 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   }
   if (params->dropout_mask.data != NULL) {
     const aotk_tensor *m = &params->dropout_mask;
-    if ((status = check_tensor(m, "dropout_mask", 4, "[batch, heads_q, seqlen_q, seqlen_k]")) != AOTK_OK) return status;
+    if ((status = aotk__check_tensor(m, "dropout_mask", 4, "[batch, heads_q, seqlen_q, seqlen_k]")) != AOTK_OK) return status;
     if (m->dtype != AOTK_DTYPE_UINT8) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "dropout_mask.dtype = %s; it is uint8", dtype_name(m->dtype));
+      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "dropout_mask.dtype = %s; it is uint8", aotk__dtype_name(m->dtype));
     }
     const int64_t expected[4] = {batch, heads_q, seqlen_q, seqlen_k};
     static const char *const meaning[4] = {"batch", "heads_q", "seqlen_q", "seqlen_k"};
@@ -493,7 +493,7 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
         return status;
       }
     }
-    if ((status = check_output_strides(m, "dropout_mask")) != AOTK_OK) return status;
+    if ((status = aotk__check_output_strides(m, "dropout_mask")) != AOTK_OK) return status;
   }
 
   problem->dtype = q->dtype;
@@ -518,13 +518,13 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   problem->write_lse = lse->data != NULL;
   /* Sinks need no EXTRAS kernel: they touch only the forward's epilogue and the backward's pre-pass. */
   problem->extras = problem->softcap > 0.0f || problem->alibi || problem->dropout_p > 0.0f;
-  problem->aligned = tensor_aligned16(q) && tensor_aligned16(k) && tensor_aligned16(v) && tensor_aligned16(out);
+  problem->aligned = aotk__tensor_aligned16(q) && aotk__tensor_aligned16(k) && aotk__tensor_aligned16(v) && aotk__tensor_aligned16(out);
   return AOTK_OK;
 }
 
 /* Which image a device runs: the sm_90a cubins only on sm_90 itself (arch-specific code), the sm_80
  * cubins on sm_8x, and the sm_80 PTX, JIT-compiled by the driver, on anything newer. */
-static aotk_status choose_target(const aotk__device_info *device, int *arch, aotk__image_kind *kind) {
+aotk_status aotk__choose_target(const aotk__device_info *device, int *arch, aotk__image_kind *kind) {
   int cc = device->compute_capability;
   *arch = 0;
   *kind = AOTK__IMAGE_CUBIN;
@@ -584,7 +584,7 @@ static bool dims_hold(const aotk__kernel_entry *e, const aotk__attn_problem *pro
 aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, int64_t size_key,
                                 const aotk__device_info *device, int *row, aotk__image_kind *kind) {
   int arch;
-  aotk_status status = choose_target(device, &arch, kind);
+  aotk_status status = aotk__choose_target(device, &arch, kind);
   if (status != AOTK_OK) return status;
   /* First the smallest compiled head-dim pair that holds the problem's; then, among that pair's
    * configs, the tuning rule: the one with the largest min_seqlen that the size key reaches. */
@@ -607,7 +607,7 @@ aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, i
   if (best < 0) {
     return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT,
                       "no sm_%d %s kernel for %s, head dims %lld/%lld, %s inputs%s in this build%s%s%s", arch,
-                      family_name(family), dtype_name(problem->dtype), (long long)problem->head_dim_qk,
+                      family_name(family), aotk__dtype_name(problem->dtype), (long long)problem->head_dim_qk,
                       (long long)problem->head_dim_v, problem->aligned ? "16-byte-aligned" : "unaligned",
                       problem->extras ? " with softcap/ALiBi/dropout" : "",
                       aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter,
@@ -641,8 +641,8 @@ static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel
   return f;
 }
 
-static void fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t grid, size_t workspace_bytes,
-                      int32_t launches, const aotk__attn_problem *problem, aotk_kernel_info *info) {
+void aotk__fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t grid, size_t workspace_bytes,
+                     int32_t launches, uint32_t features, aotk_kernel_info *info) {
   size_t size = info->struct_size < sizeof *info ? info->struct_size : sizeof *info;
   aotk_kernel_info full;
   memset(&full, 0, sizeof full);
@@ -660,13 +660,13 @@ static void fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_
   full.launches = launches;
   full.head_dim_qk = e->head_dim_qk;
   full.head_dim_v = e->head_dim_v;
-  full.features = problem_features(problem, e);
+  full.features = features;
   memcpy(info, &full, size);
 }
 
 /* Loads the kernels of `rows` (checking each row's parameter kinds against what its launcher packs)
  * before anything is launched, so that a call that fails to load launches nothing. */
-static aotk_status load_rows(const aotk__driver *driver, const int *rows, const char *const *param_kinds, int count,
+aotk_status aotk__load_rows(const aotk__driver *driver, const int *rows, const char *const *param_kinds, int count,
                              aotk__image_kind kind, CUdevice device, CUkernel *kernels) {
   for (int i = 0; i < count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[rows[i]];
@@ -682,7 +682,7 @@ static aotk_status load_rows(const aotk__driver *driver, const int *rows, const 
 
 /* Launches table row `row`'s loaded `kernel` with `args`, one per parameter kind, followed by
  * Triton's two scratch pointers (NULL: the generator admits no kernel that needs them). */
-static aotk_status launch_row(const aotk__driver *driver, int row, CUkernel kernel, size_t count, void **args,
+aotk_status aotk__launch_row(const aotk__driver *driver, int row, CUkernel kernel, size_t count, void **args,
                               int64_t grid, aotk_stream stream) {
   enum { MAX_ARGS = 80 };
   const aotk__kernel_entry *e = &aotk__kernel_table[row];
@@ -846,9 +846,9 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
   _Static_assert(sizeof args / sizeof args[0] == sizeof attn_fwd_param_kinds - 1, "one argument per parameter");
   const char *const kinds[] = {attn_fwd_param_kinds, attn_dropout_mask_param_kinds};
   CUkernel kernels[2];
-  aotk_status status = load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
+  aotk_status status = aotk__load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
   if (status != AOTK_OK) return status;
-  status = launch_row(driver, plan->rows[0], kernels[0], sizeof args / sizeof args[0], args,
+  status = aotk__launch_row(driver, plan->rows[0], kernels[0], sizeof args / sizeof args[0], args,
                       num_m_blocks * problem->batch * problem->heads_q, stream);
   if (status != AOTK_OK || plan->count < 2) return status;
 
@@ -862,7 +862,7 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
                        &mask_strides[2], &seqlen_q, &seqlen_k, &heads_q, &mask_blocks, &mask_flags,
                        &f.dropout_threshold};
   _Static_assert(sizeof mask_args / sizeof mask_args[0] == sizeof attn_dropout_mask_param_kinds - 1, "one per parameter");
-  return launch_row(driver, plan->rows[1], kernels[1], sizeof mask_args / sizeof mask_args[0], mask_args,
+  return aotk__launch_row(driver, plan->rows[1], kernels[1], sizeof mask_args / sizeof mask_args[0], mask_args,
                     mask_blocks * problem->batch * problem->heads_q, stream);
 }
 
@@ -974,8 +974,8 @@ aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * heads_kv * ceil(seqlen_k / %d) exceeds the grid limit",
                       (int)smallest_block_n);
   }
-  problem->aligned = problem->aligned && tensor_aligned16(&params->dout) && tensor_aligned16(&params->dq) &&
-                     tensor_aligned16(&params->dk) && tensor_aligned16(&params->dv);
+  problem->aligned = problem->aligned && aotk__tensor_aligned16(&params->dout) && aotk__tensor_aligned16(&params->dq) &&
+                     aotk__tensor_aligned16(&params->dk) && aotk__tensor_aligned16(&params->dv);
   return AOTK_OK;
 }
 
@@ -1049,7 +1049,7 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   const char *const kinds[] = {attn_bwd_preprocess_param_kinds, attn_bwd_dkdv_param_kinds, attn_bwd_dq_param_kinds,
                                attn_bwd_sink_reduce_param_kinds};
   CUkernel kernels[4];
-  aotk_status status = load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
+  aotk_status status = aotk__load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
   if (status != AOTK_OK) return status;
 
   /* The pre-pass covers the padded rows too: it writes their neutral statistics. Only the sink
@@ -1060,7 +1060,7 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                       &sink_partial, STRIDE_ARGS(o), STRIDE_ARGS(dout), &stride_lb, &stride_lh, &seqlen_q, &heads_q,
                       &num_seqs, &pre_blocks, &stats_stride, &f.head_dim_v8, &pre_flags};
   _Static_assert(sizeof pre_args / sizeof pre_args[0] == sizeof attn_bwd_preprocess_param_kinds - 1, "one per parameter");
-  if ((status = launch_row(driver, plan->rows[0], kernels[0], sizeof pre_args / sizeof pre_args[0], pre_args,
+  if ((status = aotk__launch_row(driver, plan->rows[0], kernels[0], sizeof pre_args / sizeof pre_args[0], pre_args,
                            pre_blocks * problem->batch * problem->heads_q, stream)) != AOTK_OK) {
     return status;
   }
@@ -1074,7 +1074,7 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                        &f.flags, &f.softmax_scale, &f.qk_scale_log2, &f.softcap_scale, &f.softcap_log2,
                        &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof dkdv_args / sizeof dkdv_args[0] == sizeof attn_bwd_dkdv_param_kinds - 1, "one per parameter");
-  if ((status = launch_row(driver, plan->rows[1], kernels[1], sizeof dkdv_args / sizeof dkdv_args[0], dkdv_args,
+  if ((status = aotk__launch_row(driver, plan->rows[1], kernels[1], sizeof dkdv_args / sizeof dkdv_args[0], dkdv_args,
                            n_blocks * problem->batch * problem->heads_kv, stream)) != AOTK_OK) {
     return status;
   }
@@ -1087,7 +1087,7 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                      &f.window_left, &f.window_right, &f.flags, &f.softmax_scale, &f.qk_scale_log2, &f.softcap_scale,
                      &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof dq_args / sizeof dq_args[0] == sizeof attn_bwd_dq_param_kinds - 1, "one per parameter");
-  if ((status = launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,
+  if ((status = aotk__launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,
                            m_blocks * problem->batch * problem->heads_q, stream)) != AOTK_OK ||
       plan->count < 4) {
     return status;
@@ -1097,7 +1097,7 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   int32_t count = num_seqs * pre_blocks;
   void *reduce_args[] = {&sink_partial, &dsinks, &count};
   _Static_assert(sizeof reduce_args / sizeof reduce_args[0] == sizeof attn_bwd_sink_reduce_param_kinds - 1, "one per parameter");
-  return launch_row(driver, plan->rows[3], kernels[3], 3, reduce_args, problem->heads_q, stream);
+  return aotk__launch_row(driver, plan->rows[3], kernels[3], 3, reduce_args, problem->heads_q, stream);
 }
 
 aotk_status aotk_attn_bwd(const aotk_attn_params *caller_params, void *workspace, size_t workspace_bytes,
@@ -1121,6 +1121,9 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
   if (info->struct_size < sizeof(size_t)) {
     return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
   }
+  if (op == AOTK_OP_SEL_FWD || op == AOTK_OP_SEL_BWD) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is a selection-attention op: ask aotk_sel_query", (int)op);
+  }
   if (op != AOTK_OP_ATTN_FWD && op != AOTK_OP_ATTN_BWD) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is not an aotk_op", (int)op);
   }
@@ -1135,13 +1138,13 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
   if (op == AOTK_OP_ATTN_FWD) {
     if ((status = plan_fwd(&problem, &plan)) != AOTK_OK) return status;
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[0]];
-    fill_info(e, plan.kind, blocks(problem.seqlen_q, e->block_m) * problem.batch * problem.heads_q, 0, plan.count,
-              &problem, info);
+    aotk__fill_info(e, plan.kind, blocks(problem.seqlen_q, e->block_m) * problem.batch * problem.heads_q, 0, plan.count,
+                    problem_features(&problem, e), info);
   } else {
     if ((status = plan_bwd(&problem, &plan)) != AOTK_OK) return status;
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[1]];
-    fill_info(e, plan.kind, blocks(problem.seqlen_k, e->block_n) * problem.batch * problem.heads_kv,
-              bwd_workspace_bytes(&problem), plan.count, &problem, info);
+    aotk__fill_info(e, plan.kind, blocks(problem.seqlen_k, e->block_n) * problem.batch * problem.heads_kv,
+                    bwd_workspace_bytes(&problem), plan.count, problem_features(&problem, e), info);
   }
   return AOTK_OK;
 }
@@ -1154,7 +1157,7 @@ aotk_status aotk_preload(void) {
   if (status != AOTK_OK) return status;
   int arch;
   aotk__image_kind kind;
-  if ((status = choose_target(&plan.device, &arch, &kind)) != AOTK_OK) return status;
+  if ((status = aotk__choose_target(&plan.device, &arch, &kind)) != AOTK_OK) return status;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
     if (e->arch != arch || e->shared_bytes > plan.device.max_shared_bytes) continue;

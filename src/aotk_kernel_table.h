@@ -17,6 +17,13 @@ enum {
   AOTK__FAMILY_ATTN_BWD_DQ = 4,
   AOTK__FAMILY_ATTN_DROPOUT_MASK = 5,
   AOTK__FAMILY_ATTN_BWD_SINK_REDUCE = 6,
+  AOTK__FAMILY_SEL_FWD = 7,
+  AOTK__FAMILY_SEL_BWD_DQ = 8,
+  AOTK__FAMILY_SEL_BWD_DKDV = 9,
+  AOTK__FAMILY_SEL_INDEX_COUNT = 10,
+  AOTK__FAMILY_SEL_INDEX_SCAN = 11,
+  AOTK__FAMILY_SEL_INDEX_FILL = 12,
+  AOTK__FAMILY_SEL_CHECK_INDICES = 13,
 };
 
 /* One embedded image: xz-compressed bytes, and the FNV-1a 64 hash of the decompressed image, checked
@@ -38,10 +45,12 @@ typedef struct aotk__kernel_entry {
   int32_t head_dim_v;
   int32_t aligned;
   int32_t extras;            /* softcap, ALiBi and dropout compiled in (sinks are in every variant) */
+  int32_t block_size;        /* selection attention's key block size; 0 for the other families */
   int32_t block_m, block_n, num_warps, num_stages;
   int32_t shared_bytes;      /* dynamic shared memory per program */
   int32_t min_seqlen;        /* tuning: chosen when the family's size key (seqlen_k for the dK/dV pass,
-                                seqlen_q otherwise) is >= this, unless another row's bound fits tighter */
+                                the group size for selection's forward and dQ, seqlen_q otherwise) is
+                                >= this, unless another row's bound fits tighter */
   const char *param_kinds;   /* the kernel's parameters: p pointer, l int64, i int32, f fp32 */
   aotk__image cubin;
   aotk__image ptx;

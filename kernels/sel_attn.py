@@ -1,0 +1,480 @@
+"""Selection attention (the selected-blocks branch of Native Sparse Attention), forward and backward.
+
+Each query token t attends to the key blocks block_idx[t, h, :] lists for its kv head h (the contract
+and the math: include/aotk.h, aotk_sel_params, and ../shared/notes/selection-attention.md). Layout is
+packed variable length: q [total_q, heads_q, dqk], k [total_k, heads_kv, dqk], v [total_k, heads_kv, dv],
+out like q with dv, lse fp32 [total_q, heads_q], block_idx int32 [total_q, heads_kv, slots], block_cnt
+int32 [total_q, heads_kv]. Token strides are int64 (a packed tensor can exceed 2^31 elements); head
+strides are int32; the last dimension is contiguous.
+
+Design:
+- Forward and dQ are group-centric: one program takes the G query heads of one (token, kv head) as the
+  M side of the dots (BLOCK_G rows, padded; a larger group runs in several programs) and walks the
+  selected blocks with an online softmax. K and V are read in place, never gathered into copies.
+  The grid runs kv head outermost, so the programs in flight read one head's K and V (32 MB at 64k
+  tokens, d=128), which stays in the L2 cache across the random block choices of nearby tokens.
+- dK/dV is the transpose of the selection. Three small kernels build an inverse index on the device
+  (per kv head and key block: the tokens that selected it, in token order): count, prefix sum, fill.
+  One program then owns each key block (BLOCK_N keys of it) and walks its token list, BLOCK_R (token,
+  query head) pairs at a time. No atomics anywhere, and a fixed order, so the gradients are bitwise
+  deterministic.
+- Index slots are numbered n * ceil(max_seqlen_k / block_size) + b per kv head, so the index's size
+  and every write into it follow from the host's sizes, not from cu_seqlens' values.
+- The index kernels find a block's tokens by scanning the index rows of every token that could select
+  it (those at or after the block), GROUP_BLOCKS blocks per program: integer work of order
+  len_q^2 * slots / (block_size * 2) per kv head, and no extra memory. At 64k tokens this is small
+  against the attention (measured in bench/); it is quadratic, so very long sequences pay more.
+- head_dim_qk 192 runs as 128 + 64 (two dots), not padded to 256.
+
+The kernel module is free of torch and of driver calls: it is imported on a machine with no GPU.
+"""
+
+import triton
+import triton.language as tl
+
+from attn_common import LN2, LOG2E
+
+# Bits of the kernels' `flags` argument (src/aotk_sel.c sets them).
+SEL_FLAG_VARLEN = tl.constexpr(1)
+SEL_FLAG_WRITE_LSE = tl.constexpr(2)
+SEL_FLAG_BLOCK_CNT = tl.constexpr(4)
+
+
+@triton.jit
+def _sequence(CuSeqlens, n, total, flags):
+    """(first row, length) of sequence n: from cu_seqlens, or the whole tensor when there is none."""
+    if (flags & SEL_FLAG_VARLEN) != 0:
+        start = tl.load(CuSeqlens + n)
+        length = tl.load(CuSeqlens + n + 1) - start
+    else:
+        start = n * 0
+        length = total
+    return start, length
+
+
+@triton.jit
+def _token_sequence(CuSeqlensQ, token, num_seqs, flags):
+    """The sequence holding query row `token` (binary search on cu_seqlens_q), or -1 for a row past the
+    last sequence. Empty sequences are skipped: the search ends at the n with cu[n] <= token < cu[n+1]."""
+    n = token * 0
+    if (flags & SEL_FLAG_VARLEN) != 0:
+        lo = token * 0
+        hi = num_seqs
+        if token >= tl.load(CuSeqlensQ + num_seqs):
+            n = n - 1
+        else:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if tl.load(CuSeqlensQ + mid) <= token:
+                    lo = mid
+                else:
+                    hi = mid
+            n = lo
+    return n
+
+
+@triton.jit
+def _row_slots(BlockCnt, token64, head_kv, stride_cs, stride_ch, num_slots, flags):
+    count = num_slots
+    if (flags & SEL_FLAG_BLOCK_CNT) != 0:
+        count = tl.minimum(tl.maximum(tl.load(BlockCnt + token64 * stride_cs + head_kv * stride_ch), 0), num_slots)
+    return count
+
+
+@triton.jit
+def _block_keys(BlockIdx, slot, position, len_k, num_blocks, BLOCK_SIZE: tl.constexpr):
+    """Slot -> (block id, or 0 when the slot is ignored; the number of its keys the token sees, 0 when
+    ignored). Keys of block b that the token at key position `position` sees: b*BS .. min(p, len_k-1)."""
+    b = tl.load(BlockIdx + slot)
+    ok = (b >= 0) & (b < num_blocks) & (b * BLOCK_SIZE <= position)
+    visible = tl.minimum(tl.minimum(position + 1, len_k) - b * BLOCK_SIZE, BLOCK_SIZE)
+    return tl.where(ok, b, 0), tl.where(ok, visible, 0)
+
+
+@triton.jit
+def _load_rows(base, rows_off, row_ok, DIM: tl.constexpr, OFFSET: tl.constexpr):
+    cols = OFFSET + tl.arange(0, DIM)
+    return tl.load(base + rows_off[:, None] + cols[None, :], mask=row_ok[:, None], other=0.0)
+
+
+@triton.jit
+def sel_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
+            stride_qs, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_os, stride_oh,
+            stride_ls, stride_lh, stride_is, stride_ih, stride_cs, stride_ch,
+            num_seqs, total_q, total_k, max_seqlen_k, group_size, group_chunks, num_slots, flags,
+            qk_scale_log2,
+            HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+            BLOCK_G: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    # Grid: (kv head, token, group chunk), kv head outermost (see the module docstring).
+    pid = tl.program_id(0)
+    chunk = pid % group_chunks
+    token = (pid // group_chunks) % total_q
+    head_kv = pid // (group_chunks * total_q)
+    n = _token_sequence(CuSeqlensQ, token, num_seqs, flags)
+    if n < 0:
+        return
+    q_start, len_q = _sequence(CuSeqlensQ, n, total_q, flags)
+    k_start, len_k = _sequence(CuSeqlensK, n, total_k, flags)
+    len_k = tl.minimum(len_k, max_seqlen_k)
+    position = token - q_start + len_k - len_q
+    num_blocks = tl.cdiv(len_k, BLOCK_SIZE)
+
+    g = chunk * BLOCK_G + tl.arange(0, BLOCK_G)
+    g_ok = g < group_size
+    head_q = head_kv * group_size + g
+    token64 = token.to(tl.int64)
+    q_rows = head_q * stride_qh
+    q_base = Q + token64 * stride_qs
+    q0 = _load_rows(q_base, q_rows, g_ok, HEAD_DIM_QK0, 0)
+    if HEAD_DIM_QK1 > 0:
+        q1 = _load_rows(q_base, q_rows, g_ok, HEAD_DIM_QK1, HEAD_DIM_QK0)
+
+    offs_n = tl.arange(0, BLOCK_SIZE)
+    offs_d0 = tl.arange(0, HEAD_DIM_QK0)
+    offs_dv = tl.arange(0, HEAD_DIM_V)
+    k_seq = K + k_start.to(tl.int64) * stride_ks + head_kv * stride_kh
+    v_seq = V + k_start.to(tl.int64) * stride_vs + head_kv * stride_vh
+    idx_row = BlockIdx + token64 * stride_is + head_kv * stride_ih
+    count = _row_slots(BlockCnt, token64, head_kv, stride_cs, stride_ch, num_slots, flags)
+
+    m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_G, HEAD_DIM_V], dtype=tl.float32)
+    for slot in range(0, count):
+        b, visible = _block_keys(idx_row, slot, position, len_k, num_blocks, BLOCK_SIZE)
+        key_ok = offs_n < visible
+        k_block = k_seq + (b * BLOCK_SIZE).to(tl.int64) * stride_ks
+        k0 = tl.load(k_block + offs_n[:, None] * stride_ks + offs_d0[None, :], mask=key_ok[:, None], other=0.0)
+        qk = tl.dot(q0, tl.trans(k0))
+        if HEAD_DIM_QK1 > 0:
+            offs_d1 = HEAD_DIM_QK0 + tl.arange(0, HEAD_DIM_QK1)
+            k1 = tl.load(k_block + offs_n[:, None] * stride_ks + offs_d1[None, :], mask=key_ok[:, None], other=0.0)
+            qk = tl.dot(q1, tl.trans(k1), qk)
+        s = tl.where(key_ok[None, :], qk * qk_scale_log2, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        # A row that has seen no key yet keeps m = -inf; subtract 0 instead so exp2 gives 0, not NaN.
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - m_safe[:, None])
+        alpha = tl.math.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v_block = v_seq + (b * BLOCK_SIZE).to(tl.int64) * stride_vs
+        v = tl.load(v_block + offs_n[:, None] * stride_vs + offs_dv[None, :], mask=key_ok[:, None], other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+
+    # An empty selection (l = 0): out = 0, lse = -inf.
+    has_keys = l_i > 0.0
+    out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
+    o_ptrs = Out + token64 * stride_os + head_q[:, None] * stride_oh + offs_dv[None, :]
+    tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=g_ok[:, None])
+    if (flags & SEL_FLAG_WRITE_LSE) != 0:
+        lse = tl.where(has_keys, (m_i + tl.math.log2(l_i)) * LN2, float("-inf"))
+        tl.store(Lse + token64 * stride_ls + head_q * stride_lh, lse, mask=g_ok)
+
+
+@triton.jit
+def sel_bwd_dq(Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
+               stride_qs, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_os, stride_oh,
+               stride_dos, stride_doh, stride_dqs, stride_dqh, stride_ls, stride_lh,
+               stride_is, stride_ih, stride_cs, stride_ch,
+               num_seqs, total_q, total_k, max_seqlen_k, heads_q, group_size, group_chunks, num_slots, flags,
+               qk_scale_log2, softmax_scale,
+               HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+               BLOCK_G: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    # The forward's grid. Also stages delta = rowsum(dO * O) as fp32 [total_q, heads_q] in the
+    # workspace for the dK/dV pass (which runs after this one).
+    pid = tl.program_id(0)
+    chunk = pid % group_chunks
+    token = (pid // group_chunks) % total_q
+    head_kv = pid // (group_chunks * total_q)
+    n = _token_sequence(CuSeqlensQ, token, num_seqs, flags)
+    if n < 0:
+        return
+    q_start, len_q = _sequence(CuSeqlensQ, n, total_q, flags)
+    k_start, len_k = _sequence(CuSeqlensK, n, total_k, flags)
+    len_k = tl.minimum(len_k, max_seqlen_k)
+    position = token - q_start + len_k - len_q
+    num_blocks = tl.cdiv(len_k, BLOCK_SIZE)
+
+    g = chunk * BLOCK_G + tl.arange(0, BLOCK_G)
+    g_ok = g < group_size
+    head_q = head_kv * group_size + g
+    token64 = token.to(tl.int64)
+    q_base = Q + token64 * stride_qs
+    q0 = _load_rows(q_base, head_q * stride_qh, g_ok, HEAD_DIM_QK0, 0)
+    if HEAD_DIM_QK1 > 0:
+        q1 = _load_rows(q_base, head_q * stride_qh, g_ok, HEAD_DIM_QK1, HEAD_DIM_QK0)
+    do = _load_rows(DOut + token64 * stride_dos, head_q * stride_doh, g_ok, HEAD_DIM_V, 0)
+    o = _load_rows(Out + token64 * stride_os, head_q * stride_oh, g_ok, HEAD_DIM_V, 0)
+    delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
+    tl.store(Delta + token64 * heads_q + head_q, delta, mask=g_ok)
+    lse = tl.load(Lse + token64 * stride_ls + head_q * stride_lh, mask=g_ok, other=float("-inf"))
+    # An empty row (lse = -inf) has no gradient: +inf makes every P = exp2(s - inf) = 0.
+    lse_log2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
+
+    offs_n = tl.arange(0, BLOCK_SIZE)
+    offs_d0 = tl.arange(0, HEAD_DIM_QK0)
+    offs_dv = tl.arange(0, HEAD_DIM_V)
+    k_seq = K + k_start.to(tl.int64) * stride_ks + head_kv * stride_kh
+    v_seq = V + k_start.to(tl.int64) * stride_vs + head_kv * stride_vh
+    idx_row = BlockIdx + token64 * stride_is + head_kv * stride_ih
+    count = _row_slots(BlockCnt, token64, head_kv, stride_cs, stride_ch, num_slots, flags)
+
+    dq0 = tl.zeros([BLOCK_G, HEAD_DIM_QK0], dtype=tl.float32)
+    if HEAD_DIM_QK1 > 0:
+        dq1 = tl.zeros([BLOCK_G, HEAD_DIM_QK1], dtype=tl.float32)
+    for slot in range(0, count):
+        b, visible = _block_keys(idx_row, slot, position, len_k, num_blocks, BLOCK_SIZE)
+        key_ok = offs_n < visible
+        k_block = k_seq + (b * BLOCK_SIZE).to(tl.int64) * stride_ks
+        k0 = tl.load(k_block + offs_n[:, None] * stride_ks + offs_d0[None, :], mask=key_ok[:, None], other=0.0)
+        qk = tl.dot(q0, tl.trans(k0))
+        if HEAD_DIM_QK1 > 0:
+            offs_d1 = HEAD_DIM_QK0 + tl.arange(0, HEAD_DIM_QK1)
+            k1 = tl.load(k_block + offs_n[:, None] * stride_ks + offs_d1[None, :], mask=key_ok[:, None], other=0.0)
+            qk = tl.dot(q1, tl.trans(k1), qk)
+        p = tl.math.exp2(qk * qk_scale_log2 - lse_log2[:, None])
+        p = tl.where(key_ok[None, :], p, 0.0)
+        v_block = v_seq + (b * BLOCK_SIZE).to(tl.int64) * stride_vs
+        v = tl.load(v_block + offs_n[:, None] * stride_vs + offs_dv[None, :], mask=key_ok[:, None], other=0.0)
+        dp = tl.dot(do, tl.trans(v))
+        ds = (p * (dp - delta[:, None])).to(k0.dtype)
+        dq0 = tl.dot(ds, k0, dq0)
+        if HEAD_DIM_QK1 > 0:
+            dq1 = tl.dot(ds, k1, dq1)
+
+    offs_q0 = tl.arange(0, HEAD_DIM_QK0)
+    dq_base = DQ + token64 * stride_dqs + head_q[:, None] * stride_dqh
+    tl.store(dq_base + offs_q0[None, :], (dq0 * softmax_scale).to(DQ.dtype.element_ty), mask=g_ok[:, None])
+    if HEAD_DIM_QK1 > 0:
+        offs_q1 = HEAD_DIM_QK0 + tl.arange(0, HEAD_DIM_QK1)
+        tl.store(dq_base + offs_q1[None, :], (dq1 * softmax_scale).to(DQ.dtype.element_ty), mask=g_ok[:, None])
+
+
+@triton.jit
+def _index_program(CuSeqlensQ, CuSeqlensK, pid, num_seqs, total_q, total_k, max_seqlen_k, block_size, num_groups,
+                   flags, GROUP_BLOCKS: tl.constexpr):
+    """What one index program covers: kv head, sequence, the first of its GROUP_BLOCKS blocks, where the
+    sequence's index slots start (slot n * blocks_per_seq + b for block b: every slot of every sequence
+    is some program's, whatever cu_seqlens holds), and the tokens that can select these blocks."""
+    group = pid % num_groups
+    n = (pid // num_groups) % num_seqs
+    head_kv = pid // (num_groups * num_seqs)
+    q_start, len_q = _sequence(CuSeqlensQ, n, total_q, flags)
+    k_start, len_k = _sequence(CuSeqlensK, n, total_k, flags)
+    len_k = tl.minimum(len_k, max_seqlen_k)
+    blocks_per_seq = tl.cdiv(max_seqlen_k, block_size)
+    first_block = group * GROUP_BLOCKS
+    # Tokens at key position >= first_block * block_size can select these blocks; earlier ones cannot.
+    first_token = tl.maximum(first_block * block_size - (len_k - len_q), 0)
+    return head_kv, q_start, len_q, len_k, n * blocks_per_seq, blocks_per_seq, first_block, first_token
+
+
+@triton.jit
+def _index_matches(BlockIdx, BlockCnt, entry, entries, first_token, q_start, len_q, len_k, head_kv, block_size,
+                   num_slots, stride_is, stride_ih, stride_cs, stride_ch, flags, blocks):
+    """For index entries (token-major, then slot) of the scan: the token, and which of `blocks` the
+    entry validly selects ([entries, GROUP_BLOCKS] booleans)."""
+    ok = entry < entries
+    local = first_token + entry // num_slots
+    slot = entry % num_slots
+    token64 = (q_start + local).to(tl.int64)
+    b = tl.load(BlockIdx + token64 * stride_is + head_kv * stride_ih + slot, mask=ok, other=-1)
+    if (flags & SEL_FLAG_BLOCK_CNT) != 0:
+        count = tl.load(BlockCnt + token64 * stride_cs + head_kv * stride_ch, mask=ok, other=0)
+        b = tl.where(slot < count, b, -1)
+    position = local + len_k - len_q
+    valid = (b >= 0) & (b < tl.cdiv(len_k, block_size)) & (b * block_size <= position)
+    b = tl.where(valid, b, -1)
+    return q_start + local, b[:, None] == blocks[None, :]
+
+
+@triton.jit
+def sel_index_count(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets,
+                    stride_is, stride_ih, stride_cs, stride_ch, stride_offsets,
+                    num_seqs, total_q, total_k, max_seqlen_k, block_size, num_slots, num_groups, flags,
+                    GROUP_BLOCKS: tl.constexpr, ENTRIES: tl.constexpr):
+    # Pass 1 of the inverse index: how many tokens select each block, into Offsets[h, slot + 1] (the
+    # prefix sum then turns these counts into list offsets in place). Every slot is written, 0 for
+    # blocks past the sequence's last, so the prefix sum reads no stale memory.
+    head_kv, q_start, len_q, len_k, slot_base, owned, first_block, first_token = _index_program(
+        CuSeqlensQ, CuSeqlensK, tl.program_id(0), num_seqs, total_q, total_k, max_seqlen_k, block_size, num_groups,
+        flags, GROUP_BLOCKS)
+    if first_block >= owned:
+        return
+    blocks = first_block + tl.arange(0, GROUP_BLOCKS)
+    entries = tl.maximum(len_q - first_token, 0) * num_slots
+    counts = tl.zeros([GROUP_BLOCKS], dtype=tl.int32)
+    for start in range(0, entries, ENTRIES):
+        entry = start + tl.arange(0, ENTRIES)
+        _, match = _index_matches(BlockIdx, BlockCnt, entry, entries, first_token, q_start, len_q, len_k, head_kv,
+                                  block_size, num_slots, stride_is, stride_ih, stride_cs, stride_ch, flags, blocks)
+        counts += tl.sum(match.to(tl.int32), 0)
+    tl.store(Offsets + head_kv * stride_offsets + slot_base + blocks + 1, counts, mask=blocks < owned)
+
+
+@triton.jit
+def sel_index_scan(Offsets, stride_offsets, slots, BLOCK: tl.constexpr):
+    # Pass 2: Offsets[h, 0] = 0 and an inclusive prefix sum over the counts in place, one program per kv
+    # head: Offsets[h, s] becomes where slot s's token list starts.
+    head_kv = tl.program_id(0)
+    row = Offsets + head_kv * stride_offsets
+    tl.store(row, 0)
+    carry = tl.zeros([], dtype=tl.int32)
+    for start in range(1, slots + 1, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        ok = offs <= slots
+        counts = tl.load(row + offs, mask=ok, other=0)
+        sums = tl.cumsum(counts, 0) + carry
+        tl.store(row + offs, sums, mask=ok)
+        carry += tl.sum(counts, 0)
+
+
+@triton.jit
+def sel_index_fill(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets, Tokens,
+                   stride_is, stride_ih, stride_cs, stride_ch, stride_offsets, stride_tokens,
+                   num_seqs, total_q, total_k, max_seqlen_k, block_size, num_slots, num_groups, flags,
+                   GROUP_BLOCKS: tl.constexpr, ENTRIES: tl.constexpr):
+    # Pass 3: the same scan as pass 1, writing each matching token at its list offset; the running
+    # position is a prefix sum over the scan order, so each list comes out in token order.
+    head_kv, q_start, len_q, len_k, slot_base, owned, first_block, first_token = _index_program(
+        CuSeqlensQ, CuSeqlensK, tl.program_id(0), num_seqs, total_q, total_k, max_seqlen_k, block_size, num_groups,
+        flags, GROUP_BLOCKS)
+    if first_block >= owned:
+        return
+    blocks = first_block + tl.arange(0, GROUP_BLOCKS)
+    offsets = Offsets + head_kv * stride_offsets
+    position = tl.load(offsets + slot_base + blocks, mask=blocks < owned, other=0)
+    tokens = Tokens + head_kv.to(tl.int64) * stride_tokens
+    entries = tl.maximum(len_q - first_token, 0) * num_slots
+    for start in range(0, entries, ENTRIES):
+        entry = start + tl.arange(0, ENTRIES)
+        token, match = _index_matches(BlockIdx, BlockCnt, entry, entries, first_token, q_start, len_q, len_k,
+                                      head_kv, block_size, num_slots, stride_is, stride_ih, stride_cs, stride_ch,
+                                      flags, blocks)
+        hits = match.to(tl.int32)
+        where = position[None, :] + tl.cumsum(hits, 0) - 1
+        tl.store(tokens + where, tl.broadcast_to(token[:, None], [ENTRIES, GROUP_BLOCKS]), mask=match)
+        position += tl.sum(hits, 0)
+
+
+@triton.jit
+def sel_bwd_dkdv(Q, K, V, DOut, Lse, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, Offsets, Tokens,
+                 stride_qs, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_dos, stride_doh,
+                 stride_dks, stride_dkh, stride_dvs, stride_dvh, stride_ls, stride_lh,
+                 stride_offsets, stride_tokens,
+                 num_seqs, total_q, total_k, max_seqlen_k, heads_q, group_size, num_key_tiles, flags,
+                 qk_scale_log2, softmax_scale,
+                 HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+                 BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    # Grid: (kv head, sequence, key tile of BLOCK_N keys), kv head outermost. The program walks the
+    # token list of its tile's block, BLOCK_R (token, query head) pairs per step: pair i is query head
+    # i % G of the list's token i // G, so any group size fills the rows.
+    pid = tl.program_id(0)
+    tile = pid % num_key_tiles
+    n = (pid // num_key_tiles) % num_seqs
+    head_kv = pid // (num_key_tiles * num_seqs)
+    q_start, len_q = _sequence(CuSeqlensQ, n, total_q, flags)
+    k_start, len_k = _sequence(CuSeqlensK, n, total_k, flags)
+    len_k = tl.minimum(len_k, max_seqlen_k)
+    first_key = tile * BLOCK_N
+    if first_key >= len_k:
+        return
+    block = first_key // BLOCK_SIZE
+    offsets = Offsets + head_kv * stride_offsets + n * tl.cdiv(max_seqlen_k, BLOCK_SIZE) + block
+    list_start = tl.load(offsets)
+    pairs = (tl.load(offsets + 1) - list_start) * group_size
+    tokens = Tokens + head_kv.to(tl.int64) * stride_tokens + list_start
+
+    keys = first_key + tl.arange(0, BLOCK_N)
+    key_in = keys < len_k
+    k_start64 = k_start.to(tl.int64)
+    k_rows = (k_start64 + keys) * stride_ks + head_kv * stride_kh
+    v_rows = (k_start64 + keys) * stride_vs + head_kv * stride_vh
+    k0 = _load_rows(K, k_rows, key_in, HEAD_DIM_QK0, 0)
+    if HEAD_DIM_QK1 > 0:
+        k1 = _load_rows(K, k_rows, key_in, HEAD_DIM_QK1, HEAD_DIM_QK0)
+    v = _load_rows(V, v_rows, key_in, HEAD_DIM_V, 0)
+    dk0 = tl.zeros([BLOCK_N, HEAD_DIM_QK0], dtype=tl.float32)
+    if HEAD_DIM_QK1 > 0:
+        dk1 = tl.zeros([BLOCK_N, HEAD_DIM_QK1], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
+    offs_r = tl.arange(0, BLOCK_R)
+    diag = len_k - len_q - q_start  # key position of global query row t: t + diag
+    for start in range(0, pairs, BLOCK_R):
+        pair = start + offs_r
+        pair_ok = pair < pairs
+        token = tl.load(tokens + pair // group_size, mask=pair_ok, other=0)
+        head_q = head_kv * group_size + pair % group_size
+        token64 = token.to(tl.int64)
+        q_rows = token64 * stride_qs + head_q * stride_qh
+        q0 = _load_rows(Q, q_rows, pair_ok, HEAD_DIM_QK0, 0)
+        do = _load_rows(DOut, token64 * stride_dos + head_q * stride_doh, pair_ok, HEAD_DIM_V, 0)
+        lse = tl.load(Lse + token64 * stride_ls + head_q * stride_lh, mask=pair_ok, other=float("inf"))
+        delta = tl.load(Delta + token64 * heads_q + head_q, mask=pair_ok, other=0.0)
+        qk = tl.dot(q0, tl.trans(k0))
+        if HEAD_DIM_QK1 > 0:
+            q1 = _load_rows(Q, q_rows, pair_ok, HEAD_DIM_QK1, HEAD_DIM_QK0)
+            qk = tl.dot(q1, tl.trans(k1), qk)
+        visible = (keys[None, :] <= (token + diag)[:, None]) & key_in[None, :] & pair_ok[:, None]
+        p = tl.math.exp2(qk * qk_scale_log2 - (lse * LOG2E)[:, None])
+        p = tl.where(visible, p, 0.0)
+        dv = tl.dot(tl.trans(p.to(do.dtype)), do, dv)
+        dp = tl.dot(do, tl.trans(v))
+        ds = tl.trans((p * (dp - delta[:, None])).to(q0.dtype))
+        dk0 = tl.dot(ds, q0, dk0)
+        if HEAD_DIM_QK1 > 0:
+            dk1 = tl.dot(ds, q1, dk1)
+
+    dk_rows = (k_start64 + keys) * stride_dks + head_kv * stride_dkh
+    offs_d0 = tl.arange(0, HEAD_DIM_QK0)
+    tl.store(DK + dk_rows[:, None] + offs_d0[None, :], (dk0 * softmax_scale).to(DK.dtype.element_ty),
+             mask=key_in[:, None])
+    if HEAD_DIM_QK1 > 0:
+        offs_d1 = HEAD_DIM_QK0 + tl.arange(0, HEAD_DIM_QK1)
+        tl.store(DK + dk_rows[:, None] + offs_d1[None, :], (dk1 * softmax_scale).to(DK.dtype.element_ty),
+                 mask=key_in[:, None])
+    dv_rows = (k_start64 + keys) * stride_dvs + head_kv * stride_dvh
+    offs_dv = tl.arange(0, HEAD_DIM_V)
+    tl.store(DV + dv_rows[:, None] + offs_dv[None, :], dv.to(DV.dtype.element_ty), mask=key_in[:, None])
+
+
+@triton.jit
+def sel_check_indices(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Result,
+                      stride_is, stride_ih, stride_cs, stride_ch,
+                      num_seqs, total_q, total_k, max_seqlen_k, heads_kv, block_size, num_slots, flags,
+                      BLOCK: tl.constexpr):
+    # The debug check, one program per (token, kv head): the first problem of the row, reported by an
+    # atomic minimum on Result (int64, set to INT64_MAX by the host) of
+    # ((token * heads_kv + head) * 2^24 + slot) * 4 + code, code 1: block id out of range, 2: block
+    # listed twice, 3: count out of [0, slots]. The minimum is the first problem in token order.
+    pid = tl.program_id(0)
+    token = pid // heads_kv
+    head_kv = pid % heads_kv
+    n = _token_sequence(CuSeqlensQ, token, num_seqs, flags)
+    if n < 0:
+        return
+    _, len_k = _sequence(CuSeqlensK, n, total_k, flags)
+    num_blocks = tl.cdiv(tl.minimum(len_k, max_seqlen_k), block_size)
+    token64 = token.to(tl.int64)
+    row = BlockIdx + token64 * stride_is + head_kv * stride_ih
+    base = (token64 * heads_kv + head_kv) * 16777216
+    count = num_slots
+    if (flags & SEL_FLAG_BLOCK_CNT) != 0:
+        raw = tl.load(BlockCnt + token64 * stride_cs + head_kv * stride_ch)
+        if (raw < 0) | (raw > num_slots):
+            tl.atomic_min(Result, base * 4 + 3)
+        count = tl.minimum(tl.maximum(raw, 0), num_slots)
+    offs = tl.arange(0, BLOCK)
+    for slot in range(0, count):
+        b = tl.load(row + slot)
+        if (b < -1) | (b >= num_blocks):
+            tl.atomic_min(Result, (base + slot) * 4 + 1)
+        # A duplicate: an earlier counted slot with the same valid id.
+        duplicate = 0
+        for start in range(0, slot, BLOCK):
+            earlier = start + offs
+            seen = tl.load(row + earlier, mask=earlier < slot, other=-1)
+            duplicate += tl.sum(((seen == b) & (b >= 0)).to(tl.int32), 0)
+        if duplicate > 0:
+            tl.atomic_min(Result, (base + slot) * 4 + 2)
