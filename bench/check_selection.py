@@ -148,7 +148,7 @@ def run_case(lib, name, dtype=torch.bfloat16, lengths=((300, 300),), hq=8, hk=2,
         q0 += a
         k0 += b
     out_ref = torch.cat(outs)
-    lse_ref = torch.cat(lses)
+    lse_ref = torch.cat(lses).detach()
     out_ref.backward(dout.float())
     finite = torch.isfinite(lse_ref)
     errors["lse_inf"] = float((torch.isfinite(t["lse"]) != finite).sum())
@@ -162,7 +162,7 @@ def run_case(lib, name, dtype=torch.bfloat16, lengths=((300, 300),), hq=8, hk=2,
     return not bad
 
 
-def quick_times(lib, tokens):
+def quick_times(lib, tokens, profile=False):
     """A development aid, not the benchmark (bench_attn.py's sel rows are): aotk's selection forward and
     backward against dense causal FlashAttention-2 on the same q, k, v."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -195,6 +195,18 @@ def quick_times(lib, tokens):
         fa_bwd = lambda: torch.autograd.grad(o, (qg, kg, vg), go, retain_graph=True)
         times = {name: ba.time_ms(fn) for name, fn in (("sel_fwd", fwd), ("sel_bwd", bwd), ("fa2_fwd", fa_fwd),
                                                        ("fa2_bwd", fa_bwd))}
+    if profile:
+        from torch.profiler import ProfilerActivity, profile as torch_profile
+        for _ in range(3):
+            fwd()
+            bwd()
+        torch.cuda.synchronize()
+        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                fwd()
+                bwd()
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12))
     print(f"{tokens} tokens: " + " ".join(f"{n} {ms:.3f} ms" for n, ms in times.items())
           + f"  fwd {times['fa2_fwd'] / times['sel_fwd']:.2f}x  bwd {times['fa2_bwd'] / times['sel_bwd']:.2f}x",
           flush=True)
@@ -204,10 +216,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--time", default="", help="comma-separated token counts to time (a development aid)")
+    ap.add_argument("--profile", action="store_true", help="with --time: kernel times from torch.profiler")
+    ap.add_argument("--no-check", action="store_true")
     args = ap.parse_args()
     lib = load(args.lib)
     for tokens in [int(x) for x in args.time.split(",") if x]:
-        quick_times(lib, tokens)
+        quick_times(lib, tokens, args.profile)
+    if args.no_check:
+        return
     cases = [
         dict(name="d64 bs32 G4", hq=8, hk=2, dqk=64, dv=64, block_size=32, slots=4),
         dict(name="d128 bs64 G16", hq=32, hk=2, dqk=128, dv=128, block_size=64, slots=8, lengths=((1000, 1000),)),

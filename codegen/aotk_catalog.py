@@ -116,9 +116,13 @@ ATTN_BWD_DQ_PARAMS = (
     + [("softmax_scale", "fp32", False)] + _SCORE_SCALARS + _DROPOUT_SCALARS
 )
 
-# Selection attention (kernels/sel_attn.py). Only the aligned variant is compiled: the API requires
-# 16-byte-aligned pointers and strides that are multiples of 16 elements, which contiguous tensors with
-# the selection head dims (64, 128, 192) always have. Token strides are int64, head strides int32.
+# Selection attention (kernels/sel_attn.py). The pointers and strides are always hinted (ALWAYS): the API
+# requires 16-byte-aligned pointers and strides that are multiples of 16 elements, which contiguous
+# tensors with the selection head dims (64, 128, 192) always have. Token strides are int64, head strides
+# int32. For sel_fwd and sel_bwd_dkdv the "align" axis means something else: the aligned variant hints
+# that the group size is a multiple of 16 (bench/tune_sel_jit.py --spec, H100, the benchmark's problem
+# at 64k tokens, G = 16: the forward ran in 18.1 ms with the JIT's divisibility of group_size and 20.6
+# without it; dK/dV 13.9 and 14.7; dQ 18.0 either way, so it has no such variant).
 def _sel_strides(tensors, hinted=ALWAYS):
     return [item for t in tensors for item in ((f"stride_{t}s", "i64", hinted), (f"stride_{t}h", "i32", hinted))]
 
@@ -130,8 +134,8 @@ _SEL_INDEX_STRIDES = [("stride_is", "i64", False), ("stride_ih", "i32", False), 
 SEL_FWD_PARAMS = (
     _pointers(("Q", "K", "V", "Out"), hinted=ALWAYS) + _pointers(("Lse",), "*fp32", False) + _SEL_SEQ_POINTERS
     + _SEL_INDEX_POINTERS + _sel_strides("qkvo") + _sel_strides("l", False) + _SEL_INDEX_STRIDES
-    + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "group_size", "group_chunks", "num_slots", "flags"))
-    + [("qk_scale_log2", "fp32", False)]
+    + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k")) + [("group_size", "i32", True)]
+    + _ints(("group_chunks", "num_slots", "flags")) + [("qk_scale_log2", "fp32", False)]
 )
 SEL_BWD_DQ_PARAMS = (
     _pointers(("Q", "K", "V", "Out", "DOut"), hinted=ALWAYS) + _pointers(("Lse",), "*fp32", False)
@@ -148,19 +152,25 @@ SEL_BWD_DKDV_PARAMS = (
     + _pointers(("Offsets", "Tokens"), "*i32", ALWAYS)
     + _sel_strides(("q", "k", "v", "do", "dk", "dv")) + _sel_strides("l", False)
     + [("stride_offsets", "i32", False), ("stride_tokens", "i64", False)]
-    + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "heads_q", "group_size", "num_key_tiles", "flags"))
-    + [("qk_scale_log2", "fp32", False), ("softmax_scale", "fp32", False)]
+    + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "heads_q")) + [("group_size", "i32", True)]
+    + _ints(("num_key_tiles", "flags")) + [("qk_scale_log2", "fp32", False), ("softmax_scale", "fp32", False)]
 )
-_SEL_INDEX_SCAN_INTS = _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "block_size", "num_slots",
-                              "num_groups", "flags"))
+_SEL_INDEX_ENTRY_INTS = _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "block_size", "num_slots",
+                                "num_chunks", "search_steps", "flags"))
+SEL_INDEX_ZERO_PARAMS = _pointers(("Offsets",), "*i32", ALWAYS) + _ints(("count",))
 SEL_INDEX_COUNT_PARAMS = (
     _SEL_INDEX_POINTERS + _SEL_SEQ_POINTERS + _pointers(("Offsets",), "*i32", ALWAYS) + _SEL_INDEX_STRIDES
-    + [("stride_offsets", "i32", False)] + _SEL_INDEX_SCAN_INTS
+    + [("stride_offsets", "i32", False)] + _SEL_INDEX_ENTRY_INTS
 )
-SEL_INDEX_SCAN_PARAMS = _pointers(("Offsets",), "*i32", ALWAYS) + _ints(("stride_offsets", "slots"))
-SEL_INDEX_FILL_PARAMS = (
+SEL_INDEX_SCAN_PARAMS = _pointers(("Offsets", "Cursors"), "*i32", ALWAYS) + _ints(("stride_offsets", "slots"))
+SEL_INDEX_SCATTER_PARAMS = (
+    _SEL_INDEX_POINTERS + _SEL_SEQ_POINTERS + _pointers(("Cursors", "Tokens"), "*i32", ALWAYS) + _SEL_INDEX_STRIDES
+    + [("stride_offsets", "i32", False), ("stride_tokens", "i64", False)] + _SEL_INDEX_ENTRY_INTS
+)
+SEL_INDEX_ORDER_PARAMS = (
     _SEL_INDEX_POINTERS + _SEL_SEQ_POINTERS + _pointers(("Offsets", "Tokens"), "*i32", ALWAYS) + _SEL_INDEX_STRIDES
-    + [("stride_offsets", "i32", False), ("stride_tokens", "i64", False)] + _SEL_INDEX_SCAN_INTS
+    + [("stride_offsets", "i32", False), ("stride_tokens", "i64", False)]
+    + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "block_size", "num_slots", "flags"))
 )
 SEL_CHECK_INDICES_PARAMS = (
     _SEL_INDEX_POINTERS + _SEL_SEQ_POINTERS + _pointers(("Result",), "*i64", False) + _SEL_INDEX_STRIDES
@@ -232,19 +242,25 @@ ATTN_TUNING_EXTRAS = {
 # Selection tiles. Forward and dQ: BLOCK_G query-head rows (block_m) by one selected block (block_n =
 # the block size); a group of up to 16 heads runs in a 16-row tile, larger groups in 64-row tiles
 # (several programs when G > 64). The size key is the group size.
+# bench/tune_sel_jit.py, H100, the benchmark's problem at 64k tokens (G = 16, d = 128, block 64): the
+# 16-row tile with 2 warps ran the forward in 18.6 ms and dQ in 19.1 with 2 stages, 18.2 and 17.9 with 3
+# (4 warps: 20.0, 20.1; 8 warps: 26.7, 23.2; 1 warp: 21.6, 30.4; a 32-row tile: 28.1, 28.9).
 def _sel_group_configs(arch, dqk, block_size):
-    stages = 2 if arch == 90 or block_size * (dqk + 128) * 2 * 2 <= 64 * 1024 else 1
-    return ((1, T(16, block_size, 4, stages)), (17, T(64, block_size, 4, stages)))
+    stage_bytes = block_size * (dqk + 128) * 2
+    stages = 3 if arch == 90 and 3 * stage_bytes <= 200 * 1024 else 2 if arch == 90 or 2 * stage_bytes <= 64 * 1024 else 1
+    return ((1, T(16, block_size, 2, stages)), (17, T(64, block_size, 4, min(stages, 2))))
 
 
 # dK/dV: BLOCK_R (token, query head) pairs per step (block_m) against BLOCK_N keys (block_n, at most the
-# block size) held by the program.
+# block size) held by the program. Same script and problem: 64 x 64 with 4 warps, 13.9 ms; 8 warps 24.9;
+# 128 x 64 with 8 warps 16.1; 32 x 64 20.9; 64 x 32 20.1.
 def _sel_dkdv_config(arch, dqk, block_size):
     block_n = min(block_size, 64 if dqk <= 128 else 32)
-    return ((1, T(64, block_n, 8 if dqk > 64 else 4, 2 if arch == 90 else 1)),)
+    return ((1, T(64, block_n, 4, 2 if arch == 90 else 1)),)
 
 
-SEL_INDEX_CONFIG = T(512, 16, 4, 1)   # ENTRIES (index entries per step) x GROUP_BLOCKS
+SEL_INDEX_CONFIG = T(1024, 0, 4, 1)   # ENTRIES: index entries per program (count, scatter)
+SEL_ORDER_CONFIG = T(8192, 1024, 4, 1)  # SORT_TILE (lists sorted in registers) x ENTRIES (the long-list scan)
 SEL_SCAN_CONFIG = T(1024, 0, 4, 1)
 SEL_CHECK_CONFIG = T(64, 0, 4, 1)
 PREPROCESS_CONFIG = T(64, 0, 4, 1)
@@ -261,12 +277,14 @@ FAMILIES = {
     "attn_bwd_sink_reduce": ("attn_bwd.py", "attn_bwd_sink_reduce", ATTN_BWD_SINK_REDUCE_PARAMS, ()),
     "attn_bwd_dkdv": ("attn_bwd.py", "attn_bwd_dkdv", ATTN_BWD_DKDV_PARAMS, ("dtype", "dims", "align", "extras")),
     "attn_bwd_dq": ("attn_bwd.py", "attn_bwd_dq", ATTN_BWD_DQ_PARAMS, ("dtype", "dims", "align", "extras")),
-    "sel_fwd": ("sel_attn.py", "sel_fwd", SEL_FWD_PARAMS, ("dtype", "sel_dims", "sel_block")),
+    "sel_fwd": ("sel_attn.py", "sel_fwd", SEL_FWD_PARAMS, ("dtype", "sel_dims", "sel_block", "align")),
     "sel_bwd_dq": ("sel_attn.py", "sel_bwd_dq", SEL_BWD_DQ_PARAMS, ("dtype", "sel_dims", "sel_block")),
-    "sel_bwd_dkdv": ("sel_attn.py", "sel_bwd_dkdv", SEL_BWD_DKDV_PARAMS, ("dtype", "sel_dims", "sel_block")),
+    "sel_bwd_dkdv": ("sel_attn.py", "sel_bwd_dkdv", SEL_BWD_DKDV_PARAMS, ("dtype", "sel_dims", "sel_block", "align")),
+    "sel_index_zero": ("sel_attn.py", "sel_index_zero", SEL_INDEX_ZERO_PARAMS, ()),
     "sel_index_count": ("sel_attn.py", "sel_index_count", SEL_INDEX_COUNT_PARAMS, ()),
     "sel_index_scan": ("sel_attn.py", "sel_index_scan", SEL_INDEX_SCAN_PARAMS, ()),
-    "sel_index_fill": ("sel_attn.py", "sel_index_fill", SEL_INDEX_FILL_PARAMS, ()),
+    "sel_index_scatter": ("sel_attn.py", "sel_index_scatter", SEL_INDEX_SCATTER_PARAMS, ()),
+    "sel_index_order": ("sel_attn.py", "sel_index_order", SEL_INDEX_ORDER_PARAMS, ()),
     "sel_check_indices": ("sel_attn.py", "sel_check_indices", SEL_CHECK_INDICES_PARAMS, ()),
 }
 
@@ -283,7 +301,7 @@ class Kernel:
     dtype: str           # "" for dtype-less helpers
     head_dim_qk: int     # 0 for head-dim-less helpers
     head_dim_v: int
-    aligned: bool
+    aligned: bool        # selection: the group size is a multiple of 16 (see SEL_FWD_PARAMS)
     extras: bool         # softcap, ALiBi and dropout compiled in (sinks are in every variant)
     # Selection attention's key block size; 0 for the other families. Left out of repr (the generator's
     # cache key): the constexprs carry it, and the other families' keys stay as they were.
@@ -303,7 +321,7 @@ class Kernel:
         elif self.head_dim_v:
             parts.append(f"v{self.head_dim_v}")
         if self.block_size:
-            parts.append(f"bs{self.block_size}")
+            parts.append(f"bs{self.block_size}" + ("g16" if self.aligned else ""))
         elif self.dtype:
             parts.append("aligned" if self.aligned else "any")
         if self.extras:
@@ -317,9 +335,11 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
         return _sel_group_configs(arch, dqk, block_size)
     if family == "sel_bwd_dkdv":
         return _sel_dkdv_config(arch, dqk, block_size)
-    if family in ("sel_index_count", "sel_index_fill"):
+    if family in ("sel_index_count", "sel_index_scatter"):
         return ((1, SEL_INDEX_CONFIG),)
-    if family == "sel_index_scan":
+    if family == "sel_index_order":
+        return ((1, SEL_ORDER_CONFIG),)
+    if family in ("sel_index_scan", "sel_index_zero"):
         return ((1, SEL_SCAN_CONFIG),)
     if family == "sel_check_indices":
         return ((1, SEL_CHECK_CONFIG),)
@@ -339,7 +359,7 @@ def _constexprs(function_params, dqk, dv, config, extras, block_size=0):
               # selection: 192 = 128 + 64; the group, pair and index tiles
               "HEAD_DIM_QK0": 128 if dqk == 192 else dqk, "HEAD_DIM_QK1": 64 if dqk == 192 else 0,
               "BLOCK_G": config.block_m, "BLOCK_R": config.block_m, "BLOCK_SIZE": block_size,
-              "ENTRIES": config.block_m, "GROUP_BLOCKS": config.block_n}
+              "ENTRIES": config.block_n if config.block_n else config.block_m, "SORT_TILE": config.block_m}
     return tuple((n, values[n]) for n in function_params)
 
 
@@ -353,9 +373,11 @@ CONSTEXPRS = {
     "sel_fwd": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),
     "sel_bwd_dq": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),
     "sel_bwd_dkdv": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_R", "BLOCK_N", "BLOCK_SIZE"),
-    "sel_index_count": ("GROUP_BLOCKS", "ENTRIES"),
+    "sel_index_zero": ("BLOCK",),
+    "sel_index_count": ("ENTRIES",),
     "sel_index_scan": ("BLOCK",),
-    "sel_index_fill": ("GROUP_BLOCKS", "ENTRIES"),
+    "sel_index_scatter": ("ENTRIES",),
+    "sel_index_order": ("SORT_TILE", "ENTRIES"),
     "sel_check_indices": ("BLOCK",),
 }
 

@@ -345,8 +345,9 @@ AOTK_API aotk_status aotk_query(aotk_op op, const aotk_attn_params *params, aotk
  *   (head_dim_qk, head_dim_v) is (64, 64), (128, 128) or (192, 128).
  *   cu_seqlens_q, cu_seqlens_k   int32 [num_seqs + 1] in device memory, non-decreasing from 0 (not read
  *                   by the host); rows past the last offset are not touched.
- *   max_seqlen_k    with cu_seqlens: >= every sequence's key length (>= 1); a longer sequence is cut to
- *                   it. Ignored without cu_seqlens.
+ *   max_seqlen_k    with cu_seqlens: >= every sequence's key length (>= 1). It sizes the grids; a longer
+ *                   sequence is treated as if its len_k were max_seqlen_k (in p below too). Ignored
+ *                   without cu_seqlens.
  *   block_idx  in   int32 [total_q, heads_kv, slots]: sequence-local key block ids (block b holds keys
  *                   b*block_size .. (b+1)*block_size-1 of its sequence), in any order, -1 for an empty slot.
  *   block_cnt  in   optional int32 [total_q, heads_kv]: only slots s < block_cnt[t, h] are read (a count
@@ -372,8 +373,9 @@ AOTK_API aotk_status aotk_query(aotk_op op, const aotk_attn_params *params, aotk
  *                   in token order: no atomics, bitwise deterministic.
  *
  * Alignment: the selection kernels are compiled for 16-byte-aligned pointers and strides that are
- * multiples of 16 elements (true of contiguous tensors with these head dims); other layouts get
- * AOTK_ERROR_MISALIGNED_POINTER.
+ * multiples of 16 elements in q, k, v, out, dout, dq, dk and dv (true of contiguous tensors with these
+ * head dims); other layouts get AOTK_ERROR_MISALIGNED_POINTER. lse, block_idx, block_cnt and the
+ * cu_seqlens need only element alignment.
  */
 typedef struct aotk_sel_params {
   size_t struct_size;
@@ -406,11 +408,13 @@ typedef struct aotk_sel_params {
 AOTK_API aotk_status aotk_sel_fwd(const aotk_sel_params *params, aotk_stream stream);
 
 /*
- * The selection backward: dq, dk, dv. Five kernels on `stream`: three build the inverse index (for
- * each kv head and key block, the tokens that selected it, in token order) in the workspace, then dq
- * (which also stages delta = rowsum(dout * out)), then dk/dv. `workspace`: device memory of at least
- * the workspace_bytes aotk_sel_query(AOTK_OP_SEL_BWD) reports (about 4 * total_q * (heads_q +
- * heads_kv * slots) bytes), 16-byte aligned, not read before it is written.
+ * The selection backward: dq, dk, dv. Seven kernels on `stream`: five build the inverse index (for each
+ * kv head and key block, the tokens that selected it, in token order) in the workspace, then dq (which
+ * also stages delta = rowsum(dout * out)), then dk/dv. `workspace`: device memory of at least the
+ * workspace_bytes aotk_sel_query(AOTK_OP_SEL_BWD) reports, 16-byte aligned, not read before it is
+ * written: 4 * total_q * heads_q (delta) + 2 * 4 * heads_kv * round_up(num_seqs * ceil(max_seqlen_k /
+ * block_size) + 1, 4) (list offsets and cursors) + 4 * heads_kv * total_q * slots (the lists) bytes,
+ * each part rounded up to 16 (max_seqlen_k is total_k without cu_seqlens).
  * Statuses: as aotk_attn_bwd.
  */
 AOTK_API aotk_status aotk_sel_bwd(const aotk_sel_params *params, void *workspace, size_t workspace_bytes,
@@ -422,7 +426,7 @@ AOTK_API aotk_status aotk_sel_query(aotk_op op, const aotk_sel_params *params, a
 
 /*
  * A debug check of block_idx and block_cnt: AOTK_OK, or AOTK_ERROR_INVALID_INDICES with a message
- * naming the first offending (token, kv head, slot) in token order: a block id < -1 or >=
+ * naming the first offending (token, kv head, slot) in token order (token: the packed row of q): a block id < -1 or >=
  * ceil(len_k / block_size), a block listed twice among a row's counted slots, or a count outside
  * [0, slots]. (Blocks after a token's diagonal are not errors: the contract ignores them, and top-n
  * selection produces them for early tokens.) Needs the forward's tensors (out and lse are not read) and

@@ -13,17 +13,17 @@ Design:
   selected blocks with an online softmax. K and V are read in place, never gathered into copies.
   The grid runs kv head outermost, so the programs in flight read one head's K and V (32 MB at 64k
   tokens, d=128), which stays in the L2 cache across the random block choices of nearby tokens.
-- dK/dV is the transpose of the selection. Three small kernels build an inverse index on the device
-  (per kv head and key block: the tokens that selected it, in token order): count, prefix sum, fill.
-  One program then owns each key block (BLOCK_N keys of it) and walks its token list, BLOCK_R (token,
-  query head) pairs at a time. No atomics anywhere, and a fixed order, so the gradients are bitwise
-  deterministic.
+- dK/dV is the transpose of the selection. Five small kernels build an inverse index on the device
+  (per kv head and key block: the tokens that selected it, in token order): zero, count, prefix sum,
+  scatter, order. Counting and scattering use integer atomics, whose results are exact; the order
+  pass sorts each list, so the index comes out the same on every run. One program then owns each key
+  block (BLOCK_N keys of it) and walks its token list, BLOCK_R (token, query head) pairs at a time,
+  with no atomics: the gradients are bitwise deterministic.
 - Index slots are numbered n * ceil(max_seqlen_k / block_size) + b per kv head, so the index's size
   and every write into it follow from the host's sizes, not from cu_seqlens' values.
-- The index kernels find a block's tokens by scanning the index rows of every token that could select
-  it (those at or after the block), GROUP_BLOCKS blocks per program: integer work of order
-  len_q^2 * slots / (block_size * 2) per kv head, and no extra memory. At 64k tokens this is small
-  against the attention (measured in bench/); it is quadratic, so very long sequences pay more.
+- The index costs work linear in the index entries (total_q * slots per kv head), except for lists
+  longer than the order pass's sort tile, which are rewritten by scanning the tokens that could have
+  selected them (see sel_index_order).
 - head_dim_qk 192 runs as 128 + 64 (two dots), not padded to 256.
 
 The kernel module is free of torch and of driver calls: it is imported on a machine with no GPU.
@@ -252,74 +252,79 @@ def sel_bwd_dq(Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, Block
 
 
 @triton.jit
-def _index_program(CuSeqlensQ, CuSeqlensK, pid, num_seqs, total_q, total_k, max_seqlen_k, block_size, num_groups,
-                   flags, GROUP_BLOCKS: tl.constexpr):
-    """What one index program covers: kv head, sequence, the first of its GROUP_BLOCKS blocks, where the
-    sequence's index slots start (slot n * blocks_per_seq + b for block b: every slot of every sequence
-    is some program's, whatever cu_seqlens holds), and the tokens that can select these blocks."""
-    group = pid % num_groups
-    n = (pid // num_groups) % num_seqs
-    head_kv = pid // (num_groups * num_seqs)
-    q_start, len_q = _sequence(CuSeqlensQ, n, total_q, flags)
-    k_start, len_k = _sequence(CuSeqlensK, n, total_k, flags)
-    len_k = tl.minimum(len_k, max_seqlen_k)
-    blocks_per_seq = tl.cdiv(max_seqlen_k, block_size)
-    first_block = group * GROUP_BLOCKS
-    # Tokens at key position >= first_block * block_size can select these blocks; earlier ones cannot.
-    first_token = tl.maximum(first_block * block_size - (len_k - len_q), 0)
-    return head_kv, q_start, len_q, len_k, n * blocks_per_seq, blocks_per_seq, first_block, first_token
-
-
-@triton.jit
-def _index_matches(BlockIdx, BlockCnt, entry, entries, first_token, q_start, len_q, len_k, head_kv, block_size,
-                   num_slots, stride_is, stride_ih, stride_cs, stride_ch, flags, blocks):
-    """For index entries (token-major, then slot) of the scan: the token, and which of `blocks` the
-    entry validly selects ([entries, GROUP_BLOCKS] booleans)."""
-    ok = entry < entries
-    local = first_token + entry // num_slots
+def _entry_slots(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, entry, head_kv, num_seqs, total_q, total_k,
+                 max_seqlen_k, block_size, num_slots, search_steps, stride_is, stride_ih, stride_cs, stride_ch, flags):
+    """For packed index entries (token-major, then slot) of one kv head: each entry's token, and the
+    index slot of the block it validly selects (-1: none). Index slot n * ceil(max_seqlen_k /
+    block_size) + b is sequence n's block b."""
+    token = entry // num_slots
     slot = entry % num_slots
-    token64 = (q_start + local).to(tl.int64)
+    ok = token < total_q
+    token64 = token.to(tl.int64)
     b = tl.load(BlockIdx + token64 * stride_is + head_kv * stride_ih + slot, mask=ok, other=-1)
     if (flags & SEL_FLAG_BLOCK_CNT) != 0:
         count = tl.load(BlockCnt + token64 * stride_cs + head_kv * stride_ch, mask=ok, other=0)
         b = tl.where(slot < count, b, -1)
-    position = local + len_k - len_q
-    valid = (b >= 0) & (b < tl.cdiv(len_k, block_size)) & (b * block_size <= position)
-    b = tl.where(valid, b, -1)
-    return q_start + local, b[:, None] == blocks[None, :]
+    n = token * 0
+    q_start = token * 0
+    len_q = q_start + total_q
+    len_k = q_start + total_k
+    if (flags & SEL_FLAG_VARLEN) != 0:
+        # Each entry's sequence: a binary search on cu_seqlens_q, cu[lo] <= token < cu[hi].
+        lo = token * 0
+        hi = lo + num_seqs
+        for _ in range(0, search_steps):
+            active = hi - lo > 1
+            mid = (lo + hi) // 2
+            go = tl.load(CuSeqlensQ + mid, mask=ok & active, other=0) <= token
+            lo = tl.where(active & go, mid, lo)
+            hi = tl.where(active & ~go, mid, hi)
+        n = lo
+        q_start = tl.load(CuSeqlensQ + n, mask=ok, other=0)
+        len_q = tl.load(CuSeqlensQ + n + 1, mask=ok, other=0) - q_start
+        ok = ok & (token < tl.load(CuSeqlensQ + num_seqs))  # rows past the last sequence select nothing
+        k_start = tl.load(CuSeqlensK + n, mask=ok, other=0)
+        len_k = tl.load(CuSeqlensK + n + 1, mask=ok, other=0) - k_start
+    len_k = tl.minimum(len_k, max_seqlen_k)
+    position = token - q_start + len_k - len_q
+    valid = ok & (b >= 0) & (b < tl.cdiv(len_k, block_size)) & (b * block_size <= position)
+    return token, tl.where(valid, n * tl.cdiv(max_seqlen_k, block_size) + b, -1)
+
+
+@triton.jit
+def sel_index_zero(Offsets, count, BLOCK: tl.constexpr):
+    # Pass 0 of the inverse index: the counts start at 0.
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Offsets + offs, tl.zeros([BLOCK], dtype=tl.int32), mask=offs < count)
 
 
 @triton.jit
 def sel_index_count(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets,
                     stride_is, stride_ih, stride_cs, stride_ch, stride_offsets,
-                    num_seqs, total_q, total_k, max_seqlen_k, block_size, num_slots, num_groups, flags,
-                    GROUP_BLOCKS: tl.constexpr, ENTRIES: tl.constexpr):
-    # Pass 1 of the inverse index: how many tokens select each block, into Offsets[h, slot + 1] (the
-    # prefix sum then turns these counts into list offsets in place). Every slot is written, 0 for
-    # blocks past the sequence's last, so the prefix sum reads no stale memory.
-    head_kv, q_start, len_q, len_k, slot_base, owned, first_block, first_token = _index_program(
-        CuSeqlensQ, CuSeqlensK, tl.program_id(0), num_seqs, total_q, total_k, max_seqlen_k, block_size, num_groups,
-        flags, GROUP_BLOCKS)
-    if first_block >= owned:
-        return
-    blocks = first_block + tl.arange(0, GROUP_BLOCKS)
-    entries = tl.maximum(len_q - first_token, 0) * num_slots
-    counts = tl.zeros([GROUP_BLOCKS], dtype=tl.int32)
-    for start in range(0, entries, ENTRIES):
-        entry = start + tl.arange(0, ENTRIES)
-        _, match = _index_matches(BlockIdx, BlockCnt, entry, entries, first_token, q_start, len_q, len_k, head_kv,
-                                  block_size, num_slots, stride_is, stride_ih, stride_cs, stride_ch, flags, blocks)
-        counts += tl.sum(match.to(tl.int32), 0)
-    tl.store(Offsets + head_kv * stride_offsets + slot_base + blocks + 1, counts, mask=blocks < owned)
+                    num_seqs, total_q, total_k, max_seqlen_k, block_size, num_slots, num_chunks, search_steps, flags,
+                    ENTRIES: tl.constexpr):
+    # Pass 1: how many tokens select each block, into Offsets[h, slot + 1], one program per ENTRIES
+    # index entries of one kv head. Integer atomics: the counts come out exact whatever the order.
+    pid = tl.program_id(0)
+    head_kv = pid // num_chunks
+    entry = (pid % num_chunks) * ENTRIES + tl.arange(0, ENTRIES)
+    _, slot = _entry_slots(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, entry, head_kv, num_seqs, total_q, total_k,
+                           max_seqlen_k, block_size, num_slots, search_steps, stride_is, stride_ih, stride_cs,
+                           stride_ch, flags)
+    tl.atomic_add(Offsets + head_kv * stride_offsets + slot + 1, tl.full([ENTRIES], 1, tl.int32), mask=slot >= 0,
+                  sem="relaxed")
 
 
 @triton.jit
-def sel_index_scan(Offsets, stride_offsets, slots, BLOCK: tl.constexpr):
-    # Pass 2: Offsets[h, 0] = 0 and an inclusive prefix sum over the counts in place, one program per kv
-    # head: Offsets[h, s] becomes where slot s's token list starts.
+def sel_index_scan(Offsets, Cursors, stride_offsets, slots, BLOCK: tl.constexpr):
+    # Pass 2: an inclusive prefix sum over the counts in place, one program per kv head: Offsets[h, s]
+    # becomes where slot s's token list starts (Offsets[h, slots] the total), and Cursors[h, s] a copy
+    # of it for the scatter to advance.
     head_kv = tl.program_id(0)
     row = Offsets + head_kv * stride_offsets
+    cursors = Cursors + head_kv * stride_offsets
     tl.store(row, 0)
+    tl.store(cursors, 0)
     carry = tl.zeros([], dtype=tl.int32)
     for start in range(1, slots + 1, BLOCK):
         offs = start + tl.arange(0, BLOCK)
@@ -327,35 +332,89 @@ def sel_index_scan(Offsets, stride_offsets, slots, BLOCK: tl.constexpr):
         counts = tl.load(row + offs, mask=ok, other=0)
         sums = tl.cumsum(counts, 0) + carry
         tl.store(row + offs, sums, mask=ok)
+        tl.store(cursors + offs, sums, mask=offs < slots)
         carry += tl.sum(counts, 0)
 
 
 @triton.jit
-def sel_index_fill(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets, Tokens,
-                   stride_is, stride_ih, stride_cs, stride_ch, stride_offsets, stride_tokens,
-                   num_seqs, total_q, total_k, max_seqlen_k, block_size, num_slots, num_groups, flags,
-                   GROUP_BLOCKS: tl.constexpr, ENTRIES: tl.constexpr):
-    # Pass 3: the same scan as pass 1, writing each matching token at its list offset; the running
-    # position is a prefix sum over the scan order, so each list comes out in token order.
-    head_kv, q_start, len_q, len_k, slot_base, owned, first_block, first_token = _index_program(
-        CuSeqlensQ, CuSeqlensK, tl.program_id(0), num_seqs, total_q, total_k, max_seqlen_k, block_size, num_groups,
-        flags, GROUP_BLOCKS)
-    if first_block >= owned:
+def sel_index_scatter(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Cursors, Tokens,
+                      stride_is, stride_ih, stride_cs, stride_ch, stride_offsets, stride_tokens,
+                      num_seqs, total_q, total_k, max_seqlen_k, block_size, num_slots, num_chunks, search_steps,
+                      flags, ENTRIES: tl.constexpr):
+    # Pass 3: each selecting token into its block's list, at a position claimed with an integer atomic.
+    # The lists then hold the right tokens in an arbitrary order; pass 4 sorts them.
+    pid = tl.program_id(0)
+    head_kv = pid // num_chunks
+    entry = (pid % num_chunks) * ENTRIES + tl.arange(0, ENTRIES)
+    token, slot = _entry_slots(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, entry, head_kv, num_seqs, total_q,
+                               total_k, max_seqlen_k, block_size, num_slots, search_steps, stride_is, stride_ih,
+                               stride_cs, stride_ch, flags)
+    hit = slot >= 0
+    where = tl.atomic_add(Cursors + head_kv * stride_offsets + slot, tl.full([ENTRIES], 1, tl.int32), mask=hit,
+                          sem="relaxed")
+    tl.store(Tokens + head_kv.to(tl.int64) * stride_tokens + where, token, mask=hit)
+
+
+@triton.jit
+def _sort_list(tokens, length, TILE: tl.constexpr):
+    offs = tl.arange(0, TILE)
+    values = tl.load(tokens + offs, mask=offs < length, other=2147483647)
+    tl.store(tokens + offs, tl.sort(values), mask=offs < length)
+
+
+@triton.jit
+def sel_index_order(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets, Tokens,
+                    stride_is, stride_ih, stride_cs, stride_ch, stride_offsets, stride_tokens,
+                    num_seqs, total_q, total_k, max_seqlen_k, block_size, num_slots, flags,
+                    SORT_TILE: tl.constexpr, ENTRIES: tl.constexpr):
+    # Pass 4: each list into token order, one program per (kv head, sequence, block), so that dK/dV
+    # sum in a fixed order (bitwise deterministic). A list of up to SORT_TILE tokens is sorted in
+    # registers. A longer one (a block most tokens select, like NSA's always-selected first block) is
+    # rewritten by scanning the index rows of the tokens that could select it, in order: work of the
+    # sequence's length times the slots, for those blocks only.
+    pid = tl.program_id(0)
+    blocks_per_seq = tl.cdiv(max_seqlen_k, block_size)
+    block = pid % blocks_per_seq
+    n = (pid // blocks_per_seq) % num_seqs
+    head_kv = pid // (blocks_per_seq * num_seqs)
+    offsets = Offsets + head_kv * stride_offsets + n * blocks_per_seq + block
+    start = tl.load(offsets)
+    length = tl.load(offsets + 1) - start
+    tokens = Tokens + head_kv.to(tl.int64) * stride_tokens + start
+    if length <= 1:
         return
-    blocks = first_block + tl.arange(0, GROUP_BLOCKS)
-    offsets = Offsets + head_kv * stride_offsets
-    position = tl.load(offsets + slot_base + blocks, mask=blocks < owned, other=0)
-    tokens = Tokens + head_kv.to(tl.int64) * stride_tokens
-    entries = tl.maximum(len_q - first_token, 0) * num_slots
-    for start in range(0, entries, ENTRIES):
-        entry = start + tl.arange(0, ENTRIES)
-        token, match = _index_matches(BlockIdx, BlockCnt, entry, entries, first_token, q_start, len_q, len_k,
-                                      head_kv, block_size, num_slots, stride_is, stride_ih, stride_cs, stride_ch,
-                                      flags, blocks)
-        hits = match.to(tl.int32)
-        where = position[None, :] + tl.cumsum(hits, 0) - 1
-        tl.store(tokens + where, tl.broadcast_to(token[:, None], [ENTRIES, GROUP_BLOCKS]), mask=match)
-        position += tl.sum(hits, 0)
+    # Sorting costs grow with the tile, not the list: the smallest tile that holds it. (One 8192 tile for
+    # every list took 6.0 ms at the benchmark's 64k tokens, where the average list has ~1000 tokens.)
+    if length <= SORT_TILE // 8:
+        _sort_list(tokens, length, SORT_TILE // 8)
+    elif length <= SORT_TILE // 4:
+        _sort_list(tokens, length, SORT_TILE // 4)
+    elif length <= SORT_TILE // 2:
+        _sort_list(tokens, length, SORT_TILE // 2)
+    elif length <= SORT_TILE:
+        _sort_list(tokens, length, SORT_TILE)
+    else:
+        q_start, len_q = _sequence(CuSeqlensQ, n, total_q, flags)
+        k_start, len_k = _sequence(CuSeqlensK, n, total_k, flags)
+        len_k = tl.minimum(len_k, max_seqlen_k)
+        first_token = tl.maximum(block * block_size - (len_k - len_q), 0)
+        entries = tl.maximum(len_q - first_token, 0) * num_slots
+        written = tl.zeros([], dtype=tl.int32)
+        for chunk in range(0, entries, ENTRIES):
+            entry = chunk + tl.arange(0, ENTRIES)
+            ok = entry < entries
+            local = first_token + entry // num_slots
+            slot = entry % num_slots
+            token64 = (q_start + local).to(tl.int64)
+            b = tl.load(BlockIdx + token64 * stride_is + head_kv * stride_ih + slot, mask=ok, other=-1)
+            if (flags & SEL_FLAG_BLOCK_CNT) != 0:
+                count = tl.load(BlockCnt + token64 * stride_cs + head_kv * stride_ch, mask=ok, other=0)
+                b = tl.where(slot < count, b, -1)
+            # b == block is valid here: the block exists and starts at or before these tokens' positions.
+            hit = (b == block).to(tl.int32)
+            where = written + tl.cumsum(hit, 0) - 1
+            tl.store(tokens + where, q_start + local, mask=(hit > 0) & (where < length))
+            written += tl.sum(hit, 0)
 
 
 @triton.jit

@@ -22,8 +22,10 @@ enum {
   AOTK__FAMILY_SEL_BWD_DKDV = 9,
   AOTK__FAMILY_SEL_INDEX_COUNT = 10,
   AOTK__FAMILY_SEL_INDEX_SCAN = 11,
-  AOTK__FAMILY_SEL_INDEX_FILL = 12,
+  AOTK__FAMILY_SEL_INDEX_SCATTER = 12,
   AOTK__FAMILY_SEL_CHECK_INDICES = 13,
+  AOTK__FAMILY_SEL_INDEX_ZERO = 14,
+  AOTK__FAMILY_SEL_INDEX_ORDER = 15,
 };
 
 /* One embedded image: xz-compressed bytes, and the FNV-1a 64 hash of the decompressed image, checked

@@ -2,7 +2,8 @@
  *
  * As for dense attention, a call validates everything before it touches the driver, so a bad argument
  * gets the same status with or without a GPU and nothing is launched or written. The kernels are in
- * kernels/sel_attn.py; the backward's workspace holds delta and the inverse (block -> tokens) index. */
+ * kernels/sel_attn.py; the backward's workspace holds delta and the inverse (block -> tokens) index,
+ * which five small kernels build before dQ and dK/dV run. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -197,7 +198,7 @@ static aotk_status sel_validate(const aotk_sel_params *caller_params, int backwa
   if (total_q > INT32_MAX - 256 || total_k > INT32_MAX - 256 || num_seqs > INT32_MAX ||
       __builtin_mul_overflow(total_q * slots, group_size, &pairs) || pairs > INT32_MAX ||
       __builtin_mul_overflow(num_seqs, ceil_div(max_seqlen_k, params->block_size), &index_slots) ||
-      index_slots > INT32_MAX - 8 || __builtin_mul_overflow(total_q, heads_q, &grid) || grid > INT32_MAX ||
+      index_slots > INT32_MAX - 8 || index_slots * heads_kv > INT32_MAX || __builtin_mul_overflow(total_q, heads_q, &grid) || grid > INT32_MAX ||
       __builtin_mul_overflow(num_seqs * heads_kv, ceil_div(max_seqlen_k, 32), &grid) || grid > INT32_MAX) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
                       "total_q = %lld, total_k = %lld, slots = %lld, group size %lld, %lld sequences of up to %lld "
@@ -251,9 +252,10 @@ static aotk_status sel_validate(const aotk_sel_params *caller_params, int backwa
 }
 
 /* --- the workspace -------------------------------------------------------------------------------
- * delta  fp32 [total_q, heads_q]                         rowsum(dO * O), staged by the dQ pass
+ * delta   fp32 [total_q, heads_q]                        rowsum(dO * O), staged by the dQ pass
  * offsets int32 [heads_kv, offsets_stride]               per index slot, where its token list starts
- * tokens int32 [heads_kv, total_q * slots]               the lists, each in token order
+ * cursors int32 [heads_kv, offsets_stride]               the scatter pass's next free position per slot
+ * tokens  int32 [heads_kv, total_q * slots]              the lists, each in token order
  * Index slot n * ceil(max_seqlen_k / block_size) + b is sequence n's block b. Each part starts
  * 16-byte aligned. */
 static size_t round16(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
@@ -264,7 +266,7 @@ static size_t offsets_bytes(const sel_problem *p) {
   return round16((size_t)(p->heads_kv * offsets_stride(p)) * sizeof(int32_t));
 }
 static size_t bwd_workspace_bytes(const sel_problem *p) {
-  return delta_bytes(p) + offsets_bytes(p) + (size_t)(p->heads_kv * p->total_q * p->slots) * sizeof(int32_t);
+  return delta_bytes(p) + 2 * offsets_bytes(p) + (size_t)(p->heads_kv * p->total_q * p->slots) * sizeof(int32_t);
 }
 #define CHECK_WORKSPACE_BYTES 16
 
@@ -294,8 +296,12 @@ static const char *sel_family_name(int family) {
       return "sel_index_count";
     case AOTK__FAMILY_SEL_INDEX_SCAN:
       return "sel_index_scan";
-    case AOTK__FAMILY_SEL_INDEX_FILL:
-      return "sel_index_fill";
+    case AOTK__FAMILY_SEL_INDEX_SCATTER:
+      return "sel_index_scatter";
+    case AOTK__FAMILY_SEL_INDEX_ZERO:
+      return "sel_index_zero";
+    case AOTK__FAMILY_SEL_INDEX_ORDER:
+      return "sel_index_order";
     case AOTK__FAMILY_SEL_CHECK_INDICES:
       return "sel_check_indices";
   }
@@ -311,10 +317,13 @@ static aotk_status choose_sel_kernel(int family, const sel_problem *p, const aot
   if (status != AOTK_OK) return status;
   const int helper = family != AOTK__FAMILY_SEL_FWD && family != AOTK__FAMILY_SEL_BWD_DQ &&
                      family != AOTK__FAMILY_SEL_BWD_DKDV;
+  /* The forward's and dK/dV's aligned variant assumes a group size that is a multiple of 16. */
+  const int aligned = (family == AOTK__FAMILY_SEL_FWD || family == AOTK__FAMILY_SEL_BWD_DKDV) &&
+                      p->group_size % 16 == 0;
   int best = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->family != family || e->arch != arch) continue;
+    if (e->family != family || e->arch != arch || e->aligned != aligned) continue;
     if (!helper && (e->dtype != (int)p->dtype || e->head_dim_qk != p->head_dim_qk || e->head_dim_v != p->head_dim_v ||
                     e->block_size != p->block_size)) {
       continue;
@@ -324,9 +333,10 @@ static aotk_status choose_sel_kernel(int family, const sel_problem *p, const aot
   }
   if (best < 0) {
     return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT,
-                      "no sm_%d %s kernel for %s, head dims %lld/%lld, block size %d in this build%s%s%s", arch,
-                      sel_family_name(family), aotk__dtype_name(p->dtype), (long long)p->head_dim_qk,
-                      (long long)p->head_dim_v, (int)p->block_size, aotk__kernel_filter[0] ? " (built with the filter " : "",
+                      "no sm_%d %s kernel for %s, head dims %lld/%lld, block size %d, group size %lld in this build%s%s%s",
+                      arch, sel_family_name(family), aotk__dtype_name(p->dtype), (long long)p->head_dim_qk,
+                      (long long)p->head_dim_v, (int)p->block_size, (long long)p->group_size,
+                      aotk__kernel_filter[0] ? " (built with the filter " : "",
                       aotk__kernel_filter, aotk__kernel_filter[0] ? ")" : "");
   }
   const aotk__kernel_entry *e = &aotk__kernel_table[best];
@@ -342,7 +352,7 @@ static aotk_status choose_sel_kernel(int family, const sel_problem *p, const aot
   return AOTK_OK;
 }
 
-enum { PLAN_FWD, PLAN_COUNT, PLAN_SCAN, PLAN_FILL, PLAN_DQ, PLAN_DKDV, PLAN_ROWS };
+enum { PLAN_FWD, PLAN_ZERO, PLAN_COUNT, PLAN_SCAN, PLAN_SCATTER, PLAN_ORDER, PLAN_DQ, PLAN_DKDV, PLAN_ROWS };
 
 typedef struct sel_plan {
   aotk__device_info device;
@@ -356,10 +366,15 @@ static aotk_status plan_sel(const sel_problem *p, sel_plan *plan) {
   if (status != AOTK_OK) return status;
   if ((status = aotk__current_device(plan->driver, &plan->device)) != AOTK_OK) return status;
   if (!p->backward) return choose_sel_kernel(AOTK__FAMILY_SEL_FWD, p, &plan->device, &plan->rows[PLAN_FWD], &plan->kind);
-  static const int families[PLAN_ROWS] = {0, AOTK__FAMILY_SEL_INDEX_COUNT, AOTK__FAMILY_SEL_INDEX_SCAN,
-                                          AOTK__FAMILY_SEL_INDEX_FILL, AOTK__FAMILY_SEL_BWD_DQ,
+  static const int families[PLAN_ROWS] = {0,
+                                          AOTK__FAMILY_SEL_INDEX_ZERO,
+                                          AOTK__FAMILY_SEL_INDEX_COUNT,
+                                          AOTK__FAMILY_SEL_INDEX_SCAN,
+                                          AOTK__FAMILY_SEL_INDEX_SCATTER,
+                                          AOTK__FAMILY_SEL_INDEX_ORDER,
+                                          AOTK__FAMILY_SEL_BWD_DQ,
                                           AOTK__FAMILY_SEL_BWD_DKDV};
-  for (int i = PLAN_COUNT; i < PLAN_ROWS; i++) {
+  for (int i = PLAN_ZERO; i < PLAN_ROWS; i++) {
     if ((status = choose_sel_kernel(families[i], p, &plan->device, &plan->rows[i], &plan->kind)) != AOTK_OK) {
       return status;
     }
@@ -377,9 +392,11 @@ static const char sel_bwd_dq_param_kinds[] = "ppppppp" "p" "pp" "pp" PACKED PACK
                                              "lili" "iiiiiiiii" "ff";
 static const char sel_bwd_dkdv_param_kinds[] = "pppppppp" "pp" "pp" PACKED PACKED PACKED PACKED PACKED PACKED PACKED
                                                "il" "iiiiiiii" "ff";
-static const char sel_index_count_param_kinds[] = "pp" "pp" "p" "lili" "i" "iiiiiiii";
-static const char sel_index_scan_param_kinds[] = "p" "ii";
-static const char sel_index_fill_param_kinds[] = "pp" "pp" "pp" "lili" "il" "iiiiiiii";
+static const char sel_index_zero_param_kinds[] = "p" "i";
+static const char sel_index_count_param_kinds[] = "pp" "pp" "p" "lili" "i" "iiiiiiiii";
+static const char sel_index_scan_param_kinds[] = "pp" "ii";
+static const char sel_index_scatter_param_kinds[] = "pp" "pp" "pp" "lili" "il" "iiiiiiiii";
+static const char sel_index_order_param_kinds[] = "pp" "pp" "pp" "lili" "il" "iiiiiii";
 static const char sel_check_indices_param_kinds[] = "pp" "pp" "p" "lili" "iiiiiiii";
 #undef PACKED
 
@@ -464,15 +481,16 @@ static aotk_status launch_sel_fwd(const aotk_sel_params *params, const sel_probl
 static aotk_status launch_sel_bwd(const aotk_sel_params *params, const sel_problem *p, const sel_plan *plan,
                                   void *workspace, aotk_stream stream) {
   const char *const kinds[PLAN_ROWS] = {NULL,
+                                        sel_index_zero_param_kinds,
                                         sel_index_count_param_kinds,
                                         sel_index_scan_param_kinds,
-                                        sel_index_fill_param_kinds,
+                                        sel_index_scatter_param_kinds,
+                                        sel_index_order_param_kinds,
                                         sel_bwd_dq_param_kinds,
                                         sel_bwd_dkdv_param_kinds};
   CUkernel kernels[PLAN_ROWS];
-  aotk_status status = aotk__load_rows(plan->driver, plan->rows + PLAN_COUNT, kinds + PLAN_COUNT,
-                                       PLAN_ROWS - PLAN_COUNT, plan->kind, plan->device.device,
-                                       kernels + PLAN_COUNT);
+  aotk_status status = aotk__load_rows(plan->driver, plan->rows + PLAN_ZERO, kinds + PLAN_ZERO, PLAN_ROWS - PLAN_ZERO,
+                                       plan->kind, plan->device.device, kernels + PLAN_ZERO);
   if (status != AOTK_OK) return status;
   common_args a = make_common(params, p);
   packed q = pack(&params->q), k = pack(&params->k), v = pack(&params->v), o = pack(&params->out);
@@ -480,36 +498,63 @@ static aotk_status launch_sel_bwd(const aotk_sel_params *params, const sel_probl
   packed dv = pack(&params->dv);
   CUdeviceptr delta = (CUdeviceptr)(uintptr_t)workspace;
   CUdeviceptr offsets = delta + delta_bytes(p);
-  CUdeviceptr tokens = offsets + offsets_bytes(p);
+  CUdeviceptr cursors = offsets + offsets_bytes(p);
+  CUdeviceptr tokens = cursors + offsets_bytes(p);
   int32_t stride_offsets = (int32_t)offsets_stride(p);
   int64_t stride_tokens = p->total_q * p->slots;
-  const int64_t blocks_per_seq = ceil_div(p->max_seqlen_k, p->block_size);
+  /* The packed-token binary search of the count and scatter passes: steps enough for num_seqs. */
+  int32_t search_steps = 1;
+  while (((int64_t)1 << search_steps) < p->num_seqs) search_steps++;
 
-  /* The inverse index: count, prefix sum, fill. */
+  /* The inverse index: zero, count, prefix sum, scatter, order. */
+  const aotk__kernel_entry *zero_entry = &aotk__kernel_table[plan->rows[PLAN_ZERO]];
+  int32_t zero_count = (int32_t)(p->heads_kv * offsets_stride(p));
+  void *zero_args[] = {&offsets, &zero_count};
+  _Static_assert(sizeof zero_args / sizeof zero_args[0] == sizeof sel_index_zero_param_kinds - 1, "one per parameter");
+  if ((status = aotk__launch_row(plan->driver, plan->rows[PLAN_ZERO], kernels[PLAN_ZERO], 2, zero_args,
+                                 ceil_div(zero_count, zero_entry->block_m), stream)) != AOTK_OK) {
+    return status;
+  }
   const aotk__kernel_entry *count_entry = &aotk__kernel_table[plan->rows[PLAN_COUNT]];
-  int32_t groups = (int32_t)ceil_div(blocks_per_seq, count_entry->block_n);
+  int32_t entry_chunks = (int32_t)ceil_div(p->total_q * p->slots, count_entry->block_m);
   void *count_args[] = {PTR(a.block_idx), PTR(a.block_cnt), &a.cu_seqlens_q, &a.cu_seqlens_k, &offsets,
                         STRIDES(a.block_idx), STRIDES(a.block_cnt), &stride_offsets, &a.num_seqs, &a.total_q,
-                        &a.total_k, &a.max_seqlen_k, &a.block_size, &a.slots, &groups, &a.flags};
+                        &a.total_k, &a.max_seqlen_k, &a.block_size, &a.slots, &entry_chunks, &search_steps, &a.flags};
   _Static_assert(sizeof count_args / sizeof count_args[0] == sizeof sel_index_count_param_kinds - 1, "one per parameter");
-  const int64_t index_grid = p->heads_kv * p->num_seqs * groups;
   if ((status = aotk__launch_row(plan->driver, plan->rows[PLAN_COUNT], kernels[PLAN_COUNT],
-                                 sizeof count_args / sizeof count_args[0], count_args, index_grid, stream)) != AOTK_OK) {
+                                 sizeof count_args / sizeof count_args[0], count_args, p->heads_kv * entry_chunks, stream)) !=
+      AOTK_OK) {
     return status;
   }
   int32_t slots_total = (int32_t)index_slots(p);
-  void *scan_args[] = {&offsets, &stride_offsets, &slots_total};
+  void *scan_args[] = {&offsets, &cursors, &stride_offsets, &slots_total};
   _Static_assert(sizeof scan_args / sizeof scan_args[0] == sizeof sel_index_scan_param_kinds - 1, "one per parameter");
-  if ((status = aotk__launch_row(plan->driver, plan->rows[PLAN_SCAN], kernels[PLAN_SCAN], 3, scan_args, p->heads_kv,
+  if ((status = aotk__launch_row(plan->driver, plan->rows[PLAN_SCAN], kernels[PLAN_SCAN], 4, scan_args, p->heads_kv,
                                  stream)) != AOTK_OK) {
     return status;
   }
-  void *fill_args[] = {PTR(a.block_idx), PTR(a.block_cnt), &a.cu_seqlens_q, &a.cu_seqlens_k, &offsets, &tokens,
-                       STRIDES(a.block_idx), STRIDES(a.block_cnt), &stride_offsets, &stride_tokens, &a.num_seqs,
-                       &a.total_q, &a.total_k, &a.max_seqlen_k, &a.block_size, &a.slots, &groups, &a.flags};
-  _Static_assert(sizeof fill_args / sizeof fill_args[0] == sizeof sel_index_fill_param_kinds - 1, "one per parameter");
-  if ((status = aotk__launch_row(plan->driver, plan->rows[PLAN_FILL], kernels[PLAN_FILL],
-                                 sizeof fill_args / sizeof fill_args[0], fill_args, index_grid, stream)) != AOTK_OK) {
+  if (aotk__kernel_table[plan->rows[PLAN_SCATTER]].block_m != count_entry->block_m) {
+    return aotk__fail(AOTK_ERROR_INTERNAL, "the index count and scatter passes disagree on their chunk size");
+  }
+  void *scatter_args[] = {PTR(a.block_idx), PTR(a.block_cnt), &a.cu_seqlens_q, &a.cu_seqlens_k, &cursors, &tokens,
+                          STRIDES(a.block_idx), STRIDES(a.block_cnt), &stride_offsets, &stride_tokens, &a.num_seqs,
+                          &a.total_q, &a.total_k, &a.max_seqlen_k, &a.block_size, &a.slots, &entry_chunks, &search_steps,
+                          &a.flags};
+  _Static_assert(sizeof scatter_args / sizeof scatter_args[0] == sizeof sel_index_scatter_param_kinds - 1,
+                 "one per parameter");
+  if ((status = aotk__launch_row(plan->driver, plan->rows[PLAN_SCATTER], kernels[PLAN_SCATTER],
+                                 sizeof scatter_args / sizeof scatter_args[0], scatter_args, p->heads_kv * entry_chunks,
+                                 stream)) != AOTK_OK) {
+    return status;
+  }
+  void *order_args[] = {PTR(a.block_idx), PTR(a.block_cnt), &a.cu_seqlens_q, &a.cu_seqlens_k, &offsets, &tokens,
+                        STRIDES(a.block_idx), STRIDES(a.block_cnt), &stride_offsets, &stride_tokens, &a.num_seqs,
+                        &a.total_q, &a.total_k, &a.max_seqlen_k, &a.block_size, &a.slots, &a.flags};
+  _Static_assert(sizeof order_args / sizeof order_args[0] == sizeof sel_index_order_param_kinds - 1,
+                 "one per parameter");
+  if ((status = aotk__launch_row(plan->driver, plan->rows[PLAN_ORDER], kernels[PLAN_ORDER],
+                                 sizeof order_args / sizeof order_args[0], order_args, p->heads_kv * index_slots(p),
+                                 stream)) != AOTK_OK) {
     return status;
   }
 
@@ -588,7 +633,7 @@ aotk_status aotk_sel_query(aotk_op op, const aotk_sel_params *caller_params, aot
     aotk__fill_info(e, plan.kind, fwd_grid(&problem, e), 0, 1, features, info);
   } else {
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[PLAN_DKDV]];
-    aotk__fill_info(e, plan.kind, dkdv_grid(&problem, e), bwd_workspace_bytes(&problem), PLAN_ROWS - PLAN_COUNT,
+    aotk__fill_info(e, plan.kind, dkdv_grid(&problem, e), bwd_workspace_bytes(&problem), PLAN_ROWS - PLAN_ZERO,
                     features, info);
   }
   return AOTK_OK;

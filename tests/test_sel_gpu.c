@@ -601,7 +601,7 @@ static bool sel_run_create(sel_run *x, const sel_case *c) {
   CHECK_MSG(status == AOTK_OK, "backward query: %s: %s", aotk_status_name(status), aotk_last_error());
   if (status != AOTK_OK) return false;
   snprintf(x->bwd_kernel, sizeof x->bwd_kernel, "%s", info.kernel_name);
-  CHECK_MSG(info.launches == 5, "backward query: %d launches, the header says 5", (int)info.launches);
+  CHECK_MSG(info.launches == 7, "backward query: %d launches, the header says 7", (int)info.launches);
   x->workspace_bytes = info.workspace_bytes;
   return device_alloc(&x->workspace, x->workspace_bytes);
 }
@@ -1393,6 +1393,8 @@ static void test_refusals(void) {
   sel_run_destroy(&x);
 }
 
+static size_t round_up16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
 /* The queries on this GPU: kernel names, launches, workspace, and the forward's grid (one program
  * per (token, kv head) and group chunk). */
 static void test_query_on_device(void) {
@@ -1423,11 +1425,15 @@ static void test_query_on_device(void) {
   status = aotk_sel_query(AOTK_OP_SEL_BWD, &params, &info);
   CHECK_MSG(status == AOTK_OK, "backward: %s: %s", aotk_status_name(status), aotk_last_error());
   CHECK_MSG(strncmp(info.kernel_name, "sel_bwd_dkdv_bf16_", 18) == 0, "backward kernel %s", info.kernel_name);
-  CHECK(info.launches == 5);
-  /* "about 4 * total_q * (heads_q + heads_kv * slots) bytes": delta and the token lists at least. */
-  const size_t documented = (size_t)(4 * total_q * (heads_q + heads_kv * slots));
-  CHECK_MSG(info.workspace_bytes >= documented && info.workspace_bytes <= documented + documented / 8,
-            "workspace %zu bytes, the header says about %zu", info.workspace_bytes, documented);
+  CHECK(info.launches == 7);
+  /* The header's formula: delta, list offsets and cursors, the lists, each rounded up to 16 bytes (one
+   * sequence: max_seqlen_k is total_k). */
+  const size_t offsets_row = (size_t)((total_k + 63) / 64 + 1 + 3) / 4 * 4;
+  const size_t documented = round_up16((size_t)(4 * total_q * heads_q)) +
+                            2 * round_up16(4 * (size_t)heads_kv * offsets_row) +
+                            (size_t)(4 * heads_kv * total_q * slots);
+  CHECK_MSG(info.workspace_bytes == documented, "workspace %zu bytes, the header's formula gives %zu",
+            info.workspace_bytes, documented);
   printf("    backward: %s, %d warps, %d bytes shared, grid %lld, workspace %zu bytes\n", info.kernel_name,
          info.num_warps, info.shared_bytes, (long long)info.grid, info.workspace_bytes);
   status = aotk_sel_query(AOTK_OP_ATTN_FWD, &params, &info);
