@@ -2,9 +2,10 @@
  * CPU tests of the embedded kernel images and the generated table that describes them: every row
  * decompresses to an image that matches its hash and its own description (ELF for cubins; PTX whose
  * .entry takes exactly the parameters the kernel source declares), every variant of every family (the
- * forward and its dropout-mask helper; the backward's preprocess, dK/dV, dQ and sink-reduce passes) has
- * a kernel for every problem size, each row's fields agree with its name and with what its target
- * allows, and a damaged image is refused before the driver could see it.
+ * forward and its dropout-mask helper; the backward's preprocess, dK/dV, dQ and sink-reduce passes;
+ * selection attention's forward, dQ and dK/dV passes and its index and check helpers) has a kernel for
+ * every problem size, each row's fields agree with its name and with what its target allows, and a
+ * damaged image is refused before the driver could see it.
  *
  * The table and the images come from the build tree (build/generated), so these tests check what this
  * build actually embeds, not what the catalog meant to embed.
@@ -20,10 +21,12 @@
 #include "aotk_test_harness.h"
 
 /* Each family's run-time parameters, in the order of the Triton function's signature (kernels/attn_fwd.py,
- * kernels/attn_bwd.py; the tl.constexpr ones are compiled in and not passed), as kinds: p pointer, l int64,
- * i int32, f fp32, the types codegen/aotk_catalog.py gives them. Written out here rather than read from
- * the table or the launcher (src/aotk_attn.c) so that a row, its PTX and the launcher are each checked
- * against an independent list. "lii" is one tensor's (batch: int64, sequence: int32, head: int32) strides.
+ * kernels/attn_bwd.py, kernels/sel_attn.py; the tl.constexpr ones are compiled in and not passed), as
+ * kinds: p pointer, l int64, i int32, f fp32, the types codegen/aotk_catalog.py gives them. Written out
+ * here rather than read from the table or the launchers (src/aotk_attn.c, src/aotk_sel.c) so that a row,
+ * its PTX and the launcher are each checked against an independent list. "lii" is one tensor's (batch:
+ * int64, sequence: int32, head: int32) strides; the selection kernels' packed tensors have "li" (token:
+ * int64, head: int32).
  *   attn_fwd: Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState; the strides of Q,
  *     K, V and Out; stride_lb (l), stride_lh (i), stride_ab (l); seqlen_q, seqlen_k, heads_q, group_size,
  *     num_m_blocks, head_dim_qk8, head_dim_v8, window_left, window_right, flags; qk_scale_log2,
@@ -42,36 +45,87 @@
  *     strides of Q, K, V, DOut and DQ; stride_ab (l); seqlen_q, seqlen_k, heads_q, group_size,
  *     num_m_blocks, stats_stride, head_dim_qk8, head_dim_v8, window_left, window_right, flags;
  *     softmax_scale, qk_scale_log2, softcap_scale, softcap_log2; dropout_threshold (i), dropout_scale (f).
+ *   sel_fwd: Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt; the strides of Q, K, V, Out,
+ *     Lse, BlockIdx and BlockCnt; num_seqs, total_q, total_k, max_seqlen_k, group_size, group_chunks,
+ *     num_slots, flags; qk_scale_log2.
+ *   sel_bwd_dq: Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt; the
+ *     strides of Q, K, V, Out, DOut, DQ, Lse, BlockIdx and BlockCnt; num_seqs, total_q, total_k,
+ *     max_seqlen_k, heads_q, group_size, group_chunks, num_slots, flags; qk_scale_log2, softmax_scale.
+ *   sel_bwd_dkdv: Q, K, V, DOut, Lse, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, Offsets, Tokens; the strides
+ *     of Q, K, V, DOut, DK, DV and Lse; stride_offsets (i), stride_tokens (l); num_seqs, total_q, total_k,
+ *     max_seqlen_k, heads_q, group_size, num_key_tiles, flags; qk_scale_log2, softmax_scale.
+ *   sel_index_zero: Offsets; count.
+ *   sel_index_count: BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets; the strides of BlockIdx and
+ *     BlockCnt; stride_offsets (i); num_seqs, total_q, total_k, max_seqlen_k, block_size, num_slots,
+ *     num_chunks, search_steps, flags.
+ *   sel_index_scan: Offsets, Cursors; stride_offsets, slots.
+ *   sel_index_scatter: BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Cursors, Tokens; the strides of
+ *     BlockIdx and BlockCnt; stride_offsets (i), stride_tokens (l); then sel_index_count's nine ints.
+ *   sel_index_order: BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets, Tokens; the strides of BlockIdx
+ *     and BlockCnt; stride_offsets (i), stride_tokens (l); num_seqs, total_q, total_k, max_seqlen_k,
+ *     block_size, num_slots, flags.
+ *   sel_check_indices: BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Result; the strides of BlockIdx and
+ *     BlockCnt; num_seqs, total_q, total_k, max_seqlen_k, heads_kv, block_size, num_slots, flags.
  *
  * The variant axes each family has (the catalog's FAMILIES): the helpers (the dropout mask, the sink
- * reduction) have none, so one row per arch with dtype 0, head dims 0, aligned 0 and extras 0. */
+ * reduction, the selection index passes and check) have none, so one row per arch with dtype 0, head
+ * dims 0, aligned 0, extras 0 and block size 0. The selection kernels always assume 16-byte-aligned
+ * tensors (the API refuses other layouts) and have the key block size as an axis; for sel_fwd and
+ * sel_bwd_dkdv the alignment axis says instead whether the group size is a multiple of 16 ("g16" in the
+ * name), and sel_bwd_dq has none. */
 enum head_dim_axis {
-  HEAD_DIMS_NONE,   /* head_dim_qk = head_dim_v = 0 */
-  HEAD_DIMS_PAIRS,  /* one of head_dim_pairs */
-  HEAD_DIMS_V_ONLY, /* head_dim_qk = 0, head_dim_v one of the pairs' v dims */
+  HEAD_DIMS_NONE,      /* head_dim_qk = head_dim_v = 0 */
+  HEAD_DIMS_PAIRS,     /* one of head_dim_pairs */
+  HEAD_DIMS_V_ONLY,    /* head_dim_qk = 0, head_dim_v one of the pairs' v dims */
+  HEAD_DIMS_SEL_PAIRS, /* one of sel_head_dim_pairs */
 };
 static const struct family {
   int32_t id;
   const char *name; /* the catalog's family name: the kernel names' prefix and the .entry's name */
   const char *param_kinds;
-  bool has_dtype_and_alignment; /* fp16/bf16, aligned/any; the name has both or neither */
+  bool has_dtype;      /* fp16/bf16 */
+  bool has_alignment;  /* aligned/any (only with a dtype), or for selection g16 or not */
   enum head_dim_axis head_dims;
   bool has_extras;     /* softcap, ALiBi, sinks and dropout compiled in, or not */
+  bool has_block_size; /* selection's key block size (32, 64, 128); the name has "bs<size>" */
   bool has_block_n;    /* tiles keys too: a BLOCK_N, and an "n" in its tag */
   int32_t fixed_block_m; /* 0: any power of two */
 } families[] = {
     {AOTK__FAMILY_ATTN_FWD, "attn_fwd",
-     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if", true, HEAD_DIMS_PAIRS, true, true, 0},
-    {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, HEAD_DIMS_NONE, false,
-     true, 0},
-    {AOTK__FAMILY_ATTN_BWD_PREPROCESS, "attn_bwd_preprocess", "pppppppp" "liilii" "li" "iiiiiii", true,
-     HEAD_DIMS_V_ONLY, false, false, 0},
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if", true, true, HEAD_DIMS_PAIRS, true, false, true, 0},
+    {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, false, HEAD_DIMS_NONE, false,
+     false, true, 0},
+    {AOTK__FAMILY_ATTN_BWD_PREPROCESS, "attn_bwd_preprocess", "pppppppp" "liilii" "li" "iiiiiii", true, true,
+     HEAD_DIMS_V_ONLY, false, false, false, 0},
     /* One program sums one head's partials 1024 at a time (BLOCK, the catalog's SINK_REDUCE_CONFIG). */
-    {AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, "attn_bwd_sink_reduce", "ppi", false, HEAD_DIMS_NONE, false, false, 1024},
+    {AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, "attn_bwd_sink_reduce", "ppi", false, false, HEAD_DIMS_NONE, false, false,
+     false, 1024},
     {AOTK__FAMILY_ATTN_BWD_DKDV, "attn_bwd_dkdv",
-     "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if", true, HEAD_DIMS_PAIRS, true, true, 0},
+     "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if", true, true, HEAD_DIMS_PAIRS, true, false,
+     true, 0},
     {AOTK__FAMILY_ATTN_BWD_DQ, "attn_bwd_dq",
-     "ppppppppppp" "liiliiliiliilii" "l" "iiiiiiiiiii" "ffff" "if", true, HEAD_DIMS_PAIRS, true, true, 0},
+     "ppppppppppp" "liiliiliiliilii" "l" "iiiiiiiiiii" "ffff" "if", true, true, HEAD_DIMS_PAIRS, true, false, true, 0},
+    /* Selection: a tile of the group's query heads (block_m) against one selected block (block_n). */
+    {AOTK__FAMILY_SEL_FWD, "sel_fwd", "ppppppppp" "li" "li" "li" "li" "li" "li" "li" "iiiiiiii" "f", true, true,
+     HEAD_DIMS_SEL_PAIRS, false, true, true, 0},
+    {AOTK__FAMILY_SEL_BWD_DQ, "sel_bwd_dq",
+     "pppppppppppp" "li" "li" "li" "li" "li" "li" "li" "li" "li" "iiiiiiiii" "ff", true, false, HEAD_DIMS_SEL_PAIRS,
+     false, true, true, 0},
+    {AOTK__FAMILY_SEL_BWD_DKDV, "sel_bwd_dkdv",
+     "pppppppppppp" "li" "li" "li" "li" "li" "li" "li" "il" "iiiiiiii" "ff", true, true, HEAD_DIMS_SEL_PAIRS, false,
+     true, true, 0},
+    /* The inverse index's passes, and the debug check. */
+    {AOTK__FAMILY_SEL_INDEX_ZERO, "sel_index_zero", "p" "i", false, false, HEAD_DIMS_NONE, false, false, false, 0},
+    {AOTK__FAMILY_SEL_INDEX_COUNT, "sel_index_count", "ppppp" "li" "li" "i" "iiiiiiiii", false, false,
+     HEAD_DIMS_NONE, false, false, false, 0},
+    {AOTK__FAMILY_SEL_INDEX_SCAN, "sel_index_scan", "pp" "ii", false, false, HEAD_DIMS_NONE, false, false, false, 0},
+    {AOTK__FAMILY_SEL_INDEX_SCATTER, "sel_index_scatter", "pppppp" "li" "li" "il" "iiiiiiiii", false, false,
+     HEAD_DIMS_NONE, false, false, false, 0},
+    /* SORT_TILE tokens sorted in registers (block_m) and ENTRIES index entries per step (block_n). */
+    {AOTK__FAMILY_SEL_INDEX_ORDER, "sel_index_order", "pppppp" "li" "li" "il" "iiiiiii", false, false,
+     HEAD_DIMS_NONE, false, false, true, 0},
+    {AOTK__FAMILY_SEL_CHECK_INDICES, "sel_check_indices", "ppppp" "li" "li" "iiiiiiii", false, false,
+     HEAD_DIMS_NONE, false, false, false, 0},
 };
 enum { FAMILY_COUNT = sizeof families / sizeof families[0] };
 
@@ -81,6 +135,11 @@ enum { HEAD_DIM_PAIR_COUNT = sizeof head_dim_pairs / sizeof head_dim_pairs[0] };
 /* The preprocess pass reads only O and dO: one variant per distinct v dim of the pairs. */
 static const int32_t head_dims_v[] = {32, 64, 128, 256};
 enum { HEAD_DIM_V_COUNT = sizeof head_dims_v / sizeof head_dims_v[0] };
+/* Selection runs exactly these (include/aotk.h): 192 as 128 + 64, not padded. */
+static const int32_t sel_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {192, 128}};
+enum { SEL_HEAD_DIM_PAIR_COUNT = sizeof sel_head_dim_pairs / sizeof sel_head_dim_pairs[0] };
+static const int32_t sel_block_sizes[] = {32, 64, 128};
+enum { SEL_BLOCK_SIZE_COUNT = sizeof sel_block_sizes / sizeof sel_block_sizes[0] };
 
 static const int32_t archs[] = {80, 90};
 static const int32_t dtypes[] = {AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
@@ -121,53 +180,63 @@ static bool message_mentions(const char *needle) { return strstr(aotk_last_error
 /* One variant: every field of a row but the tile config and its tuning bound. */
 struct variant {
   const struct family *family;
-  int32_t arch, dtype, head_dim_qk, head_dim_v, aligned, extras;
+  int32_t arch, dtype, head_dim_qk, head_dim_v, aligned, extras, block_size;
 };
 
 static bool row_is_variant(const aotk__kernel_entry *e, const struct variant *v) {
   return e->family == v->family->id && e->arch == v->arch && e->dtype == v->dtype &&
          e->head_dim_qk == v->head_dim_qk && e->head_dim_v == v->head_dim_v && e->aligned == v->aligned &&
-         e->extras == v->extras;
+         e->extras == v->extras && e->block_size == v->block_size;
 }
 
 static bool same_variant(const aotk__kernel_entry *a, const aotk__kernel_entry *b) {
   return a->family == b->family && a->arch == b->arch && a->dtype == b->dtype && a->head_dim_qk == b->head_dim_qk &&
-         a->head_dim_v == b->head_dim_v && a->aligned == b->aligned && a->extras == b->extras;
+         a->head_dim_v == b->head_dim_v && a->aligned == b->aligned && a->extras == b->extras &&
+         a->block_size == b->block_size;
 }
 
-/* Every variant of every family (family x arch x dtype x head dims x alignment x extras, over the axes
- * the family has), written into `out`; returns how many. */
-enum { MAX_VARIANTS = FAMILY_COUNT * 2 * 2 * HEAD_DIM_PAIR_COUNT * 2 * 2 };
+/* Every variant of every family (family x arch x dtype x head dims x alignment x extras x block size, over
+ * the axes the family has), written into `out`; returns how many. */
+enum { MAX_VARIANTS = FAMILY_COUNT * 2 * 2 * HEAD_DIM_PAIR_COUNT * 2 * 2 * SEL_BLOCK_SIZE_COUNT };
 static int list_variants(struct variant out[MAX_VARIANTS]) {
   int count = 0;
   for (int f = 0; f < FAMILY_COUNT; f++) {
     const struct family *family = &families[f];
-    int dtype_count = family->has_dtype_and_alignment ? 2 : 1;
-    int head_dim_count = family->head_dims == HEAD_DIMS_PAIRS    ? HEAD_DIM_PAIR_COUNT
-                         : family->head_dims == HEAD_DIMS_V_ONLY ? HEAD_DIM_V_COUNT
-                                                                 : 1;
+    int dtype_count = family->has_dtype ? 2 : 1;
+    int head_dim_count = family->head_dims == HEAD_DIMS_PAIRS       ? HEAD_DIM_PAIR_COUNT
+                         : family->head_dims == HEAD_DIMS_V_ONLY    ? HEAD_DIM_V_COUNT
+                         : family->head_dims == HEAD_DIMS_SEL_PAIRS ? SEL_HEAD_DIM_PAIR_COUNT
+                                                                    : 1;
+    int block_size_count = family->has_block_size ? SEL_BLOCK_SIZE_COUNT : 1;
     for (int a = 0; a < 2; a++)
       for (int d = 0; d < dtype_count; d++)
         for (int h = 0; h < head_dim_count; h++)
-          for (int aligned = 0; aligned <= (family->has_dtype_and_alignment ? 1 : 0); aligned++)
-            for (int extras = 0; extras <= (family->has_extras ? 1 : 0); extras++) {
-              struct variant *v = &out[count++];
-              v->family = family;
-              v->arch = archs[a];
-              v->dtype = family->has_dtype_and_alignment ? dtypes[d] : 0;
-              v->head_dim_qk = family->head_dims == HEAD_DIMS_PAIRS ? head_dim_pairs[h][0] : 0;
-              v->head_dim_v = family->head_dims == HEAD_DIMS_PAIRS    ? head_dim_pairs[h][1]
-                              : family->head_dims == HEAD_DIMS_V_ONLY ? head_dims_v[h]
-                                                                      : 0;
-              v->aligned = aligned;
-              v->extras = extras;
-            }
+          for (int aligned = 0; aligned <= (family->has_alignment ? 1 : 0); aligned++)
+            for (int extras = 0; extras <= (family->has_extras ? 1 : 0); extras++)
+              for (int b = 0; b < block_size_count; b++) {
+                struct variant *v = &out[count++];
+                v->family = family;
+                v->arch = archs[a];
+                v->dtype = family->has_dtype ? dtypes[d] : 0;
+                v->head_dim_qk = family->head_dims == HEAD_DIMS_PAIRS       ? head_dim_pairs[h][0]
+                                 : family->head_dims == HEAD_DIMS_SEL_PAIRS ? sel_head_dim_pairs[h][0]
+                                                                            : 0;
+                v->head_dim_v = family->head_dims == HEAD_DIMS_PAIRS       ? head_dim_pairs[h][1]
+                                : family->head_dims == HEAD_DIMS_V_ONLY    ? head_dims_v[h]
+                                : family->head_dims == HEAD_DIMS_SEL_PAIRS ? sel_head_dim_pairs[h][1]
+                                                                           : 0;
+                v->aligned = aligned;
+                v->extras = extras;
+                v->block_size = family->has_block_size ? sel_block_sizes[b] : 0;
+              }
   }
   return count;
 }
 
 /* The kernel's name as codegen's Kernel.name builds it from the fields: family, dtype, head dims
- * ("d128", "d256v128", or "v64" where only v is compiled), alignment, "extras", and the tile tag
+ * ("d128", "d256v128", or "v64" where only v is compiled), the alignment ("aligned" or "any"; for
+ * selection, the block size "bs64" followed by "g16" in the variant for group sizes that are multiples
+ * of 16), "extras", and the tile tag
  * m<block_m>[n<block_n>]w<num_warps>s<num_stages>. */
 static void expected_name(const aotk__kernel_entry *e, const char *family_name, char *name, size_t size) {
   int used = snprintf(name, size, "%s", family_name);
@@ -179,7 +248,11 @@ static void expected_name(const aotk__kernel_entry *e, const char *family_name, 
   } else if (e->head_dim_v != 0) {
     used += snprintf(name + used, size - used, "_v%d", e->head_dim_v);
   }
-  if (e->dtype != 0) used += snprintf(name + used, size - used, "_%s", e->aligned ? "aligned" : "any");
+  if (e->block_size != 0) {
+    used += snprintf(name + used, size - used, "_bs%d%s", e->block_size, e->aligned ? "g16" : "");
+  } else if (e->dtype != 0) {
+    used += snprintf(name + used, size - used, "_%s", e->aligned ? "aligned" : "any");
+  }
   if (e->extras) used += snprintf(name + used, size - used, "_extras");
   used += snprintf(name + used, size - used, "_m%d", e->block_m);
   if (e->block_n != 0) used += snprintf(name + used, size - used, "n%d", e->block_n);
@@ -228,9 +301,10 @@ static void test_table_covers_every_variant_from_seqlen_one(void) {
      * and none would leave short problems (or a filtered build's) without a kernel. */
     const struct variant *x = &variants[v];
     CHECK_MSG(rows_from_one == 1,
-              "%s sm_%d %s head dims (%d, %d) aligned=%d extras=%d: %d of its %d rows have min_seqlen 1, expected 1",
+              "%s sm_%d %s head dims (%d, %d) aligned=%d extras=%d block size %d: %d of its %d rows have min_seqlen "
+              "1, expected 1",
               x->family->name, x->arch, x->dtype != 0 ? dtype_tag(x->dtype) : "(no dtype)", x->head_dim_qk,
-              x->head_dim_v, x->aligned, x->extras, rows_from_one, rows);
+              x->head_dim_v, x->aligned, x->extras, x->block_size, rows_from_one, rows);
   }
   printf("    %d variants (%d families)", variant_count, (int)FAMILY_COUNT);
   if (filtered) printf(", %d left out by the kernel filter \"%s\"", filtered_out, aotk__kernel_filter);
@@ -265,6 +339,13 @@ static bool is_head_dim_pair(int32_t head_dim_qk, int32_t head_dim_v) {
   return false;
 }
 
+static bool is_sel_head_dim_pair(int32_t head_dim_qk, int32_t head_dim_v) {
+  for (int h = 0; h < SEL_HEAD_DIM_PAIR_COUNT; h++) {
+    if (sel_head_dim_pairs[h][0] == head_dim_qk && sel_head_dim_pairs[h][1] == head_dim_v) return true;
+  }
+  return false;
+}
+
 static bool is_head_dim_v(int32_t head_dim_v) {
   for (int h = 0; h < HEAD_DIM_V_COUNT; h++) {
     if (head_dims_v[h] == head_dim_v) return true;
@@ -283,13 +364,25 @@ static void test_table_rows_describe_valid_configs(void) {
     if (family == NULL) continue;
     rows_per_family[family - families]++;
     CHECK_MSG(e->arch == 80 || e->arch == 90, "row %d %s: arch %d", i, e->name, e->arch);
-    if (family->has_dtype_and_alignment) {
+    if (family->has_dtype) {
       CHECK_MSG(e->dtype == AOTK_DTYPE_FLOAT16 || e->dtype == AOTK_DTYPE_BFLOAT16, "row %d %s: dtype %d", i,
                 e->name, e->dtype);
+    } else {
+      CHECK_MSG(e->dtype == 0, "row %d %s: dtype %d, but %s has no dtype axis", i, e->name, e->dtype, family->name);
+    }
+    if (family->has_alignment) {
       CHECK_MSG(e->aligned == 0 || e->aligned == 1, "row %d %s: aligned %d", i, e->name, e->aligned);
     } else {
-      CHECK_MSG(e->dtype == 0 && e->aligned == 0, "row %d %s: dtype %d, aligned %d, but %s has neither axis", i,
-                e->name, e->dtype, e->aligned, family->name);
+      CHECK_MSG(e->aligned == 0, "row %d %s: aligned %d, but %s has no alignment axis", i, e->name, e->aligned,
+                family->name);
+    }
+    if (family->has_block_size) {
+      bool known = false;
+      for (int b = 0; b < SEL_BLOCK_SIZE_COUNT; b++) known = known || e->block_size == sel_block_sizes[b];
+      CHECK_MSG(known, "row %d %s: block size %d, not 32, 64 or 128", i, e->name, e->block_size);
+    } else {
+      CHECK_MSG(e->block_size == 0, "row %d %s: block size %d, but %s has none", i, e->name, e->block_size,
+                family->name);
     }
     switch (family->head_dims) {
       case HEAD_DIMS_PAIRS:
@@ -300,6 +393,11 @@ static void test_table_rows_describe_valid_configs(void) {
         CHECK_MSG(e->head_dim_qk == 0 && is_head_dim_v(e->head_dim_v),
                   "row %d %s: head dims (%d, %d), expected (0, one of 32, 64, 128, 256)", i, e->name, e->head_dim_qk,
                   e->head_dim_v);
+        break;
+      case HEAD_DIMS_SEL_PAIRS:
+        CHECK_MSG(is_sel_head_dim_pair(e->head_dim_qk, e->head_dim_v),
+                  "row %d %s: head dims (%d, %d), expected (64, 64), (128, 128) or (192, 128)", i, e->name,
+                  e->head_dim_qk, e->head_dim_v);
         break;
       case HEAD_DIMS_NONE:
         CHECK_MSG(e->head_dim_qk == 0 && e->head_dim_v == 0, "row %d %s: head dims (%d, %d), but %s has none", i,
@@ -312,7 +410,8 @@ static void test_table_rows_describe_valid_configs(void) {
       CHECK_MSG(e->extras == 0, "row %d %s: extras %d, but %s has no extras variant", i, e->name, e->extras,
                 family->name);
     }
-    CHECK_MSG(e->num_warps == 4 || e->num_warps == 8, "row %d %s: num_warps %d", i, e->name, e->num_warps);
+    CHECK_MSG(is_power_of_two(e->num_warps) && e->num_warps <= 8, "row %d %s: num_warps %d", i, e->name,
+              e->num_warps);
     if (family->fixed_block_m != 0) {
       CHECK_MSG(e->block_m == family->fixed_block_m, "row %d %s: block_m %d, %s's is %d", i, e->name, e->block_m,
                 family->name, family->fixed_block_m);
@@ -347,6 +446,64 @@ static void test_table_rows_describe_valid_configs(void) {
     CHECK_MSG(rows_per_family[f] > 0 || aotk__kernel_filter[0] != '\0', "no %s row in an unfiltered build",
               families[f].name);
   }
+}
+
+/* What the selection launcher (src/aotk_sel.c) relies on in the rows it picks:
+ * - sel_fwd and sel_bwd_dq are tuned by the group size G = heads_q / heads_kv: a 16-row tile from G = 1,
+ *   a 64-row tile from G = 17 (several programs per token when G > 64). A tile must hold every group its
+ *   bound range serves whole (block_m >= the next bound - 1), and it steps one selected block at a time
+ *   (block_n = the block size).
+ * - sel_bwd_dkdv finds its key tile's block as first_key / block_size: a tile may not straddle two blocks
+ *   (the block size is a multiple of block_n).
+ * - The index's count and scatter passes run on one grid, sized from the count row's ENTRIES (block_m):
+ *   the scatter row must take the same entries per program.
+ * - The order pass sorts a list in the smallest of four tiles, SORT_TILE (block_m) / 8 to SORT_TILE. */
+static void test_table_selection_tiles(void) {
+  int variants = 0;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (e->family == AOTK__FAMILY_SEL_FWD || e->family == AOTK__FAMILY_SEL_BWD_DQ) {
+      CHECK_MSG(e->block_n == e->block_size, "%s (sm_%d): block_n %d, block size %d", e->name, e->arch, e->block_n,
+                e->block_size);
+      CHECK_MSG(e->min_seqlen == 1 || e->min_seqlen == 17, "%s (sm_%d): tuning bound %d, expected group size 1 or 17",
+                e->name, e->arch, e->min_seqlen);
+      /* The next larger bound of the variant: the groups this row serves end just before it. */
+      int next_bound = 0;
+      for (int j = 0; j < aotk__kernel_count; j++) {
+        const aotk__kernel_entry *o = &aotk__kernel_table[j];
+        if (!same_variant(e, o) || o->min_seqlen <= e->min_seqlen) continue;
+        if (next_bound == 0 || o->min_seqlen < next_bound) next_bound = o->min_seqlen;
+      }
+      if (e->min_seqlen == 1) {
+        variants++;
+        CHECK_MSG(next_bound == 17, "%s (sm_%d): the next group-size bound is %d, expected 17", e->name, e->arch,
+                  next_bound);
+      }
+      if (next_bound != 0) {
+        CHECK_MSG(e->block_m >= next_bound - 1, "%s (sm_%d): block_m %d cannot hold a group of %d heads", e->name,
+                  e->arch, e->block_m, next_bound - 1);
+      }
+    } else if (e->family == AOTK__FAMILY_SEL_BWD_DKDV) {
+      CHECK_MSG(e->block_n > 0 && e->block_size % e->block_n == 0,
+                "%s (sm_%d): block_n %d does not divide the block size %d", e->name, e->arch, e->block_n,
+                e->block_size);
+    } else if (e->family == AOTK__FAMILY_SEL_INDEX_SCATTER) {
+      int counts = 0;
+      for (int j = 0; j < aotk__kernel_count; j++) {
+        const aotk__kernel_entry *o = &aotk__kernel_table[j];
+        if (o->family != AOTK__FAMILY_SEL_INDEX_COUNT || o->arch != e->arch) continue;
+        counts++;
+        CHECK_MSG(o->block_m == e->block_m, "sm_%d: %s takes %d index entries per program, %s %d", e->arch,
+                  o->name, o->block_m, e->name, e->block_m);
+      }
+      CHECK_MSG(counts == 1, "sm_%d: %d sel_index_count rows for %s", e->arch, counts, e->name);
+    } else if (e->family == AOTK__FAMILY_SEL_INDEX_ORDER) {
+      CHECK_MSG(e->block_m >= 8 && e->block_m % 8 == 0, "%s (sm_%d): SORT_TILE %d has no eighth", e->name, e->arch,
+                e->block_m);
+    }
+  }
+  printf("    %d sel_fwd and sel_bwd_dq variants\n", variants);
+  CHECK_MSG(variants > 0 || aotk__kernel_filter[0] != '\0', "no selection row in an unfiltered build");
 }
 
 /* ---- each image ----------------------------------------------------------------------------- */
@@ -582,6 +739,7 @@ int main(void) {
   RUN_TEST(test_table_names_unique_per_arch);
   RUN_TEST(test_table_tuning_bounds_distinct);
   RUN_TEST(test_table_rows_describe_valid_configs);
+  RUN_TEST(test_table_selection_tiles);
   RUN_TEST(test_every_image_decompresses_and_matches_its_row);
   RUN_TEST(test_corrupt_images_rejected);
   return aotk_test_finish();
