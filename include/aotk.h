@@ -295,11 +295,12 @@ typedef struct aotk_kernel_info {
   int32_t block_m;      /* query rows per program */
   int32_t block_n;      /* key rows per inner step */
   int32_t aligned;      /* 1: the variant that assumes 16-byte-aligned pointers and strides that are
-                           multiples of 16 elements */
+                           multiples of 16 elements. Selection attention (which always assumes those):
+                           the variant for a group size that is a multiple of 16 */
   int64_t grid;         /* programs launched */
   size_t workspace_bytes; /* caller-provided workspace the call needs (0 for the forward) */
   int32_t launches;     /* kernels the call launches (1 for the forward, 3 for the backward; one more for
-                           a dropout mask or dsinks) */
+                           a dropout mask or dsinks; selection: 1 and 7) */
   /* Added in 0.2. */
   int32_t head_dim_qk;  /* the compiled (padded) head dims the call runs in */
   int32_t head_dim_v;

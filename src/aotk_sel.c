@@ -61,16 +61,20 @@ static aotk_status check_packed(const aotk_tensor *t, const char *name, const ch
     }
   }
   if (is_output && (status = aotk__check_output_strides(t, name)) != AOTK_OK) return status;
-  if (!aotk__tensor_aligned16(t)) {
-    return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER,
-                      "%s: data = %p, strides (%lld, %lld): selection attention needs a 16-byte-aligned pointer and "
-                      "strides that are multiples of 16 elements",
-                      name, t->data, (long long)t->strides[0], (long long)t->strides[1]);
-  }
   if ((t->shape[1] - 1) * t->strides[1] + t->shape[2] > INT32_MAX) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: one token's heads span more than 2^31 elements", name);
   }
   return AOTK_OK;
+}
+
+/* Checked after the head dims, so that an unsupported head dim (72, say, whose contiguous strides are
+ * not multiples of 16) is reported as such. */
+static aotk_status check_aligned(const aotk_tensor *t, const char *name) {
+  if (aotk__tensor_aligned16(t)) return AOTK_OK;
+  return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER,
+                    "%s: data = %p, strides (%lld, %lld): selection attention needs a 16-byte-aligned pointer and "
+                    "strides that are multiples of 16 elements",
+                    name, t->data, (long long)t->strides[0], (long long)t->strides[1]);
 }
 
 /* An int32 or fp32 tensor [total_q, heads(, slots)] with a contiguous last dimension. */
@@ -159,6 +163,10 @@ static aotk_status sel_validate(const aotk_sel_params *caller_params, int backwa
                       "(192, 128)",
                       (long long)head_dim_qk, (long long)head_dim_v);
   }
+  if ((status = check_aligned(q, "q")) != AOTK_OK || (status = check_aligned(k, "k")) != AOTK_OK ||
+      (status = check_aligned(v, "v")) != AOTK_OK || (status = check_aligned(&params->out, "out")) != AOTK_OK) {
+    return status;
+  }
   if (params->lse.data != NULL) {
     if ((status = check_per_token(&params->lse, "lse", "[total_q, heads_q]", AOTK_DTYPE_FLOAT32, 2, total_q, heads_q,
                                   "heads_q")) != AOTK_OK ||
@@ -195,10 +203,12 @@ static aotk_status sel_validate(const aotk_sel_params *caller_params, int backwa
   /* The kernels' int32 arithmetic: lengths and token indices; a block's token list (up to total_q *
    * slots entries, times the group's heads as rows); the index's slots per kv head; the grids. */
   int64_t pairs, index_slots, grid;
+  /* Margins: the index passes address whole chunks of 1024 entries, and the offsets rows are padded
+   * to a multiple of 4 plus one. */
   if (total_q > INT32_MAX - 256 || total_k > INT32_MAX - 256 || num_seqs > INT32_MAX ||
-      __builtin_mul_overflow(total_q * slots, group_size, &pairs) || pairs > INT32_MAX ||
+      __builtin_mul_overflow(total_q * slots, group_size, &pairs) || pairs > INT32_MAX - 4096 ||
       __builtin_mul_overflow(num_seqs, ceil_div(max_seqlen_k, params->block_size), &index_slots) ||
-      index_slots > INT32_MAX - 8 || index_slots * heads_kv > INT32_MAX || __builtin_mul_overflow(total_q, heads_q, &grid) || grid > INT32_MAX ||
+      index_slots > INT32_MAX - 8 || (index_slots + 8) * heads_kv > INT32_MAX || __builtin_mul_overflow(total_q, heads_q, &grid) || grid > INT32_MAX ||
       __builtin_mul_overflow(num_seqs * heads_kv, ceil_div(max_seqlen_k, 32), &grid) || grid > INT32_MAX) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
                       "total_q = %lld, total_k = %lld, slots = %lld, group size %lld, %lld sequences of up to %lld "
@@ -209,24 +219,24 @@ static aotk_status sel_validate(const aotk_sel_params *caller_params, int backwa
   }
 
   if (backward) {
+    /* Each gradient is like its tensor; messages name the size's source tensor. */
     struct {
       const aotk_tensor *tensor;
       const char *name, *layout;
       int64_t rows, heads, dim;
+      const char *rows_source, *heads_source, *dim_source;
       int is_output;
     } const checks[] = {
-        {&params->dout, "dout", sel_out_layout, total_q, heads_q, head_dim_v, 0},
-        {&params->dq, "dq", sel_q_layout, total_q, heads_q, head_dim_qk, 1},
-        {&params->dk, "dk", sel_k_layout, total_k, heads_kv, head_dim_qk, 1},
-        {&params->dv, "dv", sel_v_layout, total_k, heads_kv, head_dim_v, 1},
+        {&params->dout, "dout", sel_out_layout, total_q, heads_q, head_dim_v, "q.shape[0]", "q.shape[1]", "v.shape[2]", 0},
+        {&params->dq, "dq", sel_q_layout, total_q, heads_q, head_dim_qk, "q.shape[0]", "q.shape[1]", "q.shape[2]", 1},
+        {&params->dk, "dk", sel_k_layout, total_k, heads_kv, head_dim_qk, "k.shape[0]", "k.shape[1]", "k.shape[2]", 1},
+        {&params->dv, "dv", sel_v_layout, total_k, heads_kv, head_dim_v, "v.shape[0]", "v.shape[1]", "v.shape[2]", 1},
     };
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
-      const char *rows_source = checks[i].rows == total_q ? "q.shape[0]" : "k.shape[0]";
-      const char *heads_source = checks[i].heads == heads_q ? "q.shape[1]" : "k.shape[1]";
-      const char *dim_source = checks[i].dim == head_dim_qk ? "q.shape[2]" : "v.shape[2]";
       if ((status = check_packed(checks[i].tensor, checks[i].name, checks[i].layout, dtype, checks[i].rows,
-                                 rows_source, checks[i].heads, heads_source, checks[i].dim, dim_source,
-                                 checks[i].is_output)) != AOTK_OK) {
+                                 checks[i].rows_source, checks[i].heads, checks[i].heads_source, checks[i].dim,
+                                 checks[i].dim_source, checks[i].is_output)) != AOTK_OK ||
+          (status = check_aligned(checks[i].tensor, checks[i].name)) != AOTK_OK) {
         return status;
       }
     }
@@ -410,7 +420,11 @@ typedef struct packed {
 } packed;
 
 static packed pack(const aotk_tensor *t) {
-  packed p = {(CUdeviceptr)(uintptr_t)t->data, t->strides[0], t->data != NULL ? (int32_t)t->strides[1] : 0};
+  packed p = {0, 0, 0};
+  if (t->data == NULL) return p; /* absent: whatever else the caller left in it is not passed on */
+  p.pointer = (CUdeviceptr)(uintptr_t)t->data;
+  p.stride_token = t->strides[0];
+  p.stride_head = (int32_t)t->strides[1];
   return p;
 }
 
