@@ -155,6 +155,7 @@ def run_case(lib, name, dtype=torch.bfloat16, lengths=((300, 300),), hq=8, hk=2,
     errors["lse"] = float((t["lse"][finite] - lse_ref[finite]).abs().max() / lse_ref[finite].abs().max().clamp(min=1))
     for key, got, ref in (("out", t["out"], out_ref), ("dq", t["dq"], qa.grad), ("dk", t["dk"], ka.grad),
                           ("dv", t["dv"], va.grad)):
+        ref = ref.detach()
         errors[key] = float((got.float() - ref).abs().max() / ref.abs().max().clamp(min=1e-6))
     bad = [key for key, e in errors.items() if not (e <= (0 if key == "lse_inf" else 0.03))]
     print(f"{'ok  ' if not bad else 'FAIL'} {name}: " + " ".join(f"{key} {e:.2e}" for key, e in errors.items()),

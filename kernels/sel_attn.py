@@ -32,24 +32,12 @@ The kernel module is free of torch and of driver calls: it is imported on a mach
 import triton
 import triton.language as tl
 
-from attn_common import LN2, LOG2E
+from attn_common import FLAG_VARLEN, FLAG_WRITE_LSE, LN2, LOG2E, sequence
 
-# Bits of the kernels' `flags` argument (src/aotk_sel.c sets them).
-SEL_FLAG_VARLEN = tl.constexpr(1)
-SEL_FLAG_WRITE_LSE = tl.constexpr(2)
-SEL_FLAG_BLOCK_CNT = tl.constexpr(4)
-
-
-@triton.jit
-def _sequence(CuSeqlens, n, total, flags):
-    """(first row, length) of sequence n: from cu_seqlens, or the whole tensor when there is none."""
-    if (flags & SEL_FLAG_VARLEN) != 0:
-        start = tl.load(CuSeqlens + n)
-        length = tl.load(CuSeqlens + n + 1) - start
-    else:
-        start = n * 0
-        length = total
-    return start, length
+# Bits of the kernels' `flags` argument (src/aotk_sel.c sets them): attn_common's FLAG_WRITE_LSE and
+# FLAG_VARLEN (so its `sequence` serves: a sequence's keys are cut to max_seqlen_k, which is total_k
+# without cu_seqlens), and one of selection's own.
+SEL_FLAG_BLOCK_CNT = tl.constexpr(256)
 
 
 @triton.jit
@@ -57,7 +45,7 @@ def _token_sequence(CuSeqlensQ, token, num_seqs, flags):
     """The sequence holding query row `token` (binary search on cu_seqlens_q), or -1 for a row past the
     last sequence. Empty sequences are skipped: the search ends at the n with cu[n] <= token < cu[n+1]."""
     n = token * 0
-    if (flags & SEL_FLAG_VARLEN) != 0:
+    if (flags & FLAG_VARLEN) != 0:
         lo = token * 0
         hi = num_seqs
         if token >= tl.load(CuSeqlensQ + num_seqs):
@@ -98,6 +86,55 @@ def _load_rows(base, rows_off, row_ok, DIM: tl.constexpr, OFFSET: tl.constexpr):
 
 
 @triton.jit
+def _token_program(CuSeqlensQ, CuSeqlensK, num_seqs, total_q, max_seqlen_k, group_size, group_chunks, flags,
+                   BLOCK_G: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """The forward's and dQ's program: one (kv head, token, chunk of BLOCK_G query heads of the group),
+    kv head outermost in the 1-d grid (see the module docstring). Returns the token, its kv head, the
+    query heads (and which exist), the token's sequence (-1: a row past the last sequence, which the
+    program leaves alone), its key position, the sequence's keys and its number of key blocks."""
+    pid = tl.program_id(0)
+    chunk = pid % group_chunks
+    token = (pid // group_chunks) % total_q
+    head_kv = pid // (group_chunks * total_q)
+    n = _token_sequence(CuSeqlensQ, token, num_seqs, flags)
+    q_start, len_q = sequence(CuSeqlensQ, tl.maximum(n, 0), total_q, flags)
+    k_start, len_k = sequence(CuSeqlensK, tl.maximum(n, 0), max_seqlen_k, flags)
+    g = chunk * BLOCK_G + tl.arange(0, BLOCK_G)
+    return (token, head_kv, g < group_size, head_kv * group_size + g, n, token - q_start + len_k - len_q, k_start,
+            len_k, tl.cdiv(len_k, BLOCK_SIZE))
+
+
+@triton.jit
+def _selected_block(idx_row, slot, position, len_k, num_blocks, k_seq, stride_ks, q0, q1, offs_n,
+                    HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """One slot of the token's selection: the row offset of its block's first key (0 for an ignored
+    slot), which of the block's keys the token sees (none for an ignored slot, so the masked loads
+    fetch nothing), K in one or two column parts, and q K^T."""
+    b, visible = _block_keys(idx_row, slot, position, len_k, num_blocks, BLOCK_SIZE)
+    key_ok = offs_n < visible
+    first_key = (b * BLOCK_SIZE).to(tl.int64)
+    k_block = k_seq + first_key * stride_ks
+    k0 = _load_rows(k_block, offs_n * stride_ks, key_ok, HEAD_DIM_QK0, 0)
+    qk = tl.dot(q0, tl.trans(k0))
+    k1 = k0
+    if HEAD_DIM_QK1 > 0:
+        k1 = _load_rows(k_block, offs_n * stride_ks, key_ok, HEAD_DIM_QK1, HEAD_DIM_QK0)
+        qk = tl.dot(q1, tl.trans(k1), qk)
+    return first_key, key_ok, qk, k0, k1
+
+
+@triton.jit
+def _group_q(Q, token64, stride_qs, q_rows, g_ok, HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr):
+    """The group's q rows, in one or two column parts (192 = 128 + 64; q1 = q0 when there is one)."""
+    q_base = Q + token64 * stride_qs
+    q0 = _load_rows(q_base, q_rows, g_ok, HEAD_DIM_QK0, 0)
+    q1 = q0
+    if HEAD_DIM_QK1 > 0:
+        q1 = _load_rows(q_base, q_rows, g_ok, HEAD_DIM_QK1, HEAD_DIM_QK0)
+    return q0, q1
+
+
+@triton.jit
 def sel_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
             stride_qs, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_os, stride_oh,
             stride_ls, stride_lh, stride_is, stride_ih, stride_cs, stride_ch,
@@ -105,32 +142,13 @@ def sel_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
             qk_scale_log2,
             HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr, HEAD_DIM_V: tl.constexpr,
             BLOCK_G: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-    # Grid: (kv head, token, group chunk), kv head outermost (see the module docstring).
-    pid = tl.program_id(0)
-    chunk = pid % group_chunks
-    token = (pid // group_chunks) % total_q
-    head_kv = pid // (group_chunks * total_q)
-    n = _token_sequence(CuSeqlensQ, token, num_seqs, flags)
+    token, head_kv, g_ok, head_q, n, position, k_start, len_k, num_blocks = _token_program(
+        CuSeqlensQ, CuSeqlensK, num_seqs, total_q, max_seqlen_k, group_size, group_chunks, flags, BLOCK_G, BLOCK_SIZE)
     if n < 0:
         return
-    q_start, len_q = _sequence(CuSeqlensQ, n, total_q, flags)
-    k_start, len_k = _sequence(CuSeqlensK, n, total_k, flags)
-    len_k = tl.minimum(len_k, max_seqlen_k)
-    position = token - q_start + len_k - len_q
-    num_blocks = tl.cdiv(len_k, BLOCK_SIZE)
-
-    g = chunk * BLOCK_G + tl.arange(0, BLOCK_G)
-    g_ok = g < group_size
-    head_q = head_kv * group_size + g
     token64 = token.to(tl.int64)
-    q_rows = head_q * stride_qh
-    q_base = Q + token64 * stride_qs
-    q0 = _load_rows(q_base, q_rows, g_ok, HEAD_DIM_QK0, 0)
-    if HEAD_DIM_QK1 > 0:
-        q1 = _load_rows(q_base, q_rows, g_ok, HEAD_DIM_QK1, HEAD_DIM_QK0)
-
+    q0, q1 = _group_q(Q, token64, stride_qs, head_q * stride_qh, g_ok, HEAD_DIM_QK0, HEAD_DIM_QK1)
     offs_n = tl.arange(0, BLOCK_SIZE)
-    offs_d0 = tl.arange(0, HEAD_DIM_QK0)
     offs_dv = tl.arange(0, HEAD_DIM_V)
     k_seq = K + k_start.to(tl.int64) * stride_ks + head_kv * stride_kh
     v_seq = V + k_start.to(tl.int64) * stride_vs + head_kv * stride_vh
@@ -141,15 +159,8 @@ def sel_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
     l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, HEAD_DIM_V], dtype=tl.float32)
     for slot in range(0, count):
-        b, visible = _block_keys(idx_row, slot, position, len_k, num_blocks, BLOCK_SIZE)
-        key_ok = offs_n < visible
-        k_block = k_seq + (b * BLOCK_SIZE).to(tl.int64) * stride_ks
-        k0 = tl.load(k_block + offs_n[:, None] * stride_ks + offs_d0[None, :], mask=key_ok[:, None], other=0.0)
-        qk = tl.dot(q0, tl.trans(k0))
-        if HEAD_DIM_QK1 > 0:
-            offs_d1 = HEAD_DIM_QK0 + tl.arange(0, HEAD_DIM_QK1)
-            k1 = tl.load(k_block + offs_n[:, None] * stride_ks + offs_d1[None, :], mask=key_ok[:, None], other=0.0)
-            qk = tl.dot(q1, tl.trans(k1), qk)
+        first_key, key_ok, qk, _, _ = _selected_block(idx_row, slot, position, len_k, num_blocks, k_seq, stride_ks,
+                                                      q0, q1, offs_n, HEAD_DIM_QK0, HEAD_DIM_QK1, BLOCK_SIZE)
         s = tl.where(key_ok[None, :], qk * qk_scale_log2, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         # A row that has seen no key yet keeps m = -inf; subtract 0 instead so exp2 gives 0, not NaN.
@@ -157,8 +168,7 @@ def sel_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
         p = tl.math.exp2(s - m_safe[:, None])
         alpha = tl.math.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v_block = v_seq + (b * BLOCK_SIZE).to(tl.int64) * stride_vs
-        v = tl.load(v_block + offs_n[:, None] * stride_vs + offs_dv[None, :], mask=key_ok[:, None], other=0.0)
+        v = _load_rows(v_seq + first_key * stride_vs, offs_n * stride_vs, key_ok, HEAD_DIM_V, 0)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
 
@@ -167,7 +177,7 @@ def sel_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
     out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
     o_ptrs = Out + token64 * stride_os + head_q[:, None] * stride_oh + offs_dv[None, :]
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=g_ok[:, None])
-    if (flags & SEL_FLAG_WRITE_LSE) != 0:
+    if (flags & FLAG_WRITE_LSE) != 0:
         lse = tl.where(has_keys, (m_i + tl.math.log2(l_i)) * LN2, float("-inf"))
         tl.store(Lse + token64 * stride_ls + head_q * stride_lh, lse, mask=g_ok)
 
@@ -183,27 +193,12 @@ def sel_bwd_dq(Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, Block
                BLOCK_G: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     # The forward's grid. Also stages delta = rowsum(dO * O) as fp32 [total_q, heads_q] in the
     # workspace for the dK/dV pass (which runs after this one).
-    pid = tl.program_id(0)
-    chunk = pid % group_chunks
-    token = (pid // group_chunks) % total_q
-    head_kv = pid // (group_chunks * total_q)
-    n = _token_sequence(CuSeqlensQ, token, num_seqs, flags)
+    token, head_kv, g_ok, head_q, n, position, k_start, len_k, num_blocks = _token_program(
+        CuSeqlensQ, CuSeqlensK, num_seqs, total_q, max_seqlen_k, group_size, group_chunks, flags, BLOCK_G, BLOCK_SIZE)
     if n < 0:
         return
-    q_start, len_q = _sequence(CuSeqlensQ, n, total_q, flags)
-    k_start, len_k = _sequence(CuSeqlensK, n, total_k, flags)
-    len_k = tl.minimum(len_k, max_seqlen_k)
-    position = token - q_start + len_k - len_q
-    num_blocks = tl.cdiv(len_k, BLOCK_SIZE)
-
-    g = chunk * BLOCK_G + tl.arange(0, BLOCK_G)
-    g_ok = g < group_size
-    head_q = head_kv * group_size + g
     token64 = token.to(tl.int64)
-    q_base = Q + token64 * stride_qs
-    q0 = _load_rows(q_base, head_q * stride_qh, g_ok, HEAD_DIM_QK0, 0)
-    if HEAD_DIM_QK1 > 0:
-        q1 = _load_rows(q_base, head_q * stride_qh, g_ok, HEAD_DIM_QK1, HEAD_DIM_QK0)
+    q0, q1 = _group_q(Q, token64, stride_qs, head_q * stride_qh, g_ok, HEAD_DIM_QK0, HEAD_DIM_QK1)
     do = _load_rows(DOut + token64 * stride_dos, head_q * stride_doh, g_ok, HEAD_DIM_V, 0)
     o = _load_rows(Out + token64 * stride_os, head_q * stride_oh, g_ok, HEAD_DIM_V, 0)
     delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), 1)
@@ -213,8 +208,6 @@ def sel_bwd_dq(Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, Block
     lse_log2 = tl.where(lse == float("-inf"), float("inf"), lse * LOG2E)
 
     offs_n = tl.arange(0, BLOCK_SIZE)
-    offs_d0 = tl.arange(0, HEAD_DIM_QK0)
-    offs_dv = tl.arange(0, HEAD_DIM_V)
     k_seq = K + k_start.to(tl.int64) * stride_ks + head_kv * stride_kh
     v_seq = V + k_start.to(tl.int64) * stride_vs + head_kv * stride_vh
     idx_row = BlockIdx + token64 * stride_is + head_kv * stride_ih
@@ -224,19 +217,11 @@ def sel_bwd_dq(Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, Block
     if HEAD_DIM_QK1 > 0:
         dq1 = tl.zeros([BLOCK_G, HEAD_DIM_QK1], dtype=tl.float32)
     for slot in range(0, count):
-        b, visible = _block_keys(idx_row, slot, position, len_k, num_blocks, BLOCK_SIZE)
-        key_ok = offs_n < visible
-        k_block = k_seq + (b * BLOCK_SIZE).to(tl.int64) * stride_ks
-        k0 = tl.load(k_block + offs_n[:, None] * stride_ks + offs_d0[None, :], mask=key_ok[:, None], other=0.0)
-        qk = tl.dot(q0, tl.trans(k0))
-        if HEAD_DIM_QK1 > 0:
-            offs_d1 = HEAD_DIM_QK0 + tl.arange(0, HEAD_DIM_QK1)
-            k1 = tl.load(k_block + offs_n[:, None] * stride_ks + offs_d1[None, :], mask=key_ok[:, None], other=0.0)
-            qk = tl.dot(q1, tl.trans(k1), qk)
+        first_key, key_ok, qk, k0, k1 = _selected_block(idx_row, slot, position, len_k, num_blocks, k_seq, stride_ks,
+                                                        q0, q1, offs_n, HEAD_DIM_QK0, HEAD_DIM_QK1, BLOCK_SIZE)
         p = tl.math.exp2(qk * qk_scale_log2 - lse_log2[:, None])
         p = tl.where(key_ok[None, :], p, 0.0)
-        v_block = v_seq + (b * BLOCK_SIZE).to(tl.int64) * stride_vs
-        v = tl.load(v_block + offs_n[:, None] * stride_vs + offs_dv[None, :], mask=key_ok[:, None], other=0.0)
+        v = _load_rows(v_seq + first_key * stride_vs, offs_n * stride_vs, key_ok, HEAD_DIM_V, 0)
         dp = tl.dot(do, tl.trans(v))
         ds = (p * (dp - delta[:, None])).to(k0.dtype)
         dq0 = tl.dot(ds, k0, dq0)
@@ -269,7 +254,7 @@ def _entry_slots(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, entry, head_kv, num
     q_start = token * 0
     len_q = q_start + total_q
     len_k = q_start + total_k
-    if (flags & SEL_FLAG_VARLEN) != 0:
+    if (flags & FLAG_VARLEN) != 0:
         # Each entry's sequence: a binary search on cu_seqlens_q, cu[lo] <= token < cu[hi].
         lo = token * 0
         hi = lo + num_seqs
@@ -394,9 +379,8 @@ def sel_index_order(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets, Tokens,
     elif length <= SORT_TILE:
         _sort_list(tokens, length, SORT_TILE)
     else:
-        q_start, len_q = _sequence(CuSeqlensQ, n, total_q, flags)
-        k_start, len_k = _sequence(CuSeqlensK, n, total_k, flags)
-        len_k = tl.minimum(len_k, max_seqlen_k)
+        q_start, len_q = sequence(CuSeqlensQ, n, total_q, flags)
+        k_start, len_k = sequence(CuSeqlensK, n, max_seqlen_k, flags)
         first_token = tl.maximum(block * block_size - (len_k - len_q), 0)
         entries = tl.maximum(len_q - first_token, 0) * num_slots
         written = tl.zeros([], dtype=tl.int32)
@@ -433,9 +417,8 @@ def sel_bwd_dkdv(Q, K, V, DOut, Lse, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, Offs
     tile = pid % num_key_tiles
     n = (pid // num_key_tiles) % num_seqs
     head_kv = pid // (num_key_tiles * num_seqs)
-    q_start, len_q = _sequence(CuSeqlensQ, n, total_q, flags)
-    k_start, len_k = _sequence(CuSeqlensK, n, total_k, flags)
-    len_k = tl.minimum(len_k, max_seqlen_k)
+    q_start, len_q = sequence(CuSeqlensQ, n, total_q, flags)
+    k_start, len_k = sequence(CuSeqlensK, n, max_seqlen_k, flags)
     first_key = tile * BLOCK_N
     if first_key >= len_k:
         return
@@ -513,8 +496,8 @@ def sel_check_indices(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Result,
     n = _token_sequence(CuSeqlensQ, token, num_seqs, flags)
     if n < 0:
         return
-    _, len_k = _sequence(CuSeqlensK, n, total_k, flags)
-    num_blocks = tl.cdiv(tl.minimum(len_k, max_seqlen_k), block_size)
+    _, len_k = sequence(CuSeqlensK, n, max_seqlen_k, flags)
+    num_blocks = tl.cdiv(len_k, block_size)
     token64 = token.to(tl.int64)
     row = BlockIdx + token64 * stride_is + head_kv * stride_ih
     base = (token64 * heads_kv + head_kv) * 16777216

@@ -581,6 +581,19 @@ static bool dims_hold(const aotk__kernel_entry *e, const aotk__attn_problem *pro
          (e->head_dim_v == 0 || e->head_dim_v >= problem->head_dim_v);
 }
 
+aotk_status aotk__check_row_runs(int row, aotk__image_kind kind, const aotk__device_info *device) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[row];
+  if ((kind == AOTK__IMAGE_PTX ? e->ptx.raw_bytes : e->cubin.raw_bytes) == 0) {
+    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT, "sm_%d %s has no %s image in this build", e->arch, e->name,
+                      kind == AOTK__IMAGE_PTX ? "PTX" : "cubin");
+  }
+  if (e->shared_bytes > device->max_shared_bytes) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_ARCH, "%s needs %d bytes of shared memory; the GPU (sm_%d) allows %d",
+                      e->name, e->shared_bytes, device->compute_capability, device->max_shared_bytes);
+  }
+  return AOTK_OK;
+}
+
 aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, int64_t size_key,
                                 const aotk__device_info *device, int *row, aotk__image_kind *kind) {
   int arch;
@@ -613,15 +626,7 @@ aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, i
                       aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter,
                       aotk__kernel_filter[0] ? ")" : "");
   }
-  const aotk__kernel_entry *e = &aotk__kernel_table[best];
-  if ((*kind == AOTK__IMAGE_PTX ? e->ptx.raw_bytes : e->cubin.raw_bytes) == 0) {
-    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT, "sm_%d %s has no %s image in this build", arch, e->name,
-                      *kind == AOTK__IMAGE_PTX ? "PTX" : "cubin");
-  }
-  if (e->shared_bytes > device->max_shared_bytes) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_ARCH, "%s needs %d bytes of shared memory; the GPU (sm_%d) allows %d",
-                      e->name, e->shared_bytes, device->compute_capability, device->max_shared_bytes);
-  }
+  if ((status = aotk__check_row_runs(best, *kind, device)) != AOTK_OK) return status;
   *row = best;
   return AOTK_OK;
 }

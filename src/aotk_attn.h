@@ -63,6 +63,9 @@ aotk_status aotk__check_cu_seqlens(const aotk_tensor *t, const char *name);
 bool aotk__tensor_aligned16(const aotk_tensor *t);
 /* The image target the current device runs (arch 80 or 90, cubin or PTX). */
 aotk_status aotk__choose_target(const aotk__device_info *device, int *arch, aotk__image_kind *kind);
+/* Whether table row `row` can run here: its image of `kind` is embedded and the device has the shared
+ * memory it needs (AOTK_ERROR_KERNEL_NOT_BUILT, AOTK_ERROR_UNSUPPORTED_ARCH otherwise). */
+aotk_status aotk__check_row_runs(int row, aotk__image_kind kind, const aotk__device_info *device);
 /* Loads the kernels of `rows` after checking each row's parameter kinds against the launcher's. */
 aotk_status aotk__load_rows(const aotk__driver *driver, const int *rows, const char *const *param_kinds, int count,
                             aotk__image_kind kind, CUdevice device, CUkernel *kernels);

@@ -349,15 +349,7 @@ static aotk_status choose_sel_kernel(int family, const sel_problem *p, const aot
                       aotk__kernel_filter[0] ? " (built with the filter " : "",
                       aotk__kernel_filter, aotk__kernel_filter[0] ? ")" : "");
   }
-  const aotk__kernel_entry *e = &aotk__kernel_table[best];
-  if ((*kind == AOTK__IMAGE_PTX ? e->ptx.raw_bytes : e->cubin.raw_bytes) == 0) {
-    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT, "sm_%d %s has no %s image in this build", arch, e->name,
-                      *kind == AOTK__IMAGE_PTX ? "PTX" : "cubin");
-  }
-  if (e->shared_bytes > device->max_shared_bytes) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_ARCH, "%s needs %d bytes of shared memory; the GPU (sm_%d) allows %d",
-                      e->name, e->shared_bytes, device->compute_capability, device->max_shared_bytes);
-  }
+  if ((status = aotk__check_row_runs(best, *kind, device)) != AOTK_OK) return status;
   *row = best;
   return AOTK_OK;
 }
@@ -410,7 +402,8 @@ static const char sel_index_order_param_kinds[] = "pp" "pp" "pp" "lili" "il" "ii
 static const char sel_check_indices_param_kinds[] = "pp" "pp" "p" "lili" "iiiiiiii";
 #undef PACKED
 
-enum { SEL_FLAG_VARLEN = 1, SEL_FLAG_WRITE_LSE = 2, SEL_FLAG_BLOCK_CNT = 4 };
+/* Bits of the kernels' flags (kernels/sel_attn.py): attn_common.py's WRITE_LSE and VARLEN, and one of its own. */
+enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256 };
 
 /* A packed tensor as the kernels take it. */
 typedef struct packed {

@@ -324,7 +324,8 @@ enum sel_check_param {
 };
 
 /* Bits of the selection kernels' flags argument (kernels/sel_attn.py). */
-enum { SEL_FLAG_VARLEN = 1, SEL_FLAG_WRITE_LSE = 2, SEL_FLAG_BLOCK_CNT = 4 };
+/* Bits of the kernels' flags (kernels/sel_attn.py): attn_common.py's WRITE_LSE and VARLEN, and one of its own. */
+enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256 };
 
 enum { MAX_LAUNCH_PARAMS = 64, LAUNCH_LOG_SIZE = 8, GIVEN_KERNELS_MAX = 1024 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
