@@ -1,0 +1,212 @@
+"""aotk: Triton attention kernels compiled ahead of time, for PyTorch, as a drop-in for flash-attn.
+
+    from aotk import flash_attn_func, flash_attn_varlen_func, scaled_dot_product_attention
+    out = flash_attn_func(q, k, v, causal=True)        # q [batch, seqlen, heads, head_dim], fp16/bf16, CUDA
+
+The package is pure Python over libaotk.so (loaded with ctypes from beside the package, or from
+$AOTK_LIBRARY): no compiler, no Triton, no CUDA toolkit. `import aotk` needs neither torch nor a GPU;
+version(), build_info() and library_path() work anywhere the library file is. The attention functions
+import torch when first called (or at `import aotk` if torch is already imported).
+
+What aotk cannot do raises an error naming the argument (NotImplementedError for a feature it lacks,
+ValueError/TypeError for a bad value); nothing falls back to another implementation. Failures inside
+the library raise AotkError, a RuntimeError carrying aotk's status name and message.
+
+CUDA graphs: the calls launch on torch's current stream, allocate through torch's caching allocator
+and never synchronize, so they can be captured. A kernel's image is loaded by the library on its first
+use in the process; capture after a warm-up run (torch's recipe for graphs does one) or call
+aotk.preload() first.
+"""
+import ctypes
+import sys
+
+from . import _capi
+from ._capi import AotkError
+
+__version__ = "0.3.0"  # the library's version this package was written for (tests check they agree)
+
+__all__ = [
+    "AotkError", "version", "version_number", "build_info", "library_path", "preload", "set_image_policy",
+    "self_test", "flash_attn_func", "flash_attn_varlen_func", "scaled_dot_product_attention", "selection_attention",
+]
+
+
+def library_path():
+    """The path of the libaotk.so this process loaded (loading it if needed)."""
+    return _capi.library().path
+
+
+def version():
+    """The loaded library's version, "0.3.0" (aotk_version_string)."""
+    return _capi.library().lib.aotk_version_string().decode()
+
+
+def version_number():
+    """The loaded library's AOTK_VERSION_NUMBER, major * 10000 + minor * 100 + patch."""
+    return int(_capi.library().lib.aotk_version_number())
+
+
+def build_info():
+    """What the loaded library contains (aotk_get_build_info), as a dict; needs no GPU."""
+    lib = _capi.library()
+    info = _capi.AotkBuildInfo()
+    info.struct_size = ctypes.sizeof(_capi.AotkBuildInfo)
+    lib.check(lib.lib.aotk_get_build_info(ctypes.byref(info)), "aotk_get_build_info")
+    return {
+        "version": version(),
+        "library": lib.path,
+        "triton_version": (info.triton_version or b"").decode(),
+        "ptxas_version": (info.ptxas_version or b"").decode(),
+        "kernels_sm80": info.kernels_sm80,
+        "kernels_sm90": info.kernels_sm90,
+        "image_bytes_sm80": info.image_bytes_sm80,
+        "image_bytes_sm90": info.image_bytes_sm90,
+        "catalog_kernels": info.catalog_kernels,
+    }
+
+
+def _with_device_context(device, call):
+    """Runs call() with CUDA device `device`'s primary context current: through torch when torch is
+    already imported (so that torch's current device is respected), else through the driver."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        ordinal = torch.cuda.current_device() if device is None else torch.device("cuda", device).index
+        with torch.cuda.device(ordinal):
+            _capi.ensure_context(ordinal)
+            return call()
+    if device is None:
+        try:
+            return call()  # a context may be current already; without a driver this is aotk's own error
+        except AotkError as e:
+            if e.status != _capi.AOTK_ERROR_NO_CONTEXT:
+                raise
+    _capi.ensure_context(0 if device is None else int(device))
+    return call()
+
+
+def preload(device=None):
+    """Loads every kernel image for CUDA device `device` (an ordinal; default torch's current device, or
+    0 without torch), so that no later call loads one: call it before capturing a CUDA graph whose
+    aotk calls have not run before in this process. Raises AotkError on failure."""
+    lib = _capi.library()
+    _with_device_context(device, lambda: lib.check(lib.lib.aotk_preload(), "aotk_preload"))
+
+
+def set_image_policy(policy):
+    """"auto" (default: the sm_90 cubins on sm_90, sm_80 cubins on sm_8x, sm_80 PTX on newer GPUs) or
+    "sm80_ptx" (the sm_80 PTX on any GPU, to test the path newer GPUs take). Process-wide."""
+    values = {"auto": _capi.AOTK_IMAGE_POLICY_AUTO, "sm80_ptx": _capi.AOTK_IMAGE_POLICY_SM80_PTX}
+    if policy not in values:
+        raise ValueError(f"aotk.set_image_policy: policy must be 'auto' or 'sm80_ptx', got {policy!r}")
+    lib = _capi.library()
+    lib.check(lib.lib.aotk_set_image_policy(values[policy]), "aotk_set_image_policy")
+
+
+def self_test(device=0):
+    """aotk_self_test on GPU `device`: small forward and backward problems of every dtype and head dim
+    against a float64 reference. Returns the report (one line per case); raises AotkError, with the
+    report in its message, on a failure. Allocates and synchronizes: not for the training loop."""
+    lib = _capi.library()
+    report = ctypes.create_string_buffer(1 << 16)
+    status = lib.lib.aotk_self_test(int(device), report, ctypes.sizeof(report))
+    text = report.value.decode("utf-8", "replace")
+    if status != _capi.AOTK_OK:
+        error = lib.error(status, "aotk_self_test")
+        error.args = (f"{error.args[0]}\n{text}",)
+        raise error
+    return text
+
+
+_torch_ops_module = None
+
+
+def _ops(fn):
+    """aotk._torch_ops, importing torch and registering the custom ops on first use."""
+    global _torch_ops_module
+    if _torch_ops_module is None:
+        try:
+            import torch  # noqa: F401
+        except ImportError as e:
+            raise ImportError(f"aotk.{fn} needs PyTorch, which could not be imported ({e}); aotk's functions "
+                              f"that take no tensors (version, build_info, ...) work without it") from e
+        from . import _torch_ops as module
+        _torch_ops_module = module
+    return _torch_ops_module
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                    alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """flash-attn's flash_attn_func, on aotk's kernels.
+
+    q [batch, seqlen_q, heads_q, head_dim_qk], k [batch, seqlen_k, heads_kv, head_dim_qk],
+    v [batch, seqlen_k, heads_kv, head_dim_v]: fp16 or bf16, one CUDA device, any strides (a last
+    dimension that is not contiguous is copied, as flash-attn does). heads_q a multiple of heads_kv
+    (GQA/MQA). Head dims: multiples of 8 from 8 to 256. Returns out [batch, seqlen_q, heads_q, head_dim_v].
+
+    dropout_p: in [0, 1); the {seed, offset} come from torch's CUDA generator (torch.manual_seed
+    reproduces them). softmax_scale: None for 1/sqrt(head_dim_qk). causal: bottom-right aligned, as
+    flash-attn >= 2.1. window_size (left, right): -1 for unbounded. softcap: 0 off. alibi_slopes: fp32
+    [heads_q] or [batch, heads_q]. deterministic: accepted; aotk's backward is always deterministic.
+    return_attn_probs=True is not supported (NotImplementedError).
+    """
+    return _ops("flash_attn_func").flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
+                                                   alibi_slopes, deterministic, return_attn_probs)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                           deterministic=False, return_attn_probs=False, block_table=None):
+    """flash-attn's flash_attn_varlen_func, on aotk's kernels.
+
+    q [total_q, heads_q, head_dim_qk], k [total_k, heads_kv, head_dim_qk], v [total_k, heads_kv,
+    head_dim_v]: sequences packed one after another; cu_seqlens_q/_k int32 [num_seqs + 1] on the GPU
+    (sequence b is rows cu_seqlens[b] .. cu_seqlens[b+1]-1); max_seqlen_q/_k ints bounding every
+    sequence's length (they size the grid; a longer sequence is only partly computed). Returns out
+    [total_q, heads_q, head_dim_v]; rows outside every sequence are 0. alibi_slopes: fp32 [heads_q] or
+    [num_seqs, heads_q]. Other arguments as flash_attn_func. block_table (paged KV) is not supported.
+    """
+    return _ops("flash_attn_varlen_func").flash_attn_varlen_func(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
+        window_size, softcap, alibi_slopes, deterministic, return_attn_probs, block_table)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention, on aotk's kernels.
+
+    query [batch, heads_q, seqlen_q, head_dim_qk], key [batch, heads_kv, seqlen_k, head_dim_qk], value
+    [batch, heads_kv, seqlen_k, head_dim_v] (torch's layout, read in place through strides), fp16 or
+    bf16 on CUDA. is_causal is torch's top-left causal mask. heads_kv < heads_q needs enable_gqa=True.
+    Returns [batch, heads_q, seqlen_q, head_dim_v] (a transposed view of a [batch, seqlen, heads, d]
+    tensor, as torch's flash backend returns). attn_mask is not supported (NotImplementedError).
+    """
+    return _ops("scaled_dot_product_attention").scaled_dot_product_attention(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+def selection_attention(q, k, v, block_idx, block_size, block_cnt=None, cu_seqlens_q=None, cu_seqlens_k=None,
+                        max_seqlen_k=None, softmax_scale=None, return_lse=False):
+    """Selection attention (NSA's selected-blocks branch): each query token attends only to the key
+    blocks listed for it, causally (include/aotk.h gives the exact contract).
+
+    q [total_q, heads_q, head_dim_qk], k [total_k, heads_kv, head_dim_qk], v [total_k, heads_kv,
+    head_dim_v]: fp16 or bf16, (head_dim_qk, head_dim_v) in (64, 64), (128, 128), (192, 128).
+    block_idx int32 [total_q, heads_kv, slots]: sequence-local block ids, -1 for an empty slot; shared
+    by the query heads of a GQA group. block_size: 32, 64 or 128. block_cnt: optional int32
+    [total_q, heads_kv], only the first block_cnt slots count. cu_seqlens_q/_k (int32 [num_seqs + 1])
+    and max_seqlen_k: packed sequences; without them q and k are one sequence (bottom-right aligned).
+    Returns out [total_q, heads_q, head_dim_v], and with return_lse=True also lse [total_q, heads_q]
+    fp32 (natural log), returned detached: no gradient flows back through lse.
+    """
+    return _ops("selection_attention").selection_attention(
+        q, k, v, block_idx, block_size, block_cnt, cu_seqlens_q, cu_seqlens_k, max_seqlen_k, softmax_scale,
+        return_lse)
+
+
+# With torch already imported, register the custom ops now, so that torch.compile never meets their
+# registration inside a trace.
+if "torch" in sys.modules:
+    try:
+        _ops("flash_attn_func")
+    except ImportError:
+        pass
