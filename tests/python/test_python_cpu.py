@@ -1,0 +1,405 @@
+"""The Python package on a machine with no GPU: imports, version and build info, the ctypes structs
+against include/aotk.h, errors from the C side as AotkError, the argument checks of the torch front
+ends (with torch) or their ImportError (without), the fake implementations of the custom ops, and an
+install with pip. Passes with and without torch installed.
+
+    python3 tests/python/test_python_cpu.py --package-dir build/python --include-dir include [--cc cc]
+
+--package-dir is the tree `make` assembles (build/python: the package and a copy of libaotk.so). Ends
+with "N passed, M failed, K skipped"; exits 1 on a failure, 77 when nothing could run.
+"""
+import argparse
+import ctypes
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+
+class Skip(Exception):
+    pass
+
+
+ARGS = None
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def expect(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def expect_raises(exc_type, words, fn, *args, **kwargs):
+    """fn(*args, **kwargs) must raise exc_type with every one of `words` in its message."""
+    try:
+        fn(*args, **kwargs)
+    except exc_type as e:
+        message = str(e)
+        missing = [w for w in words if w not in message]
+        expect(not missing, f"{type(e).__name__} message lacks {missing}: {message!r}")
+        return e
+    except Exception as e:  # noqa: BLE001: the wrong exception is a failure, shown whole
+        raise AssertionError(f"expected {exc_type.__name__} naming {words}, got {type(e).__name__}: {e}") from e
+    raise AssertionError(f"expected {exc_type.__name__} naming {words}, nothing was raised")
+
+
+def run_python(code, env_changes=None, cwd=None):
+    """Runs `code` in a fresh interpreter with the package dir on sys.path; returns (rc, output)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ARGS.package_dir
+    env.pop("AOTK_LIBRARY", None)
+    env.update(env_changes or {})
+    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd or tempfile.gettempdir(),
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+def header_version():
+    text = open(os.path.join(ARGS.include_dir, "aotk.h")).read()
+    parts = [re.search(rf"#define AOTK_VERSION_{p} (\d+)", text).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(parts)
+
+
+def torch_or_skip():
+    if importlib.util.find_spec("torch") is None:
+        raise Skip("torch is not installed (the no-torch path is test_no_torch_error)")
+    import torch
+    return torch
+
+
+# ---------------------------------------------------------------------------------------------------
+
+@test
+def test_import_from_build_tree():
+    import aotk
+    expect(os.path.realpath(aotk.__file__).startswith(os.path.realpath(ARGS.package_dir) + os.sep),
+           f"aotk was imported from {aotk.__file__}, not from {ARGS.package_dir}")
+    expected = os.path.join(ARGS.package_dir, "aotk", "libaotk.so")
+    expect(os.path.realpath(aotk.library_path()) == os.path.realpath(expected),
+           f"library_path() = {aotk.library_path()}, expected the copy beside the package, {expected}")
+    # `import aotk` alone must not import torch (nor need it).
+    rc, out = run_python("import sys, aotk; aotk.version(); print('torch' in sys.modules)")
+    expect(rc == 0 and out.strip() == "False", f"import aotk imported torch or failed (rc {rc}): {out}")
+
+
+@test
+def test_version():
+    import aotk
+    expected = header_version()
+    expect(aotk.version() == expected, f"aotk.version() = {aotk.version()}, include/aotk.h says {expected}")
+    expect(aotk.__version__ == expected, f"aotk.__version__ = {aotk.__version__}, include/aotk.h says {expected}")
+    major, minor, patch = (int(x) for x in expected.split("."))
+    expect(aotk.version_number() == major * 10000 + minor * 100 + patch, f"version_number() = {aotk.version_number()}")
+    pyproject = open(os.path.join(ARGS.package_dir, "pyproject.toml")).read()
+    m = re.search(r'^version = "([^"]+)"', pyproject, re.M)
+    expect(m and m.group(1) == expected, f"pyproject.toml's version is {m and m.group(1)}, the library's {expected}")
+
+
+@test
+def test_build_info():
+    import aotk
+    info = aotk.build_info()
+    print(f"    {info}")
+    expect(re.fullmatch(r"\d+\.\d+\.\d+", info["triton_version"]), f"triton_version {info['triton_version']!r}")
+    expect(info["ptxas_version"], "ptxas_version is empty")
+    expect(info["kernels_sm80"] > 0 and info["kernels_sm90"] > 0, "no kernels in the build")
+    expect(info["catalog_kernels"] >= max(info["kernels_sm80"], info["kernels_sm90"]), "catalog smaller than the build")
+    expect(info["image_bytes_sm80"] > 0 and info["image_bytes_sm90"] > 0, "no image bytes")
+
+
+@test
+def test_struct_layouts():
+    """Every ctypes struct against the header's offsetof and sizeof, compiled by the C compiler."""
+    from aotk import _capi
+    cc = ARGS.cc or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise Skip("no C compiler")
+    src = ["#include <stdio.h>", "#include <stddef.h>", '#include "aotk.h"', "int main(void) {"]
+    for cname, cls in _capi.STRUCTS:
+        src.append(f'  printf("{cname} sizeof %zu\\n", sizeof({cname}));')
+        src += [f'  printf("{cname} {f} %zu\\n", offsetof({cname}, {f}));' for f, _ in cls._fields_]
+    src.append("  return 0;\n}")
+    with tempfile.TemporaryDirectory() as tmp:
+        c_path, exe = os.path.join(tmp, "probe.c"), os.path.join(tmp, "probe")
+        with open(c_path, "w") as f:
+            f.write("\n".join(src) + "\n")
+        r = subprocess.run([cc, "-std=c11", "-I", ARGS.include_dir, c_path, "-o", exe], capture_output=True, text=True)
+        expect(r.returncode == 0, f"the probe did not compile (a field the header lacks?):\n{r.stderr}")
+        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    c_values = {}
+    for line in out.splitlines():
+        cname, field, value = line.split()
+        c_values[(cname, field)] = int(value)
+    problems = []
+    for cname, cls in _capi.STRUCTS:
+        if c_values[(cname, "sizeof")] != ctypes.sizeof(cls):
+            problems.append(f"sizeof({cname}) = {c_values[(cname, 'sizeof')]}, ctypes {ctypes.sizeof(cls)}")
+        for f, _ in cls._fields_:
+            if c_values[(cname, f)] != getattr(cls, f).offset:
+                problems.append(f"offsetof({cname}, {f}) = {c_values[(cname, f)]}, ctypes {getattr(cls, f).offset}")
+    # A field missing at the end would pass the offsets; the size catches it, unless it fit in padding:
+    # compare the header's field names too.
+    header = open(os.path.join(ARGS.include_dir, "aotk.h")).read()
+    for cname, cls in _capi.STRUCTS:
+        body = re.search(r"typedef struct %s \{(.*?)\} %s;" % (cname, cname), header, re.S).group(1)
+        body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+        c_fields = re.findall(r"(\w+)(?:\[[^\]]*\])?;", body)
+        py_fields = [f for f, _ in cls._fields_]
+        if c_fields != py_fields:
+            problems.append(f"{cname}: header fields {c_fields}, ctypes {py_fields}")
+    expect(not problems, "; ".join(problems))
+    print(f"    {len(_capi.STRUCTS)} structs, {sum(len(c._fields_) for _, c in _capi.STRUCTS)} fields match")
+
+
+@test
+def test_c_errors_become_aotk_error():
+    import aotk
+    from aotk import _capi
+    lib = _capi.library()
+    e = expect_raises(aotk.AotkError, ["aotk_attn_fwd", "AOTK_ERROR_STRUCT_SIZE", "struct_size"],
+                      lambda: lib.check(lib.lib.aotk_attn_fwd(ctypes.byref(_capi.AotkAttnParams()), None),
+                                        "aotk_attn_fwd"))
+    expect(isinstance(e, RuntimeError), "AotkError is not a RuntimeError")
+    expect(e.status == 2 and e.status_name == "AOTK_ERROR_STRUCT_SIZE", f"status {e.status} {e.status_name}")
+
+    # A validation error names the argument (validation runs before the driver is needed).
+    def tensor(shape):
+        t = _capi.AotkTensor()
+        t.data, t.dtype, t.rank = 0x10000, _capi.AOTK_DTYPE_BFLOAT16, len(shape)
+        stride = 1
+        for i in reversed(range(len(shape))):
+            t.shape[i], t.strides[i] = shape[i], stride
+            stride *= shape[i]
+        return t
+
+    p = _capi.attn_params()
+    p.q, p.k, p.v, p.out = tensor((1, 16, 2, 80)), tensor((1, 16, 2, 64)), tensor((1, 16, 2, 64)), tensor((1, 16, 2, 64))
+    e = expect_raises(aotk.AotkError, ["AOTK_ERROR_HEAD_DIM_MISMATCH", "q.shape[3] = 80"],
+                      lambda: lib.check(lib.lib.aotk_attn_fwd(ctypes.byref(p), None), "aotk_attn_fwd"))
+    expect(e.detail and e.hint, f"detail {e.detail!r}, hint {e.hint!r}")
+
+
+@test
+def test_preload_without_gpu():
+    import aotk
+    try:
+        aotk.preload()
+    except aotk.AotkError as e:
+        print(f"    {e}")
+        expect(e.status_name.startswith("AOTK_ERROR_NO_") or e.cuda_result, f"unexpected {e.status_name}: {e}")
+        return
+    print("    preload succeeded: this machine has a GPU")
+
+
+@test
+def test_aotk_library_env():
+    # AOTK_LIBRARY set but wrong: import works, the first call fails naming the variable and the path.
+    rc, out = run_python("import aotk\n"
+                         "try:\n    aotk.version()\nexcept aotk.AotkError as e:\n    print('ERR', e)\n",
+                         {"AOTK_LIBRARY": "/nonexistent/libaotk.so"})
+    expect(rc == 0 and "ERR" in out and "AOTK_LIBRARY" in out and "/nonexistent/libaotk.so" in out,
+           f"rc {rc}: {out}")
+    # AOTK_LIBRARY set and right: that file is loaded.
+    path = os.path.realpath(os.path.join(ARGS.package_dir, "aotk", "libaotk.so"))
+    with tempfile.TemporaryDirectory() as tmp:
+        other = os.path.join(tmp, "libaotk-other.so")
+        shutil.copy(path, other)
+        rc, out = run_python("import aotk; print(aotk.library_path()); print(aotk.version())", {"AOTK_LIBRARY": other})
+        expect(rc == 0 and out.splitlines()[0] == other, f"rc {rc}: {out}")
+
+
+@test
+def test_no_torch_error():
+    """Without torch (hidden from the import system here, so this runs whether or not it is installed),
+    the tensor functions raise ImportError naming PyTorch; the rest of the package works."""
+    code = ("import sys\nsys.modules['torch'] = None  # makes `import torch` raise ImportError\n"
+            "import aotk\nprint(aotk.version())\n"
+            "for name in ('flash_attn_func', 'flash_attn_varlen_func', 'scaled_dot_product_attention',"
+            " 'selection_attention'):\n"
+            "    fn = getattr(aotk, name)\n"
+            "    try:\n"
+            "        fn(*([None] * 7)) if name == 'flash_attn_varlen_func' else fn(None, None, None, None, 64)"
+            " if name == 'selection_attention' else fn(None, None, None)\n"
+            "    except ImportError as e:\n"
+            "        print('IMPORTERROR', name, e)\n")
+    rc, out = run_python(code)
+    expect(rc == 0, f"rc {rc}: {out}")
+    lines = [l for l in out.splitlines() if l.startswith("IMPORTERROR")]
+    expect(len(lines) == 4 and all("PyTorch" in l for l in lines), f"expected 4 ImportErrors naming PyTorch: {out}")
+    print(f"    {lines[0]}")
+
+
+@test
+def test_torch_argument_errors():
+    """With torch: every unsupported argument is refused in Python, naming it, before any device work;
+    CPU tensors are refused with a clear error (this machine has no GPU)."""
+    torch = torch_or_skip()
+    import aotk
+
+    def t(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape).to(dtype)
+
+    q, k, v = t(2, 33, 4, 64), t(2, 40, 2, 64), t(2, 40, 2, 64)
+    expect_raises(ValueError, ["q", "cpu", "CUDA"], aotk.flash_attn_func, q, k, v)
+    expect_raises(ValueError, ["q", "CUDA"], aotk.flash_attn_func, q, k, v, causal=True, window_size=(8, 0))
+    expect_raises(NotImplementedError, ["return_attn_probs"], aotk.flash_attn_func, q, k, v, return_attn_probs=True)
+    expect_raises(NotImplementedError, ["q.dtype", "float32"], aotk.flash_attn_func, q.float(), k.float(), v.float())
+    expect_raises(ValueError, ["k.dtype"], aotk.flash_attn_func, q, k.half(), v)
+    expect_raises(NotImplementedError, ["head dim", "12"], aotk.flash_attn_func, t(2, 33, 4, 12), t(2, 40, 2, 12),
+                  t(2, 40, 2, 12))
+    expect_raises(ValueError, ["q", "k", "head dim"], aotk.flash_attn_func, q, t(2, 40, 2, 32), v)
+    expect_raises(ValueError, ["heads", "multiple"], aotk.flash_attn_func, t(2, 33, 3, 64), k, v)
+    expect_raises(ValueError, ["dropout_p"], aotk.flash_attn_func, q, k, v, dropout_p=1.0)
+    expect_raises(ValueError, ["softmax_scale"], aotk.flash_attn_func, q, k, v, softmax_scale=-1.0)
+    expect_raises(ValueError, ["window_size"], aotk.flash_attn_func, q, k, v, window_size=5)
+    expect_raises(ValueError, ["softcap"], aotk.flash_attn_func, q, k, v, softcap=-1.0)
+    expect_raises(NotImplementedError, ["alibi_slopes", "float32"], aotk.flash_attn_func, q, k, v,
+                  alibi_slopes=torch.ones(4, dtype=torch.float16))
+    expect_raises(ValueError, ["alibi_slopes", "shape"], aotk.flash_attn_func, q, k, v, alibi_slopes=torch.ones(3))
+    expect_raises(TypeError, ["q", "torch.Tensor"], aotk.flash_attn_func, [1.0], k, v)
+    expect_raises(ValueError, ["q", "4 dimensions"], aotk.flash_attn_func, t(33, 4, 64), k, v)
+
+    qv, kv = t(50, 4, 64), t(60, 2, 64)
+    cu = torch.tensor([0, 20, 50], dtype=torch.int32)
+    cuk = torch.tensor([0, 30, 60], dtype=torch.int32)
+    expect_raises(ValueError, ["q", "CUDA"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 30, 30)
+    expect_raises(NotImplementedError, ["block_table"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 30, 30,
+                  block_table=torch.zeros(2, 1, dtype=torch.int32))
+    expect_raises(ValueError, ["cu_seqlens_q", "int32"], aotk.flash_attn_varlen_func, qv, kv, kv, cu.long(), cuk, 30, 30)
+    expect_raises(ValueError, ["cu_seqlens_k", "entries"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk[:2], 30, 30)
+    expect_raises(ValueError, ["max_seqlen_q"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 0, 30)
+
+    query, key = t(2, 4, 33, 64), t(2, 2, 40, 64)
+    expect_raises(NotImplementedError, ["attn_mask"], aotk.scaled_dot_product_attention, query, key, key,
+                  attn_mask=torch.ones(33, 40, dtype=torch.bool))
+    expect_raises(ValueError, ["enable_gqa"], aotk.scaled_dot_product_attention, query, key, key)
+    expect_raises(ValueError, ["query", "CUDA"], aotk.scaled_dot_product_attention, query, key, key, enable_gqa=True)
+    expect_raises(ValueError, ["scale"], aotk.scaled_dot_product_attention, query, key, key, scale=0.0,
+                  enable_gqa=True)
+
+    qs, ks = t(50, 4, 128), t(50, 2, 128)
+    idx = torch.zeros(50, 2, 4, dtype=torch.int32)
+    expect_raises(ValueError, ["q", "CUDA"], aotk.selection_attention, qs, ks, ks, idx, 64)
+    expect_raises(TypeError, ["block_idx", "int32"], aotk.selection_attention, qs, ks, ks, idx.long(), 64)
+    expect_raises(NotImplementedError, ["block_size"], aotk.selection_attention, qs, ks, ks, idx, 48)
+    expect_raises(NotImplementedError, ["head dims"], aotk.selection_attention, t(50, 4, 32), t(50, 2, 32),
+                  t(50, 2, 32), idx, 64)
+    expect_raises(ValueError, ["max_seqlen_k"], aotk.selection_attention, qs, ks, ks, idx, 64,
+                  cu_seqlens_q=torch.tensor([0, 50], dtype=torch.int32),
+                  cu_seqlens_k=torch.tensor([0, 50], dtype=torch.int32))
+    expect_raises(ValueError, ["both"], aotk.selection_attention, qs, ks, ks, idx, 64,
+                  cu_seqlens_q=torch.tensor([0, 50], dtype=torch.int32))
+
+
+@test
+def test_torch_fake_implementations():
+    """The custom ops are registered, and their fake (meta) implementations give the shapes, dtypes and
+    strides the CUDA implementations allocate (what torch.compile traces with)."""
+    torch = torch_or_skip()
+    import aotk
+    aotk._ops("flash_attn_func")  # imports torch and registers the ops
+    for name in ("attn_fwd", "attn_bwd", "sel_fwd", "sel_bwd"):
+        expect(hasattr(torch.ops.aotk, name), f"torch.ops.aotk.{name} is not registered")
+    m = dict(device="meta", dtype=torch.bfloat16)
+    q, k, v = torch.empty(2, 33, 8, 64, **m), torch.empty(2, 40, 2, 64, **m), torch.empty(2, 40, 2, 32, **m)
+    out, lse = torch.ops.aotk.attn_fwd(q, k, v, None, None, 0, 0, 0.0, True, 0, -1, -1, 0.0, None, 0.0, None, False)
+    expect(out.shape == (2, 33, 8, 32) and out.dtype == torch.bfloat16, f"out {out.shape} {out.dtype}")
+    expect(lse.shape == (2, 8, 33) and lse.dtype == torch.float32, f"lse {lse.shape} {lse.dtype}")
+    # torch's layout read through strides: dq must come back laid out like q.
+    qt = torch.empty(2, 8, 33, 64, **m).transpose(1, 2)
+    dq, dk, dv = torch.ops.aotk.attn_bwd(out, qt, k, v, out, lse, None, None, 0, 0, 0.0, True, 0, -1, -1, 0.0, None,
+                                         0.0, None, False)
+    expect(dq.shape == qt.shape and dq.stride() == qt.stride(), f"dq {dq.shape} {dq.stride()} vs {qt.stride()}")
+    expect(dk.shape == k.shape and dv.shape == v.shape, "dk/dv shapes")
+    qv = torch.empty(50, 8, 64, **m)
+    kv = torch.empty(60, 2, 64, **m)
+    cu = torch.empty(3, device="meta", dtype=torch.int32)
+    out, lse = torch.ops.aotk.attn_fwd(qv, kv, kv, cu, cu, 30, 30, 0.0, False, 0, -1, -1, 0.0, None, 0.0, None, False)
+    expect(out.shape == (50, 8, 64) and lse.shape == (8, 50), f"varlen out {out.shape} lse {lse.shape}")
+    qs, ks, vs = torch.empty(50, 8, 192, **m), torch.empty(50, 2, 192, **m), torch.empty(50, 2, 128, **m)
+    idx = torch.empty(50, 2, 4, device="meta", dtype=torch.int32)
+    out, lse = torch.ops.aotk.sel_fwd(qs, ks, vs, idx, None, None, None, 0, 64, 0.0)
+    expect(out.shape == (50, 8, 128) and lse.shape == (50, 8) and lse.dtype == torch.float32,
+           f"sel out {out.shape} lse {lse.shape}")
+    dq, dk, dv = torch.ops.aotk.sel_bwd(out, qs, ks, vs, out, lse, idx, None, None, None, 0, 64, 0.0)
+    expect(dq.shape == qs.shape and dk.shape == ks.shape and dv.shape == vs.shape, "sel grads' shapes")
+
+
+@test
+def test_pip_install():
+    """pip installs the build tree's package (offline, no compiler), and the installed copy loads its own
+    libaotk.so."""
+    try:
+        import setuptools
+    except ImportError:
+        raise Skip("setuptools is not installed") from None
+    version = tuple(int(x) for x in re.findall(r"\d+", setuptools.__version__)[:2])
+    if version < (70, 1) and importlib.util.find_spec("wheel") is None:
+        raise Skip(f"an offline build needs setuptools >= 70.1 or the wheel package (setuptools "
+                   f"{setuptools.__version__}, no wheel)")
+    with tempfile.TemporaryDirectory() as tmp:
+        src, target = os.path.join(tmp, "src"), os.path.join(tmp, "site")
+        shutil.copytree(ARGS.package_dir, src, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                            "--no-build-isolation", "--no-deps", "--no-index", "--target", target, src],
+                           capture_output=True, text=True, timeout=600)
+        expect(r.returncode == 0, f"pip install failed:\n{r.stdout}\n{r.stderr}")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = target
+        env.pop("AOTK_LIBRARY", None)
+        r = subprocess.run([sys.executable, "-c", "import aotk; print(aotk.library_path()); print(aotk.version())"],
+                           env=env, cwd=tmp, capture_output=True, text=True)
+        expect(r.returncode == 0, f"the installed package failed: {r.stderr}")
+        path, version = r.stdout.split()
+        expect(path.startswith(target + os.sep) and version == header_version(),
+               f"the installed package loaded {path} ({version})")
+        print(f"    installed into {target}, loads {os.path.relpath(path, target)} {version}")
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--package-dir", default=os.path.join(here, "..", "..", "build", "python"))
+    ap.add_argument("--include-dir", default=os.path.join(here, "..", "..", "include"))
+    ap.add_argument("--cc", default=os.environ.get("CC"))
+    ARGS = ap.parse_args()
+    ARGS.package_dir = os.path.abspath(ARGS.package_dir)
+    ARGS.include_dir = os.path.abspath(ARGS.include_dir)
+    if not os.path.exists(os.path.join(ARGS.package_dir, "aotk", "libaotk.so")):
+        print(f"{ARGS.package_dir}/aotk/libaotk.so does not exist: build first (make)")
+        print("0 passed, 0 failed, 1 skipped")
+        return 77
+    os.environ.pop("AOTK_LIBRARY", None)  # the copy beside the package is the one under test
+    sys.path.insert(0, ARGS.package_dir)
+    passed = failed = skipped = 0
+    for fn in TESTS:
+        try:
+            fn()
+        except Skip as e:
+            skipped += 1
+            print(f"skip {fn.__name__}: {e}")
+        except Exception:  # noqa: BLE001: every failure is reported and counted
+            failed += 1
+            print(f"FAIL {fn.__name__}:\n{traceback.format_exc()}")
+        else:
+            passed += 1
+            print(f"ok   {fn.__name__}")
+        sys.stdout.flush()
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    if failed:
+        return 1
+    return 77 if passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
