@@ -650,10 +650,11 @@ def test_transformer_training():
     """A 2-layer transformer (d_model 256, 4 query heads of 64, 2 kv heads, seq 256), bf16 (autocast),
     trained 50 steps with aotk's attention and with torch's SDPA from the same init on the same data.
 
-    Tolerance: |loss_aotk - loss_sdpa| <= 0.02 * loss_sdpa + 0.02 at every step. Two correct bf16
-    attentions differ by rounding (bf16 keeps 8 bits: relative 2^-9 per rounding), which through 50
-    Adam steps moves the loss by about 1e-2 or less; an attention or gradient bug (a wrong scale, mask,
-    GQA sum or missing gradient) moves it by tenths. The losses must also fall (the data is a Markov
+    Tolerance: |loss_aotk - loss_sdpa| <= 2^-8 * loss_sdpa at every step: one bf16 rounding step
+    (bf16 keeps 8 bits, relative 2^-9 per rounding, so 2^-8 allows two). Two correct bf16 attentions
+    differ only by rounding; the first H100 run measured at most 2e-4 on losses near 1 (5.7 at the
+    start), a twentieth of the bound. An attention or gradient bug (a wrong scale, mask, GQA sum or
+    missing gradient) moves the loss by tenths. The losses must also fall (the data is a Markov
     chain: each token follows from the previous one with probability 0.9)."""
     torch.manual_seed(ARGS.seed)
     vocab, seq, batch = 256, 256, 8
@@ -686,7 +687,7 @@ def test_transformer_training():
     print("    step  aotk     sdpa     |diff|")
     for i in list(range(0, 50, 7)) + [49]:
         print(f"    {i:4d}  {a[i]:.5f}  {s[i]:.5f}  {diffs[i]:.5f}")
-    bad = [i for i in range(50) if diffs[i] > 0.02 * s[i] + 0.02]
+    bad = [i for i in range(50) if diffs[i] > 2.0 ** -8 * s[i]]
     expect(not bad, f"losses disagree at steps {bad[:10]} (first: aotk {a[bad[0]] if bad else 0:.5f}, "
                     f"sdpa {s[bad[0]] if bad else 0:.5f})")
     expect(a[-1] < 0.8 * a[0] and s[-1] < 0.8 * s[0], f"the losses did not fall: {a[0]:.3f} -> {a[-1]:.3f} (aotk), "
