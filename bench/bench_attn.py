@@ -78,108 +78,24 @@ TORCH_TO_AOTK_DTYPE = {
 } if torch is not None else {}
 
 
-class AotkTensor(ctypes.Structure):
-    # typedef struct aotk_tensor { void *data; aotk_dtype dtype; int32_t rank;
-    #                              int64_t shape[6]; int64_t strides[6]; } aotk_tensor;
-    # aotk_dtype is a C enum with small values: int-sized (4 bytes) on every ABI the library targets.
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("dtype", ctypes.c_int32),
-        ("rank", ctypes.c_int32),
-        ("shape", ctypes.c_int64 * AOTK_TENSOR_MAX_RANK),
-        ("strides", ctypes.c_int64 * AOTK_TENSOR_MAX_RANK),
-    ]
+# The structs of include/aotk.h, from the Python package's declarations (python/aotk/_capi.py, checked
+# against the header by tests/python/test_python_cpu.py and by --self-check here), loaded by path so
+# that the package's torch ops are not registered in this process.
+def _load_capi():
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "aotk", "_capi.py")
+    spec = importlib.util.spec_from_file_location("aotk_capi_for_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-class AotkAttnParams(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("q", AotkTensor),
-        ("k", AotkTensor),
-        ("v", AotkTensor),
-        ("out", AotkTensor),
-        ("lse", AotkTensor),
-        ("softmax_scale", ctypes.c_float),
-        ("causal", ctypes.c_int32),
-        ("dout", AotkTensor),
-        ("dq", AotkTensor),
-        ("dk", AotkTensor),
-        ("dv", AotkTensor),
-        ("deterministic", ctypes.c_int32),
-        # Added in 0.2.
-        ("cu_seqlens_q", AotkTensor),
-        ("cu_seqlens_k", AotkTensor),
-        ("max_seqlen_q", ctypes.c_int32),
-        ("max_seqlen_k", ctypes.c_int32),
-        ("window_left", ctypes.c_int32),
-        ("window_right", ctypes.c_int32),
-        ("causal_align", ctypes.c_int32),
-        ("softcap", ctypes.c_float),
-        ("alibi_slopes", AotkTensor),
-        ("sinks", AotkTensor),
-        ("dsinks", AotkTensor),
-        ("dropout_p", ctypes.c_float),
-        ("rng_state", AotkTensor),
-        ("dropout_mask", AotkTensor),
-    ]
-
-
-class AotkSelParams(ctypes.Structure):
-    # aotk_sel_params, field for field (include/aotk.h's "Selection attention" block).
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("q", AotkTensor),
-        ("k", AotkTensor),
-        ("v", AotkTensor),
-        ("out", AotkTensor),
-        ("lse", AotkTensor),
-        ("cu_seqlens_q", AotkTensor),
-        ("cu_seqlens_k", AotkTensor),
-        ("max_seqlen_k", ctypes.c_int32),
-        ("block_size", ctypes.c_int32),
-        ("block_idx", AotkTensor),
-        ("block_cnt", AotkTensor),
-        ("softmax_scale", ctypes.c_float),
-        # The backward's; ignored by the forward.
-        ("dout", AotkTensor),
-        ("dq", AotkTensor),
-        ("dk", AotkTensor),
-        ("dv", AotkTensor),
-    ]
-
-
-class AotkKernelInfo(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("kernel_name", ctypes.c_char * 96),
-        ("arch", ctypes.c_int32),
-        ("from_ptx", ctypes.c_int32),
-        ("num_warps", ctypes.c_int32),
-        ("shared_bytes", ctypes.c_int32),
-        ("block_m", ctypes.c_int32),
-        ("block_n", ctypes.c_int32),
-        ("aligned", ctypes.c_int32),
-        ("grid", ctypes.c_int64),
-        ("workspace_bytes", ctypes.c_size_t),
-        ("launches", ctypes.c_int32),
-        # Added in 0.2.
-        ("head_dim_qk", ctypes.c_int32),
-        ("head_dim_v", ctypes.c_int32),
-        ("features", ctypes.c_uint32),
-    ]
-
-
-class AotkBuildInfo(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("triton_version", ctypes.c_char_p),
-        ("ptxas_version", ctypes.c_char_p),
-        ("kernels_sm80", ctypes.c_int32),
-        ("kernels_sm90", ctypes.c_int32),
-        ("image_bytes_sm80", ctypes.c_int64),
-        ("image_bytes_sm90", ctypes.c_int64),
-        ("catalog_kernels", ctypes.c_int32),
-    ]
+_capi = _load_capi()
+AotkTensor = _capi.AotkTensor
+AotkAttnParams = _capi.AotkAttnParams
+AotkSelParams = _capi.AotkSelParams
+AotkKernelInfo = _capi.AotkKernelInfo
+AotkBuildInfo = _capi.AotkBuildInfo
 
 
 class AotkError(RuntimeError):

@@ -71,28 +71,17 @@ def reference(q, k, v, mask, scale):
     return out, lse.transpose(0, 1)
 
 
-class AotkSelParams(ctypes.Structure):
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("q", ba.AotkTensor), ("k", ba.AotkTensor), ("v", ba.AotkTensor), ("out", ba.AotkTensor),
-        ("lse", ba.AotkTensor), ("cu_seqlens_q", ba.AotkTensor), ("cu_seqlens_k", ba.AotkTensor),
-        ("max_seqlen_k", ctypes.c_int32), ("block_size", ctypes.c_int32),
-        ("block_idx", ba.AotkTensor), ("block_cnt", ba.AotkTensor), ("softmax_scale", ctypes.c_float),
-        ("dout", ba.AotkTensor), ("dq", ba.AotkTensor), ("dk", ba.AotkTensor), ("dv", ba.AotkTensor),
-    ]
-
-
 def load(path):
     lib = ba.Aotk(path)
-    lib.lib.aotk_sel_fwd.argtypes = [ctypes.POINTER(AotkSelParams), ctypes.c_void_p]
-    lib.lib.aotk_sel_bwd.argtypes = [ctypes.POINTER(AotkSelParams), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    lib.lib.aotk_sel_query.argtypes = [ctypes.c_int, ctypes.POINTER(AotkSelParams), ctypes.POINTER(ba.AotkKernelInfo)]
+    lib.lib.aotk_sel_fwd.argtypes = [ctypes.POINTER(ba.AotkSelParams), ctypes.c_void_p]
+    lib.lib.aotk_sel_bwd.argtypes = [ctypes.POINTER(ba.AotkSelParams), ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    lib.lib.aotk_sel_query.argtypes = [ctypes.c_int, ctypes.POINTER(ba.AotkSelParams), ctypes.POINTER(ba.AotkKernelInfo)]
     return lib
 
 
 def sel_params(t):
-    p = AotkSelParams()
-    p.struct_size = ctypes.sizeof(AotkSelParams)
+    p = ba.AotkSelParams()
+    p.struct_size = ctypes.sizeof(ba.AotkSelParams)
     for name in ("q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k", "block_idx", "block_cnt",
                  "dout", "dq", "dk", "dv"):
         if t.get(name) is not None:
