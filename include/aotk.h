@@ -468,10 +468,14 @@ AOTK_API aotk_status aotk_get_build_info(aotk_build_info *info);
 
 /*
  * A self-test on GPU `device_ordinal`: runs the forward and the backward on small random problems of
- * every dtype and head dim, causal and not, and compares with a float64 reference on the host. Allocates and
- * synchronizes (it is not a launch-path call). Makes the device's primary context current for its
- * duration and restores the caller's context after. AOTK_OK when every case passes; otherwise the
- * failure's status and message. `report` (may be NULL) receives one line per case.
+ * every dtype and head dim, causal and not, one per feature of aotk_attn_params, and selection attention
+ * (aotk_sel_fwd and aotk_sel_bwd: both dtypes, every head-dim pair and block size, one sequence and
+ * varlen, with and without block_cnt, random selections mixed with ignored ids, and every block
+ * selected, which must match aotk_attn_fwd/bwd's causal attention), and compares with a float64
+ * reference on the host. Allocates and synchronizes (it is not a launch-path call). Makes the device's
+ * primary context current for its duration and restores the caller's context after. AOTK_OK when
+ * every case passes; otherwise the failure's status and message (a case that cannot run reports its
+ * status). `report` (may be NULL) receives one line per case.
  */
 AOTK_API aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes);
 

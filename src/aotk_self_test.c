@@ -1,7 +1,8 @@
 /* aotk_self_test(): the forward and the backward on small random problems of every shipped dtype and
- * head dim, causal and not, and one case per feature (variable length, a sliding window, softcap with
- * ALiBi and sinks, dropout, head dims 96 and 192/128), checked against the float64 reference. What
- * `aotk check` runs. */
+ * head dim, causal and not, one case per feature (variable length, a sliding window, softcap with
+ * ALiBi and sinks, dropout, head dims 96 and 192/128), and selection attention (aotk_sel_fwd and
+ * aotk_sel_bwd, and once against the dense causal attention it becomes when every block is selected),
+ * checked against the float64 references. What `aotk check` runs. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -10,6 +11,7 @@
 #include "aotk_check.h"
 #include "aotk_driver.h"
 #include "aotk_error.h"
+#include "aotk_sel_check.h"
 
 /* The report and the first failure, kept across cases. */
 typedef struct self_test_log {
@@ -79,6 +81,38 @@ static int feature_cases(feature_case *cases, uint64_t seed) {
                               {.dropout_p = 0.25f, .rng_seed = (int64_t)(seed >> 1), .rng_offset = 12345}};
   cases[n++] = (feature_case){"d96", AOTK_DTYPE_BFLOAT16, 67, 131, 96, 1, {.head_dim_v = 0}};
   cases[n++] = (feature_case){"d192/128", AOTK_DTYPE_FLOAT16, 131, 67, 192, 0, {.head_dim_v = 128}};
+  return n;
+}
+
+/* Selection attention, forward and backward in one case each: every head-dim pair, block size and both
+ * dtypes once, G = 16 (the kernels' variant for multiples of 16), 4 and 1 (and 2), one sequence and
+ * varlen (with an empty sequence and one with more query rows than keys: rows before the diagonal see
+ * nothing), block_cnt or not; random selections mixed with -1, other negative, out-of-range and
+ * future ids. Then every block selected, in permuted slots padded with -1: dense causal attention,
+ * which aotk_attn_fwd and aotk_attn_bwd run too on the same inputs. The reference costs ~1.3 s of one
+ * core for the four together, spread over the machine's cores. */
+typedef struct selection_case {
+  const char *label;
+  aotk__sel_check_case c;
+} selection_case;
+
+static int selection_cases(selection_case *cases) {
+  int n = 0;
+  cases[n++] = (selection_case){"sel bf16 d128 bs64 G16 L=300 random",
+                                {.dtype = AOTK_DTYPE_BFLOAT16, .head_dim_qk = 128, .head_dim_v = 128, .block_size = 64,
+                                 .heads_kv = 1, .group = 16, .slots = 4, .seqlens_q = {300}, .seqlens_k = {300}}};
+  cases[n++] = (selection_case){"sel fp16 d192/128 bs32 G4 varlen 90x130,0x40,70x50 random cnt",
+                                {.dtype = AOTK_DTYPE_FLOAT16, .head_dim_qk = 192, .head_dim_v = 128, .block_size = 32,
+                                 .heads_kv = 2, .group = 4, .slots = 8, .num_seqs = 3, .seqlens_q = {90, 0, 70},
+                                 .seqlens_k = {130, 40, 50}, .with_count = 1}};
+  cases[n++] = (selection_case){"sel bf16 d64 bs128 G1 200x333 random cnt scale=0.3",
+                                {.dtype = AOTK_DTYPE_BFLOAT16, .head_dim_qk = 64, .head_dim_v = 64, .block_size = 128,
+                                 .heads_kv = 4, .group = 1, .slots = 3, .seqlens_q = {200}, .seqlens_k = {333},
+                                 .with_count = 1, .softmax_scale = 0.3f}};
+  cases[n++] = (selection_case){"sel fp16 d128 bs64 G2 varlen 150x150,40x200 every block vs dense",
+                                {.dtype = AOTK_DTYPE_FLOAT16, .head_dim_qk = 128, .head_dim_v = 128, .block_size = 64,
+                                 .heads_kv = 2, .group = 2, .slots = 5, .num_seqs = 2, .seqlens_q = {150, 40},
+                                 .seqlens_k = {150, 200}, .every_block = 1}};
   return n;
 }
 
@@ -167,6 +201,15 @@ aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes
     aotk_status case_status = aotk__check_attn_bwd(driver, &c, &r);
     snprintf(label, sizeof label, "bwd %s %s causal=%d", dtype_label(fc->dtype), fc->label, fc->causal);
     record_case(&log, label, case_status, r.passed, r.kernel_name, r.detail);
+  }
+  selection_case selections[4];
+  const int selection_count = selection_cases(selections);
+  for (int i = 0; i < selection_count; i++) {
+    aotk__sel_check_case c = selections[i].c;
+    c.seed = seed + (uint64_t)log.cases * 7919u;
+    aotk__sel_check_result r;
+    aotk_status case_status = aotk__check_sel(driver, &c, &r);
+    record_case(&log, selections[i].label, case_status, r.passed, r.kernel_name, r.detail);
   }
   driver->cuCtxSetCurrent(previous);
   driver->cuDevicePrimaryCtxRelease(device);

@@ -1,6 +1,6 @@
 /*
  * Selection attention on the GPU (aotk_sel_fwd, aotk_sel_bwd, aotk_sel_query, aotk_sel_check_indices)
- * against the float64 reference of tests/aotk_sel_reference.h, over every element of out, lse, dq, dk
+ * against the float64 reference of src/aotk_sel_reference.c, over every element of out, lse, dq, dk
  * and dv. Exits 77 (skipped) on a machine with no GPU.
  *
  * Matrix: both dtypes x the three head-dim pairs x the three block sizes; lengths 1, 63, 64, 65, 1000
@@ -141,7 +141,7 @@ typedef struct sel_run {
   float *lse_host;
   aotk_sel_params params;
   char fwd_kernel[96], bwd_kernel[96];
-  aotk_sel_reference_problem problem;
+  aotk__sel_reference_problem problem;
   /* the reference */
   double *ref[RESULTS], *ref_lse;
   float *lowp[RESULTS], *lowp_lse;
@@ -389,7 +389,7 @@ static void fill_selection(sel_run *x) {
       }
       continue;
     }
-    const aotk_sel_reference_token where = aotk_sel_reference_locate(&x->problem, token);
+    const aotk__sel_reference_token where = aotk__sel_reference_locate(&x->problem, token);
     const int64_t available = where.position >= 0 ? where.position / BS + 1 : 0;
     for (int64_t h = 0; h < H; h++) {
       int32_t *row = x->idx + (token * H + h) * S;
@@ -521,7 +521,7 @@ static bool sel_run_create(sel_run *x, const sel_case *c) {
   }
 
   /* The reference problem (its block_idx and block_cnt are the host arrays' first total_q rows). */
-  aotk_sel_reference_problem *p = &x->problem;
+  aotk__sel_reference_problem *p = &x->problem;
   p->num_seqs = x->num_seqs;
   p->cu_seqlens_q = x->cu_q;
   p->cu_seqlens_k = x->cu_k;
@@ -724,23 +724,24 @@ typedef struct reference_job {
 static void *reference_worker(void *argument) {
   reference_job *job = argument;
   sel_run *x = job->x;
-  const aotk_sel_reference_problem *p = &x->problem;
+  const aotk__sel_reference_problem *p = &x->problem;
   const int dtype = (int)x->c->dtype;
   for (;;) {
     const int64_t item = atomic_fetch_add(&job->next_item, 1);
     if (item >= job->item_count) break;
     if (job->phase == 0) {
       const int64_t token = item / x->heads_q, head = item % x->heads_q;
-      aotk_sel_reference_fwd_row_f64(p, token, head, x->ref[R_OUT] + item * x->dv, &x->ref_lse[item]);
-      aotk_sel_reference_fwd_row_lowp(p, dtype, token, head, x->lowp[R_OUT] + item * x->dv, &x->lowp_lse[item]);
-      aotk_sel_reference_dq_row_f64(p, token, head, x->ref[R_OUT], x->ref_lse, x->ref[R_DQ] + item * x->dqk);
-      aotk_sel_reference_dq_row_lowp(p, dtype, token, head, x->lowp[R_OUT], x->lowp_lse, x->lowp[R_DQ] + item * x->dqk);
+      aotk__sel_reference_fwd_row_f64(p, token, head, x->ref[R_OUT] + item * x->dv, &x->ref_lse[item]);
+      aotk__sel_reference_fwd_row_lowp(p, dtype, token, head, x->lowp[R_OUT] + item * x->dv, &x->lowp_lse[item]);
+      aotk__sel_reference_dq_row_f64(p, token, head, x->ref[R_OUT], x->ref_lse, x->ref[R_DQ] + item * x->dqk);
+      aotk__sel_reference_dq_row_lowp(p, dtype, token, head, x->lowp[R_OUT], x->lowp_lse,
+                                      x->lowp[R_DQ] + item * x->dqk);
     } else {
       const int64_t *b = job->blocks[item];
-      aotk_sel_reference_dkdv_block_f64(p, b[0], b[1], b[2], x->ref[R_OUT], x->ref_lse, x->ref[R_DK], x->ref[R_DV],
-                                        x->hits);
-      aotk_sel_reference_dkdv_block_lowp(p, dtype, b[0], b[1], b[2], x->lowp[R_OUT], x->lowp_lse, x->lowp[R_DK],
-                                         x->lowp[R_DV]);
+      aotk__sel_reference_dkdv_block_f64(p, b[0], b[1], b[2], x->ref[R_OUT], x->ref_lse, x->ref[R_DK], x->ref[R_DV],
+                                         x->hits);
+      aotk__sel_reference_dkdv_block_lowp(p, dtype, b[0], b[1], b[2], x->lowp[R_OUT], x->lowp_lse, x->lowp[R_DK],
+                                          x->lowp[R_DV]);
     }
   }
   return NULL;
@@ -771,7 +772,7 @@ static bool compute_reference(sel_run *x) {
   x->hits = host_alloc(x->total_k * x->heads_kv, sizeof(int64_t));
   int64_t block_count = 0;
   for (int64_t n = 0; n < x->num_seqs; n++) {
-    block_count += x->heads_kv * aotk_sel_reference_sequence(&x->problem, n).num_blocks;
+    block_count += x->heads_kv * aotk__sel_reference_sequence(&x->problem, n).num_blocks;
   }
   int64_t(*blocks)[3] = host_alloc(block_count, sizeof *blocks);
   bool ok = blocks != NULL && x->ref_lse != NULL && x->lowp_lse != NULL && x->hits != NULL;
@@ -782,7 +783,7 @@ static bool compute_reference(sel_run *x) {
   }
   int64_t item = 0;
   for (int64_t n = 0; n < x->num_seqs; n++) {
-    const int64_t num_blocks = aotk_sel_reference_sequence(&x->problem, n).num_blocks;
+    const int64_t num_blocks = aotk__sel_reference_sequence(&x->problem, n).num_blocks;
     for (int64_t h = 0; h < x->heads_kv; h++)
       for (int64_t b = 0; b < num_blocks; b++) {
         blocks[item][0] = n;
@@ -946,7 +947,7 @@ static void identity_permuted(sel_run *x, const results *base) {
   memcpy(idx, x->idx, (size_t)(x->rows_q * H * S) * sizeof(int32_t));
   for (int64_t token = 0; token < x->total_q; token++)
     for (int64_t h = 0; h < H; h++) {
-      shuffle_int32(idx + (token * H + h) * S, aotk_sel_reference_count(&x->problem, token, h), &x->state);
+      shuffle_int32(idx + (token * H + h) * S, aotk__sel_reference_count(&x->problem, token, h), &x->state);
     }
   if (!upload(&device, idx, (size_t)(x->rows_q * H * S) * 4)) goto done;
   aotk_sel_params params = x->params;
@@ -971,7 +972,7 @@ static void identity_padding(sel_run *x, const results *base) {
   memcpy(idx, x->idx, (size_t)(x->rows_q * H * S) * sizeof(int32_t));
   for (int64_t token = 0; token < x->total_q; token++)
     for (int64_t h = 0; h < H; h++)
-      for (int64_t s = aotk_sel_reference_count(&x->problem, token, h); s < S; s++) idx[(token * H + h) * S + s] = -1;
+      for (int64_t s = aotk__sel_reference_count(&x->problem, token, h); s < S; s++) idx[(token * H + h) * S + s] = -1;
   if (!upload(&device, idx, (size_t)(x->rows_q * H * S) * 4)) goto done;
   aotk_sel_params params = x->params;
   params.block_idx.data = (void *)(uintptr_t)device;
@@ -1502,7 +1503,7 @@ static void test_check_indices(void) {
   memcpy(idx, x.idx, (size_t)(x.rows_q * H * S) * 4);
   memcpy(cnt, x.cnt, (size_t)(x.rows_q * H) * 4);
   for (int64_t token = 0; token < x.total_q; token++) {
-    const aotk_sel_reference_token where = aotk_sel_reference_locate(&x.problem, token);
+    const aotk__sel_reference_token where = aotk__sel_reference_locate(&x.problem, token);
     for (int64_t h = 0; h < H; h++) {
       int32_t *row = idx + (token * H + h) * S;
       const int64_t count = random_int(&x.state, 1, S - 1);

@@ -1,6 +1,6 @@
 /*
- * CPU tests of the selection-attention reference (tests/aotk_sel_reference.h), which test_sel_gpu.c
- * trusts as its oracle:
+ * CPU tests of the selection-attention reference (src/aotk_sel_reference.c), which aotk_self_test()
+ * and test_sel_gpu.c trust as their oracle:
  * - the key sets of hand-worked rows (causal cut, len_k cut, future / out-of-range / negative ids,
  *   block_cnt and its clamping, duplicates, empty sequences, len_q > len_k);
  * - selecting every block <= p / block_size equals the dense causal attention of src/aotk_reference.c
@@ -73,7 +73,7 @@ static void shuffle_int32(int32_t *values, int64_t count, random_generator *gene
 enum { MAX_SEQS = 8 };
 
 typedef struct test_problem {
-  aotk_sel_reference_problem p;
+  aotk__sel_reference_problem p;
   int64_t cu_q[MAX_SEQS + 1], cu_k[MAX_SEQS + 1];
   int64_t total_q, total_k;
   float *qf, *kf, *vf, *doutf; /* the same values, for the dense reference */
@@ -105,7 +105,7 @@ static void problem_create(test_problem *t, const int64_t (*lengths)[2], int num
   }
   t->total_q = t->cu_q[num_seqs];
   t->total_k = t->cu_k[num_seqs];
-  aotk_sel_reference_problem *p = &t->p;
+  aotk__sel_reference_problem *p = &t->p;
   p->num_seqs = num_seqs;
   p->cu_seqlens_q = t->cu_q;
   p->cu_seqlens_k = t->cu_k;
@@ -167,14 +167,14 @@ static int32_t *copy_idx(const test_problem *t) {
 }
 
 static void run_reference(test_problem *t) {
-  aotk_sel_reference_fwd_f64(&t->p, t->out, t->lse);
-  aotk_sel_reference_bwd_f64(&t->p, t->out, t->lse, t->dq, t->dk, t->dv);
+  aotk__sel_reference_fwd_f64(&t->p, t->out, t->lse);
+  aotk__sel_reference_bwd_f64(&t->p, t->out, t->lse, t->dq, t->dk, t->dv);
   for (int64_t seq = 0; seq < t->p.num_seqs; seq++) {
-    aotk_sel_reference_token s = aotk_sel_reference_sequence(&t->p, seq);
+    aotk__sel_reference_token s = aotk__sel_reference_sequence(&t->p, seq);
     for (int64_t h = 0; h < t->p.heads_kv; h++) {
       for (int64_t b = 0; b < s.num_blocks; b++) {
         /* Only for the hits: the same dk and dv are written again. */
-        aotk_sel_reference_dkdv_block_f64(&t->p, seq, h, b, t->out, t->lse, t->dk, t->dv, t->hits);
+        aotk__sel_reference_dkdv_block_f64(&t->p, seq, h, b, t->out, t->lse, t->dk, t->dv, t->hits);
       }
     }
   }
@@ -183,9 +183,9 @@ static void run_reference(test_problem *t) {
 /* Each row's position p and, for every kv head, the blocks 0 .. p / block_size in a random order
  * (ascending if `ascending`), then -1s. Needs slots >= the longest sequence's block count. */
 static void select_every_block(test_problem *t, int ascending, random_generator *generator) {
-  const aotk_sel_reference_problem *p = &t->p;
+  const aotk__sel_reference_problem *p = &t->p;
   for (int64_t token = 0; token < t->total_q; token++) {
-    aotk_sel_reference_token where = aotk_sel_reference_locate(p, token);
+    aotk__sel_reference_token where = aotk__sel_reference_locate(p, token);
     const int64_t available = where.position >= 0 ? where.position / p->block_size + 1 : 0;
     for (int64_t h = 0; h < p->heads_kv; h++) {
       int32_t *row = t->idx + (token * p->heads_kv + h) * p->slots;
@@ -200,13 +200,13 @@ static void select_every_block(test_problem *t, int ascending, random_generator 
  * With `with_count`, block_cnt is drawn too (sometimes past [0, slots], which clamps), and the slots
  * it leaves out hold ids that would count if they were read. `duplicates`: some blocks listed twice. */
 static void select_random(test_problem *t, int with_count, int duplicates, random_generator *generator) {
-  const aotk_sel_reference_problem *p = &t->p;
+  const aotk__sel_reference_problem *p = &t->p;
   if (with_count) {
     t->cnt = checked_calloc(t->total_q * p->heads_kv, sizeof(int32_t));
     t->p.block_cnt = t->cnt;
   }
   for (int64_t token = 0; token < t->total_q; token++) {
-    aotk_sel_reference_token where = aotk_sel_reference_locate(p, token);
+    aotk__sel_reference_token where = aotk__sel_reference_locate(p, token);
     const int64_t available = where.position >= 0 ? where.position / p->block_size + 1 : 0;
     for (int64_t h = 0; h < p->heads_kv; h++) {
       int32_t *row = t->idx + (token * p->heads_kv + h) * p->slots;
@@ -275,10 +275,10 @@ static int64_t bit_differences(const void *a, const void *b, int64_t n, size_t s
 
 /* ---- key sets, worked by hand ----------------------------------------------------------------- */
 
-static void check_keys(const aotk_sel_reference_problem *p, int64_t token, int64_t head_kv, const int64_t *expected,
+static void check_keys(const aotk__sel_reference_problem *p, int64_t token, int64_t head_kv, const int64_t *expected,
                        int64_t expected_count, const char *what) {
   int64_t keys[64];
-  int64_t count = aotk_sel_reference_keys(p, token, head_kv, keys);
+  int64_t count = aotk__sel_reference_keys(p, token, head_kv, keys);
   int same = count == expected_count;
   for (int64_t i = 0; same && i < count; i++) same = keys[i] == expected[i];
   CHECK_MSG(same, "%s: token %lld: %lld keys, expected %lld", what, (long long)token, (long long)count,
@@ -335,7 +335,7 @@ static void test_key_sets(void) {
   check_keys(&t.p, 2, 1, k2h1, 1, "varlen");
   check_keys(&t.p, 3, 0, k3h0, 4, "varlen");
   check_keys(&t.p, 3, 1, k3h1, 4, "varlen");
-  aotk_sel_reference_token where = aotk_sel_reference_locate(&t.p, 2);
+  aotk__sel_reference_token where = aotk__sel_reference_locate(&t.p, 2);
   CHECK_MSG(where.seq == 2 && where.local == 0 && where.position == 2 && where.k_start == 4 && where.num_blocks == 2,
             "token 2: seq %lld local %lld position %lld k_start %lld blocks %lld", (long long)where.seq,
             (long long)where.local, (long long)where.position, (long long)where.k_start, (long long)where.num_blocks);
@@ -363,7 +363,7 @@ static const dense_case dense_cases[] = {
 /* The dense problem of sequence `seq` (src/aotk_reference.h: batch 0 pointed at the sequence's rows),
  * causal, bottom-right aligned. */
 static aotk__attn_reference_problem dense_problem(const test_problem *t, int64_t seq) {
-  const aotk_sel_reference_problem *p = &t->p;
+  const aotk__sel_reference_problem *p = &t->p;
   aotk__attn_reference_problem d;
   memset(&d, 0, sizeof d);
   d.seqlen_q = t->cu_q[seq + 1] - t->cu_q[seq];
@@ -401,7 +401,7 @@ static void test_every_block_is_dense(void) {
     test_problem t;
     problem_create(&t, dc->lengths, dc->num_seqs, dc->heads_q, dc->heads_kv, dc->head_dim_qk, dc->head_dim_v,
                    dc->block_size, slots, &generator);
-    const aotk_sel_reference_problem *p = &t.p;
+    const aotk__sel_reference_problem *p = &t.p;
     const int64_t DQK = p->head_dim_qk, DV = p->head_dim_v, HQ = p->heads_q, HKV = p->heads_kv;
 
     /* Shuffled: the float64 results equal the dense reference's to rounding. */
@@ -464,8 +464,8 @@ static void test_every_block_is_dense(void) {
       float *dk = checked_calloc(t.total_k * HKV * DQK, sizeof(float));
       float *dv = checked_calloc(t.total_k * HKV * DV, sizeof(float));
       float *frow = checked_calloc(DQK + DV, sizeof(float));
-      aotk_sel_reference_fwd_lowp(p, dtype, out, lse);
-      aotk_sel_reference_bwd_lowp(p, dtype, out, lse, dq, dk, dv);
+      aotk__sel_reference_fwd_lowp(p, dtype, out, lse);
+      aotk__sel_reference_bwd_lowp(p, dtype, out, lse, dq, dk, dv);
       int64_t differences[5] = {0, 0, 0, 0, 0};
       for (int64_t seq = 0; seq < dc->num_seqs; seq++) {
         aotk__attn_reference_problem d = dense_problem(&t, seq);
@@ -515,7 +515,7 @@ static const int64_t varlen_mixed[][2] = {{9, 9}, {0, 6}, {20, 40}, {11, 4}, {3,
 
 /* The float64 results of two selections of one problem agree to `tolerance` (relative; 0: bit for bit). */
 static void check_same_results(test_problem *a, test_problem *b, double tolerance, const char *what) {
-  const aotk_sel_reference_problem *p = &a->p;
+  const aotk__sel_reference_problem *p = &a->p;
   const int64_t n[5] = {a->total_q * p->heads_q * p->head_dim_v, a->total_q * p->heads_q,
                         a->total_q * p->heads_q * p->head_dim_qk, a->total_k * p->heads_kv * p->head_dim_qk,
                         a->total_k * p->heads_kv * p->head_dim_v};
@@ -546,7 +546,7 @@ static void problem_share_inputs(test_problem *b, const test_problem *a) {
     memcpy(b->cnt, a->cnt, (size_t)(a->total_q * a->p.heads_kv) * sizeof(int32_t));
     b->p.block_cnt = b->cnt;
   }
-  const aotk_sel_reference_problem *p = &a->p;
+  const aotk__sel_reference_problem *p = &a->p;
   b->out = checked_calloc(a->total_q * p->heads_q * p->head_dim_v, sizeof(double));
   b->lse = checked_calloc(a->total_q * p->heads_q, sizeof(double));
   b->dq = checked_calloc(a->total_q * p->heads_q * p->head_dim_qk, sizeof(double));
@@ -566,7 +566,7 @@ static void test_permuted_slots(void) {
     /* Permute the counted slots of every row (all slots without block_cnt). */
     for (int64_t token = 0; token < a.total_q; token++) {
       for (int64_t h = 0; h < a.p.heads_kv; h++) {
-        shuffle_int32(b.idx + (token * a.p.heads_kv + h) * a.p.slots, aotk_sel_reference_count(&a.p, token, h),
+        shuffle_int32(b.idx + (token * a.p.heads_kv + h) * a.p.slots, aotk__sel_reference_count(&a.p, token, h),
                       &generator);
       }
     }
@@ -591,7 +591,7 @@ static void test_padding_equals_count(void) {
     for (int64_t token = 0; token < a.total_q; token++) {
       for (int64_t h = 0; h < a.p.heads_kv; h++) {
         int32_t *row = b.idx + (token * a.p.heads_kv + h) * a.p.slots;
-        for (int64_t s = aotk_sel_reference_count(&a.p, token, h); s < a.p.slots; s++) row[s] = -1;
+        for (int64_t s = aotk__sel_reference_count(&a.p, token, h); s < a.p.slots; s++) row[s] = -1;
       }
     }
     run_reference(&b);
@@ -615,10 +615,10 @@ static void test_empty_rows(void) {
   problem_create(&a, varlen_mixed, 7, 4, 2, 8, 8, 4, 4, &generator);
   select_random(&a, 1, 0, &generator);
   /* Make some rows empty in each way the contract allows; remember them. */
-  const aotk_sel_reference_problem *p = &a.p;
+  const aotk__sel_reference_problem *p = &a.p;
   const int64_t HQ = p->heads_q, HKV = p->heads_kv, G = HQ / HKV, DQK = p->head_dim_qk, DV = p->head_dim_v;
   for (int64_t token = 0; token < a.total_q; token++) {
-    aotk_sel_reference_token where = aotk_sel_reference_locate(p, token);
+    aotk__sel_reference_token where = aotk__sel_reference_locate(p, token);
     for (int64_t h = 0; h < HKV; h++) {
       int32_t *row = a.idx + (token * HKV + h) * p->slots;
       switch ((token + h) % 5) {
@@ -646,7 +646,7 @@ static void test_empty_rows(void) {
   for (int64_t token = 0; token < a.total_q; token++) {
     for (int64_t g = 0; g < HQ; g++) {
       int64_t keys[64];
-      if (aotk_sel_reference_keys(p, token, g / G, keys) > 0) continue;
+      if (aotk__sel_reference_keys(p, token, g / G, keys) > 0) continue;
       empty++;
       const double *out = a.out + (token * HQ + g) * DV, *dq = a.dq + (token * HQ + g) * DQK;
       double lse = a.lse[token * HQ + g];
@@ -675,7 +675,7 @@ static void test_empty_rows(void) {
   for (int64_t token = 0; token < a.total_q; token++) {
     for (int64_t g = 0; g < HQ; g++) {
       int64_t keys[64];
-      if (aotk_sel_reference_keys(p, token, g / G, keys) > 0) continue;
+      if (aotk__sel_reference_keys(p, token, g / G, keys) > 0) continue;
       for (int64_t d = 0; d < DQK; d++) q[(token * HQ + g) * DQK + d] = 10.0 * random_normal(&generator);
       for (int64_t d = 0; d < DV; d++) dout[(token * HQ + g) * DV + d] = 10.0 * random_normal(&generator);
     }
@@ -700,7 +700,7 @@ static void test_duplicate_counts_twice(void) {
   test_problem a, b;
   problem_create(&a, lengths, 1, 2, 1, 8, 8, 8, 3, &generator);
   for (int64_t token = 0; token < a.total_q; token++) {
-    aotk_sel_reference_token where = aotk_sel_reference_locate(&a.p, token);
+    aotk__sel_reference_token where = aotk__sel_reference_locate(&a.p, token);
     int32_t block = (int32_t)random_int(&generator, 0, where.position / 8);
     int32_t *row = a.idx + token * 3;
     row[0] = block;
@@ -717,7 +717,7 @@ static void test_duplicate_counts_twice(void) {
     worst_lse = e > worst_lse ? e : worst_lse;
   }
   CHECK_MSG(worst_lse < 1e-12, "lse of a block listed twice is off log 2 by %.3g", worst_lse);
-  const aotk_sel_reference_problem *p = &a.p;
+  const aotk__sel_reference_problem *p = &a.p;
   CHECK(relative_difference(b.out, a.out, a.total_q * 2 * p->head_dim_v) < 1e-12);
   CHECK(relative_difference(b.dq, a.dq, a.total_q * 2 * p->head_dim_qk) < 1e-12);
   CHECK(relative_difference(b.dk, a.dk, a.total_k * p->head_dim_qk) < 1e-12);
@@ -734,7 +734,7 @@ static void test_duplicate_counts_twice(void) {
 
 /* L = sum(dout * out) of the float64 forward. */
 static double loss(const test_problem *t, double *out, double *lse) {
-  aotk_sel_reference_fwd_f64(&t->p, out, lse);
+  aotk__sel_reference_fwd_f64(&t->p, out, lse);
   double sum = 0.0;
   const int64_t n = t->total_q * t->p.heads_q * t->p.head_dim_v;
   for (int64_t i = 0; i < n; i++) sum += t->dout[i] * out[i];
@@ -750,7 +750,7 @@ static void test_finite_differences(void) {
     select_random(&t, c == 1, c > 0, &generator);
     t.p.softmax_scale = 0.7;
     run_reference(&t);
-    const aotk_sel_reference_problem *p = &t.p;
+    const aotk__sel_reference_problem *p = &t.p;
     double *out = checked_calloc(t.total_q * p->heads_q * p->head_dim_v, sizeof(double));
     double *lse = checked_calloc(t.total_q * p->heads_q, sizeof(double));
     double *inputs[3] = {t.q, t.k, t.v};
@@ -794,7 +794,7 @@ static void test_emulation_error(void) {
   problem_create(&t, varlen_mixed, 7, 8, 2, 32, 16, 4, 6, &generator);
   select_random(&t, 1, 0, &generator);
   run_reference(&t);
-  const aotk_sel_reference_problem *p = &t.p;
+  const aotk__sel_reference_problem *p = &t.p;
   const int64_t n[5] = {t.total_q * p->heads_q * p->head_dim_v, t.total_q * p->heads_q,
                         t.total_q * p->heads_q * p->head_dim_qk, t.total_k * p->heads_kv * p->head_dim_qk,
                         t.total_k * p->heads_kv * p->head_dim_v};
@@ -807,8 +807,8 @@ static void test_emulation_error(void) {
   for (int k = 0; k < 3; k++) {
     float *lowp[5];
     for (int i = 0; i < 5; i++) lowp[i] = checked_calloc(n[i], sizeof(float));
-    aotk_sel_reference_fwd_lowp(p, dtypes[k], lowp[0], lowp[1]);
-    aotk_sel_reference_bwd_lowp(p, dtypes[k], lowp[0], lowp[1], lowp[2], lowp[3], lowp[4]);
+    aotk__sel_reference_fwd_lowp(p, dtypes[k], lowp[0], lowp[1]);
+    aotk__sel_reference_bwd_lowp(p, dtypes[k], lowp[0], lowp[1], lowp[2], lowp[3], lowp[4]);
     for (int i = 0; i < 5; i++) {
       double worst = 0.0, largest = 0.0;
       for (int64_t e = 0; e < n[i]; e++) {
