@@ -11,26 +11,12 @@
 #include "aotk_check.h"
 #include "aotk_error.h"
 #include "aotk_half.h"
+#include "aotk_random.h"
 #include "aotk_reference.h"
 
 const char *aotk__check_layout_name(aotk__check_layout layout) {
   static const char *const names[] = {"contiguous", "permuted", "padded", "offset"};
   return layout >= 0 && layout < AOTK__LAYOUT_COUNT ? names[layout] : "unknown";
-}
-
-/* splitmix64: a small, good generator; each case draws from its own seed. */
-static uint64_t next_random(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static double uniform01(uint64_t *state) { return ((next_random(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-
-static float normal(uint64_t *state) {
-  double u = uniform01(state), v = uniform01(state);
-  return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
 }
 
 /* --- the dropout RNG's host model ------------------------------------------------------------- */
@@ -302,19 +288,11 @@ static double resolved_scale(float softmax_scale, int64_t head_dim_qk) {
   return softmax_scale != 0.0f ? (double)softmax_scale : 1.0 / sqrt((double)head_dim_qk);
 }
 
-static uint16_t to_bits(float x, aotk_dtype dtype) {
-  return dtype == AOTK_DTYPE_BFLOAT16 ? aotk__float_to_bf16(x) : aotk__float_to_fp16(x);
-}
-
-static float from_bits(uint16_t bits, aotk_dtype dtype) {
-  return dtype == AOTK_DTYPE_BFLOAT16 ? aotk__bf16_to_float(bits) : aotk__fp16_to_float(bits);
-}
-
 /* Fills host storage with N(0, 1) values representable in dtype (padding too: it must not matter). */
 static void fill_random(float *values, uint16_t *bits, int64_t count, aotk_dtype dtype, uint64_t *state) {
   for (int64_t i = 0; i < count; i++) {
-    bits[i] = to_bits(normal(state), dtype);
-    values[i] = from_bits(bits[i], dtype);
+    bits[i] = aotk__dtype_bits(aotk__random_normal(state), dtype);
+    values[i] = aotk__dtype_value(bits[i], dtype);
   }
 }
 
@@ -368,7 +346,7 @@ static int64_t choose_rows(int64_t length, int64_t rows_per_head, int64_t *rows,
   }
   rows[0] = 0;
   rows[1] = length - 1;
-  for (int64_t i = 2; i < rows_per_head; i++) rows[i] = (int64_t)(next_random(state) % (uint64_t)length);
+  for (int64_t i = 2; i < rows_per_head; i++) rows[i] = (int64_t)(aotk__random_next(state) % (uint64_t)length);
   return rows_per_head;
 }
 
@@ -436,7 +414,7 @@ static aotk_status setup_features(const aotk__driver *driver, const check_shape 
     const int64_t count = f->alibi == 2 ? (rows - 1) * s->alibi_row + s->heads_q : s->heads_q;
     fb->alibi = malloc(sizeof(float) * (size_t)count);
     if (fb->alibi == NULL) return aotk__fail(AOTK_ERROR_OUT_OF_MEMORY, "check: host allocation failed");
-    for (int64_t i = 0; i < count; i++) fb->alibi[i] = (float)exp2(-8.0 * uniform01(state));
+    for (int64_t i = 0; i < count; i++) fb->alibi[i] = (float)exp2(-8.0 * aotk__random_uniform(state));
     if ((status = upload(driver, &fb->alibi_device, fb->alibi, sizeof(float) * (size_t)count)) != AOTK_OK) return status;
     void *data = (void *)(uintptr_t)fb->alibi_device;
     if (f->alibi == 2) {
@@ -449,7 +427,7 @@ static aotk_status setup_features(const aotk__driver *driver, const check_shape 
   if (f->sinks) {
     fb->sinks = malloc(sizeof(float) * (size_t)s->heads_q);
     if (fb->sinks == NULL) return aotk__fail(AOTK_ERROR_OUT_OF_MEMORY, "check: host allocation failed");
-    for (int64_t h = 0; h < s->heads_q; h++) fb->sinks[h] = 1.0f + 1.5f * normal(state);
+    for (int64_t h = 0; h < s->heads_q; h++) fb->sinks[h] = 1.0f + 1.5f * aotk__random_normal(state);
     if ((status = upload(driver, &fb->sinks_device, fb->sinks, sizeof(float) * (size_t)s->heads_q)) != AOTK_OK) {
       return status;
     }
@@ -517,7 +495,7 @@ static aotk_status count_coverage(const placed_tensor *t, const check_shape *s, 
         for (int64_t d = 0; d < t->shape[3]; d++) {
           int64_t i = seq_element(t, s, q_side, b, row, h, d);
           covered[i] = 1;
-          if (isnan(from_bits(bits[i], dtype))) (*unwritten)++;
+          if (isnan(aotk__dtype_value(bits[i], dtype))) (*unwritten)++;
         }
   for (int64_t i = 0; i < t->storage_elements; i++) {
     if (!covered[i] && bits[i] != 0xffff) (*clobbered)++;
@@ -706,7 +684,7 @@ aotk_status aotk__check_attn_fwd(const aotk__driver *driver, const aotk__fwd_che
         aotk__attn_reference_row_lowp(&problem, c->dtype, 0, h, row, lowp);
         bool empty = isinf(ref_lse) && ref_lse < 0;
         for (int64_t d = 0; d < DV; d++) {
-          double got = from_bits(out_bits[seq_element(&to, &s, true, b, row, h, d)], c->dtype);
+          double got = aotk__dtype_value(out_bits[seq_element(&to, &s, true, b, row, h, d)], c->dtype);
           double error = fabs(got - ref[d]);
           if (!(error <= r->max_error)) r->max_error = isnan(error) ? INFINITY : error;
           double lowp_error = fabs((double)lowp[d] - ref[d]);
@@ -881,7 +859,7 @@ static void *bwd_reference_worker(void *argument) {
       bool empty = isinf(job->lse_f64[stat]) && job->lse_f64[stat] < 0;
       bool nonzero = false;
       for (int64_t d = 0; d < DQK; d++) {
-        double got = from_bits(job->gradient_bits[0][seq_element(&job->placed[BWD_DQ], s, true, b, row, h, d)],
+        double got = aotk__dtype_value(job->gradient_bits[0][seq_element(&job->placed[BWD_DQ], s, true, b, row, h, d)],
                                job->dtype);
         record(c, AOTK__CHECK_DQ, got, exact[d], lowp[d]);
         if (got != 0.0) nonzero = true;
@@ -897,12 +875,12 @@ static void *bwd_reference_worker(void *argument) {
       aotk__attn_reference_bwd_dkdv_row_lowp(p, (int)job->dtype, 0, h, j, job->lse_lowp + stats,
                                              job->delta_lowp + stats, lowp, lowp + DQK);
       for (int64_t d = 0; d < DQK; d++) {
-        double got = from_bits(job->gradient_bits[1][seq_element(&job->placed[BWD_DK], s, false, b, j, h, d)],
+        double got = aotk__dtype_value(job->gradient_bits[1][seq_element(&job->placed[BWD_DK], s, false, b, j, h, d)],
                                job->dtype);
         record(c, AOTK__CHECK_DK, got, exact[d], lowp[d]);
       }
       for (int64_t d = 0; d < DV; d++) {
-        double got = from_bits(job->gradient_bits[2][seq_element(&job->placed[BWD_DV], s, false, b, j, h, d)],
+        double got = aotk__dtype_value(job->gradient_bits[2][seq_element(&job->placed[BWD_DV], s, false, b, j, h, d)],
                                job->dtype);
         record(c, AOTK__CHECK_DV, got, exact[DQK + d], lowp[DQK + d]);
       }

@@ -11,6 +11,7 @@
 #include "aotk_check.h"
 #include "aotk_error.h"
 #include "aotk_half.h"
+#include "aotk_random.h"
 #include "aotk_sel_check.h"
 #include "aotk_sel_reference.h"
 
@@ -18,42 +19,6 @@
  * backward, both precisions: ~1.5 s on one core for 300 tokens x 16 heads x ~150 keys. Spread over the
  * machine's cores, up to this many threads. */
 #define SEL_CHECK_MAX_THREADS 64
-
-/* splitmix64, as aotk_check.c: each case draws from its own seed. */
-static uint64_t next_random(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [low, high]. */
-static int64_t random_int(uint64_t *state, int64_t low, int64_t high) {
-  return low + (int64_t)(next_random(state) % (uint64_t)(high - low + 1));
-}
-
-static float normal(uint64_t *state) {
-  double u = ((double)(next_random(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  double v = ((double)(next_random(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
-
-static void shuffle(int32_t *values, int64_t count, uint64_t *state) {
-  for (int64_t i = count - 1; i > 0; i--) {
-    int64_t j = random_int(state, 0, i);
-    int32_t swap = values[i];
-    values[i] = values[j];
-    values[j] = swap;
-  }
-}
-
-static uint16_t to_bits(float x, aotk_dtype dtype) {
-  return dtype == AOTK_DTYPE_BFLOAT16 ? aotk__float_to_bf16(x) : aotk__float_to_fp16(x);
-}
-
-static double from_bits(uint16_t bits, aotk_dtype dtype) {
-  return dtype == AOTK_DTYPE_BFLOAT16 ? aotk__bf16_to_float(bits) : aotk__fp16_to_float(bits);
-}
 
 /* At least one element, so that an empty array still allocates (and NULL means out of memory). */
 static void *host_array(int64_t count, size_t size) { return calloc((size_t)(count > 0 ? count : 1), size); }
@@ -135,7 +100,7 @@ static int64_t used_elements(const sel_shape *s, int t) { return s->used_rows[t]
 /* An id the contract ignores: -1 mostly, other negative ids, ids at or past the last block, or a
  * block after the diagonal (*next_future hands those out, distinct, from the first future block). */
 static int32_t ignored_id(uint64_t *state, int64_t num_blocks, int64_t *next_future) {
-  switch (random_int(state, 0, 9)) {
+  switch (aotk__random_int(state, 0, 9)) {
     case 0:
       return -2;
     case 1:
@@ -155,8 +120,8 @@ static int32_t ignored_id(uint64_t *state, int64_t num_blocks, int64_t *next_fut
 
 /* For the slots past a row's count: ids that would count if they were read. */
 static int32_t unread_id(uint64_t *state, int64_t available, int64_t num_blocks) {
-  if (available > 0) return (int32_t)random_int(state, 0, available - 1);
-  return num_blocks > 0 ? (int32_t)random_int(state, 0, num_blocks - 1) : 0;
+  if (available > 0) return (int32_t)aotk__random_int(state, 0, available - 1);
+  return num_blocks > 0 ? (int32_t)aotk__random_int(state, 0, num_blocks - 1) : 0;
 }
 
 /* Fills idx [rows_q, heads_kv, slots] and cnt [rows_q, heads_kv] (NULL: no block_cnt) as the header
@@ -167,8 +132,8 @@ static void fill_selection(const aotk__sel_check_case *c, const sel_shape *s, co
   for (int64_t token = 0; token < s->rows_q; token++) {
     if (token >= s->total_q) { /* unused rows: never read */
       for (int64_t h = 0; h < H; h++) {
-        for (int64_t slot = 0; slot < S; slot++) idx[(token * H + h) * S + slot] = (int32_t)random_int(state, -3, 50);
-        if (cnt != NULL) cnt[token * H + h] = (int32_t)random_int(state, -2, S + 2);
+        for (int64_t slot = 0; slot < S; slot++) idx[(token * H + h) * S + slot] = (int32_t)aotk__random_int(state, -3, 50);
+        if (cnt != NULL) cnt[token * H + h] = (int32_t)aotk__random_int(state, -2, S + 2);
       }
       continue;
     }
@@ -178,29 +143,29 @@ static void fill_selection(const aotk__sel_check_case *c, const sel_shape *s, co
       int32_t *row = idx + (token * H + h) * S;
       if (c->every_block) {
         for (int64_t slot = 0; slot < S; slot++) row[slot] = slot < available ? (int32_t)slot : -1;
-        shuffle(row, available, state);
+        aotk__random_shuffle_int32(row, available, state);
         continue;
       }
       int64_t count = S, next_future = available;
-      if (cnt != NULL) count = random_int(state, 0, 3) == 0 ? random_int(state, 0, S) : S - random_int(state, 0, S / 4);
+      if (cnt != NULL) count = aotk__random_int(state, 0, 3) == 0 ? aotk__random_int(state, 0, S) : S - aotk__random_int(state, 0, S / 4);
       const int64_t most = available < count ? available : count;
       /* One row in eight selects nothing (its counted slots hold ignored ids only). */
-      const int64_t chosen = most > 0 && random_int(state, 0, 7) != 0 ? random_int(state, (most + 1) / 2, most) : 0;
+      const int64_t chosen = most > 0 && aotk__random_int(state, 0, 7) != 0 ? aotk__random_int(state, (most + 1) / 2, most) : 0;
       for (int64_t b = 0; b < available; b++) pool[b] = (int32_t)b;
       for (int64_t slot = 0; slot < chosen; slot++) { /* a partial shuffle: `chosen` distinct blocks */
-        int64_t j = random_int(state, slot, available - 1);
+        int64_t j = aotk__random_int(state, slot, available - 1);
         int32_t swap = pool[slot];
         pool[slot] = pool[j];
         pool[j] = swap;
         row[slot] = pool[slot];
       }
       for (int64_t slot = chosen; slot < count; slot++) row[slot] = ignored_id(state, where.num_blocks, &next_future);
-      shuffle(row, count, state);
+      aotk__random_shuffle_int32(row, count, state);
       for (int64_t slot = count; slot < S; slot++) row[slot] = unread_id(state, available, where.num_blocks);
       if (cnt != NULL) {
         int32_t stored = (int32_t)count; /* counts outside [0, slots] clamp */
-        if (count == 0 && random_int(state, 0, 1)) stored = -3;
-        if (count == S && random_int(state, 0, 1)) stored = (int32_t)(S + 5);
+        if (count == 0 && aotk__random_int(state, 0, 1)) stored = -3;
+        if (count == S && aotk__random_int(state, 0, 1)) stored = (int32_t)(S + 5);
         cnt[token * H + h] = stored;
       }
     }
@@ -277,7 +242,7 @@ static double max_error_of(const uint16_t *bits, const double *exact, int64_t co
   double max_error = 0.0;
   for (int64_t e = 0; e < count; e++) {
     if (bits[e] == 0xffff) ++*unwritten;
-    double error = fabs(from_bits(bits[e], dtype) - exact[e]);
+    double error = fabs(aotk__dtype_value(bits[e], dtype) - exact[e]);
     if (!(error <= max_error)) max_error = isnan(error) ? INFINITY : error;
   }
   return max_error;
@@ -315,8 +280,8 @@ static int64_t bad_empty_rows_of(const uint16_t *out_bits, const uint16_t *dq_bi
     if (!isinf(ref_lse[e])) continue;
     if (empty_rows != NULL) ++*empty_rows;
     bool zero = true;
-    for (int64_t d = 0; d < dim_v; d++) zero = zero && from_bits(out_bits[e * dim_v + d], dtype) == 0.0;
-    for (int64_t d = 0; d < dim_qk; d++) zero = zero && from_bits(dq_bits[e * dim_qk + d], dtype) == 0.0;
+    for (int64_t d = 0; d < dim_v; d++) zero = zero && aotk__dtype_value(out_bits[e * dim_v + d], dtype) == 0.0;
+    for (int64_t d = 0; d < dim_qk; d++) zero = zero && aotk__dtype_value(dq_bits[e * dim_qk + d], dtype) == 0.0;
     bad += !zero;
   }
   return bad;
@@ -416,8 +381,8 @@ aotk_status aotk__check_sel(const aotk__driver *driver, const aotk__sel_check_ca
   /* Inputs: every element random, the unused rows too (they must not matter). */
   for (int t = T_Q; t < T_OUT; t++) {
     for (int64_t e = 0; e < tensor_elements(&s, t); e++) {
-      bits[t][e] = to_bits(normal(&state), dtype);
-      values[t][e] = from_bits(bits[t][e], dtype);
+      bits[t][e] = aotk__dtype_bits(aotk__random_normal(&state), dtype);
+      values[t][e] = aotk__dtype_value(bits[t][e], dtype);
     }
     if ((status = upload(driver, &dev[t], bits[t], 2 * (size_t)tensor_elements(&s, t))) != AOTK_OK) goto done;
   }
@@ -608,8 +573,8 @@ aotk_status aotk__check_sel(const aotk__driver *driver, const aotk__sel_check_ca
     if (hits[e] > 0) continue;
     r->unselected_keys++;
     bool zero = true;
-    for (int64_t d = 0; d < DQK; d++) zero = zero && from_bits(bits[T_DK][e * DQK + d], dtype) == 0.0;
-    for (int64_t d = 0; d < DV; d++) zero = zero && from_bits(bits[T_DV][e * DV + d], dtype) == 0.0;
+    for (int64_t d = 0; d < DQK; d++) zero = zero && aotk__dtype_value(bits[T_DK][e * DQK + d], dtype) == 0.0;
+    for (int64_t d = 0; d < DV; d++) zero = zero && aotk__dtype_value(bits[T_DV][e * DV + d], dtype) == 0.0;
     r->bad_unselected += !zero;
   }
   bool passed = r->worst_fraction <= 1.0 && r->lse_max_error <= 1.0 && r->bad_empty_rows == 0 &&

@@ -17,6 +17,7 @@
 #include "aotk.h"
 #include "aotk_check.h"
 #include "aotk_driver.h"
+#include "aotk_random.h"
 #include "aotk_test_harness.h"
 
 static const aotk__driver *driver;
@@ -49,12 +50,7 @@ static int aotk_gpu_test_skip_all(void) {
   return aotk_test_finish();
 }
 
-static uint64_t aotk_gpu_test_random(uint64_t *state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+static uint64_t aotk_gpu_test_random(uint64_t *state) { return aotk__random_next(state); }
 
 static const char *aotk_gpu_test_dtype_label(aotk_dtype dtype) {
   return dtype == AOTK_DTYPE_BFLOAT16 ? "bf16" : "fp16";

@@ -51,6 +51,7 @@
 #include "aotk_check.h"
 #include "aotk_driver.h"
 #include "aotk_half.h"
+#include "aotk_random.h"
 #include "aotk_test_harness.h"
 #include "aotk_gpu_test.h"
 #include "aotk_sel_reference.h"
@@ -153,36 +154,6 @@ typedef struct sel_run {
 /* Worst error as a fraction of its bound, per dtype, with the case and its relative RMS errors. */
 static double worst_fraction[4];
 static char worst_case[4][640];
-
-static uint64_t next_random(uint64_t *state) { return aotk_gpu_test_random(state); }
-
-/* Uniform in [low, high]. */
-static int64_t random_int(uint64_t *state, int64_t low, int64_t high) {
-  return low + (int64_t)(next_random(state) % (uint64_t)(high - low + 1));
-}
-
-static float random_normal(uint64_t *state) {
-  double u = ((double)(next_random(state) >> 11) + 0.5) * 0x1.0p-53;
-  double v = ((double)(next_random(state) >> 11) + 0.5) * 0x1.0p-53;
-  return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
-
-static void shuffle_int32(int32_t *values, int64_t count, uint64_t *state) {
-  for (int64_t i = count - 1; i > 0; i--) {
-    int64_t j = random_int(state, 0, i);
-    int32_t swap = values[i];
-    values[i] = values[j];
-    values[j] = swap;
-  }
-}
-
-static uint16_t to_bits(float x, aotk_dtype dtype) {
-  return dtype == AOTK_DTYPE_BFLOAT16 ? aotk__float_to_bf16(x) : aotk__float_to_fp16(x);
-}
-
-static double from_bits(uint16_t bits, aotk_dtype dtype) {
-  return dtype == AOTK_DTYPE_BFLOAT16 ? aotk__bf16_to_float(bits) : aotk__fp16_to_float(bits);
-}
 
 static void *host_alloc(int64_t count, size_t size) {
   void *pointer = calloc((size_t)(count > 0 ? count : 1), size);
@@ -346,7 +317,7 @@ static void place_tensors(sel_run *x) {
 /* An id the contract ignores: -1 (mostly), another negative id, an id at or past the last block, or
  * a block after the diagonal (*next_future hands them out, distinct, from the first future block). */
 static int32_t ignored_id(uint64_t *state, int64_t num_blocks, int64_t *next_future) {
-  switch (random_int(state, 0, 9)) {
+  switch (aotk__random_int(state, 0, 9)) {
     case 0:
       return -2;
     case 1:
@@ -354,7 +325,7 @@ static int32_t ignored_id(uint64_t *state, int64_t num_blocks, int64_t *next_fut
     case 2:
       return (int32_t)num_blocks;
     case 3:
-      return (int32_t)(num_blocks + random_int(state, 1, 1000));
+      return (int32_t)(num_blocks + aotk__random_int(state, 1, 1000));
     case 4:
       return INT32_MAX;
     case 5:
@@ -368,8 +339,8 @@ static int32_t ignored_id(uint64_t *state, int64_t num_blocks, int64_t *next_fut
 
 /* Slots a row does not count hold ids that would count if they were read. */
 static int32_t unread_id(uint64_t *state, int64_t available, int64_t num_blocks) {
-  if (available > 0) return (int32_t)random_int(state, 0, available - 1);
-  return num_blocks > 0 ? (int32_t)random_int(state, 0, num_blocks - 1) : 0;
+  if (available > 0) return (int32_t)aotk__random_int(state, 0, available - 1);
+  return num_blocks > 0 ? (int32_t)aotk__random_int(state, 0, num_blocks - 1) : 0;
 }
 
 static void fill_selection(sel_run *x) {
@@ -384,8 +355,8 @@ static void fill_selection(sel_run *x) {
     if (token >= x->total_q) {
       /* unused rows: never read */
       for (int64_t h = 0; h < H; h++) {
-        for (int64_t s = 0; s < S; s++) x->idx[(token * H + h) * S + s] = (int32_t)random_int(state, -3, 50);
-        if (x->cnt) x->cnt[token * H + h] = (int32_t)random_int(state, -2, S + 2);
+        for (int64_t s = 0; s < S; s++) x->idx[(token * H + h) * S + s] = (int32_t)aotk__random_int(state, -3, 50);
+        if (x->cnt) x->cnt[token * H + h] = (int32_t)aotk__random_int(state, -2, S + 2);
       }
       continue;
     }
@@ -396,49 +367,49 @@ static void fill_selection(sel_run *x) {
       int64_t count = S, next_future = available;
       int32_t stored = (int32_t)S;
       const bool empty = c->selection == SELECT_NOTHING ||
-                         (c->empty_percent > 0 && random_int(state, 0, 99) < c->empty_percent);
+                         (c->empty_percent > 0 && aotk__random_int(state, 0, 99) < c->empty_percent);
       if (empty) {
-        int mode = (int)random_int(state, 0, 2);
+        int mode = (int)aotk__random_int(state, 0, 2);
         if (mode == 1 && x->cnt == NULL) mode = 2;
         for (int64_t s = 0; s < S; s++) {
           row[s] = mode == 0 ? -1 : mode == 1 ? unread_id(state, available, where.num_blocks)
                                               : ignored_id(state, where.num_blocks, &next_future);
         }
-        if (mode == 1) stored = random_int(state, 0, 1) ? 0 : -7;
+        if (mode == 1) stored = aotk__random_int(state, 0, 1) ? 0 : -7;
       } else if (c->selection == SELECT_EVERY_BLOCK) {
         CHECK_MSG(available <= S, "the case has %lld slots; a row has %lld blocks to select", (long long)S,
                   (long long)available);
         if (available > S) break;
         for (int64_t s = 0; s < available; s++) row[s] = (int32_t)s;
-        shuffle_int32(row, available, state);
+        aotk__random_shuffle_int32(row, available, state);
         count = x->cnt ? available : S;
         for (int64_t s = available; s < S; s++) row[s] = x->cnt ? unread_id(state, available, where.num_blocks) : -1;
         stored = (int32_t)count;
       } else {
-        if (x->cnt) count = random_int(state, 0, 3) == 0 ? random_int(state, 0, S) : S - random_int(state, 0, S / 4);
+        if (x->cnt) count = aotk__random_int(state, 0, 3) == 0 ? aotk__random_int(state, 0, S) : S - aotk__random_int(state, 0, S / 4);
         const int64_t most = available < count ? available : count;
-        const int64_t chosen = most > 0 && random_int(state, 0, 7) != 0 ? random_int(state, (most + 1) / 2, most) : 0;
+        const int64_t chosen = most > 0 && aotk__random_int(state, 0, 7) != 0 ? aotk__random_int(state, (most + 1) / 2, most) : 0;
         for (int64_t b = 0; b < available; b++) pool[b] = (int32_t)b;
         for (int64_t s = 0; s < chosen; s++) { /* a partial shuffle: chosen distinct blocks */
-          int64_t j = random_int(state, s, available - 1);
+          int64_t j = aotk__random_int(state, s, available - 1);
           int32_t swap = pool[s];
           pool[s] = pool[j];
           pool[j] = swap;
           row[s] = pool[s];
         }
         for (int64_t s = chosen; s < count; s++) {
-          if (c->selection == SELECT_DUPLICATES && chosen > 0 && random_int(state, 0, 2) == 0) {
-            row[s] = row[random_int(state, 0, chosen - 1)];
+          if (c->selection == SELECT_DUPLICATES && chosen > 0 && aotk__random_int(state, 0, 2) == 0) {
+            row[s] = row[aotk__random_int(state, 0, chosen - 1)];
           } else {
             row[s] = ignored_id(state, where.num_blocks, &next_future);
           }
         }
-        shuffle_int32(row, count, state);
+        aotk__random_shuffle_int32(row, count, state);
         for (int64_t s = count; s < S; s++) row[s] = unread_id(state, available, where.num_blocks);
         stored = (int32_t)count;
         /* counts outside [0, slots] clamp */
-        if (count == 0 && random_int(state, 0, 1)) stored = -3;
-        if (count == S && random_int(state, 0, 1)) stored = (int32_t)(S + 5);
+        if (count == 0 && aotk__random_int(state, 0, 1)) stored = -3;
+        if (count == S && aotk__random_int(state, 0, 1)) stored = (int32_t)(S + 5);
       }
       if (x->cnt) x->cnt[token * H + h] = stored;
     }
@@ -504,7 +475,7 @@ static bool sel_run_create(sel_run *x, const sel_case *c) {
       if (!device_alloc(&st->device, (size_t)st->elements * 2)) return false;
       continue;
     }
-    for (int64_t e = 0; e < st->elements; e++) st->host[e] = to_bits(random_normal(&x->state), dtype);
+    for (int64_t e = 0; e < st->elements; e++) st->host[e] = aotk__dtype_bits(aotk__random_normal(&x->state), dtype);
     if (!upload(&st->device, st->host, (size_t)st->elements * 2)) return false;
   }
   for (int t = T_Q; t <= T_DOUT; t++) {
@@ -516,7 +487,7 @@ static bool sel_run_create(sel_run *x, const sel_case *c) {
       for (int64_t h = 0; h < v->heads; h++)
         for (int64_t d = 0; d < v->dim; d++) {
           x->inputs[t][(row * v->heads + h) * v->dim + d] =
-              from_bits(x->storages[v->storage].host[element_index(v, row, h, d)], dtype);
+              aotk__dtype_value(x->storages[v->storage].host[element_index(v, row, h, d)], dtype);
         }
   }
 
@@ -668,7 +639,7 @@ static void unpack(const sel_run *x, results *r) {
     for (int64_t row = 0; row < rows; row++)
       for (int64_t h = 0; h < v->heads; h++)
         for (int64_t d = 0; d < v->dim; d++) {
-          r->values[i][(row * v->heads + h) * v->dim + d] = from_bits(host[element_index(v, row, h, d)], x->c->dtype);
+          r->values[i][(row * v->heads + h) * v->dim + d] = aotk__dtype_value(host[element_index(v, row, h, d)], x->c->dtype);
         }
   }
   for (int64_t e = 0; e < x->total_q * x->heads_q; e++) r->lse[e] = x->lse_host[e];
@@ -947,7 +918,7 @@ static void identity_permuted(sel_run *x, const results *base) {
   memcpy(idx, x->idx, (size_t)(x->rows_q * H * S) * sizeof(int32_t));
   for (int64_t token = 0; token < x->total_q; token++)
     for (int64_t h = 0; h < H; h++) {
-      shuffle_int32(idx + (token * H + h) * S, aotk__sel_reference_count(&x->problem, token, h), &x->state);
+      aotk__random_shuffle_int32(idx + (token * H + h) * S, aotk__sel_reference_count(&x->problem, token, h), &x->state);
     }
   if (!upload(&device, idx, (size_t)(x->rows_q * H * S) * 4)) goto done;
   aotk_sel_params params = x->params;
@@ -1080,7 +1051,7 @@ static void identity_separate_calls(sel_run *x, const results *base) {
       const int64_t start = r_index == R_OUT || r_index == R_DQ ? q0 : k0;
       for (size_t e = 0; ok && e < count; e++) {
         poison_left += host[t][e] == 0xffff;
-        r.values[r_index][start * heads[t] * dims[t] + (int64_t)e] = from_bits(host[t][e], dtype);
+        r.values[r_index][start * heads[t] * dims[t] + (int64_t)e] = aotk__dtype_value(host[t][e], dtype);
       }
     }
     for (int64_t e = 0; ok && e < lq * HQ; e++) r.lse[q0 * HQ + e] = lse[e];
@@ -1154,7 +1125,7 @@ static void identity_dense(sel_run *x, const results *base) {
     host = host_alloc(count, sizeof(uint16_t));
     ok = host != NULL && download(host, dev[t], (size_t)count * 2);
     const int64_t used_rows = result_rows(x, t);
-    for (int64_t e = 0; ok && e < used_rows * heads[t] * dims[t]; e++) r.values[t][e] = from_bits(host[e], dtype);
+    for (int64_t e = 0; ok && e < used_rows * heads[t] * dims[t]; e++) r.values[t][e] = aotk__dtype_value(host[e], dtype);
   }
   lse = host_alloc(HQ * x->rows_q, sizeof(float));
   ok = ok && lse != NULL && download(lse, dev[DLSE], (size_t)(HQ * x->rows_q) * 4);
@@ -1506,9 +1477,9 @@ static void test_check_indices(void) {
     const aotk__sel_reference_token where = aotk__sel_reference_locate(&x.problem, token);
     for (int64_t h = 0; h < H; h++) {
       int32_t *row = idx + (token * H + h) * S;
-      const int64_t count = random_int(&x.state, 1, S - 1);
-      for (int64_t s = 0; s < S; s++) row[s] = s < count ? -1 : (int32_t)random_int(&x.state, -5, where.num_blocks + 3);
-      int64_t first = random_int(&x.state, 0, where.num_blocks - 1);
+      const int64_t count = aotk__random_int(&x.state, 1, S - 1);
+      for (int64_t s = 0; s < S; s++) row[s] = s < count ? -1 : (int32_t)aotk__random_int(&x.state, -5, where.num_blocks + 3);
+      int64_t first = aotk__random_int(&x.state, 0, where.num_blocks - 1);
       for (int64_t s = 0; s < count && s < where.num_blocks; s += 2) row[s] = (int32_t)((first + s) % where.num_blocks);
       row[S - 1] = row[0]; /* a repeat past the count */
       cnt[token * H + h] = (int32_t)count;
