@@ -296,7 +296,9 @@ IMPLS = ["aotk"] + [name for name, _ in SDPA_BACKENDS]
 
 SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
 SEQLENS_QUICK = [1024, 4096]
-HEAD_DIMS = [64, 128]
+# FlashAttention-3's grid has head dim 256 beside 64 and 128 (issue 11 adds it); --head-dims narrows it.
+HEAD_DIMS = [64, 128, 256]
+GRID_DTYPES = ["bf16"]  # --dtypes: the grid rows' dtypes (issue 11 asks for fp16 in a smaller run too)
 TOTAL_TOKENS = 16384
 HIDDEN = 2048
 
@@ -339,12 +341,14 @@ def fwd_flops(case):
 
 def fwd_cases(quick):
     seqlens = SEQLENS_QUICK if quick else SEQLENS
-    for d in HEAD_DIMS:
-        for causal in (False, True):
-            for n in seqlens:
-                h = HIDDEN // d
-                yield {"op": "fwd", "dtype": torch.bfloat16, "head_dim": d, "causal": causal,
-                       "seqlen_q": n, "seqlen_k": n, "batch": TOTAL_TOKENS // n, "heads_q": h, "heads_kv": h}
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    for dtype in (dtypes[name] for name in GRID_DTYPES):
+        for d in HEAD_DIMS:
+            for causal in (False, True):
+                for n in seqlens:
+                    h = HIDDEN // d
+                    yield {"op": "fwd", "dtype": dtype, "head_dim": d, "causal": causal, "seqlen_q": n,
+                           "seqlen_k": n, "batch": TOTAL_TOKENS // n, "heads_q": h, "heads_kv": h}
 
 
 def fwd_reference(qt, kt, vt, causal):
@@ -2345,13 +2349,16 @@ def self_check():
 
 def write_results(path, doc, ops_run):
     """Writes doc to path. Rows of ops this run did not run are kept from the file already there (same
-    GPU, same day), so `--features` after a grid run, or the reverse, leaves one file with both."""
+    GPU, same day), so `--features` after a grid run, or the reverse, leaves one file with both; so are
+    grid rows of dtypes this run did not run."""
     kept = []
     if os.path.exists(path):
         try:
             with open(path) as f:
                 old = json.load(f)
-            kept = [r for r in old.get("rows", []) if r.get("op") not in ops_run]
+            # The grid's rows of a dtype this run left out stay too (--dtypes fp16 after a bf16 run).
+            kept = [r for r in old.get("rows", []) if r.get("op") not in ops_run
+                    or (r.get("op") in ("fwd", "bwd") and r.get("dtype") not in GRID_DTYPES)]
         except (OSError, ValueError) as e:
             note(f"could not read the earlier {path} ({e}); its rows are not kept")
     if kept:
@@ -2371,6 +2378,10 @@ def main(argv=None):
     ap.add_argument("--lib", help="path to libaotk.so (required except with --self-check)")
     ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     help="where <gpu>-<date>.json goes (default bench/results)")
+    ap.add_argument("--head-dims", default=",".join(str(d) for d in HEAD_DIMS),
+                    help="head dims of the fwd and bwd grid rows (default: %(default)s)")
+    ap.add_argument("--dtypes", default=",".join(GRID_DTYPES),
+                    help="dtypes of the fwd and bwd grid rows, of bf16, fp16 (default: %(default)s)")
     ap.add_argument("--quick", action="store_true",
                     help="grid: only seqlen 1024 and 4096; features: only grid seqlen 4096; selection: only 8k "
                          "and 16k tokens (smoke test)")
@@ -2402,6 +2413,13 @@ def main(argv=None):
         feature_head_dims = [int(x) for x in args.feature_head_dims.split(",") if x.strip()]
     except ValueError:
         ap.error(f"--feature-head-dims {args.feature_head_dims!r}: give comma-separated integers")
+    GRID_DTYPES[:] = [x.strip() for x in args.dtypes.split(",") if x.strip()]
+    if not GRID_DTYPES or any(x not in ("bf16", "fp16") for x in GRID_DTYPES):
+        ap.error(f"--dtypes {args.dtypes!r}: give bf16, fp16 or both")
+    try:
+        HEAD_DIMS[:] = [int(x) for x in args.head_dims.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--head-dims {args.head_dims!r}: give comma-separated integers")
     if args.lib is None:
         ap.error("--lib is required (except with --self-check)")
     if torch is None:

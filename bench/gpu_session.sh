@@ -7,6 +7,7 @@
 #   sel    libaotk.so and test_sel_gpu        (selection tests, check_selection.py, the benchmark)
 #   dense  test_attn_fwd_gpu, test_attn_bwd_gpu
 #   tools  aotk and libaotk.so                (aotk info / check, check_features.py, the benchmark)
+#   fwd    libaotk.so and test_attn_fwd_gpu   (the forward's tests, the cross-checks, the benchmark)
 # There it runs what the set holds: `aotk info` and `aotk check`, the GPU test binaries (optionally
 # under compute-sanitizer), the torch cross-checks (bench/check_features.py, bench/check_selection.py),
 # and the benchmark, whose JSON merges into a copy of the committed results; logs and JSON go to $OUT.
@@ -19,7 +20,8 @@ if [ "${1:-}" = "--bundle" ]; then
     sel) cp -L build/libaotk.so "$bundle"/libaotk.so && cp -a build/tests/test_sel_gpu "$bundle"/ ;;
     dense) cp -a build/tests/test_attn_fwd_gpu build/tests/test_attn_bwd_gpu "$bundle"/ ;;
     tools) cp -L build/libaotk.so "$bundle"/libaotk.so && cp -a build/aotk "$bundle"/ ;;
-    *) echo "usage: $0 --bundle sel|dense|tools" >&2; exit 2 ;;
+    fwd) cp -L build/libaotk.so "$bundle"/libaotk.so && cp -a build/tests/test_attn_fwd_gpu "$bundle"/ ;;
+    *) echo "usage: $0 --bundle sel|dense|tools|fwd" >&2; exit 2 ;;
   esac
   du -sh "$bundle"
   exit 0
