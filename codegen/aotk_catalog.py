@@ -77,6 +77,15 @@ ATTN_FWD_PARAMS = (
              "window_left", "window_right", "flags"))
     + _SCORE_SCALARS + _DROPOUT_SCALARS
 )
+# The sm_90 forward with Q, K and V loaded through TMA (kernels/attn_fwd.py, attn_fwd_tma): the pointer
+# kernel's parameters, then three host-side descriptors over [batch, seqlen, heads * head_dim], each a
+# 128-byte CUtensorMap followed by its shape (3 x i32) and strides (3 x i64). Their blocks are the
+# config's tiles: "{block_m}" and "{block_n}" are filled in per config like "{dtype}".
+ATTN_FWD_TMA_PARAMS = ATTN_FWD_PARAMS + [
+    ("DescQ", "tensordesc<{dtype}[1,{block_m},{dqk}]>", False),
+    ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk}]>", False),
+    ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
+]
 ATTN_DROPOUT_MASK_PARAMS = (
     _pointers(("Mask",), "*u8", False) + _FEATURE_POINTERS + _pointers(("RngState",), "*i64", False)
     + [("stride_mb", "i64", False), ("stride_mh", "i64", False), ("stride_ms", "i64", False)]
@@ -183,6 +192,14 @@ SEL_BLOCK_SIZES = (32, 64, 128)
 # The compiled head-dim pairs (q/k, v): powers of two (Triton's tiles are), every multiple of 8 up to
 # 256 runs in the smallest pair that holds it, masked; (256, 128) serves DeepSeek's (192, 128).
 ATTN_HEAD_DIMS = ((32, 32), (64, 64), (128, 128), (256, 256), (256, 128))
+# The TMA forward runs where the head dim is the tile's (a box must not reach into the next head) and
+# where TMA measured faster than the pointer kernel (bench/explore_hopper/fwd_tma_jit.py, H100, bf16,
+# 16k tokens, TFLOP/s, pointer -> TMA): d=256 340 -> 532 non-causal at 8k; d=128 441 -> 490 at 2k and
+# even at 8k (495 -> 494); d=64 even (433 -> 427), so d=64 keeps the pointer kernel.
+ATTN_TMA_HEAD_DIMS = ((128, 128), (256, 256))
+# The Gluon forward with FA3's warp-specialized ping-pong schedule (kernels/attn_fwd_hopper.py) at the
+# head dims it was measured at: its 64 x 128 fp32 score tile per warpgroup leaves no room at d=256.
+ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128))
 EXTRAS = (False, True)
 
 T = TileConfig
@@ -205,6 +222,13 @@ ATTN_TUNING = {
     ("attn_fwd", 90, 128, 128): ((1, T(64, 64, 4, 3)), (1025, T(128, 128, 8, 3))),
     ("attn_fwd", 90, 256, 256): ((1, T(64, 64, 4, 2)),),
     ("attn_fwd", 90, 256, 128): ((1, T(64, 64, 4, 2)),),
+    # Gluon: num_warps is the first consumer warpgroup's (the program runs 4 + 4 + 1 producer, padded to
+    # 12 warps: the metadata's count is what launches), num_stages the K/V ring's depth
+    # (bench/explore_hopper/gluon_attn_fwd_check.py: BLOCK_N 128 with 2 stages beat 64 with 3 by 10-20%).
+    ("attn_fwd_hopper", 90, 64, 64): ((1, T(128, 128, 4, 2)),),
+    ("attn_fwd_hopper", 90, 128, 128): ((1, T(128, 128, 4, 2)),),
+    ("attn_fwd_tma", 90, 128, 128): ((1, T(128, 64, 4, 2)), (4096, T(128, 128, 8, 3))),
+    ("attn_fwd_tma", 90, 256, 256): ((1, T(128, 64, 8, 2)),),
     ("attn_fwd", 80, 32, 32): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),
     ("attn_fwd", 80, 64, 64): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),
     ("attn_fwd", 80, 128, 128): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 8, 2))),
@@ -236,6 +260,8 @@ ATTN_TUNING = {
 # The EXTRAS dK/dV pass at d=128 spilled 2072 bytes per thread with the plain kernel's 64x128/8/3
 # (ptxas -v); 64x64/8/2 spills 152.
 ATTN_TUNING_EXTRAS = {
+    # The TMA kernel's 128 x 128 tile needs 241 KiB with the EXTRAS code (over sm_90's 227).
+    ("attn_fwd_tma", 90, 128, 128): ((1, T(128, 64, 4, 2)), (4096, T(128, 64, 8, 2))),
     ("attn_fwd", 90, 128, 128): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 8, 3))),
     ("attn_bwd_dkdv", 90, 128, 128): ((1, T(64, 64, 8, 2)),),
 }
@@ -268,9 +294,12 @@ HELPER_CONFIG = T(64, 64, 4, 1)    # the dropout-mask debug kernel
 SINK_REDUCE_CONFIG = T(1024, 0, 4, 1)
 
 # family: (source file, function, parameter spec, axes). Axes: "dtype", "dims" (head-dim pairs), "align",
-# "extras"; a family without "dims" has one head-dim-less config.
+# "extras"; a family without "dims" has one head-dim-less config. "tma_dims": the TMA family's head
+# dims; it is sm_90 only (FAMILY_ARCHS) and always aligned (TMA needs 16-byte addresses and strides).
 FAMILIES = {
     "attn_fwd": ("attn_fwd.py", "attn_fwd", ATTN_FWD_PARAMS, ("dtype", "dims", "align", "extras")),
+    "attn_fwd_tma": ("attn_fwd.py", "attn_fwd_tma", ATTN_FWD_TMA_PARAMS, ("dtype", "tma_dims", "extras")),
+    "attn_fwd_hopper": ("attn_fwd_hopper.py", "attn_fwd_hopper", ATTN_FWD_TMA_PARAMS, ("dtype", "hopper_dims")),
     "attn_dropout_mask": ("attn_fwd.py", "attn_dropout_mask", ATTN_DROPOUT_MASK_PARAMS, ()),
     "attn_bwd_preprocess": ("attn_bwd.py", "attn_bwd_preprocess", ATTN_BWD_PREPROCESS_PARAMS,
                             ("dtype", "dims_v", "align")),
@@ -343,7 +372,7 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
         return ((1, SEL_SCAN_CONFIG),)
     if family == "sel_check_indices":
         return ((1, SEL_CHECK_CONFIG),)
-    if family in ("attn_fwd", "attn_bwd_dkdv", "attn_bwd_dq"):
+    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_bwd_dkdv", "attn_bwd_dq"):
         key = (family, arch, dqk, dv)
         return ATTN_TUNING_EXTRAS.get(key, ATTN_TUNING[key]) if extras else ATTN_TUNING[key]
     if family == "attn_bwd_preprocess":
@@ -355,7 +384,8 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
 
 def _constexprs(function_params, dqk, dv, config, extras, block_size=0):
     values = {"HEAD_DIM_QK": dqk, "HEAD_DIM_V": dv, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
-              "EXTRAS": extras, "BLOCK": config.block_m,
+              "EXTRAS": extras, "BLOCK": config.block_m, "HEAD_DIM": dqk, "STAGES": config.num_stages,
+              "PRODUCER_REGS": 24, "CONSUMER_REGS": 240,
               # selection: 192 = 128 + 64; the group, pair and index tiles
               "HEAD_DIM_QK0": 128 if dqk == 192 else dqk, "HEAD_DIM_QK1": 64 if dqk == 192 else 0,
               "BLOCK_G": config.block_m, "BLOCK_R": config.block_m, "BLOCK_SIZE": block_size,
@@ -365,6 +395,8 @@ def _constexprs(function_params, dqk, dv, config, extras, block_size=0):
 
 CONSTEXPRS = {
     "attn_fwd": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
+    "attn_fwd_tma": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
+    "attn_fwd_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS", "CONSUMER_REGS"),
     "attn_dropout_mask": ("BLOCK_M", "BLOCK_N"),
     "attn_bwd_preprocess": ("HEAD_DIM_V", "BLOCK_M"),
     "attn_bwd_sink_reduce": ("BLOCK",),
@@ -382,16 +414,29 @@ CONSTEXPRS = {
 }
 
 
+FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,)}
+# Options beyond num_warps and num_stages: the Gluon kernel caps registers at entry so that its
+# setmaxnreg split (24 for the producer, 240 for the consumers) takes effect.
+FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}}
+# Families written in Gluon (compiled from GluonASTSource, their descriptors typed with the shared-memory
+# layout the kernel allocates).
+GLUON_FAMILIES = ("attn_fwd_hopper",)
+
+
 def catalog():
     """Every kernel, in a fixed order (the generated table keeps it)."""
     kernels = []
     for family, (source, function, param_spec, axes) in FAMILIES.items():
-        for arch in ARCHS:
+        for arch in FAMILY_ARCHS.get(family, ARCHS):
             dtypes = DTYPES if "dtype" in axes else ("",)
             if "sel_dims" in axes:
                 dims = SEL_HEAD_DIMS
             elif "dims" in axes:
                 dims = ATTN_HEAD_DIMS
+            elif "tma_dims" in axes:
+                dims = ATTN_TMA_HEAD_DIMS
+            elif "hopper_dims" in axes:
+                dims = ATTN_HOPPER_HEAD_DIMS
             elif "dims_v" in axes:
                 dims = tuple(sorted({(0, dv) for _, dv in ATTN_HEAD_DIMS}))
             else:
@@ -399,10 +444,12 @@ def catalog():
             for dtype in dtypes:
                 for dqk, dv in dims:
                   for block_size in (SEL_BLOCK_SIZES if "sel_block" in axes else (0,)):
-                    for aligned in (ALIGNMENTS if "align" in axes else (False,)):
+                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("tma_dims" in axes or "hopper_dims" in axes) else (False,)):
                         for extras in (EXTRAS if "extras" in axes else (False,)):
                             for min_seqlen, config in _configs(family, arch, dqk, dv, extras, block_size):
-                                params = tuple((n, t.format(dtype=dtype), hinted) for n, t, hinted in param_spec)
+                                params = tuple((n, t.format(dtype=dtype, block_m=config.block_m, block_n=config.block_n,
+                                                            dqk=dqk, dv=dv), hinted)
+                                               for n, t, hinted in param_spec)
                                 kernels.append(Kernel(
                                     family=family, source=source, function=function, params=params,
                                     constexprs=_constexprs(CONSTEXPRS[family], dqk, dv, config, extras,

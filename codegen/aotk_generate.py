@@ -35,15 +35,46 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS_DIR = os.path.join(REPO_ROOT, "kernels")
 
 # How each Triton parameter type appears in the PTX .entry, and its one-letter kind in the table
-# (p pointer, l 64-bit integer, i 32-bit integer, f fp32), which the C launcher's packing must match.
-PTX_PARAM_TYPE = {"ptr": ".u64", "i64": ".u64", "i32": ".u32", "fp32": ".f32"}
-PARAM_KIND = {"ptr": "p", "i64": "l", "i32": "i", "fp32": "f"}
+# (p pointer, l 64-bit integer, i 32-bit integer, f fp32, t host-side TMA descriptor), which the C
+# launcher's packing must match. A descriptor of rank r is r + r + 1 .entry parameters: the 128-byte
+# CUtensorMap (".param .align 64 .b8 name[128]"), then r x .u32 shape and r x .u64 strides.
+PTX_PARAM_TYPE = {"ptr": [".u64"], "i64": [".u64"], "i32": [".u32"], "fp32": [".f32"]}
+PARAM_KIND = {"ptr": "p", "i64": "l", "i32": "i", "fp32": "f", "desc": "t"}
+# The table records at most this many descriptors per kernel (src/aotk_kernel_table.h).
+MAX_TMA_DESCRIPTORS = 3
 DTYPE_ENUM = {"fp16": "AOTK_DTYPE_FLOAT16", "bf16": "AOTK_DTYPE_BFLOAT16", "": "0"}
 FAMILY_ENUM = {family: "AOTK__FAMILY_" + family.upper() for family in aotk_catalog.FAMILIES}
 
 
 def param_class(triton_type):
+    if triton_type.startswith("tensordesc<"):
+        return "desc"
     return "ptr" if triton_type.startswith("*") else triton_type
+
+
+def descriptor_rank(triton_type):
+    """tensordesc<bf16[1,128,128]> -> 3."""
+    return len(re.search(r"\[([^\]]*)\]", triton_type).group(1).split(","))
+
+
+def gluon_descriptor_type(triton_type):
+    """A Gluon kernel's descriptor type names the shared-memory layout its blocks land in: the default
+    NVMMA layout for the block (the widest swizzle that fits), which the kernel allocates with."""
+    if param_class(triton_type) != "desc":
+        return triton_type
+    from triton.experimental.gluon import language as gl
+    match = re.fullmatch(r"tensordesc<(\w+)\[([^\]]*)\]>", triton_type)
+    dtype = {"bf16": gl.bfloat16, "fp16": gl.float16}[match.group(1)]
+    block = [int(x) for x in match.group(2).split(",")]
+    layout = gl.NVMMASharedLayout.get_default_for(block, dtype)
+    return f"tensordesc<{match.group(1)}[{', '.join(map(str, block))}],{layout!r}>"
+
+
+def ptx_param_types(triton_type):
+    if param_class(triton_type) == "desc":
+        rank = descriptor_rank(triton_type)
+        return [".align"] + [".u32"] * rank + [".u64"] * rank
+    return PTX_PARAM_TYPE[param_class(triton_type)]
 
 
 def fnv1a64(data):
@@ -105,16 +136,23 @@ def compile_kernel(kernel, cache_dir):
         raise RuntimeError(f"{kernel.name}: catalog parameters {[p[0] for p in kernel.params]} do not match "
                            f"the kernel's {runtime_names}")
     param_types = {name: ttype for name, ttype, _ in kernel.params}
+    gluon = kernel.family in aotk_catalog.GLUON_FAMILIES
+    if gluon:
+        param_types = {name: gluon_descriptor_type(t) for name, t in param_types.items()}
     signature = {n: ("constexpr" if n in constexpr_values else param_types[n]) for n in arg_names}
     constexprs = {(arg_names.index(n),): v for n, v in kernel.constexprs}
     attrs = {(arg_names.index(n),): [["tt.divisibility", 16]] for n, _, hinted in kernel.params
              if hinted == aotk_catalog.ALWAYS or (hinted is True and kernel.aligned)}
 
     start = time.time()
-    compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
-                              target=GPUTarget("cuda", kernel.arch, 32),
-                              options={"num_warps": kernel.config.num_warps,
-                                       "num_stages": kernel.config.num_stages})
+    if gluon:
+        from triton.experimental.gluon._runtime import GluonASTSource
+        source = GluonASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    else:
+        source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    options = {"num_warps": kernel.config.num_warps, "num_stages": kernel.config.num_stages,
+               **aotk_catalog.FAMILY_OPTIONS.get(kernel.family, {})}
+    compiled = triton.compile(source, target=GPUTarget("cuda", kernel.arch, 32), options=options)
     elapsed = time.time() - start
     md = compiled.metadata
     ptx = compiled.asm["ptx"]
@@ -125,7 +163,7 @@ def compile_kernel(kernel, cache_dir):
     if entry is None or entry.group(1) != md.name:
         raise RuntimeError(f"{kernel.name}: no .entry {md.name} in the PTX")
     ptx_types = re.findall(r"\.param\s+(\.\w+)", entry.group(2))
-    expected = [PTX_PARAM_TYPE[param_class(t)] for _, t, _ in kernel.params] + [".u64", ".u64"]
+    expected = [ptx for _, t, _ in kernel.params for ptx in ptx_param_types(t)] + [".u64", ".u64"]
     if ptx_types != expected:
         raise RuntimeError(f"{kernel.name}: PTX .entry parameters {ptx_types}, expected {expected}")
     if md.shared > aotk_catalog.MAX_SHARED_BYTES[kernel.arch]:
@@ -135,7 +173,19 @@ def compile_kernel(kernel, cache_dir):
         raise RuntimeError(f"{kernel.name}: needs {md.global_scratch_size} bytes of global scratch; the runtime "
                            "passes none (launches do not allocate); give the family a workspace first")
 
+    # Host-side descriptors: what the runtime's cuTensorMapEncodeTiled call needs besides the tensor
+    # itself. The compiler may split a block into narrower boxes (a 128-byte swizzle holds at most 128
+    # bytes of the innermost dimension), so the box comes from here, not from the catalog's block.
+    descriptors = [{"swizzle": d["swizzle"], "box": list(d["block_size"])} for d in (md.tensordesc_meta or [])]
+    expected_descriptors = sum(param_class(t) == "desc" for _, t, _ in kernel.params)
+    if len(descriptors) != expected_descriptors or len(descriptors) > MAX_TMA_DESCRIPTORS:
+        raise RuntimeError(f"{kernel.name}: {len(descriptors)} descriptors in the metadata, {expected_descriptors} "
+                           f"in the catalog (at most {MAX_TMA_DESCRIPTORS})")
+    for d in descriptors:
+        if len(d["box"]) != 3 or d["swizzle"] not in (0, 1, 2, 3):
+            raise RuntimeError(f"{kernel.name}: unsupported descriptor {d}")
     meta = {"function_name": md.name, "num_warps": md.num_warps, "shared_bytes": md.shared,
+            "descriptors": descriptors,
             "num_ctas": md.num_ctas, "global_scratch_bytes": md.global_scratch_size,
             "profile_scratch_bytes": md.profile_scratch_size, "triton_version": triton.__version__,
             "ptxas_version": _ptxas_version_string(kernel.arch),
@@ -244,12 +294,15 @@ def main():
                           f'\t.incbin "{os.path.join(image_dir, file_name)}"  /* fnv1a64 {fnv1a64(raw):016x} */']
             image_fields[kind] = f"{{{symbol}, {len(packed)}u, {len(raw)}u, 0x{fnv1a64(raw):016x}ull}}"
         kinds = "".join(PARAM_KIND[param_class(t)] for _, t, _ in kernel.params)
+        descriptors = meta.get("descriptors", [])
+        tma = ", ".join(f"{{{d['swizzle']}, {{{', '.join(str(b) for b in d['box'])}}}}}" for d in descriptors)
         rows.append(
             f"  {{{c_string(kernel.name)}, {c_string(meta['function_name'])}, {FAMILY_ENUM[kernel.family]}, {kernel.arch}, "
             f"{DTYPE_ENUM[kernel.dtype]}, {kernel.head_dim_qk}, {kernel.head_dim_v}, {int(kernel.aligned)}, "
             f"{int(kernel.extras)}, {kernel.block_size}, {kernel.config.block_m}, "
             f"{kernel.config.block_n}, {meta['num_warps']}, {kernel.config.num_stages}, {meta['shared_bytes']}, "
-            f"{kernel.min_seqlen}, {c_string(kinds)},\n   {image_fields['cubin']},\n   {image_fields['ptx']}}},")
+            f"{kernel.min_seqlen}, {c_string(kinds)},\n   {image_fields['cubin']},\n   {image_fields['ptx']}"
+            + (f",\n   {len(descriptors)}, {{{tma}}}" if descriptors else "") + "},")
 
     externs = [f"extern const unsigned char aotk__image_{i}_{kind}[];"
                for i, k in enumerate(kernels) for kind in ("cubin", "ptx")

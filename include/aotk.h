@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 #define AOTK_VERSION_MAJOR 0
-#define AOTK_VERSION_MINOR 3
+#define AOTK_VERSION_MINOR 4
 #define AOTK_VERSION_PATCH 0
 #define AOTK_VERSION_NUMBER (AOTK_VERSION_MAJOR * 10000 + AOTK_VERSION_MINOR * 100 + AOTK_VERSION_PATCH)
 
@@ -316,6 +316,18 @@ typedef struct aotk_kernel_info {
 #define AOTK_FEATURE_DROPOUT (1u << 6)
 #define AOTK_FEATURE_PADDED_HEAD_DIM (1u << 7) /* head_dim_qk or head_dim_v smaller than the compiled size */
 #define AOTK_FEATURE_EXTRAS_KERNEL (1u << 8)   /* runs the kernel variant with softcap/ALiBi/dropout code */
+/* Added in 0.4. The call runs an sm_90 forward that loads Q, K and V through the Tensor Memory
+ * Accelerator (host-side tensor maps encoded per call: no allocation, nothing else changes for the
+ * caller). That needs sm_90 (cubin images), a dense layout (not varlen), 16-byte-aligned inputs, each
+ * token's heads contiguous (head stride == head_dim; packed qkv qualifies) and a head dim with such a
+ * kernel: 64 and 128 for the plain forward (AOTK_FEATURE_WARP_SPECIALIZED below), 128 and 256 with any
+ * feature. Other calls take the pointer-load kernels, with the same results to within rounding. */
+#define AOTK_FEATURE_TMA (1u << 9)
+/* Added in 0.4. The sm_90 forward with FlashAttention-3's schedule (a TMA producer warp, two consumer
+ * warpgroups taking turns, softmax overlapped with the matrix products; written in Gluon), which also
+ * sets AOTK_FEATURE_TMA. It runs the plain forward (no softcap, ALiBi, dropout or sinks; no window but
+ * causal, either alignment) at head dims 64 and 128, where TMA's conditions above hold. */
+#define AOTK_FEATURE_WARP_SPECIALIZED (1u << 10)
 
 #define AOTK_KERNEL_INFO_INIT {.struct_size = sizeof(aotk_kernel_info)}
 

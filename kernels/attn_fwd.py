@@ -30,9 +30,9 @@ def _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i
                           lo, hi, gap_lo, gap_hi, rows, seqlen_k, diag, first_key, last_key,
                           offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok,
                           qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags,
-                          seed, offset_lo, stream, threshold,
+                          seed, offset_lo, stream, threshold, desc_batch, desc_col_k, desc_col_v,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
-                          EXTRAS: tl.constexpr):
+                          EXTRAS: tl.constexpr, TMA: tl.constexpr):
     # One pass of online softmax over the key blocks of [lo, hi) outside [gap_lo, gap_hi). MASKED blocks
     # apply the window rule and the key bound; unmasked blocks are known to be fully visible to every
     # row. The masked blocks at both edges of a window run in one loop, skipping the unmasked middle:
@@ -44,13 +44,18 @@ def _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i
         start_n = tl.where(start_n >= gap_lo, start_n + (gap_hi - gap_lo), start_n)
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
-        k_ptrs = k_base + cols[:, None] * stride_ks + offs_dqk[None, :]
-        v_ptrs = v_base + cols[:, None] * stride_vs + offs_dv[None, :]
-        if MASKED:
-            col_ok = cols < seqlen_k
-            k = tl.load(k_ptrs, mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
+        if TMA:
+            # k_base and v_base are [batch, seqlen_k, heads_kv * head_dim] descriptors: a block past
+            # seqlen_k reads zeros (the hardware's bounds), and the mask below drops those keys.
+            k = k_base.load([desc_batch, start_n, desc_col_k]).reshape(BLOCK_N, q.shape[1])
         else:
-            k = tl.load(k_ptrs, mask=dqk_ok[None, :], other=0.0)
+            k_ptrs = k_base + cols[:, None] * stride_ks + offs_dqk[None, :]
+            v_ptrs = v_base + cols[:, None] * stride_vs + offs_dv[None, :]
+            if MASKED:
+                col_ok = cols < seqlen_k
+                k = tl.load(k_ptrs, mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
+            else:
+                k = tl.load(k_ptrs, mask=dqk_ok[None, :], other=0.0)
         qk = tl.dot(q, tl.trans(k))
         if EXTRAS:
             s, _ = modified_scores(qk, rows, cols, diag, qk_scale_log2, softcap_scale, softcap_log2, slope_log2,
@@ -78,7 +83,9 @@ def _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i
         if EXTRAS:
             if (flags & FLAG_DROPOUT) != 0:
                 p = tl.where(dropout_keep(seed, offset_lo, stream, rows, start_n, threshold, BLOCK_M, BLOCK_N), p, 0.0)
-        if MASKED:
+        if TMA:
+            v = v_base.load([desc_batch, start_n, desc_col_v]).reshape(BLOCK_N, acc.shape[1])
+        elif MASKED:
             v = tl.load(v_ptrs, mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
         else:
             v = tl.load(v_ptrs, mask=dv_ok[None, :], other=0.0)
@@ -88,17 +95,18 @@ def _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i
 
 
 @triton.jit
-def attn_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
-             stride_qb, stride_qs, stride_qh,
-             stride_kb, stride_ks, stride_kh,
-             stride_vb, stride_vs, stride_vh,
-             stride_ob, stride_os, stride_oh,
-             stride_lb, stride_lh, stride_ab,
-             seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
-             window_left, window_right, flags,
-             qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
-             HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-             EXTRAS: tl.constexpr):
+def _attn_fwd_program(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
+                      stride_qb, stride_qs, stride_qh,
+                      stride_kb, stride_ks, stride_kh,
+                      stride_vb, stride_vs, stride_vh,
+                      stride_ob, stride_os, stride_oh,
+                      stride_lb, stride_lh, stride_ab,
+                      seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
+                      window_left, window_right, flags,
+                      qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                      DescQ, DescK, DescV,
+                      HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, EXTRAS: tl.constexpr, TMA: tl.constexpr):
     # Grid: one program per (query block, batch, query head), flattened to 1-d with the query block
     # fastest, so the programs in flight share one head's K and V in L2. With FLAG_REVERSE (causal
     # masks) the heaviest, last, query blocks run first, which shortens the tail.
@@ -130,8 +138,16 @@ def attn_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngS
     k_base = K + batch64 * stride_kb + k_start.to(tl.int64) * stride_ks + head_kv * stride_kh
     v_base = V + batch64 * stride_vb + k_start.to(tl.int64) * stride_vs + head_kv * stride_vh
     row_ok = rows < sq
-    q = tl.load(q_base + rows[:, None] * stride_qs + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :],
-                other=0.0)
+    if TMA:
+        # Dense layouts only (the host sends varlen to the pointer kernel): the descriptors' first
+        # dimension is the batch, so blocks past a sequence's end read zeros, never the next entry.
+        q = DescQ.load([batch, start_m, head_q * HEAD_DIM_QK]).reshape(BLOCK_M, HEAD_DIM_QK)
+    else:
+        q = tl.load(q_base + rows[:, None] * stride_qs + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :],
+                    other=0.0)
+    if TMA:
+        k_base = DescK
+        v_base = DescV
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -158,12 +174,14 @@ def attn_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngS
                                           full_lo, full_hi, full_hi, full_hi, rows, sk, diag, first_key, last_key,
                                           offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok,
                                           qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags,
-                                          seed, offset_lo, stream, threshold, BLOCK_M, BLOCK_N, False, EXTRAS)
+                                          seed, offset_lo, stream, threshold, batch, head_kv * HEAD_DIM_QK,
+                                          head_kv * HEAD_DIM_V, BLOCK_M, BLOCK_N, False, EXTRAS, TMA)
     acc, m_i, l_i = _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i,
                                           lo, hi, full_lo, full_hi, rows, sk, diag, first_key, last_key,
                                           offs_n, offs_dqk, offs_dv, dqk_ok, dv_ok,
                                           qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags,
-                                          seed, offset_lo, stream, threshold, BLOCK_M, BLOCK_N, True, EXTRAS)
+                                          seed, offset_lo, stream, threshold, batch, head_kv * HEAD_DIM_QK,
+                                          head_kv * HEAD_DIM_V, BLOCK_M, BLOCK_N, True, EXTRAS, TMA)
 
     if (flags & FLAG_SINKS) != 0:
         # The sink joins the denominator as one more score (log2 units), with no value. It touches only
@@ -189,6 +207,54 @@ def attn_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngS
         lse = tl.where(has_keys, (m_i + tl.math.log2(l_i)) * LN2, float("-inf"))
         lse_ptrs = Lse + batch64 * stride_lb + head_q * stride_lh + q_start.to(tl.int64) + rows
         tl.store(lse_ptrs, lse, mask=row_ok)
+
+
+@triton.jit
+def attn_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
+             stride_qb, stride_qs, stride_qh,
+             stride_kb, stride_ks, stride_kh,
+             stride_vb, stride_vs, stride_vh,
+             stride_ob, stride_os, stride_oh,
+             stride_lb, stride_lh, stride_ab,
+             seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
+             window_left, window_right, flags,
+             qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+             HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+             EXTRAS: tl.constexpr):
+    _attn_fwd_program(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
+                      stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+                      stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+                      stride_lb, stride_lh, stride_ab,
+                      seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
+                      window_left, window_right, flags,
+                      qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                      Q, K, V, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, EXTRAS, False)
+
+
+@triton.jit
+def attn_fwd_tma(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
+                 stride_qb, stride_qs, stride_qh,
+                 stride_kb, stride_ks, stride_kh,
+                 stride_vb, stride_vs, stride_vh,
+                 stride_ob, stride_os, stride_oh,
+                 stride_lb, stride_lh, stride_ab,
+                 seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
+                 window_left, window_right, flags,
+                 qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                 DescQ, DescK, DescV,
+                 HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 EXTRAS: tl.constexpr):
+    # sm_90: Q, K and V arrive through host-side TMA descriptors (DescQ/K/V, encoded per call by the
+    # runtime over [batch, seqlen, heads * head_dim]); the pointer arguments stay so that both kernels
+    # take the same parameters before the descriptors, and the launcher packs them once.
+    _attn_fwd_program(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
+                      stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+                      stride_vb, stride_vs, stride_vh, stride_ob, stride_os, stride_oh,
+                      stride_lb, stride_lh, stride_ab,
+                      seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
+                      window_left, window_right, flags,
+                      qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                      DescQ, DescK, DescV, HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, EXTRAS, True)
 
 
 @triton.jit

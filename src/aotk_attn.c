@@ -551,6 +551,10 @@ static const char *family_name(int family) {
   switch (family) {
     case AOTK__FAMILY_ATTN_FWD:
       return "attn_fwd";
+    case AOTK__FAMILY_ATTN_FWD_TMA:
+      return "attn_fwd_tma";
+    case AOTK__FAMILY_ATTN_FWD_HOPPER:
+      return "attn_fwd_hopper";
     case AOTK__FAMILY_ATTN_BWD_PREPROCESS:
       return "attn_bwd_preprocess";
     case AOTK__FAMILY_ATTN_BWD_DKDV:
@@ -643,6 +647,8 @@ static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel
   if (p->dropout_p > 0.0f) f |= AOTK_FEATURE_DROPOUT;
   if (e->head_dim_qk > p->head_dim_qk || e->head_dim_v > p->head_dim_v) f |= AOTK_FEATURE_PADDED_HEAD_DIM;
   if (e->extras) f |= AOTK_FEATURE_EXTRAS_KERNEL;
+  if (e->family == AOTK__FAMILY_ATTN_FWD_TMA || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER) f |= AOTK_FEATURE_TMA;
+  if (e->family == AOTK__FAMILY_ATTN_FWD_HOPPER) f |= AOTK_FEATURE_WARP_SPECIALIZED;
   return f;
 }
 
@@ -717,6 +723,9 @@ aotk_status aotk__launch_row(const aotk__driver *driver, int row, CUkernel kerne
 #define DROPOUT_SCALARS "if"  /* dropout_threshold, dropout_scale */
 static const char attn_fwd_param_kinds[] = "ppppp" FEATURE_POINTERS "ppp" STRIDES STRIDES STRIDES STRIDES "lil"
                                            "iiiii" MASK_INTS SCORE_SCALARS DROPOUT_SCALARS;
+/* The TMA forward takes the pointer kernel's parameters, then descriptors of Q, K and V. */
+static const char attn_fwd_tma_param_kinds[] = "ppppp" FEATURE_POINTERS "ppp" STRIDES STRIDES STRIDES STRIDES "lil"
+                                               "iiiii" MASK_INTS SCORE_SCALARS DROPOUT_SCALARS "ttt";
 static const char attn_dropout_mask_param_kinds[] = "p" FEATURE_POINTERS "p" "lll" "iiiiii";
 static const char attn_bwd_preprocess_param_kinds[] = "ppppp" "p" "pp" STRIDES STRIDES "li" "iiii" "i" "ii";
 static const char attn_bwd_sink_reduce_param_kinds[] = "ppi";
@@ -819,9 +828,62 @@ static int64_t fwd_size_key(const aotk__attn_problem *problem) {
   return span < problem->seqlen_q ? (span > 1 ? span : 1) : problem->seqlen_q;
 }
 
+/* Whether a tensor [batch, seqlen, heads, head_dim] can be read as the TMA kernel's 3-d view
+ * [batch, seqlen, heads * head_dim]: each token's heads contiguous, the token and batch strides
+ * multiples of 16 bytes below 2^40 bytes (TMA's rules), and no rows overlapping. */
+static bool tma_view_ok(const aotk_tensor *t) {
+  const int64_t heads = t->shape[2], head_dim = t->shape[3], limit = (int64_t)1 << 39; /* elements: 2^40 bytes */
+  if (t->strides[2] != head_dim || t->strides[1] < heads * head_dim || t->strides[1] % 8 != 0 ||
+      t->strides[1] >= limit) {
+    return false;
+  }
+  if (t->shape[0] == 1) return true; /* the batch stride is not used */
+  return t->strides[0] % 8 == 0 && t->strides[0] >= t->shape[1] * t->strides[1] && t->strides[0] < limit;
+}
+
+/* The table row of a TMA family (the Triton TMA kernel, or the warp-specialized Gluon kernel) for this
+ * problem on this device, or -1: sm_90 cubins, a dense layout that TMA can read, and a kernel compiled
+ * for exactly the problem's head dims (a wider box would reach into the next head). Chosen by the same
+ * tuning rule as the pointer kernels. Sets no error. */
+static int choose_tma_row(int family, const aotk__attn_problem *problem, const attn_plan *plan, int64_t size_key) {
+  int arch;
+  aotk__image_kind kind;
+  if (aotk__choose_target(&plan->device, &arch, &kind) != AOTK_OK || arch != 90 || kind != AOTK__IMAGE_CUBIN) return -1;
+  if (problem->varlen || !problem->aligned || !tma_view_ok(&problem->q) || !tma_view_ok(&problem->k) ||
+      !tma_view_ok(&problem->v)) {
+    return -1;
+  }
+  int best = -1;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (!variant_matches(e, family, arch, problem) || e->head_dim_qk != problem->head_dim_qk ||
+        e->head_dim_v != problem->head_dim_v || e->min_seqlen > size_key || e->cubin.raw_bytes == 0 ||
+        e->shared_bytes > plan->device.max_shared_bytes) {
+      continue;
+    }
+    if (best < 0 || e->min_seqlen > aotk__kernel_table[best].min_seqlen) best = i;
+  }
+  return best;
+}
+
+/* The Gluon kernel (kernels/attn_fwd_hopper.py) computes the plain forward: no softcap, ALiBi, dropout
+ * or sinks, and no mask but causal (either alignment). */
+static bool hopper_kernel_covers(const aotk__attn_problem *problem) {
+  return !problem->extras && !problem->sinks && problem->window_left < 0 && problem->window_right <= 0;
+}
+
 static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) {
-  aotk_status status = aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD, problem, fwd_size_key(problem), &plan->device,
-                                           &plan->rows[0], &plan->kind);
+  aotk_status status = AOTK_OK;
+  int tma_row = -1;
+  if (hopper_kernel_covers(problem)) tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER, problem, plan, fwd_size_key(problem));
+  if (tma_row < 0) tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_TMA, problem, plan, fwd_size_key(problem));
+  if (tma_row >= 0) {
+    plan->rows[0] = tma_row;
+    plan->kind = AOTK__IMAGE_CUBIN;
+  } else {
+    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD, problem, fwd_size_key(problem), &plan->device, &plan->rows[0],
+                                 &plan->kind);
+  }
   plan->count = 1;
   if (status == AOTK_OK && problem->write_dropout_mask) {
     status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DROPOUT_MASK, problem, problem->seqlen_q, &plan->device,
@@ -829,6 +891,44 @@ static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) 
     plan->count = 2;
   }
   return status;
+}
+
+/* A host-side TMA descriptor as the kernel takes it: the map, then the view's shape (i32) and strides
+ * (i64, in elements), outermost first, as Triton passes them. */
+typedef struct packed_descriptor {
+  CUtensorMap map;
+  int32_t shape[3];
+  int64_t strides[3];
+} packed_descriptor;
+
+#define DESCRIPTOR_ARGS(d) &(d).map, &(d).shape[0], &(d).shape[1], &(d).shape[2], &(d).strides[0], &(d).strides[1], \
+                           &(d).strides[2]
+
+/* Encodes t ([batch, seqlen, heads, head_dim], checked by tma_view_ok) as the 3-d view
+ * [batch, seqlen, heads * head_dim] with the box and swizzle the compiler chose. A host-side call of
+ * the driver: no device work, no allocation, safe inside stream capture. */
+static aotk_status encode_descriptor(const aotk__driver *driver, const aotk_tensor *t, const aotk__tma_layout *layout,
+                                     const char *name, packed_descriptor *d) {
+  memset(d, 0, sizeof *d);
+  const int64_t element_bytes = dtype_bytes(t->dtype);
+  const int64_t row_elements = t->shape[2] * t->shape[3];
+  const int64_t batch_stride = t->shape[0] == 1 ? t->shape[1] * t->strides[1] : t->strides[0];
+  d->shape[0] = (int32_t)t->shape[0], d->shape[1] = (int32_t)t->shape[1], d->shape[2] = (int32_t)row_elements;
+  d->strides[0] = batch_stride, d->strides[1] = t->strides[1], d->strides[2] = 1;
+  /* cuTensorMapEncodeTiled takes the innermost dimension first, and strides in bytes for all but it. */
+  const uint64_t dims[3] = {(uint64_t)row_elements, (uint64_t)t->shape[1], (uint64_t)t->shape[0]};
+  const uint64_t strides_bytes[2] = {(uint64_t)(t->strides[1] * element_bytes), (uint64_t)(batch_stride * element_bytes)};
+  const unsigned box[3] = {(unsigned)layout->box[2], (unsigned)layout->box[1], (unsigned)layout->box[0]};
+  const unsigned element_strides[3] = {1, 1, 1};
+  const int data_type = t->dtype == AOTK_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  char what[64];
+  snprintf(what, sizeof what, "cuTensorMapEncodeTiled(%s)", name);
+  AOTK__CU_TRY(driver,
+               driver->cuTensorMapEncodeTiled(&d->map, data_type, 3, t->data, dims, strides_bytes, box, element_strides,
+                                              CU_TENSOR_MAP_INTERLEAVE_NONE, layout->swizzle,
+                                              CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+               what);
+  return AOTK_OK;
 }
 
 static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params *params,
@@ -849,12 +949,37 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
                   &num_m_blocks, &f.head_dim_qk8, &f.head_dim_v8, &f.window_left, &f.window_right, &f.flags,
                   &f.qk_scale_log2, &f.softcap_scale, &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof args / sizeof args[0] == sizeof attn_fwd_param_kinds - 1, "one argument per parameter");
-  const char *const kinds[] = {attn_fwd_param_kinds, attn_dropout_mask_param_kinds};
+  /* The Gluon kernel takes the TMA kernel's parameters. */
+  const bool tma = e->family == AOTK__FAMILY_ATTN_FWD_TMA || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER;
+  const char *const kinds[] = {tma ? attn_fwd_tma_param_kinds : attn_fwd_param_kinds, attn_dropout_mask_param_kinds};
   CUkernel kernels[2];
   aotk_status status = aotk__load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
   if (status != AOTK_OK) return status;
-  status = aotk__launch_row(driver, plan->rows[0], kernels[0], sizeof args / sizeof args[0], args,
-                      num_m_blocks * problem->batch * problem->heads_q, stream);
+  const int64_t grid = num_m_blocks * problem->batch * problem->heads_q;
+  if (tma) {
+    if (e->descriptor_count != 3) {
+      return aotk__fail(AOTK_ERROR_INTERNAL, "%s records %d TMA descriptors; the launcher packs 3", e->name,
+                        (int)e->descriptor_count);
+    }
+    packed_descriptor descriptors[3];
+    const aotk_tensor *tensors[3] = {&problem->q, &problem->k, &problem->v};
+    static const char *const names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+      if ((status = encode_descriptor(driver, tensors[i], &e->descriptors[i], names[i], &descriptors[i])) != AOTK_OK) {
+        return status;
+      }
+    }
+    void *tma_args[sizeof args / sizeof args[0] + 3 * 7];
+    memcpy(tma_args, args, sizeof args);
+    void *descriptor_args[] = {DESCRIPTOR_ARGS(descriptors[0]), DESCRIPTOR_ARGS(descriptors[1]),
+                               DESCRIPTOR_ARGS(descriptors[2])};
+    _Static_assert(sizeof descriptor_args == 3 * 7 * sizeof(void *), "seven arguments per descriptor");
+    memcpy(tma_args + sizeof args / sizeof args[0], descriptor_args, sizeof descriptor_args);
+    status = aotk__launch_row(driver, plan->rows[0], kernels[0], sizeof tma_args / sizeof tma_args[0], tma_args, grid,
+                              stream);
+  } else {
+    status = aotk__launch_row(driver, plan->rows[0], kernels[0], sizeof args / sizeof args[0], args, grid, stream);
+  }
   if (status != AOTK_OK || plan->count < 2) return status;
 
   const aotk__kernel_entry *m = &aotk__kernel_table[plan->rows[1]];

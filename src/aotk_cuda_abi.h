@@ -38,6 +38,17 @@ enum {
 };
 
 enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 };
+
+/* Tensor maps (sm_90's TMA): an opaque 128-byte object, passed to kernels by value. */
+#define AOTK__CU_TENSOR_MAP_NUM_QWORDS 16
+typedef struct CUtensorMap_st {
+  _Alignas(64) uint64_t opaque[AOTK__CU_TENSOR_MAP_NUM_QWORDS];
+} CUtensorMap;
+enum { CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9 };
+enum { CU_TENSOR_MAP_INTERLEAVE_NONE = 0 };
+enum { CU_TENSOR_MAP_SWIZZLE_NONE = 0, CU_TENSOR_MAP_SWIZZLE_128B = 3 };
+enum { CU_TENSOR_MAP_L2_PROMOTION_L2_128B = 2 };
+enum { CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0 };
 enum { CU_STREAM_NON_BLOCKING = 1 };
 enum { CU_STREAM_CAPTURE_MODE_GLOBAL = 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
 

@@ -46,7 +46,11 @@
   X(cuGraphInstantiateWithFlags, (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                  \
   X(cuGraphLaunch, (CUgraphExec exec, CUstream stream))                                                 \
   X(cuGraphExecDestroy, (CUgraphExec exec))                                                             \
-  X(cuGraphDestroy, (CUgraph graph))
+  X(cuGraphDestroy, (CUgraph graph))                                                                    \
+  X(cuTensorMapEncodeTiled, (CUtensorMap * map, int data_type, unsigned rank, void *address,              \
+                             const uint64_t *dims, const uint64_t *strides_bytes, const unsigned *box,   \
+                             const unsigned *element_strides, int interleave, int swizzle, int l2_promotion, \
+                             int oob_fill))
 
 typedef struct aotk__driver {
 #define AOTK__DRIVER_MEMBER(name, params) CUresult(*name) params;

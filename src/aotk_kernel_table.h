@@ -26,7 +26,17 @@ enum {
   AOTK__FAMILY_SEL_CHECK_INDICES = 13,
   AOTK__FAMILY_SEL_INDEX_ZERO = 14,
   AOTK__FAMILY_SEL_INDEX_ORDER = 15,
+  AOTK__FAMILY_ATTN_FWD_TMA = 16,
+  AOTK__FAMILY_ATTN_FWD_HOPPER = 17,
 };
+
+/* A host-side TMA descriptor's layout, as the compiler chose it: the CUtensorMapSwizzle mode and the
+ * box (outermost dimension first) that cuTensorMapEncodeTiled must be given. */
+#define AOTK__MAX_TMA_DESCRIPTORS 3
+typedef struct aotk__tma_layout {
+  int32_t swizzle;
+  int32_t box[3];
+} aotk__tma_layout;
 
 /* One embedded image: xz-compressed bytes, and the FNV-1a 64 hash of the decompressed image, checked
  * before the driver sees it. raw_bytes == 0: not embedded. PTX images include their terminating NUL. */
@@ -53,9 +63,12 @@ typedef struct aotk__kernel_entry {
   int32_t min_seqlen;        /* tuning: chosen when the family's size key (seqlen_k for the dK/dV pass,
                                 the group size for selection's forward and dQ, seqlen_q otherwise) is
                                 >= this, unless another row's bound fits tighter */
-  const char *param_kinds;   /* the kernel's parameters: p pointer, l int64, i int32, f fp32 */
+  const char *param_kinds;   /* the kernel's parameters: p pointer, l int64, i int32, f fp32, t a host-side
+                                TMA descriptor (the map, then its 3 x int32 shape and 3 x int64 strides) */
   aotk__image cubin;
   aotk__image ptx;
+  int32_t descriptor_count;  /* the 't' parameters, in order */
+  aotk__tma_layout descriptors[AOTK__MAX_TMA_DESCRIPTORS];
 } aotk__kernel_entry;
 
 extern const aotk__kernel_entry aotk__kernel_table[];

@@ -24,6 +24,7 @@ static const aotk__driver *driver;
 static CUcontext context;
 static CUstream stream;
 static uint64_t seed;
+static int compute_capability; /* device 0's, major * 10 + minor */
 
 static bool aotk_gpu_test_setup(void) {
   seed = aotk_test_seed();
@@ -40,6 +41,10 @@ static bool aotk_gpu_test_setup(void) {
     printf("no usable GPU 0\n");
     return false;
   }
+  int major = 0, minor = 0;
+  driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  driver->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  compute_capability = major * 10 + minor;
   return true;
 }
 
@@ -74,6 +79,25 @@ static bool aotk_gpu_test_has_extras(const aotk__check_features *f) {
   return f->softcap > 0.0f || f->alibi != 0 || f->dropout_p > 0.0f;
 }
 
+/* Which forward kernel a case should run (include/aotk.h, AOTK_FEATURE_TMA and
+ * AOTK_FEATURE_WARP_SPECIALIZED): on sm_90 cubins, with a dense layout whose tokens hold their heads
+ * contiguously (of the check's layouts, the packed one, aligned) and equal head dims, the Gluon kernel
+ * for the plain forward (no extras, no sinks, no window but causal) at d=64 and 128, else the TMA
+ * kernel at d=128 and 256; the pointer kernel otherwise. */
+typedef enum aotk_gpu_test_fwd_path { FWD_POINTER, FWD_TMA, FWD_HOPPER } aotk_gpu_test_fwd_path;
+static aotk_gpu_test_fwd_path aotk_gpu_test_expect_fwd_path(aotk__check_layout layout, int64_t head_dim,
+                                                            const aotk__check_features *f, bool from_ptx) {
+  if (compute_capability != 90 || from_ptx || layout != AOTK__LAYOUT_CONTIGUOUS || f->num_seqs != 0 ||
+      aotk_gpu_test_head_dim_v(head_dim, f) != head_dim) {
+    return FWD_POINTER;
+  }
+  const bool plain = !aotk_gpu_test_has_extras(f) && !f->sinks &&
+                     (!f->window || (f->window_left < 0 && f->window_right <= 0));
+  if (plain && (head_dim == 64 || head_dim == 128)) return FWD_HOPPER;
+  return head_dim == 128 || head_dim == 256 ? FWD_TMA : FWD_POINTER;
+}
+
+
 /* The AOTK_FEATURE_* bits the query should report for a case, from the header's definitions: a window
  * is a bound beyond what causal already implies; the padded head dim is a compiled pair larger than
  * the problem's (the query's kernel_head_dim_* are checked against the problem's apart). */
@@ -99,10 +123,22 @@ static uint32_t aotk_gpu_test_expected_features(int causal, int64_t head_dim, co
  * and the feature bits. */
 static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causal, int64_t head_dim,
                                               const aotk__check_features *f, int32_t kernel_head_dim_qk,
-                                              int32_t kernel_head_dim_v, uint32_t features) {
+                                              int32_t kernel_head_dim_v, uint32_t features,
+                                              aotk_gpu_test_fwd_path expect_path) {
   const int64_t head_dim_v = aotk_gpu_test_head_dim_v(head_dim, f);
   bool extras = strstr(kernel_name, "_extras_") != NULL;
   CHECK_MSG(extras == aotk_gpu_test_has_extras(f), "ran %s", kernel_name);
+  static const char *const path_names[] = {"pointer", "TMA", "warp-specialized"};
+  aotk_gpu_test_fwd_path path = strncmp(kernel_name, "attn_fwd_tma_", 13) == 0      ? FWD_TMA
+                                : strncmp(kernel_name, "attn_fwd_hopper_", 16) == 0 ? FWD_HOPPER
+                                                                                    : FWD_POINTER;
+  CHECK_MSG(path == expect_path, "ran %s, expected the %s kernel", kernel_name, path_names[expect_path]);
+  const uint32_t path_bits = path == FWD_HOPPER ? AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED
+                             : path == FWD_TMA  ? AOTK_FEATURE_TMA
+                                                : 0u;
+  CHECK_MSG((features & (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)) == path_bits,
+            "features 0x%x for %s", (unsigned)features, kernel_name);
+  features &= ~(AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED); /* checked just above */
   CHECK_MSG(kernel_head_dim_qk >= head_dim && kernel_head_dim_v >= head_dim_v && kernel_head_dim_qk <= 256 &&
                 kernel_head_dim_v <= 256,
             "head dims %lld/%lld ran in the compiled %d/%d (%s)", (long long)head_dim, (long long)head_dim_v,

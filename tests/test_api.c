@@ -5,7 +5,9 @@
  * features of 0.2: the variable-length layout, windows, head dims of any multiple of 8, softcap, ALiBi,
  * sinks and their gradient, dropout and its mask, and callers built against 0.1; and for selection
  * attention (0.3): its validation, workspaces, queries, the choice of its kernels by dtype, head dims,
- * block size and group size, the seven launches of its backward, and the index check's round trip.
+ * block size and group size, the seven launches of its backward, and the index check's round trip;
+ * and for the sm_90 TMA forward (0.4): which calls take it, the tensor maps it encodes (through a fake
+ * cuTensorMapEncodeTiled that checks the driver's rules) and passes, and a failing encode.
  *
  * No GPU is needed, and none is used where one exists: every case that gets past validation runs
  * against a fake driver table installed with aotk__driver_set_for_testing (SQLite's fault
@@ -78,11 +80,15 @@ static const char *const driver_function_names[] = {
 };
 
 /* Each kernel's parameters in the catalog's order (codegen/aotk_catalog.py *_PARAMS), then Triton's
- * two hidden scratch pointers: p pointer, l int64, i int32, f fp32. "lii" is one tensor's (batch,
- * sequence, head) strides. The fake driver reads each launch's arguments by these lists, written here
+ * two hidden scratch pointers: p pointer, l int64, i int32, f fp32, t a host-side TMA descriptor (seven
+ * arguments: the 128-byte CUtensorMap, then its view's shape as 3 x int32 and strides as 3 x int64,
+ * outermost first). "lii" is one tensor's (batch, sequence, head) strides. The fake driver reads each
+ * launch's arguments by these lists, written here
  * from the kernels' signatures rather than taken from the library, so that the two are compared. */
 #define STRIDES "lii"
 #define ATTN_FWD_KINDS "ppppp" "pp" "ppp" STRIDES STRIDES STRIDES STRIDES "lil" "iiiii" "iiiii" "fff" "if"
+/* The sm_90 TMA forward: attn_fwd's, then descriptors of Q, K and V over [batch, seqlen, heads * d]. */
+#define ATTN_FWD_TMA_KINDS ATTN_FWD_KINDS "ttt"
 #define ATTN_DROPOUT_MASK_KINDS "pppp" "lll" "iiiiii"
 #define ATTN_BWD_PREPROCESS_KINDS "ppppp" "ppp" STRIDES STRIDES "li" "iiii" "i" "ii"
 #define ATTN_BWD_SINK_REDUCE_KINDS "ppi"
@@ -120,6 +126,8 @@ enum kernel_id {
   KERNEL_SEL_INDEX_SCATTER,
   KERNEL_SEL_INDEX_ORDER,
   KERNEL_SEL_CHECK_INDICES,
+  KERNEL_ATTN_FWD_TMA,
+  KERNEL_ATTN_FWD_HOPPER,
   KERNEL_COUNT
 };
 static const struct kernel_signature {
@@ -142,6 +150,9 @@ static const struct kernel_signature {
     {"sel_index_scatter", AOTK__FAMILY_SEL_INDEX_SCATTER, SEL_INDEX_SCATTER_KINDS HIDDEN_KINDS},
     {"sel_index_order", AOTK__FAMILY_SEL_INDEX_ORDER, SEL_INDEX_ORDER_KINDS HIDDEN_KINDS},
     {"sel_check_indices", AOTK__FAMILY_SEL_CHECK_INDICES, SEL_CHECK_INDICES_KINDS HIDDEN_KINDS},
+    {"attn_fwd_tma", AOTK__FAMILY_ATTN_FWD_TMA, ATTN_FWD_TMA_KINDS HIDDEN_KINDS},
+    /* The warp-specialized Gluon forward (kernels/attn_fwd_hopper.py) takes attn_fwd_tma's parameters. */
+    {"attn_fwd_hopper", AOTK__FAMILY_ATTN_FWD_HOPPER, ATTN_FWD_TMA_KINDS HIDDEN_KINDS},
 };
 
 /* Bits of the kernels' flags argument (kernels/attn_common.py). */
@@ -171,6 +182,20 @@ enum launch_param {
   ARG_GLOBAL_SCRATCH, ARG_PROFILE_SCRATCH,
   LAUNCH_PARAM_COUNT
 };
+
+/* attn_fwd_tma: attn_fwd's arguments up to ARG_DROPOUT_SCALE in the same slots, then seven per
+ * descriptor (Q, K, V): the map (recorded_launch.maps), the view's shape (3 x int32) and its strides
+ * (3 x int64, in elements), outermost first, then the two scratch pointers. */
+enum { TMA_RANK = 3, TMA_DESC_SLOTS = 1 + 2 * TMA_RANK, TMA_MAP_BYTES = 128, TMA_DESCRIPTORS = 3 };
+enum tma_launch_param {
+  TMA_ARG_DESC_Q = ARG_GLOBAL_SCRATCH,
+  TMA_ARG_DESC_K = TMA_ARG_DESC_Q + TMA_DESC_SLOTS,
+  TMA_ARG_DESC_V = TMA_ARG_DESC_K + TMA_DESC_SLOTS,
+  TMA_ARG_GLOBAL_SCRATCH = TMA_ARG_DESC_V + TMA_DESC_SLOTS,
+  TMA_ARG_PROFILE_SCRATCH,
+  TMA_PARAM_COUNT
+};
+enum { TMA_SLOT_MAP = 0, TMA_SLOT_SHAPE = 1, TMA_SLOT_STRIDES = 1 + TMA_RANK }; /* within a descriptor's seven */
 
 /* attn_dropout_mask: the debug output, one program per (query block, batch, query head). */
 enum dropout_mask_param {
@@ -329,6 +354,10 @@ enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256 };
 
 enum { MAX_LAUNCH_PARAMS = 64, LAUNCH_LOG_SIZE = 8, GIVEN_KERNELS_MAX = 1024 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
+_Static_assert((int)TMA_PARAM_COUNT ==
+                   sizeof ATTN_FWD_TMA_KINDS HIDDEN_KINDS - 1 + TMA_DESCRIPTORS * (TMA_DESC_SLOTS - 1),
+               "TMA forward parameter list");
+_Static_assert((int)TMA_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the TMA forward's list");
 _Static_assert((int)MASK_PARAM_COUNT == sizeof ATTN_DROPOUT_MASK_KINDS HIDDEN_KINDS - 1, "dropout-mask parameter list");
 _Static_assert((int)PRE_PARAM_COUNT == sizeof ATTN_BWD_PREPROCESS_KINDS HIDDEN_KINDS - 1, "preprocess parameter list");
 _Static_assert((int)REDUCE_PARAM_COUNT == sizeof ATTN_BWD_SINK_REDUCE_KINDS HIDDEN_KINDS - 1, "sink-reduce parameter list");
@@ -355,7 +384,21 @@ typedef struct recorded_launch {
   CUstream stream;
   void **extra;
   unsigned char args[MAX_LAUNCH_PARAMS][8];
+  unsigned char maps[TMA_DESCRIPTORS][TMA_MAP_BYTES]; /* the 't' arguments' CUtensorMaps, in order */
+  int maps_recorded;
 } recorded_launch;
+
+/* One cuTensorMapEncodeTiled call as the fake driver saw it (rank 3: the arrays are copied whole). */
+typedef struct encode_call {
+  const void *map;
+  int data_type;
+  unsigned rank;
+  const void *address;
+  uint64_t dims[TMA_RANK], strides_bytes[TMA_RANK - 1];
+  unsigned box[TMA_RANK], element_strides[TMA_RANK];
+  int interleave, swizzle, l2_promotion, oob_fill;
+} encode_call;
+enum { ENCODE_LOG_SIZE = 12 };
 
 /* What the fake GPU is, which call fails, and what the library asked of it. */
 static struct fake_gpu {
@@ -371,6 +414,8 @@ static struct fake_gpu {
   CUresult launch_result;
   int fail_library_load_call; /* n: the n-th cuLibraryLoadData call fails with library_load_result */
   int fail_launch_call;       /* n: the n-th cuLaunchKernel call fails with launch_result */
+  CUresult encode_result;
+  int fail_encode_call;       /* n: the n-th cuTensorMapEncodeTiled call fails with encode_result (0: each) */
   /* Record. */
   int calls[DRIVER_FUNCTION_COUNT];
   int loaded_images, loaded_elf, loaded_ptx;
@@ -386,6 +431,8 @@ static struct fake_gpu {
   recorded_launch launch;                    /* the latest */
   recorded_launch launch_log[LAUNCH_LOG_SIZE]; /* the first launches since install or reset_launch_log */
   int logged_launches;
+  encode_call encodes[ENCODE_LOG_SIZE]; /* the first tensor-map encodes since install or reset_launch_log */
+  int encode_count;
   /* aotk_sel_check_indices' round trip: one int64 word of device memory, which cuMemcpyHtoD sets, the
    * check kernel lowers to check_code (its atomic minimum; 0: the kernel finds nothing) and
    * cuMemcpyDtoH reads back; memcpy_result fails both copies. */
@@ -543,8 +590,18 @@ static CUresult fake_cuLaunchKernel(CUfunction function, unsigned grid_x, unsign
   /* Reads each argument at its kind's size, as the driver would: an argument packed narrower than
    * the kernel declares, or a list shorter than the kernel's, shows up under ASan. */
   const char *kinds = kernel_signatures[id].param_kinds;
-  for (size_t i = 0; kinds[i] != '\0'; i++) {
-    memcpy(launch->args[i], params[i], kinds[i] == 'p' || kinds[i] == 'l' ? 8 : 4);
+  for (size_t i = 0, slot = 0; kinds[i] != '\0'; i++) {
+    if (kinds[i] == 't') { /* the whole map, then its shape and strides, one slot each */
+      if (launch->maps_recorded < TMA_DESCRIPTORS) {
+        memcpy(launch->maps[launch->maps_recorded++], params[slot], TMA_MAP_BYTES);
+      }
+      slot++;
+      for (int j = 0; j < TMA_RANK; j++, slot++) memcpy(launch->args[slot], params[slot], 4);
+      for (int j = 0; j < TMA_RANK; j++, slot++) memcpy(launch->args[slot], params[slot], 8);
+    } else {
+      memcpy(launch->args[slot], params[slot], kinds[i] == 'p' || kinds[i] == 'l' ? 8 : 4);
+      slot++;
+    }
   }
   if (fake.logged_launches < LAUNCH_LOG_SIZE) fake.launch_log[fake.logged_launches] = *launch;
   fake.logged_launches++;
@@ -552,6 +609,56 @@ static CUresult fake_cuLaunchKernel(CUfunction function, unsigned grid_x, unsign
   if (id == KERNEL_SEL_CHECK_INDICES && fake.check_code != 0 && fake.check_code < fake.device_word) {
     fake.device_word = fake.check_code;
   }
+  return CUDA_SUCCESS;
+}
+
+/* The pattern the fake writes into a map it encodes for `address`: a launch's maps show which tensor's
+ * encode each one is. */
+static uint64_t fake_map_word(const void *address, int word) {
+  return 0x7e4d415000000000ull ^ ((uint64_t)(uintptr_t)address + (uint64_t)word);
+}
+
+/* A host-side encode, checked by the driver's own rules (cuda.h, cuTensorMapEncodeTiled) for what aotk
+ * asks: a 64-byte-aligned map, 2-byte elements, a 16-byte-aligned address, byte strides that are
+ * multiples of 16 below 2^40, dims in [1, 2^32], boxes in [1, 256] whose inner extent is a multiple of
+ * 16 bytes (at most 128 with the 128-byte swizzle), element strides in [1, 8]. A call breaking one is
+ * refused, as the driver would. */
+static CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, int data_type, unsigned rank, void *address,
+                                            const uint64_t *dims, const uint64_t *strides_bytes, const unsigned *box,
+                                            const unsigned *element_strides, int interleave, int swizzle,
+                                            int l2_promotion, int oob_fill) {
+  fake.calls[CALL_cuTensorMapEncodeTiled]++;
+  if (fake.encode_result != CUDA_SUCCESS &&
+      (fake.fail_encode_call == 0 || fake.calls[CALL_cuTensorMapEncodeTiled] == fake.fail_encode_call)) {
+    return fake.encode_result;
+  }
+  if (map == NULL || (uintptr_t)map % 64 != 0 || rank != TMA_RANK || (uintptr_t)address % 16 != 0 ||
+      (data_type != CU_TENSOR_MAP_DATA_TYPE_FLOAT16 && data_type != CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) ||
+      interleave != CU_TENSOR_MAP_INTERLEAVE_NONE || swizzle < CU_TENSOR_MAP_SWIZZLE_NONE ||
+      swizzle > CU_TENSOR_MAP_SWIZZLE_128B || box[0] * 2 % 16 != 0 ||
+      (swizzle == CU_TENSOR_MAP_SWIZZLE_128B && box[0] * 2 > 128)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  for (unsigned i = 0; i < rank; i++) {
+    if (dims[i] == 0 || dims[i] > ((uint64_t)1 << 32) || box[i] == 0 || box[i] > 256 || element_strides[i] == 0 ||
+        element_strides[i] > 8) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (i + 1 < rank && (strides_bytes[i] % 16 != 0 || strides_bytes[i] >= ((uint64_t)1 << 40))) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  if (fake.encode_count < ENCODE_LOG_SIZE) {
+    encode_call *c = &fake.encodes[fake.encode_count];
+    c->map = map, c->data_type = data_type, c->rank = rank, c->address = address;
+    memcpy(c->dims, dims, sizeof c->dims);
+    memcpy(c->strides_bytes, strides_bytes, sizeof c->strides_bytes);
+    memcpy(c->box, box, sizeof c->box);
+    memcpy(c->element_strides, element_strides, sizeof c->element_strides);
+    c->interleave = interleave, c->swizzle = swizzle, c->l2_promotion = l2_promotion, c->oob_fill = oob_fill;
+  }
+  fake.encode_count++;
+  for (int word = 0; word < AOTK__CU_TENSOR_MAP_NUM_QWORDS; word++) map->opaque[word] = fake_map_word(address, word);
   return CUDA_SUCCESS;
 }
 
@@ -628,6 +735,7 @@ static void install_fake_gpu(int compute_capability, int max_shared_bytes) {
   fake_driver.cuCtxSynchronize = fake_cuCtxSynchronize;
   fake_driver.cuMemcpyHtoD = fake_cuMemcpyHtoD;
   fake_driver.cuMemcpyDtoH = fake_cuMemcpyDtoH;
+  fake_driver.cuTensorMapEncodeTiled = fake_cuTensorMapEncodeTiled;
   aotk__driver_set_for_testing(&fake_driver);
 }
 
@@ -650,7 +758,7 @@ typedef struct gpu {
 
 static void reset_calls(void) { memset(fake.calls, 0, sizeof fake.calls); }
 
-static void reset_launch_log(void) { fake.logged_launches = 0; }
+static void reset_launch_log(void) { fake.logged_launches = 0, fake.encode_count = 0; }
 
 static int total_calls(void) {
   int total = 0;
@@ -844,8 +952,14 @@ static const aotk__kernel_entry *table_row_named(const char *name, int arch) {
 /* The compiled head-dim pairs (q/k, v) of the attention kernels (codegen/aotk_catalog.py ATTN_HEAD_DIMS). */
 static const int compiled_head_dims[][2] = {{32, 32}, {64, 64}, {128, 128}, {256, 256}, {256, 128}};
 
+/* The TMA forward's (ATTN_TMA_HEAD_DIMS) and the warp-specialized one's (ATTN_HOPPER_HEAD_DIMS): exact,
+ * never padded. */
+static const int tma_head_dims[][2] = {{128, 128}, {256, 256}};
+static const int hopper_head_dims[][2] = {{64, 64}, {128, 128}};
+
 static bool family_has_extras(int family) {
-  return family == AOTK__FAMILY_ATTN_FWD || family == AOTK__FAMILY_ATTN_BWD_DKDV || family == AOTK__FAMILY_ATTN_BWD_DQ;
+  return family == AOTK__FAMILY_ATTN_FWD || family == AOTK__FAMILY_ATTN_FWD_TMA ||
+         family == AOTK__FAMILY_ATTN_BWD_DKDV || family == AOTK__FAMILY_ATTN_BWD_DQ;
 }
 
 /* The compiled head dims a problem with head dims (head_dim_qk, head_dim_v) runs in, by the catalog's
@@ -857,6 +971,16 @@ static void compiled_dims(int family, int64_t head_dim_qk, int64_t head_dim_v, i
   if (family == AOTK__FAMILY_ATTN_DROPOUT_MASK || family == AOTK__FAMILY_ATTN_BWD_SINK_REDUCE) return;
   if (family == AOTK__FAMILY_ATTN_BWD_PREPROCESS) {
     for (int size = 32; size <= 256 && *v == 0; size *= 2) *v = size >= head_dim_v ? size : 0;
+    return;
+  }
+  if (family == AOTK__FAMILY_ATTN_FWD_TMA || family == AOTK__FAMILY_ATTN_FWD_HOPPER) {
+    const bool hopper = family == AOTK__FAMILY_ATTN_FWD_HOPPER;
+    const int(*pairs)[2] = hopper ? hopper_head_dims : tma_head_dims;
+    const size_t count = hopper ? sizeof hopper_head_dims / sizeof hopper_head_dims[0]
+                                : sizeof tma_head_dims / sizeof tma_head_dims[0];
+    for (size_t i = 0; i < count; i++) {
+      if (pairs[i][0] == head_dim_qk && pairs[i][1] == head_dim_v) *qk = (int)head_dim_qk, *v = (int)head_dim_v;
+    }
     return;
   }
   for (size_t i = 0; i < sizeof compiled_head_dims / sizeof compiled_head_dims[0]; i++) {
@@ -889,6 +1013,92 @@ static const aotk__kernel_entry *expected_row(int family, int arch, aotk_dtype d
     if (best == NULL || e->min_seqlen > best->min_seqlen) best = e;
   }
   return best;
+}
+
+/* Whether aotk's aligned kernels may run on t (include/aotk.h): a 16-byte-aligned address and strides
+ * that are multiples of 16 elements, the last dimension's aside. */
+static bool tensor_aligned16(const aotk_tensor *t) {
+  if ((uintptr_t)t->data % 16 != 0) return false;
+  for (int i = 0; i < t->rank - 1; i++) {
+    if (t->strides[i] % 16 != 0) return false;
+  }
+  return true;
+}
+
+/* Whether TMA can read t [batch, seqlen, heads, d] as the kernel's view [batch, seqlen, heads * d]: each
+ * token's heads contiguous, token rows that do not overlap and are a multiple of 16 bytes apart, and
+ * batches that do not overlap either (unless there is one batch, whose stride nothing uses). */
+static bool tma_readable(const aotk_tensor *t) {
+  if (t->rank != 4) return false;
+  const int64_t row = t->shape[2] * t->shape[3];
+  return t->strides[2] == t->shape[3] && t->strides[1] >= row && t->strides[1] % 8 == 0 &&
+         (t->shape[0] == 1 || (t->strides[0] % 8 == 0 && t->strides[0] >= t->shape[1] * t->strides[1]));
+}
+
+/* The forward family that must run `params` on a GPU that runs `arch` images (from PTX or not), by
+ * include/aotk.h: AOTK__FAMILY_ATTN_FWD_TMA (AOTK_FEATURE_TMA) on sm_90 cubins, for a dense layout of
+ * aligned inputs that TMA can read at head dims that have TMA kernels (exactly: a padded head would put
+ * the box into the next one); AOTK__FAMILY_ATTN_FWD_HOPPER (AOTK_FEATURE_WARP_SPECIALIZED too) there
+ * for the plain forward (no softcap, ALiBi, dropout or sinks, no window but causal) at its head dims;
+ * AOTK__FAMILY_ATTN_FWD, the pointer kernel, otherwise. */
+static int expected_fwd_family(const aotk_attn_params *params, int arch, bool from_ptx) {
+  if (arch != 90 || from_ptx || params->cu_seqlens_q.data != NULL || params->q.rank != 4) return AOTK__FAMILY_ATTN_FWD;
+  if (!tensor_aligned16(&params->q) || !tensor_aligned16(&params->k) || !tensor_aligned16(&params->v) ||
+      !tensor_aligned16(&params->out)) {
+    return AOTK__FAMILY_ATTN_FWD;
+  }
+  if (!tma_readable(&params->q) || !tma_readable(&params->k) || !tma_readable(&params->v)) return AOTK__FAMILY_ATTN_FWD;
+  const int32_t window_right = params->causal == 1 ? 0 : params->window_right;
+  const bool plain = params->softcap == 0.0f && params->alibi_slopes.data == NULL && params->dropout_p == 0.0f &&
+                     params->sinks.data == NULL && params->window_left < 0 && window_right <= 0;
+  int qk, v;
+  compiled_dims(AOTK__FAMILY_ATTN_FWD_HOPPER, params->q.shape[3], params->v.shape[3], &qk, &v);
+  if (plain && qk != 0) return AOTK__FAMILY_ATTN_FWD_HOPPER;
+  compiled_dims(AOTK__FAMILY_ATTN_FWD_TMA, params->q.shape[3], params->v.shape[3], &qk, &v);
+  return qk != 0 ? AOTK__FAMILY_ATTN_FWD_TMA : AOTK__FAMILY_ATTN_FWD;
+}
+
+static bool expect_tma(const aotk_attn_params *params, int arch, bool from_ptx) {
+  return expected_fwd_family(params, arch, from_ptx) != AOTK__FAMILY_ATTN_FWD;
+}
+
+/* The kernel (enum kernel_id), name prefix and aotk_query feature bits of a forward family. */
+static int fwd_kernel_id(int family) {
+  return family == AOTK__FAMILY_ATTN_FWD_HOPPER ? KERNEL_ATTN_FWD_HOPPER
+         : family == AOTK__FAMILY_ATTN_FWD_TMA  ? KERNEL_ATTN_FWD_TMA
+                                                : KERNEL_ATTN_FWD;
+}
+static const char *fwd_name_prefix(int family) {
+  return family == AOTK__FAMILY_ATTN_FWD_HOPPER ? "attn_fwd_hopper_"
+         : family == AOTK__FAMILY_ATTN_FWD_TMA  ? "attn_fwd_tma_"
+                                                : "attn_fwd_";
+}
+static uint32_t fwd_family_features(int family) {
+  return family == AOTK__FAMILY_ATTN_FWD_HOPPER ? AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED
+         : family == AOTK__FAMILY_ATTN_FWD_TMA  ? AOTK_FEATURE_TMA
+                                                : 0;
+}
+
+/* t [batch, seqlen, heads, d] with the heads outermost after the batch ([batch, heads, seqlen, d] in
+ * memory): still 16-byte aligned, but a token's heads are not contiguous, so TMA cannot read it as
+ * [batch, seqlen, heads * d] and the pointer kernel runs. */
+static void make_heads_outer(aotk_tensor *t) {
+  t->strides[2] = t->shape[1] * t->shape[3];
+  t->strides[1] = t->shape[3];
+  t->strides[0] = t->shape[2] * t->strides[2];
+}
+
+/* q, k and v as views of one packed qkv tensor [batch, seqlen, 3, heads, d] at FAKE_Q (MHA,
+ * seqlen_q == seqlen_k): a token stride of 3 * heads * d. */
+static aotk_attn_params packed_qkv_params(problem p) {
+  aotk_attn_params params = params_for(p);
+  const int64_t token = 3 * p.heads_q * p.head_dim, part_bytes = 2 * p.heads_q * p.head_dim;
+  aotk_tensor *parts[3] = {&params.q, &params.k, &params.v};
+  for (int i = 0; i < 3; i++) {
+    parts[i]->data = byte_offset(FAKE_Q, (uintptr_t)(i * part_bytes));
+    parts[i]->strides[0] = p.seqlen_q * token, parts[i]->strides[1] = token, parts[i]->strides[2] = p.head_dim;
+  }
+  return params;
 }
 
 /* ---- statuses and versions ------------------------------------------------------------------ */
@@ -2131,7 +2341,10 @@ static void test_fault_old_gpu(void) {
   uninstall_fake_gpu();
 }
 
-/* A GPU whose opt-in shared memory is one byte short of what the chosen kernel needs. */
+/* A GPU whose opt-in shared memory is one byte short of what the chosen kernel needs: the pointer
+ * kernels (q laid out heads-outer, which TMA cannot read) are refused; a TMA kernel that does not fit
+ * gives way to the next choice (the warp-specialized kernel to the Triton TMA one, that to the pointer
+ * kernel), which runs. */
 static void test_fault_too_little_shared_memory(void) {
   static const int compute_capabilities[] = {90, 86};
   problem problems[2] = {default_problem, default_problem};
@@ -2141,6 +2354,7 @@ static void test_fault_too_little_shared_memory(void) {
     for (size_t p = 0; p < 2; p++) {
       install_fake_gpu(compute_capabilities[c], SHARED_SM90);
       aotk_attn_params params = params_for(problems[p]);
+      make_heads_outer(&params.q);
       aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
       CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
 
@@ -2159,6 +2373,50 @@ static void test_fault_too_little_shared_memory(void) {
       CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &refused) == AOTK_ERROR_UNSUPPORTED_ARCH);
       CHECK(info_untouched(&refused));
     }
+  }
+  for (size_t p = 0; p < 2; p++) {
+    install_fake_gpu(90, SHARED_SM90);
+    aotk_attn_params params = params_for(problems[p]);
+    int family = expected_fwd_family(&params, 90, false);
+    CHECK_MSG(family == AOTK__FAMILY_ATTN_FWD_HOPPER, "d%lld: not the warp-specialized kernel's case",
+              (long long)problems[p].head_dim);
+    int shared = SHARED_SM90;
+    /* Each TMA kernel one byte short in turn, until the pointer kernel's turn: it runs, or where it needs
+     * more than the TMA kernel it replaces, it is refused as above. */
+    for (int step = 0; step < 3 && family != AOTK__FAMILY_ATTN_FWD; step++) {
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      install_fake_gpu(90, shared);
+      CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+      const aotk__kernel_entry *row = table_row_named(info.kernel_name, 90);
+      CHECK_MSG(row != NULL && row->family == family, "d%lld with %d bytes: runs %s", (long long)problems[p].head_dim,
+                shared, info.kernel_name);
+      if (row == NULL || row->family != family) break;
+      shared = info.shared_bytes - 1;
+      install_fake_gpu(90, shared);
+      aotk_kernel_info next = AOTK_KERNEL_INFO_INIT;
+      aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &next);
+      const aotk__kernel_entry *fallback = status == AOTK_OK ? table_row_named(next.kernel_name, 90) : NULL;
+      if (status == AOTK_ERROR_UNSUPPORTED_ARCH) {
+        CHECK_MSG(message_mentions("attn_fwd_") && !message_mentions("attn_fwd_tma_") &&
+                      !message_mentions("attn_fwd_hopper_"),
+                  "d%lld one short of %s: \"%s\", not the pointer kernel's refusal", (long long)problems[p].head_dim,
+                  info.kernel_name, aotk_last_error());
+        CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_ERROR_UNSUPPORTED_ARCH && fake.launches == 0);
+        family = AOTK__FAMILY_ATTN_FWD;
+        break;
+      }
+      CHECK_MSG(status == AOTK_OK && fallback != NULL && fallback->family != row->family &&
+                    fallback->shared_bytes <= shared,
+                "d%lld one short of %s: %s runs %s", (long long)problems[p].head_dim, info.kernel_name,
+                aotk_status_name(status), next.kernel_name);
+      if (fallback == NULL) break;
+      CHECK_MSG(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK && fake.launches == 1,
+                "d%lld with %d bytes, one short of %s: %s", (long long)problems[p].head_dim, shared, info.kernel_name,
+                aotk_last_error());
+      family = fallback->family;
+    }
+    CHECK_MSG(family == AOTK__FAMILY_ATTN_FWD, "d%lld: never fell back to the pointer kernel",
+              (long long)problems[p].head_dim);
   }
   uninstall_fake_gpu();
 }
@@ -2336,11 +2594,93 @@ static uint32_t expected_info_features(const feature_expectation *e, const probl
          (e->extras ? AOTK_FEATURE_EXTRAS_KERNEL : 0);
 }
 
+/* The TMA forward's three descriptors in `launch`, against the encodes logged from fake.encodes[first]:
+ * for q, k and v in turn, the encode of the tensor's view [batch, seqlen, heads * d] (dims innermost
+ * first, byte strides of a token and a batch, the row's box reversed and its swizzle, 2-byte elements of
+ * the tensor's dtype, no interleave, element strides 1, 128-byte L2 promotion, no NaN fill), and in the
+ * launch that encode's map with the view's shape and element strides, outermost first. A single batch's
+ * stride is unused: the view gives it the span of the sequence (a valid stride, whatever the caller's). */
+static void check_tma_descriptors(const char *what, const recorded_launch *launch, const aotk_attn_params *params,
+                                  const aotk__kernel_entry *row, int first) {
+  static const char *const names[TMA_DESCRIPTORS] = {"q", "k", "v"};
+  const aotk_tensor *tensors[TMA_DESCRIPTORS] = {&params->q, &params->k, &params->v};
+  CHECK_MSG(fake.encode_count == first + TMA_DESCRIPTORS && first + TMA_DESCRIPTORS <= ENCODE_LOG_SIZE,
+            "%s: %d tensor maps encoded, expected %d", what, fake.encode_count - first, TMA_DESCRIPTORS);
+  CHECK_MSG(launch->maps_recorded == TMA_DESCRIPTORS, "%s: %d maps in the launch", what, launch->maps_recorded);
+  CHECK_MSG(row->descriptor_count == TMA_DESCRIPTORS, "%s: %s records %d descriptors", what, row->name,
+            row->descriptor_count);
+  if (fake.encode_count != first + TMA_DESCRIPTORS || first + TMA_DESCRIPTORS > ENCODE_LOG_SIZE ||
+      row->descriptor_count != TMA_DESCRIPTORS) {
+    return;
+  }
+  for (int d = 0; d < TMA_DESCRIPTORS; d++) {
+    const aotk_tensor *t = tensors[d];
+    const encode_call *c = &fake.encodes[first + d];
+    const aotk__tma_layout *layout = &row->descriptors[d];
+    const int64_t row_elements = t->shape[2] * t->shape[3];
+    const int64_t batch_stride = t->shape[0] == 1 ? t->shape[1] * t->strides[1] : t->strides[0];
+    const int data_type = t->dtype == AOTK_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    /* The box is the tile's rows of one batch (its width is the compiler's, checked by test_images). */
+    const int32_t tile_rows = d == 0 ? row->block_m : row->block_n;
+    CHECK_MSG(c->address == t->data && c->rank == TMA_RANK && c->data_type == data_type,
+              "%s: encode %d is of %p, rank %u, type %d; expected %s at %p, rank 3, type %d", what, d, c->address,
+              c->rank, c->data_type, names[d], t->data, data_type);
+    CHECK_MSG(c->dims[0] == (uint64_t)row_elements && c->dims[1] == (uint64_t)t->shape[1] &&
+                  c->dims[2] == (uint64_t)t->shape[0],
+              "%s: %s's map has dims {%llu, %llu, %llu}, expected {%lld, %lld, %lld}", what, names[d],
+              (unsigned long long)c->dims[0], (unsigned long long)c->dims[1], (unsigned long long)c->dims[2],
+              (long long)row_elements, (long long)t->shape[1], (long long)t->shape[0]);
+    CHECK_MSG(c->strides_bytes[0] == (uint64_t)(2 * t->strides[1]) &&
+                  c->strides_bytes[1] == (uint64_t)(2 * batch_stride),
+              "%s: %s's map has byte strides {%llu, %llu}, expected {%lld, %lld}", what, names[d],
+              (unsigned long long)c->strides_bytes[0], (unsigned long long)c->strides_bytes[1],
+              (long long)(2 * t->strides[1]), (long long)(2 * batch_stride));
+    CHECK_MSG(c->box[0] == (unsigned)layout->box[2] && c->box[1] == (unsigned)layout->box[1] &&
+                  c->box[2] == (unsigned)layout->box[0] && c->box[1] == (unsigned)tile_rows && c->box[2] == 1,
+              "%s: %s's box {%u, %u, %u}, the row's (innermost first) {%d, %d, %d}, %d tile rows", what, names[d],
+              c->box[0], c->box[1], c->box[2], layout->box[2], layout->box[1], layout->box[0], tile_rows);
+    CHECK_MSG(c->element_strides[0] == 1 && c->element_strides[1] == 1 && c->element_strides[2] == 1,
+              "%s: %s's element strides {%u, %u, %u}", what, names[d], c->element_strides[0], c->element_strides[1],
+              c->element_strides[2]);
+    CHECK_MSG(c->swizzle == layout->swizzle && c->interleave == CU_TENSOR_MAP_INTERLEAVE_NONE &&
+                  c->l2_promotion == CU_TENSOR_MAP_L2_PROMOTION_L2_128B &&
+                  c->oob_fill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+              "%s: %s's swizzle %d (the row's %d), interleave %d, L2 promotion %d, OOB fill %d", what, names[d],
+              c->swizzle, layout->swizzle, c->interleave, c->l2_promotion, c->oob_fill);
+
+    const int base = TMA_ARG_DESC_Q + d * TMA_DESC_SLOTS;
+    bool map_matches = true;
+    for (int word = 0; word < AOTK__CU_TENSOR_MAP_NUM_QWORDS; word++) {
+      uint64_t value;
+      memcpy(&value, launch->maps[d] + 8 * word, sizeof value);
+      map_matches = map_matches && value == fake_map_word(t->data, word);
+    }
+    CHECK_MSG(map_matches, "%s: descriptor %d's map is not the one encoded for %s", what, d, names[d]);
+    CHECK_MSG(arg_i32(launch, base + TMA_SLOT_SHAPE) == t->shape[0] &&
+                  arg_i32(launch, base + TMA_SLOT_SHAPE + 1) == t->shape[1] &&
+                  arg_i32(launch, base + TMA_SLOT_SHAPE + 2) == row_elements,
+              "%s: %s's descriptor shape (%d, %d, %d), expected (%lld, %lld, %lld)", what, names[d],
+              arg_i32(launch, base + TMA_SLOT_SHAPE), arg_i32(launch, base + TMA_SLOT_SHAPE + 1),
+              arg_i32(launch, base + TMA_SLOT_SHAPE + 2), (long long)t->shape[0], (long long)t->shape[1],
+              (long long)row_elements);
+    CHECK_MSG(arg_i64(launch, base + TMA_SLOT_STRIDES) == batch_stride &&
+                  arg_i64(launch, base + TMA_SLOT_STRIDES + 1) == t->strides[1] &&
+                  arg_i64(launch, base + TMA_SLOT_STRIDES + 2) == 1,
+              "%s: %s's descriptor strides (%lld, %lld, %lld), expected (%lld, %lld, 1)", what, names[d],
+              (long long)arg_i64(launch, base + TMA_SLOT_STRIDES),
+              (long long)arg_i64(launch, base + TMA_SLOT_STRIDES + 1),
+              (long long)arg_i64(launch, base + TMA_SLOT_STRIDES + 2), (long long)batch_stride,
+              (long long)t->strides[1]);
+  }
+}
+
 /* aotk_query(AOTK_OP_ATTN_FWD), then aotk_attn_fwd: the query names the row the tuning rule picks for
  * the padded head dims and the EXTRAS axis, and reports the features; the call launches that row with
  * its grid, block and shared memory, every argument in the catalog's order, and then the dropout-mask
- * kernel when the mask is asked for. `p` describes the problem (for varlen: p->batch sequences of at
- * most p->seqlen_q / p->seqlen_k rows). */
+ * kernel when the mask is asked for. Where expect_tma says so, the row is the TMA forward's, whose first
+ * arguments are the pointer kernel's and whose descriptors check_tma_descriptors checks. `p` describes
+ * the problem (for varlen: p->batch sequences of at most p->seqlen_q / p->seqlen_k rows). */
 static void check_launch(const char *what, const aotk_attn_params *params, const problem *p) {
   const feature_expectation expected = expect_features(params, p->head_dim);
   const bool mask = params->dropout_mask.data != NULL;
@@ -2355,12 +2695,18 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
   CHECK(info.struct_size == sizeof info);
   CHECK(info.workspace_bytes == 0);
   CHECK_MSG(info.launches == 1 + mask, "%s: launches %d, expected %d", what, info.launches, 1 + mask);
-  CHECK_MSG(strncmp(info.kernel_name, "attn_fwd_", 9) == 0, "%s: kernel_name %s", what, info.kernel_name);
+  const int family = expected_fwd_family(params, info.arch, info.from_ptx);
+  const bool tma = family != AOTK__FAMILY_ATTN_FWD;
+  const char *prefix = fwd_name_prefix(family);
+  CHECK_MSG(strncmp(info.kernel_name, prefix, strlen(prefix)) == 0 &&
+                (tma || (strncmp(info.kernel_name, "attn_fwd_tma_", 13) != 0 &&
+                         strncmp(info.kernel_name, "attn_fwd_hopper_", 16) != 0)),
+            "%s: kernel_name %s, expected %s*", what, info.kernel_name, prefix);
   const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);
   CHECK_MSG(row != NULL, "%s: aotk_query names %s, not a table row", what, info.kernel_name);
   if (row == NULL) return;
-  const aotk__kernel_entry *tuned = expected_row(AOTK__FAMILY_ATTN_FWD, info.arch, p->dtype, p->head_dim, dim_v(p),
-                                                 info.aligned, expected.extras, p->seqlen_q);
+  const aotk__kernel_entry *tuned = expected_row(family, info.arch, p->dtype, p->head_dim, dim_v(p), info.aligned,
+                                                 expected.extras, p->seqlen_q);
   CHECK_MSG(row == tuned, "%s: aotk_query names %s, expected %s", what, info.kernel_name,
             tuned != NULL ? tuned->name : "(none)");
   CHECK_MSG(row->extras == (int)expected.extras, "%s: %s is%s the EXTRAS variant", what, row->name,
@@ -2370,7 +2716,7 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
   CHECK_MSG(info.head_dim_qk == row->head_dim_qk && info.head_dim_v == row->head_dim_v,
             "%s: aotk_query reports head dims %d/%d, %s has %d/%d", what, info.head_dim_qk, info.head_dim_v, row->name,
             row->head_dim_qk, row->head_dim_v);
-  const uint32_t features = expected_info_features(&expected, p, &info);
+  const uint32_t features = expected_info_features(&expected, p, &info) | fwd_family_features(family);
   CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
   int64_t m_blocks = (p->seqlen_q + info.block_m - 1) / info.block_m;
   int64_t grid = m_blocks * p->batch * p->heads_q;
@@ -2378,6 +2724,7 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
 
   int launches_before = fake.launches;
   reset_launch_log();
+  CHECK_MSG(fake.calls[CALL_cuTensorMapEncodeTiled] == 0, "%s: aotk_query encoded tensor maps", what);
   status = aotk_attn_fwd(params, FAKE_STREAM);
   CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_fwd %s (%s)", what, aotk_status_name(status), aotk_last_error());
   CHECK_MSG(aotk_last_error()[0] == '\0', "%s: a success left the message \"%s\"", what, aotk_last_error());
@@ -2385,10 +2732,16 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
             fake.launches - launches_before, 1 + mask);
   if (status != AOTK_OK || fake.logged_launches != 1 + mask) return;
   const recorded_launch *launch = &fake.launch_log[0];
-  const char *kernel = "attn_fwd";
+  const char *kernel = kernel_signatures[fwd_kernel_id(family)].function;
 
-  CHECK_MSG(launch->kernel == KERNEL_ATTN_FWD, "%s: the first launch is %s", what,
-            kernel_signatures[launch->kernel].function);
+  CHECK_MSG(launch->kernel == fwd_kernel_id(family), "%s: the first launch is %s, expected %s", what,
+            kernel_signatures[launch->kernel].function, kernel);
+  if (tma) {
+    check_tma_descriptors(what, launch, params, row, 0);
+  } else {
+    CHECK_MSG(fake.encode_count == 0 && launch->maps_recorded == 0, "%s: the pointer kernel's launch encoded %d maps",
+              what, fake.encode_count);
+  }
   const struct given_kernel *given = given_kernel_of(launch->function);
   CHECK_MSG(given != NULL, "%s: launched a handle the driver never gave", what);
   /* The handle encodes the .entry name the library asked for: launch->kernel above is it. */
@@ -2453,8 +2806,8 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
             "%s: dropout_threshold %u, expected %u", what, (uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD),
             expected.dropout_threshold);
   check_float(what, kernel, launch, ARG_DROPOUT_SCALE, expected.dropout_scale, "dropout_scale");
-  CHECK(arg_pointer(launch, ARG_GLOBAL_SCRATCH) == 0);
-  CHECK(arg_pointer(launch, ARG_PROFILE_SCRATCH) == 0);
+  CHECK(arg_pointer(launch, tma ? TMA_ARG_GLOBAL_SCRATCH : ARG_GLOBAL_SCRATCH) == 0);
+  CHECK(arg_pointer(launch, tma ? TMA_ARG_PROFILE_SCRATCH : ARG_PROFILE_SCRATCH) == 0);
   if (!mask) return;
 
   /* The dropout mask, second: over every (row, key) pair of each sequence, with the same RNG. */
@@ -2939,7 +3292,10 @@ static void test_feature_launches(void) {
 
 /* The same features through the argument slots, with literal values rather than the test's own rule:
  * causal turns window_right into 0 and leaves window_left unbounded; the flags are the bits of
- * kernels/attn_common.py; dropout 0.5 keeps words >= 2^31 and scales by 2. */
+ * kernels/attn_common.py; dropout 0.5 keeps words >= 2^31 and scales by 2. On this sm_90 GPU the plain
+ * forward at d64 (no window but causal, no softcap, ALiBi, dropout or sinks) runs the warp-specialized
+ * TMA kernel, whose first forty arguments are the pointer kernel's. */
+#define WARP_SPECIALIZED_TMA (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)
 static void test_feature_launches_literal(void) {
   install_fake_gpu(90, SHARED_SM90);
   static const struct {
@@ -2949,10 +3305,10 @@ static void test_feature_launches_literal(void) {
     uint32_t features, dropout_threshold;
     float dropout_scale;
   } cases[] = {
-      {"nothing", nothing, -1, -1, FLAG_WRITE_LSE, 0, 0, 1.0f},
-      {"causal", causal, -1, 0, FLAG_WRITE_LSE | FLAG_REVERSE, AOTK_FEATURE_CAUSAL, 0, 1.0f},
-      {"causal top-left", causal_top_left, -1, 0, FLAG_WRITE_LSE | FLAG_TOP_LEFT | FLAG_REVERSE, AOTK_FEATURE_CAUSAL,
-       0, 1.0f},
+      {"nothing", nothing, -1, -1, FLAG_WRITE_LSE, WARP_SPECIALIZED_TMA, 0, 1.0f},
+      {"causal", causal, -1, 0, FLAG_WRITE_LSE | FLAG_REVERSE, AOTK_FEATURE_CAUSAL | WARP_SPECIALIZED_TMA, 0, 1.0f},
+      {"causal top-left", causal_top_left, -1, 0, FLAG_WRITE_LSE | FLAG_TOP_LEFT | FLAG_REVERSE,
+       AOTK_FEATURE_CAUSAL | WARP_SPECIALIZED_TMA, 0, 1.0f},
       {"causal, window_left 64", causal_window_left, 64, 0, FLAG_WRITE_LSE, AOTK_FEATURE_CAUSAL | AOTK_FEATURE_WINDOW,
        0, 1.0f},
       {"window (16, 3)", window_both, 16, 3, FLAG_WRITE_LSE, AOTK_FEATURE_WINDOW, 0, 1.0f},
@@ -2964,7 +3320,7 @@ static void test_feature_launches_literal(void) {
       {"sinks (the plain kernel)", sinks_on, -1, -1, FLAG_WRITE_LSE | FLAG_SINKS, AOTK_FEATURE_SINKS, 0, 1.0f},
       {"dropout 0.5", dropout_half, -1, -1, FLAG_WRITE_LSE | FLAG_DROPOUT,
        AOTK_FEATURE_DROPOUT | AOTK_FEATURE_EXTRAS_KERNEL, 2147483648u, 2.0f},
-      {"dropout 0 with an rng_state", dropout_off_rng_given, -1, -1, FLAG_WRITE_LSE, 0, 0, 1.0f},
+      {"dropout 0 with an rng_state", dropout_off_rng_given, -1, -1, FLAG_WRITE_LSE, WARP_SPECIALIZED_TMA, 0, 1.0f},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     aotk_attn_params params = params_for(feature_problem);
@@ -2987,9 +3343,12 @@ static void test_feature_launches_literal(void) {
               "%s: dropout threshold %u scale %g", cases[i].what, (uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD),
               (double)arg_f32(launch, ARG_DROPOUT_SCALE));
     CHECK(arg_i32(launch, ARG_HEAD_DIM_QK8) == 8 && arg_i32(launch, ARG_HEAD_DIM_V8) == 8);
+    const int kernel = cases[i].features & AOTK_FEATURE_WARP_SPECIALIZED ? KERNEL_ATTN_FWD_HOPPER : KERNEL_ATTN_FWD;
+    CHECK_MSG(launch->kernel == kernel, "%s: launched %s", cases[i].what, kernel_signatures[launch->kernel].function);
   }
   uninstall_fake_gpu();
 }
+#undef WARP_SPECIALIZED_TMA
 
 /* Head dims: every multiple of 8 up to 256 runs, in the smallest compiled pair that holds it
  * ((32, 32), (64, 64), (128, 128), (256, 256), (256, 128)), told the true dims in eighths. */
@@ -3490,7 +3849,9 @@ static void test_alignment_choice(void) {
 }
 
 /* The forward's tuning, checked at every bound of every variant and on either side of it, with the
- * expectation read from the table rows (expected_row) rather than written down here. */
+ * expectation read from the table rows (expected_row) rather than written down here: the pointer kernel's
+ * with q laid out heads-outer (which TMA cannot read, so sm_90 runs it too), and on sm_90 the TMA
+ * kernel's with contiguous tensors. */
 
 /* The sizes at which to probe a variant's tuning choice: 1, each row's bound and its neighbours, and
  * one far beyond the largest bound. Returns how many were written (at most 31) and sets *bounds to
@@ -3543,6 +3904,7 @@ static void test_tuning_choice(void) {
             p.head_dim = head_dim;
             p.seqlen_q = seqlens[s];
             aotk_attn_params params = params_for(p);
+            make_heads_outer(&params.q);
             if (!aligned) params.q.data = byte_offset(FAKE_Q, 2);
             if (extras) params.softcap = 30.0f;
             const aotk__kernel_entry *expected = expected_row(AOTK__FAMILY_ATTN_FWD, gpus[g].arch, dtypes[d], head_dim,
@@ -3563,6 +3925,45 @@ static void test_tuning_choice(void) {
           CHECK_MSG(changes >= 1, "sm_%d d%d: the config never changes with seqlen_q", gpus[g].arch, head_dim);
         }
   }
+  /* The TMA kernel (sm_90, aligned, exact head dims; with sinks, which the warp-specialized kernel does not
+   * take): the same rule over its own rows. */
+  install_fake_gpu(90, SHARED_SM90);
+  int tma_variants_tuned_by_size = 0;
+  for (int d = 0; d < 2; d++)
+    for (int head_dim = 128; head_dim <= 256; head_dim += 128)
+      for (int extras = 0; extras <= 1; extras++) {
+        int64_t seqlens[32];
+        int bounds = 0;
+        int count = tuning_probe_sizes(AOTK__FAMILY_ATTN_FWD_TMA, 90, dtypes[d], head_dim, 1, extras, seqlens, &bounds);
+        CHECK_MSG(bounds >= 1, "TMA dtype %d d%d extras %d: no row", (int)dtypes[d], head_dim, extras);
+        tma_variants_tuned_by_size += bounds >= 2;
+        const aotk__kernel_entry *previous = NULL;
+        int changes = 0;
+        for (int s = 0; s < count; s++) {
+          problem p = default_problem;
+          p.dtype = dtypes[d];
+          p.head_dim = head_dim;
+          p.seqlen_q = seqlens[s];
+          aotk_attn_params params = params_for(p);
+          set_sinks(&params); /* not the warp-specialized kernel's */
+          if (extras) params.softcap = 30.0f;
+          const aotk__kernel_entry *expected =
+              expected_row(AOTK__FAMILY_ATTN_FWD_TMA, 90, dtypes[d], head_dim, head_dim, 1, extras, seqlens[s]);
+          aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+          aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+          queries++;
+          CHECK_MSG(status == AOTK_OK && expected != NULL && strcmp(info.kernel_name, expected->name) == 0 &&
+                        info.block_m == expected->block_m && (info.features & AOTK_FEATURE_TMA) != 0,
+                    "TMA d%d seqlen_q %lld: %s picked %s (block_m %d), expected %s", head_dim, (long long)seqlens[s],
+                    aotk_status_name(status), info.kernel_name, info.block_m, expected ? expected->name : "(none)");
+          CHECK_MSG(info.grid == (seqlens[s] + info.block_m - 1) / info.block_m * p.batch * p.heads_q,
+                    "TMA seqlen_q %lld: grid %lld", (long long)seqlens[s], (long long)info.grid);
+          changes += previous != NULL && expected != previous;
+          previous = expected;
+        }
+        CHECK_MSG(bounds < 2 || changes >= 1, "TMA d%d: the config never changes with seqlen_q", head_dim);
+      }
+  CHECK_MSG(tma_variants_tuned_by_size > 0 || aotk__kernel_filter[0] != '\0', "no TMA variant is tuned by size");
   printf("    %d queries\n", queries);
   /* The catalog's tuning table in words: up to 1024 query rows, a smaller tile than beyond. */
   for (int g = 0; g < 2; g++) {
@@ -3574,6 +3975,7 @@ static void test_tuning_choice(void) {
         p.head_dim = head_dim;
         p.seqlen_q = longer ? 1025 : 1024;
         aotk_attn_params params = params_for(p);
+        make_heads_outer(&params.q);
         aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
         CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
         block_m[longer] = info.block_m;
@@ -3582,6 +3984,20 @@ static void test_tuning_choice(void) {
                 head_dim, block_m[0], block_m[1]);
     }
   }
+  /* The TMA kernel's at d128: 128 x 64 tiles up to 4095 query rows, 128 x 128 from 4096. */
+  install_fake_gpu(90, SHARED_SM90);
+  int32_t block_n[2] = {0, 0};
+  for (int longer = 0; longer <= 1; longer++) {
+    problem p = default_problem;
+    p.head_dim = 128;
+    p.seqlen_q = longer ? 4096 : 4095;
+    aotk_attn_params params = params_for(p);
+    set_sinks(&params);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK && (info.features & AOTK_FEATURE_TMA) != 0);
+    block_n[longer] = info.block_n;
+  }
+  CHECK_MSG(block_n[0] < block_n[1], "TMA d128: block_n %d at seqlen_q 4095, %d at 4096", block_n[0], block_n[1]);
   uninstall_fake_gpu();
 }
 
@@ -3594,9 +4010,12 @@ static void test_window_tuning_choice(void) {
     int64_t key; /* the size the choice must match */
   } cases[] = {
       {1, 1024, -1, 1024}, {0, 512, 512, 1024}, {0, 0, 0, 1}, {1, 1025, -1, 1025}, {0, 1024, -1, 16384},
-      {0, -1, 0, 16384},   {1, -1, -1, 16384},  {0, 20000, 20000, 16384},
+      {0, -1, 0, 16384},   {1, -1, -1, 16384},  {0, 20000, 20000, 16384}, {0, 2048, 2047, 4095}, {0, 2048, 2048, 4096},
   };
   install_fake_gpu(90, SHARED_SM90);
+  /* The pointer kernel (q heads-outer, which TMA cannot read), then the TMA kernel (contiguous, with
+   * sinks, which the warp-specialized kernel does not take). */
+  for (int tma = 0; tma <= 1; tma++)
   for (size_t c = 0; c < 2 * sizeof cases / sizeof cases[0]; c++) {
     const int extras = c >= sizeof cases / sizeof cases[0];
     const size_t i = extras ? c - sizeof cases / sizeof cases[0] : c;
@@ -3605,19 +4024,269 @@ static void test_window_tuning_choice(void) {
     p.seqlen_q = 16384;
     p.seqlen_k = 16384;
     aotk_attn_params params = params_for(p);
+    if (!tma) make_heads_outer(&params.q);
+    if (tma) set_sinks(&params);
     params.causal = cases[i].causal;
     params.window_left = cases[i].window_left;
     params.window_right = cases[i].window_right;
     if (extras) params.softcap = 30.0f;
     const aotk__kernel_entry *expected =
-        expected_row(AOTK__FAMILY_ATTN_FWD, 90, p.dtype, 128, 128, 1, extras, extras ? 16384 : cases[i].key);
+        expected_row(tma ? AOTK__FAMILY_ATTN_FWD_TMA : AOTK__FAMILY_ATTN_FWD, 90, p.dtype, 128, 128, 1, extras,
+                     extras ? 16384 : cases[i].key);
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
     CHECK_MSG(status == AOTK_OK && expected != NULL && strcmp(info.kernel_name, expected->name) == 0,
-              "causal %d window (%d, %d) extras %d: %s picked %s, expected %s", cases[i].causal,
-              cases[i].window_left, cases[i].window_right, extras, aotk_status_name(status), info.kernel_name,
-              expected ? expected->name : "(none)");
+              "%s causal %d window (%d, %d) extras %d: %s picked %s, expected %s", tma ? "TMA" : "pointer",
+              cases[i].causal, cases[i].window_left, cases[i].window_right, extras, aotk_status_name(status),
+              info.kernel_name, expected ? expected->name : "(none)");
   }
+  uninstall_fake_gpu();
+}
+
+/* ---- the sm_90 TMA forward ------------------------------------------------------------------ */
+
+/* aotk_query and aotk_attn_fwd agree on which forward family runs `params` (`family`), and so does the
+ * rule check_launch expects by (expected_fwd_family): the name, the feature bits, the launched .entry,
+ * and the three encodes (none for the pointer kernel). */
+static void check_fwd_family(const char *what, const aotk_attn_params *params, int family) {
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  reset_calls();
+  aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, params, &info);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_query %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  if (status != AOTK_OK) return;
+  const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);
+  const uint32_t bits = AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED;
+  CHECK_MSG(row != NULL && row->family == family && (info.features & bits) == fwd_family_features(family) &&
+                strncmp(info.kernel_name, fwd_name_prefix(family), strlen(fwd_name_prefix(family))) == 0,
+            "%s: aotk_query names %s with features %#x; expected a %s kernel", what, info.kernel_name, info.features,
+            kernel_signatures[fwd_kernel_id(family)].function);
+  CHECK_MSG(expected_fwd_family(params, info.arch, info.from_ptx) == family, "%s: the test's own rule says %s", what,
+            kernel_signatures[fwd_kernel_id(expected_fwd_family(params, info.arch, info.from_ptx))].function);
+  CHECK_MSG(fake.calls[CALL_cuTensorMapEncodeTiled] == 0, "%s: aotk_query encoded tensor maps", what);
+  const int launches_before = fake.launches;
+  reset_launch_log();
+  status = aotk_attn_fwd(params, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_fwd %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  CHECK_MSG(fake.launches == launches_before + info.launches && fake.logged_launches >= 1 &&
+                fake.launch_log[0].kernel == fwd_kernel_id(family),
+            "%s: %d launches, the first of %s", what, fake.launches - launches_before,
+            fake.logged_launches >= 1 ? kernel_signatures[fake.launch_log[0].kernel].function : "(none)");
+  const int encodes = family == AOTK__FAMILY_ATTN_FWD ? 0 : TMA_DESCRIPTORS;
+  CHECK_MSG(fake.encode_count == encodes, "%s: %d tensor maps encoded, expected %d", what, fake.encode_count, encodes);
+}
+
+/* Which calls take a TMA kernel (include/aotk.h, AOTK_FEATURE_TMA): on an sm_90 GPU running its cubins,
+ * dense, aligned, each token's heads contiguous, head dims that have TMA kernels exactly (128 or 256;
+ * 64 or 128 for the plain forward, which the warp-specialized kernel runs); any other call the pointer
+ * kernel, as before. */
+static void test_tma_eligibility(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
+  aotk_attn_params params = params_for(d128);
+  check_fwd_family("bf16 d128, dense, aligned", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  problem p = d128;
+  p.dtype = AOTK_DTYPE_FLOAT16, p.head_dim = 256, p.with_lse = false;
+  params = params_for(p);
+  check_fwd_family("fp16 d256, no lse", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  params = params_for(d128);
+  params.softcap = 30.0f;
+  check_fwd_family("d128 softcap (the EXTRAS variant)", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  params = params_for(d128);
+  params.causal = 1;
+  check_fwd_family("d128 causal", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.causal_align = AOTK_ALIGN_TOP_LEFT;
+  check_fwd_family("d128 causal top-left", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params = params_for(d128);
+  params.window_right = 0;
+  check_fwd_family("d128 window_right 0 alone (causal)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.window_right = 5;
+  check_fwd_family("d128 window_right 5 alone", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  params = params_for(d128);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d128.heads_q);
+  check_fwd_family("d128 sinks", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  params = params_for(d128);
+  params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, d128.heads_q);
+  check_fwd_family("d128 ALiBi", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  p = d128;
+  p.head_dim = 64;
+  params = params_for(p);
+  check_fwd_family("d64 plain (the warp-specialized kernel has d64, the Triton TMA kernel not)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.softcap = 30.0f;
+  check_fwd_family("d64 softcap", &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(d128);
+  params.causal = 1, params.window_left = 64;
+  check_fwd_family("d128 causal window", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  params = params_for(d128);
+  dropout_on(&params, &d128);
+  params.dropout_mask = mask_for(&params);
+  check_fwd_family("d128 dropout with its mask", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  CHECK_MSG(fake.logged_launches == 2 && fake.launch_log[1].kernel == KERNEL_DROPOUT_MASK,
+            "d128 dropout with its mask: %d launches", fake.logged_launches);
+  params = params_for(d128);
+  params.v.strides[1] = d128.heads_kv * d128.head_dim + 64, params.v.strides[0] = d128.seqlen_k * params.v.strides[1];
+  check_fwd_family("v tokens 64 elements apart beyond their heads", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  p = d128;
+  p.heads_kv = p.heads_q, p.seqlen_k = p.seqlen_q;
+  params = packed_qkv_params(p);
+  check_fwd_family("packed qkv", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  p = d128;
+  p.batch = 1;
+  params = params_for(p);
+  params.q.strides[0] = 16; /* the one batch's stride is not used */
+  check_fwd_family("batch 1, batch stride 16", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+
+  static const int64_t other_dims[][2] = {{32, 32}, {96, 96}, {120, 120}, {128, 64}, {192, 128}, {256, 128}, {64, 128},
+                                          {56, 56}};
+  for (size_t i = 0; i < sizeof other_dims / sizeof other_dims[0]; i++) {
+    p = d128;
+    p.head_dim = other_dims[i][0], p.head_dim_v = other_dims[i][1];
+    params = params_for(p);
+    char what[64];
+    snprintf(what, sizeof what, "head dims %lld/%lld", (long long)other_dims[i][0], (long long)other_dims[i][1]);
+    check_fwd_family(what, &params, AOTK__FAMILY_ATTN_FWD);
+  }
+  params = varlen_params_for(d128, 500, 700, false);
+  check_fwd_family("varlen d128", &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(d128);
+  params.q.data = byte_offset(FAKE_Q, 2);
+  check_fwd_family("q 2-byte aligned", &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(d128);
+  params.out.data = byte_offset(FAKE_OUT, 8);
+  check_fwd_family("out 8-byte aligned (the aligned kernels need all four)", &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(d128);
+  make_heads_outer(&params.q);
+  check_fwd_family("q heads outer (head stride != head_dim)", &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(d128);
+  params.k.strides[2] = d128.head_dim + 16, params.k.strides[1] = d128.heads_kv * params.k.strides[2];
+  params.k.strides[0] = d128.seqlen_k * params.k.strides[1];
+  check_fwd_family("k heads 16 elements apart beyond head_dim", &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(d128);
+  params.v.strides[1] = d128.head_dim; /* tokens overlap: a token's heads run into the next tokens */
+  params.v.strides[0] = d128.seqlen_k * d128.heads_kv * d128.head_dim;
+  check_fwd_family("v tokens overlapping", &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(d128);
+  params.q.strides[0] = 16;
+  check_fwd_family("batch 2, batches overlapping (batch stride 16)", &params, AOTK__FAMILY_ATTN_FWD);
+  /* A single batch's stride is not used, but the alignment of every stride decides the kernel variant:
+   * an odd one makes the problem unaligned, and unaligned problems take the pointer kernel. */
+  p = d128;
+  p.batch = 1;
+  params = params_for(p);
+  params.q.strides[0] = 7;
+  check_fwd_family("batch 1, batch stride 7", &params, AOTK__FAMILY_ATTN_FWD);
+
+  /* The TMA kernel is the forward's alone. */
+  params = bwd_params_for(d128);
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
+  CHECK_MSG((info.features & AOTK_FEATURE_TMA) == 0, "the backward reports TMA (%#x)", info.features);
+
+  /* sm_90 images only: the PTX policy, and any other GPU, run the pointer kernel. */
+  CHECK(aotk_set_image_policy(AOTK_IMAGE_POLICY_SM80_PTX) == AOTK_OK);
+  params = params_for(d128);
+  check_fwd_family("sm_90 with AOTK_IMAGE_POLICY_SM80_PTX", &params, AOTK__FAMILY_ATTN_FWD);
+  CHECK(aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO) == AOTK_OK);
+  check_fwd_family("sm_90 again with AOTK_IMAGE_POLICY_AUTO", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  static const gpu others[] = {{80, SHARED_SM80, 80, 0}, {86, SHARED_SM86, 80, 0}, {100, SHARED_SM100, 80, 1},
+                               {120, SHARED_SM120, 80, 1}};
+  for (size_t g = 0; g < sizeof others / sizeof others[0]; g++) {
+    install_fake_gpu(others[g].compute_capability, others[g].max_shared_bytes);
+    char what[64];
+    snprintf(what, sizeof what, "sm_%d, d128 dense aligned", others[g].compute_capability);
+    params = params_for(d128);
+    check_fwd_family(what, &params, AOTK__FAMILY_ATTN_FWD);
+  }
+  uninstall_fake_gpu();
+}
+
+/* The TMA forwards' arguments: the pointer kernel's forty, then each descriptor as encoded for q, k and
+ * v (check_launch, check_tma_descriptors), for strided, packed and single-batch layouts, for the Triton
+ * TMA kernel and the warp-specialized one. */
+static void check_launch_of(const char *what, const aotk_attn_params *params, const problem *p, int family) {
+  CHECK_MSG(expected_fwd_family(params, 90, false) == family, "%s: the case does not take %s", what,
+            kernel_signatures[fwd_kernel_id(family)].function);
+  check_launch(what, params, p);
+}
+
+static void test_tma_launch_arguments(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  const int tma = AOTK__FAMILY_ATTN_FWD_TMA, hopper = AOTK__FAMILY_ATTN_FWD_HOPPER;
+  problem gqa = {AOTK_DTYPE_BFLOAT16, 3, 1500, 777, 12, 4, 128, true, 0};
+  aotk_attn_params params = params_for(gqa);
+  params.causal = 1;
+  check_launch_of("warp-specialized bf16 d128 GQA causal, lse", &params, &gqa, hopper);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, gqa.heads_q);
+  check_launch_of("TMA bf16 d128 GQA causal, sinks", &params, &gqa, tma);
+
+  problem long_q = {AOTK_DTYPE_FLOAT16, 2, 4097, 5000, 4, 4, 128, true, 0};
+  params = params_for(long_q);
+  params.v.strides[1] = long_q.heads_kv * long_q.head_dim + 32;
+  params.v.strides[0] = long_q.seqlen_k * params.v.strides[1] + 1024;
+  check_launch_of("warp-specialized fp16 d128 at 4097 rows, v tokens padded", &params, &long_q, hopper);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, long_q.heads_q);
+  check_launch_of("TMA fp16 d128 at 4097 rows (the second config), v tokens padded, sinks", &params, &long_q, tma);
+
+  problem d256 = {AOTK_DTYPE_BFLOAT16, 2, 333, 333, 4, 4, 256, false, 0};
+  params = packed_qkv_params(d256);
+  check_launch_of("TMA bf16 d256 packed qkv, no lse", &params, &d256, tma);
+  problem d64 = {AOTK_DTYPE_FLOAT16, 2, 333, 333, 4, 4, 64, true, 0};
+  params = packed_qkv_params(d64);
+  check_launch_of("warp-specialized fp16 d64 packed qkv", &params, &d64, hopper);
+
+  problem single = {AOTK_DTYPE_BFLOAT16, 1, 100, 130, 8, 2, 128, true, 0};
+  params = params_for(single);
+  params.q.strides[0] = 16, params.k.strides[0] = 48, params.v.strides[0] = 1u << 20;
+  check_launch_of("warp-specialized batch 1 with batch strides 16, 48 and 2^20", &params, &single, hopper);
+  params.softcap = 20.0f;
+  check_launch_of("TMA batch 1 with batch strides 16, 48 and 2^20, softcap", &params, &single, tma);
+
+  params = params_for(gqa);
+  params.softcap = 30.0f;
+  dropout_on(&params, &gqa);
+  params.dropout_mask = mask_for(&params);
+  check_launch_of("TMA d128 softcap and dropout with its mask", &params, &gqa, tma);
+  uninstall_fake_gpu();
+}
+
+/* A tensor map that fails to encode fails the call with AOTK_ERROR_CUDA naming the tensor, before
+ * anything is launched (the dropout-mask kernel neither); the next call, with the driver well again,
+ * runs whole. For the Triton TMA kernel (with dropout and its mask) and the warp-specialized one. */
+static void test_tma_encode_failure(void) {
+  static const char *const names[3] = {"cuTensorMapEncodeTiled(q)", "cuTensorMapEncodeTiled(k)",
+                                       "cuTensorMapEncodeTiled(v)"};
+  const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
+  for (int hopper = 0; hopper <= 1; hopper++)
+    for (int failing = 1; failing <= 3; failing++) {
+      install_fake_gpu(90, SHARED_SM90);
+      aotk_attn_params params = params_for(d128);
+      if (!hopper) {
+        dropout_on(&params, &d128);
+        params.dropout_mask = mask_for(&params);
+      }
+      const int family = hopper ? AOTK__FAMILY_ATTN_FWD_HOPPER : AOTK__FAMILY_ATTN_FWD_TMA;
+      CHECK(expected_fwd_family(&params, 90, false) == family);
+      fake.encode_result = CUDA_ERROR_INVALID_VALUE;
+      fake.fail_encode_call = failing;
+      reset_calls();
+      reset_launch_log();
+      aotk_status status = aotk_attn_fwd(&params, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_CUDA, "%s, encode %d failing: %s, expected AOTK_ERROR_CUDA",
+                hopper ? "hopper" : "tma", failing, aotk_status_name(status));
+      CHECK_MSG(message_mentions(names[failing - 1]) && message_mentions(injected_error_name),
+                "encode %d failing: the message \"%s\" does not name %s and the error", failing, aotk_last_error(),
+                names[failing - 1]);
+      CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0 && fake.launches == 0, "encode %d failing: %d launches", failing,
+                fake.calls[CALL_cuLaunchKernel]);
+      CHECK_MSG(fake.calls[CALL_cuTensorMapEncodeTiled] == failing, "encode %d failing: %d encodes tried", failing,
+                fake.calls[CALL_cuTensorMapEncodeTiled]);
+      fake.encode_result = CUDA_SUCCESS;
+      reset_launch_log();
+      CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
+      CHECK_MSG(fake.launches == 2 - hopper && fake.launch_log[0].kernel == fwd_kernel_id(family) &&
+                    fake.encode_count == TMA_DESCRIPTORS,
+                "after encode %d failed: %d launches, %d encodes", failing, fake.launches, fake.encode_count);
+      CHECK(aotk_last_error()[0] == '\0');
+    }
   uninstall_fake_gpu();
 }
 
@@ -5605,6 +6274,9 @@ int main(void) {
   RUN_TEST(test_alignment_choice);
   RUN_TEST(test_tuning_choice);
   RUN_TEST(test_window_tuning_choice);
+  RUN_TEST(test_tma_eligibility);
+  RUN_TEST(test_tma_launch_arguments);
+  RUN_TEST(test_tma_encode_failure);
   RUN_TEST(test_bwd_tuning_choice);
   RUN_TEST(test_preload);
   RUN_TEST(test_release_0_1_caller);

@@ -74,7 +74,7 @@ static void run_bwd_case(const void *argument) {
             c->mix_layouts ? " (mixed)" : "", r.kernel_name);
   CHECK_MSG(r.from_ptx == (int)bc->expect_ptx, "from_ptx = %d", r.from_ptx);
   aotk_gpu_test_check_kernel_choice(r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk,
-                                    r.kernel_head_dim_v, r.features);
+                                    r.kernel_head_dim_v, r.features, FWD_POINTER);
   /* The pre-pass, dK/dV and dQ; and the sink reduction, which the check asks for with sinks (dsinks). */
   const int32_t launches = c->features.sinks ? 4 : 3;
   CHECK_MSG(r.launches == launches, "launches = %d, expected %d", (int)r.launches, (int)launches);

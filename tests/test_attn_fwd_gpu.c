@@ -32,6 +32,9 @@ typedef struct fwd_case {
 
 /* Worst error seen, as a fraction of its bound, per dtype: reported at the end. */
 static double worst_error_fraction[4];
+/* Cases that ran the sm_90 TMA kernel (each one's choice is checked against aotk_gpu_test_expect_tma). */
+static int tma_cases;
+static int hopper_cases; /* and the warp-specialized Gluon kernel */
 
 static void run_fwd_case(const void *argument) {
   const fwd_case *fc = argument;
@@ -45,7 +48,10 @@ static void run_fwd_case(const void *argument) {
   CHECK_MSG(aligned == fc->expect_aligned, "%s layout ran %s", aotk__check_layout_name(c->layout), r.kernel_name);
   CHECK_MSG(r.from_ptx == (int)fc->expect_ptx, "from_ptx = %d", r.from_ptx);
   aotk_gpu_test_check_kernel_choice(r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk,
-                                    r.kernel_head_dim_v, r.features);
+                                    r.kernel_head_dim_v, r.features,
+                                    aotk_gpu_test_expect_fwd_path(c->layout, c->head_dim, &c->features, fc->expect_ptx));
+  if (strncmp(r.kernel_name, "attn_fwd_tma_", 13) == 0) tma_cases++;
+  if (strncmp(r.kernel_name, "attn_fwd_hopper_", 16) == 0) hopper_cases++;
   /* The forward, and the mask kernel when the mask is asked for (the check asks with dropout). */
   const int32_t launches = c->features.dropout_p > 0.0f ? 2 : 1;
   CHECK_MSG(r.launches == launches, "launches = %d, expected %d", (int)r.launches, (int)launches);
@@ -57,8 +63,8 @@ static void run_fwd_case(const void *argument) {
 
 static uint64_t next_random(uint64_t *state) { return aotk_gpu_test_random(state); }
 
-static void make_case(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int causal, int64_t seqlen_q,
-                      int64_t seqlen_k, int index, uint64_t *state, bool ptx) {
+static void make_case_in(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int causal, int64_t seqlen_q,
+                         int64_t seqlen_k, int index, uint64_t *state, bool ptx, int layout) {
   static const int64_t group_sizes[] = {1, 4, 8};
   const bool large = seqlen_q * seqlen_k > 1000000;
   memset(fc, 0, sizeof *fc);
@@ -71,7 +77,7 @@ static void make_case(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int caus
   c->batch = 1 + (int64_t)(next_random(state) % (large ? 2 : 4));
   c->heads_kv = large ? 1 : 1 + (int64_t)(next_random(state) % 2);
   c->heads_q = c->heads_kv * group_sizes[index % 3];
-  c->layout = (aotk__check_layout)(index % AOTK__LAYOUT_COUNT);
+  c->layout = (aotk__check_layout)(layout >= 0 ? layout : index % AOTK__LAYOUT_COUNT);
   c->with_lse = index % 5 != 4;
   c->softmax_scale = index % 7 == 3 ? 0.3f : 0.0f;
   c->rows_per_head = large ? 12 : 40;
@@ -84,6 +90,46 @@ static void make_case(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int caus
            causal ? "causal" : "full", (long long)seqlen_q, (long long)seqlen_k, (long long)c->batch,
            (long long)c->heads_q, (long long)c->heads_kv, aotk__check_layout_name(c->layout),
            c->with_lse ? " lse" : "", c->softmax_scale != 0.0f ? " scale=0.3" : "");
+}
+
+/* A case of the main matrix: the layout cycles with the index. */
+static void make_case(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int causal, int64_t seqlen_q,
+                      int64_t seqlen_k, int index, uint64_t *state, bool ptx) {
+  make_case_in(fc, dtype, head_dim, causal, seqlen_q, seqlen_k, index, state, ptx, -1);
+}
+
+/* The sm_90 TMA kernel at the head dim the main matrix leaves out (256; d=128 runs there in the packed
+ * layout), over lengths that end mid-block on either side, and the layouts it must decline (strided
+ * heads, unaligned strides or pointers), which take the pointer kernel. run_fwd_case checks each
+ * choice against aotk_gpu_test_expect_tma. */
+static void tma_section(int *index, uint64_t *state) {
+  static const int64_t lengths[][2] = {{1, 1000}, {1000, 1000}, {4097, 128}, {128, 4097}, {17, 300}};
+  static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
+  fwd_case fc;
+  for (int t = 0; t < 2; t++)
+    for (int causal = 0; causal < 2; causal++)
+      for (int i = 0; i < 5; i++) {
+        make_case_in(&fc, dtypes[t], 256, causal, lengths[i][0], lengths[i][1], (*index)++, state, false,
+                     AOTK__LAYOUT_CONTIGUOUS);
+        aotk_test_run_with(fc.name, run_fwd_case, &fc);
+      }
+  for (int layout = AOTK__LAYOUT_PERMUTED; layout < AOTK__LAYOUT_COUNT; layout++)
+    for (int h = 128; h <= 256; h += 128) {
+      make_case_in(&fc, dtypes[layout % 2], h, layout % 2, 1000, 1000, (*index)++, state, false, layout);
+      aotk_test_run_with(fc.name, run_fwd_case, &fc);
+    }
+}
+
+/* Each case's choice was checked against the rule; this catches a rule that never fires on an H100. */
+static void test_tma_was_used(void) {
+  printf("    cases that ran the TMA kernel: %d, the warp-specialized kernel: %d (GPU sm_%d)\n", tma_cases,
+         hopper_cases, compute_capability);
+  if (compute_capability != 90) {
+    TEST_SKIP("the TMA kernels run on sm_90 only");
+    return;
+  }
+  CHECK_MSG(tma_cases >= 20, "only %d cases ran the TMA kernel", tma_cases);
+  CHECK_MSG(hopper_cases >= 40, "only %d cases ran the warp-specialized kernel", hopper_cases);
 }
 
 /* Several threads make the first calls of one kernel at once: the image must load exactly once and
@@ -833,6 +879,7 @@ int main(void) {
   aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
 
   RUN_TEST(test_graph_capture);
+  tma_section(&index, &state);
 
   RUN_TEST(test_philox_known_answers);
   feature_section(&index, &state);
@@ -840,6 +887,7 @@ int main(void) {
   RUN_TEST(test_graph_capture_dropout);
   printf("worst error as a fraction of its bound: bf16 %.3f, fp16 %.3f\n", worst_error_fraction[AOTK_DTYPE_BFLOAT16],
          worst_error_fraction[AOTK_DTYPE_FLOAT16]);
+  RUN_TEST(test_tma_was_used);
   driver->cuStreamDestroy(stream);
   return aotk_test_finish();
 }

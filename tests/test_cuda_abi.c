@@ -60,6 +60,15 @@
 #define CU_STREAM_NON_BLOCKING aotk_abi_CU_STREAM_NON_BLOCKING
 #define CU_STREAM_CAPTURE_MODE_GLOBAL aotk_abi_CU_STREAM_CAPTURE_MODE_GLOBAL
 #define CU_STREAM_CAPTURE_MODE_THREAD_LOCAL aotk_abi_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+#define CUtensorMap aotk_abi_CUtensorMap
+#define CUtensorMap_st aotk_abi_CUtensorMap_st
+#define CU_TENSOR_MAP_DATA_TYPE_FLOAT16 aotk_abi_CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+#define CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 aotk_abi_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+#define CU_TENSOR_MAP_INTERLEAVE_NONE aotk_abi_CU_TENSOR_MAP_INTERLEAVE_NONE
+#define CU_TENSOR_MAP_SWIZZLE_NONE aotk_abi_CU_TENSOR_MAP_SWIZZLE_NONE
+#define CU_TENSOR_MAP_SWIZZLE_128B aotk_abi_CU_TENSOR_MAP_SWIZZLE_128B
+#define CU_TENSOR_MAP_L2_PROMOTION_L2_128B aotk_abi_CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+#define CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE aotk_abi_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
 
 #include "aotk_cuda_abi.h"
 
@@ -87,6 +96,15 @@
 #undef CU_STREAM_NON_BLOCKING
 #undef CU_STREAM_CAPTURE_MODE_GLOBAL
 #undef CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+#undef CUtensorMap
+#undef CUtensorMap_st
+#undef CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+#undef CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+#undef CU_TENSOR_MAP_INTERLEAVE_NONE
+#undef CU_TENSOR_MAP_SWIZZLE_NONE
+#undef CU_TENSOR_MAP_SWIZZLE_128B
+#undef CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+#undef CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
 
 /* aotk_cuda_abi.h is already included (its guard is set), so the driver table is declared with
  * cuda.h's types. The members take the names the arguments expand to here (cuMemAlloc_v2 for
@@ -113,7 +131,14 @@
   X(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)     \
   X(CU_STREAM_NON_BLOCKING)                              \
   X(CU_STREAM_CAPTURE_MODE_GLOBAL)                       \
-  X(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+  X(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)                 \
+  X(CU_TENSOR_MAP_DATA_TYPE_FLOAT16)                     \
+  X(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16)                    \
+  X(CU_TENSOR_MAP_INTERLEAVE_NONE)                       \
+  X(CU_TENSOR_MAP_SWIZZLE_NONE)                          \
+  X(CU_TENSOR_MAP_SWIZZLE_128B)                          \
+  X(CU_TENSOR_MAP_L2_PROMOTION_L2_128B)                  \
+  X(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 
 /* Types that must be cuda.h's own (same struct tag, or the same integer type). */
 #define ABI_IDENTICAL_TYPES(X) \
@@ -131,8 +156,16 @@
  * a return value needs. */
 #define ABI_SAME_SIZE_TYPES(X) X(CUresult)
 
-/* The struct tags behind the handle types: checked through ABI_IDENTICAL_TYPES, listed for the scan. */
-#define ABI_STRUCT_TAGS(X) X(CUctx_st) X(CUstream_st) X(CUlib_st) X(CUkern_st) X(CUfunc_st) X(CUgraph_st) X(CUgraphExec_st)
+/* Structs aotk defines itself (not handles to cuda.h's opaque ones), passed to the driver by address
+ * and to kernels by value: the same size, and at least the alignment the driver requires of them.
+ * The alignments may differ: cuda.h raised CUtensorMap's from 64 (CUDA 12.0) to 128 bytes, while
+ * cuTensorMapEncodeTiled asks for 64 and the kernels declare the parameter ".align 64". */
+#define ABI_LAYOUT_TYPES(X) X(CUtensorMap, 64)
+
+/* The struct tags behind the handle types: checked through ABI_IDENTICAL_TYPES, listed for the scan;
+ * CUtensorMap_st through ABI_LAYOUT_TYPES. */
+#define ABI_STRUCT_TAGS(X) \
+  X(CUctx_st) X(CUstream_st) X(CUlib_st) X(CUkern_st) X(CUfunc_st) X(CUgraph_st) X(CUgraphExec_st) X(CUtensorMap_st)
 
 #define STRINGIFY(x) #x
 #define EXPANDED_NAME(x) STRINGIFY(x) /* the name after macro expansion: cuMemAlloc -> "cuMemAlloc_v2" */
@@ -167,6 +200,14 @@ ABI_IDENTICAL_TYPES(STATIC_IDENTICAL_TYPE)
 _Static_assert(TYPES_COMPATIBLE(aotk_stream, CUstream), "aotk.h: aotk_stream is not cuda.h's CUstream");
 #endif
 
+#define STATIC_SAME_LAYOUT(type, required_alignment)                                                    \
+  _Static_assert(sizeof(EXPANDED_NAME(type)) == sizeof(#type), #type " is still renamed: #undef it");      \
+  _Static_assert(sizeof(aotk_abi_##type) == sizeof(type), "aotk_cuda_abi.h: sizeof(" #type ") differs from cuda.h"); \
+  _Static_assert(_Alignof(aotk_abi_##type) >= (required_alignment), "aotk_cuda_abi.h: " #type " is under-aligned");
+ABI_LAYOUT_TYPES(STATIC_SAME_LAYOUT)
+_Static_assert(AOTK__CU_TENSOR_MAP_NUM_QWORDS == CU_TENSOR_MAP_NUM_QWORDS,
+               "aotk_cuda_abi.h: AOTK__CU_TENSOR_MAP_NUM_QWORDS differs from cuda.h");
+
 _Static_assert(AOTK__CU_GET_PROC_ADDRESS_DEFAULT == CU_GET_PROC_ADDRESS_DEFAULT,
                "aotk_cuda_abi.h: AOTK__CU_GET_PROC_ADDRESS_DEFAULT differs from cuda.h");
 
@@ -179,7 +220,12 @@ _Static_assert(AOTK__CU_GET_PROC_ADDRESS_DEFAULT == CU_GET_PROC_ADDRESS_DEFAULT,
   X(void *, CUjit_option *)                    \
   X(void *, CUlibraryOption *)                 \
   X(unsigned long long, cuuint64_t)            \
-  X(int *, CUdriverProcAddressQueryResult *)
+  X(int *, CUdriverProcAddressQueryResult *)  \
+  X(int, CUtensorMapDataType)                 \
+  X(int, CUtensorMapInterleave)               \
+  X(int, CUtensorMapSwizzle)                  \
+  X(int, CUtensorMapL2promotion)              \
+  X(int, CUtensorMapFloatOOBfill)
 #define STATIC_SUBSTITUTION_SIZE(aotk_type, cuda_type) \
   _Static_assert(sizeof(aotk_type) == sizeof(cuda_type), #aotk_type " stands for " #cuda_type " but differs in size");
 ABI_SUBSTITUTIONS(STATIC_SUBSTITUTION_SIZE)
@@ -193,7 +239,12 @@ ABI_SUBSTITUTIONS(STATIC_SUBSTITUTION_SIZE)
                         unsigned num_library_options))                                                  \
   X(cuKernelSetAttribute, (SUBSTITUTED(int, CUfunction_attribute) attribute, int value, CUkernel kernel,  \
                            CUdevice device))                                                            \
-  X(cuStreamBeginCapture, (CUstream stream, SUBSTITUTED(int, CUstreamCaptureMode) mode))
+  X(cuStreamBeginCapture, (CUstream stream, SUBSTITUTED(int, CUstreamCaptureMode) mode))                   \
+  X(cuTensorMapEncodeTiled,                                                                              \
+    (CUtensorMap * map, SUBSTITUTED(int, CUtensorMapDataType) data_type, unsigned rank, void *address,   \
+     const uint64_t *dims, const uint64_t *strides_bytes, const unsigned *box, const unsigned *element_strides, \
+     SUBSTITUTED(int, CUtensorMapInterleave) interleave, SUBSTITUTED(int, CUtensorMapSwizzle) swizzle,    \
+     SUBSTITUTED(int, CUtensorMapL2promotion) l2_promotion, SUBSTITUTED(int, CUtensorMapFloatOOBfill) oob_fill))
 
 /* cuGetProcAddress is taken with dlsym under cuda.h's name for it, with this prototype (a copy of
  * get_proc_address_fn, private to src/aotk_driver.c). */
@@ -221,6 +272,15 @@ typedef struct type_pair {
 #define IDENTICAL_TYPE_PAIR(type) {#type, sizeof(aotk_abi_##type), sizeof(type), 1, TYPES_COMPATIBLE(aotk_abi_##type, type)},
 #define SAME_SIZE_TYPE_PAIR(type) {#type, sizeof(aotk_abi_##type), sizeof(type), 0, TYPES_COMPATIBLE(aotk_abi_##type, type)},
 static const type_pair abi_types[] = {ABI_IDENTICAL_TYPES(IDENTICAL_TYPE_PAIR) ABI_SAME_SIZE_TYPES(SAME_SIZE_TYPE_PAIR)};
+
+typedef struct layout_pair {
+  const char *name;
+  size_t aotk_size, cuda_size;
+  size_t aotk_alignment, cuda_alignment, required_alignment;
+} layout_pair;
+#define LAYOUT_PAIR(type, required_alignment)                                                               \
+  {#type, sizeof(aotk_abi_##type), sizeof(type), _Alignof(aotk_abi_##type), _Alignof(type), (required_alignment)},
+static const layout_pair abi_layouts[] = {ABI_LAYOUT_TYPES(LAYOUT_PAIR)};
 
 typedef struct driver_function {
   const char *name;         /* as aotk asks cuGetProcAddress for it */
@@ -278,8 +338,18 @@ static void test_types(void) {
       CHECK_MSG(pair->compatible, "%s: aotk's type is not cuda.h's", pair->name);
     }
   }
+  for (size_t i = 0; i < COUNT(abi_layouts); i++) {
+    const layout_pair *pair = &abi_layouts[i];
+    CHECK_MSG(pair->aotk_size == pair->cuda_size, "sizeof(%s): aotk %zu, cuda.h %zu", pair->name, pair->aotk_size,
+              pair->cuda_size);
+    CHECK_MSG(pair->aotk_alignment >= pair->required_alignment, "_Alignof(%s): aotk %zu, the driver needs %zu",
+              pair->name, pair->aotk_alignment, pair->required_alignment);
+    printf("    %s: %zu bytes; aligned to %zu in aotk, %zu in cuda.h, %zu required\n", pair->name, pair->aotk_size,
+           pair->aotk_alignment, pair->cuda_alignment, pair->required_alignment);
+  }
   CHECK(sizeof(CUdeviceptr) == 8); /* aotk's kernels take 64-bit pointers */
-  printf("    %zu types compared; sizeof(CUdeviceptr) = %zu\n", COUNT(abi_types), sizeof(CUdeviceptr));
+  printf("    %zu types and %zu struct layouts compared; sizeof(CUdeviceptr) = %zu\n", COUNT(abi_types),
+         COUNT(abi_layouts), sizeof(CUdeviceptr));
 }
 
 static int find_respelled(const char *name) {
@@ -366,8 +436,10 @@ static int is_identifier_character(int c) {
 }
 
 #define NAME_STRING(name) #name,
+#define LAYOUT_NAME_STRING(name, required_alignment) #name,
 static const char *const covered_names[] = {ABI_VALUES(NAME_STRING) ABI_IDENTICAL_TYPES(NAME_STRING)
-                                                ABI_SAME_SIZE_TYPES(NAME_STRING) ABI_STRUCT_TAGS(NAME_STRING)};
+                                                ABI_SAME_SIZE_TYPES(NAME_STRING) ABI_LAYOUT_TYPES(LAYOUT_NAME_STRING)
+                                                    ABI_STRUCT_TAGS(NAME_STRING)};
 
 static void test_every_name_is_checked(void) {
   FILE *file = fopen(AOTK_TEST_CUDA_ABI_HEADER, "rb");

@@ -1,17 +1,19 @@
 /*
  * CPU tests of the embedded kernel images and the generated table that describes them: every row
- * decompresses to an image that matches its hash and its own description (ELF for cubins; PTX whose
- * .entry takes exactly the parameters the kernel source declares), every variant of every family (the
- * forward and its dropout-mask helper; the backward's preprocess, dK/dV, dQ and sink-reduce passes;
- * selection attention's forward, dQ and dK/dV passes and its index and check helpers) has a kernel for
- * every problem size, each row's fields agree with its name and with what its target allows, and a
- * damaged image is refused before the driver could see it.
+ * decompresses to an image that matches its hash and its own description (ELF for cubins whose
+ * parameter table, and PTX whose .entry, takes exactly the parameters the kernel source declares), every
+ * variant of every family (the forward, its sm_90 TMA form and its dropout-mask helper; the backward's
+ * preprocess, dK/dV, dQ and sink-reduce passes; selection attention's forward, dQ and dK/dV passes and
+ * its index and check helpers) has a kernel for every problem size, each row's fields agree with its
+ * name and with what its target allows, the TMA rows' descriptor layouts fit their tiles, and a damaged
+ * image is refused before the driver could see it.
  *
  * The table and the images come from the build tree (build/generated), so these tests check what this
  * build actually embeds, not what the catalog meant to embed.
  */
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +24,9 @@
 
 /* Each family's run-time parameters, in the order of the Triton function's signature (kernels/attn_fwd.py,
  * kernels/attn_bwd.py, kernels/sel_attn.py; the tl.constexpr ones are compiled in and not passed), as
- * kinds: p pointer, l int64, i int32, f fp32, the types codegen/aotk_catalog.py gives them. Written out
+ * kinds: p pointer, l int64, i int32, f fp32, t a host-side TMA descriptor (a 128-byte CUtensorMap, then
+ * its rank-3 view's shape as 3 x int32 and strides as 3 x int64: seven .entry parameters), the types
+ * codegen/aotk_catalog.py gives them. Written out
  * here rather than read from the table or the launchers (src/aotk_attn.c, src/aotk_sel.c) so that a row,
  * its PTX and the launcher are each checked against an independent list. "lii" is one tensor's (batch:
  * int64, sequence: int32, head: int32) strides; the selection kernels' packed tensors have "li" (token:
@@ -31,6 +35,8 @@
  *     K, V and Out; stride_lb (l), stride_lh (i), stride_ab (l); seqlen_q, seqlen_k, heads_q, group_size,
  *     num_m_blocks, head_dim_qk8, head_dim_v8, window_left, window_right, flags; qk_scale_log2,
  *     softcap_scale, softcap_log2; dropout_threshold (i), dropout_scale (f).
+ *   attn_fwd_tma: attn_fwd's, then DescQ, DescK, DescV (t): Q, K and V as [batch, seqlen, heads * head_dim].
+ *   attn_fwd_hopper (Gluon, kernels/attn_fwd_hopper.py): attn_fwd_tma's.
  *   attn_dropout_mask: Mask, CuSeqlensQ, CuSeqlensK, RngState; stride_mb, stride_mh, stride_ms (all l);
  *     seqlen_q, seqlen_k, heads_q, num_m_blocks, flags, dropout_threshold.
  *   attn_bwd_preprocess: Out, DOut, Lse, Delta, LseLog2, CuSeqlensQ, Sinks, SinkPartial; the strides of
@@ -72,12 +78,18 @@
  * dims 0, aligned 0, extras 0 and block size 0. The selection kernels always assume 16-byte-aligned
  * tensors (the API refuses other layouts) and have the key block size as an axis; for sel_fwd and
  * sel_bwd_dkdv the alignment axis says instead whether the group size is a multiple of 16 ("g16" in the
- * name), and sel_bwd_dq has none. */
+ * name), and sel_bwd_dq has none. The TMA forward exists for sm_90 only, for the head dims in
+ * tma_head_dim_pairs, and always assumes 16-byte-aligned tensors (TMA needs them): its rows are
+ * aligned = 1 and named "aligned". The warp-specialized Gluon forward likewise, for the head dims in
+ * hopper_head_dim_pairs and without an EXTRAS variant; its program is more warps than its name's "w"
+ * (the default partition's: the worker partitions add theirs, the row's num_warps is the whole). */
 enum head_dim_axis {
   HEAD_DIMS_NONE,      /* head_dim_qk = head_dim_v = 0 */
   HEAD_DIMS_PAIRS,     /* one of head_dim_pairs */
   HEAD_DIMS_V_ONLY,    /* head_dim_qk = 0, head_dim_v one of the pairs' v dims */
   HEAD_DIMS_SEL_PAIRS, /* one of sel_head_dim_pairs */
+  HEAD_DIMS_TMA_PAIRS, /* one of tma_head_dim_pairs */
+  HEAD_DIMS_HOPPER_PAIRS, /* one of hopper_head_dim_pairs */
 };
 static const struct family {
   int32_t id;
@@ -90,42 +102,55 @@ static const struct family {
   bool has_block_size; /* selection's key block size (32, 64, 128); the name has "bs<size>" */
   bool has_block_n;    /* tiles keys too: a BLOCK_N, and an "n" in its tag */
   int32_t fixed_block_m; /* 0: any power of two */
+  int32_t only_arch;     /* 0: every arch in archs */
+  bool always_aligned;   /* no alignment axis, but every row is the aligned variant */
+  bool warp_specialized; /* num_warps counts the worker partitions' warps too; the name's w does not */
 } families[] = {
     {AOTK__FAMILY_ATTN_FWD, "attn_fwd",
-     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if", true, true, HEAD_DIMS_PAIRS, true, false, true, 0},
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if", true, true, HEAD_DIMS_PAIRS, true, false, true, 0, 0,
+     false, false},
+    {AOTK__FAMILY_ATTN_FWD_TMA, "attn_fwd_tma",
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt", true, false, HEAD_DIMS_TMA_PAIRS, true, false,
+     true, 0, 90, true, false},
+    {AOTK__FAMILY_ATTN_FWD_HOPPER, "attn_fwd_hopper",
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt", true, false, HEAD_DIMS_HOPPER_PAIRS, false,
+     false, true, 0, 90, true, true},
     {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, false, HEAD_DIMS_NONE, false,
-     false, true, 0},
+     false, true, 0, 0, false, false},
     {AOTK__FAMILY_ATTN_BWD_PREPROCESS, "attn_bwd_preprocess", "pppppppp" "liilii" "li" "iiiiiii", true, true,
-     HEAD_DIMS_V_ONLY, false, false, false, 0},
+     HEAD_DIMS_V_ONLY, false, false, false, 0, 0, false, false},
     /* One program sums one head's partials 1024 at a time (BLOCK, the catalog's SINK_REDUCE_CONFIG). */
     {AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, "attn_bwd_sink_reduce", "ppi", false, false, HEAD_DIMS_NONE, false, false,
-     false, 1024},
+     false, 1024, 0, false, false},
     {AOTK__FAMILY_ATTN_BWD_DKDV, "attn_bwd_dkdv",
      "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if", true, true, HEAD_DIMS_PAIRS, true, false,
-     true, 0},
+     true, 0, 0, false, false},
     {AOTK__FAMILY_ATTN_BWD_DQ, "attn_bwd_dq",
-     "ppppppppppp" "liiliiliiliilii" "l" "iiiiiiiiiii" "ffff" "if", true, true, HEAD_DIMS_PAIRS, true, false, true, 0},
+     "ppppppppppp" "liiliiliiliilii" "l" "iiiiiiiiiii" "ffff" "if", true, true, HEAD_DIMS_PAIRS, true, false, true, 0,
+     0, false, false},
     /* Selection: a tile of the group's query heads (block_m) against one selected block (block_n). */
     {AOTK__FAMILY_SEL_FWD, "sel_fwd", "ppppppppp" "li" "li" "li" "li" "li" "li" "li" "iiiiiiii" "f", true, true,
-     HEAD_DIMS_SEL_PAIRS, false, true, true, 0},
+     HEAD_DIMS_SEL_PAIRS, false, true, true, 0, 0, false, false},
     {AOTK__FAMILY_SEL_BWD_DQ, "sel_bwd_dq",
      "pppppppppppp" "li" "li" "li" "li" "li" "li" "li" "li" "li" "iiiiiiiii" "ff", true, false, HEAD_DIMS_SEL_PAIRS,
-     false, true, true, 0},
+     false, true, true, 0, 0, false, false},
     {AOTK__FAMILY_SEL_BWD_DKDV, "sel_bwd_dkdv",
      "pppppppppppp" "li" "li" "li" "li" "li" "li" "li" "il" "iiiiiiii" "ff", true, true, HEAD_DIMS_SEL_PAIRS, false,
-     true, true, 0},
+     true, true, 0, 0, false, false},
     /* The inverse index's passes, and the debug check. */
-    {AOTK__FAMILY_SEL_INDEX_ZERO, "sel_index_zero", "p" "i", false, false, HEAD_DIMS_NONE, false, false, false, 0},
+    {AOTK__FAMILY_SEL_INDEX_ZERO, "sel_index_zero", "p" "i", false, false, HEAD_DIMS_NONE, false, false, false, 0, 0,
+     false, false},
     {AOTK__FAMILY_SEL_INDEX_COUNT, "sel_index_count", "ppppp" "li" "li" "i" "iiiiiiiii", false, false,
-     HEAD_DIMS_NONE, false, false, false, 0},
-    {AOTK__FAMILY_SEL_INDEX_SCAN, "sel_index_scan", "pp" "ii", false, false, HEAD_DIMS_NONE, false, false, false, 0},
+     HEAD_DIMS_NONE, false, false, false, 0, 0, false, false},
+    {AOTK__FAMILY_SEL_INDEX_SCAN, "sel_index_scan", "pp" "ii", false, false, HEAD_DIMS_NONE, false, false, false, 0, 0,
+     false, false},
     {AOTK__FAMILY_SEL_INDEX_SCATTER, "sel_index_scatter", "pppppp" "li" "li" "il" "iiiiiiiii", false, false,
-     HEAD_DIMS_NONE, false, false, false, 0},
+     HEAD_DIMS_NONE, false, false, false, 0, 0, false, false},
     /* SORT_TILE tokens sorted in registers (block_m) and ENTRIES index entries per step (block_n). */
     {AOTK__FAMILY_SEL_INDEX_ORDER, "sel_index_order", "pppppp" "li" "li" "il" "iiiiiii", false, false,
-     HEAD_DIMS_NONE, false, false, true, 0},
+     HEAD_DIMS_NONE, false, false, true, 0, 0, false, false},
     {AOTK__FAMILY_SEL_CHECK_INDICES, "sel_check_indices", "ppppp" "li" "li" "iiiiiiii", false, false,
-     HEAD_DIMS_NONE, false, false, false, 0},
+     HEAD_DIMS_NONE, false, false, false, 0, 0, false, false},
 };
 enum { FAMILY_COUNT = sizeof families / sizeof families[0] };
 
@@ -138,6 +163,12 @@ enum { HEAD_DIM_V_COUNT = sizeof head_dims_v / sizeof head_dims_v[0] };
 /* Selection runs exactly these (include/aotk.h): 192 as 128 + 64, not padded. */
 static const int32_t sel_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {192, 128}};
 enum { SEL_HEAD_DIM_PAIR_COUNT = sizeof sel_head_dim_pairs / sizeof sel_head_dim_pairs[0] };
+/* The TMA forward's (the catalog's ATTN_TMA_HEAD_DIMS): exact, never padded (a box holds one head). */
+static const int32_t tma_head_dim_pairs[][2] = {{128, 128}, {256, 256}};
+enum { TMA_HEAD_DIM_PAIR_COUNT = sizeof tma_head_dim_pairs / sizeof tma_head_dim_pairs[0] };
+/* The warp-specialized forward's (the catalog's ATTN_HOPPER_HEAD_DIMS), exact too. */
+static const int32_t hopper_head_dim_pairs[][2] = {{64, 64}, {128, 128}};
+enum { HOPPER_HEAD_DIM_PAIR_COUNT = sizeof hopper_head_dim_pairs / sizeof hopper_head_dim_pairs[0] };
 static const int32_t sel_block_sizes[] = {32, 64, 128};
 enum { SEL_BLOCK_SIZE_COUNT = sizeof sel_block_sizes / sizeof sel_block_sizes[0] };
 
@@ -206,12 +237,15 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
     int head_dim_count = family->head_dims == HEAD_DIMS_PAIRS       ? HEAD_DIM_PAIR_COUNT
                          : family->head_dims == HEAD_DIMS_V_ONLY    ? HEAD_DIM_V_COUNT
                          : family->head_dims == HEAD_DIMS_SEL_PAIRS ? SEL_HEAD_DIM_PAIR_COUNT
+                         : family->head_dims == HEAD_DIMS_TMA_PAIRS ? TMA_HEAD_DIM_PAIR_COUNT
+                         : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? HOPPER_HEAD_DIM_PAIR_COUNT
                                                                     : 1;
     int block_size_count = family->has_block_size ? SEL_BLOCK_SIZE_COUNT : 1;
+    int first_aligned = family->always_aligned ? 1 : 0, last_aligned = family->has_alignment ? 1 : first_aligned;
     for (int a = 0; a < 2; a++)
-      for (int d = 0; d < dtype_count; d++)
+      for (int d = 0; d < dtype_count && (family->only_arch == 0 || family->only_arch == archs[a]); d++)
         for (int h = 0; h < head_dim_count; h++)
-          for (int aligned = 0; aligned <= (family->has_alignment ? 1 : 0); aligned++)
+          for (int aligned = first_aligned; aligned <= last_aligned; aligned++)
             for (int extras = 0; extras <= (family->has_extras ? 1 : 0); extras++)
               for (int b = 0; b < block_size_count; b++) {
                 struct variant *v = &out[count++];
@@ -220,10 +254,14 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                 v->dtype = family->has_dtype ? dtypes[d] : 0;
                 v->head_dim_qk = family->head_dims == HEAD_DIMS_PAIRS       ? head_dim_pairs[h][0]
                                  : family->head_dims == HEAD_DIMS_SEL_PAIRS ? sel_head_dim_pairs[h][0]
+                                 : family->head_dims == HEAD_DIMS_TMA_PAIRS ? tma_head_dim_pairs[h][0]
+                                 : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? hopper_head_dim_pairs[h][0]
                                                                             : 0;
                 v->head_dim_v = family->head_dims == HEAD_DIMS_PAIRS       ? head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_V_ONLY    ? head_dims_v[h]
                                 : family->head_dims == HEAD_DIMS_SEL_PAIRS ? sel_head_dim_pairs[h][1]
+                                : family->head_dims == HEAD_DIMS_TMA_PAIRS ? tma_head_dim_pairs[h][1]
+                                : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? hopper_head_dim_pairs[h][1]
                                                                            : 0;
                 v->aligned = aligned;
                 v->extras = extras;
@@ -238,6 +276,14 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
  * selection, the block size "bs64" followed by "g16" in the variant for group sizes that are multiples
  * of 16), "extras", and the tile tag
  * m<block_m>[n<block_n>]w<num_warps>s<num_stages>. */
+/* The warps the name's tag gives ("w<n>s<stages>" at its end), or 0 if it has none. */
+static int32_t named_warps(const aotk__kernel_entry *e) {
+  const char *w = strrchr(e->name, 'w');
+  int warps = 0, stages = 0, used = 0;
+  if (w == NULL || sscanf(w, "w%ds%d%n", &warps, &stages, &used) != 2 || w[used] != '\0') return 0;
+  return warps;
+}
+
 static void expected_name(const aotk__kernel_entry *e, const char *family_name, char *name, size_t size) {
   int used = snprintf(name, size, "%s", family_name);
   if (e->dtype != 0) used += snprintf(name + used, size - used, "_%s", dtype_tag(e->dtype));
@@ -256,7 +302,9 @@ static void expected_name(const aotk__kernel_entry *e, const char *family_name, 
   if (e->extras) used += snprintf(name + used, size - used, "_extras");
   used += snprintf(name + used, size - used, "_m%d", e->block_m);
   if (e->block_n != 0) used += snprintf(name + used, size - used, "n%d", e->block_n);
-  snprintf(name + used, size - used, "w%ds%d", e->num_warps, e->num_stages);
+  const struct family *family = family_of(e);
+  const int32_t warps = family != NULL && family->warp_specialized ? named_warps(e) : e->num_warps;
+  snprintf(name + used, size - used, "w%ds%d", warps, e->num_stages);
 }
 
 /* ---- the table as a whole ------------------------------------------------------------------- */
@@ -346,6 +394,20 @@ static bool is_sel_head_dim_pair(int32_t head_dim_qk, int32_t head_dim_v) {
   return false;
 }
 
+static bool is_tma_head_dim_pair(int32_t head_dim_qk, int32_t head_dim_v) {
+  for (int h = 0; h < TMA_HEAD_DIM_PAIR_COUNT; h++) {
+    if (tma_head_dim_pairs[h][0] == head_dim_qk && tma_head_dim_pairs[h][1] == head_dim_v) return true;
+  }
+  return false;
+}
+
+static bool is_hopper_head_dim_pair(int32_t head_dim_qk, int32_t head_dim_v) {
+  for (int h = 0; h < HOPPER_HEAD_DIM_PAIR_COUNT; h++) {
+    if (hopper_head_dim_pairs[h][0] == head_dim_qk && hopper_head_dim_pairs[h][1] == head_dim_v) return true;
+  }
+  return false;
+}
+
 static bool is_head_dim_v(int32_t head_dim_v) {
   for (int h = 0; h < HEAD_DIM_V_COUNT; h++) {
     if (head_dims_v[h] == head_dim_v) return true;
@@ -364,6 +426,8 @@ static void test_table_rows_describe_valid_configs(void) {
     if (family == NULL) continue;
     rows_per_family[family - families]++;
     CHECK_MSG(e->arch == 80 || e->arch == 90, "row %d %s: arch %d", i, e->name, e->arch);
+    CHECK_MSG(family->only_arch == 0 || e->arch == family->only_arch, "row %d %s: arch %d, but %s is sm_%d only", i,
+              e->name, e->arch, family->name, family->only_arch);
     if (family->has_dtype) {
       CHECK_MSG(e->dtype == AOTK_DTYPE_FLOAT16 || e->dtype == AOTK_DTYPE_BFLOAT16, "row %d %s: dtype %d", i,
                 e->name, e->dtype);
@@ -372,6 +436,9 @@ static void test_table_rows_describe_valid_configs(void) {
     }
     if (family->has_alignment) {
       CHECK_MSG(e->aligned == 0 || e->aligned == 1, "row %d %s: aligned %d", i, e->name, e->aligned);
+    } else if (family->always_aligned) {
+      CHECK_MSG(e->aligned == 1, "row %d %s: aligned %d, but %s is always the aligned variant", i, e->name, e->aligned,
+                family->name);
     } else {
       CHECK_MSG(e->aligned == 0, "row %d %s: aligned %d, but %s has no alignment axis", i, e->name, e->aligned,
                 family->name);
@@ -399,6 +466,16 @@ static void test_table_rows_describe_valid_configs(void) {
                   "row %d %s: head dims (%d, %d), expected (64, 64), (128, 128) or (192, 128)", i, e->name,
                   e->head_dim_qk, e->head_dim_v);
         break;
+      case HEAD_DIMS_TMA_PAIRS:
+        CHECK_MSG(is_tma_head_dim_pair(e->head_dim_qk, e->head_dim_v),
+                  "row %d %s: head dims (%d, %d), expected (128, 128) or (256, 256)", i, e->name, e->head_dim_qk,
+                  e->head_dim_v);
+        break;
+      case HEAD_DIMS_HOPPER_PAIRS:
+        CHECK_MSG(is_hopper_head_dim_pair(e->head_dim_qk, e->head_dim_v),
+                  "row %d %s: head dims (%d, %d), expected (64, 64) or (128, 128)", i, e->name, e->head_dim_qk,
+                  e->head_dim_v);
+        break;
       case HEAD_DIMS_NONE:
         CHECK_MSG(e->head_dim_qk == 0 && e->head_dim_v == 0, "row %d %s: head dims (%d, %d), but %s has none", i,
                   e->name, e->head_dim_qk, e->head_dim_v, family->name);
@@ -410,8 +487,15 @@ static void test_table_rows_describe_valid_configs(void) {
       CHECK_MSG(e->extras == 0, "row %d %s: extras %d, but %s has no extras variant", i, e->name, e->extras,
                 family->name);
     }
-    CHECK_MSG(is_power_of_two(e->num_warps) && e->num_warps <= 8, "row %d %s: num_warps %d", i, e->name,
-              e->num_warps);
+    const int32_t named = named_warps(e);
+    CHECK_MSG(is_power_of_two(named) && named <= 8, "row %d %s: num_warps %d in the name", i, e->name, named);
+    if (family->warp_specialized) {
+      CHECK_MSG(e->num_warps > named && e->num_warps % 4 == 0 && e->num_warps <= 16,
+                "row %d %s: a warp-specialized program of %d warps, %d in the default partition", i, e->name,
+                e->num_warps, named);
+    } else {
+      CHECK_MSG(e->num_warps == named, "row %d %s: num_warps %d, the name says %d", i, e->name, e->num_warps, named);
+    }
     if (family->fixed_block_m != 0) {
       CHECK_MSG(e->block_m == family->fixed_block_m, "row %d %s: block_m %d, %s's is %d", i, e->name, e->block_m,
                 family->name, family->fixed_block_m);
@@ -506,7 +590,205 @@ static void test_table_selection_tiles(void) {
   CHECK_MSG(variants > 0 || aotk__kernel_filter[0] != '\0', "no selection row in an unfiltered build");
 }
 
+/* What the TMA launcher (src/aotk_attn.c, encode_descriptor) hands cuTensorMapEncodeTiled comes from
+ * the row: per descriptor (Q, K, V, in the kernel's parameter order) the swizzle and the box, outermost
+ * first, over the view [batch, seqlen, heads * head_dim]. The box must be one batch, the kernel's tile
+ * of rows (block_m query rows for Q, block_n key rows for K and V), and a slice of one head that tiles
+ * it exactly (a box past the head would read the next head's columns, and the kernel loads the head as
+ * whole boxes); TMA's own rules: at most 256 per dimension, an inner extent of a multiple of 16 bytes,
+ * and at most the swizzle's span (128 bytes for the 128-byte swizzle, 3). Both TMA families (the Triton
+ * kernel and the warp-specialized Gluon one) take the same three; other rows have none. */
+enum { TMA_SWIZZLE_NONE = 0, TMA_SWIZZLE_128B = 3, TMA_ELEMENT_BYTES = 2 };
+static void test_table_tma_descriptors(void) {
+  int tma_rows = 0;
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (e->family != AOTK__FAMILY_ATTN_FWD_TMA && e->family != AOTK__FAMILY_ATTN_FWD_HOPPER) {
+      CHECK_MSG(e->descriptor_count == 0, "row %d %s: %d TMA descriptors, but it takes none", i, e->name,
+                e->descriptor_count);
+      static const aotk__tma_layout none[AOTK__MAX_TMA_DESCRIPTORS];
+      CHECK_MSG(memcmp(e->descriptors, none, sizeof none) == 0, "row %d %s: descriptor layouts set", i, e->name);
+      continue;
+    }
+    tma_rows++;
+    CHECK_MSG(e->descriptor_count == 3, "row %d %s: %d TMA descriptors, expected 3 (Q, K, V)", i, e->name,
+              e->descriptor_count);
+    if (e->descriptor_count != 3) continue;
+    static const char *const names[3] = {"Q", "K", "V"};
+    const int32_t rows[3] = {e->block_m, e->block_n, e->block_n};
+    const int32_t head_dims[3] = {e->head_dim_qk, e->head_dim_qk, e->head_dim_v};
+    for (int d = 0; d < 3; d++) {
+      const aotk__tma_layout *t = &e->descriptors[d];
+      CHECK_MSG(t->swizzle >= TMA_SWIZZLE_NONE && t->swizzle <= TMA_SWIZZLE_128B, "row %d %s %s: swizzle %d", i,
+                e->name, names[d], t->swizzle);
+      CHECK_MSG(t->box[0] == 1, "row %d %s %s: box[0] (batch) %d, expected 1", i, e->name, names[d], t->box[0]);
+      CHECK_MSG(t->box[1] == rows[d], "row %d %s %s: box[1] (rows) %d, expected the tile's %d", i, e->name, names[d],
+                t->box[1], rows[d]);
+      const int32_t inner = t->box[2];
+      CHECK_MSG(inner > 0 && inner <= 256 && head_dims[d] % inner == 0,
+                "row %d %s %s: box[2] %d does not divide the head dim %d", i, e->name, names[d], inner, head_dims[d]);
+      CHECK_MSG(inner * TMA_ELEMENT_BYTES % 16 == 0, "row %d %s %s: box[2] %d is not a multiple of 16 bytes", i,
+                e->name, names[d], inner);
+      if (t->swizzle == TMA_SWIZZLE_128B) {
+        CHECK_MSG(inner * TMA_ELEMENT_BYTES <= 128, "row %d %s %s: box[2] %d is %d bytes, over the 128-byte swizzle",
+                  i, e->name, names[d], inner, inner * TMA_ELEMENT_BYTES);
+      }
+      for (int b = 0; b < 3; b++) {
+        CHECK_MSG(t->box[b] >= 1 && t->box[b] <= 256, "row %d %s %s: box[%d] %d outside [1, 256]", i, e->name,
+                  names[d], b, t->box[b]);
+      }
+    }
+    for (int d = 3; d < AOTK__MAX_TMA_DESCRIPTORS; d++) {
+      CHECK_MSG(e->descriptors[d].swizzle == 0 && e->descriptors[d].box[0] == 0, "row %d %s: descriptor %d set", i,
+                e->name, d);
+    }
+  }
+  printf("    %d TMA rows (attn_fwd_tma and attn_fwd_hopper)\n", tma_rows);
+  CHECK_MSG(tma_rows > 0 || aotk__kernel_filter[0] != '\0', "no TMA row in an unfiltered build");
+}
+
 /* ---- each image ----------------------------------------------------------------------------- */
+
+/* A kernel's .entry parameters as the launcher passes them, from its kinds: each one's size in bytes
+ * and the alignment the parameter space gives it. A 't' is seven: the 128-byte map (".align 64"),
+ * then the view's shape (3 x 4 bytes) and strides (3 x 8 bytes). Then Triton's two hidden pointers.
+ * Returns how many, or -1 if the kinds hold an unknown letter or too many. */
+enum { MAX_ENTRY_PARAMS = 96, TMA_MAP_BYTES = 128, TMA_MAP_ALIGNMENT = 64, TMA_RANK = 3 };
+typedef struct entry_param {
+  char kind; /* the kind it comes from ('p' for the hidden pointers) */
+  int part;  /* within a 't': 0 the map, 1-3 the shape, 4-6 the strides; 0 otherwise */
+  int bytes, alignment;
+} entry_param;
+
+static int expected_entry_params(const char *param_kinds, entry_param out[MAX_ENTRY_PARAMS]) {
+  int count = 0;
+  size_t kinds = strlen(param_kinds);
+  for (size_t k = 0; k < kinds + HIDDEN_PARAMS; k++) {
+    char kind = k < kinds ? param_kinds[k] : 'p';
+    int parts = kind == 't' ? 1 + 2 * TMA_RANK : 1;
+    if (count + parts > MAX_ENTRY_PARAMS) return -1;
+    for (int part = 0; part < parts; part++) {
+      entry_param *e = &out[count++];
+      e->kind = kind;
+      e->part = part;
+      switch (kind) {
+        case 'p':
+        case 'l':
+          e->bytes = e->alignment = 8;
+          break;
+        case 'i':
+        case 'f':
+          e->bytes = e->alignment = 4;
+          break;
+        case 't':
+          e->bytes = part == 0 ? TMA_MAP_BYTES : part <= TMA_RANK ? 4 : 8;
+          e->alignment = part == 0 ? TMA_MAP_ALIGNMENT : e->bytes;
+          break;
+        default:
+          return -1;
+      }
+    }
+  }
+  return count;
+}
+
+/* Cubins per family whose .nv.info parameter table is exactly the family's parameters. */
+static int cubin_entries_matching[FAMILY_COUNT];
+
+static uint16_t read_u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t read_u32(const unsigned char *p) { return (uint32_t)read_u16(p) | (uint32_t)read_u16(p + 2) << 16; }
+static uint64_t read_u64(const unsigned char *p) { return (uint64_t)read_u32(p) | (uint64_t)read_u32(p + 4) << 32; }
+
+/* The cubin's own record of the kernel's parameters: the section ".nv.info.<function>" holds one
+ * EIATTR_KPARAM_INFO attribute per parameter (ordinal, offset in the parameter space, and size in the
+ * top 14 bits of its last word), and EIATTR_PARAM_CBANK where that space starts in its constant bank
+ * (alignments hold there: the kernel reads a map in place). Each must be what the launcher packs: this
+ * is the check of the sm_90 rows, which embed no PTX, and so of the TMA kernels' descriptors (a
+ * 128-byte, 64-aligned map, then 3 x 4 and 3 x 8 bytes). */
+enum { EIFMT_NVAL = 1, EIFMT_BVAL = 2, EIFMT_HVAL = 3, EIFMT_SVAL = 4 };
+enum { EIATTR_PARAM_CBANK = 0x0a, EIATTR_KPARAM_INFO = 0x17 };
+static void check_cubin_parameters(int row, const unsigned char *elf, size_t bytes) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[row];
+  const uint64_t section_headers = read_u64(elf + 0x28);
+  const uint16_t header_size = read_u16(elf + 0x3a), sections = read_u16(elf + 0x3c), names = read_u16(elf + 0x3e);
+  bool headers_fit = header_size >= 64 && names < sections && section_headers <= bytes &&
+                     (uint64_t)sections * header_size <= bytes - section_headers;
+  CHECK_MSG(headers_fit, "row %d sm_%d %s: the cubin's section headers lie outside it", row, e->arch, e->name);
+  if (!headers_fit) return;
+  const unsigned char *names_header = elf + section_headers + (size_t)names * header_size;
+  const uint64_t names_offset = read_u64(names_header + 0x18), names_size = read_u64(names_header + 0x20);
+  CHECK_MSG(names_offset <= bytes && names_size <= bytes - names_offset, "row %d %s: the section names lie outside",
+            row, e->name);
+  if (names_offset > bytes || names_size > bytes - names_offset) return;
+  char wanted[160];
+  snprintf(wanted, sizeof wanted, ".nv.info.%s", e->function_name);
+  const unsigned char *info = NULL;
+  uint64_t info_size = 0;
+  for (int i = 0; i < sections; i++) {
+    const unsigned char *header = elf + section_headers + (size_t)i * header_size;
+    uint32_t name = read_u32(header);
+    if (name >= names_size) continue;
+    const char *section_name = (const char *)elf + names_offset + name;
+    if (memchr(section_name, '\0', names_size - name) == NULL || strcmp(section_name, wanted) != 0) {
+      continue;
+    }
+    uint64_t offset = read_u64(header + 0x18), size = read_u64(header + 0x20);
+    if (offset <= bytes && size <= bytes - offset) info = elf + offset, info_size = size;
+  }
+  CHECK_MSG(info != NULL, "row %d sm_%d %s: the cubin has no %s section", row, e->arch, e->name, wanted);
+  if (info == NULL) return;
+
+  const struct family *family = family_of(e);
+  entry_param expected[MAX_ENTRY_PARAMS];
+  int expected_count = expected_entry_params(family != NULL ? family->param_kinds : e->param_kinds, expected);
+  CHECK_MSG(expected_count > 0, "row %d %s: cannot expand its parameter kinds", row, e->name);
+  if (expected_count <= 0) return;
+  /* First the attributes: each parameter's offset and size, and where the parameters start in their
+   * constant bank (EIATTR_PARAM_CBANK: section, offset, size), which the alignments are relative to. */
+  int offsets[MAX_ENTRY_PARAMS], sizes[MAX_ENTRY_PARAMS];
+  bool seen[MAX_ENTRY_PARAMS] = {false};
+  int found = 0, mismatches = 0;
+  long bank_offset = -1;
+  for (uint64_t at = 0; at + 4 <= info_size;) {
+    const unsigned char *attribute = info + at;
+    uint64_t length = attribute[0] == EIFMT_SVAL ? 4u + read_u16(attribute + 2) : 4u;
+    bool known_format = attribute[0] >= EIFMT_NVAL && attribute[0] <= EIFMT_SVAL;
+    CHECK_MSG(known_format && at + length <= info_size, "row %d %s: %s attribute at %llu: format %d, %llu bytes", row,
+              e->name, wanted, (unsigned long long)at, attribute[0], (unsigned long long)length);
+    if (!known_format || at + length > info_size) return;
+    if (attribute[0] == EIFMT_SVAL && attribute[1] == EIATTR_PARAM_CBANK && length >= 12) {
+      bank_offset = read_u16(attribute + 8);
+    } else if (attribute[0] == EIFMT_SVAL && attribute[1] == EIATTR_KPARAM_INFO && length >= 16) {
+      const int ordinal = read_u16(attribute + 8);
+      found++;
+      CHECK_MSG(ordinal < expected_count && !seen[ordinal],
+                "row %d sm_%d %s: parameter %d is past the %d expected, or listed twice", row, e->arch, e->name,
+                ordinal, expected_count);
+      if (ordinal < expected_count && !seen[ordinal]) {
+        seen[ordinal] = true;
+        offsets[ordinal] = read_u16(attribute + 10);
+        sizes[ordinal] = (int)(read_u32(attribute + 12) >> 18);
+      } else {
+        mismatches++;
+      }
+    }
+    at += length;
+  }
+  CHECK_MSG(found == expected_count, "row %d sm_%d %s: the cubin lists %d parameters, expected %d", row, e->arch,
+            e->name, found, expected_count);
+  CHECK_MSG(bank_offset >= 0, "row %d sm_%d %s: no EIATTR_PARAM_CBANK", row, e->arch, e->name);
+  for (int i = 0; i < expected_count && bank_offset >= 0; i++) {
+    if (!seen[i]) continue;
+    const entry_param *x = &expected[i];
+    bool matches = sizes[i] == x->bytes && (bank_offset + offsets[i]) % x->alignment == 0;
+    CHECK_MSG(matches, "row %d sm_%d %s: parameter %d (kind '%c', part %d) is %d bytes at %ld + %d, expected %d bytes "
+              "aligned to %d", row, e->arch, e->name, i, x->kind, x->part, sizes[i], bank_offset, offsets[i],
+              x->bytes, x->alignment);
+    mismatches += !matches;
+  }
+  if (bank_offset < 0) mismatches++;
+  if (family != NULL && found == expected_count && mismatches == 0) cubin_entries_matching[family - families]++;
+}
 
 static void check_cubin(int row) {
   const aotk__kernel_entry *e = &aotk__kernel_table[row];
@@ -536,12 +818,43 @@ static void check_cubin(int row) {
       CHECK_MSG((int)(flags & 0xffu) == e->arch, "row %d sm_%d %s: the cubin targets sm_%u", row, e->arch, e->name,
                 flags & 0xffu);
     }
+    if (raw[4] == ELF_CLASS_64 && machine == ELF_MACHINE_CUDA) check_cubin_parameters(row, raw, e->cubin.raw_bytes);
   }
   free(raw);
 }
 
 /* PTX images per family whose .entry took exactly the family's parameters. */
 static int ptx_entries_matching[FAMILY_COUNT];
+
+static const char *ptx_param_spelling(const entry_param *x) {
+  if (x->kind == 't' && x->part == 0) return ".align 64 .b8 <name>[128]";
+  return x->bytes == 8 ? ".u64" : x->kind == 'f' ? ".f32" : ".u32";
+}
+
+static bool followed_by_space(const char *text, const char *word) {
+  size_t length = strlen(word);
+  return strncmp(text, word, length) == 0 && (text[length] == ' ' || text[length] == '\t');
+}
+
+/* One .entry parameter's declaration (the text after ".param "): ".u64 name", ".u32 name", ".f32 name",
+ * or a TMA descriptor's map, ".align 64 .b8 name[128]". */
+static bool ptx_param_matches(const char *type, const entry_param *x) {
+  if (x->kind == 't' && x->part == 0) {
+    if (!followed_by_space(type, ".align")) return false;
+    char *rest;
+    long alignment = strtol(type + strlen(".align"), &rest, 10);
+    while (*rest == ' ' || *rest == '\t') rest++;
+    if (alignment != TMA_MAP_ALIGNMENT || !followed_by_space(rest, ".b8")) return false;
+    rest += strlen(".b8");
+    while (*rest == ' ' || *rest == '\t') rest++;
+    while ((*rest >= 'a' && *rest <= 'z') || (*rest >= 'A' && *rest <= 'Z') || (*rest >= '0' && *rest <= '9') ||
+           *rest == '_' || *rest == '$') {
+      rest++;
+    }
+    return *rest == '[' && strtol(rest + 1, &rest, 10) == TMA_MAP_BYTES && *rest == ']';
+  }
+  return followed_by_space(type, ptx_param_spelling(x));
+}
 
 /* The text between ".entry <name>(" and its ")", as the list of parameter declarations; checks
  * each one's type against the kinds the launcher packs. */
@@ -562,25 +875,26 @@ static void check_ptx_parameters(int row, const char *ptx) {
    * unknown family is checked against what it claims. */
   const struct family *family = family_of(e);
   const char *param_kinds = family != NULL ? family->param_kinds : e->param_kinds;
-  size_t kinds = strlen(param_kinds);
-  size_t expected_count = kinds + HIDDEN_PARAMS;
-  size_t count = 0;
+  entry_param expected[MAX_ENTRY_PARAMS];
+  int expected_count = expected_entry_params(param_kinds, expected);
+  CHECK_MSG(expected_count > 0, "row %d %s: cannot expand its parameter kinds \"%s\"", row, e->name, param_kinds);
+  if (expected_count <= 0) return;
+  int count = 0;
+  bool all_match = true;
   for (const char *p = start; (p = strstr(p, ".param")) != NULL && p < end; p += strlen(".param")) {
     const char *type = p + strlen(".param");
     while (*type == ' ' || *type == '\t') type++;
-    char kind = count < kinds ? param_kinds[count] : 'p'; /* the hidden ones are pointers */
-    const char *expected_type = kind == 'p' || kind == 'l' ? ".u64" : kind == 'i' ? ".u32" : kind == 'f' ? ".f32" : "?";
-    bool type_matches = strncmp(type, expected_type, strlen(expected_type)) == 0 &&
-                        (type[strlen(expected_type)] == ' ' || type[strlen(expected_type)] == '\t');
     if (count < expected_count) {
-      CHECK_MSG(type_matches, "row %d %s: parameter %zu (kind '%c') is declared \"%.20s\", expected %s", row,
-                e->name, count, kind, type, expected_type);
+      bool type_matches = ptx_param_matches(type, &expected[count]);
+      CHECK_MSG(type_matches, "row %d %s: parameter %d (kind '%c', part %d) is declared \"%.40s\", expected %s", row,
+                e->name, count, expected[count].kind, expected[count].part, type, ptx_param_spelling(&expected[count]));
+      all_match = all_match && type_matches;
     }
     count++;
   }
-  CHECK_MSG(count == expected_count, "row %d %s: the .entry has %zu parameters, expected %zu (%zu kinds + %d hidden)",
-            row, e->name, count, expected_count, kinds, HIDDEN_PARAMS);
-  if (family != NULL && count == expected_count) ptx_entries_matching[family - families]++;
+  CHECK_MSG(count == expected_count, "row %d %s: the .entry has %d parameters, expected %d (\"%s\" + %d hidden)", row,
+            e->name, count, expected_count, param_kinds, HIDDEN_PARAMS);
+  if (family != NULL && count == expected_count && all_match) ptx_entries_matching[family - families]++;
 
   /* Triton pins the block size in the PTX; the launcher's 32 * num_warps must agree with it. */
   const char *reqntid = strstr(end, ".reqntid");
@@ -637,8 +951,13 @@ static void test_every_image_decompresses_and_matches_its_row(void) {
     for (int row = 0; row < aotk__kernel_count; row++) {
       sm80_rows += aotk__kernel_table[row].family == families[f].id && aotk__kernel_table[row].arch == 80;
     }
-    printf("    %s: %d of %d PTX entries take its %zu parameters + %d hidden\n", families[f].name,
-           ptx_entries_matching[f], sm80_rows, strlen(families[f].param_kinds), HIDDEN_PARAMS);
+    int rows = 0;
+    for (int row = 0; row < aotk__kernel_count; row++) rows += aotk__kernel_table[row].family == families[f].id;
+    printf("    %s: %d of %d cubins and %d of %d PTX entries take its %zu parameters + %d hidden\n", families[f].name,
+           cubin_entries_matching[f], rows, ptx_entries_matching[f], sm80_rows, strlen(families[f].param_kinds),
+           HIDDEN_PARAMS);
+    CHECK_MSG(cubin_entries_matching[f] == rows, "%s: %d of %d cubins match", families[f].name,
+              cubin_entries_matching[f], rows);
     CHECK_MSG(ptx_entries_matching[f] == sm80_rows, "%s: %d of %d PTX entries match", families[f].name,
               ptx_entries_matching[f], sm80_rows);
   }
@@ -740,6 +1059,7 @@ int main(void) {
   RUN_TEST(test_table_tuning_bounds_distinct);
   RUN_TEST(test_table_rows_describe_valid_configs);
   RUN_TEST(test_table_selection_tiles);
+  RUN_TEST(test_table_tma_descriptors);
   RUN_TEST(test_every_image_decompresses_and_matches_its_row);
   RUN_TEST(test_corrupt_images_rejected);
   return aotk_test_finish();

@@ -23,7 +23,7 @@ import sys
 from . import _capi
 from ._capi import AotkError
 
-__version__ = "0.3.0"  # the library's version this package was written for (tests check they agree)
+__version__ = "0.4.0"  # the library's version this package was written for (tests check they agree)
 
 __all__ = [
     "AotkError", "version", "version_number", "build_info", "library_path", "preload", "set_image_policy",
@@ -37,7 +37,7 @@ def library_path():
 
 
 def version():
-    """The loaded library's version, "0.3.0" (aotk_version_string)."""
+    """The loaded library's version, "0.4.0" (aotk_version_string)."""
     return _capi.library().lib.aotk_version_string().decode()
 
 
