@@ -28,6 +28,7 @@ compile_aot(arch=90, ...) which compiles with no GPU and prints the metadata.
 No torch / driver calls at import time.
 """
 
+import functools
 import math
 
 import triton
@@ -61,6 +62,8 @@ CONFIGS = {
     # d=256 (and d=128 for comparison): one Q buffer, 64-key blocks.
     "ppp_bn64_s2": dict(schedule="ppp", BLOCK_M=128, BLOCK_N=64, STAGES=2, NUM_WG=2, Q_BUFS=1,
                         producer_regs=24, consumer_regs=240, maxnreg=168, dims=(128, 256)),
+    "ppp3_bn128_s2_np": dict(schedule="ppp", BLOCK_M=192, BLOCK_N=128, STAGES=2, NUM_WG=3, Q_BUFS=2,
+                             producer_regs=24, consumer_regs=160, maxnreg=128, dims=(64, ), persistent=False),
     # ppp_bn128_s2 with the producer's plain K(j), V(j) order.
     "ppp_bn128_s2_kv": dict(schedule="ppp", BLOCK_M=128, BLOCK_N=128, STAGES=2, NUM_WG=2, Q_BUFS=2,
                             producer_regs=24, consumer_regs=240, maxnreg=168, kv_fa3_order=False, dims=(64, 128)),
@@ -592,6 +595,7 @@ def _kernel_params(cfg, head_dim, causal):
 _SMS = {}
 
 
+@functools.lru_cache(maxsize=4096)
 def persistent_grid(num_tiles, num_m_blocks, sq, sk, BM, BN, causal, sms, max_imbalance=1.08):
     """CTAs for the persistent kernel: sms, unless (causal) the static boustrophedon assignment of tiles of
     unequal length would leave the busiest CTA more than max_imbalance x the mean; then one CTA per tile
@@ -648,7 +652,10 @@ def gluon_attn_fwd(q, k, v, causal=False, softmax_scale=None, config=DEFAULT_CON
     cx, opts = _kernel_params(cfg, d, causal)
     if cfg["schedule"] == "ppp":
         num_tiles = num_m_blocks * batch * hq
-        grid = (persistent_grid(num_tiles, num_m_blocks, sq, sk, BM, BN, causal, _num_sms(q.device)), )
+        if cfg.get("persistent", True):
+            grid = (persistent_grid(num_tiles, num_m_blocks, sq, sk, BM, BN, causal, _num_sms(q.device)), )
+        else:  # one CTA per tile (the same kernel, hardware block scheduling)
+            grid = (num_tiles, )
         gluon_attn_fwd_persistent_kernel[grid](q_desc, k_desc, v_desc, out, lse,
                                                out.stride(0), out.stride(1), out.stride(2), lse.stride(0),
                                                lse.stride(1), sq, sk, hq, hq // hkv, num_m_blocks, num_tiles,
@@ -740,7 +747,7 @@ if __name__ == "__main__":
     for name in a.configs.split(","):
         for d in map(int, a.dims.split(",")):
             if not config_ok(CONFIGS[name], d):
-                print(f"== {name} d={d}: skipped (shared memory)")
+                print(f"== {name} d={d}: skipped (shared memory or config dims)")
                 continue
             for causal in (False, True):
                 try:
