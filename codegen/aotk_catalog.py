@@ -86,6 +86,14 @@ ATTN_FWD_TMA_PARAMS = ATTN_FWD_PARAMS + [
     ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk}]>", False),
     ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
 ]
+# The Gluon forward (kernels/attn_fwd_hopper.py): the TMA kernel's parameters with Q in 64-row boxes
+# (one per consumer warpgroup), then the number of tiles its persistent programs share.
+ATTN_FWD_HOPPER_PARAMS = ATTN_FWD_PARAMS + [
+    ("DescQ", "tensordesc<{dtype}[1,64,{dqk}]>", False),
+    ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk}]>", False),
+    ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
+    ("num_tiles", "i32", False),
+]
 ATTN_DROPOUT_MASK_PARAMS = (
     _pointers(("Mask",), "*u8", False) + _FEATURE_POINTERS + _pointers(("RngState",), "*i64", False)
     + [("stride_mb", "i64", False), ("stride_mh", "i64", False), ("stride_ms", "i64", False)]
@@ -198,8 +206,9 @@ ATTN_HEAD_DIMS = ((32, 32), (64, 64), (128, 128), (256, 256), (256, 128))
 # even at 8k (495 -> 494); d=64 even (433 -> 427), so d=64 keeps the pointer kernel.
 ATTN_TMA_HEAD_DIMS = ((128, 128), (256, 256))
 # The Gluon forward with FA3's warp-specialized ping-pong schedule (kernels/attn_fwd_hopper.py) at the
-# head dims it was measured at: its 64 x 128 fp32 score tile per warpgroup leaves no room at d=256.
-ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128))
+# head dims it was measured at; d=256 with 64-key blocks (bench/explore_hopper/gluon_attn_fwd.py,
+# ppp_bn64_s2: 0.84-0.98x cuDNN at 4k/8k, where the Triton TMA kernel measured 0.70-0.89).
+ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (256, 256))
 EXTRAS = (False, True)
 
 T = TileConfig
@@ -227,6 +236,7 @@ ATTN_TUNING = {
     # (bench/explore_hopper/gluon_attn_fwd_check.py: BLOCK_N 128 with 2 stages beat 64 with 3 by 10-20%).
     ("attn_fwd_hopper", 90, 64, 64): ((1, T(128, 128, 4, 2)),),
     ("attn_fwd_hopper", 90, 128, 128): ((1, T(128, 128, 4, 2)),),
+    ("attn_fwd_hopper", 90, 256, 256): ((1, T(128, 64, 4, 2)),),
     ("attn_fwd_tma", 90, 128, 128): ((1, T(128, 64, 4, 2)), (4096, T(128, 128, 8, 3))),
     ("attn_fwd_tma", 90, 256, 256): ((1, T(128, 64, 8, 2)),),
     ("attn_fwd", 80, 32, 32): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),
@@ -299,7 +309,7 @@ SINK_REDUCE_CONFIG = T(1024, 0, 4, 1)
 FAMILIES = {
     "attn_fwd": ("attn_fwd.py", "attn_fwd", ATTN_FWD_PARAMS, ("dtype", "dims", "align", "extras")),
     "attn_fwd_tma": ("attn_fwd.py", "attn_fwd_tma", ATTN_FWD_TMA_PARAMS, ("dtype", "tma_dims", "extras")),
-    "attn_fwd_hopper": ("attn_fwd_hopper.py", "attn_fwd_hopper", ATTN_FWD_TMA_PARAMS, ("dtype", "hopper_dims")),
+    "attn_fwd_hopper": ("attn_fwd_hopper.py", "attn_fwd_hopper", ATTN_FWD_HOPPER_PARAMS, ("dtype", "hopper_dims")),
     "attn_dropout_mask": ("attn_fwd.py", "attn_dropout_mask", ATTN_DROPOUT_MASK_PARAMS, ()),
     "attn_bwd_preprocess": ("attn_bwd.py", "attn_bwd_preprocess", ATTN_BWD_PREPROCESS_PARAMS,
                             ("dtype", "dims_v", "align")),

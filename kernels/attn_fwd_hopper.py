@@ -1,29 +1,37 @@
 """The sm_90 forward with FlashAttention-3's schedule, written in Gluon (Triton's explicit-layout dialect).
 
-One program per (query tile of BLOCK_M rows, batch, query head), warp-specialized:
-- a producer warp issues the TMA loads: Q once, then K and V blocks into a ring of STAGES shared-memory
-  stages, each stage with a "ready" mbarrier (the TMA's transaction count) and an "empty" one (both
-  consumers released it);
+Persistent and warp-specialized. The grid is at most one program per SM (the host picks it, see
+src/aotk_attn.c); each program walks query tiles of BLOCK_M rows, tile = (batch, query head, query
+block), in rounds: round r gives program p tile r * nprog + p on even rounds and r * nprog + nprog - 1
+- p on odd ones (boustrophedon), so that under a causal mask, where FLAG_REVERSE puts a head's longest
+tiles first, long and short tiles pair up. A grid of one program per tile is the same kernel with one
+round. Inside a program:
+- a producer warp issues the TMA loads: each tile's Q (one 64-row box per consumer warpgroup, into
+  one of Q_BUFS buffers, so that the next tile's Q loads while this one runs), then K and V blocks into
+  a ring of STAGES shared-memory stages, each with a "ready" mbarrier (the TMA's transaction count) and
+  an "empty" one (both consumers released it). The ring's counters run across tiles: the producer runs
+  ahead into the next tile while the consumers finish this one, which is what persistence buys;
 - two consumer warpgroups own 64 query rows each. Each runs S = Q K^T and O += P V as asynchronous
   wgmma (P from registers), with FA3's intra-warpgroup pipelining: the QK^T of block j and the PV of
   block j-1 are issued together, and the softmax of block j runs while the PV finishes. The two
   warpgroups take turns issuing their matrix products ("ping-pong", two mbarriers passing the turn),
   so one warpgroup's softmax (exp2 on the MUFU) overlaps the other's tensor-core work.
-The producer keeps 24 registers and the consumers take 240 (setmaxnreg), which holds a 64 x 128 fp32
+The producer keeps 24 registers and the consumers take 240 (setmaxnreg), which holds a 64 x BLOCK_N fp32
 S tile, the 64 x head_dim accumulator and P without spilling.
 
 What it covers: the plain forward (no softcap, ALiBi, dropout or sinks: the host sends those to the
 Triton kernels), dense layouts only, head dims with kernels in the catalog, both causal alignments or
 no mask (a window other than causal is not taken here), GQA, any lengths, lse optional. Its arguments
-are attn_fwd_tma's (kernels/attn_fwd.py), so the C launcher packs both the same way; the ones it does
-not need are ignored. Q, K and V come through host-side descriptors over [batch, seqlen, heads * d]:
-blocks past a sequence's end read zeros. O and lse are written with masked stores (rows past seqlen_q
-are never written).
+are attn_fwd_tma's (kernels/attn_fwd.py) plus num_tiles, so the C launcher packs both the same way; the
+ones it does not need are ignored. Q, K and V come through host-side descriptors over
+[batch, seqlen, heads * d]: blocks past a sequence's end read zeros. O and lse are written with masked
+stores (rows past seqlen_q are never written).
 
-Measured through the JIT on the H100 (bench/explore_hopper/gluon_attn_fwd_check.py, bf16, batch 16384 /
-seqlen, heads 2048 / d, TFLOP/s, with cuDNN in the same run): d=128 non-causal 574 / 562 at 4k / 8k
-(cuDNN 617 / 638), causal 507 / 519 (560 / 555); d=64 non-causal 443 / 448 (484 / 463), causal 371 /
-415 (427 / 439). The Triton kernel with TMA reached 490-505 at d=128 in the same kind of run.
+Measured through the JIT on the H100 (bench/explore_hopper/gluon_attn_fwd.py, the same schedule with
+4-d descriptors; bf16, batch 16384 / seqlen, heads 2048 / d; ratio to cuDNN in the same run): d=64
+non-causal 0.94 / 0.93 at 4k / 8k, causal 0.92 / 0.99; d=128 non-causal 0.96 / 0.88, causal 0.98 /
+0.99; d=256 with BLOCK_N 64 and one Q buffer 0.94 / 0.84 non-causal, 0.98 / 0.97 causal. The same
+schedule with one program per tile measured 0.86-0.96 at d=64/128.
 
 Free of torch and driver calls: imported on a machine with no GPU.
 """
@@ -37,36 +45,80 @@ FLAG_WRITE_LSE: gl.constexpr = gl.constexpr(1)
 FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
 FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
 
+# Query rows per consumer warpgroup (one wgmma M of 64), and consumer warpgroups per program.
+ROWS: gl.constexpr = gl.constexpr(64)
+NUM_WG: gl.constexpr = gl.constexpr(2)
+
 
 @gluon.jit
-def _key_blocks(m0, seqlen_k, diag, causal, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
-    # Keys [0, hi) are visible to some row of the tile. At least one block is walked, so the pipeline's
-    # prologue and epilogue always run; a tile whose rows see no key masks everything.
+def _tile_id(r, pid, nprog):
+    # Boustrophedon rounds: even rounds in program order, odd rounds reversed.
+    p = pid
+    if r % 2 == 1:
+        p = nprog - 1 - pid
+    return r * nprog + p
+
+
+@gluon.jit
+def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+    """A tile's coordinates and its number of key blocks. Keys [0, hi) are visible to some row of the
+    tile. At least one block is walked, so the pipeline's prologue and epilogue always run; a tile whose
+    rows see no key masks everything."""
+    num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, diag, causal, reverse = sched
+    bh = tile // num_m_blocks
+    m_block = tile % num_m_blocks
+    if reverse:
+        m_block = num_m_blocks - 1 - m_block
+    b = bh // heads_q
+    hq = bh % heads_q
+    m0 = m_block * BLOCK_M
     hi = seqlen_k
     if causal:
         hi = gl.minimum(seqlen_k, m0 + BLOCK_M + diag)
-    return gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
+    return b, m0, hq, hq // group_size, gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
 
 
 @gluon.jit
-def _producer(desc_q, desc_k, desc_v, q_smem, k_bufs, v_bufs, bars, coords, n_blocks,
-              HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
-    q_bar, k_ready, k_empty, v_ready, v_empty, turn = bars
-    b, m0, hq, hkv = coords
-    mbarrier.expect(q_bar, desc_q.block_type.nbytes)
-    tma.async_copy_global_to_shared(desc_q, [b, m0, hq * HEAD_DIM], q_bar, q_smem)
-    for j in range(n_blocks):
-        s = j % STAGES
-        phase = (j // STAGES) & 1
-        n0 = j * BLOCK_N
-        # A fresh mbarrier counts as having completed the phase before phase 0, so waiting on parity 1
-        # passes at once: the first STAGES loads do not wait.
-        mbarrier.wait(k_empty.index(s), phase ^ 1)
-        mbarrier.expect(k_ready.index(s), desc_k.block_type.nbytes)
-        tma.async_copy_global_to_shared(desc_k, [b, n0, hkv * HEAD_DIM], k_ready.index(s), k_bufs.index(s))
-        mbarrier.wait(v_empty.index(s), phase ^ 1)
-        mbarrier.expect(v_ready.index(s), desc_v.block_type.nbytes)
-        tma.async_copy_global_to_shared(desc_v, [b, n0, hkv * HEAD_DIM], v_ready.index(s), v_bufs.index(s))
+def _load(desc, bufs, ready, empty, it, coord0, coord1, coord2, STAGES: gl.constexpr):
+    # A fresh mbarrier counts as having completed the phase before phase 0, so waiting on parity 1 passes
+    # at once: the first STAGES loads do not wait.
+    s = it % STAGES
+    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+    mbarrier.expect(ready.index(s), desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(desc, [coord0, coord1, coord2], ready.index(s), bufs.index(s))
+
+
+@gluon.jit
+def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles,
+              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+              Q_BUFS: gl.constexpr):
+    q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    kit = 0
+    vit = 0
+    t = 0
+    for r in range(gl.cdiv(num_tiles, nprog)):
+        tile = _tile_id(r, pid, nprog)
+        if tile < num_tiles:
+            b, m0, hq, hkv, n_blocks = _tile(tile, sched, BLOCK_M, BLOCK_N)
+            # K(0) first: the first product needs it and Q; then Q, then K(j+1) before V(j), the order
+            # in which the consumers use them.
+            _load(desc_k, k_bufs, k_ready, k_empty, kit, b, 0, hkv * HEAD_DIM, STAGES)
+            kit += 1
+            qs = t % Q_BUFS
+            mbarrier.wait(q_empty.index(qs), ((t // Q_BUFS) & 1) ^ 1)
+            mbarrier.expect(q_ready.index(qs), NUM_WG * desc_q.block_type.nbytes)
+            for w in gl.static_range(NUM_WG):
+                tma.async_copy_global_to_shared(desc_q, [b, m0 + ROWS * w, hq * HEAD_DIM], q_ready.index(qs),
+                                                q_bufs.index(qs * NUM_WG + w))
+            for j in range(n_blocks):
+                if j + 1 < n_blocks:
+                    _load(desc_k, k_bufs, k_ready, k_empty, kit, b, (j + 1) * BLOCK_N, hkv * HEAD_DIM, STAGES)
+                    kit += 1
+                _load(desc_v, v_bufs, v_ready, v_empty, vit, b, j * BLOCK_N, hkv * HEAD_DIM, STAGES)
+                vit += 1
+            t += 1
 
 
 @gluon.jit
@@ -90,15 +142,19 @@ def _softmax_step(qk, m_i, l_i, n0, rows, first_row, seqlen_k, mask_diag, qk_sca
 
 
 @gluon.jit
-def _consumer(q_smem, k_bufs, v_bufs, bars, coords, n_blocks, Out, Lse,
-              stride_ob, stride_os, stride_oh, stride_lb, stride_lh, seqlen_q, seqlen_k, mask_diag, flags,
-              qk_scale_log2, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              HEAD_DIM: gl.constexpr, STAGES: gl.constexpr):
-    # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of the tile.
-    ROWS: gl.constexpr = BLOCK_M // 2
-    q_bar, k_ready, k_empty, v_ready, v_empty, turn = bars
-    b, m0, hq, hkv = coords
-    dtype: gl.constexpr = q_smem.dtype
+def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
+              stride_lb, stride_lh, flags, qk_scale_log2, WG: gl.constexpr, BLOCK_M: gl.constexpr,
+              BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr):
+    # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of each tile.
+    q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
+    num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, diag, causal, reverse = sched
+    # Row i sees keys j <= i + mask_diag; without a causal mask, seqlen_k bounds nothing.
+    mask_diag = seqlen_k
+    if causal:
+        mask_diag = diag
+    FIRST: gl.constexpr = 1 if WG == 0 else 0  # warpgroup 0 takes the first turn
+    OTHER: gl.constexpr = 1 - WG
+    dtype: gl.constexpr = q_bufs.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -106,81 +162,93 @@ def _consumer(q_smem, k_bufs, v_bufs, bars, coords, n_blocks, Out, Lse,
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-
-    row0 = m0 + WG * ROWS
-    rows = row0 + gl.arange(0, ROWS, layout=row_s)
-    q2 = q_smem.reshape([BLOCK_M, HEAD_DIM]).slice(WG * ROWS, ROWS, dim=0)
     zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
-    acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
-    m_i = gl.full([ROWS], float("-inf"), gl.float32, row_s)
-    l_i = gl.zeros([ROWS], gl.float32, row_s)
+    pid = gl.program_id(0)
+    nprog = gl.num_programs(0)
+    # Ring position of this tile's first K and V block: both rings advance by n_blocks per tile.
+    it = 0
+    t = 0
     turn_phase = 0
+    for r in range(gl.cdiv(num_tiles, nprog)):
+        tile = _tile_id(r, pid, nprog)
+        if tile < num_tiles:
+            b, m0, hq, hkv, n_blocks = _tile(tile, sched, BLOCK_M, BLOCK_N)
+            row0 = m0 + WG * ROWS
+            rows = row0 + gl.arange(0, ROWS, layout=row_s)
+            qs = t % Q_BUFS
+            q2 = q_bufs.index(qs * NUM_WG + WG).reshape([ROWS, HEAD_DIM])
+            acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
+            m_i = gl.full([ROWS], float("-inf"), gl.float32, row_s)
+            l_i = gl.zeros([ROWS], gl.float32, row_s)
 
-    mbarrier.wait(q_bar, 0)
+            # Prologue: S_0.
+            s = it % STAGES
+            mbarrier.wait(k_ready.index(s), (it // STAGES) & 1)
+            mbarrier.wait(q_ready.index(qs), (t // Q_BUFS) & 1)
+            mbarrier.wait(turn.index(WG), turn_phase ^ FIRST)
+            k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+            s_token = warpgroup_mma(q2, k_t, zero_s, use_acc=False, is_async=True)
+            mbarrier.arrive(turn.index(OTHER))
+            turn_phase ^= 1
+            qk = warpgroup_mma_wait(0, deps=(s_token, ))
+            mbarrier.arrive(k_empty.index(s))
+            p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, 0, rows, row0, seqlen_k, mask_diag, qk_scale_log2,
+                                               s_layout, BLOCK_N)
+            p_op = gl.convert_layout(p.to(dtype), p_layout)
 
-    # Prologue: S_0. Warpgroup 0 takes the first turn (its barrier's parity-1 wait passes at once).
-    mbarrier.wait(k_ready.index(0), 0)
-    mbarrier.wait(turn.index(WG), turn_phase ^ (1 - WG))
-    k_t = k_bufs.index(0).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
-    s_token = warpgroup_mma(q2, k_t, zero_s, use_acc=False, is_async=True)
-    mbarrier.arrive(turn.index(1 - WG))
-    turn_phase ^= 1
-    qk = warpgroup_mma_wait(0, deps=(s_token, ))
-    mbarrier.arrive(k_empty.index(0))
-    p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, 0, rows, row0, seqlen_k, mask_diag, qk_scale_log2, s_layout,
-                                       BLOCK_N)
-    p_op = gl.convert_layout(p.to(dtype), p_layout)
+            for j in range(1, n_blocks):
+                kj = it + j  # K(j) and V(j - 1)
+                s = kj % STAGES
+                sv = (kj - 1) % STAGES
+                mbarrier.wait(k_ready.index(s), (kj // STAGES) & 1)
+                mbarrier.wait(v_ready.index(sv), ((kj - 1) // STAGES) & 1)
+                mbarrier.wait(turn.index(WG), turn_phase ^ FIRST)
+                k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+                s_token = warpgroup_mma(q2, k_t, zero_s, use_acc=False, is_async=True)
+                v2 = v_bufs.index(sv).reshape([BLOCK_N, HEAD_DIM])
+                o_token = warpgroup_mma(p_op, v2, acc, is_async=True)
+                mbarrier.arrive(turn.index(OTHER))
+                turn_phase ^= 1
+                # wgmma groups retire in order: with one left outstanding, S_j (issued first) is done.
+                qk = warpgroup_mma_wait(1, deps=(s_token, ))
+                mbarrier.arrive(k_empty.index(s))
+                p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, j * BLOCK_N, rows, row0, seqlen_k, mask_diag,
+                                                   qk_scale_log2, s_layout, BLOCK_N)
+                acc, p_done = warpgroup_mma_wait(0, deps=(o_token, p_op))
+                mbarrier.arrive(v_empty.index(sv))
+                acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+                p_op = gl.convert_layout(p.to(dtype), p_layout)
 
-    for j in range(1, n_blocks):
-        s = j % STAGES
-        phase = (j // STAGES) & 1
-        s_prev = (j - 1) % STAGES
-        phase_prev = ((j - 1) // STAGES) & 1
-        mbarrier.wait(k_ready.index(s), phase)
-        mbarrier.wait(v_ready.index(s_prev), phase_prev)
-        mbarrier.wait(turn.index(WG), turn_phase ^ (1 - WG))
-        k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
-        s_token = warpgroup_mma(q2, k_t, zero_s, use_acc=False, is_async=True)
-        v2 = v_bufs.index(s_prev).reshape([BLOCK_N, HEAD_DIM])
-        o_token = warpgroup_mma(p_op, v2, acc, is_async=True)
-        mbarrier.arrive(turn.index(1 - WG))
-        turn_phase ^= 1
-        # wgmma groups retire in order: with one left outstanding, S_j (issued first) is done.
-        qk = warpgroup_mma_wait(1, deps=(s_token, ))
-        mbarrier.arrive(k_empty.index(s))
-        p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, j * BLOCK_N, rows, row0, seqlen_k, mask_diag,
-                                           qk_scale_log2, s_layout, BLOCK_N)
-        acc, p_done = warpgroup_mma_wait(0, deps=(o_token, p_op))
-        mbarrier.arrive(v_empty.index(s_prev))
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-        p_op = gl.convert_layout(p.to(dtype), p_layout)
+            # Every QK^T of this tile is done: its Q buffer may take the tile after next.
+            mbarrier.arrive(q_empty.index(qs))
+            # Epilogue: O += P_last V_last.
+            it += n_blocks
+            sv = (it - 1) % STAGES
+            mbarrier.wait(v_ready.index(sv), ((it - 1) // STAGES) & 1)
+            mbarrier.wait(turn.index(WG), turn_phase ^ FIRST)
+            v2 = v_bufs.index(sv).reshape([BLOCK_N, HEAD_DIM])
+            o_token = warpgroup_mma(p_op, v2, acc, is_async=True)
+            mbarrier.arrive(turn.index(OTHER))
+            turn_phase ^= 1
+            acc, p_done = warpgroup_mma_wait(0, deps=(o_token, p_op))
+            mbarrier.arrive(v_empty.index(sv))
 
-    # Epilogue: O += P_last V_last.
-    last = n_blocks - 1
-    s_last = last % STAGES
-    mbarrier.wait(v_ready.index(s_last), (last // STAGES) & 1)
-    mbarrier.wait(turn.index(WG), turn_phase ^ (1 - WG))
-    v2 = v_bufs.index(s_last).reshape([BLOCK_N, HEAD_DIM])
-    o_token = warpgroup_mma(p_op, v2, acc, is_async=True)
-    mbarrier.arrive(turn.index(1 - WG))
-    acc, p_done = warpgroup_mma_wait(0, deps=(o_token, p_op))
-    mbarrier.arrive(v_empty.index(s_last))
-
-    # A row with no visible key has l = 0: its output is 0 and its lse -inf. Rows past seqlen_q are
-    # never written.
-    has_keys = l_i > 0.0
-    l_safe = gl.where(has_keys, l_i, 1.0)
-    out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
-    rows_o = row0 + gl.arange(0, ROWS, layout=row_o)
-    cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-    o_base = Out + b.to(gl.int64) * stride_ob + hq * stride_oh
-    o_ptrs = o_base + gl.expand_dims(rows_o.to(gl.int64) * stride_os, 1) + gl.expand_dims(cols_o, 0)
-    o_mask = gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o < HEAD_DIM, 0)
-    gl.store(o_ptrs, out.to(dtype), mask=o_mask)
-    if (flags & FLAG_WRITE_LSE) != 0:
-        lse = gl.where(has_keys, (m_i + gl.log2(l_i)) * 0.6931471805599453, float("-inf"))
-        lse_ptrs = Lse + b.to(gl.int64) * stride_lb + hq * stride_lh + rows
-        gl.store(lse_ptrs, lse, mask=rows < seqlen_q)
+            # A row with no visible key has l = 0: its output is 0 and its lse -inf. Rows past seqlen_q
+            # are never written.
+            has_keys = l_i > 0.0
+            l_safe = gl.where(has_keys, l_i, 1.0)
+            out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
+            rows_o = row0 + gl.arange(0, ROWS, layout=row_o)
+            cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            o_base = Out + b.to(gl.int64) * stride_ob + hq.to(gl.int64) * stride_oh
+            o_ptrs = o_base + gl.expand_dims(rows_o.to(gl.int64) * stride_os, 1) + gl.expand_dims(cols_o, 0)
+            o_mask = gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o < HEAD_DIM, 0)
+            gl.store(o_ptrs, out.to(dtype), mask=o_mask)
+            if (flags & FLAG_WRITE_LSE) != 0:
+                lse = gl.where(has_keys, (m_i + gl.log2(l_i)) * 0.6931471805599453, float("-inf"))
+                lse_ptrs = Lse + b.to(gl.int64) * stride_lb + hq.to(gl.int64) * stride_lh + rows
+                gl.store(lse_ptrs, lse, mask=rows < seqlen_q)
+            t += 1
 
 
 @gluon.jit
@@ -193,59 +261,50 @@ def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sink
                     seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
                     window_left, window_right, flags,
                     qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
-                    DescQ, DescK, DescV,
+                    DescQ, DescK, DescV, num_tiles,
                     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                     PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
-    # Grid: one program per (query tile, batch, query head), the query tile fastest, so the programs in
-    # flight share one head's K and V in L2; with FLAG_REVERSE (causal) the heaviest tiles run first.
-    pid = gl.program_id(0)
-    bh = pid // num_m_blocks
-    m_block = pid % num_m_blocks
-    if (flags & FLAG_REVERSE) != 0:
-        m_block = num_m_blocks - 1 - m_block
-    b = bh // heads_q
-    hq = bh % heads_q
-    hkv = hq // group_size
-    m0 = m_block * BLOCK_M
+    gl.static_assert(BLOCK_M == NUM_WG * ROWS, "one 64-row slice of the tile per consumer warpgroup")
+    # Two Q buffers let the next tile's Q load during this one; at d=256 they do not fit beside the ring.
+    Q_BUFS: gl.constexpr = 2 if HEAD_DIM <= 128 else 1
     # The host sends only unmasked or causal problems here: causal is a right window bound of 0.
     causal = window_right == 0
     diag = seqlen_k - seqlen_q
     if (flags & FLAG_TOP_LEFT) != 0:
         diag = 0
-    n_blocks = _key_blocks(m0, seqlen_k, diag, causal, BLOCK_M, BLOCK_N)
-    mask_diag = seqlen_k
-    if causal:
-        mask_diag = diag
+    reverse = (flags & FLAG_REVERSE) != 0
 
     dtype: gl.constexpr = DescQ.dtype
-    q_smem = gl.allocate_shared_memory(dtype, DescQ.block_type.shape, DescQ.layout)
+    q_bufs = gl.allocate_shared_memory(dtype, [Q_BUFS * NUM_WG] + DescQ.block_type.shape, DescQ.layout)
     k_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescK.block_type.shape, DescK.layout)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescV.block_type.shape, DescV.layout)
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [Q_BUFS, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(q_bar, count=1)
+    turn = gl.allocate_shared_memory(gl.int64, [NUM_WG, 1], mbarrier.MBarrierLayout())
+    # The "empty" barriers are released once by each consumer warpgroup (an arrive is one arrival per
+    # partition).
+    for i in gl.static_range(Q_BUFS):
+        mbarrier.init(q_ready.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=NUM_WG)
     for i in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        # Released once by each consumer warpgroup (an arrive is one arrival per partition).
-        mbarrier.init(k_empty.index(i), count=2)
-        mbarrier.init(v_empty.index(i), count=2)
-    mbarrier.init(turn.index(0), count=1)
-    mbarrier.init(turn.index(1), count=1)
+        mbarrier.init(k_empty.index(i), count=NUM_WG)
+        mbarrier.init(v_empty.index(i), count=NUM_WG)
+    for i in gl.static_range(NUM_WG):
+        mbarrier.init(turn.index(i), count=1)
 
-    bars = (q_bar, k_ready, k_empty, v_ready, v_empty, turn)
-    coords = (b, m0, hq, hkv)
+    bars = (q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn)
+    sched = (num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, diag, causal, reverse)
     gl.warp_specialize([
-        (_consumer, (q_smem, k_bufs, v_bufs, bars, coords, n_blocks, Out, Lse, stride_ob, stride_os, stride_oh,
-                     stride_lb, stride_lh, seqlen_q, seqlen_k, mask_diag, flags, qk_scale_log2,
-                     0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES)),
-        (_consumer, (q_smem, k_bufs, v_bufs, bars, coords, n_blocks, Out, Lse, stride_ob, stride_os, stride_oh,
-                     stride_lb, stride_lh, seqlen_q, seqlen_k, mask_diag, flags, qk_scale_log2,
-                     1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES)),
-        (_producer, (DescQ, DescK, DescV, q_smem, k_bufs, v_bufs, bars, coords, n_blocks, HEAD_DIM, BLOCK_N,
-                     STAGES)),
+        (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
+                     stride_lb, stride_lh, flags, qk_scale_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+        (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
+                     stride_lb, stride_lh, flags, qk_scale_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+        (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM, BLOCK_M,
+                     BLOCK_N, STAGES, Q_BUFS)),
     ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])

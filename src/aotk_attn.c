@@ -726,6 +726,9 @@ static const char attn_fwd_param_kinds[] = "ppppp" FEATURE_POINTERS "ppp" STRIDE
 /* The TMA forward takes the pointer kernel's parameters, then descriptors of Q, K and V. */
 static const char attn_fwd_tma_param_kinds[] = "ppppp" FEATURE_POINTERS "ppp" STRIDES STRIDES STRIDES STRIDES "lil"
                                                "iiiii" MASK_INTS SCORE_SCALARS DROPOUT_SCALARS "ttt";
+/* The Gluon forward takes the TMA kernel's, then the number of tiles its persistent programs share. */
+static const char attn_fwd_hopper_param_kinds[] = "ppppp" FEATURE_POINTERS "ppp" STRIDES STRIDES STRIDES STRIDES "lil"
+                                                  "iiiii" MASK_INTS SCORE_SCALARS DROPOUT_SCALARS "ttt" "i";
 static const char attn_dropout_mask_param_kinds[] = "p" FEATURE_POINTERS "p" "lll" "iiiiii";
 static const char attn_bwd_preprocess_param_kinds[] = "ppppp" "p" "pp" STRIDES STRIDES "li" "iiii" "i" "ii";
 static const char attn_bwd_sink_reduce_param_kinds[] = "ppi";
@@ -931,6 +934,55 @@ static aotk_status encode_descriptor(const aotk__driver *driver, const aotk_tens
   return AOTK_OK;
 }
 
+/* The Gluon kernel's grid. It is persistent: each program walks tiles r * grid + p (boustrophedon, see
+ * kernels/attn_fwd_hopper.py), so one program per SM, or fewer when there are fewer tiles. Under a causal
+ * mask the tiles differ in length and the static assignment can leave one program with much more
+ * work than the mean; where it would (more than 8% over, the tile costed as its key blocks plus one for
+ * its prologue and epilogue), the grid is one program per tile and the hardware's block scheduler
+ * balances instead. From 64 rounds on the rounds average out and the check is skipped. The rule is
+ * the one the exploration measured (bench/explore_hopper/gluon_attn_fwd.py, persistent_grid). */
+static int64_t hopper_grid(const aotk__attn_problem *problem, const aotk__kernel_entry *e, int64_t num_m_blocks,
+                           int64_t num_tiles, int multiprocessors) {
+  const int64_t sms = multiprocessors > 0 ? multiprocessors : 1;
+  if (num_tiles <= sms) return num_tiles;
+  /* Only the causal mask (the kernel's one mask) makes tiles unequal; many rounds average out. */
+  if (problem->window_right != 0 || num_tiles > 64 * sms) return sms;
+  const int64_t diag = problem->top_left ? 0 : problem->seqlen_k - problem->seqlen_q;
+  double load[1024];
+  if (sms > (int64_t)(sizeof load / sizeof load[0])) return sms;
+  for (int64_t p = 0; p < sms; p++) load[p] = 0.0;
+  double total = 0.0;
+  for (int64_t r = 0; r * sms < num_tiles; r++) {
+    for (int64_t p = 0; p < sms; p++) {
+      const int64_t tile = r * sms + (r % 2 == 0 ? p : sms - 1 - p);
+      if (tile >= num_tiles) continue;
+      /* FLAG_REVERSE: a head's last query block first. */
+      const int64_t m_block = num_m_blocks - 1 - tile % num_m_blocks;
+      int64_t hi = m_block * e->block_m + e->block_m + diag;
+      hi = hi < 0 ? 0 : hi > problem->seqlen_k ? problem->seqlen_k : hi;
+      const int64_t key_blocks = blocks(hi, e->block_n);
+      const double work = (double)(key_blocks > 1 ? key_blocks : 1) + 1.0;
+      load[p] += work;
+      total += work;
+    }
+  }
+  double busiest = 0.0;
+  for (int64_t p = 0; p < sms; p++) busiest = load[p] > busiest ? load[p] : busiest;
+  return busiest <= 1.08 * total / (double)sms ? sms : num_tiles;
+}
+
+/* The forward's tiles (query blocks x batch x query heads) and the programs launched over them: one per
+ * tile, except for the persistent Gluon kernel. What aotk_query reports is what aotk_attn_fwd launches. */
+static int64_t fwd_tiles(const aotk__attn_problem *problem, const aotk__kernel_entry *e) {
+  return blocks(problem->seqlen_q, e->block_m) * problem->batch * problem->heads_q;
+}
+
+static int64_t fwd_grid(const aotk__attn_problem *problem, const aotk__kernel_entry *e, const attn_plan *plan) {
+  const int64_t tiles = fwd_tiles(problem, e);
+  if (e->family != AOTK__FAMILY_ATTN_FWD_HOPPER) return tiles;
+  return hopper_grid(problem, e, blocks(problem->seqlen_q, e->block_m), tiles, plan->device.multiprocessors);
+}
+
 static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params *params,
                               const aotk__attn_problem *problem, const attn_plan *plan, aotk_stream stream) {
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->rows[0]];
@@ -949,13 +1001,20 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
                   &num_m_blocks, &f.head_dim_qk8, &f.head_dim_v8, &f.window_left, &f.window_right, &f.flags,
                   &f.qk_scale_log2, &f.softcap_scale, &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof args / sizeof args[0] == sizeof attn_fwd_param_kinds - 1, "one argument per parameter");
-  /* The Gluon kernel takes the TMA kernel's parameters. */
-  const bool tma = e->family == AOTK__FAMILY_ATTN_FWD_TMA || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER;
-  const char *const kinds[] = {tma ? attn_fwd_tma_param_kinds : attn_fwd_param_kinds, attn_dropout_mask_param_kinds};
+  const bool hopper = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER;
+  const bool tma = e->family == AOTK__FAMILY_ATTN_FWD_TMA || hopper;
+  const char *const kinds[] = {hopper ? attn_fwd_hopper_param_kinds : tma ? attn_fwd_tma_param_kinds : attn_fwd_param_kinds,
+                               attn_dropout_mask_param_kinds};
+  const int64_t num_tiles = fwd_tiles(problem, e);
+  if (hopper && num_tiles > INT32_MAX) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%lld query tiles: the persistent forward counts them in 32 bits",
+                      (long long)num_tiles);
+  }
+  int32_t num_tiles32 = (int32_t)num_tiles;
   CUkernel kernels[2];
   aotk_status status = aotk__load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
   if (status != AOTK_OK) return status;
-  const int64_t grid = num_m_blocks * problem->batch * problem->heads_q;
+  const int64_t grid = fwd_grid(problem, e, plan);
   if (tma) {
     if (e->descriptor_count != 3) {
       return aotk__fail(AOTK_ERROR_INTERNAL, "%s records %d TMA descriptors; the launcher packs 3", e->name,
@@ -969,14 +1028,15 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
         return status;
       }
     }
-    void *tma_args[sizeof args / sizeof args[0] + 3 * 7];
+    void *tma_args[sizeof args / sizeof args[0] + 3 * 7 + 1];
     memcpy(tma_args, args, sizeof args);
     void *descriptor_args[] = {DESCRIPTOR_ARGS(descriptors[0]), DESCRIPTOR_ARGS(descriptors[1]),
                                DESCRIPTOR_ARGS(descriptors[2])};
     _Static_assert(sizeof descriptor_args == 3 * 7 * sizeof(void *), "seven arguments per descriptor");
     memcpy(tma_args + sizeof args / sizeof args[0], descriptor_args, sizeof descriptor_args);
-    status = aotk__launch_row(driver, plan->rows[0], kernels[0], sizeof tma_args / sizeof tma_args[0], tma_args, grid,
-                              stream);
+    size_t count = sizeof args / sizeof args[0] + 3 * 7;
+    if (hopper) tma_args[count++] = &num_tiles32;
+    status = aotk__launch_row(driver, plan->rows[0], kernels[0], count, tma_args, grid, stream);
   } else {
     status = aotk__launch_row(driver, plan->rows[0], kernels[0], sizeof args / sizeof args[0], args, grid, stream);
   }
@@ -1268,8 +1328,7 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
   if (op == AOTK_OP_ATTN_FWD) {
     if ((status = plan_fwd(&problem, &plan)) != AOTK_OK) return status;
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[0]];
-    aotk__fill_info(e, plan.kind, blocks(problem.seqlen_q, e->block_m) * problem.batch * problem.heads_q, 0, plan.count,
-                    problem_features(&problem, e), info);
+    aotk__fill_info(e, plan.kind, fwd_grid(&problem, e, &plan), 0, plan.count, problem_features(&problem, e), info);
   } else {
     if ((status = plan_bwd(&problem, &plan)) != AOTK_OK) return status;
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[1]];

@@ -82,7 +82,7 @@ static bool aotk_gpu_test_has_extras(const aotk__check_features *f) {
 /* Which forward kernel a case should run (include/aotk.h, AOTK_FEATURE_TMA and
  * AOTK_FEATURE_WARP_SPECIALIZED): on sm_90 cubins, with a dense layout whose tokens hold their heads
  * contiguously (of the check's layouts, the packed one, aligned) and equal head dims, the Gluon kernel
- * for the plain forward (no extras, no sinks, no window but causal) at d=64 and 128, else the TMA
+ * for the plain forward (no extras, no sinks, no window but causal) at d=64, 128 and 256, else the TMA
  * kernel at d=128 and 256; the pointer kernel otherwise. */
 typedef enum aotk_gpu_test_fwd_path { FWD_POINTER, FWD_TMA, FWD_HOPPER } aotk_gpu_test_fwd_path;
 static aotk_gpu_test_fwd_path aotk_gpu_test_expect_fwd_path(aotk__check_layout layout, int64_t head_dim,
@@ -93,7 +93,7 @@ static aotk_gpu_test_fwd_path aotk_gpu_test_expect_fwd_path(aotk__check_layout l
   }
   const bool plain = !aotk_gpu_test_has_extras(f) && !f->sinks &&
                      (!f->window || (f->window_left < 0 && f->window_right <= 0));
-  if (plain && (head_dim == 64 || head_dim == 128)) return FWD_HOPPER;
+  if (plain && (head_dim == 64 || head_dim == 128 || head_dim == 256)) return FWD_HOPPER;
   return head_dim == 128 || head_dim == 256 ? FWD_TMA : FWD_POINTER;
 }
 

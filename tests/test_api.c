@@ -89,6 +89,7 @@ static const char *const driver_function_names[] = {
 #define ATTN_FWD_KINDS "ppppp" "pp" "ppp" STRIDES STRIDES STRIDES STRIDES "lil" "iiiii" "iiiii" "fff" "if"
 /* The sm_90 TMA forward: attn_fwd's, then descriptors of Q, K and V over [batch, seqlen, heads * d]. */
 #define ATTN_FWD_TMA_KINDS ATTN_FWD_KINDS "ttt"
+#define ATTN_FWD_HOPPER_KINDS ATTN_FWD_TMA_KINDS "i"
 #define ATTN_DROPOUT_MASK_KINDS "pppp" "lll" "iiiiii"
 #define ATTN_BWD_PREPROCESS_KINDS "ppppp" "ppp" STRIDES STRIDES "li" "iiii" "i" "ii"
 #define ATTN_BWD_SINK_REDUCE_KINDS "ppi"
@@ -151,8 +152,9 @@ static const struct kernel_signature {
     {"sel_index_order", AOTK__FAMILY_SEL_INDEX_ORDER, SEL_INDEX_ORDER_KINDS HIDDEN_KINDS},
     {"sel_check_indices", AOTK__FAMILY_SEL_CHECK_INDICES, SEL_CHECK_INDICES_KINDS HIDDEN_KINDS},
     {"attn_fwd_tma", AOTK__FAMILY_ATTN_FWD_TMA, ATTN_FWD_TMA_KINDS HIDDEN_KINDS},
-    /* The warp-specialized Gluon forward (kernels/attn_fwd_hopper.py) takes attn_fwd_tma's parameters. */
-    {"attn_fwd_hopper", AOTK__FAMILY_ATTN_FWD_HOPPER, ATTN_FWD_TMA_KINDS HIDDEN_KINDS},
+    /* The warp-specialized Gluon forward (kernels/attn_fwd_hopper.py) takes attn_fwd_tma's parameters,
+     * then num_tiles. */
+    {"attn_fwd_hopper", AOTK__FAMILY_ATTN_FWD_HOPPER, ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS},
 };
 
 /* Bits of the kernels' flags argument (kernels/attn_common.py). */
@@ -196,6 +198,14 @@ enum tma_launch_param {
   TMA_PARAM_COUNT
 };
 enum { TMA_SLOT_MAP = 0, TMA_SLOT_SHAPE = 1, TMA_SLOT_STRIDES = 1 + TMA_RANK }; /* within a descriptor's seven */
+/* attn_fwd_hopper: attn_fwd_tma's arguments up to its descriptors, then the number of tiles its persistent
+ * programs share, then the two scratch pointers. */
+enum hopper_launch_param {
+  HOPPER_ARG_NUM_TILES = TMA_ARG_GLOBAL_SCRATCH,
+  HOPPER_ARG_GLOBAL_SCRATCH,
+  HOPPER_ARG_PROFILE_SCRATCH,
+  HOPPER_PARAM_COUNT
+};
 
 /* attn_dropout_mask: the debug output, one program per (query block, batch, query head). */
 enum dropout_mask_param {
@@ -352,12 +362,16 @@ enum sel_check_param {
 /* Bits of the kernels' flags (kernels/sel_attn.py): attn_common.py's WRITE_LSE and VARLEN, and one of its own. */
 enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256 };
 
+enum { FAKE_MULTIPROCESSORS = 132 }; /* the fake device's SMs, an H100's */
 enum { MAX_LAUNCH_PARAMS = 64, LAUNCH_LOG_SIZE = 8, GIVEN_KERNELS_MAX = 1024 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
 _Static_assert((int)TMA_PARAM_COUNT ==
                    sizeof ATTN_FWD_TMA_KINDS HIDDEN_KINDS - 1 + TMA_DESCRIPTORS * (TMA_DESC_SLOTS - 1),
                "TMA forward parameter list");
-_Static_assert((int)TMA_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the TMA forward's list");
+_Static_assert((int)HOPPER_PARAM_COUNT ==
+                   sizeof ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS - 1 + TMA_DESCRIPTORS * (TMA_DESC_SLOTS - 1),
+               "warp-specialized forward parameter list");
+_Static_assert((int)HOPPER_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the warp-specialized forward's list");
 _Static_assert((int)MASK_PARAM_COUNT == sizeof ATTN_DROPOUT_MASK_KINDS HIDDEN_KINDS - 1, "dropout-mask parameter list");
 _Static_assert((int)PRE_PARAM_COUNT == sizeof ATTN_BWD_PREPROCESS_KINDS HIDDEN_KINDS - 1, "preprocess parameter list");
 _Static_assert((int)REDUCE_PARAM_COUNT == sizeof ATTN_BWD_SINK_REDUCE_KINDS HIDDEN_KINDS - 1, "sink-reduce parameter list");
@@ -487,7 +501,7 @@ static CUresult fake_cuDeviceGetAttribute(int *value, int attribute, CUdevice de
       *value = fake.max_shared_bytes;
       return CUDA_SUCCESS;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-      *value = 132;
+      *value = FAKE_MULTIPROCESSORS;
       return CUDA_SUCCESS;
   }
   return CUDA_ERROR_INVALID_VALUE;
@@ -955,7 +969,7 @@ static const int compiled_head_dims[][2] = {{32, 32}, {64, 64}, {128, 128}, {256
 /* The TMA forward's (ATTN_TMA_HEAD_DIMS) and the warp-specialized one's (ATTN_HOPPER_HEAD_DIMS): exact,
  * never padded. */
 static const int tma_head_dims[][2] = {{128, 128}, {256, 256}};
-static const int hopper_head_dims[][2] = {{64, 64}, {128, 128}};
+static const int hopper_head_dims[][2] = {{64, 64}, {128, 128}, {256, 256}};
 
 static bool family_has_extras(int family) {
   return family == AOTK__FAMILY_ATTN_FWD || family == AOTK__FAMILY_ATTN_FWD_TMA ||
@@ -2621,8 +2635,9 @@ static void check_tma_descriptors(const char *what, const recorded_launch *launc
     const int64_t batch_stride = t->shape[0] == 1 ? t->shape[1] * t->strides[1] : t->strides[0];
     const int data_type = t->dtype == AOTK_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    /* The box is the tile's rows of one batch (its width is the compiler's, checked by test_images). */
-    const int32_t tile_rows = d == 0 ? row->block_m : row->block_n;
+    /* The box is the tile's rows of one batch, or for the warp-specialized kernel one consumer warpgroup's 64
+     * (its width is the compiler's, checked by test_images). */
+    const int32_t tile_rows = d == 0 ? (row->family == AOTK__FAMILY_ATTN_FWD_HOPPER ? 64 : row->block_m) : row->block_n;
     CHECK_MSG(c->address == t->data && c->rank == TMA_RANK && c->data_type == data_type,
               "%s: encode %d is of %p, rank %u, type %d; expected %s at %p, rank 3, type %d", what, d, c->address,
               c->rank, c->data_type, names[d], t->data, data_type);
@@ -2681,6 +2696,33 @@ static void check_tma_descriptors(const char *what, const recorded_launch *launc
  * kernel when the mask is asked for. Where expect_tma says so, the row is the TMA forward's, whose first
  * arguments are the pointer kernel's and whose descriptors check_tma_descriptors checks. `p` describes
  * the problem (for varlen: p->batch sequences of at most p->seqlen_q / p->seqlen_k rows). */
+/* The programs the warp-specialized forward launches for p (kernels/attn_fwd_hopper.py, include/aotk.h):
+ * it is persistent, program i taking tiles r * grid + i on even rounds and r * grid + grid - 1 - i on odd
+ * ones. One program per SM, fewer if there are fewer tiles; under a causal mask one per tile instead
+ * when, with tiles costed as their key blocks plus one, the busiest SM would carry more than 1.08 times
+ * the mean, unless there are more than 64 rounds. Computed here tile by tile. */
+static int64_t expected_hopper_grid(const aotk_attn_params *params, const problem *p, const aotk__kernel_entry *row) {
+  const int64_t sms = FAKE_MULTIPROCESSORS, m_blocks = ceil_div(p->seqlen_q, row->block_m);
+  const int64_t tiles = m_blocks * p->batch * p->heads_q;
+  const bool causal = params->causal == 1 || params->window_right == 0;
+  if (tiles <= sms) return tiles;
+  if (!causal || tiles > 64 * sms) return sms;
+  const int64_t diag = params->causal_align == AOTK_ALIGN_TOP_LEFT ? 0 : p->seqlen_k - p->seqlen_q;
+  double load[FAKE_MULTIPROCESSORS] = {0}, total = 0;
+  for (int64_t t = 0; t < tiles; t++) {
+    const int64_t round = t / sms, slot = t % sms, program = round % 2 == 0 ? slot : sms - 1 - slot;
+    const int64_t m_block = m_blocks - 1 - t % m_blocks; /* the longest first */
+    const int64_t last_key = m_block * row->block_m + row->block_m + diag;
+    const int64_t keys = last_key < 0 ? 0 : last_key < p->seqlen_k ? last_key : p->seqlen_k;
+    const int64_t key_blocks = ceil_div(keys, row->block_n);
+    load[program] += (double)(key_blocks < 1 ? 1 : key_blocks) + 1.0;
+    total += (double)(key_blocks < 1 ? 1 : key_blocks) + 1.0;
+  }
+  double busiest = 0;
+  for (int64_t i = 0; i < sms; i++) busiest = load[i] > busiest ? load[i] : busiest;
+  return busiest > 1.08 * total / (double)sms ? tiles : sms;
+}
+
 static void check_launch(const char *what, const aotk_attn_params *params, const problem *p) {
   const feature_expectation expected = expect_features(params, p->head_dim);
   const bool mask = params->dropout_mask.data != NULL;
@@ -2719,7 +2761,9 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
   const uint32_t features = expected_info_features(&expected, p, &info) | fwd_family_features(family);
   CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
   int64_t m_blocks = (p->seqlen_q + info.block_m - 1) / info.block_m;
-  int64_t grid = m_blocks * p->batch * p->heads_q;
+  const int64_t tiles = m_blocks * p->batch * p->heads_q;
+  const bool hopper = family == AOTK__FAMILY_ATTN_FWD_HOPPER;
+  int64_t grid = hopper ? expected_hopper_grid(params, p, row) : tiles;
   CHECK_MSG(info.grid == grid, "%s: info.grid %lld, expected %lld", what, (long long)info.grid, (long long)grid);
 
   int launches_before = fake.launches;
@@ -2806,8 +2850,13 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
             "%s: dropout_threshold %u, expected %u", what, (uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD),
             expected.dropout_threshold);
   check_float(what, kernel, launch, ARG_DROPOUT_SCALE, expected.dropout_scale, "dropout_scale");
-  CHECK(arg_pointer(launch, tma ? TMA_ARG_GLOBAL_SCRATCH : ARG_GLOBAL_SCRATCH) == 0);
-  CHECK(arg_pointer(launch, tma ? TMA_ARG_PROFILE_SCRATCH : ARG_PROFILE_SCRATCH) == 0);
+  if (hopper) {
+    check_int(what, kernel, launch, HOPPER_ARG_NUM_TILES, tiles, "num_tiles");
+    CHECK(arg_pointer(launch, HOPPER_ARG_GLOBAL_SCRATCH) == 0 && arg_pointer(launch, HOPPER_ARG_PROFILE_SCRATCH) == 0);
+  } else {
+    CHECK(arg_pointer(launch, tma ? TMA_ARG_GLOBAL_SCRATCH : ARG_GLOBAL_SCRATCH) == 0);
+    CHECK(arg_pointer(launch, tma ? TMA_ARG_PROFILE_SCRATCH : ARG_PROFILE_SCRATCH) == 0);
+  }
   if (!mask) return;
 
   /* The dropout mask, second: over every (row, key) pair of each sequence, with the same RNG. */
@@ -4077,8 +4126,8 @@ static void check_fwd_family(const char *what, const aotk_attn_params *params, i
 
 /* Which calls take a TMA kernel (include/aotk.h, AOTK_FEATURE_TMA): on an sm_90 GPU running its cubins,
  * dense, aligned, each token's heads contiguous, head dims that have TMA kernels exactly (128 or 256;
- * 64 or 128 for the plain forward, which the warp-specialized kernel runs); any other call the pointer
- * kernel, as before. */
+ * 64, 128 or 256 for the plain forward, which the warp-specialized kernel runs); any other call the
+ * pointer kernel, as before. */
 static void test_tma_eligibility(void) {
   install_fake_gpu(90, SHARED_SM90);
   const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
@@ -4087,7 +4136,9 @@ static void test_tma_eligibility(void) {
   problem p = d128;
   p.dtype = AOTK_DTYPE_FLOAT16, p.head_dim = 256, p.with_lse = false;
   params = params_for(p);
-  check_fwd_family("fp16 d256, no lse", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("fp16 d256, no lse", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p.heads_q);
+  check_fwd_family("fp16 d256, no lse, ALiBi", &params, AOTK__FAMILY_ATTN_FWD_TMA);
   params = params_for(d128);
   params.softcap = 30.0f;
   check_fwd_family("d128 softcap (the EXTRAS variant)", &params, AOTK__FAMILY_ATTN_FWD_TMA);
@@ -4228,7 +4279,9 @@ static void test_tma_launch_arguments(void) {
 
   problem d256 = {AOTK_DTYPE_BFLOAT16, 2, 333, 333, 4, 4, 256, false, 0};
   params = packed_qkv_params(d256);
-  check_launch_of("TMA bf16 d256 packed qkv, no lse", &params, &d256, tma);
+  check_launch_of("warp-specialized bf16 d256 packed qkv, no lse", &params, &d256, hopper);
+  params.softcap = 10.0f;
+  check_launch_of("TMA bf16 d256 packed qkv, no lse, softcap", &params, &d256, tma);
   problem d64 = {AOTK_DTYPE_FLOAT16, 2, 333, 333, 4, 4, 64, true, 0};
   params = packed_qkv_params(d64);
   check_launch_of("warp-specialized fp16 d64 packed qkv", &params, &d64, hopper);
@@ -4245,6 +4298,40 @@ static void test_tma_launch_arguments(void) {
   dropout_on(&params, &gqa);
   params.dropout_mask = mask_for(&params);
   check_launch_of("TMA d128 softcap and dropout with its mask", &params, &gqa, tma);
+  uninstall_fake_gpu();
+}
+
+/* The persistent forward's grid, on shapes of the benchmark's grid (16k tokens, 2048 channels) and
+ * others: check_launch holds aotk_query's grid and the launch to expected_hopper_grid, and here the
+ * figures are written out (from a separate model of the rule) so that both branches are seen taken. */
+static void test_hopper_grid(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const struct {
+    problem p;
+    int causal;
+    int64_t grid;
+  } cases[] = {
+      {{AOTK_DTYPE_BFLOAT16, 4, 4096, 4096, 16, 16, 128, true, 0}, 0, 132},    /* 2048 tiles */
+      {{AOTK_DTYPE_BFLOAT16, 4, 4096, 4096, 16, 16, 128, true, 0}, 1, 132},    /* balanced enough */
+      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 1, 1024},   /* too unequal: per tile */
+      {{AOTK_DTYPE_BFLOAT16, 1, 16384, 16384, 16, 16, 128, true, 0}, 1, 2048}, /* too unequal: per tile */
+      {{AOTK_DTYPE_BFLOAT16, 1, 16384, 16384, 16, 16, 128, true, 0}, 0, 132},  /* not causal */
+      {{AOTK_DTYPE_FLOAT16, 1, 16384, 16384, 32, 32, 64, true, 0}, 1, 132},    /* 4096 tiles */
+      {{AOTK_DTYPE_BFLOAT16, 2, 8192, 8192, 8, 8, 256, true, 0}, 1, 1024},     /* 64-key blocks */
+      {{AOTK_DTYPE_BFLOAT16, 1, 200, 200, 8, 8, 128, true, 0}, 1, 16},         /* fewer tiles than SMs */
+      {{AOTK_DTYPE_BFLOAT16, 32, 8192, 8192, 32, 8, 128, false, 0}, 1, 132},   /* 65536 tiles: rounds average */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    aotk_attn_params params = params_for(cases[i].p);
+    params.causal = cases[i].causal;
+    char what[96];
+    snprintf(what, sizeof what, "persistent grid case %zu (causal %d)", i, cases[i].causal);
+    check_launch_of(what, &params, &cases[i].p, AOTK__FAMILY_ATTN_FWD_HOPPER);
+    aotk_kernel_info info;
+    CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+    CHECK_MSG(info.grid == cases[i].grid, "%s: grid %lld, expected %lld", what, (long long)info.grid,
+              (long long)cases[i].grid);
+  }
   uninstall_fake_gpu();
 }
 
@@ -6276,6 +6363,7 @@ int main(void) {
   RUN_TEST(test_window_tuning_choice);
   RUN_TEST(test_tma_eligibility);
   RUN_TEST(test_tma_launch_arguments);
+  RUN_TEST(test_hopper_grid);
   RUN_TEST(test_tma_encode_failure);
   RUN_TEST(test_bwd_tuning_choice);
   RUN_TEST(test_preload);

@@ -98,10 +98,11 @@ static void make_case(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int caus
   make_case_in(fc, dtype, head_dim, causal, seqlen_q, seqlen_k, index, state, ptx, -1);
 }
 
-/* The sm_90 TMA kernel at the head dim the main matrix leaves out (256; d=128 runs there in the packed
- * layout), over lengths that end mid-block on either side, and the layouts it must decline (strided
- * heads, unaligned strides or pointers), which take the pointer kernel. run_fwd_case checks each
- * choice against aotk_gpu_test_expect_tma. */
+/* The sm_90 kernels at the head dim the main matrix leaves out (256; d=128 runs there in the packed
+ * layout), over lengths that end mid-block on either side: each case plain (the warp-specialized kernel)
+ * and with a softcap (the Triton TMA kernel); and the layouts they must decline (strided heads, unaligned
+ * strides or pointers), which take the pointer kernel. run_fwd_case checks each choice against
+ * aotk_gpu_test_expect_fwd_path. */
 static void tma_section(int *index, uint64_t *state) {
   static const int64_t lengths[][2] = {{1, 1000}, {1000, 1000}, {4097, 128}, {128, 4097}, {17, 300}};
   static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
@@ -111,6 +112,10 @@ static void tma_section(int *index, uint64_t *state) {
       for (int i = 0; i < 5; i++) {
         make_case_in(&fc, dtypes[t], 256, causal, lengths[i][0], lengths[i][1], (*index)++, state, false,
                      AOTK__LAYOUT_CONTIGUOUS);
+        aotk_test_run_with(fc.name, run_fwd_case, &fc);
+        fc.check.features.softcap = 30.0f;
+        fc.expect_aligned = aotk_gpu_test_expect_aligned(fc.check.layout, 256, &fc.check.features);
+        strncat(fc.name, " softcap=30", sizeof fc.name - strlen(fc.name) - 1);
         aotk_test_run_with(fc.name, run_fwd_case, &fc);
       }
   for (int layout = AOTK__LAYOUT_PERMUTED; layout < AOTK__LAYOUT_COUNT; layout++)
@@ -237,7 +242,14 @@ static void test_query_on_device(void) {
   driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
   if (major == 9) CHECK_MSG(info.arch == 90 && !info.from_ptx, "arch %d from_ptx %d", info.arch, info.from_ptx);
   CHECK(info.aligned == 1);
-  CHECK(info.grid == (4096 + info.block_m - 1) / info.block_m * 16);
+  /* One program per query tile, or for the persistent warp-specialized kernel one per SM (512 tiles
+   * here, more than an H100's 132 SMs, and non-causal: no balancing fallback). */
+  const int64_t tiles = (4096 + info.block_m - 1) / info.block_m * 16;
+  int sms = 0;
+  driver->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  const bool persistent = (info.features & AOTK_FEATURE_WARP_SPECIALIZED) != 0;
+  CHECK_MSG(info.grid == (persistent && tiles > sms ? sms : tiles), "grid %lld for %lld tiles on %d SMs%s",
+            (long long)info.grid, (long long)tiles, sms, persistent ? ", persistent" : "");
   printf("    query: %s (sm_%d%s), %d warps, %d bytes shared, grid %lld\n", info.kernel_name, info.arch,
          info.from_ptx ? " PTX" : "", info.num_warps, info.shared_bytes, (long long)info.grid);
 }
@@ -290,6 +302,37 @@ static void feature_case(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int c
 }
 
 static void run_feature_case(fwd_case *fc) { aotk_test_run_with(fc->name, run_fwd_case, fc); }
+
+/* The warp-specialized kernel is persistent (one program per SM walking tiles in rounds, or one per tile
+ * where a causal mask would leave the static rounds unequal): problems of hundreds of tiles, so that
+ * programs run several tiles each and their K/V rings and Q buffers wrap across tiles, with both causal
+ * alignments, GQA and lengths that end mid-tile, at every head dim it has. */
+static void persistent_section(int *index) {
+  static const struct {
+    aotk_dtype dtype;
+    int64_t head_dim, batch, seqlen_q, seqlen_k, heads_q, heads_kv;
+    int causal, top_left;
+  } cases[] = {
+      {AOTK_DTYPE_BFLOAT16, 128, 2, 1536, 1536, 32, 8, 0, 0},  /* 768 tiles on 132 programs */
+      {AOTK_DTYPE_FLOAT16, 128, 2, 1536, 2000, 32, 8, 1, 0},   /* causal bottom-right */
+      {AOTK_DTYPE_BFLOAT16, 128, 3, 1000, 1500, 16, 16, 1, 1}, /* causal top-left */
+      {AOTK_DTYPE_FLOAT16, 64, 2, 2047, 2047, 32, 4, 0, 0},
+      {AOTK_DTYPE_BFLOAT16, 64, 4, 1024, 1024, 16, 2, 1, 0},
+      {AOTK_DTYPE_BFLOAT16, 256, 2, 1100, 1100, 16, 4, 0, 0},
+      {AOTK_DTYPE_FLOAT16, 256, 2, 1100, 900, 16, 4, 1, 0},    /* the first rows see no key */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    aotk__check_features f;
+    memset(&f, 0, sizeof f);
+    f.top_left = cases[i].top_left;
+    fwd_case fc;
+    feature_case(&fc, cases[i].dtype, cases[i].head_dim, cases[i].causal, cases[i].seqlen_q, cases[i].seqlen_k,
+                 cases[i].batch, cases[i].heads_q, cases[i].heads_kv, AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++,
+                 false);
+    strncat(fc.name, " (persistent)", sizeof fc.name - strlen(fc.name) - 1);
+    run_feature_case(&fc);
+  }
+}
 
 /* Offsets below 2^62, so that the check's offset + 1 cannot overflow; half of them past 2^32, where
  * the offset's high word enters the Philox key. */
@@ -880,6 +923,7 @@ int main(void) {
 
   RUN_TEST(test_graph_capture);
   tma_section(&index, &state);
+  persistent_section(&index);
 
   RUN_TEST(test_philox_known_answers);
   feature_section(&index, &state);

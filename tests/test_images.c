@@ -36,7 +36,7 @@
  *     num_m_blocks, head_dim_qk8, head_dim_v8, window_left, window_right, flags; qk_scale_log2,
  *     softcap_scale, softcap_log2; dropout_threshold (i), dropout_scale (f).
  *   attn_fwd_tma: attn_fwd's, then DescQ, DescK, DescV (t): Q, K and V as [batch, seqlen, heads * head_dim].
- *   attn_fwd_hopper (Gluon, kernels/attn_fwd_hopper.py): attn_fwd_tma's.
+ *   attn_fwd_hopper (Gluon, kernels/attn_fwd_hopper.py): attn_fwd_tma's, then num_tiles (i).
  *   attn_dropout_mask: Mask, CuSeqlensQ, CuSeqlensK, RngState; stride_mb, stride_mh, stride_ms (all l);
  *     seqlen_q, seqlen_k, heads_q, num_m_blocks, flags, dropout_threshold.
  *   attn_bwd_preprocess: Out, DOut, Lse, Delta, LseLog2, CuSeqlensQ, Sinks, SinkPartial; the strides of
@@ -113,7 +113,7 @@ static const struct family {
      "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt", true, false, HEAD_DIMS_TMA_PAIRS, true, false,
      true, 0, 90, true, false},
     {AOTK__FAMILY_ATTN_FWD_HOPPER, "attn_fwd_hopper",
-     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt", true, false, HEAD_DIMS_HOPPER_PAIRS, false,
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt" "i", true, false, HEAD_DIMS_HOPPER_PAIRS, false,
      false, true, 0, 90, true, true},
     {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, false, HEAD_DIMS_NONE, false,
      false, true, 0, 0, false, false},
@@ -167,7 +167,7 @@ enum { SEL_HEAD_DIM_PAIR_COUNT = sizeof sel_head_dim_pairs / sizeof sel_head_dim
 static const int32_t tma_head_dim_pairs[][2] = {{128, 128}, {256, 256}};
 enum { TMA_HEAD_DIM_PAIR_COUNT = sizeof tma_head_dim_pairs / sizeof tma_head_dim_pairs[0] };
 /* The warp-specialized forward's (the catalog's ATTN_HOPPER_HEAD_DIMS), exact too. */
-static const int32_t hopper_head_dim_pairs[][2] = {{64, 64}, {128, 128}};
+static const int32_t hopper_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {256, 256}};
 enum { HOPPER_HEAD_DIM_PAIR_COUNT = sizeof hopper_head_dim_pairs / sizeof hopper_head_dim_pairs[0] };
 static const int32_t sel_block_sizes[] = {32, 64, 128};
 enum { SEL_BLOCK_SIZE_COUNT = sizeof sel_block_sizes / sizeof sel_block_sizes[0] };
@@ -593,7 +593,8 @@ static void test_table_selection_tiles(void) {
 /* What the TMA launcher (src/aotk_attn.c, encode_descriptor) hands cuTensorMapEncodeTiled comes from
  * the row: per descriptor (Q, K, V, in the kernel's parameter order) the swizzle and the box, outermost
  * first, over the view [batch, seqlen, heads * head_dim]. The box must be one batch, the kernel's tile
- * of rows (block_m query rows for Q, block_n key rows for K and V), and a slice of one head that tiles
+ * of rows (block_m query rows for Q, or for the warp-specialized kernel one consumer warpgroup's 64 of
+ * them; block_n key rows for K and V), and a slice of one head that tiles
  * it exactly (a box past the head would read the next head's columns, and the kernel loads the head as
  * whole boxes); TMA's own rules: at most 256 per dimension, an inner extent of a multiple of 16 bytes,
  * and at most the swizzle's span (128 bytes for the 128-byte swizzle, 3). Both TMA families (the Triton
@@ -615,7 +616,8 @@ static void test_table_tma_descriptors(void) {
               e->descriptor_count);
     if (e->descriptor_count != 3) continue;
     static const char *const names[3] = {"Q", "K", "V"};
-    const int32_t rows[3] = {e->block_m, e->block_n, e->block_n};
+    const int32_t q_rows = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER ? 64 : e->block_m;
+    const int32_t rows[3] = {q_rows, e->block_n, e->block_n};
     const int32_t head_dims[3] = {e->head_dim_qk, e->head_dim_qk, e->head_dim_v};
     for (int d = 0; d < 3; d++) {
       const aotk__tma_layout *t = &e->descriptors[d];
