@@ -17,6 +17,12 @@ aotk_sel_bwd) on one sequence of 8k ... 64k tokens, heads 64/4, d 128, block 64,
 blocks, against the flash and cuDNN backends doing dense causal attention on the same q, k, v, with the
 issue's bars (64k: forward >= 7.6x, backward >= 16x FlashAttention-2; 16k: faster), after checks against
 float32 references (every token of a 4096-token problem, and sampled tokens of the row itself).
+"fwd_gqa" and "bwd_gqa" (issue 11): GQA, 32 query heads over 8 kv heads, d 128, causal, seqlen 8192, batch 2,
+against SDPA's flash and cuDNN backends (enable_gqa=True) and FlexAttention. "fwd_varlen" and "bwd_varlen"
+(issue 11): 16 documents of 512 (and of 1024) tokens packed with cu_seqlens, d 128 / 64, causal and not: aotk's
+varlen kernel against aotk's plain kernel on the same memory as a dense batch of 16 (the 0.8x bar), SDPA on
+that batch and FlexAttention with a document mask (to beat). FlexAttention (torch.compile'd, one compile per
+shape) is a column on these rows, and on the fwd/bwd grid with --flex.
 "fwd_feat" and "bwd_feat" (--features runs only these): issue 4's features (causal alignments, windows,
 varlen, softcap, ALiBi, sinks, dropout, head dims 32 ... 256 and 192/128), each counted by the score
 pairs it really computes and compared with the plain kernel of its head dim in the same run (the 0.90
@@ -33,7 +39,9 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
+import warnings
 
 try:
     import torch
@@ -424,6 +432,11 @@ def fwd_run_case(case, aotk):
         lse_txt = f", lse {lse_err:.2g}" if lse_err is not None else ""
         note(f"aotk checked against {ref_name}: max abs diff out {err:.2g}{lse_txt}")
         failure = None
+    if FLEX_OPTIONS["grid"]:  # --flex: compiled FlexAttention on contiguous [b, h, s, d] copies
+        ms = flex_run(to_bhsd(q), to_bhsd(k), to_bhsd(v), flex_block_mask(flex_causal_mask, n) if causal else None,
+                      False, ref_out=ref)
+        if ms is not None:
+            results["flex"] = ms
     del ref, ref_lse
 
     if aotk_ok:
@@ -525,6 +538,11 @@ def bwd_run_case(case, aotk):
                                                             current_stream()))
         except AotkError as e:
             failure = f"aotk raised while timing: {e}"
+    if FLEX_OPTIONS["grid"]:  # --flex: compiled FlexAttention's backward, checked against flash's gradients
+        ms = flex_run(to_bhsd(q), to_bhsd(k), to_bhsd(v), flex_block_mask(flex_causal_mask, n) if causal else None,
+                      True, ref_grads={name: g.transpose(1, 2) for name, g in ref_grads.items()}, dout=to_bhsd(dout))
+        if ms is not None:
+            results["flex"] = ms
     del q, k, v, dout, out, lse, dq, dk, dv, params, ref_grads
     return results, failure
 
@@ -1775,15 +1793,757 @@ def print_sel_table(lines, bar_lines):
     sys.stdout.flush()
 
 
+# ---------------------------------------------------------------------------------------------------
+# FlexAttention (torch.nn.attention.flex_attention) as a column: the new rows below, and the grid with --flex
+# ---------------------------------------------------------------------------------------------------
+#
+# flex_attention is wrapped once with torch.compile(dynamic=False): Dynamo compiles it again for each new
+# (shape, mask, grad mode) the process meets, as a model with fixed shapes would, so every row gets kernels
+# specialized to its sizes (no dynamic-shape kernel whose speed would depend on the order of the rows).
+# The compile happens in the row's check call, before anything of flex is timed, and its time is printed.
+# Flex gets contiguous [b, h, s, d] copies of the row's q, k, v (its native layout; made outside the
+# timing) and a block mask made once per row by create_block_mask (128 x 128 blocks). Its output (the
+# backward: its dq, dk, dv) is compared with the row's reference before it is timed, so a mask written
+# wrong is reported, not timed on different work.
+
+FLEX_RECOMPILE_LIMIT = 512  # one compile per (shape, mask, grad mode): the grid with --flex needs ~150
+FLEX_OPTIONS = {"rows": True, "grid": False}  # --no-flex clears "rows"; --flex sets "grid"
+_FLEX = {}
+
+
+def flex_module():
+    """(flex_attention under torch.compile, create_block_mask); raises where torch has no FlexAttention."""
+    if "fn" not in _FLEX:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        cfg = torch._dynamo.config
+        limit = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+        setattr(cfg, limit, max(getattr(cfg, limit), FLEX_RECOMPILE_LIMIT))
+        if hasattr(cfg, "accumulated_recompile_limit"):
+            cfg.accumulated_recompile_limit = max(cfg.accumulated_recompile_limit, 8 * FLEX_RECOMPILE_LIMIT)
+        _FLEX["fn"] = torch.compile(flex_attention, dynamic=False)
+        _FLEX["create_block_mask"] = create_block_mask
+    return _FLEX["fn"], _FLEX["create_block_mask"]
+
+
+def flex_causal_mask(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx  # seqlen_q = seqlen_k wherever it is used: aotk's bottom-right = SDPA's top-left
+
+
+def flex_document_mask(doc_ids, causal):
+    """mask_mod of packed documents: a query sees the keys of its own document (doc_ids int32 [tokens]),
+    and with causal only those at or before it."""
+    if causal:
+        def mask_mod(b, h, q_idx, kv_idx):
+            return (doc_ids[q_idx] == doc_ids[kv_idx]) & (q_idx >= kv_idx)
+    else:
+        def mask_mod(b, h, q_idx, kv_idx):
+            return doc_ids[q_idx] == doc_ids[kv_idx]
+    return mask_mod
+
+
+def flex_block_mask(mask_mod, tokens):
+    _, create_block_mask = flex_module()
+    return create_block_mask(mask_mod, B=None, H=None, Q_LEN=tokens, KV_LEN=tokens, device=DEVICE)
+
+
+def to_bhsd(x):
+    """A contiguous [b, h, s, d] copy of aotk's [b, s, h, d] (or packed [tokens, h, d] as b = 1)."""
+    if x.dim() == 3:
+        x = x.unsqueeze(0)
+    return x.detach().transpose(1, 2).contiguous()
+
+
+def flex_run(q, k, v, block_mask, backward, ref_out=None, ref_grads=None, dout=None):
+    """Checks FlexAttention on the row (q, k, v contiguous [b, h, s, d]; k, v may have fewer heads: GQA),
+    then times it. Forward: its output against ref_out ([b, h, s, d]) within the grid's tolerance;
+    backward (dout [b, h, s, d]): its dq, dk, dv against ref_grads ({"dq", "dk", "dv"}, [b, h, s, d])
+    within the grid's relative L2 tolerance, then torch.autograd.grad of its output is timed, as SDPA's
+    backwards are. Returns ms, or None (with a note) where flex cannot run the row or differs."""
+    gqa = q.shape[1] != k.shape[1]
+    try:
+        fn, _ = flex_module()
+        start = time.perf_counter()
+        if not backward:
+            with torch.no_grad():
+                out = fn(q, k, v, block_mask=block_mask, enable_gqa=gqa)
+                synchronize()
+                compile_s = time.perf_counter() - start
+                err = max_abs_diff(out, ref_out)
+                del out
+                if not err < OUT_ATOL[q.dtype]:
+                    note(f"flex not timed: its output differs from the reference by {err:.4g} "
+                         f"(tolerance {OUT_ATOL[q.dtype]})")
+                    return None
+                note(f"flex checked: max abs diff out {err:.2g} (first call, compile included, {compile_s:.1f} s)")
+                return time_ms(lambda: fn(q, k, v, block_mask=block_mask, enable_gqa=gqa))
+        leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
+        out = fn(*leaves, block_mask=block_mask, enable_gqa=gqa)
+        grads = torch.autograd.grad(out, leaves, dout, retain_graph=True)
+        synchronize()
+        compile_s = time.perf_counter() - start
+        errs = {name: rel_l2(g, ref_grads[name]) for name, g in zip(("dq", "dk", "dv"), grads)}
+        del grads
+        if not all(e < BWD_REL_TOL for e in errs.values()):
+            note(f"flex not timed: its gradients differ from the reference: relative L2 {errs} "
+                 f"(tolerance {BWD_REL_TOL})")
+            return None
+        note("flex checked: relative L2 " + ", ".join(f"{n} {e:.2g}" for n, e in errs.items())
+             + f" (first call, compile included, {compile_s:.1f} s)")
+        ms = time_ms(lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True))
+        del out, leaves
+        return ms
+    except Exception as e:  # noqa: BLE001
+        note(f"flex skipped (cannot run this row here?): {type(e).__name__}: {str(e)[:300]}")
+        return None
+    finally:
+        empty_cache()
+
+
+# ---------------------------------------------------------------------------------------------------
+# ops "fwd_gqa" and "bwd_gqa": grouped-query attention, 32 query heads over 8 kv heads (issue 11's bar)
+# ---------------------------------------------------------------------------------------------------
+#
+# Kept under their own op names, so the grid's rows (heads_q = heads_kv), its geomeans and its table stay
+# what they were. bf16, head dim 128, causal, seqlen 8192, batch 2 (the grid's 16384 tokens per row).
+# aotk takes k, v [b, s, 8, d] as they are (query head h reads kv head h // 4). SDPA's flash and cuDNN
+# backends get the same tensors with enable_gqa=True (torch 2.11: both accept it, forward and backward,
+# and read the 8 kv heads); a backend that refuses it gets k and v expanded to 32 heads beforehand
+# (repeat_interleave, outside the timing), and the row's "gqa" field says which ("enable_gqa" or
+# "expanded"). FlexAttention: causal block mask, enable_gqa=True.
+# Checks, the grid's: the forward's out and lse against sdpa-flash on k, v expanded to 32 heads (the same
+# math), the backward's dq, dk, dv against sdpa-flash's through autograd on the expansion (so dk, dv are
+# summed over each group of 4, as GQA's are).
+
+GQA_OPS = ("fwd_gqa", "bwd_gqa")
+GQA_HEADS_Q = 32
+GQA_HEADS_KV = 8
+GQA_HEAD_DIM = 128
+GQA_SEQLEN = 8192
+GQA_CAUSAL = [True]
+GQA_BAR = 1.0  # aotk's TFLOP/s over sdpa-cudnn's, forward and backward
+GQA_ANCHORS = [("sdpa-flash", _sdpa_backend("FLASH_ATTENTION")), ("sdpa-cudnn", _sdpa_backend("CUDNN_ATTENTION"))]
+GQA_IMPLS = ["aotk"] + [name for name, _ in GQA_ANCHORS] + ["flex"]
+
+
+def gqa_cases(op, quick=False):
+    """The rows of one GQA op (--quick runs the same: there is one)."""
+    for causal in GQA_CAUSAL:
+        yield {"op": op, "dtype": "bf16", "head_dim": GQA_HEAD_DIM, "causal": causal, "seqlen_q": GQA_SEQLEN,
+               "seqlen_k": GQA_SEQLEN, "batch": TOTAL_TOKENS // GQA_SEQLEN, "heads_q": GQA_HEADS_Q,
+               "heads_kv": GQA_HEADS_KV}
+
+
+def gqa_label(case):
+    return (f"{case['op']} {case['dtype']} d={case['head_dim']} causal={int(case['causal'])} "
+            f"seqlen={case['seqlen_q']} batch={case['batch']} heads={case['heads_q']}/{case['heads_kv']}")
+
+
+def gqa_flops(case):
+    """The grid's count with heads_q (every query head does its own products): 4 b hq sq sk d, halved for
+    causal, 2.5x for the backward."""
+    return fwd_flops(case) * (2.5 if case["op"] == "bwd_gqa" else 1.0)
+
+
+def gqa_anchor_times(q, k, v, causal, dout):
+    """({impl: ms}, {impl: layout}) of SDPA's flash and cuDNN backends on q [b, s, hq, d], k, v [b, s, hkv, d]
+    ([b, h, s, d] views of them, no copies), forward or (dout given) backward."""
+    results, layouts = {}, {}
+    backward = dout is not None
+    group = q.shape[2] // k.shape[2]
+    dout_t = dout.transpose(1, 2) if backward else None
+    for name, be in GQA_ANCHORS:
+        for layout in ("enable_gqa", "expanded"):
+            kx = vx = leaves = qt = kt = vt = None
+            try:
+                if layout == "enable_gqa":
+                    kx, vx = k.detach(), v.detach()
+                else:
+                    kx, vx = (y.detach().repeat_interleave(group, dim=2) for y in (k, v))
+                leaves = [q.detach().requires_grad_(backward), kx.requires_grad_(backward),
+                          vx.requires_grad_(backward)]
+                qt, kt, vt = (y.transpose(1, 2) for y in leaves)
+                gqa = layout == "enable_gqa"
+                with sdpa_kernel(be):
+                    if not backward:
+                        with torch.no_grad():
+                            results[name] = time_ms(lambda: F.scaled_dot_product_attention(
+                                qt, kt, vt, is_causal=causal, enable_gqa=gqa))
+                    else:
+                        o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=gqa)
+                        results[name] = time_ms(lambda: torch.autograd.grad(o, leaves, dout_t, retain_graph=True))
+                        del o
+                layouts[name] = layout
+                break
+            except Exception as e:  # noqa: BLE001
+                note(f"{name} ({layout}) skipped: {type(e).__name__}: {str(e)[:200]}")
+            finally:
+                kx = vx = leaves = qt = kt = vt = None
+                empty_cache()
+    return results, layouts
+
+
+def gqa_run_case(case, aotk):
+    """gqa_run_case_unguarded, with any exception turned into the row's failure."""
+    try:
+        return gqa_run_case_unguarded(case, aotk)
+    except Exception as e:  # noqa: BLE001
+        loud(f"ROW ABORTED, {gqa_label(case)}: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        return {}, f"{type(e).__name__}: {str(e)[:300]}", {}
+
+
+def gqa_run_case_unguarded(case, aotk):
+    """Checks aotk (the grid's check), times it, then the SDPA anchors and flex on the same q, k, v.
+    Returns ({impl: ms}, failure or None, facts): aotk's kernel info and the anchors' layouts."""
+    backward = case["op"] == "bwd_gqa"
+    b, n, h, hkv, d, causal = (case["batch"], case["seqlen_q"], case["heads_q"], case["heads_kv"], case["head_dim"],
+                               case["causal"])
+    group = h // hkv
+    dt = torch.bfloat16
+    q = torch.randn(b, n, h, d, device=DEVICE, dtype=dt)
+    k = torch.randn(b, case["seqlen_k"], hkv, d, device=DEVICE, dtype=dt)
+    v = torch.randn_like(k)
+    dout = torch.randn_like(q) if backward else None
+    facts = {"layouts": {}}
+    out = torch.empty_like(q)
+    lse = torch.empty(b, h, n, device=DEVICE, dtype=torch.float32)
+    params = fwd_params(q, k, v, out, lse, causal)
+    params_ref = ctypes.byref(params)
+
+    # The reference: sdpa-flash (or the first backend that runs) on k, v expanded to heads_q.
+    ref = ref_lse = None
+    ref_grads = {}
+    if not backward:
+        kx, vx = (y.repeat_interleave(group, dim=2).transpose(1, 2) for y in (k, v))
+        ref, ref_lse, ref_name = fwd_reference(q.transpose(1, 2), kx, vx, causal)  # [b, h, s, d]
+        del kx, vx
+        if ref is None:
+            return {}, "no SDPA backend ran, so aotk could not be checked", facts
+    else:
+        try:
+            leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
+            with sdpa_kernel(_sdpa_backend("FLASH_ATTENTION")):
+                o = F.scaled_dot_product_attention(
+                    leaves[0].transpose(1, 2), *(y.repeat_interleave(group, dim=2).transpose(1, 2) for y in leaves[1:]),
+                    is_causal=causal)
+            ref_grads = dict(zip(("dq", "dk", "dv"), torch.autograd.grad(o, leaves, dout.transpose(1, 2))))
+            del o, leaves
+        except Exception as e:  # noqa: BLE001
+            return {}, f"sdpa-flash's backward did not run ({type(e).__name__}), so aotk's could not be checked", facts
+    empty_cache()
+
+    results = {}
+    try:
+        if not backward:
+            facts["info"] = aotk.query(AOTK_OP_ATTN_FWD, params)
+            out.fill_(float("nan"))
+            lse.fill_(float("nan"))
+            aotk.attn_fwd(params_ref, current_stream())
+            synchronize()
+            err = max_abs_diff(out, ref.transpose(1, 2))
+            if not err < OUT_ATOL[dt]:
+                msg = f"aotk out differs from {ref_name}: max abs diff {err:.4g} (tolerance {OUT_ATOL[dt]})"
+                loud(f"ROW ABORTED, {gqa_label(case)}: {msg}")
+                return {}, msg, facts
+            lse_txt = ""
+            if ref_lse is not None:
+                lse_err = max_abs_diff(lse, ref_lse)
+                if not lse_err < LSE_ATOL:
+                    msg = f"aotk lse differs from sdpa-flash's: max abs diff {lse_err:.4g} (tolerance {LSE_ATOL})"
+                    loud(f"ROW ABORTED, {gqa_label(case)}: {msg}")
+                    return {}, msg, facts
+                lse_txt = f", lse {lse_err:.2g}"
+            note(f"aotk checked against {ref_name} on k, v expanded to {h} heads: max abs diff out {err:.2g}{lse_txt}")
+            results["aotk"] = time_ms(lambda: aotk.attn_fwd(params_ref, current_stream()))
+        else:
+            grads = {"dq": torch.empty_like(q), "dk": torch.empty_like(k), "dv": torch.empty_like(v)}
+            params.dout = describe_tensor(dout)
+            for name, g in grads.items():
+                setattr(params, name, describe_tensor(g))
+            params.deterministic = 1
+            aotk.attn_fwd(params_ref, current_stream())  # out and lse for the backward
+            info = facts["info"] = aotk.query(AOTK_OP_ATTN_BWD, params)
+            workspace = torch.empty(max(info["workspace_bytes"], 16), device=DEVICE, dtype=torch.uint8)
+            for g in grads.values():
+                g.fill_(float("nan"))
+            aotk.attn_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"], current_stream())
+            synchronize()
+            errs = {name: rel_l2(g, ref_grads[name]) for name, g in grads.items()}
+            if not all(e_ < BWD_REL_TOL for e_ in errs.values()):
+                msg = f"aotk gradients differ from sdpa-flash's: relative L2 {errs} (tolerance {BWD_REL_TOL})"
+                loud(f"ROW ABORTED, {gqa_label(case)}: {msg}")
+                return {}, msg, facts
+            note("aotk checked against sdpa-flash (autograd through k, v expanded): relative L2 "
+                 + ", ".join(f"{k_} {v_:.2g}" for k_, v_ in errs.items()))
+            results["aotk"] = time_ms(lambda: aotk.attn_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"],
+                                                            current_stream()))
+            del workspace, grads
+    except AotkError as e:
+        loud(f"aotk FAILED on {gqa_label(case)}: {e}")
+        return results, f"aotk raised: {e}", facts
+    info = facts["info"]
+    note(f"aotk kernel {info['kernel_name']} (sm_{info['arch']}{', from PTX' if info['from_ptx'] else ''}, "
+         f"{info['launches']} launch(es))")
+    del out, lse, params, params_ref
+    empty_cache()
+
+    anchor_ms, facts["layouts"] = gqa_anchor_times(q, k, v, causal, dout)
+    results.update(anchor_ms)
+    if FLEX_OPTIONS["rows"]:
+        block_mask = flex_block_mask(flex_causal_mask, n) if causal else None  # None: no mask
+        qb, kb, vb = to_bhsd(q), to_bhsd(k), to_bhsd(v)
+        ms = flex_run(qb, kb, vb, block_mask, backward, ref_out=ref,
+                      ref_grads={name: g.transpose(1, 2) for name, g in ref_grads.items()},
+                      dout=to_bhsd(dout) if backward else None)
+        if ms is not None:
+            results["flex"] = ms
+            facts["layouts"]["flex"] = "enable_gqa"
+        del qb, kb, vb, block_mask
+    return results, None, facts
+
+
+GQA_TABLE_HEAD = (f"{'op':>7} {'d':>4} {'causal':>6} {'seqlen':>6} {'batch':>5} {'heads':>6} |"
+                  + "".join(f" {name:>10}" for name in GQA_IMPLS)
+                  + f" | {'x flash':>7} {'x cudnn':>7} {'x flex':>7} | {'bar':>7}")
+
+
+def gqa_table_line(case, tfl, failure):
+    s = (f"{case['op']:>7} {case['head_dim']:>4} {('yes' if case['causal'] else 'no'):>6} {case['seqlen_q']:>6} "
+         f"{case['batch']:>5} {str(case['heads_q']) + '/' + str(case['heads_kv']):>6} |")
+    s += "".join(f" {tfl[name]:>10.1f}" if name in tfl else f" {'-':>10}" for name in GQA_IMPLS)
+    r = {name: tfl["aotk"] / tfl[name] for name in GQA_IMPLS[1:] if name in tfl and "aotk" in tfl}
+    s += " | " + " ".join(f"{r[name]:>6.2f}x" if name in r else f"{'-':>7}" for name in GQA_IMPLS[1:])
+    s += f" | {gqa_verdict(r.get('sdpa-cudnn')):>7}"
+    if failure:
+        s += f"   FAILED: {failure}"
+    return s
+
+
+def gqa_verdict(ratio_cudnn):
+    if ratio_cudnn is None:
+        return "-"
+    return "ok" if ratio_cudnn >= GQA_BAR else "LOW"
+
+
+def run_gqa_op(op, quick, aotk):
+    """Runs one GQA op's rows. Returns (json rows, table lines, failures, bar summary lines)."""
+    rows, lines, failures, verdicts = [], [], [], []
+    for case in gqa_cases(op, quick):
+        print(f"\n{gqa_label(case)}", flush=True)
+        ms, failure, facts = gqa_run_case(case, aotk)
+        empty_cache()
+        flops = gqa_flops(case)
+        tfl = {impl: flops / ms[impl] / 1e9 for impl in GQA_IMPLS if impl in ms}
+        for impl in GQA_IMPLS:
+            if impl not in ms:
+                continue
+            row = {"op": op, "impl": impl, "dtype": case["dtype"], "head_dim": case["head_dim"],
+                   "causal": bool(case["causal"]), "seqlen_q": case["seqlen_q"], "seqlen_k": case["seqlen_k"],
+                   "batch": case["batch"], "heads_q": case["heads_q"], "heads_kv": case["heads_kv"],
+                   "flops": flops, "ms": ms[impl], "tflops": round(tfl[impl], 2)}
+            if impl == "aotk":
+                for other in GQA_IMPLS[1:]:
+                    if other in tfl:
+                        row[f"ratio_to_{other.replace('sdpa-', '')}"] = round(tfl["aotk"] / tfl[other], 4)
+                info = facts.get("info")
+                if info is not None:
+                    row["kernel"] = info["kernel_name"]
+            else:
+                row["gqa"] = facts.get("layouts", {}).get(impl)
+            rows.append(row)
+        if failure:
+            failures.append(f"{gqa_label(case)}: {failure}")
+        r_cudnn = tfl["aotk"] / tfl["sdpa-cudnn"] if "aotk" in tfl and "sdpa-cudnn" in tfl else None
+        verdicts.append(f"  {gqa_label(case)}: "
+                        + (f"{r_cudnn:.2f}x cuDNN: {gqa_verdict(r_cudnn)}" if r_cudnn else "not measured"))
+        line = gqa_table_line(case, tfl, failure)
+        lines.append(line)
+        print(GQA_TABLE_HEAD)
+        print(line, flush=True)
+    bar = [f"{op}: bar (aotk >= {GQA_BAR:.1f}x sdpa-cudnn's TFLOP/s, same q, k, v, same run):"] + verdicts
+    return rows, lines, failures, bar
+
+
+def print_gqa_table(lines, bar_lines):
+    print(f"\nGQA rows: heads {GQA_HEADS_Q} over {GQA_HEADS_KV}, d {GQA_HEAD_DIM}, bf16; TFLOP/s = 4*b*hq*s*s*d, "
+          f"halved for causal (backward: 2.5x); SDPA with enable_gqa (JSON 'gqa' says if k, v were expanded "
+          f"instead); flex: compiled flex_attention, causal block mask; 'x flash' / 'x cudnn' / 'x flex' = "
+          f"aotk's TFLOP/s over theirs")
+    print(GQA_TABLE_HEAD)
+    print("-" * len(GQA_TABLE_HEAD))
+    for line in lines:
+        print(line)
+    for line in bar_lines:
+        print(line)
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------------------------------------------
+# ops "fwd_varlen" and "bwd_varlen": packed documents (issue 11's varlen bar)
+# ---------------------------------------------------------------------------------------------------
+#
+# 16 documents of 512 tokens, and (another row) 16 of 1024, packed into one sequence: aotk's varlen layout
+# q, k, v [16 L, heads, d] with cu_seqlens 0, L, 2L, ..., 16L; bf16; d 128 with 16 heads, d 64 with 32
+# (heads = 2048 / d, as the grid); causal (within each document) and not. Each row times, on the same
+# tensors:
+#   aotk        aotk_attn_fwd / _bwd in the varlen layout;
+#   aotk-plain  aotk's plain dense kernel on the same memory viewed as a batch of 16 sequences of L
+#               ([16, L, heads, d]: the same work, since the documents have equal lengths);
+#   sdpa-flash, sdpa-cudnn   SDPA on that dense batch (SDPA's own varlen path, nested tensors, is not timed);
+#   flex        FlexAttention on the packed [1, heads, 16 L, d] with a document block mask from the
+#               document ids (causal within the document where causal).
+# FLOPs count only the pairs computed, the grid's way: 4 * 16 * heads * L * L * d, halved for causal
+# (2.5x for the backward), the same count for every implementation. The bars: aotk (varlen) at least 0.8x
+# the TFLOP/s of aotk-plain, and faster than flex.
+# Checks, before anything of the row is timed: aotk's varlen and dense outputs (out, lse; backward: dq, dk,
+# dv), NaN-poisoned first, against the feature rows' float32 reference (explicit masks, one document at a
+# time, at the row's full size) within their bound (2x, backward 3x, the error of the same reference in
+# bf16, plus the rounding floor).
+
+DOC_OPS = ("fwd_varlen", "bwd_varlen")
+DOC_COUNT = 16
+DOC_LENS = [512, 1024]
+DOC_HEAD_DIMS = [128, 64]
+DOC_PLAIN_BAR = 0.8  # aotk varlen TFLOP/s over aotk-plain's
+DOC_FLEX_BAR = 1.0   # aotk varlen over flex: faster (strictly)
+DOC_REF_CHUNK = 4    # documents per reference call (the float32 scores of 4 documents: 4 x 32 x 1024^2 x 4 B)
+DOC_ANCHORS = [("sdpa-flash", _sdpa_backend("FLASH_ATTENTION")), ("sdpa-cudnn", _sdpa_backend("CUDNN_ATTENTION"))]
+DOC_IMPLS = ["aotk", "aotk-plain"] + [name for name, _ in DOC_ANCHORS] + ["flex"]
+DOC_LAYOUTS = {"aotk": "varlen", "aotk-plain": "dense batch", "sdpa-flash": "dense batch",
+               "sdpa-cudnn": "dense batch", "flex": "packed, document block mask"}
+
+
+def doc_spec(op, doc_len, head_dim, causal, docs=DOC_COUNT, heads=None):
+    """A row, as a feature-row spec (so feature_tensors and feature_params build its varlen tensors)."""
+    return feature_spec(op, docs * doc_len, head_dim, head_dim, f"docs-{docs}x{doc_len}",
+                        heads_q=heads or max(1, HIDDEN // head_dim), heads_kv=heads or max(1, HIDDEN // head_dim),
+                        batch=docs, seqlen_q=doc_len, seqlen_k=doc_len, seqlens_q=[doc_len] * docs,
+                        seqlens_k=[doc_len] * docs, causal=causal, docs=docs, doc_len=doc_len)
+
+
+def doc_cases(op, quick=False):
+    """The rows of one varlen-documents op (--quick runs the same: 8 rows)."""
+    for doc_len in DOC_LENS:
+        for d in DOC_HEAD_DIMS:
+            for causal in (False, True):
+                yield doc_spec(op, doc_len, d, causal)
+
+
+def doc_label(spec):
+    return (f"{spec['op']} bf16 d={spec['head_dim_qk']} heads={spec['heads_q']} {spec['docs']} documents of "
+            f"{spec['doc_len']} packed ({spec['docs'] * spec['doc_len']} tokens)" + (" causal" if spec["causal"] else ""))
+
+
+def doc_flops(spec):
+    f = 4.0 * spec["docs"] * spec["heads_q"] * spec["doc_len"] * spec["doc_len"] * spec["head_dim_qk"]
+    f = f / 2 if spec["causal"] else f
+    return 2.5 * f if spec["op"] == "bwd_varlen" else f
+
+
+def doc_dense(spec, x):
+    """The [docs, L, ...] view of a packed [docs * L, ...] tensor (no copy)."""
+    return x.view(spec["docs"], spec["doc_len"], *x.shape[1:])
+
+
+def doc_to_bhsd(x):
+    """[docs, L, h, d] as the packed [1, h, docs * L, d] that flex computes (a view)."""
+    return x.reshape(1, -1, *x.shape[2:]).transpose(1, 2)
+
+
+def doc_lse_dense(spec, lse):
+    """The varlen lse [heads, docs * L] as [docs, heads, L] (a view)."""
+    return lse.view(lse.shape[0], spec["docs"], spec["doc_len"]).transpose(0, 1)
+
+
+def doc_reference(spec, t, compute_dtype, dout=None):
+    """The feature rows' reference (reference_dense, explicit masks) on the documents as a dense batch,
+    DOC_REF_CHUNK documents at a time: (out [docs, L, h, d] fp32, lse [docs, h, L] fp32, grads) where grads
+    is None, or with dout (packed, like out) {"dq", "dk", "dv"} in [docs, L, h, d] through autograd."""
+    q, k, v = (doc_dense(spec, t[n].detach()) for n in ("q", "k", "v"))
+    outs, lses, grads = [], [], {"dq": [], "dk": [], "dv": []}
+    for i in range(0, spec["docs"], DOC_REF_CHUNK):
+        chunk = [x[i:i + DOC_REF_CHUNK] for x in (q, k, v)]
+        if dout is None:
+            with torch.no_grad():
+                o, l = reference_dense(*chunk, spec, None, None, None, compute_dtype)
+            outs.append(o)
+            lses.append(l)
+        else:
+            leaves = [x.to(compute_dtype, copy=True).requires_grad_(True) for x in chunk]
+            o, l = reference_dense(*leaves, spec, None, None, None, compute_dtype)
+            g = torch.autograd.grad(o, leaves, doc_dense(spec, dout)[i:i + DOC_REF_CHUNK].float())
+            for name, gi in zip(("dq", "dk", "dv"), g):
+                grads[name].append(gi.float())
+            outs.append(o.detach())
+            lses.append(l.detach())
+    return torch.cat(outs), torch.cat(lses), ({n: torch.cat(g) for n, g in grads.items()} if dout is not None else None)
+
+
+def doc_plain_tensors(spec, t):
+    """aotk-plain's tensors: the row's q, k, v (and dout) viewed as [docs, L, h, d], its own outputs."""
+    p = {n: doc_dense(spec, t[n].detach()) for n in ("q", "k", "v")}
+    p["out"] = torch.empty_like(p["q"])
+    p["lse"] = torch.empty(spec["docs"], spec["heads_q"], spec["doc_len"], device=DEVICE, dtype=torch.float32)
+    if "dout" in t:
+        p["dout"] = doc_dense(spec, t["dout"])
+    return p
+
+
+def attach_backward(params, t):
+    """Adds dout and fresh dq, dk, dv (t["dq"] ...) to a forward's params, deterministic as the grid's."""
+    for name in ("q", "k", "v"):
+        t["d" + name] = torch.empty_like(t[name])
+    for name in ("dout", "dq", "dk", "dv"):
+        setattr(params, name, describe_tensor(t[name]))
+    params.deterministic = 1
+
+
+def aotk_backward_call(aotk, params):
+    """(callable running aotk_attn_bwd with its workspace, kernel info)."""
+    info = aotk.query(AOTK_OP_ATTN_BWD, params)
+    workspace = torch.empty(max(info["workspace_bytes"], 16), device=DEVICE, dtype=torch.uint8)
+    params_ref = ctypes.byref(params)
+    return (lambda: aotk.attn_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"], current_stream())), info
+
+
+def doc_check(spec, aotk, backward, t, plain):
+    """Runs aotk in the varlen layout (t, from feature_tensors) and the plain kernel (plain, from
+    doc_plain_tensors) with NaN-poisoned outputs, and compares out and lse (backward: dq, dk, dv) of both
+    with doc_reference. Leaves the params in t["params"] and plain["params"] (forward done, backward fields
+    attached for the backward) and the float32 reference in t["ref"] ({"out"}, or {"dq", "dk", "dv"}; [docs, L,
+    h, d]). Returns (failure or None, summary, {"aotk": info, "aotk-plain": info})."""
+    t["params"] = feature_params(spec, t)
+    plain["params"] = fwd_params(plain["q"], plain["k"], plain["v"], plain["out"], plain["lse"], spec["causal"])
+    infos = {}
+    if backward:
+        dout = t["dout"]
+        ref32 = doc_reference(spec, t, torch.float32, dout)[2]
+        ref16 = doc_reference(spec, t, torch.bfloat16, dout)[2]
+        t["ref"] = ref32
+    else:
+        out32, lse32, _ = doc_reference(spec, t, torch.float32)
+        out16, lse16, _ = doc_reference(spec, t, torch.bfloat16)
+        t["ref"] = {"out": out32}
+    texts, bad = [], []
+    for impl, x in (("aotk", t), ("aotk-plain", plain)):
+        params = x["params"]
+        x["out"].fill_(float("nan"))
+        x["lse"].fill_(float("nan"))
+        aotk.attn_fwd(ctypes.byref(params), current_stream())
+        if not backward:
+            infos[impl] = aotk.query(AOTK_OP_ATTN_FWD, params)
+            synchronize()
+            out = doc_dense(spec, x["out"]) if impl == "aotk" else x["out"]
+            lse = doc_lse_dense(spec, x["lse"]) if impl == "aotk" else x["lse"]
+            results = [compare_to_reference("out", out, out32, out16, FWD_ERR_FACTOR, bf16_rounding_floor(out32)),
+                       compare_to_reference("lse", lse, lse32, lse16, FWD_ERR_FACTOR, LSE_FLOOR)]
+        else:
+            attach_backward(params, x)
+            for name in ("dq", "dk", "dv"):
+                x[name].fill_(float("nan"))
+            run, infos[impl] = aotk_backward_call(aotk, params)
+            x["bwd"] = run
+            run()
+            synchronize()
+            results = []
+            for name in ("dq", "dk", "dv"):
+                got = doc_dense(spec, x[name]) if impl == "aotk" else x[name]
+                results.append(compare_to_reference(name, got, ref32[name], ref16[name], BWD_ERR_FACTOR,
+                                                    bf16_rounding_floor(ref32[name])))
+        texts.append(f"{impl}: " + ", ".join(text for _, text in results))
+        bad += [f"{impl} {text}" for ok, text in results if not ok]
+    summary = "checked against the float32 reference: " + "; ".join(texts)
+    if bad:
+        return "aotk differs from the float32 reference: " + ", ".join(bad), summary, infos
+    return None, summary, infos
+
+
+def doc_anchor_times(spec, plain, backward):
+    """{impl: ms} of SDPA's flash and cuDNN backends on the dense batch (views of the row's tensors)."""
+    results = {}
+    dout_t = plain["dout"].transpose(1, 2) if backward else None
+    for name, be in DOC_ANCHORS:
+        try:
+            leaves = [plain[n].detach().requires_grad_(backward) for n in ("q", "k", "v")]
+            qt, kt, vt = (y.transpose(1, 2) for y in leaves)
+            with sdpa_kernel(be):
+                if not backward:
+                    with torch.no_grad():
+                        results[name] = time_ms(lambda: F.scaled_dot_product_attention(qt, kt, vt,
+                                                                                       is_causal=spec["causal"]))
+                else:
+                    o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=spec["causal"])
+                    results[name] = time_ms(lambda: torch.autograd.grad(o, leaves, dout_t, retain_graph=True))
+                    del o
+        except Exception as e:  # noqa: BLE001
+            note(f"{name} skipped (unsupported here?): {type(e).__name__}: {str(e)[:200]}")
+        finally:
+            leaves = qt = kt = vt = None
+            empty_cache()
+    return results
+
+
+def doc_run_case(spec, aotk):
+    """doc_run_case_unguarded, with any exception turned into the row's failure."""
+    try:
+        return doc_run_case_unguarded(spec, aotk)
+    except Exception as e:  # noqa: BLE001
+        loud(f"ROW ABORTED, {doc_label(spec)}: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        return {}, f"{type(e).__name__}: {str(e)[:300]}", {}
+
+
+def doc_run_case_unguarded(spec, aotk):
+    """Checks aotk (varlen and plain), times both, then the SDPA anchors and flex on the same tensors.
+    Returns ({impl: ms}, failure or None, {impl: aotk kernel info})."""
+    backward = spec["op"] == "bwd_varlen"
+    t = feature_tensors(spec)
+    if backward:
+        t["dout"] = torch.randn_like(t["out"])
+    plain = doc_plain_tensors(spec, t)
+    try:
+        failure, summary, infos = doc_check(spec, aotk, backward, t, plain)
+    except AotkError as e:
+        loud(f"aotk FAILED on {doc_label(spec)}: {e}")
+        return {}, f"aotk raised in the check: {e}", {}
+    if failure:
+        loud(f"ROW ABORTED, {doc_label(spec)}: {failure}")
+        return {}, failure, infos
+    note(summary)
+    for impl, info in infos.items():
+        note(f"{impl} kernel {info['kernel_name']} ({info['launches']} launch(es), features: "
+             f"{', '.join(info['features']) or 'none'})")
+    empty_cache()
+
+    results = {}
+    for impl, x in (("aotk", t), ("aotk-plain", plain)):
+        try:
+            if backward:  # out and lse: the forward's, from the check
+                results[impl] = time_ms(x["bwd"])
+            else:
+                params_ref = ctypes.byref(x["params"])
+                results[impl] = time_ms(lambda: aotk.attn_fwd(params_ref, current_stream()))
+        except AotkError as e:
+            loud(f"aotk FAILED while timing {doc_label(spec)} ({impl}): {e}")
+            return results, f"aotk raised while timing ({impl}): {e}", infos
+    results.update(doc_anchor_times(spec, plain, backward))
+
+    if FLEX_OPTIONS["rows"]:
+        tokens = spec["docs"] * spec["doc_len"]
+        doc_ids = torch.arange(tokens, device=DEVICE, dtype=torch.int32) // spec["doc_len"]
+        block_mask = flex_block_mask(flex_document_mask(doc_ids, spec["causal"]), tokens)
+        qb, kb, vb = (to_bhsd(t[n]) for n in ("q", "k", "v"))
+        ref = {n: doc_to_bhsd(x) for n, x in t.pop("ref").items()}  # the float32 reference of the check
+        ref_out = ref.get("out")
+        ref_grads = None if not backward else ref
+        ms = flex_run(qb, kb, vb, block_mask, backward, ref_out=ref_out, ref_grads=ref_grads,
+                      dout=to_bhsd(t["dout"]) if backward else None)
+        if ms is not None:
+            results["flex"] = ms
+        del qb, kb, vb, block_mask, ref, ref_out, ref_grads
+    del t, plain
+    return results, None, infos
+
+
+DOC_TABLE_HEAD = (f"{'op':>10} {'d':>4} {'heads':>5} {'causal':>6} {'docs':>8} |"
+                  + "".join(f" {name:>10}" for name in DOC_IMPLS)
+                  + f" | {'x plain':>7} {'x flex':>7} {'x cudnn':>7} | {'bar':>7}")
+
+
+def doc_ratios(tfl):
+    """aotk (varlen) over aotk-plain, flex and sdpa-cudnn (None where missing)."""
+    return {other: tfl["aotk"] / tfl[other] if "aotk" in tfl and other in tfl else None
+            for other in ("aotk-plain", "flex", "sdpa-cudnn", "sdpa-flash")}
+
+
+def doc_verdict(r):
+    """'ok' when aotk is >= DOC_PLAIN_BAR x plain and faster than flex, 'LOW' when either fails, '-' when
+    either is not measured."""
+    if r["aotk-plain"] is None or r["flex"] is None:
+        return "-"
+    return "ok" if r["aotk-plain"] >= DOC_PLAIN_BAR and r["flex"] > DOC_FLEX_BAR else "LOW"
+
+
+def doc_table_line(spec, tfl, failure):
+    s = (f"{spec['op']:>10} {spec['head_dim_qk']:>4} {spec['heads_q']:>5} {('yes' if spec['causal'] else 'no'):>6} "
+         f"{str(spec['docs']) + 'x' + str(spec['doc_len']):>8} |")
+    s += "".join(f" {tfl[name]:>10.1f}" if name in tfl else f" {'-':>10}" for name in DOC_IMPLS)
+    r = doc_ratios(tfl)
+    s += " | " + " ".join(f"{r[name]:>6.2f}x" if r[name] else f"{'-':>7}" for name in ("aotk-plain", "flex", "sdpa-cudnn"))
+    s += f" | {doc_verdict(r):>7}"
+    if failure:
+        s += f"   FAILED: {failure}"
+    return s
+
+
+def run_doc_op(op, quick, aotk):
+    """Runs one varlen-documents op's rows. Returns (json rows, table lines, failures, bar summary lines)."""
+    rows, lines, failures, verdicts = [], [], [], []
+    for spec in doc_cases(op, quick):
+        print(f"\n{doc_label(spec)}", flush=True)
+        ms, failure, infos = doc_run_case(spec, aotk)
+        empty_cache()
+        flops = doc_flops(spec)
+        tfl = {impl: flops / ms[impl] / 1e9 for impl in DOC_IMPLS if impl in ms}
+        r = doc_ratios(tfl)
+        for impl in DOC_IMPLS:
+            if impl not in ms:
+                continue
+            row = {"op": op, "impl": impl, "dtype": "bf16", "head_dim": spec["head_dim_qk"],
+                   "causal": bool(spec["causal"]), "seqlen_q": spec["doc_len"], "seqlen_k": spec["doc_len"],
+                   "batch": spec["docs"], "heads_q": spec["heads_q"], "heads_kv": spec["heads_kv"],
+                   "docs": spec["docs"], "doc_len": spec["doc_len"], "tokens": spec["docs"] * spec["doc_len"],
+                   "layout": DOC_LAYOUTS[impl], "flops": flops, "ms": ms[impl], "tflops": round(tfl[impl], 2)}
+            if impl == "aotk":
+                for other, value in r.items():
+                    if value is not None:
+                        row["ratio_to_" + other.replace("sdpa-", "").replace("aotk-", "")] = round(value, 4)
+            if impl in infos:
+                row["kernel"] = infos[impl]["kernel_name"]
+                row["kernel_features"] = infos[impl]["features"]
+            rows.append(row)
+        if failure:
+            failures.append(f"{doc_label(spec)}: {failure}")
+        v = doc_verdict(r)
+        got = ", ".join(f"{r[o]:.2f}x {o}" for o in ("aotk-plain", "flex") if r[o] is not None) or "not measured"
+        verdicts.append(f"  {doc_label(spec)}: {got}: {v}")
+        line = doc_table_line(spec, tfl, failure)
+        lines.append(line)
+        print(DOC_TABLE_HEAD)
+        print(line, flush=True)
+    bar = [f"{op}: bars (aotk varlen >= {DOC_PLAIN_BAR:.1f}x aotk-plain's TFLOP/s, and faster than flex's "
+           f"document mask; same tensors, same run): {sum(1 for x in verdicts if x.endswith(': ok'))} of "
+           f"{len(verdicts)} pass"] + verdicts
+    return rows, lines, failures, bar
+
+
+def print_doc_table(lines, bar_lines):
+    print(f"\nVarlen document rows: {DOC_COUNT} documents of L tokens packed (cu_seqlens), bf16; TFLOP/s = "
+          f"4*docs*h*L*L*d, halved for causal (backward: 2.5x), the same count for every column; aotk = varlen "
+          f"layout; aotk-plain and sdpa-* = the same memory as a dense batch [{DOC_COUNT}, L]; flex = packed "
+          f"with a document block mask; 'x plain' / 'x flex' / 'x cudnn' = aotk's TFLOP/s over theirs")
+    print(DOC_TABLE_HEAD)
+    print("-" * len(DOC_TABLE_HEAD))
+    for line in lines:
+        print(line)
+    for line in bar_lines:
+        print(line)
+    sys.stdout.flush()
+
+
 # The op registry. A grid op says how to enumerate its cases, run one case, and count its FLOPs (main's
-# loop builds its rows and table); an op with "run_op" runs all its rows itself, because what a row
-# records depends on what the run drew (the selection's FLOPs are counted from its indices) and it has
-# its own table and bars. The feature ops (fwd_feat, bwd_feat) have their own path in main.
+# loop builds its rows and table, and its geomeans: only the grid ops fwd and bwd are of that kind); an op
+# with "run_op" runs all its rows itself, because what a row records depends on what the run drew (the
+# selection's FLOPs are counted from its indices) or has columns of its own (GQA's layouts, the varlen
+# rows' plain kernel and flex), and "print" prints its own table and bars at the end. The feature ops
+# (fwd_feat, bwd_feat) have their own path in main.
 OPS = {
     "fwd": {"cases": fwd_cases, "run": fwd_run_case, "flops": fwd_flops},
     "bwd": {"cases": bwd_cases, "run": bwd_run_case, "flops": bwd_flops},
-    "sel_fwd": {"cases": sel_cases, "run_op": run_sel_op},
-    "sel_bwd": {"cases": sel_cases, "run_op": run_sel_op},
+    "fwd_gqa": {"cases": gqa_cases, "run_op": run_gqa_op, "print": print_gqa_table},
+    "bwd_gqa": {"cases": gqa_cases, "run_op": run_gqa_op, "print": print_gqa_table},
+    "fwd_varlen": {"cases": doc_cases, "run_op": run_doc_op, "print": print_doc_table},
+    "bwd_varlen": {"cases": doc_cases, "run_op": run_doc_op, "print": print_doc_table},
+    "sel_fwd": {"cases": sel_cases, "run_op": run_sel_op, "print": print_sel_table},
+    "sel_bwd": {"cases": sel_cases, "run_op": run_sel_op, "print": print_sel_table},
 }
 
 
@@ -1806,8 +2566,10 @@ def ratios(tfl):
     return r_flash, r_best
 
 
-TABLE_HEAD = (f"{'op':>4} {'d':>4} {'causal':>6} {'seqlen':>6} |"
-              + "".join(f" {name:>14}" for name in IMPLS) + f" | {'aotk/flash':>10} {'aotk/best':>10}")
+def table_head():
+    """The grid table's head: IMPLS (flex only with --flex) and the ratios (aotk/flex only with --flex)."""
+    return (f"{'op':>4} {'d':>4} {'causal':>6} {'seqlen':>6} |" + "".join(f" {name:>14}" for name in IMPLS)
+            + f" | {'aotk/flash':>10} {'aotk/best':>10}" + (f" {'aotk/flex':>10}" if "flex" in IMPLS else ""))
 
 
 def table_line(case, tfl, failure):
@@ -1817,6 +2579,8 @@ def table_line(case, tfl, failure):
     r_flash, r_best = ratios(tfl)
     s += " | " + (f"{r_flash:>9.2f}x" if r_flash else f"{'-':>10}") + " " + (
         f"{r_best:>9.2f}x" if r_best else f"{'-':>10}")
+    if "flex" in IMPLS:
+        s += f" {tfl['aotk'] / tfl['flex']:>9.2f}x" if "aotk" in tfl and "flex" in tfl else f" {'-':>10}"
     if failure:
         s += f"   FAILED: {failure}"
     return s
@@ -1824,9 +2588,10 @@ def table_line(case, tfl, failure):
 
 def print_table(lines, summary):
     print("\nTFLOP/s (forward: 4*b*h*sq*sk*d, halved for causal; backward: 2.5 x forward); ratios are aotk's "
-          "TFLOP/s over the SDPA one's")
-    print(TABLE_HEAD)
-    print("-" * len(TABLE_HEAD))
+          "TFLOP/s over the SDPA one's" + (" (aotk/flex: over compiled FlexAttention's; not in the geomeans)"
+                                          if "flex" in IMPLS else ""))
+    print(table_head())
+    print("-" * len(table_head()))
     for line in lines:
         print(line)
     for line in summary:
@@ -1972,7 +2737,8 @@ class TorchStandIn:
                 spec["causal"] = False
             elif d == "dropout":
                 keep = None
-            elif d == "varlen":  # one sequence across the packed ones (the keep mask no longer fits: dropped)
+            elif d == "varlen" and spec["seqlens_q"] is not None:  # one sequence across the packed ones
+                # (the keep mask no longer fits: dropped); a dense call is left as it is
                 spec["seqlens_q"], spec["seqlens_k"] = [sum(spec["seqlens_q"])], [sum(spec["seqlens_k"])]
                 keep = None
         return spec, t, keep
@@ -2206,6 +2972,114 @@ def sel_case_problems():
     return problems
 
 
+def new_rows_problems():
+    """The GQA and varlen-document rows' invariants that need no torch: shapes, token counts, FLOP counts
+    (against the exact pair count of the mask), and that --ops can select them."""
+    problems = []
+    for op in GQA_OPS:
+        cases = list(gqa_cases(op))
+        if not cases:
+            problems.append(f"{op}: no rows")
+        for c in cases:
+            if c["heads_q"] % c["heads_kv"] or c["heads_q"] == c["heads_kv"]:
+                problems.append(f"{gqa_label(c)}: not a GQA shape")
+            if c["batch"] * c["seqlen_q"] != TOTAL_TOKENS:
+                problems.append(f"{gqa_label(c)}: {c['batch'] * c['seqlen_q']} tokens, the grid has {TOTAL_TOKENS}")
+            n, d = c["seqlen_q"], c["head_dim"]
+            want = 4.0 * c["batch"] * c["heads_q"] * n * n * d / (2 if c["causal"] else 1)
+            if gqa_flops(c) != want * (2.5 if op == "bwd_gqa" else 1.0):
+                problems.append(f"{gqa_label(c)}: FLOPs {gqa_flops(c)}, the grid's count {want}")
+    for op in DOC_OPS:
+        specs = list(doc_cases(op))
+        keys = [(s["doc_len"], s["head_dim_qk"], s["causal"]) for s in specs]
+        if len(set(keys)) != len(keys) or len(keys) != 2 * len(DOC_LENS) * len(DOC_HEAD_DIMS) \
+                or not {512, 1024} <= {k[0] for k in keys} or not {64, 128} <= {k[1] for k in keys}:
+            problems.append(f"{op}: rows {keys} (issue 11's: 512 and 1024 tokens, d 64 and 128, causal and not)")
+        for s in specs:
+            tokens = sum(s["seqlens_q"])
+            if tokens != s["docs"] * s["doc_len"] or len(s["seqlens_q"]) != DOC_COUNT or s["batch"] != DOC_COUNT:
+                problems.append(f"{doc_label(s)}: lengths {s['seqlens_q']}")
+            if s["heads_q"] * s["head_dim_qk"] != HIDDEN or s["heads_kv"] != s["heads_q"]:
+                problems.append(f"{doc_label(s)}: heads {s['heads_q']}/{s['heads_kv']}")
+            # The exact pairs (each document within itself; causal: L (L + 1) / 2 per document) against
+            # the grid's count that doc_flops uses (causal: half of L^2).
+            pairs = spec_pairs(s)
+            exact = 2.0 * pairs * 2 * s["head_dim_qk"] * (2.5 if op == "bwd_varlen" else 1.0)
+            L = s["doc_len"]
+            want = exact * (L / (L + 1) if s["causal"] else 1.0)
+            if abs(doc_flops(s) / want - 1) > 1e-12:
+                problems.append(f"{doc_label(s)}: FLOPs {doc_flops(s)} vs {want} from {pairs} pairs")
+    for op in GQA_OPS + DOC_OPS:
+        if op not in OPS or op not in ALL_OPS:
+            problems.append(f"{op}: not selectable by --ops")
+    return problems
+
+
+# The varlen-document check on the CPU: 4 documents of 64 tokens, 2 heads, d 32.
+DOC_STAND_IN = {"doc_len": 64, "head_dim": 32, "docs": 4, "heads": 2}
+
+
+def doc_stand_in_checks(report):
+    """doc_check against the torch stand-in (must pass) and against stand-ins that treat the packing as
+    one sequence (varlen) or drop causal (must fail), forward and backward; then the flex document mask:
+    its pairs are the rows' exact pairs, and (eager flex_attention on the CPU, where this torch has it) its
+    output through the block mask and the layout conversions equals the reference's."""
+    global DEVICE
+    saved = DEVICE
+    DEVICE = "cpu"
+    torch.manual_seed(0)
+    try:
+        c = DOC_STAND_IN
+        for op in DOC_OPS:
+            backward = op == "bwd_varlen"
+            for causal in (False, True):
+                spec = doc_spec(op, c["doc_len"], c["head_dim"], causal, docs=c["docs"], heads=c["heads"])
+                drops = [None, "varlen"] + (["causal"] if causal else [])
+                for drop in drops:
+                    lib = TorchStandIn(drop, ("bwd",) if backward else ("fwd",))
+                    t = feature_tensors(spec)
+                    if backward:
+                        t["dout"] = torch.randn_like(t["out"])
+                    failure, _, _ = doc_check(spec, lib, backward, t, doc_plain_tensors(spec, t))
+                    what = f"{op} causal={int(causal)}: " + ("the stand-in passes the check" if drop is None
+                                                               else f"a stand-in ignoring {drop} fails the check")
+                    report((failure is None) == (drop is None), what + (f" ({failure[:100]})" if failure else ""))
+        # The flex document mask, evaluated on every (q, kv) pair.
+        for causal in (False, True):
+            spec = doc_spec("fwd_varlen", c["doc_len"], c["head_dim"], causal, docs=c["docs"], heads=c["heads"])
+            tokens = c["docs"] * c["doc_len"]
+            doc_ids = torch.arange(tokens, dtype=torch.int32) // c["doc_len"]
+            idx = torch.arange(tokens)
+            mask = flex_document_mask(doc_ids, causal)(0, 0, idx[:, None], idx[None, :])
+            report(int(mask.sum()) * spec["heads_q"] == spec_pairs(spec),
+                   f"flex document mask causal={int(causal)}: {int(mask.sum())} pairs per head = the row's exact count")
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        except ImportError as e:
+            print(f"  skip   flex on the CPU (no FlexAttention in this torch: {e})")
+            return
+        for causal in (False, True):
+            spec = doc_spec("fwd_varlen", c["doc_len"], c["head_dim"], causal, docs=c["docs"], heads=c["heads"])
+            tokens = c["docs"] * c["doc_len"]
+            doc_ids = torch.arange(tokens, dtype=torch.int32) // c["doc_len"]
+            t = feature_tensors(spec)
+            try:
+                bm = create_block_mask(flex_document_mask(doc_ids, causal), B=None, H=None, Q_LEN=tokens,
+                                       KV_LEN=tokens, device="cpu", BLOCK_SIZE=32)
+                with warnings.catch_warnings():  # "called without torch.compile": meant here
+                    warnings.simplefilter("ignore")
+                    out = flex_attention(*(to_bhsd(t[n]).float() for n in ("q", "k", "v")), block_mask=bm)
+            except Exception as e:  # noqa: BLE001
+                print(f"  skip   eager flex on the CPU causal={int(causal)} ({type(e).__name__}: {str(e)[:120]})")
+                continue
+            ref, _, _ = doc_reference(spec, t, torch.float32)
+            err = max_abs_diff(out, doc_to_bhsd(ref))
+            report(err < 1e-4, f"eager flex with the document block mask causal={int(causal)} = the reference "
+                               f"(max abs diff {err:.2g})")
+    finally:
+        DEVICE = saved
+
+
 def self_check():
     """Checks what needs no GPU. Without torch: the ctypes layout, the pair counts, the case list.
     With torch (CPU): also the reference's mask, and every feature row's check against a stand-in."""
@@ -2343,6 +3217,17 @@ def self_check():
         stand_in_checks(report)
         sel_stand_in_checks(report)
 
+    # 9. The GQA and varlen-document rows (issue 11): shapes, tokens, FLOPs against exact pair counts, --ops.
+    problems = new_rows_problems()
+    report(not problems, f"GQA rows ({', '.join(GQA_OPS)}) and varlen document rows ({', '.join(DOC_OPS)}): "
+           f"shapes, tokens, FLOP counts, selectable by --ops" + ("; " + "; ".join(problems[:5]) if problems else ""))
+    # 10. With torch: the varlen-document check against the stand-in and its mutants, the flex document mask.
+    if torch is None:
+        skipped += 1
+        print("  skip   varlen document checks against the stand-in (torch not installed here)")
+    else:
+        doc_stand_in_checks(report)
+
     print(f"self-check: {passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
 
@@ -2392,12 +3277,28 @@ def main(argv=None):
     ap.add_argument("--feature-head-dims", default=",".join(str(d) for d in FEATURE_HEAD_DIMS),
                     help="head dims the feature rows run at (default %(default)s; the plain rows of every head "
                          "dim run regardless)")
+    ap.add_argument("--flex", action="store_true",
+                    help="grid rows (fwd, bwd): also time FlexAttention (torch.compile'd, one compile per shape and "
+                         "mask: minutes over the whole grid); the GQA and varlen rows time it regardless")
+    ap.add_argument("--varlen-doc-lens", default=",".join(str(n) for n in DOC_LENS),
+                    help="document lengths of the varlen rows (fwd_varlen, bwd_varlen), 16 documents each "
+                         "(default: %(default)s)")
+    ap.add_argument("--varlen-head-dims", default=",".join(str(d) for d in DOC_HEAD_DIMS),
+                    help="head dims of the varlen rows, heads = 2048 / head dim (default: %(default)s)")
+    ap.add_argument("--no-flex", action="store_true",
+                    help="GQA and varlen rows: leave FlexAttention out (no torch.compile in the run)")
     ap.add_argument("--self-check", action="store_true",
                     help="no GPU, no torch: check the pair counts, the feature rows and the ctypes layout, then exit")
     args = ap.parse_args(argv)
 
     if args.self_check:
         return self_check()
+    if args.flex and args.no_flex:
+        ap.error("--flex and --no-flex contradict each other")
+    FLEX_OPTIONS["grid"] = args.flex
+    FLEX_OPTIONS["rows"] = not args.no_flex
+    if args.flex and "flex" not in IMPLS:
+        IMPLS.append("flex")
     if args.features and args.selection:
         ap.error("--features and --selection each choose the ops: give one, or --ops fwd_feat,bwd_feat,sel_fwd,sel_bwd")
     if args.features:
@@ -2420,6 +3321,13 @@ def main(argv=None):
         HEAD_DIMS[:] = [int(x) for x in args.head_dims.split(",") if x.strip()]
     except ValueError:
         ap.error(f"--head-dims {args.head_dims!r}: give comma-separated integers")
+    for name, target in (("varlen_doc_lens", DOC_LENS), ("varlen_head_dims", DOC_HEAD_DIMS)):
+        try:
+            target[:] = [int(x) for x in getattr(args, name).split(",") if x.strip()]
+        except ValueError:
+            target[:] = []
+        if not target or min(target) < 1:
+            ap.error(f"--{name.replace('_', '-')} {getattr(args, name)!r}: give comma-separated positive integers")
     if args.lib is None:
         ap.error("--lib is required (except with --self-check)")
     if torch is None:
@@ -2442,7 +3350,7 @@ def main(argv=None):
     random.seed(0)
     rows, lines, failures = [], [], []
     feature_lines, bar_lines = [], []
-    sel_lines, sel_bar_lines = [], []
+    op_tables = {}  # an op's "print" -> (its table lines, its bar lines), in the order the ops ran
     r_flash_all, r_best_all = [], []
     for op in ops:
         if op in ("fwd_feat", "bwd_feat"):
@@ -2457,9 +3365,10 @@ def main(argv=None):
         if "run_op" in spec:
             o_rows, o_lines, o_failures, o_bar = spec["run_op"](op, args.quick, aotk)
             rows += o_rows
-            sel_lines += o_lines
+            table_lines, table_bars = op_tables.setdefault(spec["print"], ([], []))
+            table_lines += o_lines
             failures += o_failures
-            sel_bar_lines += o_bar
+            table_bars += o_bar
             continue
         for case in spec["cases"](args.quick):
             print(f"\n{case_label(case)}", flush=True)
@@ -2487,7 +3396,7 @@ def main(argv=None):
                 r_best_all.append(r_best)
             line = table_line(case, tfl, failure)
             lines.append(line)
-            print(TABLE_HEAD)
+            print(table_head())
             print(line, flush=True)
 
     os.makedirs(args.out_dir, exist_ok=True)
@@ -2509,8 +3418,9 @@ def main(argv=None):
         print_table(lines, [])
     if feature_lines:
         print_feature_table(feature_lines, bar_lines)
-    if sel_lines:
-        print_sel_table(sel_lines, sel_bar_lines)
+    for print_op_table, (table_lines, table_bars) in op_tables.items():
+        if table_lines:
+            print_op_table(table_lines, table_bars)
     for line in summary:
         print(line)
     sys.stdout.flush()
