@@ -123,6 +123,15 @@ ATTN_BWD_DKDV_PARAMS = (
     + _ints(("head_dim_qk8", "head_dim_v8", "window_left", "window_right", "flags"))
     + [("softmax_scale", "fp32", False)] + _SCORE_SCALARS + _DROPOUT_SCALARS
 )
+# The sm_90 dK/dV pass in Gluon (kernels/attn_bwd_hopper.py): attn_bwd_dkdv's parameters, then
+# descriptors of Q, K, V and dO over [batch, seqlen, heads * head_dim] (query tiles of {block_m} rows,
+# key blocks of {block_n}).
+ATTN_BWD_DKDV_HOPPER_PARAMS = ATTN_BWD_DKDV_PARAMS + [
+    ("DescQ", "tensordesc<{dtype}[1,{block_m},{dqk}]>", False),
+    ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk}]>", False),
+    ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
+    ("DescDO", "tensordesc<{dtype}[1,{block_m},{dv}]>", False),
+]
 ATTN_BWD_DQ_PARAMS = (
     _pointers(("Q", "K", "V", "DOut")) + _pointers(("LseLog2", "Delta"), "*fp32", ALWAYS) + _pointers(("DQ",))
     + _FEATURE_POINTERS + _pointers(("AlibiSlopes",), "*fp32", False) + _pointers(("RngState",), "*i64", False)
@@ -209,6 +218,8 @@ ATTN_TMA_HEAD_DIMS = ((128, 128), (256, 256))
 # head dims it was measured at; d=256 with 64-key blocks (bench/explore_hopper/gluon_attn_fwd.py,
 # ppp_bn64_s2: 0.84-0.98x cuDNN at 4k/8k, where the Triton TMA kernel measured 0.70-0.89).
 ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (256, 256))
+# The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) at the head dims it was measured at.
+ATTN_HOPPER_BWD_HEAD_DIMS = ((64, 64), (128, 128))
 EXTRAS = (False, True)
 
 T = TileConfig
@@ -237,6 +248,11 @@ ATTN_TUNING = {
     ("attn_fwd_hopper", 90, 64, 64): ((1, T(128, 128, 4, 2)),),
     ("attn_fwd_hopper", 90, 128, 128): ((1, T(128, 128, 4, 2)),),
     ("attn_fwd_hopper", 90, 256, 256): ((1, T(128, 64, 4, 2)),),
+    # The Gluon dK/dV pass: 64 query rows per step, 128 keys per program, 8 consumer warps (the program
+    # runs 8 + 1 producer, padded to 12), a 2-stage Q/dO ring (bench/explore_hopper/gluon_attn_bwd.py:
+    # 3 stages measured no faster).
+    ("attn_bwd_dkdv_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
+    ("attn_bwd_dkdv_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
     ("attn_fwd_tma", 90, 128, 128): ((1, T(128, 64, 4, 2)), (4096, T(128, 128, 8, 3))),
     ("attn_fwd_tma", 90, 256, 256): ((1, T(128, 64, 8, 2)),),
     ("attn_fwd", 80, 32, 32): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),
@@ -316,6 +332,8 @@ FAMILIES = {
     "attn_bwd_sink_reduce": ("attn_bwd.py", "attn_bwd_sink_reduce", ATTN_BWD_SINK_REDUCE_PARAMS, ()),
     "attn_bwd_dkdv": ("attn_bwd.py", "attn_bwd_dkdv", ATTN_BWD_DKDV_PARAMS, ("dtype", "dims", "align", "extras")),
     "attn_bwd_dq": ("attn_bwd.py", "attn_bwd_dq", ATTN_BWD_DQ_PARAMS, ("dtype", "dims", "align", "extras")),
+    "attn_bwd_dkdv_hopper": ("attn_bwd_hopper.py", "attn_bwd_dkdv_hopper", ATTN_BWD_DKDV_HOPPER_PARAMS,
+                             ("dtype", "hopper_bwd_dims")),
     "sel_fwd": ("sel_attn.py", "sel_fwd", SEL_FWD_PARAMS, ("dtype", "sel_dims", "sel_block", "align")),
     "sel_bwd_dq": ("sel_attn.py", "sel_bwd_dq", SEL_BWD_DQ_PARAMS, ("dtype", "sel_dims", "sel_block")),
     "sel_bwd_dkdv": ("sel_attn.py", "sel_bwd_dkdv", SEL_BWD_DKDV_PARAMS, ("dtype", "sel_dims", "sel_block", "align")),
@@ -382,7 +400,7 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
         return ((1, SEL_SCAN_CONFIG),)
     if family == "sel_check_indices":
         return ((1, SEL_CHECK_CONFIG),)
-    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_bwd_dkdv", "attn_bwd_dq"):
+    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd_dkdv_hopper"):
         key = (family, arch, dqk, dv)
         return ATTN_TUNING_EXTRAS.get(key, ATTN_TUNING[key]) if extras else ATTN_TUNING[key]
     if family == "attn_bwd_preprocess":
@@ -407,6 +425,7 @@ CONSTEXPRS = {
     "attn_fwd": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
     "attn_fwd_tma": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
     "attn_fwd_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS", "CONSUMER_REGS"),
+    "attn_bwd_dkdv_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS"),
     "attn_dropout_mask": ("BLOCK_M", "BLOCK_N"),
     "attn_bwd_preprocess": ("HEAD_DIM_V", "BLOCK_M"),
     "attn_bwd_sink_reduce": ("BLOCK",),
@@ -424,13 +443,13 @@ CONSTEXPRS = {
 }
 
 
-FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,)}
+FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_bwd_dkdv_hopper": (90,)}
 # Options beyond num_warps and num_stages: the Gluon kernel caps registers at entry so that its
 # setmaxnreg split (24 for the producer, 240 for the consumers) takes effect.
-FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}}
+FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}, "attn_bwd_dkdv_hopper": {"maxnreg": 168}}
 # Families written in Gluon (compiled from GluonASTSource, their descriptors typed with the shared-memory
 # layout the kernel allocates).
-GLUON_FAMILIES = ("attn_fwd_hopper",)
+GLUON_FAMILIES = ("attn_fwd_hopper", "attn_bwd_dkdv_hopper")
 
 
 def catalog():
@@ -447,6 +466,8 @@ def catalog():
                 dims = ATTN_TMA_HEAD_DIMS
             elif "hopper_dims" in axes:
                 dims = ATTN_HOPPER_HEAD_DIMS
+            elif "hopper_bwd_dims" in axes:
+                dims = ATTN_HOPPER_BWD_HEAD_DIMS
             elif "dims_v" in axes:
                 dims = tuple(sorted({(0, dv) for _, dv in ATTN_HEAD_DIMS}))
             else:
@@ -454,7 +475,7 @@ def catalog():
             for dtype in dtypes:
                 for dqk, dv in dims:
                   for block_size in (SEL_BLOCK_SIZES if "sel_block" in axes else (0,)):
-                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("tma_dims" in axes or "hopper_dims" in axes) else (False,)):
+                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes) else (False,)):
                         for extras in (EXTRAS if "extras" in axes else (False,)):
                             for min_seqlen, config in _configs(family, arch, dqk, dv, extras, block_size):
                                 params = tuple((n, t.format(dtype=dtype, block_m=config.block_m, block_n=config.block_n,

@@ -41,7 +41,7 @@ KERNELS_DIR = os.path.join(REPO_ROOT, "kernels")
 PTX_PARAM_TYPE = {"ptr": [".u64"], "i64": [".u64"], "i32": [".u32"], "fp32": [".f32"]}
 PARAM_KIND = {"ptr": "p", "i64": "l", "i32": "i", "fp32": "f", "desc": "t"}
 # The table records at most this many descriptors per kernel (src/aotk_kernel_table.h).
-MAX_TMA_DESCRIPTORS = 3
+MAX_TMA_DESCRIPTORS = 4
 DTYPE_ENUM = {"fp16": "AOTK_DTYPE_FLOAT16", "bf16": "AOTK_DTYPE_BFLOAT16", "": "0"}
 FAMILY_ENUM = {family: "AOTK__FAMILY_" + family.upper() for family in aotk_catalog.FAMILIES}
 

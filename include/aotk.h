@@ -321,14 +321,19 @@ typedef struct aotk_kernel_info {
  * caller). That needs sm_90 (cubin images), a dense layout (not varlen), 16-byte-aligned inputs, each
  * token's heads contiguous (head stride == head_dim; packed qkv qualifies) and a head dim with such a
  * kernel: 64, 128 and 256 for the plain forward (AOTK_FEATURE_WARP_SPECIALIZED below), 128 and 256 with
- * any feature. Other calls take the pointer-load kernels, with the same results to within rounding. */
+ * any feature. Other calls take the pointer-load kernels, with the same results to within rounding.
+ * For AOTK_OP_ATTN_BWD the bit describes the dK/dV pass, the kernel aotk_query names: it loads Q, K, V
+ * and dO so under the same conditions (dO's layout too), at head dims 64 and 128, for the backward
+ * without softcap, ALiBi or dropout and with no window but causal. */
 #define AOTK_FEATURE_TMA (1u << 9)
 /* Added in 0.4. The sm_90 forward with FlashAttention-3's schedule (a TMA producer warp, two consumer
  * warpgroups taking turns, softmax overlapped with the matrix products; written in Gluon), which also
  * sets AOTK_FEATURE_TMA. It runs the plain forward (no softcap, ALiBi, dropout or sinks; no window but
  * causal, either alignment) at head dims 64, 128 and 256, where TMA's conditions above hold. It is
  * persistent: at most one program per SM, each walking several query tiles, so aotk_kernel_info's grid
- * can be smaller than the number of tiles. */
+ * can be smaller than the number of tiles. For AOTK_OP_ATTN_BWD: the dK/dV pass has FlashAttention-3's
+ * backward schedule (a TMA producer warp, two consumer warpgroups), still one owner per output and
+ * bitwise deterministic. */
 #define AOTK_FEATURE_WARP_SPECIALIZED (1u << 10)
 
 #define AOTK_KERNEL_INFO_INIT {.struct_size = sizeof(aotk_kernel_info)}

@@ -559,6 +559,8 @@ static const char *family_name(int family) {
       return "attn_bwd_preprocess";
     case AOTK__FAMILY_ATTN_BWD_DKDV:
       return "attn_bwd_dkdv";
+    case AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER:
+      return "attn_bwd_dkdv_hopper";
     case AOTK__FAMILY_ATTN_BWD_DQ:
       return "attn_bwd_dq";
     case AOTK__FAMILY_ATTN_DROPOUT_MASK:
@@ -647,8 +649,9 @@ static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel
   if (p->dropout_p > 0.0f) f |= AOTK_FEATURE_DROPOUT;
   if (e->head_dim_qk > p->head_dim_qk || e->head_dim_v > p->head_dim_v) f |= AOTK_FEATURE_PADDED_HEAD_DIM;
   if (e->extras) f |= AOTK_FEATURE_EXTRAS_KERNEL;
-  if (e->family == AOTK__FAMILY_ATTN_FWD_TMA || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER) f |= AOTK_FEATURE_TMA;
-  if (e->family == AOTK__FAMILY_ATTN_FWD_HOPPER) f |= AOTK_FEATURE_WARP_SPECIALIZED;
+  const bool warp_specialized = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
+  if (e->family == AOTK__FAMILY_ATTN_FWD_TMA || warp_specialized) f |= AOTK_FEATURE_TMA;
+  if (warp_specialized) f |= AOTK_FEATURE_WARP_SPECIALIZED;
   return f;
 }
 
@@ -734,6 +737,10 @@ static const char attn_bwd_preprocess_param_kinds[] = "ppppp" "p" "pp" STRIDES S
 static const char attn_bwd_sink_reduce_param_kinds[] = "ppi";
 static const char attn_bwd_dkdv_param_kinds[] = "pppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES
                                                 STRIDES "l" "iiiiii" "i" MASK_INTS "f" SCORE_SCALARS DROPOUT_SCALARS;
+/* The Gluon dK/dV pass takes attn_bwd_dkdv's parameters, then descriptors of Q, K, V and dO. */
+static const char attn_bwd_dkdv_hopper_param_kinds[] = "pppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES
+                                                       STRIDES STRIDES "l" "iiiiii" "i" MASK_INTS "f" SCORE_SCALARS
+                                                       DROPOUT_SCALARS "tttt";
 static const char attn_bwd_dq_param_kinds[] = "ppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES
                                               "l" "iiiii" "i" MASK_INTS "f" SCORE_SCALARS DROPOUT_SCALARS;
 #undef STRIDES
@@ -856,6 +863,8 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
       !tma_view_ok(&problem->v)) {
     return -1;
   }
+  /* The backward's dK/dV pass reads dO through TMA too. */
+  if (family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER && !tma_view_ok(&problem->dout)) return -1;
   int best = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
@@ -873,6 +882,12 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
  * or sinks, and no mask but causal (either alignment). */
 static bool hopper_kernel_covers(const aotk__attn_problem *problem) {
   return !problem->extras && !problem->sinks && problem->window_left < 0 && problem->window_right <= 0;
+}
+
+/* The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) likewise, sinks allowed: they enter its products
+ * only through the staged lse. */
+static bool hopper_bwd_kernel_covers(const aotk__attn_problem *problem) {
+  return !problem->extras && problem->window_left < 0 && problem->window_right <= 0;
 }
 
 static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) {
@@ -983,6 +998,22 @@ static int64_t fwd_grid(const aotk__attn_problem *problem, const aotk__kernel_en
   return hopper_grid(problem, e, blocks(problem->seqlen_q, e->block_m), tiles, plan->device.multiprocessors);
 }
 
+/* The row's descriptors, one per tensor, in the kernel's parameter order: the count must be the row's
+ * (its compiled kernel takes exactly that many). Stops at the first failure, naming its tensor. */
+static aotk_status encode_descriptors(const aotk__driver *driver, const aotk__kernel_entry *e,
+                                      const aotk_tensor *const *tensors, const char *const *names, int count,
+                                      packed_descriptor *out) {
+  if (e->descriptor_count != count) {
+    return aotk__fail(AOTK_ERROR_INTERNAL, "%s records %d TMA descriptors; the launcher packs %d", e->name,
+                      (int)e->descriptor_count, count);
+  }
+  for (int i = 0; i < count; i++) {
+    aotk_status status = encode_descriptor(driver, tensors[i], &e->descriptors[i], names[i], &out[i]);
+    if (status != AOTK_OK) return status;
+  }
+  return AOTK_OK;
+}
+
 static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params *params,
                               const aotk__attn_problem *problem, const attn_plan *plan, aotk_stream stream) {
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->rows[0]];
@@ -1016,18 +1047,10 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
   if (status != AOTK_OK) return status;
   const int64_t grid = fwd_grid(problem, e, plan);
   if (tma) {
-    if (e->descriptor_count != 3) {
-      return aotk__fail(AOTK_ERROR_INTERNAL, "%s records %d TMA descriptors; the launcher packs 3", e->name,
-                        (int)e->descriptor_count);
-    }
     packed_descriptor descriptors[3];
     const aotk_tensor *tensors[3] = {&problem->q, &problem->k, &problem->v};
     static const char *const names[3] = {"q", "k", "v"};
-    for (int i = 0; i < 3; i++) {
-      if ((status = encode_descriptor(driver, tensors[i], &e->descriptors[i], names[i], &descriptors[i])) != AOTK_OK) {
-        return status;
-      }
-    }
+    if ((status = encode_descriptors(driver, e, tensors, names, 3, descriptors)) != AOTK_OK) return status;
     void *tma_args[sizeof args / sizeof args[0] + 3 * 7 + 1];
     memcpy(tma_args, args, sizeof args);
     void *descriptor_args[] = {DESCRIPTOR_ARGS(descriptors[0]), DESCRIPTOR_ARGS(descriptors[1]),
@@ -1182,17 +1205,24 @@ static aotk_status check_workspace(const aotk__attn_problem *problem, const void
   return AOTK_OK;
 }
 
+/* The backward: the pre-pass, the dK/dV pass (on sm_90 the Gluon kernel where it covers the call and TMA
+ * can read the inputs, else the Triton one), the dQ pass, and with dsinks the sink reduction. */
 static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) {
   aotk_status status;
   plan->count = 3;
+  const int hopper_row = hopper_bwd_kernel_covers(problem)
+                             ? choose_tma_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, problem, plan, problem->seqlen_k)
+                             : -1;
   if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_PREPROCESS, problem, problem->seqlen_q, &plan->device,
                                     &plan->rows[0], &plan->kind)) != AOTK_OK ||
-      (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DKDV, problem, problem->seqlen_k, &plan->device,
-                                    &plan->rows[1], &plan->kind)) != AOTK_OK ||
+      (hopper_row < 0 &&
+       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DKDV, problem, problem->seqlen_k, &plan->device,
+                                     &plan->rows[1], &plan->kind)) != AOTK_OK) ||
       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DQ, problem, problem->seqlen_q, &plan->device,
                                     &plan->rows[2], &plan->kind)) != AOTK_OK) {
     return status;
   }
+  if (hopper_row >= 0) plan->rows[1] = hopper_row;
   if (problem->dsinks) {
     if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, problem, problem->seqlen_q, &plan->device,
                                       &plan->rows[3], &plan->kind)) != AOTK_OK) {
@@ -1236,11 +1266,20 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   int32_t seqlen_q = (int32_t)problem->seqlen_q, seqlen_k = (int32_t)problem->seqlen_k;
   int32_t heads_q = (int32_t)problem->heads_q, heads_kv = (int32_t)problem->heads_kv;
   int32_t num_seqs = (int32_t)problem->batch, group_size = heads_q / heads_kv;
-  const char *const kinds[] = {attn_bwd_preprocess_param_kinds, attn_bwd_dkdv_param_kinds, attn_bwd_dq_param_kinds,
-                               attn_bwd_sink_reduce_param_kinds};
+  const bool hopper = dkdv->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
+  const char *const kinds[] = {attn_bwd_preprocess_param_kinds,
+                               hopper ? attn_bwd_dkdv_hopper_param_kinds : attn_bwd_dkdv_param_kinds,
+                               attn_bwd_dq_param_kinds, attn_bwd_sink_reduce_param_kinds};
   CUkernel kernels[4];
   aotk_status status = aotk__load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
   if (status != AOTK_OK) return status;
+  /* The Gluon dK/dV pass's tensor maps, encoded before anything is launched: a failure launches nothing. */
+  packed_descriptor descriptors[4];
+  if (hopper) {
+    const aotk_tensor *tensors[4] = {&problem->q, &problem->k, &problem->v, &problem->dout};
+    static const char *const names[4] = {"q", "k", "v", "dout"};
+    if ((status = encode_descriptors(driver, dkdv, tensors, names, 4, descriptors)) != AOTK_OK) return status;
+  }
 
   /* The pre-pass covers the padded rows too: it writes their neutral statistics. Only the sink
    * gradient's flag matters to it (and the varlen layout). */
@@ -1264,10 +1303,21 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                        &f.flags, &f.softmax_scale, &f.qk_scale_log2, &f.softcap_scale, &f.softcap_log2,
                        &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof dkdv_args / sizeof dkdv_args[0] == sizeof attn_bwd_dkdv_param_kinds - 1, "one per parameter");
-  if ((status = aotk__launch_row(driver, plan->rows[1], kernels[1], sizeof dkdv_args / sizeof dkdv_args[0], dkdv_args,
-                           n_blocks * problem->batch * problem->heads_kv, stream)) != AOTK_OK) {
-    return status;
+  if (hopper) {
+    /* The pointers stay in their places (the kernel ignores them); Q, K, V and dO follow as tensor maps. */
+    void *hopper_args[sizeof dkdv_args / sizeof dkdv_args[0] + 4 * 7];
+    memcpy(hopper_args, dkdv_args, sizeof dkdv_args);
+    void *descriptor_args[] = {DESCRIPTOR_ARGS(descriptors[0]), DESCRIPTOR_ARGS(descriptors[1]),
+                               DESCRIPTOR_ARGS(descriptors[2]), DESCRIPTOR_ARGS(descriptors[3])};
+    _Static_assert(sizeof descriptor_args == 4 * 7 * sizeof(void *), "seven arguments per descriptor");
+    memcpy(hopper_args + sizeof dkdv_args / sizeof dkdv_args[0], descriptor_args, sizeof descriptor_args);
+    status = aotk__launch_row(driver, plan->rows[1], kernels[1], sizeof hopper_args / sizeof hopper_args[0],
+                              hopper_args, n_blocks * problem->batch * problem->heads_kv, stream);
+  } else {
+    status = aotk__launch_row(driver, plan->rows[1], kernels[1], sizeof dkdv_args / sizeof dkdv_args[0], dkdv_args,
+                              n_blocks * problem->batch * problem->heads_kv, stream);
   }
+  if (status != AOTK_OK) return status;
 
   int32_t m_blocks = (int32_t)blocks(problem->seqlen_q, dq_entry->block_m);
   void *dq_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_log2_ptr, &delta_ptr,

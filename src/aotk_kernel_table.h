@@ -28,11 +28,12 @@ enum {
   AOTK__FAMILY_SEL_INDEX_ORDER = 15,
   AOTK__FAMILY_ATTN_FWD_TMA = 16,
   AOTK__FAMILY_ATTN_FWD_HOPPER = 17,
+  AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER = 18,
 };
 
 /* A host-side TMA descriptor's layout, as the compiler chose it: the CUtensorMapSwizzle mode and the
  * box (outermost dimension first) that cuTensorMapEncodeTiled must be given. */
-#define AOTK__MAX_TMA_DESCRIPTORS 3
+#define AOTK__MAX_TMA_DESCRIPTORS 4
 typedef struct aotk__tma_layout {
   int32_t swizzle;
   int32_t box[3];

@@ -129,9 +129,10 @@ static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causa
   bool extras = strstr(kernel_name, "_extras_") != NULL;
   CHECK_MSG(extras == aotk_gpu_test_has_extras(f), "ran %s", kernel_name);
   static const char *const path_names[] = {"pointer", "TMA", "warp-specialized"};
-  aotk_gpu_test_fwd_path path = strncmp(kernel_name, "attn_fwd_tma_", 13) == 0      ? FWD_TMA
-                                : strncmp(kernel_name, "attn_fwd_hopper_", 16) == 0 ? FWD_HOPPER
-                                                                                    : FWD_POINTER;
+  aotk_gpu_test_fwd_path path = strncmp(kernel_name, "attn_fwd_tma_", 13) == 0             ? FWD_TMA
+                                : strncmp(kernel_name, "attn_fwd_hopper_", 16) == 0        ? FWD_HOPPER
+                                : strncmp(kernel_name, "attn_bwd_dkdv_hopper_", 21) == 0   ? FWD_HOPPER
+                                                                                           : FWD_POINTER;
   CHECK_MSG(path == expect_path, "ran %s, expected the %s kernel", kernel_name, path_names[expect_path]);
   const uint32_t path_bits = path == FWD_HOPPER ? AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED
                              : path == FWD_TMA  ? AOTK_FEATURE_TMA
@@ -145,6 +146,26 @@ static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causa
             (int)kernel_head_dim_qk, (int)kernel_head_dim_v, kernel_name);
   uint32_t expected = aotk_gpu_test_expected_features(causal, head_dim, f, kernel_head_dim_qk, kernel_head_dim_v);
   CHECK_MSG(features == expected, "features 0x%x, expected 0x%x", (unsigned)features, (unsigned)expected);
+}
+
+/* Whether a backward case's dK/dV pass (the kernel aotk_query names) should be the warp-specialized
+ * Gluon one (include/aotk.h): on sm_90 cubins, the packed layout for q, k, v and dout (mixed layouts
+ * put k in the permuted one, which TMA can read as [batch, seqlen, heads * d] only in the degenerate
+ * case below), dense, head dims exactly 64
+ * or 128, no softcap, ALiBi or dropout, no window but causal; sinks allowed. FWD_HOPPER then, else the
+ * pointer kernel (the name check_kernel_choice takes). */
+static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout layout, int mix_layouts,
+                                                            int64_t seqlen_k, int64_t heads_kv, int64_t head_dim,
+                                                            const aotk__check_features *f, bool from_ptx) {
+  /* Mixed layouts put k in the permuted layout, [batch, heads, seqlen, d] in memory: a token's heads are
+   * contiguous (and its rows as TMA wants them) only with one kv head and one key. */
+  const bool k_readable = !mix_layouts || (heads_kv == 1 && seqlen_k == 1);
+  if (compute_capability != 90 || from_ptx || layout != AOTK__LAYOUT_CONTIGUOUS || !k_readable || f->num_seqs != 0 ||
+      aotk_gpu_test_head_dim_v(head_dim, f) != head_dim) {
+    return FWD_POINTER;
+  }
+  const bool plain = !aotk_gpu_test_has_extras(f) && (!f->window || (f->window_left < 0 && f->window_right <= 0));
+  return plain && (head_dim == 64 || head_dim == 128) ? FWD_HOPPER : FWD_POINTER;
 }
 
 /* " dv=128 varlen[6] window=63/-1 top-left softcap=5 alibi[2d] sinks dropout=0.1": the features of a

@@ -129,6 +129,7 @@ enum kernel_id {
   KERNEL_SEL_CHECK_INDICES,
   KERNEL_ATTN_FWD_TMA,
   KERNEL_ATTN_FWD_HOPPER,
+  KERNEL_BWD_DKDV_HOPPER,
   KERNEL_COUNT
 };
 static const struct kernel_signature {
@@ -155,6 +156,9 @@ static const struct kernel_signature {
     /* The warp-specialized Gluon forward (kernels/attn_fwd_hopper.py) takes attn_fwd_tma's parameters,
      * then num_tiles. */
     {"attn_fwd_hopper", AOTK__FAMILY_ATTN_FWD_HOPPER, ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS},
+    /* The warp-specialized Gluon dK/dV pass (kernels/attn_bwd_hopper.py): attn_bwd_dkdv's parameters,
+     * then descriptors of Q, K, V and dO. */
+    {"attn_bwd_dkdv_hopper", AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, ATTN_BWD_DKDV_KINDS "tttt" HIDDEN_KINDS},
 };
 
 /* Bits of the kernels' flags argument (kernels/attn_common.py). */
@@ -189,6 +193,8 @@ enum launch_param {
  * descriptor (Q, K, V): the map (recorded_launch.maps), the view's shape (3 x int32) and its strides
  * (3 x int64, in elements), outermost first, then the two scratch pointers. */
 enum { TMA_RANK = 3, TMA_DESC_SLOTS = 1 + 2 * TMA_RANK, TMA_MAP_BYTES = 128, TMA_DESCRIPTORS = 3 };
+/* The most maps one launch passes: the backward's Gluon dK/dV pass takes Q, K, V and dO. */
+enum { MAX_TMA_MAPS = 4 };
 enum tma_launch_param {
   TMA_ARG_DESC_Q = ARG_GLOBAL_SCRATCH,
   TMA_ARG_DESC_K = TMA_ARG_DESC_Q + TMA_DESC_SLOTS,
@@ -363,7 +369,7 @@ enum sel_check_param {
 enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256 };
 
 enum { FAKE_MULTIPROCESSORS = 132 }; /* the fake device's SMs, an H100's */
-enum { MAX_LAUNCH_PARAMS = 64, LAUNCH_LOG_SIZE = 8, GIVEN_KERNELS_MAX = 1024 };
+enum { MAX_LAUNCH_PARAMS = 96, LAUNCH_LOG_SIZE = 8, GIVEN_KERNELS_MAX = 1024 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
 _Static_assert((int)TMA_PARAM_COUNT ==
                    sizeof ATTN_FWD_TMA_KINDS HIDDEN_KINDS - 1 + TMA_DESCRIPTORS * (TMA_DESC_SLOTS - 1),
@@ -398,7 +404,7 @@ typedef struct recorded_launch {
   CUstream stream;
   void **extra;
   unsigned char args[MAX_LAUNCH_PARAMS][8];
-  unsigned char maps[TMA_DESCRIPTORS][TMA_MAP_BYTES]; /* the 't' arguments' CUtensorMaps, in order */
+  unsigned char maps[MAX_TMA_MAPS][TMA_MAP_BYTES]; /* the 't' arguments' CUtensorMaps, in order */
   int maps_recorded;
 } recorded_launch;
 
@@ -606,7 +612,7 @@ static CUresult fake_cuLaunchKernel(CUfunction function, unsigned grid_x, unsign
   const char *kinds = kernel_signatures[id].param_kinds;
   for (size_t i = 0, slot = 0; kinds[i] != '\0'; i++) {
     if (kinds[i] == 't') { /* the whole map, then its shape and strides, one slot each */
-      if (launch->maps_recorded < TMA_DESCRIPTORS) {
+      if (launch->maps_recorded < MAX_TMA_MAPS) {
         memcpy(launch->maps[launch->maps_recorded++], params[slot], TMA_MAP_BYTES);
       }
       slot++;
@@ -1074,6 +1080,33 @@ static int expected_fwd_family(const aotk_attn_params *params, int arch, bool fr
 
 static bool expect_tma(const aotk_attn_params *params, int arch, bool from_ptx) {
   return expected_fwd_family(params, arch, from_ptx) != AOTK__FAMILY_ATTN_FWD;
+}
+
+/* Whether the backward's dK/dV pass must be the warp-specialized Gluon kernel (include/aotk.h,
+ * AOTK_FEATURE_TMA for AOTK_OP_ATTN_BWD): on sm_90 cubins, dense, every tensor 16-byte aligned, q, k, v
+ * and dout readable by TMA, head dims exactly 64 or 128 (q/k and v equal), no softcap, ALiBi or dropout,
+ * no window but causal (sinks allowed), and its row fitting the GPU's shared memory. */
+static bool expect_bwd_hopper(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
+  if (arch != 90 || from_ptx || params->cu_seqlens_q.data != NULL || params->q.rank != 4) return false;
+  const aotk_tensor *all[] = {&params->q,    &params->k,  &params->v,  &params->out,
+                              &params->dout, &params->dq, &params->dk, &params->dv};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    if (!tensor_aligned16(all[i])) return false;
+  }
+  if (!tma_readable(&params->q) || !tma_readable(&params->k) || !tma_readable(&params->v) ||
+      !tma_readable(&params->dout)) {
+    return false;
+  }
+  const int32_t window_right = params->causal == 1 ? 0 : params->window_right;
+  if (params->softcap != 0.0f || params->alibi_slopes.data != NULL || params->dropout_p != 0.0f ||
+      params->window_left >= 0 || window_right > 0) {
+    return false;
+  }
+  const int64_t d = params->q.shape[3];
+  if (params->v.shape[3] != d || (d != 64 && d != 128)) return false;
+  const aotk__kernel_entry *row = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, params->q.dtype, d, d, 1, 0,
+                                               params->k.shape[1]);
+  return row != NULL && row->shared_bytes <= max_shared_bytes;
 }
 
 /* The kernel (enum kernel_id), name prefix and aotk_query feature bits of a forward family. */
@@ -2608,26 +2641,23 @@ static uint32_t expected_info_features(const feature_expectation *e, const probl
          (e->extras ? AOTK_FEATURE_EXTRAS_KERNEL : 0);
 }
 
-/* The TMA forward's three descriptors in `launch`, against the encodes logged from fake.encodes[first]:
- * for q, k and v in turn, the encode of the tensor's view [batch, seqlen, heads * d] (dims innermost
+/* A launch's `count` descriptors (the kernel's 't' arguments from slot first_slot on), against the encodes
+ * logged from fake.encodes[first]: for each tensor in turn, the encode of the tensor's view [batch, seqlen, heads * d] (dims innermost
  * first, byte strides of a token and a batch, the row's box reversed and its swizzle, 2-byte elements of
  * the tensor's dtype, no interleave, element strides 1, 128-byte L2 promotion, no NaN fill), and in the
  * launch that encode's map with the view's shape and element strides, outermost first. A single batch's
  * stride is unused: the view gives it the span of the sequence (a valid stride, whatever the caller's). */
-static void check_tma_descriptors(const char *what, const recorded_launch *launch, const aotk_attn_params *params,
-                                  const aotk__kernel_entry *row, int first) {
-  static const char *const names[TMA_DESCRIPTORS] = {"q", "k", "v"};
-  const aotk_tensor *tensors[TMA_DESCRIPTORS] = {&params->q, &params->k, &params->v};
-  CHECK_MSG(fake.encode_count == first + TMA_DESCRIPTORS && first + TMA_DESCRIPTORS <= ENCODE_LOG_SIZE,
-            "%s: %d tensor maps encoded, expected %d", what, fake.encode_count - first, TMA_DESCRIPTORS);
-  CHECK_MSG(launch->maps_recorded == TMA_DESCRIPTORS, "%s: %d maps in the launch", what, launch->maps_recorded);
-  CHECK_MSG(row->descriptor_count == TMA_DESCRIPTORS, "%s: %s records %d descriptors", what, row->name,
-            row->descriptor_count);
-  if (fake.encode_count != first + TMA_DESCRIPTORS || first + TMA_DESCRIPTORS > ENCODE_LOG_SIZE ||
-      row->descriptor_count != TMA_DESCRIPTORS) {
+static void check_descriptors(const char *what, const recorded_launch *launch, const aotk__kernel_entry *row,
+                              int first, int count, const aotk_tensor *const *tensors, const char *const *names,
+                              const int32_t *tile_rows_of, int first_slot) {
+  CHECK_MSG(fake.encode_count == first + count && first + count <= ENCODE_LOG_SIZE,
+            "%s: %d tensor maps encoded, expected %d", what, fake.encode_count - first, count);
+  CHECK_MSG(launch->maps_recorded == count, "%s: %d maps in the launch", what, launch->maps_recorded);
+  CHECK_MSG(row->descriptor_count == count, "%s: %s records %d descriptors", what, row->name, row->descriptor_count);
+  if (fake.encode_count != first + count || first + count > ENCODE_LOG_SIZE || row->descriptor_count != count) {
     return;
   }
-  for (int d = 0; d < TMA_DESCRIPTORS; d++) {
+  for (int d = 0; d < count; d++) {
     const aotk_tensor *t = tensors[d];
     const encode_call *c = &fake.encodes[first + d];
     const aotk__tma_layout *layout = &row->descriptors[d];
@@ -2635,9 +2665,8 @@ static void check_tma_descriptors(const char *what, const recorded_launch *launc
     const int64_t batch_stride = t->shape[0] == 1 ? t->shape[1] * t->strides[1] : t->strides[0];
     const int data_type = t->dtype == AOTK_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    /* The box is the tile's rows of one batch, or for the warp-specialized kernel one consumer warpgroup's 64
-     * (its width is the compiler's, checked by test_images). */
-    const int32_t tile_rows = d == 0 ? (row->family == AOTK__FAMILY_ATTN_FWD_HOPPER ? 64 : row->block_m) : row->block_n;
+    /* The box is the tile's rows of one batch (its width is the compiler's, checked by test_images). */
+    const int32_t tile_rows = tile_rows_of[d];
     CHECK_MSG(c->address == t->data && c->rank == TMA_RANK && c->data_type == data_type,
               "%s: encode %d is of %p, rank %u, type %d; expected %s at %p, rank 3, type %d", what, d, c->address,
               c->rank, c->data_type, names[d], t->data, data_type);
@@ -2664,7 +2693,7 @@ static void check_tma_descriptors(const char *what, const recorded_launch *launc
               "%s: %s's swizzle %d (the row's %d), interleave %d, L2 promotion %d, OOB fill %d", what, names[d],
               c->swizzle, layout->swizzle, c->interleave, c->l2_promotion, c->oob_fill);
 
-    const int base = TMA_ARG_DESC_Q + d * TMA_DESC_SLOTS;
+    const int base = first_slot + d * TMA_DESC_SLOTS;
     bool map_matches = true;
     for (int word = 0; word < AOTK__CU_TENSOR_MAP_NUM_QWORDS; word++) {
       uint64_t value;
@@ -2688,6 +2717,17 @@ static void check_tma_descriptors(const char *what, const recorded_launch *launc
               (long long)arg_i64(launch, base + TMA_SLOT_STRIDES + 2), (long long)batch_stride,
               (long long)t->strides[1]);
   }
+}
+
+/* The forward's three (Q, K, V), after its pointer kernel's arguments: boxes of the tile's query rows
+ * (or for the warp-specialized kernel one consumer warpgroup's 64) and of its key block. */
+static void check_tma_descriptors(const char *what, const recorded_launch *launch, const aotk_attn_params *params,
+                                  const aotk__kernel_entry *row, int first) {
+  static const char *const names[TMA_DESCRIPTORS] = {"q", "k", "v"};
+  const aotk_tensor *tensors[TMA_DESCRIPTORS] = {&params->q, &params->k, &params->v};
+  const int32_t q_rows = row->family == AOTK__FAMILY_ATTN_FWD_HOPPER ? 64 : row->block_m;
+  const int32_t tile_rows[TMA_DESCRIPTORS] = {q_rows, row->block_n, row->block_n};
+  check_descriptors(what, launch, row, first, TMA_DESCRIPTORS, tensors, names, tile_rows, TMA_ARG_DESC_Q);
 }
 
 /* aotk_query(AOTK_OP_ATTN_FWD), then aotk_attn_fwd: the query names the row the tuning rule picks for
@@ -2972,6 +3012,16 @@ static void expected_bwd_rows(int arch, const problem *p, int aligned, const aot
   expected_bwd_rows_extras(arch, p, aligned, 0, rows);
 }
 
+/* The same for the call `params` on the fake GPU as installed: the dK/dV row is the Gluon kernel's where
+ * expect_bwd_hopper says so. */
+static void expected_bwd_rows_of(const aotk_attn_params *params, int arch, bool from_ptx, const problem *p,
+                                 int aligned, int extras, const aotk__kernel_entry *rows[3]) {
+  expected_bwd_rows_extras(arch, p, aligned, extras, rows);
+  if (expect_bwd_hopper(params, arch, from_ptx, fake.max_shared_bytes)) {
+    rows[1] = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, arch, p->dtype, p->head_dim, dim_v(p), 1, 0, p->seqlen_k);
+  }
+}
+
 /* The programs each backward kernel launches: preprocess and dQ one per (query block, batch, query
  * head), dK/dV one per (key block, batch, kv head). */
 static void expected_bwd_grids(const problem *p, const aotk__kernel_entry *const rows[3], int64_t grids[3]) {
@@ -3020,7 +3070,8 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
   CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
             "%s: aotk_query loaded or launched (%s)", what, called_functions());
   const aotk__kernel_entry *rows[4];
-  expected_bwd_rows_extras(info.arch, p, info.aligned, expected.extras, rows);
+  expected_bwd_rows_of(params, info.arch, info.from_ptx, p, info.aligned, expected.extras, rows);
+  const bool hopper = expect_bwd_hopper(params, info.arch, info.from_ptx, fake.max_shared_bytes);
   rows[3] = expected_row(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, info.arch, p->dtype, 0, 0, 0, 0, p->seqlen_q);
   CHECK_MSG(rows[0] != NULL && rows[1] != NULL && rows[2] != NULL && rows[3] != NULL,
             "%s: a backward family has no sm_%d row", what, info.arch);
@@ -3045,8 +3096,10 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
   CHECK_MSG(info.head_dim_qk == rows[1]->head_dim_qk && info.head_dim_v == rows[1]->head_dim_v,
             "%s: aotk_query reports head dims %d/%d, %s has %d/%d", what, info.head_dim_qk, info.head_dim_v,
             rows[1]->name, rows[1]->head_dim_qk, rows[1]->head_dim_v);
-  const uint32_t features = expected_info_features(&expected, p, &info);
+  const uint32_t features = expected_info_features(&expected, p, &info) |
+                            (hopper ? AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED : 0);
   CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
+  CHECK_MSG(fake.calls[CALL_cuTensorMapEncodeTiled] == 0, "%s: aotk_query encoded tensor maps", what);
 
   reset_launch_log();
   int launches_before = fake.launches;
@@ -3057,9 +3110,11 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
             "%s: %d launches, expected %d", what, fake.launches - launches_before, launches);
   if (status != AOTK_OK || fake.logged_launches != launches) return;
 
-  static const int order[4] = {KERNEL_BWD_PREPROCESS, KERNEL_BWD_DKDV, KERNEL_BWD_DQ, KERNEL_BWD_SINK_REDUCE};
-  static const int scratch_index[4] = {PRE_GLOBAL_SCRATCH, DKDV_GLOBAL_SCRATCH, DQ_GLOBAL_SCRATCH,
-                                       REDUCE_GLOBAL_SCRATCH};
+  /* The Gluon dK/dV pass takes attn_bwd_dkdv's arguments in the same slots, then four descriptors. */
+  const int order[4] = {KERNEL_BWD_PREPROCESS, hopper ? KERNEL_BWD_DKDV_HOPPER : KERNEL_BWD_DKDV, KERNEL_BWD_DQ,
+                        KERNEL_BWD_SINK_REDUCE};
+  const int scratch_index[4] = {PRE_GLOBAL_SCRATCH, DKDV_GLOBAL_SCRATCH + (hopper ? 4 * TMA_DESC_SLOTS : 0),
+                                DQ_GLOBAL_SCRATCH, REDUCE_GLOBAL_SCRATCH};
   for (int i = 0; i < launches; i++) {
     const recorded_launch *launch = &fake.launch_log[i];
     const char *name = kernel_signatures[launch->kernel].function;
@@ -3114,7 +3169,16 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
   check_int(what, kernel, pre, PRE_FLAGS, (expected.flags & FLAG_VARLEN) | (dsinks ? FLAG_SINKS : 0), "flags");
 
   const recorded_launch *dkdv = &fake.launch_log[1];
-  kernel = "attn_bwd_dkdv";
+  kernel = hopper ? "attn_bwd_dkdv_hopper" : "attn_bwd_dkdv";
+  if (hopper) {
+    const aotk_tensor *mapped[4] = {q, k, v, dout};
+    static const char *const mapped_names[4] = {"q", "k", "v", "dout"};
+    const int32_t tile_rows[4] = {rows[1]->block_m, rows[1]->block_n, rows[1]->block_n, rows[1]->block_m};
+    check_descriptors(what, dkdv, rows[1], 0, 4, mapped, mapped_names, tile_rows, DKDV_GLOBAL_SCRATCH);
+  } else {
+    CHECK_MSG(fake.encode_count == 0 && dkdv->maps_recorded == 0, "%s: the Triton dK/dV pass encoded %d maps", what,
+              fake.encode_count);
+  }
   const void *dkdv_pointers[] = {q->data, k->data, v->data, dout->data, lse_log2, FAKE_WORKSPACE, dk->data, dv->data,
                                  params->cu_seqlens_q.data, params->cu_seqlens_k.data, params->alibi_slopes.data,
                                  expected.rng_state};
@@ -3172,7 +3236,7 @@ static void test_bwd_launch_arguments(void) {
   check_bwd_launch("bf16 d128 GQA causal, strided, default scale", &params, &gqa);
   /* Three images loaded, and each kernel above 48 KiB of shared memory opted in once. */
   const aotk__kernel_entry *rows[3];
-  expected_bwd_rows(90, &gqa, 1, rows);
+  expected_bwd_rows_of(&params, 90, false, &gqa, 1, 0, rows);
   int opt_ins = 0;
   for (int i = 0; i < 3; i++) opt_ins += rows[i] != NULL && rows[i]->shared_bytes > 48 * 1024;
   CHECK_MSG(fake.loaded_images == 3 && fake.loaded_elf == 3, "loaded %d images (%d ELF)", fake.loaded_images,
@@ -3653,7 +3717,7 @@ static void test_bwd_launch_fails(void) {
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
     const aotk__kernel_entry *rows[3];
-    expected_bwd_rows(info.arch, &default_problem, info.aligned, rows);
+    expected_bwd_rows_of(&params, info.arch, info.from_ptx, &default_problem, info.aligned, 0, rows);
     const char *failing_name = rows[failing - 1] != NULL ? rows[failing - 1]->name : "(none)";
     fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
     fake.fail_launch_call = failing;
@@ -3752,7 +3816,7 @@ static void test_bwd_too_little_shared_memory(void) {
       aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
       CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
       const aotk__kernel_entry *rows[3];
-      expected_bwd_rows(info.arch, p, info.aligned, rows);
+      expected_bwd_rows_of(&params, info.arch, info.from_ptx, p, info.aligned, 0, rows);
       if (rows[0] == NULL || rows[1] == NULL || rows[2] == NULL) {
         CHECK_MSG(false, "sm_%d: a backward family has no row", info.arch);
         continue;
@@ -4226,11 +4290,9 @@ static void test_tma_eligibility(void) {
   params.q.strides[0] = 7;
   check_fwd_family("batch 1, batch stride 7", &params, AOTK__FAMILY_ATTN_FWD);
 
-  /* The TMA kernel is the forward's alone. */
-  params = bwd_params_for(d128);
+  /* The backward's dK/dV pass has its own rule (test_bwd_hopper_choice); the forward's cases above
+   * do not decide it. */
   aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
-  CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
-  CHECK_MSG((info.features & AOTK_FEATURE_TMA) == 0, "the backward reports TMA (%#x)", info.features);
 
   /* sm_90 images only: the PTX policy, and any other GPU, run the pointer kernel. */
   CHECK(aotk_set_image_policy(AOTK_IMAGE_POLICY_SM80_PTX) == AOTK_OK);
@@ -4335,6 +4397,98 @@ static void test_hopper_grid(void) {
   uninstall_fake_gpu();
 }
 
+/* Which backward calls run the Gluon dK/dV pass (include/aotk.h, AOTK_FEATURE_TMA and
+ * AOTK_FEATURE_WARP_SPECIALIZED for AOTK_OP_ATTN_BWD): check_bwd_launch holds aotk_query, the launches,
+ * their arguments and the four tensor maps to expect_bwd_hopper; here the rule's answer is also written
+ * out per case, so that both outcomes are seen. */
+static void test_bwd_hopper_choice(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
+  const problem d64 = {AOTK_DTYPE_FLOAT16, 3, 1000, 1000, 4, 4, 64, true, 0};
+  static const char *const what[] = {"bf16 d128 GQA", "causal", "causal top-left", "window_right 0 alone",
+                                     "sinks and dsinks", "fp16 d64", "softcap", "ALiBi", "dropout",
+                                     "a left window", "dout's heads outermost", "d96 (padded)", "d256",
+                                     "varlen", "dout's token stride not a multiple of 16 bytes"};
+  static const bool expect_hopper[] = {true, true, true, true, true, true, false, false, false, false, false, false,
+                                       false, false, false};
+  for (size_t i = 0; i < sizeof what / sizeof what[0]; i++) {
+    problem p = i == 5 ? d64 : d128;
+    if (i == 11) p.head_dim = 96;
+    if (i == 12) p.head_dim = 256;
+    aotk_attn_params params = bwd_params_for(p);
+    switch (i) {
+      case 1: params.causal = 1; break;
+      case 2: params.causal = 1, params.causal_align = AOTK_ALIGN_TOP_LEFT; break;
+      case 3: params.window_right = 0; break;
+      case 4:
+        params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
+        params.dsinks = aotk_tensor_1d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
+        break;
+      case 6: params.softcap = 30.0f; break;
+      case 7: params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p.heads_q); break;
+      case 8: dropout_on(&params, &p); break;
+      case 9: params.window_left = 64; break;
+      case 10: make_heads_outer(&params.dout); break;
+      case 13: params = varlen_params_for(p, p.batch * p.seqlen_q, p.batch * p.seqlen_k, true); break;
+      case 14:
+        params.dout.strides[1] += 4, params.dout.strides[0] = params.dout.strides[1] * p.seqlen_q;
+        break;
+      default: break;
+    }
+    CHECK_MSG(expect_bwd_hopper(&params, 90, false, SHARED_SM90) == expect_hopper[i], "%s: the rule says %d", what[i],
+              (int)expect_bwd_hopper(&params, 90, false, SHARED_SM90));
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    CHECK_MSG(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK, "%s: %s", what[i], aotk_last_error());
+    const bool hopper = strncmp(info.kernel_name, "attn_bwd_dkdv_hopper_", 21) == 0;
+    CHECK_MSG(hopper == expect_hopper[i] &&
+                  ((info.features & (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)) != 0) == expect_hopper[i],
+              "%s: aotk_query names %s with features %#x", what[i], info.kernel_name, info.features);
+    check_bwd_launch(what[i], &params, &p);
+  }
+  /* Too little shared memory for the Gluon pass (but enough for the Triton one): the Triton pass. */
+  const aotk_attn_params params = bwd_params_for(d128);
+  const aotk__kernel_entry *gluon = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, d128.dtype, 128, 128, 1, 0,
+                                                 d128.seqlen_k);
+  CHECK(gluon != NULL);
+  if (gluon != NULL) {
+    install_fake_gpu(90, gluon->shared_bytes - 1);
+    CHECK(!expect_bwd_hopper(&params, 90, false, gluon->shared_bytes - 1));
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &params, &info);
+    CHECK_MSG(status != AOTK_OK || strncmp(info.kernel_name, "attn_bwd_dkdv_hopper_", 21) != 0,
+              "%d bytes of shared memory: %s", gluon->shared_bytes - 1, info.kernel_name);
+  }
+  uninstall_fake_gpu();
+}
+
+/* The backward's tensor maps are encoded before anything is launched: a failing encode (of q, k, v or
+ * dout) fails the call naming the tensor, with nothing launched; the next call runs whole. */
+static void test_bwd_encode_failure(void) {
+  static const char *const names[4] = {"cuTensorMapEncodeTiled(q)", "cuTensorMapEncodeTiled(k)",
+                                       "cuTensorMapEncodeTiled(v)", "cuTensorMapEncodeTiled(dout)"};
+  const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
+  for (int failing = 1; failing <= 4; failing++) {
+    install_fake_gpu(90, SHARED_SM90);
+    aotk_attn_params params = bwd_params_for(d128);
+    CHECK(expect_bwd_hopper(&params, 90, false, SHARED_SM90));
+    fake.encode_result = CUDA_ERROR_INVALID_VALUE;
+    fake.fail_encode_call = failing;
+    reset_calls();
+    reset_launch_log();
+    aotk_status status = aotk_attn_bwd(&params, FAKE_WORKSPACE, bwd_workspace_bytes(&d128), FAKE_STREAM);
+    CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions(names[failing - 1]),
+              "encode %d failing: %s (\"%s\")", failing, aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "encode %d failing: %d launches", failing,
+              fake.calls[CALL_cuLaunchKernel]);
+    fake.encode_result = CUDA_SUCCESS;
+    reset_launch_log();
+    CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, bwd_workspace_bytes(&d128), FAKE_STREAM) == AOTK_OK);
+    CHECK_MSG(fake.launches == 3 && fake.launch_log[1].kernel == KERNEL_BWD_DKDV_HOPPER && fake.encode_count == 4,
+              "after encode %d failed: %d launches, %d encodes", failing, fake.launches, fake.encode_count);
+  }
+  uninstall_fake_gpu();
+}
+
 /* A tensor map that fails to encode fails the call with AOTK_ERROR_CUDA naming the tensor, before
  * anything is launched (the dropout-mask kernel neither); the next call, with the driver well again,
  * runs whole. For the Triton TMA kernel (with dropout and its mask) and the warp-specialized one. */
@@ -4412,6 +4566,9 @@ static void test_bwd_tuning_choice(void) {
               p.seqlen_q = family == AOTK__FAMILY_ATTN_BWD_DKDV ? other_length : sizes[s];
               p.seqlen_k = family == AOTK__FAMILY_ATTN_BWD_DKDV ? sizes[s] : other_length;
               aotk_attn_params params = bwd_params_for(p);
+              /* q's heads outermost: TMA cannot read it, so sm_90 runs the Triton dK/dV pass, whose
+               * tuning this is (the Gluon one has a single config; test_bwd_hopper_launch covers it). */
+              make_heads_outer(&params.q);
               if (!aligned) params.q.data = byte_offset(FAKE_Q, 2);
               const aotk__kernel_entry *rows[3];
               expected_bwd_rows(gpus[g].arch, &p, aligned, rows);
@@ -4435,6 +4592,7 @@ static void test_bwd_tuning_choice(void) {
                 swapped.seqlen_q = p.seqlen_k;
                 swapped.seqlen_k = p.seqlen_q;
                 aotk_attn_params swapped_params = bwd_params_for(swapped);
+                make_heads_outer(&swapped_params.q);
                 if (!aligned) swapped_params.q.data = byte_offset(FAKE_Q, 2);
                 const aotk__kernel_entry *swapped_expected = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV, gpus[g].arch, dtypes[d], head_dim,
                                                                           head_dim, aligned, 0, swapped.seqlen_k);
@@ -4485,7 +4643,7 @@ static void test_bwd_tuning_choice(void) {
   CHECK_MSG(dkdv_variants_tuned_by_size > 0, "no dK/dV variant has two configs");
 
   /* The catalog's dK/dV tuning in words: on sm_90 with head_dim 128, a wider key tile from seqlen_k
-   * 4096 on, whatever seqlen_q is. */
+   * 4096 on, whatever seqlen_q is (the Triton pass: q's heads outermost keep TMA out). */
   install_fake_gpu(90, SHARED_SM90);
   for (int64_t seqlen_q = 100; seqlen_q <= 8192; seqlen_q *= 82) {
     int32_t block_n[2] = {0, 0};
@@ -4495,6 +4653,7 @@ static void test_bwd_tuning_choice(void) {
       p.seqlen_q = seqlen_q;
       p.seqlen_k = longer ? 4096 : 4095;
       aotk_attn_params params = bwd_params_for(p);
+      make_heads_outer(&params.q);
       aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
       CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
       block_n[longer] = info.block_n;
@@ -6364,6 +6523,8 @@ int main(void) {
   RUN_TEST(test_tma_eligibility);
   RUN_TEST(test_tma_launch_arguments);
   RUN_TEST(test_hopper_grid);
+  RUN_TEST(test_bwd_hopper_choice);
+  RUN_TEST(test_bwd_encode_failure);
   RUN_TEST(test_tma_encode_failure);
   RUN_TEST(test_bwd_tuning_choice);
   RUN_TEST(test_preload);

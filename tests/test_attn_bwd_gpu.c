@@ -59,6 +59,9 @@ static void case_batch_and_seqlen_q(const aotk__bwd_check_case *c, int64_t *batc
   }
 }
 
+/* Cases whose dK/dV pass was the warp-specialized Gluon kernel (each one's choice checked by the rule). */
+static int hopper_cases;
+
 static void run_bwd_case(const void *argument) {
   const bwd_case *bc = argument;
   const aotk__bwd_check_case *c = &bc->check;
@@ -73,8 +76,11 @@ static void run_bwd_case(const void *argument) {
   CHECK_MSG(aligned == bc->expect_aligned, "%s layout%s ran %s", aotk__check_layout_name(c->layout),
             c->mix_layouts ? " (mixed)" : "", r.kernel_name);
   CHECK_MSG(r.from_ptx == (int)bc->expect_ptx, "from_ptx = %d", r.from_ptx);
-  aotk_gpu_test_check_kernel_choice(r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk,
-                                    r.kernel_head_dim_v, r.features, FWD_POINTER);
+  aotk_gpu_test_check_kernel_choice(
+      r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk, r.kernel_head_dim_v, r.features,
+      aotk_gpu_test_expect_bwd_path(c->layout, c->mix_layouts, c->seqlen_k, c->heads_kv, c->head_dim, &c->features,
+                                    bc->expect_ptx));
+  if (strncmp(r.kernel_name, "attn_bwd_dkdv_hopper_", 21) == 0) hopper_cases++;
   /* The pre-pass, dK/dV and dQ; and the sink reduction, which the check asks for with sinks (dsinks). */
   const int32_t launches = c->features.sinks ? 4 : 3;
   CHECK_MSG(r.launches == launches, "launches = %d, expected %d", (int)r.launches, (int)launches);
@@ -336,7 +342,9 @@ static void test_query_on_device(void) {
   driver->cuCtxGetDevice(&device);
   driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
   if (major == 9) CHECK_MSG(info.arch == 90 && !info.from_ptx, "arch %d from_ptx %d", info.arch, info.from_ptx);
-  CHECK_MSG(strncmp(info.kernel_name, "attn_bwd_dkdv_bf16_d128_aligned_", 32) == 0, "kernel %s", info.kernel_name);
+  /* sm_90 runs the Gluon dK/dV pass here (dense, packed, plain, d128); other GPUs the Triton one. */
+  const char *prefix = major == 9 ? "attn_bwd_dkdv_hopper_bf16_d128_aligned_" : "attn_bwd_dkdv_bf16_d128_aligned_";
+  CHECK_MSG(strncmp(info.kernel_name, prefix, strlen(prefix)) == 0, "kernel %s", info.kernel_name);
   CHECK(info.launches == 3);
   CHECK(info.workspace_bytes == documented_workspace_bytes(batch, heads_q, seqlen_q));
   CHECK(info.block_n > 0 && info.grid == (seqlen_k + info.block_n - 1) / info.block_n * batch * heads_kv);
@@ -645,6 +653,46 @@ static void feature_section(int *index, uint64_t *state) {
   aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
 }
 
+/* The warp-specialized dK/dV pass (sm_90) where the main matrix is thin: both causal alignments with
+ * unequal lengths (top-left with more keys than queries leaves keys no row sees: their dK and dV are
+ * 0; bottom-right with more queries leaves rows that see no key), GQA and MQA, sinks with dsinks, and
+ * key blocks that end mid-block; every case is held to the rule by run_bwd_case. */
+static void hopper_section(int *index) {
+  static const struct {
+    aotk_dtype dtype;
+    int64_t head_dim, batch, seqlen_q, seqlen_k, heads_q, heads_kv;
+    int causal, top_left, sinks;
+  } cases[] = {
+      {AOTK_DTYPE_BFLOAT16, 128, 2, 1000, 1500, 8, 2, 1, 1, 0},
+      {AOTK_DTYPE_FLOAT16, 64, 3, 777, 333, 8, 1, 0, 0, 0},
+      {AOTK_DTYPE_BFLOAT16, 64, 1, 1500, 1000, 4, 4, 1, 0, 0},
+      {AOTK_DTYPE_FLOAT16, 128, 2, 1000, 1000, 4, 2, 1, 0, 1},
+      {AOTK_DTYPE_BFLOAT16, 128, 1, 129, 4100, 16, 4, 0, 0, 1},
+  };
+  bwd_case bc;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    aotk__check_features f;
+    memset(&f, 0, sizeof f);
+    f.top_left = cases[i].top_left;
+    f.sinks = cases[i].sinks;
+    feature_case(&bc, cases[i].dtype, cases[i].head_dim, cases[i].causal, cases[i].seqlen_q, cases[i].seqlen_k,
+                 cases[i].batch, cases[i].heads_q, cases[i].heads_kv, AOTK__LAYOUT_CONTIGUOUS, 0, 0.0f, &f, 0,
+                 (*index)++, false);
+    run_feature_case(&bc);
+  }
+}
+
+/* Each case's choice was checked against the rule; this catches a rule that never fires on an H100. */
+static void test_hopper_was_used(void) {
+  printf("    cases whose dK/dV pass was the warp-specialized kernel: %d (GPU sm_%d)\n", hopper_cases,
+         compute_capability);
+  if (compute_capability != 90) {
+    TEST_SKIP("the warp-specialized dK/dV pass runs on sm_90 only");
+    return;
+  }
+  CHECK_MSG(hopper_cases >= 20, "only %d cases ran the warp-specialized dK/dV pass", hopper_cases);
+}
+
 int main(void) {
   if (!aotk_gpu_test_setup()) return aotk_gpu_test_skip_all();
   RUN_TEST(test_query_on_device);
@@ -704,6 +752,8 @@ int main(void) {
   aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
 
   feature_section(&index, &state);
+  hopper_section(&index);
+  RUN_TEST(test_hopper_was_used);
 
   printf("worst error as a fraction of its bound: bf16 %.3f, fp16 %.3f\n", worst_error_fraction[AOTK_DTYPE_BFLOAT16],
          worst_error_fraction[AOTK_DTYPE_FLOAT16]);

@@ -90,6 +90,7 @@ enum head_dim_axis {
   HEAD_DIMS_SEL_PAIRS, /* one of sel_head_dim_pairs */
   HEAD_DIMS_TMA_PAIRS, /* one of tma_head_dim_pairs */
   HEAD_DIMS_HOPPER_PAIRS, /* one of hopper_head_dim_pairs */
+  HEAD_DIMS_HOPPER_BWD_PAIRS, /* one of hopper_bwd_head_dim_pairs */
 };
 static const struct family {
   int32_t id;
@@ -128,6 +129,11 @@ static const struct family {
     {AOTK__FAMILY_ATTN_BWD_DQ, "attn_bwd_dq",
      "ppppppppppp" "liiliiliiliilii" "l" "iiiiiiiiiii" "ffff" "if", true, true, HEAD_DIMS_PAIRS, true, false, true, 0,
      0, false, false},
+    /* The warp-specialized dK/dV pass (Gluon, kernels/attn_bwd_hopper.py): attn_bwd_dkdv's, then
+     * descriptors of Q, K, V and dO; sm_90, aligned, no EXTRAS variant. */
+    {AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, "attn_bwd_dkdv_hopper",
+     "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if" "tttt", true, false, HEAD_DIMS_HOPPER_BWD_PAIRS,
+     false, false, true, 0, 90, true, true},
     /* Selection: a tile of the group's query heads (block_m) against one selected block (block_n). */
     {AOTK__FAMILY_SEL_FWD, "sel_fwd", "ppppppppp" "li" "li" "li" "li" "li" "li" "li" "iiiiiiii" "f", true, true,
      HEAD_DIMS_SEL_PAIRS, false, true, true, 0, 0, false, false},
@@ -169,6 +175,9 @@ enum { TMA_HEAD_DIM_PAIR_COUNT = sizeof tma_head_dim_pairs / sizeof tma_head_dim
 /* The warp-specialized forward's (the catalog's ATTN_HOPPER_HEAD_DIMS), exact too. */
 static const int32_t hopper_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {256, 256}};
 enum { HOPPER_HEAD_DIM_PAIR_COUNT = sizeof hopper_head_dim_pairs / sizeof hopper_head_dim_pairs[0] };
+/* The warp-specialized dK/dV pass's (the catalog's ATTN_HOPPER_BWD_HEAD_DIMS). */
+static const int32_t hopper_bwd_head_dim_pairs[][2] = {{64, 64}, {128, 128}};
+enum { HOPPER_BWD_HEAD_DIM_PAIR_COUNT = sizeof hopper_bwd_head_dim_pairs / sizeof hopper_bwd_head_dim_pairs[0] };
 static const int32_t sel_block_sizes[] = {32, 64, 128};
 enum { SEL_BLOCK_SIZE_COUNT = sizeof sel_block_sizes / sizeof sel_block_sizes[0] };
 
@@ -239,6 +248,7 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                          : family->head_dims == HEAD_DIMS_SEL_PAIRS ? SEL_HEAD_DIM_PAIR_COUNT
                          : family->head_dims == HEAD_DIMS_TMA_PAIRS ? TMA_HEAD_DIM_PAIR_COUNT
                          : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? HOPPER_HEAD_DIM_PAIR_COUNT
+                         : family->head_dims == HEAD_DIMS_HOPPER_BWD_PAIRS ? HOPPER_BWD_HEAD_DIM_PAIR_COUNT
                                                                     : 1;
     int block_size_count = family->has_block_size ? SEL_BLOCK_SIZE_COUNT : 1;
     int first_aligned = family->always_aligned ? 1 : 0, last_aligned = family->has_alignment ? 1 : first_aligned;
@@ -256,12 +266,14 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                                  : family->head_dims == HEAD_DIMS_SEL_PAIRS ? sel_head_dim_pairs[h][0]
                                  : family->head_dims == HEAD_DIMS_TMA_PAIRS ? tma_head_dim_pairs[h][0]
                                  : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? hopper_head_dim_pairs[h][0]
+                                 : family->head_dims == HEAD_DIMS_HOPPER_BWD_PAIRS ? hopper_bwd_head_dim_pairs[h][0]
                                                                             : 0;
                 v->head_dim_v = family->head_dims == HEAD_DIMS_PAIRS       ? head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_V_ONLY    ? head_dims_v[h]
                                 : family->head_dims == HEAD_DIMS_SEL_PAIRS ? sel_head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_TMA_PAIRS ? tma_head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? hopper_head_dim_pairs[h][1]
+                                : family->head_dims == HEAD_DIMS_HOPPER_BWD_PAIRS ? hopper_bwd_head_dim_pairs[h][1]
                                                                            : 0;
                 v->aligned = aligned;
                 v->extras = extras;
@@ -473,6 +485,11 @@ static void test_table_rows_describe_valid_configs(void) {
         break;
       case HEAD_DIMS_HOPPER_PAIRS:
         CHECK_MSG(is_hopper_head_dim_pair(e->head_dim_qk, e->head_dim_v),
+                  "row %d %s: head dims (%d, %d), expected (64, 64), (128, 128) or (256, 256)", i, e->name,
+                  e->head_dim_qk, e->head_dim_v);
+        break;
+      case HEAD_DIMS_HOPPER_BWD_PAIRS:
+        CHECK_MSG((e->head_dim_qk == 64 || e->head_dim_qk == 128) && e->head_dim_v == e->head_dim_qk,
                   "row %d %s: head dims (%d, %d), expected (64, 64) or (128, 128)", i, e->name, e->head_dim_qk,
                   e->head_dim_v);
         break;
@@ -591,20 +608,21 @@ static void test_table_selection_tiles(void) {
 }
 
 /* What the TMA launcher (src/aotk_attn.c, encode_descriptor) hands cuTensorMapEncodeTiled comes from
- * the row: per descriptor (Q, K, V, in the kernel's parameter order) the swizzle and the box, outermost
- * first, over the view [batch, seqlen, heads * head_dim]. The box must be one batch, the kernel's tile
- * of rows (block_m query rows for Q, or for the warp-specialized kernel one consumer warpgroup's 64 of
- * them; block_n key rows for K and V), and a slice of one head that tiles
- * it exactly (a box past the head would read the next head's columns, and the kernel loads the head as
- * whole boxes); TMA's own rules: at most 256 per dimension, an inner extent of a multiple of 16 bytes,
- * and at most the swizzle's span (128 bytes for the 128-byte swizzle, 3). Both TMA families (the Triton
- * kernel and the warp-specialized Gluon one) take the same three; other rows have none. */
+ * the row: per descriptor (Q, K, V, and for the backward's dK/dV pass dO, in the kernel's parameter
+ * order) the swizzle and the box, outermost first, over the view [batch, seqlen, heads * head_dim]. The
+ * box must be one batch, the kernel's tile of rows (block_m query rows for Q and dO, or for the
+ * warp-specialized forward one consumer warpgroup's 64 of them; block_n key rows for K and V), and a
+ * slice of one head that tiles it exactly (a box past the head would read the next head's columns, and
+ * the kernel loads the head as whole boxes); TMA's own rules: at most 256 per dimension, an inner extent
+ * of a multiple of 16 bytes, and at most the swizzle's span (128 bytes for the 128-byte swizzle, 3). The
+ * forward's TMA families take three, the backward's Gluon pass four; other rows have none. */
 enum { TMA_SWIZZLE_NONE = 0, TMA_SWIZZLE_128B = 3, TMA_ELEMENT_BYTES = 2 };
 static void test_table_tma_descriptors(void) {
   int tma_rows = 0;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->family != AOTK__FAMILY_ATTN_FWD_TMA && e->family != AOTK__FAMILY_ATTN_FWD_HOPPER) {
+    const bool bwd = e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
+    if (e->family != AOTK__FAMILY_ATTN_FWD_TMA && e->family != AOTK__FAMILY_ATTN_FWD_HOPPER && !bwd) {
       CHECK_MSG(e->descriptor_count == 0, "row %d %s: %d TMA descriptors, but it takes none", i, e->name,
                 e->descriptor_count);
       static const aotk__tma_layout none[AOTK__MAX_TMA_DESCRIPTORS];
@@ -612,14 +630,15 @@ static void test_table_tma_descriptors(void) {
       continue;
     }
     tma_rows++;
-    CHECK_MSG(e->descriptor_count == 3, "row %d %s: %d TMA descriptors, expected 3 (Q, K, V)", i, e->name,
-              e->descriptor_count);
-    if (e->descriptor_count != 3) continue;
-    static const char *const names[3] = {"Q", "K", "V"};
+    const int count = bwd ? 4 : 3;
+    CHECK_MSG(e->descriptor_count == count, "row %d %s: %d TMA descriptors, expected %d (Q, K, V%s)", i, e->name,
+              e->descriptor_count, count, bwd ? ", dO" : "");
+    if (e->descriptor_count != count) continue;
+    static const char *const names[4] = {"Q", "K", "V", "dO"};
     const int32_t q_rows = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER ? 64 : e->block_m;
-    const int32_t rows[3] = {q_rows, e->block_n, e->block_n};
-    const int32_t head_dims[3] = {e->head_dim_qk, e->head_dim_qk, e->head_dim_v};
-    for (int d = 0; d < 3; d++) {
+    const int32_t rows[4] = {q_rows, e->block_n, e->block_n, e->block_m};
+    const int32_t head_dims[4] = {e->head_dim_qk, e->head_dim_qk, e->head_dim_v, e->head_dim_v};
+    for (int d = 0; d < count; d++) {
       const aotk__tma_layout *t = &e->descriptors[d];
       CHECK_MSG(t->swizzle >= TMA_SWIZZLE_NONE && t->swizzle <= TMA_SWIZZLE_128B, "row %d %s %s: swizzle %d", i,
                 e->name, names[d], t->swizzle);
@@ -640,7 +659,7 @@ static void test_table_tma_descriptors(void) {
                   names[d], b, t->box[b]);
       }
     }
-    for (int d = 3; d < AOTK__MAX_TMA_DESCRIPTORS; d++) {
+    for (int d = count; d < AOTK__MAX_TMA_DESCRIPTORS; d++) {
       CHECK_MSG(e->descriptors[d].swizzle == 0 && e->descriptors[d].box[0] == 0, "row %d %s: descriptor %d set", i,
                 e->name, d);
     }
