@@ -318,7 +318,8 @@ typedef struct aotk_kernel_info {
 #define AOTK_FEATURE_EXTRAS_KERNEL (1u << 8)   /* runs the kernel variant with softcap/ALiBi/dropout code */
 /* Added in 0.4. The call runs an sm_90 forward that loads Q, K and V through the Tensor Memory
  * Accelerator (host-side tensor maps encoded per call: no allocation, nothing else changes for the
- * caller). That needs sm_90 (cubin images), a dense layout (not varlen), 16-byte-aligned inputs, each
+ * caller). That needs sm_90 (cubin images), a dense layout (varlen too for the warp-specialized plain
+ * forward, AOTK_FEATURE_WARP_SPECIALIZED below), 16-byte-aligned inputs, each
  * token's heads contiguous (head stride == head_dim; packed qkv qualifies) and a head dim with such a
  * kernel: 64, 128 and 256 for the plain forward (AOTK_FEATURE_WARP_SPECIALIZED below), 128 and 256 with
  * any feature. Other calls take the pointer-load kernels, with the same results to within rounding.

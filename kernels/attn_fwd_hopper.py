@@ -42,6 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 # Bits of `flags` (kernels/attn_common.py; src/aotk_attn.c sets them).
 FLAG_WRITE_LSE: gl.constexpr = gl.constexpr(1)
+FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
 FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
 FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
 
@@ -61,10 +62,14 @@ def _tile_id(r, pid, nprog):
 
 @gluon.jit
 def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
-    """A tile's coordinates and its number of key blocks. Keys [0, hi) are visible to some row of the
-    tile. At least one block is walked, so the pipeline's prologue and epilogue always run; a tile whose
-    rows see no key masks everything."""
-    num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, diag, causal, reverse = sched
+    """A tile's coordinates, its sequence (first query and key row in the tensors, lengths, diagonal),
+    whether it has rows at all, and its number of key blocks. Dense: sequence b starts at row 0 of
+    batch entry b. Varlen: the tensors are [1, total, heads * d] and sequence b's rows start at
+    cu_seqlens[b]; the grid covers max_seqlen_q, so a shorter sequence's last tiles have no rows and are
+    skipped (by every partition alike). Keys [0, hi) are visible to some row of the tile. At least one
+    block is walked, so the pipeline's prologue and epilogue always run; a tile whose rows see no key
+    masks everything."""
+    num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, causal, reverse, varlen, CuQ, CuK = sched
     bh = tile // num_m_blocks
     m_block = tile % num_m_blocks
     if reverse:
@@ -72,10 +77,24 @@ def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
     b = bh // heads_q
     hq = bh % heads_q
     m0 = m_block * BLOCK_M
-    hi = seqlen_k
+    q_start = b * 0
+    k_start = b * 0
+    sq = seqlen_q
+    sk = seqlen_k
+    if varlen:
+        q_start = gl.load(CuQ + b)
+        k_start = gl.load(CuK + b)
+        # A sequence longer than max_seqlen is cut to it, as in the Triton kernels.
+        sq = gl.minimum(gl.load(CuQ + b + 1) - q_start, seqlen_q)
+        sk = gl.minimum(gl.load(CuK + b + 1) - k_start, seqlen_k)
+    diag = sk - sq
+    if top_left:
+        diag = sk * 0
+    hi = sk
     if causal:
-        hi = gl.minimum(seqlen_k, m0 + BLOCK_M + diag)
-    return b, m0, hq, hq // group_size, gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
+        hi = gl.minimum(sk, m0 + BLOCK_M + diag)
+    n_blocks = gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
+    return b, m0, hq, hq // group_size, n_blocks, q_start, k_start, sq, sk, diag, m0 < sq
 
 
 @gluon.jit
@@ -93,6 +112,7 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
               HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
               Q_BUFS: gl.constexpr):
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
+    varlen_i = sched[8].to(gl.int32)
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     kit = 0
@@ -100,23 +120,27 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
     t = 0
     for r in range(gl.cdiv(num_tiles, nprog)):
         tile = _tile_id(r, pid, nprog)
-        if tile < num_tiles:
-            b, m0, hq, hkv, n_blocks = _tile(tile, sched, BLOCK_M, BLOCK_N)
+        b, m0, hq, hkv, n_blocks, q_start, k_start, sq, sk, diag, active = _tile(gl.minimum(tile, num_tiles - 1),
+                                                                                sched, BLOCK_M, BLOCK_N)
+        if (tile < num_tiles) & active:
+            # The view's batch coordinate: the batch entry, or 0 for varlen (starts are in the rows).
+            bc = b - b * varlen_i
             # K(0) first: the first product needs it and Q; then Q, then K(j+1) before V(j), the order
             # in which the consumers use them.
-            _load(desc_k, k_bufs, k_ready, k_empty, kit, b, 0, hkv * HEAD_DIM, STAGES)
+            _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_start, hkv * HEAD_DIM, STAGES)
             kit += 1
             qs = t % Q_BUFS
             mbarrier.wait(q_empty.index(qs), ((t // Q_BUFS) & 1) ^ 1)
             mbarrier.expect(q_ready.index(qs), NUM_WG * desc_q.block_type.nbytes)
             for w in gl.static_range(NUM_WG):
-                tma.async_copy_global_to_shared(desc_q, [b, m0 + ROWS * w, hq * HEAD_DIM], q_ready.index(qs),
+                tma.async_copy_global_to_shared(desc_q, [bc, q_start + m0 + ROWS * w, hq * HEAD_DIM], q_ready.index(qs),
                                                 q_bufs.index(qs * NUM_WG + w))
             for j in range(n_blocks):
                 if j + 1 < n_blocks:
-                    _load(desc_k, k_bufs, k_ready, k_empty, kit, b, (j + 1) * BLOCK_N, hkv * HEAD_DIM, STAGES)
+                    _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_start + (j + 1) * BLOCK_N, hkv * HEAD_DIM,
+                          STAGES)
                     kit += 1
-                _load(desc_v, v_bufs, v_ready, v_empty, vit, b, j * BLOCK_N, hkv * HEAD_DIM, STAGES)
+                _load(desc_v, v_bufs, v_ready, v_empty, vit, bc, k_start + j * BLOCK_N, hkv * HEAD_DIM, STAGES)
                 vit += 1
             t += 1
 
@@ -147,11 +171,7 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_o
               BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr):
     # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of each tile.
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
-    num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, diag, causal, reverse = sched
-    # Row i sees keys j <= i + mask_diag; without a causal mask, seqlen_k bounds nothing.
-    mask_diag = seqlen_k
-    if causal:
-        mask_diag = diag
+    causal = sched[6]
     FIRST: gl.constexpr = 1 if WG == 0 else 0  # warpgroup 0 takes the first turn
     OTHER: gl.constexpr = 1 - WG
     dtype: gl.constexpr = q_bufs.dtype
@@ -171,8 +191,13 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_o
     turn_phase = 0
     for r in range(gl.cdiv(num_tiles, nprog)):
         tile = _tile_id(r, pid, nprog)
-        if tile < num_tiles:
-            b, m0, hq, hkv, n_blocks = _tile(tile, sched, BLOCK_M, BLOCK_N)
+        b, m0, hq, hkv, n_blocks, q_start, k_start, seqlen_q, seqlen_k, diag, active = _tile(
+            gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N)
+        if (tile < num_tiles) & active:
+            # Row i sees keys j <= i + mask_diag; without a causal mask, seqlen_k bounds nothing.
+            mask_diag = seqlen_k
+            if causal:
+                mask_diag = diag
             row0 = m0 + WG * ROWS
             rows = row0 + gl.arange(0, ROWS, layout=row_s)
             qs = t % Q_BUFS
@@ -240,13 +265,13 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_o
             out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
             rows_o = row0 + gl.arange(0, ROWS, layout=row_o)
             cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-            o_base = Out + b.to(gl.int64) * stride_ob + hq.to(gl.int64) * stride_oh
+            o_base = Out + b.to(gl.int64) * stride_ob + q_start.to(gl.int64) * stride_os + hq.to(gl.int64) * stride_oh
             o_ptrs = o_base + gl.expand_dims(rows_o.to(gl.int64) * stride_os, 1) + gl.expand_dims(cols_o, 0)
             o_mask = gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o < HEAD_DIM, 0)
             gl.store(o_ptrs, out.to(dtype), mask=o_mask)
             if (flags & FLAG_WRITE_LSE) != 0:
                 lse = gl.where(has_keys, (m_i + gl.log2(l_i)) * 0.6931471805599453, float("-inf"))
-                lse_ptrs = Lse + b.to(gl.int64) * stride_lb + hq.to(gl.int64) * stride_lh + rows
+                lse_ptrs = Lse + b.to(gl.int64) * stride_lb + hq.to(gl.int64) * stride_lh + q_start.to(gl.int64) + rows
                 gl.store(lse_ptrs, lse, mask=rows < seqlen_q)
             t += 1
 
@@ -269,10 +294,9 @@ def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sink
     Q_BUFS: gl.constexpr = 2 if HEAD_DIM <= 128 else 1
     # The host sends only unmasked or causal problems here: causal is a right window bound of 0.
     causal = window_right == 0
-    diag = seqlen_k - seqlen_q
-    if (flags & FLAG_TOP_LEFT) != 0:
-        diag = 0
+    top_left = (flags & FLAG_TOP_LEFT) != 0
     reverse = (flags & FLAG_REVERSE) != 0
+    varlen = (flags & FLAG_VARLEN) != 0
 
     dtype: gl.constexpr = DescQ.dtype
     q_bufs = gl.allocate_shared_memory(dtype, [Q_BUFS * NUM_WG] + DescQ.block_type.shape, DescQ.layout)
@@ -299,7 +323,8 @@ def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sink
         mbarrier.init(turn.index(i), count=1)
 
     bars = (q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn)
-    sched = (num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, diag, causal, reverse)
+    sched = (num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, causal, reverse, varlen, CuSeqlensQ,
+             CuSeqlensK)
     gl.warp_specialize([
         (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
                      stride_lb, stride_lh, flags, qk_scale_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),

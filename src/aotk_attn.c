@@ -852,15 +852,18 @@ static bool tma_view_ok(const aotk_tensor *t) {
 }
 
 /* The table row of a TMA family (the Triton TMA kernel, or the warp-specialized Gluon kernel) for this
- * problem on this device, or -1: sm_90 cubins, a dense layout that TMA can read, and a kernel compiled
- * for exactly the problem's head dims (a wider box would reach into the next head). Chosen by the same
- * tuning rule as the pointer kernels. Sets no error. */
+ * problem on this device, or -1: sm_90 cubins, a layout that TMA can read (dense, or varlen for the
+ * Gluon forward), and a kernel compiled for exactly the problem's head dims (a wider box would reach
+ * into the next head). Chosen by the same tuning rule as the pointer kernels. Sets no error. */
 static int choose_tma_row(int family, const aotk__attn_problem *problem, const attn_plan *plan, int64_t size_key) {
   int arch;
   aotk__image_kind kind;
   if (aotk__choose_target(&plan->device, &arch, &kind) != AOTK_OK || arch != 90 || kind != AOTK__IMAGE_CUBIN) return -1;
-  if (problem->varlen || !problem->aligned || !tma_view_ok(&problem->q) || !tma_view_ok(&problem->k) ||
-      !tma_view_ok(&problem->v)) {
+  /* Varlen: the Gluon forward reads the packed tensors as [1, total, heads * head_dim] and adds each
+   * sequence's start to its row coordinates (blocks past a sequence's end read the next one's rows,
+   * which it masks or does not store); the other TMA kernels are dense only. */
+  if (problem->varlen && family != AOTK__FAMILY_ATTN_FWD_HOPPER) return -1;
+  if (!problem->aligned || !tma_view_ok(&problem->q) || !tma_view_ok(&problem->k) || !tma_view_ok(&problem->v)) {
     return -1;
   }
   /* The backward's dK/dV pass reads dO through TMA too. */

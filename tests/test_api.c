@@ -1048,7 +1048,16 @@ static bool tensor_aligned16(const aotk_tensor *t) {
 /* Whether TMA can read t [batch, seqlen, heads, d] as the kernel's view [batch, seqlen, heads * d]: each
  * token's heads contiguous, token rows that do not overlap and are a multiple of 16 bytes apart, and
  * batches that do not overlap either (unless there is one batch, whose stride nothing uses). */
-static bool tma_readable(const aotk_tensor *t) {
+/* A varlen tensor [total, heads, d] as the kernels see it: [1, total, heads, d], batch stride 0. */
+static aotk_tensor as_4d(const aotk_tensor *t) {
+  if (t->rank != 3) return *t;
+  aotk_tensor v = {t->data, t->dtype, 4, {1, t->shape[0], t->shape[1], t->shape[2], 0, 0},
+                   {0, t->strides[0], t->strides[1], t->strides[2], 0, 0}};
+  return v;
+}
+
+static bool tma_readable(const aotk_tensor *caller_tensor) {
+  const aotk_tensor view = as_4d(caller_tensor), *t = &view;
   if (t->rank != 4) return false;
   const int64_t row = t->shape[2] * t->shape[3];
   return t->strides[2] == t->shape[3] && t->strides[1] >= row && t->strides[1] % 8 == 0 &&
@@ -1059,10 +1068,12 @@ static bool tma_readable(const aotk_tensor *t) {
  * include/aotk.h: AOTK__FAMILY_ATTN_FWD_TMA (AOTK_FEATURE_TMA) on sm_90 cubins, for a dense layout of
  * aligned inputs that TMA can read at head dims that have TMA kernels (exactly: a padded head would put
  * the box into the next one); AOTK__FAMILY_ATTN_FWD_HOPPER (AOTK_FEATURE_WARP_SPECIALIZED too) there
- * for the plain forward (no softcap, ALiBi, dropout or sinks, no window but causal) at its head dims;
- * AOTK__FAMILY_ATTN_FWD, the pointer kernel, otherwise. */
+ * for the plain forward (no softcap, ALiBi, dropout or sinks, no window but causal) at its head dims,
+ * varlen too (the packed tensors read as [1, total, heads * d]); AOTK__FAMILY_ATTN_FWD, the pointer
+ * kernel, otherwise. */
 static int expected_fwd_family(const aotk_attn_params *params, int arch, bool from_ptx) {
-  if (arch != 90 || from_ptx || params->cu_seqlens_q.data != NULL || params->q.rank != 4) return AOTK__FAMILY_ATTN_FWD;
+  const bool varlen = params->cu_seqlens_q.data != NULL;
+  if (arch != 90 || from_ptx || params->q.rank != (varlen ? 3 : 4)) return AOTK__FAMILY_ATTN_FWD;
   if (!tensor_aligned16(&params->q) || !tensor_aligned16(&params->k) || !tensor_aligned16(&params->v) ||
       !tensor_aligned16(&params->out)) {
     return AOTK__FAMILY_ATTN_FWD;
@@ -1072,8 +1083,10 @@ static int expected_fwd_family(const aotk_attn_params *params, int arch, bool fr
   const bool plain = params->softcap == 0.0f && params->alibi_slopes.data == NULL && params->dropout_p == 0.0f &&
                      params->sinks.data == NULL && params->window_left < 0 && window_right <= 0;
   int qk, v;
-  compiled_dims(AOTK__FAMILY_ATTN_FWD_HOPPER, params->q.shape[3], params->v.shape[3], &qk, &v);
+  const int last = params->q.rank - 1;
+  compiled_dims(AOTK__FAMILY_ATTN_FWD_HOPPER, params->q.shape[last], params->v.shape[last], &qk, &v);
   if (plain && qk != 0) return AOTK__FAMILY_ATTN_FWD_HOPPER;
+  if (varlen) return AOTK__FAMILY_ATTN_FWD;
   compiled_dims(AOTK__FAMILY_ATTN_FWD_TMA, params->q.shape[3], params->v.shape[3], &qk, &v);
   return qk != 0 ? AOTK__FAMILY_ATTN_FWD_TMA : AOTK__FAMILY_ATTN_FWD;
 }
@@ -2658,7 +2671,7 @@ static void check_descriptors(const char *what, const recorded_launch *launch, c
     return;
   }
   for (int d = 0; d < count; d++) {
-    const aotk_tensor *t = tensors[d];
+    const aotk_tensor view = as_4d(tensors[d]), *t = &view; /* varlen: [1, total, heads, d] */
     const encode_call *c = &fake.encodes[first + d];
     const aotk__tma_layout *layout = &row->descriptors[d];
     const int64_t row_elements = t->shape[2] * t->shape[3];
@@ -3562,7 +3575,10 @@ static void test_varlen_launches(void) {
     params = varlen_params_for(small, 450, 700, false);
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
-    CHECK_MSG(info.features == AOTK_FEATURE_VARLEN, "varlen: features %#x", info.features);
+    /* On sm_90 the plain varlen forward runs the Gluon kernel (which adds its feature bits). */
+    const uint32_t varlen_features =
+        AOTK_FEATURE_VARLEN | fwd_family_features(expected_fwd_family(&params, info.arch, info.from_ptx));
+    CHECK_MSG(info.features == varlen_features, "varlen: features %#x, expected %#x", info.features, varlen_features);
     CHECK_MSG(info.grid == ceil_div(200, info.block_m) * 3 * 8, "varlen: grid %lld with block_m %d",
               (long long)info.grid, info.block_m);
     reset_launch_log();
@@ -4261,7 +4277,14 @@ static void test_tma_eligibility(void) {
     check_fwd_family(what, &params, AOTK__FAMILY_ATTN_FWD);
   }
   params = varlen_params_for(d128, 500, 700, false);
-  check_fwd_family("varlen d128", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("varlen d128 (the Gluon kernel takes the packed layout)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.causal = 1;
+  check_fwd_family("varlen d128 causal", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.softcap = 30.0f;
+  check_fwd_family("varlen d128 softcap (the Triton TMA kernel is dense only)", &params, AOTK__FAMILY_ATTN_FWD);
+  params = varlen_params_for(d128, 500, 700, false);
+  params.q.strides[1] = 3 * 128, params.q.strides[0] = 8 * 3 * 128; /* heads 3 * 128 apart: not one row */
+  check_fwd_family("varlen d128, q's heads not contiguous", &params, AOTK__FAMILY_ATTN_FWD);
   params = params_for(d128);
   params.q.data = byte_offset(FAKE_Q, 2);
   check_fwd_family("q 2-byte aligned", &params, AOTK__FAMILY_ATTN_FWD);
@@ -4290,9 +4313,7 @@ static void test_tma_eligibility(void) {
   params.q.strides[0] = 7;
   check_fwd_family("batch 1, batch stride 7", &params, AOTK__FAMILY_ATTN_FWD);
 
-  /* The backward's dK/dV pass has its own rule (test_bwd_hopper_choice); the forward's cases above
-   * do not decide it. */
-  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  /* (The backward's dK/dV pass has its own rule: test_bwd_hopper_choice.) */
 
   /* sm_90 images only: the PTX policy, and any other GPU, run the pointer kernel. */
   CHECK(aotk_set_image_policy(AOTK_IMAGE_POLICY_SM80_PTX) == AOTK_OK);
@@ -4360,6 +4381,14 @@ static void test_tma_launch_arguments(void) {
   dropout_on(&params, &gqa);
   params.dropout_mask = mask_for(&params);
   check_launch_of("TMA d128 softcap and dropout with its mask", &params, &gqa, tma);
+
+  /* Varlen: the packed tensors as [1, total, heads * d] (batch 1, the whole packing as rows). */
+  problem packed = {AOTK_DTYPE_BFLOAT16, 3, 200, 300, 8, 2, 128, true, 0};
+  params = varlen_params_for(packed, 450, 700, false);
+  check_launch_of("warp-specialized varlen", &params, &packed, hopper);
+  params.causal = 1;
+  params.causal_align = AOTK_ALIGN_TOP_LEFT;
+  check_launch_of("warp-specialized varlen causal top-left", &params, &packed, hopper);
   uninstall_fake_gpu();
 }
 
@@ -4389,7 +4418,7 @@ static void test_hopper_grid(void) {
     char what[96];
     snprintf(what, sizeof what, "persistent grid case %zu (causal %d)", i, cases[i].causal);
     check_launch_of(what, &params, &cases[i].p, AOTK__FAMILY_ATTN_FWD_HOPPER);
-    aotk_kernel_info info;
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
     CHECK_MSG(info.grid == cases[i].grid, "%s: grid %lld, expected %lld", what, (long long)info.grid,
               (long long)cases[i].grid);

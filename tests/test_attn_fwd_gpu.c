@@ -359,6 +359,25 @@ static void set_varlen(aotk__check_features *f, int which) {
   }
 }
 
+/* The warp-specialized kernel on the varlen layout (packed, read as [1, total, heads * d]): sequences of
+ * every kind of length (empty ones, one row, longer than a tile, queries without keys and keys without
+ * queries), causal of both alignments, at each head dim it has; run_fwd_case holds each to the rule. */
+static void varlen_hopper_section(int *index) {
+  static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
+  static const int64_t head_dims[] = {64, 128, 256};
+  fwd_case fc;
+  for (int which = 0; which < 3; which++)
+    for (int h = 0; h < 3; h++) {
+      aotk__check_features f;
+      memset(&f, 0, sizeof f);
+      set_varlen(&f, which + h);
+      f.top_left = h == 2;
+      feature_case(&fc, dtypes[(which + h) % 2], head_dims[h], (which + h) % 2 == 0 || h == 2, 0, 0, 0, 8, 2,
+                   AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
+      run_feature_case(&fc);
+    }
+}
+
 /*
  * Each feature alone over both dtypes, a few head dims, causal and not, GQA, odd lengths, the four
  * layouts; then all of them together. Sizes stay at or below 1000 x 1000 so that the host reference of
@@ -924,6 +943,7 @@ int main(void) {
   RUN_TEST(test_graph_capture);
   tma_section(&index, &state);
   persistent_section(&index);
+  varlen_hopper_section(&index);
 
   RUN_TEST(test_philox_known_answers);
   feature_section(&index, &state);
