@@ -20,12 +20,13 @@ The producer keeps 24 registers and the consumers take 240 (setmaxnreg), which h
 S tile, the 64 x head_dim accumulator and P without spilling.
 
 What it covers: the plain forward (no softcap, ALiBi, dropout or sinks: the host sends those to the
-Triton kernels), dense layouts only, head dims with kernels in the catalog, both causal alignments or
-no mask (a window other than causal is not taken here), GQA, any lengths, lse optional. Its arguments
-are attn_fwd_tma's (kernels/attn_fwd.py) plus num_tiles, so the C launcher packs both the same way; the
-ones it does not need are ignored. Q, K and V come through host-side descriptors over
-[batch, seqlen, heads * d]: blocks past a sequence's end read zeros. O and lse are written with masked
-stores (rows past seqlen_q are never written).
+Triton kernels), dense or varlen layouts, head dims with kernels in the catalog, both causal alignments
+or no mask (a window other than causal is not taken here), GQA, any lengths, lse optional. Its
+arguments are attn_fwd_tma's (kernels/attn_fwd.py) plus num_tiles, so the C launcher packs both the
+same way; the ones it does not need are ignored. Q, K and V come through host-side descriptors over
+[batch, seqlen, heads * d] (varlen: [1, total, heads * d], rows offset by cu_seqlens): dense blocks
+past a sequence's end read zeros, varlen ones the next sequence's rows, which are masked (keys) or not
+stored (queries). O and lse are written with masked stores (rows past seqlen_q are never written).
 
 Measured through the JIT on the H100 (bench/explore_hopper/gluon_attn_fwd.py, the same schedule with
 4-d descriptors; bf16, batch 16384 / seqlen, heads 2048 / d; ratio to cuDNN in the same run): d=64
