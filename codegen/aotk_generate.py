@@ -302,7 +302,8 @@ def main():
             f"{int(kernel.extras)}, {kernel.block_size}, {kernel.config.block_m}, "
             f"{kernel.config.block_n}, {meta['num_warps']}, {kernel.config.num_stages}, {meta['shared_bytes']}, "
             f"{kernel.min_seqlen}, {c_string(kinds)},\n   {image_fields['cubin']},\n   {image_fields['ptx']}"
-            + (f",\n   {len(descriptors)}, {{{tma}}}" if descriptors else "") + "},")
+            # Every field written out, none left to zero-initialization (-Wmissing-field-initializers).
+            + f",\n   {len(descriptors)}, {{{tma if descriptors else '{0, {0, 0, 0}}'}}}" + "},")
 
     externs = [f"extern const unsigned char aotk__image_{i}_{kind}[];"
                for i, k in enumerate(kernels) for kind in ("cubin", "ptx")
