@@ -18,10 +18,16 @@
 //              warpgroup 120 then 240 while it works, the second 24), launched with 168 registers
 //              per thread (ptxas gives a kernel with setmaxnreg its launch bound's 65536 / 384,
 //              rounded down to 8), as Triton launches attn_fwd_hopper (maxnreg 168).
+//   handoff_bar0: handoff_maxnreg, and before its writes the default warps sync among themselves with
+//              `bar.sync 0, 128` (barrier 0, 128 threads), as Triton's code does after its mbarrier
+//              inits.
+//   handoff_store64: handoff_maxnreg, but every default thread stores the 8 state bytes (one 64-bit
+//              store, STS.64 in Triton's SASS) and the capture, as Triton's code does.
+//   handoff_triton: both.
 // Every read returns the written value (checked); a report on a variant whose every read is ordered
 // after its write by a barrier says racecheck misses the barrier, not that the program races.
 //   nvcc -arch=sm_90a -o probe racecheck_probe.cu
-//   compute-sanitizer --tool racecheck ./probe same_pc|split_pc|handoff|handoff_maxnreg
+//   compute-sanitizer --tool racecheck ./probe same_pc|split_pc|handoff|handoff_maxnreg|handoff_bar0|handoff_store64|handoff_triton
 #include <cstdio>
 #include <cstring>
 
@@ -84,20 +90,29 @@ __global__ void handoff(int *out) {
 
 #define SETMAXNREG(inc_or_dec, n) asm volatile("setmaxnreg." #inc_or_dec ".sync.aligned.u32 " #n ";" ::: "memory")
 
+template <bool BAR0, bool STORE64>
 __global__ void __launch_bounds__(384, 1) handoff_maxnreg(int *out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  __shared__ unsigned char state[16];
+  __shared__ __align__(8) unsigned char state[16];
   __shared__ int capture;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp < 4) {
     SETMAXNREG(inc, 256);
-    if (threadIdx.x >= 4 && threadIdx.x < 12) state[threadIdx.x] = threadIdx.x < 8 ? HANDOFF_STATE_WORK : HANDOFF_STATE_IDLE;
-    if (threadIdx.x == 0) capture = 42;
+    if (BAR0) asm volatile("bar.sync 0, 128;" ::: "memory");
+    if (STORE64) {
+      unsigned long long word = 0;
+      for (int w = 4; w < 12; w++) word |= (unsigned long long)(w < 8 ? HANDOFF_STATE_WORK : HANDOFF_STATE_IDLE) << (8 * (w - 4));
+      *(volatile unsigned long long *)&state[8] = word;  // warps 4..11 at 8..15: one 8-byte store, every thread
+      *(volatile int *)&capture = 42;
+    } else {
+      if (threadIdx.x >= 4 && threadIdx.x < 12) state[threadIdx.x + 4] = threadIdx.x < 8 ? HANDOFF_STATE_WORK : HANDOFF_STATE_IDLE;
+      if (threadIdx.x == 0) capture = 42;
+    }
     cta_barrier_1();  // A
     SETMAXNREG(dec, 240);
     cta_barrier_1();  // B
     cta_barrier_1();  // C
-    if (threadIdx.x >= 4 && threadIdx.x < 12) state[threadIdx.x] = HANDOFF_STATE_EXIT;
+    if (threadIdx.x >= 4 && threadIdx.x < 12) state[threadIdx.x + 4] = HANDOFF_STATE_EXIT;
     cta_barrier_1();  // D
     return;
   }
@@ -106,7 +121,7 @@ __global__ void __launch_bounds__(384, 1) handoff_maxnreg(int *out) {
   int first = 0, got = 0;
   for (;;) {
     cta_barrier_1();  // A, then D
-    const int s = state[warp];
+    const int s = state[warp + 4];  // warp w's byte at w + 4 (8-byte aligned from warp 4)
     if (s == HANDOFF_STATE_EXIT) break;
     first = s;
     if (first_group) {
@@ -130,9 +145,15 @@ int main(int argc, char **argv) {
   cudaMalloc(&out, sizeof host);
   int wrong = 0;
   if (strncmp(mode, "handoff", 7) == 0) {
-    const bool maxnreg = strcmp(mode, "handoff_maxnreg") == 0;
+    const bool bar0 = strcmp(mode, "handoff_bar0") == 0, store64 = strcmp(mode, "handoff_store64") == 0;
+    const bool both = strcmp(mode, "handoff_triton") == 0;
+    const bool maxnreg = bar0 || store64 || both || strcmp(mode, "handoff_maxnreg") == 0;
     const int last_worker = maxnreg ? 7 : 8;  // the last warp that works
-    if (maxnreg) handoff_maxnreg<<<64, 384>>>(out); else handoff<<<64, 384>>>(out);
+    if (both) handoff_maxnreg<true, true><<<64, 384>>>(out);
+    else if (bar0) handoff_maxnreg<true, false><<<64, 384>>>(out);
+    else if (store64) handoff_maxnreg<false, true><<<64, 384>>>(out);
+    else if (maxnreg) handoff_maxnreg<false, false><<<64, 384>>>(out);
+    else handoff<<<64, 384>>>(out);
     cudaMemcpy(host, out, 8 * sizeof(int), cudaMemcpyDeviceToHost);
     for (int w = 4; w < 12; w++) {
       const int first = w <= last_worker ? HANDOFF_STATE_WORK : HANDOFF_STATE_IDLE;
