@@ -74,7 +74,7 @@ AOTK_OP_SEL_BWD = 4
 AOTK_ALIGN_BOTTOM_RIGHT = 0
 AOTK_ALIGN_TOP_LEFT = 1
 AOTK_FEATURE_NAMES = ["varlen", "causal", "window", "softcap", "alibi", "sinks", "dropout", "padded_head_dim",
-                      "extras_kernel"]  # AOTK_FEATURE_* bit i
+                      "extras_kernel", "tma", "warp_specialized"]  # AOTK_FEATURE_* bit i
 
 TORCH_TO_AOTK_DTYPE = {
     torch.float16: AOTK_DTYPE_FLOAT16,
@@ -1561,40 +1561,9 @@ def sel_check_row(case, aotk, backward, t, params):
 
 def sel_anchor_times(t, backward):
     """({impl: ms}, {impl: layout}): SDPA's flash and cuDNN backends doing dense causal attention on the
-    row's q, k, v ([1, heads, N, d] views). GQA through enable_gqa=True (the backend reads the 4 kv heads);
-    a backend that refuses it gets k and v expanded to 64 heads beforehand ("expanded", outside the timing)."""
-    results, layouts = {}, {}
-    q, k, v = t["q"], t["k"], t["v"]
-    group = q.shape[1] // k.shape[1]
-    dout = t["dout"][None].transpose(1, 2) if backward else None
-    for name, be in SEL_ANCHORS:
-        for layout in ("enable_gqa", "expanded"):
-            try:
-                if layout == "enable_gqa":
-                    kx, vx = k.detach(), v.detach()
-                else:
-                    kx, vx = (y.detach().repeat_interleave(group, dim=1) for y in (k, v))
-                leaves = [q.detach().requires_grad_(backward), kx.requires_grad_(backward),
-                          vx.requires_grad_(backward)]
-                qt, kt, vt = (y[None].transpose(1, 2) for y in leaves)
-                gqa = layout == "enable_gqa"
-                with sdpa_kernel(be):
-                    if not backward:
-                        with torch.no_grad():
-                            results[name] = time_ms(lambda: F.scaled_dot_product_attention(
-                                qt, kt, vt, is_causal=True, enable_gqa=gqa))
-                    else:
-                        o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=gqa)
-                        results[name] = time_ms(lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True))
-                        del o
-                layouts[name] = layout
-                break
-            except Exception as e:  # noqa: BLE001
-                note(f"{name} ({layout}) skipped: {type(e).__name__}: {str(e)[:200]}")
-            finally:
-                kx = vx = leaves = qt = kt = vt = None
-                empty_cache()
-    return results, layouts
+    row's q, k, v (sdpa_anchor_times on [1, N, heads, d] views)."""
+    dout = t["dout"][None] if backward else None
+    return sdpa_anchor_times(t["q"][None], t["k"][None], t["v"][None], True, dout, SEL_ANCHORS)
 
 
 def sel_run_case(case, aotk):
@@ -1944,14 +1913,16 @@ def gqa_flops(case):
     return fwd_flops(case) * (2.5 if case["op"] == "bwd_gqa" else 1.0)
 
 
-def gqa_anchor_times(q, k, v, causal, dout):
-    """({impl: ms}, {impl: layout}) of SDPA's flash and cuDNN backends on q [b, s, hq, d], k, v [b, s, hkv, d]
-    ([b, h, s, d] views of them, no copies), forward or (dout given) backward."""
+def sdpa_anchor_times(q, k, v, causal, dout, anchors):
+    """({impl: ms}, {impl: layout}) of SDPA's backends (`anchors`: [(name, backend)]) on q [b, s, hq, d],
+    k, v [b, s, hkv, d] ([b, h, s, d] views of them, no copies), forward or (dout given) backward. GQA
+    through enable_gqa=True (the backend reads the kv heads); a backend that refuses it gets k and v
+    expanded to hq heads beforehand ("expanded", outside the timing). The selection and GQA rows share it."""
     results, layouts = {}, {}
     backward = dout is not None
     group = q.shape[2] // k.shape[2]
     dout_t = dout.transpose(1, 2) if backward else None
-    for name, be in GQA_ANCHORS:
+    for name, be in anchors:
         for layout in ("enable_gqa", "expanded"):
             kx = vx = leaves = qt = kt = vt = None
             try:
@@ -2086,7 +2057,7 @@ def gqa_run_case_unguarded(case, aotk):
     del out, lse, params, params_ref
     empty_cache()
 
-    anchor_ms, facts["layouts"] = gqa_anchor_times(q, k, v, causal, dout)
+    anchor_ms, facts["layouts"] = sdpa_anchor_times(q, k, v, causal, dout, GQA_ANCHORS)
     results.update(anchor_ms)
     if FLEX_OPTIONS["rows"]:
         block_mask = flex_block_mask(flex_causal_mask, n) if causal else None  # None: no mask
