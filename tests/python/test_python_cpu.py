@@ -161,6 +161,19 @@ def test_struct_layouts():
 
 
 @test
+def test_feature_names():
+    """_capi.FEATURE_NAMES names every AOTK_FEATURE_* bit of the header, in bit order (the bit's macro
+    is AOTK_FEATURE_ and the name upper-cased)."""
+    from aotk import _capi
+    header = open(os.path.join(ARGS.include_dir, "aotk.h")).read()
+    bits = {int(b): name for name, b in re.findall(r"#define AOTK_FEATURE_(\w+) \(1u << (\d+)\)", header)}
+    expected = [bits[i] for i in range(len(bits))]
+    got = [n.upper() for n in _capi.FEATURE_NAMES]
+    expect(got == expected, f"FEATURE_NAMES {got}, the header's bits {expected}")
+    print(f"    {len(got)} feature bits")
+
+
+@test
 def test_c_errors_become_aotk_error():
     import aotk
     from aotk import _capi
