@@ -132,6 +132,18 @@ ATTN_BWD_DKDV_HOPPER_PARAMS = ATTN_BWD_DKDV_PARAMS + [
     ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
     ("DescDO", "tensordesc<{dtype}[1,{block_m},{dv}]>", False),
 ]
+# The non-deterministic sm_90 backward's one pass (kernels/attn_bwd_hopper.py, attn_bwd_fused_hopper):
+# the dK/dV pass's parameters, then a descriptor of the fp32 dQ accumulator in the workspace,
+# [batch * heads_q, stats_stride, head_dim], that its query tiles are reduce-added into.
+ATTN_BWD_FUSED_HOPPER_PARAMS = ATTN_BWD_DKDV_HOPPER_PARAMS + [
+    ("DescDQ", "tensordesc<fp32[1,{block_m},{dqk}]>", False),
+]
+# ... and the cast of that accumulator into dq (kernels/attn_bwd.py): only after the fused pass, whose
+# calls are aligned (TMA needs it), so everything is hinted.
+ATTN_BWD_DQ_CONVERT_PARAMS = (
+    _pointers(("DQAcc",), "*fp32", ALWAYS) + _pointers(("DQ",)) + _strides(("q",))
+    + _ints(("seqlen_q", "heads_q", "num_m_blocks")) + [("stats_stride", "i32", ALWAYS)]
+)
 ATTN_BWD_DQ_PARAMS = (
     _pointers(("Q", "K", "V", "DOut")) + _pointers(("LseLog2", "Delta"), "*fp32", ALWAYS) + _pointers(("DQ",))
     + _FEATURE_POINTERS + _pointers(("AlibiSlopes",), "*fp32", False) + _pointers(("RngState",), "*i64", False)
@@ -253,6 +265,10 @@ ATTN_TUNING = {
     # 3 stages measured no faster).
     ("attn_bwd_dkdv_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
     ("attn_bwd_dkdv_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
+    # The same tiles with dQ fused (gluon_attn_bwd.py's bm64_s2_tr_rs: 0.86x cuDNN over the d64/d128
+    # grid through the JIT, against 0.76x for the dK/dV pass beside the Triton dQ pass).
+    ("attn_bwd_fused_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
+    ("attn_bwd_fused_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
     ("attn_fwd_tma", 90, 128, 128): ((1, T(128, 64, 4, 2)), (4096, T(128, 128, 8, 3))),
     ("attn_fwd_tma", 90, 256, 256): ((1, T(128, 64, 8, 2)),),
     ("attn_fwd", 80, 32, 32): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),
@@ -334,6 +350,10 @@ FAMILIES = {
     "attn_bwd_dq": ("attn_bwd.py", "attn_bwd_dq", ATTN_BWD_DQ_PARAMS, ("dtype", "dims", "align", "extras")),
     "attn_bwd_dkdv_hopper": ("attn_bwd_hopper.py", "attn_bwd_dkdv_hopper", ATTN_BWD_DKDV_HOPPER_PARAMS,
                              ("dtype", "hopper_bwd_dims")),
+    "attn_bwd_fused_hopper": ("attn_bwd_hopper.py", "attn_bwd_fused_hopper", ATTN_BWD_FUSED_HOPPER_PARAMS,
+                              ("dtype", "hopper_bwd_dims")),
+    "attn_bwd_dq_convert": ("attn_bwd.py", "attn_bwd_dq_convert", ATTN_BWD_DQ_CONVERT_PARAMS,
+                            ("dtype", "hopper_bwd_dims")),
     "sel_fwd": ("sel_attn.py", "sel_fwd", SEL_FWD_PARAMS, ("dtype", "sel_dims", "sel_block", "align")),
     "sel_bwd_dq": ("sel_attn.py", "sel_bwd_dq", SEL_BWD_DQ_PARAMS, ("dtype", "sel_dims", "sel_block")),
     "sel_bwd_dkdv": ("sel_attn.py", "sel_bwd_dkdv", SEL_BWD_DKDV_PARAMS, ("dtype", "sel_dims", "sel_block", "align")),
@@ -400,10 +420,11 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
         return ((1, SEL_SCAN_CONFIG),)
     if family == "sel_check_indices":
         return ((1, SEL_CHECK_CONFIG),)
-    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd_dkdv_hopper"):
+    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd_dkdv_hopper",
+                  "attn_bwd_fused_hopper"):
         key = (family, arch, dqk, dv)
         return ATTN_TUNING_EXTRAS.get(key, ATTN_TUNING[key]) if extras else ATTN_TUNING[key]
-    if family == "attn_bwd_preprocess":
+    if family in ("attn_bwd_preprocess", "attn_bwd_dq_convert"):
         return ((1, PREPROCESS_CONFIG),)
     if family == "attn_bwd_sink_reduce":
         return ((1, SINK_REDUCE_CONFIG),)
@@ -426,6 +447,8 @@ CONSTEXPRS = {
     "attn_fwd_tma": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
     "attn_fwd_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS", "CONSUMER_REGS"),
     "attn_bwd_dkdv_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS"),
+    "attn_bwd_fused_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS"),
+    "attn_bwd_dq_convert": ("HEAD_DIM", "BLOCK_M"),
     "attn_dropout_mask": ("BLOCK_M", "BLOCK_N"),
     "attn_bwd_preprocess": ("HEAD_DIM_V", "BLOCK_M"),
     "attn_bwd_sink_reduce": ("BLOCK",),
@@ -443,13 +466,15 @@ CONSTEXPRS = {
 }
 
 
-FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_bwd_dkdv_hopper": (90,)}
+FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_bwd_dkdv_hopper": (90,),
+                "attn_bwd_fused_hopper": (90,), "attn_bwd_dq_convert": (90,)}
 # Options beyond num_warps and num_stages: the Gluon kernel caps registers at entry so that its
 # setmaxnreg split (24 for the producer, 240 for the consumers) takes effect.
-FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}, "attn_bwd_dkdv_hopper": {"maxnreg": 168}}
+FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}, "attn_bwd_dkdv_hopper": {"maxnreg": 168},
+                  "attn_bwd_fused_hopper": {"maxnreg": 168}}
 # Families written in Gluon (compiled from GluonASTSource, their descriptors typed with the shared-memory
 # layout the kernel allocates).
-GLUON_FAMILIES = ("attn_fwd_hopper", "attn_bwd_dkdv_hopper")
+GLUON_FAMILIES = ("attn_fwd_hopper", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper")
 
 
 def catalog():

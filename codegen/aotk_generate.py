@@ -41,7 +41,7 @@ KERNELS_DIR = os.path.join(REPO_ROOT, "kernels")
 PTX_PARAM_TYPE = {"ptr": [".u64"], "i64": [".u64"], "i32": [".u32"], "fp32": [".f32"]}
 PARAM_KIND = {"ptr": "p", "i64": "l", "i32": "i", "fp32": "f", "desc": "t"}
 # The table records at most this many descriptors per kernel (src/aotk_kernel_table.h).
-MAX_TMA_DESCRIPTORS = 4
+MAX_TMA_DESCRIPTORS = 5
 DTYPE_ENUM = {"fp16": "AOTK_DTYPE_FLOAT16", "bf16": "AOTK_DTYPE_BFLOAT16", "": "0"}
 FAMILY_ENUM = {family: "AOTK__FAMILY_" + family.upper() for family in aotk_catalog.FAMILIES}
 
@@ -64,7 +64,7 @@ def gluon_descriptor_type(triton_type):
         return triton_type
     from triton.experimental.gluon import language as gl
     match = re.fullmatch(r"tensordesc<(\w+)\[([^\]]*)\]>", triton_type)
-    dtype = {"bf16": gl.bfloat16, "fp16": gl.float16}[match.group(1)]
+    dtype = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp32": gl.float32}[match.group(1)]
     block = [int(x) for x in match.group(2).split(",")]
     layout = gl.NVMMASharedLayout.get_default_for(block, dtype)
     return f"tensordesc<{match.group(1)}[{', '.join(map(str, block))}],{layout!r}>"

@@ -203,10 +203,14 @@ static inline aotk_tensor aotk_tensor_3d(void *data, aotk_dtype dtype, int64_t d
  *               share a kv head (no atomics: one program owns each block of dk and dv).
  *   dsinks out  optional fp32 [heads_q] (needs sinks): the gradient of the sink logits, summed over the
  *               batch and rows in a fixed order.
- *   deterministic   0 or 1. Every backward aotk runs is bitwise deterministic (each output element is
- *                   computed by exactly one program in a fixed order), so both values run the same
- *                   kernels; 1 documents the requirement and will keep meaning "deterministic" if a
- *                   faster non-deterministic path is ever added.
+ *   deterministic   0 or 1. 1: the backward is bitwise deterministic (each output element computed by
+ *                   exactly one program in a fixed order: a dK/dV pass and a dQ pass, 7 matrix products
+ *                   per block). 0 (the default of a zeroed struct, as in flash-attn): aotk may run a
+ *                   faster backward whose dQ is summed in a varying order, so repeated runs can differ
+ *                   in the last bits of dq (dk, dv and dsinks stay deterministic). Today that is the
+ *                   sm_90 plain or causal backward at head dims 64 and 128 with TMA-readable inputs
+ *                   (AOTK_FEATURE_NONDETERMINISTIC says when; it needs a larger workspace); every other
+ *                   call runs the deterministic kernels either way.
  *
  * Sizes: batch (num_seqs), seqlen_q, seqlen_k, heads >= 1; head_dim_qk and head_dim_v multiples of 8
  * from 8 to 256; the compiled pairs (aotk info lists them) are padded sizes that smaller dims run in.
@@ -263,15 +267,18 @@ AOTK_API aotk_status aotk_attn_fwd(const aotk_attn_params *params, aotk_stream s
 
 /*
  * The attention backward: dq, dk, dv from q, k, v, out, lse (the forward's) and dout. Three kernels
- * on `stream`: delta = rowsum(dout * out) into the workspace, then dk/dv, then dq; returns once they are
+ * on `stream`: delta = rowsum(dout * out) into the workspace, then dk/dv, then dq (with
+ * deterministic = 0 on sm_90 where AOTK_FEATURE_NONDETERMINISTIC says so: a memset of the dq
+ * accumulator, then delta, then one pass for dk, dv and dq, then the cast of dq); returns once they are
  * enqueued. `workspace` is device memory of at least the workspace_bytes that aotk_query(AOTK_OP_ATTN_BWD)
- * reports (8 * batch * heads_q * round_up(seqlen_q, 128) bytes, plus
- * 4 * heads_q * batch * round_up(seqlen_q, 128) / 64 with dsinks; seqlen_q is max_seqlen_q for varlen), 16-byte aligned, not read before it
- * is written, and
- * not to be used by anything else until the call's work on `stream` is done.
- * Statuses: as aotk_attn_fwd, plus AOTK_ERROR_WORKSPACE_TOO_SMALL. All three kernels are loaded before
- * the first is launched; only a driver failure of the second or third launch itself (AOTK_ERROR_CUDA)
- * can leave earlier ones enqueued, and then dq, dk, dv are undefined.
+ * reports for the same params, deterministic included (8 * batch * heads_q * round_up(seqlen_q, 128)
+ * bytes, plus 4 * heads_q * batch * round_up(seqlen_q, 128) / 64 with dsinks; seqlen_q is max_seqlen_q
+ * for varlen; the non-deterministic pass adds its accumulator after that size rounded up to 256:
+ * 4 * batch * heads_q * round_up(seqlen_q, 128) * head_dim_qk bytes), 16-byte aligned, not read before
+ * it is written, and not to be used by anything else until the call's work on `stream` is done.
+ * Statuses: as aotk_attn_fwd, plus AOTK_ERROR_WORKSPACE_TOO_SMALL. All the kernels are loaded and the
+ * tensor maps encoded before the first is launched; only a driver failure of the memset or of a later
+ * launch itself (AOTK_ERROR_CUDA) can leave earlier work enqueued, and then dq, dk, dv are undefined.
  */
 AOTK_API aotk_status aotk_attn_bwd(const aotk_attn_params *params, void *workspace, size_t workspace_bytes,
                                    aotk_stream stream);
@@ -333,9 +340,16 @@ typedef struct aotk_kernel_info {
  * causal, either alignment) at head dims 64, 128 and 256, where TMA's conditions above hold. It is
  * persistent: at most one program per SM, each walking several query tiles, so aotk_kernel_info's grid
  * can be smaller than the number of tiles. For AOTK_OP_ATTN_BWD: the dK/dV pass has FlashAttention-3's
- * backward schedule (a TMA producer warp, two consumer warpgroups), still one owner per output and
- * bitwise deterministic. */
+ * backward schedule (a TMA producer warp, two consumer warpgroups), one owner per output and bitwise
+ * deterministic, unless AOTK_FEATURE_NONDETERMINISTIC is set too (dQ fused into it). */
 #define AOTK_FEATURE_WARP_SPECIALIZED (1u << 10)
+/* Added in 0.4, AOTK_OP_ATTN_BWD only. The backward is not bitwise deterministic: one warp-specialized
+ * pass computes dK, dV and dQ (5 matrix products per block instead of 7), adding each block's dQ into
+ * an fp32 accumulator in the workspace with TMA reduce-adds whose order varies from run to run (dK and
+ * dV still have one owner each). Taken on sm_90 when params.deterministic is 0 and the dK/dV pass would
+ * be the warp-specialized one; the workspace then also holds the accumulator, at a 256-byte boundary
+ * after the rest (batch * heads_q * round_up(seqlen_q, 128) * head_dim_qk floats). */
+#define AOTK_FEATURE_NONDETERMINISTIC (1u << 11)
 
 #define AOTK_KERNEL_INFO_INIT {.struct_size = sizeof(aotk_kernel_info)}
 

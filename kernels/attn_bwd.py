@@ -11,6 +11,8 @@ atomics and no zero-initialized buffers:
                        sees; dQ written once.
   attn_bwd_sink_reduce one program per query head: sums the sink gradient's partials in a fixed order.
 The price of ownership is recomputing Q K^T and dO V^T in both passes (7 matrix products instead of 5).
+The non-deterministic sm_90 backward (kernels/attn_bwd_hopper.py, attn_bwd_fused_hopper) computes 5:
+its one pass adds dQ into an fp32 accumulator, and attn_bwd_dq_convert here casts that into dq.
 
 Layouts, masks and features follow kernels/attn_fwd.py and kernels/attn_common.py. A row that saw no
 key has lse = -inf; it gets no gradient. The workspace holds delta and lse * log2(e), fp32
@@ -71,6 +73,24 @@ def attn_bwd_preprocess(Out, DOut, Lse, Delta, LseLog2, CuSeqlensQ, Sinks, SinkP
         sink = tl.load(Sinks + head) * LOG2E
         partial = -tl.sum(tl.math.exp2(sink - lse) * delta, axis=0)
         tl.store(SinkPartial + (head.to(tl.int64) * num_seqs + batch) * num_m_blocks + m_block, partial)
+
+
+@triton.jit
+def attn_bwd_dq_convert(DQAcc, DQ, stride_qb, stride_qs, stride_qh, seqlen_q, heads_q, num_m_blocks, stats_stride,
+                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    # dq[b, i, h, :] = acc[b * heads_q + h, i, :] for rows i < seqlen_q: one program per (query block,
+    # batch, query head). The accumulator is already scaled by softmax_scale; rows past seqlen_q (the
+    # padding up to stats_stride) are not written.
+    pid = tl.program_id(0)
+    bh = pid // num_m_blocks
+    rows = (pid % num_m_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, HEAD_DIM)
+    acc = tl.load(DQAcc + (bh.to(tl.int64) * stats_stride + rows[:, None]) * HEAD_DIM + cols[None, :])
+    b = bh // heads_q
+    h = bh % heads_q
+    ptrs = DQ + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh + rows[:, None].to(tl.int64) * stride_qs + \
+        cols[None, :]
+    tl.store(ptrs, acc.to(DQ.dtype.element_ty), mask=rows[:, None] < seqlen_q)
 
 
 @triton.jit

@@ -1,4 +1,5 @@
-"""The sm_90 backward's dK/dV pass with FlashAttention-3's schedule, written in Gluon.
+"""The sm_90 backward's dK/dV pass with FlashAttention-3's schedule, written in Gluon, and its form
+with dQ fused in.
 
 It replaces attn_bwd_dkdv (kernels/attn_bwd.py) on sm_90 for the plain backward; the pre-pass and the
 dQ pass stay the Triton kernels, so the backward keeps its one owner per output and stays bitwise
@@ -20,6 +21,15 @@ most query blocks, so the heaviest programs start first). Warp-specialized:
       dK += dS^T Q                                 (dS^T from registers)
   and writes dK (times softmax_scale) and dV once, with masked stores.
 
+attn_bwd_fused_hopper is the same program with dQ fused in (FUSED_DQ), for callers that allow a
+non-deterministic backward (aotk_attn_params.deterministic = 0): per query block it also stores dS^T to
+shared memory (two buffers), computes dQ = dS K (dS^T read transposed; the two warpgroups split dQ along
+d), stages dQ times softmax_scale in shared memory and adds it into an fp32 accumulator with one TMA
+reduce-add, FlashAttention-3's dQ path. The additions from different key blocks land in a varying order,
+so dq is not bitwise reproducible; dK and dV are the same instructions as the deterministic pass's. The
+host zeroes the accumulator first and attn_bwd_dq_convert (kernels/attn_bwd.py) casts it into dq, in
+place of the Triton dQ pass: 5 matrix products per block instead of 7.
+
 What it covers: no softcap, ALiBi or dropout (the EXTRAS kernels), no window but causal (either
 alignment), dense layouts TMA can read, head dims 64 and 128, GQA, sinks (they enter through lse
 only), any lengths. Its arguments are attn_bwd_dkdv's, then descriptors of Q, K, V and dO over
@@ -29,16 +39,29 @@ Measured through the JIT on the H100 (bench/explore_hopper/gluon_attn_bwd.py, "s
 kernel with aotk's pre-pass and dQ pass, against the three Triton kernels, bf16, 16k tokens): the
 whole backward 0.76x cuDNN (geomean over the d64/d128 grid) against 0.71x; the dK/dV kernel alone at
 d=128 16k 7.62 ms against 8.68.
+In the library's benchmark (bench/bench_attn.py, H100, bf16 d64/d128 grid, 2026-11-25): the fused
+backward 0.89x cuDNN, the deterministic one 0.80x (geomeans over 24 rows).
 
 Free of torch and driver calls: imported on a machine with no GPU.
 """
 
+from triton._C.libtriton import ir as _ir
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language._core import builtin as _gluon_builtin
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
 
 # Bits of `flags` (kernels/attn_common.py; src/aotk_attn.c sets them).
 FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
+
+
+@_gluon_builtin
+def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
+    # TMA reduce-add from shared memory into global memory (cp.reduce.async.bulk.tensor.add.f32): Gluon
+    # 3.6's builder has the op (ttng.async_tma_reduce), its hopper.tma module does not export it.
+    coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+    _semantic.builder.create_async_tma_reduce(_ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord, src.handle)
 
 
 @gluon.jit
@@ -62,10 +85,11 @@ def _producer(desc_q, desc_do, desc_k, desc_v, q_bufs, do_bufs, k_smem, v_smem, 
 
 
 @gluon.jit
-def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLog2, Delta, DK, DV,
+def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, DK, DV,
               stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
               seqlen_k, causal, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr):
+              FUSED_DQ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+              STAGES: gl.constexpr):
     kv_bar, q_ready, do_ready, qdo_empty = bars
     b, n0, hkv, group_size, m_lo, n_m = coords
     dtype: gl.constexpr = q_bufs.dtype
@@ -75,13 +99,18 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLog2, D
     kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
                                                         instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
+    # dQ [BLOCK_M = 64, HEAD_DIM]: the two warpgroups split it along d.
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                        instr_shape=[16, HEAD_DIM // 2, 16])
     keys = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
     cols0 = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
     k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
     v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
     zero_s = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
+    zero_dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, dq_layout)
     dk = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, kv_layout)
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, kv_layout)
+    ds_bufs, dq_smem, desc_dq = dq_handoff
 
     # Even a program with no query block waits for K and V: its shared memory must not be left while
     # the copies are in flight.
@@ -120,8 +149,31 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLog2, D
         dst = pt * (dpt - gl.expand_dims(delta, 0))
         ds_op = gl.convert_layout(dst.to(dtype), p_layout)
         dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
-        dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, pt_op, ds_op))
-        mbarrier.arrive(qdo_empty.index(s))
+        if FUSED_DQ:
+            # dQ = dS K needs dS (not dS^T) as the A operand: dS^T goes to shared memory and is read
+            # transposed. Two buffers: this step's barrier orders the readers of buffer it % 2 in step
+            # it - 2 (their wgmma waited) before the store. The previous step's reduce-add has read
+            # dq_smem once the issuing thread's wait passes; the barrier tells every thread.
+            tma.store_wait(0)
+            ds = ds_bufs.index(it % 2)
+            ds.store(dst.to(dtype))
+            fence_async_shared()
+            gl.thread_barrier()
+            dq_token = warpgroup_mma(ds.permute((1, 0)), k2, zero_dq, use_acc=False, is_async=True)
+            dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, dq_token, pt_op, ds_op))
+            # FlashAttention-3's dQ path: the block to shared memory, then one bulk reduce-add into the
+            # fp32 accumulator [batch * heads_q, stats_stride, HEAD_DIM] (waited for at the next step's
+            # dS^T store). Releasing the stage (a barrier of the consumer warps, then one arrival) also
+            # orders every thread's dQ stores before the reduce is issued.
+            dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq * softmax_scale)
+            fence_async_shared()
+            mbarrier.arrive(qdo_empty.index(s))
+            _tma_reduce_add(desc_dq, [b * heads_q + hq, m0, 0], dq_smem)
+        else:
+            dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, pt_op, ds_op))
+            mbarrier.arrive(qdo_empty.index(s))
+    if FUSED_DQ:
+        tma.store_wait(0)  # the last reduce-add has read shared memory before the program exits
 
     # dK and dV, written once (rows past seqlen_k are not).
     rows_o = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, kv_layout))
@@ -137,20 +189,12 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLog2, D
 
 
 @gluon.jit
-def attn_bwd_dkdv_hopper(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, AlibiSlopes, RngState,
-                         stride_qb, stride_qs, stride_qh,
-                         stride_kb, stride_ks, stride_kh,
-                         stride_vb, stride_vs, stride_vh,
-                         stride_dob, stride_dos, stride_doh,
-                         stride_dkb, stride_dks, stride_dkh,
-                         stride_dvb, stride_dvs, stride_dvh,
-                         stride_ab,
-                         seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride,
-                         head_dim_qk8, head_dim_v8, window_left, window_right, flags,
-                         softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
-                         DescQ, DescK, DescV, DescDO,
-                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                         PRODUCER_REGS: gl.constexpr):
+def _program(LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
+             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_right, flags,
+             softmax_scale, qk_scale_log2, DescQ, DescK, DescV, DescDO, DescDQ,
+             FUSED_DQ: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+             STAGES: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+    # One program of either entry point (DescDQ: the fused one's accumulator descriptor, else DescQ).
     pid = gl.program_id(0)
     bh = pid // num_n_blocks
     n_block = pid % num_n_blocks
@@ -185,14 +229,65 @@ def attn_bwd_dkdv_hopper(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSe
         mbarrier.init(do_ready.index(i), count=1)
         # Released once by the consumer partition (an arrive is one arrival per partition).
         mbarrier.init(qdo_empty.index(i), count=1)
+    if FUSED_DQ:
+        ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
+        dq_handoff = (gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], ds_layout),
+                      gl.allocate_shared_memory(gl.float32, DescDQ.block_type.shape, DescDQ.layout), DescDQ)
+    else:
+        dq_handoff = (kv_bar, kv_bar, kv_bar)  # unused
 
     bars = (kv_bar, q_ready, do_ready, qdo_empty)
     coords = (b, n0, hkv, group_size, m_lo, n_m)
     gl.warp_specialize([
-        (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLog2, Delta, DK, DV,
+        (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, DK, DV,
                      stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
                      seqlen_k, causal, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
-                     BLOCK_M, BLOCK_N, HEAD_DIM, STAGES)),
+                     FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES)),
         (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, HEAD_DIM,
                      BLOCK_M, STAGES)),
     ], [1], [PRODUCER_REGS])
+
+
+@gluon.jit
+def attn_bwd_dkdv_hopper(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, AlibiSlopes, RngState,
+                         stride_qb, stride_qs, stride_qh,
+                         stride_kb, stride_ks, stride_kh,
+                         stride_vb, stride_vs, stride_vh,
+                         stride_dob, stride_dos, stride_doh,
+                         stride_dkb, stride_dks, stride_dkh,
+                         stride_dvb, stride_dvs, stride_dvh,
+                         stride_ab,
+                         seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride,
+                         head_dim_qk8, head_dim_v8, window_left, window_right, flags,
+                         softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                         DescQ, DescK, DescV, DescDO,
+                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                         PRODUCER_REGS: gl.constexpr):
+    _program(LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
+             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_right, flags,
+             softmax_scale, qk_scale_log2, DescQ, DescK, DescV, DescDO, DescQ,
+             False, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS)
+
+
+@gluon.jit
+def attn_bwd_fused_hopper(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, AlibiSlopes, RngState,
+                          stride_qb, stride_qs, stride_qh,
+                          stride_kb, stride_ks, stride_kh,
+                          stride_vb, stride_vs, stride_vh,
+                          stride_dob, stride_dos, stride_doh,
+                          stride_dkb, stride_dks, stride_dkh,
+                          stride_dvb, stride_dvs, stride_dvh,
+                          stride_ab,
+                          seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride,
+                          head_dim_qk8, head_dim_v8, window_left, window_right, flags,
+                          softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                          DescQ, DescK, DescV, DescDO, DescDQ,
+                          HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                          PRODUCER_REGS: gl.constexpr):
+    # The non-deterministic backward's one pass: dK and dV as attn_bwd_dkdv_hopper, and dQ reduce-added
+    # into the fp32 accumulator DescDQ ([batch * heads_q, stats_stride, HEAD_DIM], zeroed by the host;
+    # attn_bwd_dq_convert casts it into dq).
+    _program(LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
+             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_right, flags,
+             softmax_scale, qk_scale_log2, DescQ, DescK, DescV, DescDO, DescDQ,
+             True, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS)

@@ -561,6 +561,10 @@ static const char *family_name(int family) {
       return "attn_bwd_dkdv";
     case AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER:
       return "attn_bwd_dkdv_hopper";
+    case AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER:
+      return "attn_bwd_fused_hopper";
+    case AOTK__FAMILY_ATTN_BWD_DQ_CONVERT:
+      return "attn_bwd_dq_convert";
     case AOTK__FAMILY_ATTN_BWD_DQ:
       return "attn_bwd_dq";
     case AOTK__FAMILY_ATTN_DROPOUT_MASK:
@@ -649,9 +653,11 @@ static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel
   if (p->dropout_p > 0.0f) f |= AOTK_FEATURE_DROPOUT;
   if (e->head_dim_qk > p->head_dim_qk || e->head_dim_v > p->head_dim_v) f |= AOTK_FEATURE_PADDED_HEAD_DIM;
   if (e->extras) f |= AOTK_FEATURE_EXTRAS_KERNEL;
-  const bool warp_specialized = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
+  const bool warp_specialized = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER ||
+                                e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
   if (e->family == AOTK__FAMILY_ATTN_FWD_TMA || warp_specialized) f |= AOTK_FEATURE_TMA;
   if (warp_specialized) f |= AOTK_FEATURE_WARP_SPECIALIZED;
+  if (e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER) f |= AOTK_FEATURE_NONDETERMINISTIC;
   return f;
 }
 
@@ -698,7 +704,7 @@ aotk_status aotk__load_rows(const aotk__driver *driver, const int *rows, const c
  * Triton's two scratch pointers (NULL: the generator admits no kernel that needs them). */
 aotk_status aotk__launch_row(const aotk__driver *driver, int row, CUkernel kernel, size_t count, void **args,
                               int64_t grid, aotk_stream stream) {
-  enum { MAX_ARGS = 80 };
+  enum { MAX_ARGS = 128 };
   const aotk__kernel_entry *e = &aotk__kernel_table[row];
   if (count + 2 > MAX_ARGS) return aotk__fail(AOTK_ERROR_INTERNAL, "%s: too many parameters", e->name);
   CUdeviceptr global_scratch = 0, profile_scratch = 0;
@@ -741,6 +747,11 @@ static const char attn_bwd_dkdv_param_kinds[] = "pppppppp" FEATURE_POINTERS "pp"
 static const char attn_bwd_dkdv_hopper_param_kinds[] = "pppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES
                                                        STRIDES STRIDES "l" "iiiiii" "i" MASK_INTS "f" SCORE_SCALARS
                                                        DROPOUT_SCALARS "tttt";
+/* The non-deterministic one-pass backward: the same, then a descriptor of the fp32 dQ accumulator. */
+static const char attn_bwd_fused_hopper_param_kinds[] = "pppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES
+                                                        STRIDES STRIDES "l" "iiiiii" "i" MASK_INTS "f" SCORE_SCALARS
+                                                        DROPOUT_SCALARS "ttttt";
+static const char attn_bwd_dq_convert_param_kinds[] = "pp" STRIDES "iii" "i";
 static const char attn_bwd_dq_param_kinds[] = "ppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES
                                               "l" "iiiii" "i" MASK_INTS "f" SCORE_SCALARS DROPOUT_SCALARS;
 #undef STRIDES
@@ -867,7 +878,10 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
     return -1;
   }
   /* The backward's dK/dV pass reads dO through TMA too. */
-  if (family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER && !tma_view_ok(&problem->dout)) return -1;
+  if ((family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER) &&
+      !tma_view_ok(&problem->dout)) {
+    return -1;
+  }
   int best = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
@@ -941,7 +955,9 @@ static aotk_status encode_descriptor(const aotk__driver *driver, const aotk_tens
   const uint64_t strides_bytes[2] = {(uint64_t)(t->strides[1] * element_bytes), (uint64_t)(batch_stride * element_bytes)};
   const unsigned box[3] = {(unsigned)layout->box[2], (unsigned)layout->box[1], (unsigned)layout->box[0]};
   const unsigned element_strides[3] = {1, 1, 1};
-  const int data_type = t->dtype == AOTK_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const int data_type = t->dtype == AOTK_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                        : t->dtype == AOTK_DTYPE_FLOAT32  ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   char what[64];
   snprintf(what, sizeof what, "cuTensorMapEncodeTiled(%s)", name);
   AOTK__CU_TRY(driver,
@@ -1120,13 +1136,34 @@ static size_t bwd_stats_bytes(const aotk__attn_problem *problem) {
   return 2 * (size_t)(problem->batch * problem->heads_q * bwd_stats_stride(problem)) * sizeof(float);
 }
 
-static size_t bwd_workspace_bytes(const aotk__attn_problem *problem) {
+static size_t bwd_stats_and_sinks_bytes(const aotk__attn_problem *problem) {
   size_t bytes = bwd_stats_bytes(problem);
   if (problem->dsinks) {
     bytes += (size_t)(problem->heads_q * problem->batch * blocks(bwd_stats_stride(problem), BWD_PREPROCESS_BLOCK_M)) *
              sizeof(float);
   }
   return bytes;
+}
+
+/* The non-deterministic backward (attn_bwd_fused_hopper) adds dQ into an fp32 accumulator
+ * [batch * heads_q, stats_stride, head_dim_qk] after the rest, at a 256-byte boundary (TMA needs 16). */
+static size_t bwd_dq_accumulator_offset(const aotk__attn_problem *problem) {
+  return (bwd_stats_and_sinks_bytes(problem) + 255) / 256 * 256;
+}
+
+static size_t bwd_dq_accumulator_elements(const aotk__attn_problem *problem) {
+  return (size_t)(problem->batch * problem->heads_q) * (size_t)bwd_stats_stride(problem) * (size_t)problem->head_dim_qk;
+}
+
+static bool bwd_fused(const attn_plan *plan) {
+  return plan != NULL && aotk__kernel_table[plan->rows[1]].family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
+}
+
+/* What the planned backward needs (plan NULL: what every plan needs): the fused pass's accumulator only
+ * where it runs. */
+static size_t bwd_workspace_bytes(const aotk__attn_problem *problem, const attn_plan *plan) {
+  if (!bwd_fused(plan)) return bwd_stats_and_sinks_bytes(problem);
+  return bwd_dq_accumulator_offset(problem) + bwd_dq_accumulator_elements(problem) * sizeof(float);
 }
 
 /* The backward's checks beyond the forward's: lse is required (it is the forward's), dout is like
@@ -1189,6 +1226,15 @@ aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_
   if (params->deterministic != 0 && params->deterministic != 1) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "deterministic = %d; use 0 or 1", (int)params->deterministic);
   }
+  problem->deterministic = params->deterministic;
+  /* The pre-pass runs one program per 64 rows of the padded stats_stride (at least 128 rows, so up to
+   * twice the forward's bound of ceil(seqlen_q / 64) blocks): bound its grid too. */
+  int64_t pre_programs = blocks(bwd_stats_stride(problem), BWD_PREPROCESS_BLOCK_M);
+  if (__builtin_mul_overflow(pre_programs, problem->batch, &pre_programs) ||
+      __builtin_mul_overflow(pre_programs, problem->heads_q, &pre_programs) || pre_programs > INT32_MAX) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
+                      "batch * heads_q * round_up(seqlen_q, 128) / 64 exceeds the grid limit of 2^31 - 1 programs");
+  }
   /* The dK/dV pass runs one program per key block per kv head; bound its grid with the table's
    * smallest key block here, before the driver (plan_bwd checks the chosen row's exactly). */
   int32_t smallest_block_n = INT32_MAX;
@@ -1207,12 +1253,15 @@ aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_
   return AOTK_OK;
 }
 
-static aotk_status check_workspace(const aotk__attn_problem *problem, const void *workspace, size_t workspace_bytes) {
-  size_t needed = bwd_workspace_bytes(problem);
+static aotk_status check_workspace(const aotk__attn_problem *problem, const attn_plan *plan, const void *workspace,
+                                   size_t workspace_bytes) {
+  size_t needed = bwd_workspace_bytes(problem, plan);
   if (workspace_bytes < needed || (workspace == NULL && needed > 0)) {
+    /* Before planning only the size every plan needs is known: say "at least". */
     return aotk__fail(AOTK_ERROR_WORKSPACE_TOO_SMALL,
-                      "workspace_bytes = %zu%s but this problem needs %zu (aotk_query reports it)", workspace_bytes,
-                      workspace == NULL ? " (workspace NULL)" : "", needed);
+                      "workspace_bytes = %zu%s but this problem needs %s%zu (aotk_query reports the size for these "
+                      "params)", workspace_bytes, workspace == NULL ? " (workspace NULL)" : "",
+                      plan == NULL && !problem->deterministic ? "at least " : "", needed);
   }
   if ((uintptr_t)workspace % 16 != 0) {
     return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER, "workspace = %p is not 16-byte aligned", workspace);
@@ -1221,23 +1270,37 @@ static aotk_status check_workspace(const aotk__attn_problem *problem, const void
 }
 
 /* The backward: the pre-pass, the dK/dV pass (on sm_90 the Gluon kernel where it covers the call and TMA
- * can read the inputs, else the Triton one), the dQ pass, and with dsinks the sink reduction. */
+ * can read the inputs, else the Triton one), the dQ pass, and with dsinks the sink reduction. Where the
+ * caller allows a non-deterministic backward (deterministic = 0) and the Gluon pass covers the call, its
+ * fused form computes dQ too, into an fp32 accumulator that a cast pass then writes into dq. */
 static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) {
   aotk_status status;
   plan->count = 3;
-  const int hopper_row = hopper_bwd_kernel_covers(problem)
-                             ? choose_tma_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, problem, plan, problem->seqlen_k)
-                             : -1;
+  const bool covered = hopper_bwd_kernel_covers(problem);
+  int hopper_row = -1, convert_row = -1;
+  /* (The accumulator's descriptor counts its batch * heads_q rows in 32 bits: validation's grid bound,
+   * batch * heads_q * ceil(seqlen_q / 64) < 2^31, keeps them there.) */
+  if (covered && !problem->deterministic) {
+    hopper_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, problem, plan, problem->seqlen_k);
+    convert_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, problem, plan, problem->seqlen_q);
+    if (convert_row < 0) hopper_row = -1;
+  }
+  if (covered && hopper_row < 0) {
+    hopper_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, problem, plan, problem->seqlen_k);
+    convert_row = -1;
+  }
   if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_PREPROCESS, problem, problem->seqlen_q, &plan->device,
                                     &plan->rows[0], &plan->kind)) != AOTK_OK ||
       (hopper_row < 0 &&
        (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DKDV, problem, problem->seqlen_k, &plan->device,
                                      &plan->rows[1], &plan->kind)) != AOTK_OK) ||
-      (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DQ, problem, problem->seqlen_q, &plan->device,
-                                    &plan->rows[2], &plan->kind)) != AOTK_OK) {
+      (convert_row < 0 &&
+       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DQ, problem, problem->seqlen_q, &plan->device,
+                                     &plan->rows[2], &plan->kind)) != AOTK_OK)) {
     return status;
   }
   if (hopper_row >= 0) plan->rows[1] = hopper_row;
+  if (convert_row >= 0) plan->rows[2] = convert_row;
   if (problem->dsinks) {
     if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, problem, problem->seqlen_q, &plan->device,
                                       &plan->rows[3], &plan->kind)) != AOTK_OK) {
@@ -1281,19 +1344,43 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   int32_t seqlen_q = (int32_t)problem->seqlen_q, seqlen_k = (int32_t)problem->seqlen_k;
   int32_t heads_q = (int32_t)problem->heads_q, heads_kv = (int32_t)problem->heads_kv;
   int32_t num_seqs = (int32_t)problem->batch, group_size = heads_q / heads_kv;
-  const bool hopper = dkdv->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
+  const bool fused = dkdv->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
+  const bool hopper = dkdv->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || fused;
   const char *const kinds[] = {attn_bwd_preprocess_param_kinds,
-                               hopper ? attn_bwd_dkdv_hopper_param_kinds : attn_bwd_dkdv_param_kinds,
-                               attn_bwd_dq_param_kinds, attn_bwd_sink_reduce_param_kinds};
+                               fused    ? attn_bwd_fused_hopper_param_kinds
+                               : hopper ? attn_bwd_dkdv_hopper_param_kinds
+                                        : attn_bwd_dkdv_param_kinds,
+                               fused ? attn_bwd_dq_convert_param_kinds : attn_bwd_dq_param_kinds,
+                               attn_bwd_sink_reduce_param_kinds};
   CUkernel kernels[4];
   aotk_status status = aotk__load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
   if (status != AOTK_OK) return status;
-  /* The Gluon dK/dV pass's tensor maps, encoded before anything is launched: a failure launches nothing. */
-  packed_descriptor descriptors[4];
+  /* The Gluon pass's tensor maps, encoded before anything is launched: a failure launches nothing. The
+   * fused pass's fifth is the dQ accumulator, [batch * heads_q, stats_stride, head_dim] fp32. */
+  CUdeviceptr dq_acc = delta_ptr + bwd_dq_accumulator_offset(problem);
+  aotk_tensor acc_view;
+  memset(&acc_view, 0, sizeof acc_view);
+  acc_view.data = (void *)(uintptr_t)dq_acc;
+  acc_view.dtype = AOTK_DTYPE_FLOAT32;
+  acc_view.rank = 4;
+  acc_view.shape[0] = problem->batch * problem->heads_q, acc_view.shape[1] = stats_stride;
+  acc_view.shape[2] = 1, acc_view.shape[3] = problem->head_dim_qk;
+  acc_view.strides[0] = stats_stride * problem->head_dim_qk, acc_view.strides[1] = problem->head_dim_qk;
+  acc_view.strides[2] = problem->head_dim_qk, acc_view.strides[3] = 1;
+  packed_descriptor descriptors[5];
+  const int descriptor_count = fused ? 5 : 4;
   if (hopper) {
-    const aotk_tensor *tensors[4] = {&problem->q, &problem->k, &problem->v, &problem->dout};
-    static const char *const names[4] = {"q", "k", "v", "dout"};
-    if ((status = encode_descriptors(driver, dkdv, tensors, names, 4, descriptors)) != AOTK_OK) return status;
+    const aotk_tensor *tensors[5] = {&problem->q, &problem->k, &problem->v, &problem->dout, &acc_view};
+    static const char *const names[5] = {"q", "k", "v", "dout", "the dq accumulator"};
+    if ((status = encode_descriptors(driver, dkdv, tensors, names, descriptor_count, descriptors)) != AOTK_OK) {
+      return status;
+    }
+  }
+  /* The accumulator starts at zero: cleared on the stream, before the pass that adds into it. */
+  if (fused) {
+    AOTK__CU_TRY(driver,
+                 driver->cuMemsetD32Async(dq_acc, 0, bwd_dq_accumulator_elements(problem), (CUstream)stream),
+                 "cuMemsetD32Async(the dq accumulator)");
   }
 
   /* The pre-pass covers the padded rows too: it writes their neutral statistics. Only the sink
@@ -1319,15 +1406,19 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                        &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof dkdv_args / sizeof dkdv_args[0] == sizeof attn_bwd_dkdv_param_kinds - 1, "one per parameter");
   if (hopper) {
-    /* The pointers stay in their places (the kernel ignores them); Q, K, V and dO follow as tensor maps. */
-    void *hopper_args[sizeof dkdv_args / sizeof dkdv_args[0] + 4 * 7];
+    /* The pointers stay in their places (the kernel ignores them); Q, K, V and dO follow as tensor maps,
+     * and for the fused pass the dQ accumulator. */
+    void *hopper_args[sizeof dkdv_args / sizeof dkdv_args[0] + 5 * 7];
     memcpy(hopper_args, dkdv_args, sizeof dkdv_args);
     void *descriptor_args[] = {DESCRIPTOR_ARGS(descriptors[0]), DESCRIPTOR_ARGS(descriptors[1]),
-                               DESCRIPTOR_ARGS(descriptors[2]), DESCRIPTOR_ARGS(descriptors[3])};
-    _Static_assert(sizeof descriptor_args == 4 * 7 * sizeof(void *), "seven arguments per descriptor");
-    memcpy(hopper_args + sizeof dkdv_args / sizeof dkdv_args[0], descriptor_args, sizeof descriptor_args);
-    status = aotk__launch_row(driver, plan->rows[1], kernels[1], sizeof hopper_args / sizeof hopper_args[0],
-                              hopper_args, n_blocks * problem->batch * problem->heads_kv, stream);
+                               DESCRIPTOR_ARGS(descriptors[2]), DESCRIPTOR_ARGS(descriptors[3]),
+                               DESCRIPTOR_ARGS(descriptors[4])};
+    _Static_assert(sizeof descriptor_args == 5 * 7 * sizeof(void *), "seven arguments per descriptor");
+    memcpy(hopper_args + sizeof dkdv_args / sizeof dkdv_args[0], descriptor_args,
+           (size_t)descriptor_count * 7 * sizeof(void *));
+    status = aotk__launch_row(driver, plan->rows[1], kernels[1],
+                              sizeof dkdv_args / sizeof dkdv_args[0] + (size_t)descriptor_count * 7, hopper_args,
+                              n_blocks * problem->batch * problem->heads_kv, stream);
   } else {
     status = aotk__launch_row(driver, plan->rows[1], kernels[1], sizeof dkdv_args / sizeof dkdv_args[0], dkdv_args,
                               n_blocks * problem->batch * problem->heads_kv, stream);
@@ -1335,6 +1426,13 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   if (status != AOTK_OK) return status;
 
   int32_t m_blocks = (int32_t)blocks(problem->seqlen_q, dq_entry->block_m);
+  if (fused) {
+    void *convert_args[] = {&dq_acc, TENSOR_ARGS(dq), STRIDE_ARGS(dq), &seqlen_q, &heads_q, &m_blocks, &stats_stride};
+    _Static_assert(sizeof convert_args / sizeof convert_args[0] == sizeof attn_bwd_dq_convert_param_kinds - 1,
+                   "one per parameter");
+    status = aotk__launch_row(driver, plan->rows[2], kernels[2], sizeof convert_args / sizeof convert_args[0],
+                              convert_args, m_blocks * problem->batch * problem->heads_q, stream);
+  }
   void *dq_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_log2_ptr, &delta_ptr,
                      TENSOR_ARGS(dq), &f.cu_seqlens_q, &f.cu_seqlens_k, &f.alibi, &f.rng_state, STRIDE_ARGS(q),
                      STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(dout), STRIDE_ARGS(dq), &f.stride_ab, &seqlen_q,
@@ -1342,11 +1440,11 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                      &f.window_left, &f.window_right, &f.flags, &f.softmax_scale, &f.qk_scale_log2, &f.softcap_scale,
                      &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof dq_args / sizeof dq_args[0] == sizeof attn_bwd_dq_param_kinds - 1, "one per parameter");
-  if ((status = aotk__launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,
-                           m_blocks * problem->batch * problem->heads_q, stream)) != AOTK_OK ||
-      plan->count < 4) {
-    return status;
+  if (!fused) {
+    status = aotk__launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,
+                              m_blocks * problem->batch * problem->heads_q, stream);
   }
+  if (status != AOTK_OK || plan->count < 4) return status;
 
   CUdeviceptr dsinks = (CUdeviceptr)(uintptr_t)params->dsinks.data;
   int32_t count = num_seqs * pre_blocks;
@@ -1362,11 +1460,14 @@ aotk_status aotk_attn_bwd(const aotk_attn_params *caller_params, void *workspace
   aotk__attn_problem problem;
   aotk_status status = aotk__attn_bwd_validate(caller_params, &params, &problem);
   if (status != AOTK_OK) return status;
-  if ((status = check_workspace(&problem, workspace, workspace_bytes)) != AOTK_OK) return status;
+  /* Every plan needs the statistics (and sink partials): checked before the driver is touched; the
+   * non-deterministic plan's accumulator once the device is known. */
+  if ((status = check_workspace(&problem, NULL, workspace, workspace_bytes)) != AOTK_OK) return status;
   const aotk__driver *driver;
   attn_plan plan;
   if ((status = plan_device(&plan, &driver)) != AOTK_OK) return status;
   if ((status = plan_bwd(&problem, &plan)) != AOTK_OK) return status;
+  if ((status = check_workspace(&problem, &plan, workspace, workspace_bytes)) != AOTK_OK) return status;
   return launch_bwd(driver, &params, &problem, &plan, workspace, stream);
 }
 
@@ -1398,7 +1499,7 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
     if ((status = plan_bwd(&problem, &plan)) != AOTK_OK) return status;
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[1]];
     aotk__fill_info(e, plan.kind, blocks(problem.seqlen_k, e->block_n) * problem.batch * problem.heads_kv,
-                    bwd_workspace_bytes(&problem), plan.count, problem_features(&problem, e), info);
+                    bwd_workspace_bytes(&problem, &plan), plan.count, problem_features(&problem, e), info);
   }
   return AOTK_OK;
 }

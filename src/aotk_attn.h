@@ -27,6 +27,7 @@ typedef struct aotk__attn_problem {
   int64_t alibi_batch_stride; /* 0 for slopes [heads_q] */
   int sinks;
   int dsinks;                 /* the backward writes dsinks */
+  int deterministic;          /* the backward: params.deterministic */
   float dropout_p;
   int write_dropout_mask;
   int write_lse;

@@ -38,6 +38,7 @@
   X(cuMemcpyHtoD, (CUdeviceptr destination, const void *source, size_t bytes))                          \
   X(cuMemcpyDtoH, (void *destination, CUdeviceptr source, size_t bytes))                                \
   X(cuMemsetD8, (CUdeviceptr destination, unsigned char value, size_t count))                           \
+  X(cuMemsetD32Async, (CUdeviceptr destination, unsigned value, size_t count, CUstream stream))         \
   X(cuStreamCreate, (CUstream * stream, unsigned flags))                                                \
   X(cuStreamDestroy, (CUstream stream))                                                                 \
   X(cuStreamSynchronize, (CUstream stream))                                                             \

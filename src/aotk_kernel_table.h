@@ -29,11 +29,13 @@ enum {
   AOTK__FAMILY_ATTN_FWD_TMA = 16,
   AOTK__FAMILY_ATTN_FWD_HOPPER = 17,
   AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER = 18,
+  AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER = 19,
+  AOTK__FAMILY_ATTN_BWD_DQ_CONVERT = 20,
 };
 
 /* A host-side TMA descriptor's layout, as the compiler chose it: the CUtensorMapSwizzle mode and the
  * box (outermost dimension first) that cuTensorMapEncodeTiled must be given. */
-#define AOTK__MAX_TMA_DESCRIPTORS 4
+#define AOTK__MAX_TMA_DESCRIPTORS 5
 typedef struct aotk__tma_layout {
   int32_t swizzle;
   int32_t box[3];

@@ -135,6 +135,7 @@ static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causa
   aotk_gpu_test_fwd_path path = strncmp(kernel_name, "attn_fwd_tma_", 13) == 0             ? FWD_TMA
                                 : strncmp(kernel_name, "attn_fwd_hopper_", 16) == 0        ? FWD_HOPPER
                                 : strncmp(kernel_name, "attn_bwd_dkdv_hopper_", 21) == 0   ? FWD_HOPPER
+                                : strncmp(kernel_name, "attn_bwd_fused_hopper_", 22) == 0  ? FWD_HOPPER
                                                                                            : FWD_POINTER;
   CHECK_MSG(path == expect_path, "ran %s, expected the %s kernel", kernel_name, path_names[expect_path]);
   const uint32_t path_bits = path == FWD_HOPPER ? AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED

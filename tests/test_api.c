@@ -7,7 +7,9 @@
  * attention (0.3): its validation, workspaces, queries, the choice of its kernels by dtype, head dims,
  * block size and group size, the seven launches of its backward, and the index check's round trip;
  * and for the sm_90 TMA forward (0.4): which calls take it, the tensor maps it encodes (through a fake
- * cuTensorMapEncodeTiled that checks the driver's rules) and passes, and a failing encode.
+ * cuTensorMapEncodeTiled that checks the driver's rules) and passes, and a failing encode; and for the
+ * sm_90 non-deterministic backward (0.4): which calls take it, its larger workspace, the accumulator it
+ * clears (cuMemsetD32Async) and maps, its cast pass, and a failing clear.
  *
  * No GPU is needed, and none is used where one exists: every case that gets past validation runs
  * against a fake driver table installed with aotk__driver_set_for_testing (SQLite's fault
@@ -96,6 +98,9 @@ static const char *const driver_function_names[] = {
 #define ATTN_BWD_DKDV_KINDS \
   "pppppppp" "pppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "l" "iiiiii" "i" "iiiii" "f" "fff" "if"
 #define ATTN_BWD_DQ_KINDS "ppppppp" "pppp" STRIDES STRIDES STRIDES STRIDES STRIDES "l" "iiiii" "i" "iiiii" "f" "fff" "if"
+/* The non-deterministic backward's cast of its fp32 dQ accumulator into dq: DQAcc, DQ, dq's strides,
+ * seqlen_q, heads_q, num_m_blocks, stats_stride. */
+#define ATTN_BWD_DQ_CONVERT_KINDS "pp" STRIDES "iii" "i"
 #define HIDDEN_KINDS "pp"
 /* Selection attention (kernels/sel_attn.py): "li" is a packed tensor's (token: int64, head: int32) strides. */
 #define PACKED "li"
@@ -130,6 +135,8 @@ enum kernel_id {
   KERNEL_ATTN_FWD_TMA,
   KERNEL_ATTN_FWD_HOPPER,
   KERNEL_BWD_DKDV_HOPPER,
+  KERNEL_BWD_FUSED_HOPPER,
+  KERNEL_BWD_DQ_CONVERT,
   KERNEL_COUNT
 };
 static const struct kernel_signature {
@@ -159,6 +166,10 @@ static const struct kernel_signature {
     /* The warp-specialized Gluon dK/dV pass (kernels/attn_bwd_hopper.py): attn_bwd_dkdv's parameters,
      * then descriptors of Q, K, V and dO. */
     {"attn_bwd_dkdv_hopper", AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, ATTN_BWD_DKDV_KINDS "tttt" HIDDEN_KINDS},
+    /* The non-deterministic one-pass backward (kernels/attn_bwd_hopper.py): the Gluon dK/dV pass's
+     * parameters, then a descriptor of the fp32 dQ accumulator it reduce-adds into. */
+    {"attn_bwd_fused_hopper", AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, ATTN_BWD_DKDV_KINDS "ttttt" HIDDEN_KINDS},
+    {"attn_bwd_dq_convert", AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, ATTN_BWD_DQ_CONVERT_KINDS HIDDEN_KINDS},
 };
 
 /* Bits of the kernels' flags argument (kernels/attn_common.py). */
@@ -193,8 +204,8 @@ enum launch_param {
  * descriptor (Q, K, V): the map (recorded_launch.maps), the view's shape (3 x int32) and its strides
  * (3 x int64, in elements), outermost first, then the two scratch pointers. */
 enum { TMA_RANK = 3, TMA_DESC_SLOTS = 1 + 2 * TMA_RANK, TMA_MAP_BYTES = 128, TMA_DESCRIPTORS = 3 };
-/* The most maps one launch passes: the backward's Gluon dK/dV pass takes Q, K, V and dO. */
-enum { MAX_TMA_MAPS = 4 };
+/* The most maps one launch passes: the backward's fused pass takes Q, K, V, dO and the dQ accumulator. */
+enum { MAX_TMA_MAPS = 5 };
 enum tma_launch_param {
   TMA_ARG_DESC_Q = ARG_GLOBAL_SCRATCH,
   TMA_ARG_DESC_K = TMA_ARG_DESC_Q + TMA_DESC_SLOTS,
@@ -278,6 +289,18 @@ enum dq_param {
   DQ_GLOBAL_SCRATCH, DQ_PROFILE_SCRATCH,
   DQ_PARAM_COUNT
 };
+
+/* attn_bwd_dq_convert: one program per (query block, batch, query head) casts the fp32 accumulator
+ * [batch * heads_q, stats_stride, head_dim_qk] into dq. */
+enum dq_convert_param {
+  CONVERT_DQ_ACC, CONVERT_DQ, CONVERT_STRIDE_DQB, CONVERT_STRIDE_DQS, CONVERT_STRIDE_DQH,
+  CONVERT_SEQLEN_Q, CONVERT_HEADS_Q, CONVERT_NUM_M_BLOCKS, CONVERT_STATS_STRIDE,
+  CONVERT_GLOBAL_SCRATCH, CONVERT_PROFILE_SCRATCH,
+  CONVERT_PARAM_COUNT
+};
+/* The fused pass's descriptors, after attn_bwd_dkdv's arguments (the slots up to DKDV_GLOBAL_SCRATCH):
+ * Q, K, V, dO, then the accumulator. */
+enum { FUSED_DESCRIPTORS = 5 };
 
 /* sel_fwd: one program per (kv head, token, chunk of the group's query heads), kv head outermost. */
 enum sel_fwd_param {
@@ -383,6 +406,9 @@ _Static_assert((int)PRE_PARAM_COUNT == sizeof ATTN_BWD_PREPROCESS_KINDS HIDDEN_K
 _Static_assert((int)REDUCE_PARAM_COUNT == sizeof ATTN_BWD_SINK_REDUCE_KINDS HIDDEN_KINDS - 1, "sink-reduce parameter list");
 _Static_assert((int)DKDV_PARAM_COUNT == sizeof ATTN_BWD_DKDV_KINDS HIDDEN_KINDS - 1, "dK/dV parameter list");
 _Static_assert((int)DQ_PARAM_COUNT == sizeof ATTN_BWD_DQ_KINDS HIDDEN_KINDS - 1, "dQ parameter list");
+_Static_assert((int)CONVERT_PARAM_COUNT == sizeof ATTN_BWD_DQ_CONVERT_KINDS HIDDEN_KINDS - 1, "dQ cast parameter list");
+_Static_assert((int)DKDV_PARAM_COUNT + FUSED_DESCRIPTORS * TMA_DESC_SLOTS <= (int)MAX_LAUNCH_PARAMS,
+               "room for the fused pass's list");
 _Static_assert((int)SEL_FWD_PARAM_COUNT == sizeof SEL_FWD_KINDS HIDDEN_KINDS - 1, "sel_fwd parameter list");
 _Static_assert((int)SEL_DQ_PARAM_COUNT == sizeof SEL_BWD_DQ_KINDS HIDDEN_KINDS - 1, "sel_bwd_dq parameter list");
 _Static_assert((int)SEL_DKDV_PARAM_COUNT == sizeof SEL_BWD_DKDV_KINDS HIDDEN_KINDS - 1, "sel_bwd_dkdv parameter list");
@@ -436,6 +462,7 @@ static struct fake_gpu {
   int fail_launch_call;       /* n: the n-th cuLaunchKernel call fails with launch_result */
   CUresult encode_result;
   int fail_encode_call;       /* n: the n-th cuTensorMapEncodeTiled call fails with encode_result (0: each) */
+  CUresult memset_result;     /* every cuMemsetD32Async call fails with it */
   /* Record. */
   int calls[DRIVER_FUNCTION_COUNT];
   int loaded_images, loaded_elf, loaded_ptx;
@@ -453,6 +480,14 @@ static struct fake_gpu {
   int logged_launches;
   encode_call encodes[ENCODE_LOG_SIZE]; /* the first tensor-map encodes since install or reset_launch_log */
   int encode_count;
+  /* The cuMemsetD32Async calls that went through since install or reset_launch_log, and the latest's
+   * arguments and how many launches were logged before it. */
+  int memsets;
+  CUdeviceptr memset_destination;
+  unsigned memset_value;
+  size_t memset_count;
+  CUstream memset_stream;
+  int memset_after_launches;
   /* aotk_sel_check_indices' round trip: one int64 word of device memory, which cuMemcpyHtoD sets, the
    * check kernel lowers to check_code (its atomic minimum; 0: the kernel finds nothing) and
    * cuMemcpyDtoH reads back; memcpy_result fails both copies. */
@@ -639,10 +674,10 @@ static uint64_t fake_map_word(const void *address, int word) {
 }
 
 /* A host-side encode, checked by the driver's own rules (cuda.h, cuTensorMapEncodeTiled) for what aotk
- * asks: a 64-byte-aligned map, 2-byte elements, a 16-byte-aligned address, byte strides that are
- * multiples of 16 below 2^40, dims in [1, 2^32], boxes in [1, 256] whose inner extent is a multiple of
- * 16 bytes (at most 128 with the 128-byte swizzle), element strides in [1, 8]. A call breaking one is
- * refused, as the driver would. */
+ * asks: a 64-byte-aligned map, 2-byte (fp16, bf16) or 4-byte (fp32) elements, a 16-byte-aligned
+ * address, byte strides that are multiples of 16 below 2^40, dims in [1, 2^32], boxes in [1, 256] whose
+ * inner extent is a multiple of 16 bytes (at most 128 with the 128-byte swizzle), element strides in
+ * [1, 8]. A call breaking one is refused, as the driver would. */
 static CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, int data_type, unsigned rank, void *address,
                                             const uint64_t *dims, const uint64_t *strides_bytes, const unsigned *box,
                                             const unsigned *element_strides, int interleave, int swizzle,
@@ -652,11 +687,13 @@ static CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, int data_type, uns
       (fake.fail_encode_call == 0 || fake.calls[CALL_cuTensorMapEncodeTiled] == fake.fail_encode_call)) {
     return fake.encode_result;
   }
+  const unsigned element_bytes = data_type == CU_TENSOR_MAP_DATA_TYPE_FLOAT32 ? 4 : 2;
   if (map == NULL || (uintptr_t)map % 64 != 0 || rank != TMA_RANK || (uintptr_t)address % 16 != 0 ||
-      (data_type != CU_TENSOR_MAP_DATA_TYPE_FLOAT16 && data_type != CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) ||
+      (data_type != CU_TENSOR_MAP_DATA_TYPE_FLOAT16 && data_type != CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 &&
+       data_type != CU_TENSOR_MAP_DATA_TYPE_FLOAT32) ||
       interleave != CU_TENSOR_MAP_INTERLEAVE_NONE || swizzle < CU_TENSOR_MAP_SWIZZLE_NONE ||
-      swizzle > CU_TENSOR_MAP_SWIZZLE_128B || box[0] * 2 % 16 != 0 ||
-      (swizzle == CU_TENSOR_MAP_SWIZZLE_128B && box[0] * 2 > 128)) {
+      swizzle > CU_TENSOR_MAP_SWIZZLE_128B || box[0] * element_bytes % 16 != 0 ||
+      (swizzle == CU_TENSOR_MAP_SWIZZLE_128B && box[0] * element_bytes > 128)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   for (unsigned i = 0; i < rank; i++) {
@@ -679,6 +716,20 @@ static CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, int data_type, uns
   }
   fake.encode_count++;
   for (int word = 0; word < AOTK__CU_TENSOR_MAP_NUM_QWORDS; word++) map->opaque[word] = fake_map_word(address, word);
+  return CUDA_SUCCESS;
+}
+
+/* An asynchronous fill of 32-bit words on a stream: recorded, or failed where a case injects it. */
+static CUresult fake_cuMemsetD32Async(CUdeviceptr destination, unsigned value, size_t count, CUstream stream) {
+  fake.calls[CALL_cuMemsetD32Async]++;
+  if (fake.memset_result != CUDA_SUCCESS) return fake.memset_result;
+  if (destination == 0 || destination % 4 != 0 || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  fake.memsets++;
+  fake.memset_destination = destination;
+  fake.memset_value = value;
+  fake.memset_count = count;
+  fake.memset_stream = stream;
+  fake.memset_after_launches = fake.logged_launches;
   return CUDA_SUCCESS;
 }
 
@@ -756,6 +807,7 @@ static void install_fake_gpu(int compute_capability, int max_shared_bytes) {
   fake_driver.cuMemcpyHtoD = fake_cuMemcpyHtoD;
   fake_driver.cuMemcpyDtoH = fake_cuMemcpyDtoH;
   fake_driver.cuTensorMapEncodeTiled = fake_cuTensorMapEncodeTiled;
+  fake_driver.cuMemsetD32Async = fake_cuMemsetD32Async;
   aotk__driver_set_for_testing(&fake_driver);
 }
 
@@ -778,7 +830,7 @@ typedef struct gpu {
 
 static void reset_calls(void) { memset(fake.calls, 0, sizeof fake.calls); }
 
-static void reset_launch_log(void) { fake.logged_launches = 0, fake.encode_count = 0; }
+static void reset_launch_log(void) { fake.logged_launches = 0, fake.encode_count = 0, fake.memsets = 0; }
 
 static int total_calls(void) {
   int total = 0;
@@ -930,6 +982,21 @@ static size_t bwd_workspace_bytes_for(const problem *p, bool dsinks) {
 
 static size_t bwd_workspace_bytes(const problem *p) { return bwd_workspace_bytes_for(p, false); }
 
+/* The non-deterministic (fused) backward's fp32 dQ accumulator [batch * heads_q, stats_stride,
+ * head_dim_qk] follows the rest at the first 256-byte boundary (include/aotk.h,
+ * AOTK_FEATURE_NONDETERMINISTIC): its offset, its size in 32-bit words, and the workspace in all. */
+static size_t bwd_accumulator_offset(const problem *p, bool dsinks) {
+  return (bwd_workspace_bytes_for(p, dsinks) + 255) / 256 * 256;
+}
+
+static size_t bwd_accumulator_elements(const problem *p) {
+  return (size_t)p->batch * (size_t)p->heads_q * (size_t)stats_stride(p) * (size_t)p->head_dim;
+}
+
+static size_t bwd_fused_workspace_bytes_for(const problem *p, bool dsinks) {
+  return bwd_accumulator_offset(p, dsinks) + 4 * bwd_accumulator_elements(p);
+}
+
 /* Big enough for any problem the validation cases build, so that only their one spoiled argument can
  * make a call fail. */
 #define AMPLE_WORKSPACE_BYTES ((size_t)1 << 40)
@@ -976,6 +1043,13 @@ static const int compiled_head_dims[][2] = {{32, 32}, {64, 64}, {128, 128}, {256
  * never padded. */
 static const int tma_head_dims[][2] = {{128, 128}, {256, 256}};
 static const int hopper_head_dims[][2] = {{64, 64}, {128, 128}, {256, 256}};
+/* The sm_90 backward's Gluon passes and the cast after the fused one (ATTN_HOPPER_BWD_HEAD_DIMS): exact. */
+static const int hopper_bwd_head_dims[][2] = {{64, 64}, {128, 128}};
+
+static bool family_is_hopper_bwd(int family) {
+  return family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER ||
+         family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT;
+}
 
 static bool family_has_extras(int family) {
   return family == AOTK__FAMILY_ATTN_FWD || family == AOTK__FAMILY_ATTN_FWD_TMA ||
@@ -993,11 +1067,12 @@ static void compiled_dims(int family, int64_t head_dim_qk, int64_t head_dim_v, i
     for (int size = 32; size <= 256 && *v == 0; size *= 2) *v = size >= head_dim_v ? size : 0;
     return;
   }
-  if (family == AOTK__FAMILY_ATTN_FWD_TMA || family == AOTK__FAMILY_ATTN_FWD_HOPPER) {
-    const bool hopper = family == AOTK__FAMILY_ATTN_FWD_HOPPER;
-    const int(*pairs)[2] = hopper ? hopper_head_dims : tma_head_dims;
-    const size_t count = hopper ? sizeof hopper_head_dims / sizeof hopper_head_dims[0]
-                                : sizeof tma_head_dims / sizeof tma_head_dims[0];
+  if (family == AOTK__FAMILY_ATTN_FWD_TMA || family == AOTK__FAMILY_ATTN_FWD_HOPPER || family_is_hopper_bwd(family)) {
+    const bool hopper = family == AOTK__FAMILY_ATTN_FWD_HOPPER, hopper_bwd = family_is_hopper_bwd(family);
+    const int(*pairs)[2] = hopper_bwd ? hopper_bwd_head_dims : hopper ? hopper_head_dims : tma_head_dims;
+    const size_t count = hopper_bwd ? sizeof hopper_bwd_head_dims / sizeof hopper_bwd_head_dims[0]
+                         : hopper   ? sizeof hopper_head_dims / sizeof hopper_head_dims[0]
+                                    : sizeof tma_head_dims / sizeof tma_head_dims[0];
     for (size_t i = 0; i < count; i++) {
       if (pairs[i][0] == head_dim_qk && pairs[i][1] == head_dim_v) *qk = (int)head_dim_qk, *v = (int)head_dim_v;
     }
@@ -1095,11 +1170,11 @@ static bool expect_tma(const aotk_attn_params *params, int arch, bool from_ptx) 
   return expected_fwd_family(params, arch, from_ptx) != AOTK__FAMILY_ATTN_FWD;
 }
 
-/* Whether the backward's dK/dV pass must be the warp-specialized Gluon kernel (include/aotk.h,
- * AOTK_FEATURE_TMA for AOTK_OP_ATTN_BWD): on sm_90 cubins, dense, every tensor 16-byte aligned, q, k, v
- * and dout readable by TMA, head dims exactly 64 or 128 (q/k and v equal), no softcap, ALiBi or dropout,
- * no window but causal (sinks allowed), and its row fitting the GPU's shared memory. */
-static bool expect_bwd_hopper(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
+/* Whether the backward's Gluon passes cover the call (include/aotk.h, AOTK_FEATURE_TMA for
+ * AOTK_OP_ATTN_BWD): on sm_90 cubins, dense, every tensor 16-byte aligned, q, k, v and dout readable by
+ * TMA, head dims exactly 64 or 128 (q/k and v equal), no softcap, ALiBi or dropout, no window but causal
+ * (sinks allowed). */
+static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool from_ptx) {
   if (arch != 90 || from_ptx || params->cu_seqlens_q.data != NULL || params->q.rank != 4) return false;
   const aotk_tensor *all[] = {&params->q,    &params->k,  &params->v,  &params->out,
                               &params->dout, &params->dq, &params->dk, &params->dv};
@@ -1116,10 +1191,48 @@ static bool expect_bwd_hopper(const aotk_attn_params *params, int arch, bool fro
     return false;
   }
   const int64_t d = params->q.shape[3];
-  if (params->v.shape[3] != d || (d != 64 && d != 128)) return false;
+  return params->v.shape[3] == d && (d == 64 || d == 128);
+}
+
+/* Whether the backward's dK/dV pass must be the warp-specialized Gluon kernel where the caller asks for
+ * a deterministic backward: bwd_hopper_covers, and its row fitting the GPU's shared memory. */
+static bool expect_bwd_hopper(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
+  if (!bwd_hopper_covers(params, arch, from_ptx)) return false;
+  const int64_t d = params->q.shape[3];
   const aotk__kernel_entry *row = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, params->q.dtype, d, d, 1, 0,
                                                params->k.shape[1]);
   return row != NULL && row->shared_bytes <= max_shared_bytes;
+}
+
+/* The non-deterministic backward's two rows (include/aotk.h, AOTK_FEATURE_NONDETERMINISTIC): the fused
+ * pass, tuned by seqlen_k, and the cast of its accumulator into dq, by seqlen_q. */
+static const aotk__kernel_entry *fused_row(const aotk_attn_params *params) {
+  const int64_t d = params->q.shape[params->q.rank - 1];
+  return expected_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, 90, params->q.dtype, d, d, 1, 0, params->k.shape[1]);
+}
+static const aotk__kernel_entry *convert_row(const aotk_attn_params *params) {
+  const int64_t d = params->q.shape[params->q.rank - 1];
+  return expected_row(AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, 90, params->q.dtype, d, d, 1, 0, params->q.shape[1]);
+}
+
+/* Whether the backward must be the non-deterministic one (the fused pass and the cast instead of the
+ * dK/dV and dQ passes): deterministic 0, the Gluon passes covering the call, batch * heads_q within
+ * the accumulator map's 32-bit count, and both rows fitting the GPU's shared memory. Where the fused
+ * pass does not fit, the deterministic kernels run (expect_bwd_hopper says which dK/dV pass). */
+static bool expect_bwd_fused(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
+  if (params->deterministic != 0 || !bwd_hopper_covers(params, arch, from_ptx)) return false;
+  if (params->q.shape[0] * params->q.shape[2] > INT32_MAX) return false;
+  const aotk__kernel_entry *fused = fused_row(params), *convert = convert_row(params);
+  return fused != NULL && convert != NULL && fused->shared_bytes <= max_shared_bytes &&
+         convert->shared_bytes <= max_shared_bytes;
+}
+
+/* The workspace the call `params` needs on the fake GPU as installed: the accumulator's too where the
+ * fused pass runs. */
+static size_t expected_bwd_workspace_bytes(const aotk_attn_params *params, int arch, bool from_ptx, const problem *p) {
+  const bool dsinks = params->dsinks.data != NULL;
+  return expect_bwd_fused(params, arch, from_ptx, fake.max_shared_bytes) ? bwd_fused_workspace_bytes_for(p, dsinks)
+                                                                         : bwd_workspace_bytes_for(p, dsinks);
 }
 
 /* The kernel (enum kernel_id), name prefix and aotk_query feature bits of a forward family. */
@@ -2045,6 +2158,12 @@ static void set_dkdv_grid_beyond_limit(aotk_attn_params *p) {
   problem shape = {AOTK_DTYPE_BFLOAT16, (int64_t)1 << 20, 1, (int64_t)1 << 18, 1, 1, 64, true, 0};
   *p = bwd_params_for(shape);
 }
+/* 2^30 sequences of 64 rows: the forward's grid (one 64-row block each) fits, the pre-pass's (128
+ * padded rows: two blocks each) does not. */
+static void set_preprocess_grid_beyond_limit(aotk_attn_params *p) {
+  problem shape = {AOTK_DTYPE_BFLOAT16, (int64_t)1 << 30, 64, 1, 1, 1, 64, true, 0};
+  *p = bwd_params_for(shape);
+}
 
 /* The backward's 0.2 arguments: dsinks (needs sinks), no dropout mask, and the varlen layout of dout,
  * dq, dk and dv. */
@@ -2093,6 +2212,8 @@ static const bad_input bwd_bad_inputs[] = {
     {"deterministic -1", set_deterministic_negative, AOTK_ERROR_INVALID_VALUE, "deterministic"},
     {"deterministic INT32_MAX", set_deterministic_max, AOTK_ERROR_INVALID_VALUE, "deterministic"},
     {"dK/dV grid beyond 2^31 - 1 programs", set_dkdv_grid_beyond_limit, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_k"},
+    {"pre-pass grid beyond 2^31 - 1 programs", set_preprocess_grid_beyond_limit, AOTK_ERROR_SIZE_OVERFLOW,
+     "round_up(seqlen_q, 128)"},
     {"dsinks without sinks", set_dsinks_without_sinks, AOTK_ERROR_INVALID_VALUE, "dsinks"},
     {"dsinks [heads_kv]", set_dsinks_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "dsinks.shape[0]"},
     {"dsinks bfloat16", set_dsinks_bfloat16, AOTK_ERROR_UNSUPPORTED_DTYPE, "dsinks.dtype"},
@@ -2249,20 +2370,29 @@ static void test_bwd_validation_accepts_edge_inputs(void) {
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &cases[i].params, &info);
     CHECK_MSG(status == AOTK_OK, "%s: aotk_query %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
-    size_t workspace_bytes = bwd_workspace_bytes(&cases[i].shape);
+    /* The aligned dense cases at d64 with deterministic 0 take the non-deterministic backward. */
+    const bool fused = expect_bwd_fused(&cases[i].params, 90, false, SHARED_SM90);
+    size_t workspace_bytes = expected_bwd_workspace_bytes(&cases[i].params, 90, false, &cases[i].shape);
     CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected %zu", cases[i].what,
               info.workspace_bytes, workspace_bytes);
+    CHECK_MSG(((info.features & AOTK_FEATURE_NONDETERMINISTIC) != 0) == fused, "%s: features %#x", cases[i].what,
+              info.features);
     reset_calls();
     status = aotk_attn_bwd(&cases[i].params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
     CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_bwd %s (%s)", cases[i].what, aotk_status_name(status),
               aotk_last_error());
-    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 3, "%s: %d launches", cases[i].what, fake.calls[CALL_cuLaunchKernel]);
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 3 && fake.calls[CALL_cuMemsetD32Async] == (fused ? 1 : 0),
+              "%s: %d launches, %d clears", cases[i].what, fake.calls[CALL_cuLaunchKernel],
+              fake.calls[CALL_cuMemsetD32Async]);
   }
   uninstall_fake_gpu();
 }
 
 /* The workspace: at least the size aotk_query reports, not NULL, 16-byte aligned. Checked by
- * aotk_attn_bwd only (the query is how the size is learned), after the params and before the driver. */
+ * aotk_attn_bwd only (the query is how the size is learned), after the params; a workspace short of
+ * what every plan needs (the statistics) before the driver, and the non-deterministic plan's larger
+ * one (its dQ accumulator too) once the plan is known, before anything is loaded, cleared or launched.
+ * Each shape with deterministic 0 (on this sm_90 GPU the non-deterministic plan) and 1. */
 static void test_bwd_workspace(void) {
   install_fake_gpu(90, SHARED_SM90);
   static const problem shapes[] = {
@@ -2270,15 +2400,23 @@ static void test_bwd_workspace(void) {
       {AOTK_DTYPE_FLOAT16, 1, 1, 1, 1, 1, 128, true, 0},
       {AOTK_DTYPE_FLOAT16, 3, 4097, 17, 6, 3, 128, true, 0},
   };
-  int cases = 0;
-  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-    const problem *p = &shapes[s];
+  int cases = 0, fused_cases = 0;
+  for (size_t s = 0; s < 2 * sizeof shapes / sizeof shapes[0]; s++) {
+    const problem *p = &shapes[s / 2];
     aotk_attn_params params = bwd_params_for(*p);
+    params.deterministic = (int32_t)(s % 2);
+    const bool fused = params.deterministic == 0;
+    CHECK_MSG(expect_bwd_fused(&params, 90, false, SHARED_SM90) == fused,
+              "shape %zu deterministic %d: the rule says %d", s / 2, (int)params.deterministic, (int)!fused);
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
-    const size_t needed = bwd_workspace_bytes(p);
-    CHECK_MSG(info.workspace_bytes == needed, "batch %lld heads_q %lld seqlen_q %lld: workspace_bytes %zu, expected %zu",
-              (long long)p->batch, (long long)p->heads_q, (long long)p->seqlen_q, info.workspace_bytes, needed);
+    /* What every plan needs (checked before the driver), and what this one needs. */
+    const size_t statistics_bytes = bwd_workspace_bytes(p);
+    const size_t needed = fused ? bwd_fused_workspace_bytes_for(p, false) : statistics_bytes;
+    CHECK_MSG(info.workspace_bytes == needed,
+              "batch %lld heads_q %lld seqlen_q %lld deterministic %d: workspace_bytes %zu, expected %zu",
+              (long long)p->batch, (long long)p->heads_q, (long long)p->seqlen_q, (int)params.deterministic,
+              info.workspace_bytes, needed);
 
     const struct {
       const char *what;
@@ -2291,6 +2429,8 @@ static void test_bwd_workspace(void) {
         {"one byte short", FAKE_WORKSPACE, needed - 1, AOTK_ERROR_WORKSPACE_TOO_SMALL},
         {"half", FAKE_WORKSPACE, needed / 2, AOTK_ERROR_WORKSPACE_TOO_SMALL},
         {"size 0", FAKE_WORKSPACE, 0, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+        {"the statistics' size", FAKE_WORKSPACE, statistics_bytes, fused ? AOTK_ERROR_WORKSPACE_TOO_SMALL : AOTK_OK},
+        {"one byte short of the statistics", FAKE_WORKSPACE, statistics_bytes - 1, AOTK_ERROR_WORKSPACE_TOO_SMALL},
         {"8-byte aligned", byte_offset(FAKE_WORKSPACE, 8), needed, AOTK_ERROR_MISALIGNED_POINTER},
         {"4-byte aligned", byte_offset(FAKE_WORKSPACE, 4), needed + 64, AOTK_ERROR_MISALIGNED_POINTER},
         {"odd address", byte_offset(FAKE_WORKSPACE, 1), needed, AOTK_ERROR_MISALIGNED_POINTER},
@@ -2300,24 +2440,46 @@ static void test_bwd_workspace(void) {
     for (size_t w = 0; w < sizeof workspaces / sizeof workspaces[0]; w++) {
       aotk_attn_params before = params;
       reset_calls();
+      reset_launch_log();
       int launches_before = fake.launches;
       aotk_status status = aotk_attn_bwd(&params, workspaces[w].workspace, workspaces[w].bytes, FAKE_STREAM);
-      CHECK_MSG(status == workspaces[w].expected, "%zu-byte workspace %s: %s (%s), expected %s", needed,
-                workspaces[w].what, aotk_status_name(status), aotk_last_error(),
+      CHECK_MSG(status == workspaces[w].expected, "%zu-byte workspace %s (deterministic %d): %s (%s), expected %s",
+                needed, workspaces[w].what, (int)params.deterministic, aotk_status_name(status), aotk_last_error(),
                 aotk_status_name(workspaces[w].expected));
       CHECK(memcmp(&params, &before, sizeof params) == 0);
       if (workspaces[w].expected == AOTK_OK) {
-        CHECK_MSG(fake.launches == launches_before + 3, "workspace %s: %d launches", workspaces[w].what,
-                  fake.launches - launches_before);
-        CHECK_MSG(arg_pointer(&fake.launch, DQ_DELTA) == (uint64_t)(uintptr_t)workspaces[w].workspace,
+        CHECK_MSG(fake.launches == launches_before + 3 && fake.logged_launches == 3, "workspace %s: %d launches",
+                  workspaces[w].what, fake.launches - launches_before);
+        CHECK_MSG(arg_pointer(&fake.launch_log[0], PRE_DELTA) == (uint64_t)(uintptr_t)workspaces[w].workspace,
                   "workspace %s: delta at %#llx", workspaces[w].what,
-                  (unsigned long long)arg_pointer(&fake.launch, DQ_DELTA));
+                  (unsigned long long)arg_pointer(&fake.launch_log[0], PRE_DELTA));
+        /* The accumulator sits at its offset from wherever the workspace starts. */
+        const uint64_t accumulator =
+            (uint64_t)(uintptr_t)byte_offset(workspaces[w].workspace, bwd_accumulator_offset(p, false));
+        CHECK_MSG(fake.memsets == (fused ? 1 : 0) &&
+                      (!fused || (fake.memset_destination == accumulator &&
+                                  arg_pointer(&fake.launch_log[2], CONVERT_DQ_ACC) == accumulator)),
+                  "workspace %s: %d clears, of %#llx; the accumulator at %#llx", workspaces[w].what, fake.memsets,
+                  (unsigned long long)fake.memset_destination, (unsigned long long)accumulator);
       } else {
         CHECK_MSG(message_mentions("workspace"), "workspace %s: the message \"%s\" does not name the workspace",
                   workspaces[w].what, aotk_last_error());
-        CHECK_MSG(total_calls() == 0, "workspace %s: reached the driver (%s)", workspaces[w].what, called_functions());
+        /* Short of the statistics (or NULL, or misaligned): refused before the driver. Short of the
+         * accumulator only: once planned, with nothing loaded, encoded, cleared or launched. */
+        const bool before_driver = workspaces[w].workspace == NULL || workspaces[w].bytes < statistics_bytes ||
+                                   workspaces[w].expected == AOTK_ERROR_MISALIGNED_POINTER;
+        if (before_driver) {
+          CHECK_MSG(total_calls() == 0, "workspace %s: reached the driver (%s)", workspaces[w].what,
+                    called_functions());
+        } else {
+          CHECK_MSG(fused && fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuTensorMapEncodeTiled] == 0 &&
+                        fake.calls[CALL_cuMemsetD32Async] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
+                    "workspace %s (deterministic %d): reached %s", workspaces[w].what, (int)params.deterministic,
+                    called_functions());
+        }
       }
       cases++;
+      fused_cases += fused;
     }
     /* The message says how much is needed. */
     CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, needed - 1, FAKE_STREAM) == AOTK_ERROR_WORKSPACE_TOO_SMALL);
@@ -2333,7 +2495,11 @@ static void test_bwd_workspace(void) {
   CHECK(aotk_attn_bwd(&params, NULL, 0, FAKE_STREAM) == AOTK_ERROR_INVALID_VALUE);
   CHECK(message_mentions("deterministic"));
   CHECK(total_calls() == 0);
-  printf("    %d workspaces\n", cases);
+  /* The default problem's two sizes in numbers: 2 * 8 rows of 128 padded statistics, delta and
+   * lse * log2(e), take 16384 bytes; the accumulator adds 2 * 8 * 128 rows of 64 floats, 524288. */
+  CHECK(bwd_workspace_bytes(&default_problem) == 16384 &&
+        bwd_fused_workspace_bytes_for(&default_problem, false) == 16384 + 524288);
+  printf("    %d workspaces, %d of them for the non-deterministic plan\n", cases, fused_cases);
   uninstall_fake_gpu();
 }
 
@@ -2677,7 +2843,9 @@ static void check_descriptors(const char *what, const recorded_launch *launch, c
     const int64_t row_elements = t->shape[2] * t->shape[3];
     const int64_t batch_stride = t->shape[0] == 1 ? t->shape[1] * t->strides[1] : t->strides[0];
     const int data_type = t->dtype == AOTK_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+                          : t->dtype == AOTK_DTYPE_FLOAT32  ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    const int64_t element_bytes = t->dtype == AOTK_DTYPE_FLOAT32 ? 4 : 2;
     /* The box is the tile's rows of one batch (its width is the compiler's, checked by test_images). */
     const int32_t tile_rows = tile_rows_of[d];
     CHECK_MSG(c->address == t->data && c->rank == TMA_RANK && c->data_type == data_type,
@@ -2688,11 +2856,11 @@ static void check_descriptors(const char *what, const recorded_launch *launch, c
               "%s: %s's map has dims {%llu, %llu, %llu}, expected {%lld, %lld, %lld}", what, names[d],
               (unsigned long long)c->dims[0], (unsigned long long)c->dims[1], (unsigned long long)c->dims[2],
               (long long)row_elements, (long long)t->shape[1], (long long)t->shape[0]);
-    CHECK_MSG(c->strides_bytes[0] == (uint64_t)(2 * t->strides[1]) &&
-                  c->strides_bytes[1] == (uint64_t)(2 * batch_stride),
+    CHECK_MSG(c->strides_bytes[0] == (uint64_t)(element_bytes * t->strides[1]) &&
+                  c->strides_bytes[1] == (uint64_t)(element_bytes * batch_stride),
               "%s: %s's map has byte strides {%llu, %llu}, expected {%lld, %lld}", what, names[d],
               (unsigned long long)c->strides_bytes[0], (unsigned long long)c->strides_bytes[1],
-              (long long)(2 * t->strides[1]), (long long)(2 * batch_stride));
+              (long long)(element_bytes * t->strides[1]), (long long)(element_bytes * batch_stride));
     CHECK_MSG(c->box[0] == (unsigned)layout->box[2] && c->box[1] == (unsigned)layout->box[1] &&
                   c->box[2] == (unsigned)layout->box[0] && c->box[1] == (unsigned)tile_rows && c->box[2] == 1,
               "%s: %s's box {%u, %u, %u}, the row's (innermost first) {%d, %d, %d}, %d tile rows", what, names[d],
@@ -3011,6 +3179,25 @@ static aotk_attn_params strided_bwd_params(problem p) {
   return params;
 }
 
+/* Dense tensors whose token rows are padded, each by its own amount, dq laid out heads-outer and lse's
+ * rows padded: TMA can read q, k, v and dout, every stride stays a multiple of 16 (so the Gluon passes,
+ * and where deterministic is 0 the fused one and its cast, run), and a stride packed into the wrong slot
+ * shows. */
+static aotk_attn_params padded_bwd_params(problem p) {
+  aotk_attn_params params = bwd_params_for(p);
+  aotk_tensor *padded[] = {&params.q, &params.k, &params.v, &params.out, &params.dout, &params.dk, &params.dv};
+  for (int t = 0; t < 7; t++) {
+    aotk_tensor *x = padded[t];
+    x->strides[1] = x->shape[2] * x->shape[3] + 16 * (t + 1);
+    x->strides[0] = x->shape[1] * x->strides[1] + 64 * (t + 1);
+  }
+  aotk_tensor *dq = &params.dq;
+  dq->strides[1] = dq->shape[3] + 16, dq->strides[2] = dq->shape[1] * dq->strides[1];
+  dq->strides[0] = dq->shape[2] * dq->strides[2] + 256;
+  params.lse.strides[1] = p.seqlen_q + 48, params.lse.strides[0] = p.heads_q * params.lse.strides[1];
+  return params;
+}
+
 /* The three rows the backward must run for `p` on an `arch` GPU: preprocess and dQ tuned by
  * seqlen_q, dK/dV by seqlen_k; dK/dV and dQ of the EXTRAS variant when `extras`. */
 static void expected_bwd_rows_extras(int arch, const problem *p, int aligned, int extras,
@@ -3025,18 +3212,22 @@ static void expected_bwd_rows(int arch, const problem *p, int aligned, const aot
   expected_bwd_rows_extras(arch, p, aligned, 0, rows);
 }
 
-/* The same for the call `params` on the fake GPU as installed: the dK/dV row is the Gluon kernel's where
+/* The same for the call `params` on the fake GPU as installed: the fused pass and the cast in the
+ * second and third places where expect_bwd_fused says so, else the dK/dV row is the Gluon kernel's where
  * expect_bwd_hopper says so. */
 static void expected_bwd_rows_of(const aotk_attn_params *params, int arch, bool from_ptx, const problem *p,
                                  int aligned, int extras, const aotk__kernel_entry *rows[3]) {
   expected_bwd_rows_extras(arch, p, aligned, extras, rows);
-  if (expect_bwd_hopper(params, arch, from_ptx, fake.max_shared_bytes)) {
+  if (expect_bwd_fused(params, arch, from_ptx, fake.max_shared_bytes)) {
+    rows[1] = fused_row(params);
+    rows[2] = convert_row(params);
+  } else if (expect_bwd_hopper(params, arch, from_ptx, fake.max_shared_bytes)) {
     rows[1] = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, arch, p->dtype, p->head_dim, dim_v(p), 1, 0, p->seqlen_k);
   }
 }
 
-/* The programs each backward kernel launches: preprocess and dQ one per (query block, batch, query
- * head), dK/dV one per (key block, batch, kv head). */
+/* The programs each backward kernel launches: preprocess and dQ (or the cast) one per (query block,
+ * batch, query head), dK/dV (or the fused pass) one per (key block, batch, kv head). */
 static void expected_bwd_grids(const problem *p, const aotk__kernel_entry *const rows[3], int64_t grids[3]) {
   grids[0] = ceil_div(stats_stride(p), rows[0]->block_m) * p->batch * p->heads_q; /* over the padded rows */
   grids[1] = ceil_div(p->seqlen_k, rows[1]->block_n) * p->batch * p->heads_kv;
@@ -3069,7 +3260,10 @@ static void check_bwd_feature_args(const char *what, const char *kernel, const r
  * describes the dK/dV kernel, the workspace (larger with dsinks) and the features; the call launches
  * preprocess, dK/dV and dQ in that order on the stream, and the sink reduction fourth when dsinks is
  * asked for, each with its row's grid, block and shared memory, and its arguments in the catalog's
- * order. `p` describes the problem as for check_launch. */
+ * order. Where the non-deterministic backward runs (expect_bwd_fused), the fused pass and the cast take
+ * the second and third places, the workspace holds the accumulator too, which is cleared on the stream
+ * before the first launch and mapped as the fused pass's fifth descriptor, and the statistics' bytes
+ * alone are refused. `p` describes the problem as for check_launch. */
 static void check_bwd_launch(const char *what, const aotk_attn_params *params, const problem *p) {
   const feature_expectation expected = expect_features(params, p->head_dim);
   const bool dsinks = params->dsinks.data != NULL;
@@ -3084,7 +3278,9 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
             "%s: aotk_query loaded or launched (%s)", what, called_functions());
   const aotk__kernel_entry *rows[4];
   expected_bwd_rows_of(params, info.arch, info.from_ptx, p, info.aligned, expected.extras, rows);
-  const bool hopper = expect_bwd_hopper(params, info.arch, info.from_ptx, fake.max_shared_bytes);
+  const bool fused = expect_bwd_fused(params, info.arch, info.from_ptx, fake.max_shared_bytes);
+  /* The dK/dV pass is a Gluon kernel (four descriptors, five for the fused pass). */
+  const bool hopper = fused || expect_bwd_hopper(params, info.arch, info.from_ptx, fake.max_shared_bytes);
   rows[3] = expected_row(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, info.arch, p->dtype, 0, 0, 0, 0, p->seqlen_q);
   CHECK_MSG(rows[0] != NULL && rows[1] != NULL && rows[2] != NULL && rows[3] != NULL,
             "%s: a backward family has no sm_%d row", what, info.arch);
@@ -3092,16 +3288,20 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
   int64_t grids[4];
   expected_bwd_grids(p, rows, grids);
   grids[3] = p->heads_q;
-  const size_t workspace_bytes = bwd_workspace_bytes_for(p, dsinks);
+  const size_t statistics_bytes = bwd_workspace_bytes_for(p, dsinks);
+  const size_t workspace_bytes = fused ? bwd_fused_workspace_bytes_for(p, dsinks) : statistics_bytes;
+  const void *accumulator = byte_offset(FAKE_WORKSPACE, bwd_accumulator_offset(p, dsinks));
+  const char *name_prefix = fused ? "attn_bwd_fused_hopper_" : "attn_bwd_dkdv_";
   CHECK(info.struct_size == sizeof info);
-  CHECK_MSG(strncmp(info.kernel_name, "attn_bwd_dkdv_", strlen("attn_bwd_dkdv_")) == 0 &&
+  CHECK_MSG(strncmp(info.kernel_name, name_prefix, strlen(name_prefix)) == 0 &&
                 strcmp(info.kernel_name, rows[1]->name) == 0,
             "%s: aotk_query names %s, expected %s", what, info.kernel_name, rows[1]->name);
   CHECK_MSG(info.launches == launches, "%s: launches %d, expected %d", what, info.launches, launches);
   CHECK_MSG(info.workspace_bytes == workspace_bytes,
-            "%s: workspace_bytes %zu, expected 8 * %lld * %lld * round_up(%lld, 128)%s = %zu", what,
+            "%s: workspace_bytes %zu, expected 8 * %lld * %lld * round_up(%lld, 128)%s%s = %zu", what,
             info.workspace_bytes, (long long)p->batch, (long long)p->heads_q, (long long)p->seqlen_q,
-            dsinks ? " + the sink partials" : "", workspace_bytes);
+            dsinks ? " + the sink partials" : "", fused ? ", rounded up to 256, + the dQ accumulator" : "",
+            workspace_bytes);
   CHECK(info.num_warps == rows[1]->num_warps && info.shared_bytes == rows[1]->shared_bytes &&
         info.block_m == rows[1]->block_m && info.block_n == rows[1]->block_n && info.aligned == rows[1]->aligned);
   CHECK_MSG(info.grid == grids[1], "%s: info.grid %lld, expected %lld", what, (long long)info.grid,
@@ -3110,24 +3310,59 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
             "%s: aotk_query reports head dims %d/%d, %s has %d/%d", what, info.head_dim_qk, info.head_dim_v,
             rows[1]->name, rows[1]->head_dim_qk, rows[1]->head_dim_v);
   const uint32_t features = expected_info_features(&expected, p, &info) |
-                            (hopper ? AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED : 0);
+                            (hopper ? AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED : 0) |
+                            (fused ? AOTK_FEATURE_NONDETERMINISTIC : 0);
   CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
-  CHECK_MSG(fake.calls[CALL_cuTensorMapEncodeTiled] == 0, "%s: aotk_query encoded tensor maps", what);
+  CHECK_MSG(fake.calls[CALL_cuTensorMapEncodeTiled] == 0 && fake.calls[CALL_cuMemsetD32Async] == 0,
+            "%s: aotk_query encoded tensor maps or cleared memory (%s)", what, called_functions());
 
   reset_launch_log();
   int launches_before = fake.launches;
+  if (fused) {
+    /* What the deterministic plan needs is not enough: refused once the plan is known, before anything
+     * is loaded, encoded, cleared or launched. */
+    reset_calls();
+    status = aotk_attn_bwd(params, FAKE_WORKSPACE, statistics_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_ERROR_WORKSPACE_TOO_SMALL && message_mentions("workspace"),
+              "%s: the statistics' %zu bytes alone: %s (%s)", what, statistics_bytes, aotk_status_name(status),
+              aotk_last_error());
+    CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuTensorMapEncodeTiled] == 0 &&
+                  fake.calls[CALL_cuMemsetD32Async] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
+              "%s: the statistics' bytes alone reached %s", what, called_functions());
+  }
+  reset_calls();
   status = aotk_attn_bwd(params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
   CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_bwd %s (%s)", what, aotk_status_name(status), aotk_last_error());
   CHECK_MSG(aotk_last_error()[0] == '\0', "%s: a success left the message \"%s\"", what, aotk_last_error());
   CHECK_MSG(fake.launches == launches_before + launches && fake.logged_launches == launches,
             "%s: %d launches, expected %d", what, fake.launches - launches_before, launches);
+  /* The accumulator is cleared once, on the caller's stream, before any launch: before the fused pass
+   * adds into it, and before the pre-pass too, since only a failing launch may leave earlier work
+   * enqueued (include/aotk.h, aotk_attn_bwd). No other plan clears anything. */
+  CHECK_MSG(fake.calls[CALL_cuMemsetD32Async] == (fused ? 1 : 0) && fake.memsets == (fused ? 1 : 0),
+            "%s: %d cuMemsetD32Async calls, expected %d", what, fake.calls[CALL_cuMemsetD32Async], fused ? 1 : 0);
+  if (fused && fake.memsets == 1) {
+    CHECK_MSG(fake.memset_destination == (CUdeviceptr)(uintptr_t)accumulator && fake.memset_value == 0 &&
+                  fake.memset_count == bwd_accumulator_elements(p) && fake.memset_stream == (CUstream)FAKE_STREAM,
+              "%s: cleared %zu words of %#llx to %u on stream %p; expected %zu words of %p (the workspace + %zu) to 0 "
+              "on the caller's",
+              what, fake.memset_count, (unsigned long long)fake.memset_destination, fake.memset_value,
+              (void *)fake.memset_stream, bwd_accumulator_elements(p), accumulator, bwd_accumulator_offset(p, dsinks));
+    CHECK_MSG(fake.memset_after_launches == 0, "%s: the accumulator cleared after %d launches", what,
+              fake.memset_after_launches);
+  }
   if (status != AOTK_OK || fake.logged_launches != launches) return;
 
-  /* The Gluon dK/dV pass takes attn_bwd_dkdv's arguments in the same slots, then four descriptors. */
-  const int order[4] = {KERNEL_BWD_PREPROCESS, hopper ? KERNEL_BWD_DKDV_HOPPER : KERNEL_BWD_DKDV, KERNEL_BWD_DQ,
-                        KERNEL_BWD_SINK_REDUCE};
-  const int scratch_index[4] = {PRE_GLOBAL_SCRATCH, DKDV_GLOBAL_SCRATCH + (hopper ? 4 * TMA_DESC_SLOTS : 0),
-                                DQ_GLOBAL_SCRATCH, REDUCE_GLOBAL_SCRATCH};
+  /* The Gluon dK/dV pass takes attn_bwd_dkdv's arguments in the same slots, then four descriptors; the
+   * fused pass five. */
+  const int descriptors = fused ? FUSED_DESCRIPTORS : hopper ? 4 : 0;
+  const int order[4] = {KERNEL_BWD_PREPROCESS,
+                        fused    ? KERNEL_BWD_FUSED_HOPPER
+                        : hopper ? KERNEL_BWD_DKDV_HOPPER
+                                 : KERNEL_BWD_DKDV,
+                        fused ? KERNEL_BWD_DQ_CONVERT : KERNEL_BWD_DQ, KERNEL_BWD_SINK_REDUCE};
+  const int scratch_index[4] = {PRE_GLOBAL_SCRATCH, DKDV_GLOBAL_SCRATCH + descriptors * TMA_DESC_SLOTS,
+                                fused ? CONVERT_GLOBAL_SCRATCH : DQ_GLOBAL_SCRATCH, REDUCE_GLOBAL_SCRATCH};
   for (int i = 0; i < launches; i++) {
     const recorded_launch *launch = &fake.launch_log[i];
     const char *name = kernel_signatures[launch->kernel].function;
@@ -3182,12 +3417,20 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
   check_int(what, kernel, pre, PRE_FLAGS, (expected.flags & FLAG_VARLEN) | (dsinks ? FLAG_SINKS : 0), "flags");
 
   const recorded_launch *dkdv = &fake.launch_log[1];
-  kernel = hopper ? "attn_bwd_dkdv_hopper" : "attn_bwd_dkdv";
+  kernel = kernel_signatures[order[1]].function;
   if (hopper) {
-    const aotk_tensor *mapped[4] = {q, k, v, dout};
-    static const char *const mapped_names[4] = {"q", "k", "v", "dout"};
-    const int32_t tile_rows[4] = {rows[1]->block_m, rows[1]->block_n, rows[1]->block_n, rows[1]->block_m};
-    check_descriptors(what, dkdv, rows[1], 0, 4, mapped, mapped_names, tile_rows, DKDV_GLOBAL_SCRATCH);
+    /* The accumulator as the fused pass maps it: fp32 [batch * heads_q, stats_stride, head_dim_qk] at its
+     * offset in the workspace, read in tiles of the pass's query rows. */
+    const aotk_tensor accumulator_view = {(void *)accumulator,
+                                          AOTK_DTYPE_FLOAT32,
+                                          4,
+                                          {p->batch * p->heads_q, stats_stride(p), 1, p->head_dim, 0, 0},
+                                          {stats_stride(p) * p->head_dim, p->head_dim, p->head_dim, 1, 0, 0}};
+    const aotk_tensor *mapped[FUSED_DESCRIPTORS] = {q, k, v, dout, &accumulator_view};
+    static const char *const mapped_names[FUSED_DESCRIPTORS] = {"q", "k", "v", "dout", "the dQ accumulator"};
+    const int32_t tile_rows[FUSED_DESCRIPTORS] = {rows[1]->block_m, rows[1]->block_n, rows[1]->block_n,
+                                                  rows[1]->block_m, rows[1]->block_m};
+    check_descriptors(what, dkdv, rows[1], 0, descriptors, mapped, mapped_names, tile_rows, DKDV_GLOBAL_SCRATCH);
   } else {
     CHECK_MSG(fake.encode_count == 0 && dkdv->maps_recorded == 0, "%s: the Triton dK/dV pass encoded %d maps", what,
               fake.encode_count);
@@ -3212,24 +3455,35 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
   check_bwd_feature_args(what, kernel, dkdv, p, &expected, DKDV_STRIDE_AB, DKDV_HEAD_DIM_QK8);
 
   const recorded_launch *dq_launch = &fake.launch_log[2];
-  kernel = "attn_bwd_dq";
-  const void *dq_pointers[] = {q->data, k->data, v->data, dout->data, lse_log2, FAKE_WORKSPACE, dq->data,
-                               params->cu_seqlens_q.data, params->cu_seqlens_k.data, params->alibi_slopes.data,
-                               expected.rng_state};
-  static const char *const dq_pointer_names[] = {"q", "k", "v", "dout", "lse_log2", "delta", "dq",
-                                                 "cu_seqlens_q", "cu_seqlens_k", "alibi_slopes", "rng_state"};
-  for (int i = 0; i < 11; i++) check_pointer(what, kernel, dq_launch, DQ_Q + i, dq_pointers[i], dq_pointer_names[i]);
-  const aotk_tensor *dq_strided[] = {q, k, v, dout, dq};
-  for (int i = 0; i < 5; i++) {
-    check_strides(what, kernel, dq_launch, DQ_STRIDE_QB + 3 * i, dq_strided[i], dq_pointer_names[i < 4 ? i : 6]);
+  kernel = kernel_signatures[order[2]].function;
+  if (fused) {
+    /* The cast reads the accumulator the fused pass filled and writes dq, over seqlen_q's blocks. */
+    check_pointer(what, kernel, dq_launch, CONVERT_DQ_ACC, accumulator, "DQAcc (the accumulator)");
+    check_pointer(what, kernel, dq_launch, CONVERT_DQ, dq->data, "dq");
+    check_strides(what, kernel, dq_launch, CONVERT_STRIDE_DQB, dq, "dq");
+    check_int(what, kernel, dq_launch, CONVERT_SEQLEN_Q, p->seqlen_q, "seqlen_q");
+    check_int(what, kernel, dq_launch, CONVERT_HEADS_Q, p->heads_q, "heads_q");
+    check_int(what, kernel, dq_launch, CONVERT_NUM_M_BLOCKS, ceil_div(p->seqlen_q, rows[2]->block_m), "num_m_blocks");
+    check_int(what, kernel, dq_launch, CONVERT_STATS_STRIDE, stats_stride(p), "stats_stride");
+  } else {
+    const void *dq_pointers[] = {q->data, k->data, v->data, dout->data, lse_log2, FAKE_WORKSPACE, dq->data,
+                                 params->cu_seqlens_q.data, params->cu_seqlens_k.data, params->alibi_slopes.data,
+                                 expected.rng_state};
+    static const char *const dq_pointer_names[] = {"q", "k", "v", "dout", "lse_log2", "delta", "dq",
+                                                   "cu_seqlens_q", "cu_seqlens_k", "alibi_slopes", "rng_state"};
+    for (int i = 0; i < 11; i++) check_pointer(what, kernel, dq_launch, DQ_Q + i, dq_pointers[i], dq_pointer_names[i]);
+    const aotk_tensor *dq_strided[] = {q, k, v, dout, dq};
+    for (int i = 0; i < 5; i++) {
+      check_strides(what, kernel, dq_launch, DQ_STRIDE_QB + 3 * i, dq_strided[i], dq_pointer_names[i < 4 ? i : 6]);
+    }
+    check_int(what, kernel, dq_launch, DQ_SEQLEN_Q, p->seqlen_q, "seqlen_q");
+    check_int(what, kernel, dq_launch, DQ_SEQLEN_K, p->seqlen_k, "seqlen_k");
+    check_int(what, kernel, dq_launch, DQ_HEADS_Q, p->heads_q, "heads_q");
+    check_int(what, kernel, dq_launch, DQ_GROUP_SIZE, p->heads_q / p->heads_kv, "group_size");
+    check_int(what, kernel, dq_launch, DQ_NUM_M_BLOCKS, ceil_div(p->seqlen_q, rows[2]->block_m), "num_m_blocks");
+    check_int(what, kernel, dq_launch, DQ_STATS_STRIDE, stats_stride(p), "stats_stride");
+    check_bwd_feature_args(what, kernel, dq_launch, p, &expected, DQ_STRIDE_AB, DQ_HEAD_DIM_QK8);
   }
-  check_int(what, kernel, dq_launch, DQ_SEQLEN_Q, p->seqlen_q, "seqlen_q");
-  check_int(what, kernel, dq_launch, DQ_SEQLEN_K, p->seqlen_k, "seqlen_k");
-  check_int(what, kernel, dq_launch, DQ_HEADS_Q, p->heads_q, "heads_q");
-  check_int(what, kernel, dq_launch, DQ_GROUP_SIZE, p->heads_q / p->heads_kv, "group_size");
-  check_int(what, kernel, dq_launch, DQ_NUM_M_BLOCKS, ceil_div(p->seqlen_q, rows[2]->block_m), "num_m_blocks");
-  check_int(what, kernel, dq_launch, DQ_STATS_STRIDE, stats_stride(p), "stats_stride");
-  check_bwd_feature_args(what, kernel, dq_launch, p, &expected, DQ_STRIDE_AB, DQ_HEAD_DIM_QK8);
   if (!dsinks) return;
 
   /* The sink reduction: one program per query head sums its batch * pre-pass-blocks partials. */
@@ -3281,6 +3535,32 @@ static void test_bwd_launch_arguments(void) {
   params.causal = 1;
   params.dv.data = byte_offset(FAKE_DV, 2);
   check_bwd_launch("fp16 d64 GQA causal, seqlen_q > seqlen_k, unaligned", &params, &long_queries);
+
+  /* Layouts the Gluon passes read: non-deterministic, the fused pass and the cast; the same calls
+   * deterministic, the Gluon dK/dV pass and the dQ pass, with the smaller workspace and no clear. */
+  static const struct {
+    const char *what;
+    problem shape;
+    int causal;
+  } gluon_cases[] = {
+      {"bf16 d128 GQA causal, padded rows", {AOTK_DTYPE_BFLOAT16, 3, 1500, 777, 12, 4, 128, true, 0}, 1},
+      {"fp16 d64 MHA, one head of one sequence, 17 queries", {AOTK_DTYPE_FLOAT16, 1, 17, 1000, 1, 1, 64, true, 0}, 0},
+      {"fp16 d64 GQA causal, seqlen_q > seqlen_k", {AOTK_DTYPE_FLOAT16, 2, 2049, 63, 6, 2, 64, true, 0}, 1},
+  };
+  for (size_t i = 0; i < sizeof gluon_cases / sizeof gluon_cases[0]; i++) {
+    const problem *p = &gluon_cases[i].shape;
+    for (int deterministic = 0; deterministic <= 1; deterministic++) {
+      params = padded_bwd_params(*p);
+      params.causal = gluon_cases[i].causal;
+      params.deterministic = deterministic;
+      char what[128];
+      snprintf(what, sizeof what, "%s, deterministic %d", gluon_cases[i].what, deterministic);
+      CHECK_MSG(expect_bwd_fused(&params, 90, false, SHARED_SM90) == !deterministic &&
+                    expect_bwd_hopper(&params, 90, false, SHARED_SM90),
+                "%s: not the Gluon passes' case", what);
+      check_bwd_launch(what, &params, p);
+    }
+  }
   uninstall_fake_gpu();
 }
 
@@ -3600,7 +3880,9 @@ static void test_varlen_launches(void) {
 }
 
 /* The dropout mask is a second launch, and only when asked for; the backward's sink reduction is a
- * fourth, only with dsinks, and its partial sums make the workspace grow. */
+ * fourth, only with dsinks, and its partial sums make the workspace grow: the deterministic plan's by
+ * their bytes, the non-deterministic plan's (whose accumulator follows them at a 256-byte boundary) by
+ * their bytes rounded up to 256. */
 static void test_optional_launches(void) {
   install_fake_gpu(90, SHARED_SM90);
   aotk_attn_params params = valid_params();
@@ -3628,6 +3910,7 @@ static void test_optional_launches(void) {
   fake.fail_launch_call = 0;
 
   aotk_attn_params bwd = valid_bwd_params();
+  bwd.deterministic = 1;
   sinks_on(&bwd, &default_problem);
   CHECK(aotk_query(AOTK_OP_ATTN_BWD, &bwd, &info) == AOTK_OK);
   const size_t without_dsinks = info.workspace_bytes;
@@ -3661,6 +3944,34 @@ static void test_optional_launches(void) {
   status = aotk_attn_bwd(&bwd, FAKE_WORKSPACE, info.workspace_bytes, FAKE_STREAM);
   CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("attn_bwd_sink_reduce"), "the reduction fails: %s (%s)",
             aotk_status_name(status), aotk_last_error());
+  fake.launch_result = CUDA_SUCCESS;
+  fake.fail_launch_call = 0;
+
+  /* The same non-deterministic: the statistics (16384 bytes) at 0, the accumulator (2 * 8 * 128 rows of
+   * 64 floats) after them; with dsinks the 128 bytes of partials push it to the next 256-byte boundary. */
+  aotk_attn_params nondeterministic = bwd;
+  nondeterministic.deterministic = 0;
+  nondeterministic.dsinks.data = NULL;
+  for (int with_dsinks = 0; with_dsinks <= 1; with_dsinks++) {
+    if (with_dsinks) nondeterministic.dsinks = bwd.dsinks;
+    const size_t accumulator_offset = with_dsinks ? 16384 + 256 : 16384, accumulator_bytes = 2 * 8 * 128 * 64 * 4;
+    CHECK(aotk_query(AOTK_OP_ATTN_BWD, &nondeterministic, &info) == AOTK_OK);
+    CHECK_MSG(info.launches == 3 + with_dsinks && info.workspace_bytes == accumulator_offset + accumulator_bytes &&
+                  (info.features & AOTK_FEATURE_NONDETERMINISTIC) != 0,
+              "non-deterministic, dsinks %d: %d launches, %zu bytes, features %#x", with_dsinks, info.launches,
+              info.workspace_bytes, info.features);
+    reset_launch_log();
+    CHECK(aotk_attn_bwd(&nondeterministic, FAKE_WORKSPACE, info.workspace_bytes, FAKE_STREAM) == AOTK_OK);
+    CHECK_MSG(fake.logged_launches == 3 + with_dsinks && fake.launch_log[1].kernel == KERNEL_BWD_FUSED_HOPPER &&
+                  fake.launch_log[2].kernel == KERNEL_BWD_DQ_CONVERT &&
+                  (!with_dsinks || fake.launch_log[3].kernel == KERNEL_BWD_SINK_REDUCE) && fake.memsets == 1 &&
+                  fake.memset_destination == (CUdeviceptr)(uintptr_t)byte_offset(FAKE_WORKSPACE, accumulator_offset) &&
+                  fake.memset_count == accumulator_bytes / 4,
+              "non-deterministic, dsinks %d: %d launches, %d clears of %zu words at %#llx", with_dsinks,
+              fake.logged_launches, fake.memsets, fake.memset_count, (unsigned long long)fake.memset_destination);
+    check_bwd_launch(with_dsinks ? "non-deterministic dsinks, default problem" : "non-deterministic sinks",
+                     &nondeterministic, &default_problem);
+  }
   uninstall_fake_gpu();
 }
 
@@ -3724,47 +4035,98 @@ static void test_bwd_arch_choice(void) {
 }
 
 /* A failing launch of any of the three kernels: AOTK_ERROR_CUDA naming cuLaunchKernel and the kernel,
- * and no later kernel is attempted. */
+ * and no later kernel is attempted. For the deterministic plan and the non-deterministic one (whose
+ * accumulator was cleared before the first launch). */
 static void test_bwd_launch_fails(void) {
-  aotk_attn_params params = valid_bwd_params();
-  const size_t workspace_bytes = bwd_workspace_bytes(&default_problem);
-  for (int failing = 1; failing <= 3; failing++) {
-    install_fake_gpu(90, SHARED_SM90);
-    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
-    CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
-    const aotk__kernel_entry *rows[3];
-    expected_bwd_rows_of(&params, info.arch, info.from_ptx, &default_problem, info.aligned, 0, rows);
-    const char *failing_name = rows[failing - 1] != NULL ? rows[failing - 1]->name : "(none)";
-    fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
-    fake.fail_launch_call = failing;
-    aotk_status status = aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
-    CHECK_MSG(status == AOTK_ERROR_CUDA, "launch %d fails: %s (%s)", failing, aotk_status_name(status),
-              aotk_last_error());
-    CHECK_MSG(message_mentions("cuLaunchKernel") && message_mentions(failing_name),
-              "launch %d fails: the message \"%s\" does not name cuLaunchKernel and %s", failing, aotk_last_error(),
-              failing_name);
-    CHECK_MSG(message_mentions(injected_error_name), "the message \"%s\" lacks the driver's error name",
-              aotk_last_error());
-    CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == failing, "launch %d fails: cuLaunchKernel called %d times", failing,
-              fake.calls[CALL_cuLaunchKernel]);
-    CHECK_MSG(fake.launches == failing - 1, "launch %d fails: %d launches went through", failing, fake.launches);
+  for (int deterministic = 0; deterministic <= 1; deterministic++) {
+    aotk_attn_params params = valid_bwd_params();
+    params.deterministic = deterministic;
+    for (int failing = 1; failing <= 3; failing++) {
+      install_fake_gpu(90, SHARED_SM90);
+      const bool fused = expect_bwd_fused(&params, 90, false, SHARED_SM90);
+      CHECK(fused == !deterministic);
+      const size_t workspace_bytes = expected_bwd_workspace_bytes(&params, 90, false, &default_problem);
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
+      const aotk__kernel_entry *rows[3];
+      expected_bwd_rows_of(&params, info.arch, info.from_ptx, &default_problem, info.aligned, 0, rows);
+      const char *failing_name = rows[failing - 1] != NULL ? rows[failing - 1]->name : "(none)";
+      fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+      fake.fail_launch_call = failing;
+      aotk_status status = aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_CUDA, "deterministic %d, launch %d fails: %s (%s)", deterministic, failing,
+                aotk_status_name(status), aotk_last_error());
+      CHECK_MSG(message_mentions("cuLaunchKernel") && message_mentions(failing_name),
+                "launch %d fails: the message \"%s\" does not name cuLaunchKernel and %s", failing, aotk_last_error(),
+                failing_name);
+      CHECK_MSG(message_mentions(injected_error_name), "the message \"%s\" lacks the driver's error name",
+                aotk_last_error());
+      CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
+      CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == failing, "launch %d fails: cuLaunchKernel called %d times", failing,
+                fake.calls[CALL_cuLaunchKernel]);
+      CHECK_MSG(fake.launches == failing - 1, "launch %d fails: %d launches went through", failing, fake.launches);
+      CHECK_MSG(fake.memsets == (fused ? 1 : 0) && fake.memset_after_launches == 0,
+                "deterministic %d, launch %d fails: %d clears, after %d launches", deterministic, failing, fake.memsets,
+                fake.memset_after_launches);
 
-    /* The failure is not remembered. */
-    fake.launch_result = CUDA_SUCCESS;
-    fake.fail_launch_call = 0;
-    reset_launch_log();
-    CHECK_MSG(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK, "after recovery: %s",
-              aotk_last_error());
-    CHECK(fake.logged_launches == 3 && aotk_last_cuda_result() == 0);
+      /* The failure is not remembered. */
+      fake.launch_result = CUDA_SUCCESS;
+      fake.fail_launch_call = 0;
+      reset_launch_log();
+      CHECK_MSG(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK, "after recovery: %s",
+                aotk_last_error());
+      CHECK(fake.logged_launches == 3 && aotk_last_cuda_result() == 0 && fake.memsets == (fused ? 1 : 0));
+    }
   }
   uninstall_fake_gpu();
 }
 
-/* Driver faults before any launch: the same statuses as the forward's, from the call and the query. */
+/* A failing clear of the non-deterministic plan's accumulator: AOTK_ERROR_CUDA naming cuMemsetD32Async
+ * and the driver's error, after the tensor maps are encoded and before anything is launched (a pass
+ * adding into an uncleared accumulator would be wrong, not merely slow); the next call runs whole. The
+ * deterministic plan clears nothing, so the same fault does not touch it. */
+static void test_bwd_memset_fails(void) {
+  const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
+  install_fake_gpu(90, SHARED_SM90);
+  aotk_attn_params params = bwd_params_for(d128);
+  CHECK(expect_bwd_fused(&params, 90, false, SHARED_SM90));
+  const size_t workspace_bytes = bwd_fused_workspace_bytes_for(&d128, false);
+  fake.memset_result = CUDA_ERROR_OUT_OF_MEMORY;
+  reset_calls();
+  reset_launch_log();
+  aotk_status status = aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuMemsetD32Async") &&
+                message_mentions(injected_error_name),
+            "the clear fails: %s (\"%s\")", aotk_status_name(status), aotk_last_error());
+  CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK_MSG(fake.calls[CALL_cuMemsetD32Async] == 1 && fake.calls[CALL_cuTensorMapEncodeTiled] == FUSED_DESCRIPTORS &&
+                fake.calls[CALL_cuLaunchKernel] == 0 && fake.launches == 0,
+            "the clear fails: %s", called_functions());
+
+  fake.memset_result = CUDA_SUCCESS;
+  reset_launch_log();
+  CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK);
+  CHECK_MSG(fake.logged_launches == 3 && fake.memsets == 1 && aotk_last_cuda_result() == 0 &&
+                aotk_last_error()[0] == '\0',
+            "after the clear failed: %d launches, %d clears", fake.logged_launches, fake.memsets);
+
+  fake.memset_result = CUDA_ERROR_OUT_OF_MEMORY;
+  params.deterministic = 1;
+  reset_calls();
+  reset_launch_log();
+  status = aotk_attn_bwd(&params, FAKE_WORKSPACE, bwd_workspace_bytes(&d128), FAKE_STREAM);
+  CHECK_MSG(status == AOTK_OK && fake.logged_launches == 3 && fake.calls[CALL_cuMemsetD32Async] == 0,
+            "deterministic with clears failing: %s (%s), %d launches, %d clears", aotk_status_name(status),
+            aotk_last_error(), fake.logged_launches, fake.calls[CALL_cuMemsetD32Async]);
+  uninstall_fake_gpu();
+}
+
+/* Driver faults before any launch: the same statuses as the forward's, from the call and the query.
+ * On sm_90 the default problem takes the non-deterministic plan: its workspace, and no clear either
+ * where a load fails. */
 static void test_bwd_faults(void) {
   aotk_attn_params params = valid_bwd_params();
-  const size_t workspace_bytes = bwd_workspace_bytes(&default_problem);
+  const size_t workspace_bytes = bwd_fused_workspace_bytes_for(&default_problem, false);
   aotk_kernel_info info;
 
   install_fake_gpu(90, SHARED_SM90);
@@ -3789,16 +4151,18 @@ static void test_bwd_faults(void) {
   CHECK(fake.calls[CALL_cuLaunchKernel] == 0);
   CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK); /* the query loads nothing */
 
-  /* The second or third image (dK/dV, dQ) fails to load: the call fails naming the load, and nothing
-   * was launched, since all three are loaded before the first launch (aotk.h). */
+  /* The second or third image (the fused pass, the cast) fails to load: the call fails naming the load,
+   * and nothing was cleared or launched, since all three are loaded before either (aotk.h). */
   for (int failing = 2; failing <= 3; failing++) {
     install_fake_gpu(90, SHARED_SM90);
+    CHECK(expect_bwd_fused(&params, 90, false, SHARED_SM90));
     fake.library_load_result = CUDA_ERROR_OUT_OF_MEMORY;
     fake.fail_library_load_call = failing;
     CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_CUDA);
     CHECK_MSG(message_mentions("cuLibraryLoadData"), "the message \"%s\"", aotk_last_error());
-    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "load %d fails: %d launches", failing,
-              fake.calls[CALL_cuLaunchKernel]);
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0 && fake.calls[CALL_cuMemsetD32Async] == 0 &&
+                  fake.calls[CALL_cuLibraryLoadData] == failing,
+              "load %d fails: %s", failing, called_functions());
   }
   /* The same with dsinks: the fourth image (the sink reduction) fails after three loaded. */
   install_fake_gpu(90, SHARED_SM90);
@@ -3807,17 +4171,18 @@ static void test_bwd_faults(void) {
   set_dsinks(&with_dsinks);
   fake.library_load_result = CUDA_ERROR_OUT_OF_MEMORY;
   fake.fail_library_load_call = 4;
-  CHECK(aotk_attn_bwd(&with_dsinks, FAKE_WORKSPACE, bwd_workspace_bytes_for(&default_problem, true), FAKE_STREAM) ==
-        AOTK_ERROR_CUDA);
-  CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 4 && fake.calls[CALL_cuLaunchKernel] == 0,
-            "the sink reduction fails to load: %d loads, %d launches", fake.calls[CALL_cuLibraryLoadData],
-            fake.calls[CALL_cuLaunchKernel]);
+  CHECK(aotk_attn_bwd(&with_dsinks, FAKE_WORKSPACE, bwd_fused_workspace_bytes_for(&default_problem, true),
+                      FAKE_STREAM) == AOTK_ERROR_CUDA);
+  CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 4 && fake.calls[CALL_cuLaunchKernel] == 0 &&
+                fake.calls[CALL_cuMemsetD32Async] == 0,
+            "the sink reduction fails to load: %s", called_functions());
   uninstall_fake_gpu();
 }
 
 /* A GPU one byte short of the shared memory that the hungriest of the three kernels needs: refused
  * while planning, before anything is loaded or launched, naming that kernel; with exactly enough, it
- * runs. */
+ * runs. Deterministic: a non-deterministic call short of memory for the fused pass runs the
+ * deterministic kernels instead (test_bwd_hopper_choice). */
 static void test_bwd_too_little_shared_memory(void) {
   static const problem problems[] = {
       {AOTK_DTYPE_BFLOAT16, 2, 4096, 4096, 8, 2, 128, true, 0}, /* sm_90's widest dK/dV tile */
@@ -3828,6 +4193,7 @@ static void test_bwd_too_little_shared_memory(void) {
     for (size_t i = 0; i < sizeof problems / sizeof problems[0]; i++) {
       const problem *p = &problems[i];
       aotk_attn_params params = bwd_params_for(*p);
+      params.deterministic = 1;
       install_fake_gpu(compute_capabilities[c], SHARED_SM90);
       aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
       CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
@@ -4427,9 +4793,11 @@ static void test_hopper_grid(void) {
 }
 
 /* Which backward calls run the Gluon dK/dV pass (include/aotk.h, AOTK_FEATURE_TMA and
- * AOTK_FEATURE_WARP_SPECIALIZED for AOTK_OP_ATTN_BWD): check_bwd_launch holds aotk_query, the launches,
- * their arguments and the four tensor maps to expect_bwd_hopper; here the rule's answer is also written
- * out per case, so that both outcomes are seen. */
+ * AOTK_FEATURE_WARP_SPECIALIZED for AOTK_OP_ATTN_BWD), and which its fused non-deterministic form
+ * (AOTK_FEATURE_NONDETERMINISTIC): the calls the Gluon pass covers, when deterministic is 0.
+ * check_bwd_launch holds aotk_query, the launches, their arguments, the clear and the tensor maps to
+ * expect_bwd_fused and expect_bwd_hopper; here the rules' answers are also written out per case, so that
+ * every outcome is seen. */
 static void test_bwd_hopper_choice(void) {
   install_fake_gpu(90, SHARED_SM90);
   const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
@@ -4440,7 +4808,12 @@ static void test_bwd_hopper_choice(void) {
                                      "varlen", "dout's token stride not a multiple of 16 bytes"};
   static const bool expect_hopper[] = {true, true, true, true, true, true, false, false, false, false, false, false,
                                        false, false, false};
-  for (size_t i = 0; i < sizeof what / sizeof what[0]; i++) {
+  int fused_cases = 0;
+  for (size_t c = 0; c < 2 * sizeof what / sizeof what[0]; c++) {
+    const size_t i = c / 2;
+    const int deterministic = (int)(c % 2);
+    const bool expect_fused = expect_hopper[i] && !deterministic;
+    fused_cases += expect_fused;
     problem p = i == 5 ? d64 : d128;
     if (i == 11) p.head_dim = 96;
     if (i == 12) p.head_dim = 256;
@@ -4464,18 +4837,26 @@ static void test_bwd_hopper_choice(void) {
         break;
       default: break;
     }
-    CHECK_MSG(expect_bwd_hopper(&params, 90, false, SHARED_SM90) == expect_hopper[i], "%s: the rule says %d", what[i],
-              (int)expect_bwd_hopper(&params, 90, false, SHARED_SM90));
+    params.deterministic = deterministic;
+    char what_of_case[96];
+    snprintf(what_of_case, sizeof what_of_case, "%s, deterministic %d", what[i], deterministic);
+    CHECK_MSG(expect_bwd_hopper(&params, 90, false, SHARED_SM90) == expect_hopper[i], "%s: the rule says %d",
+              what_of_case, (int)expect_bwd_hopper(&params, 90, false, SHARED_SM90));
+    CHECK_MSG(expect_bwd_fused(&params, 90, false, SHARED_SM90) == expect_fused, "%s: the fused rule says %d",
+              what_of_case, (int)expect_bwd_fused(&params, 90, false, SHARED_SM90));
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
-    CHECK_MSG(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK, "%s: %s", what[i], aotk_last_error());
+    CHECK_MSG(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK, "%s: %s", what_of_case, aotk_last_error());
     const bool hopper = strncmp(info.kernel_name, "attn_bwd_dkdv_hopper_", 21) == 0;
-    CHECK_MSG(hopper == expect_hopper[i] &&
-                  ((info.features & (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)) != 0) == expect_hopper[i],
-              "%s: aotk_query names %s with features %#x", what[i], info.kernel_name, info.features);
-    check_bwd_launch(what[i], &params, &p);
+    const bool fused = strncmp(info.kernel_name, "attn_bwd_fused_hopper_", 22) == 0;
+    CHECK_MSG(hopper == (expect_hopper[i] && !expect_fused) && fused == expect_fused &&
+                  ((info.features & (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)) != 0) == expect_hopper[i] &&
+                  ((info.features & AOTK_FEATURE_NONDETERMINISTIC) != 0) == expect_fused,
+              "%s: aotk_query names %s with features %#x", what_of_case, info.kernel_name, info.features);
+    check_bwd_launch(what_of_case, &params, &p);
   }
+  printf("    %d cases, %d of them non-deterministic\n", (int)(2 * sizeof what / sizeof what[0]), fused_cases);
   /* Too little shared memory for the Gluon pass (but enough for the Triton one): the Triton pass. */
-  const aotk_attn_params params = bwd_params_for(d128);
+  aotk_attn_params params = bwd_params_for(d128);
   const aotk__kernel_entry *gluon = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, d128.dtype, 128, 128, 1, 0,
                                                  d128.seqlen_k);
   CHECK(gluon != NULL);
@@ -4484,36 +4865,79 @@ static void test_bwd_hopper_choice(void) {
     CHECK(!expect_bwd_hopper(&params, 90, false, gluon->shared_bytes - 1));
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &params, &info);
-    CHECK_MSG(status != AOTK_OK || strncmp(info.kernel_name, "attn_bwd_dkdv_hopper_", 21) != 0,
+    CHECK_MSG(status != AOTK_OK || (strncmp(info.kernel_name, "attn_bwd_dkdv_hopper_", 21) != 0 &&
+                                    strncmp(info.kernel_name, "attn_bwd_fused_hopper_", 22) != 0),
               "%d bytes of shared memory: %s", gluon->shared_bytes - 1, info.kernel_name);
+  }
+  /* Too little for the fused pass but enough for the Gluon dK/dV pass (the fused pass holds dQ's tiles
+   * too): a non-deterministic call runs the deterministic plan, with its smaller workspace, no clear,
+   * and dQ's own pass; with exactly enough it runs the fused one. */
+  const aotk__kernel_entry *fused = fused_row(&params);
+  CHECK_MSG(fused != NULL && gluon != NULL && fused->shared_bytes > gluon->shared_bytes,
+            "the fused pass (%d bytes) should need more shared memory than the dK/dV pass (%d)",
+            fused ? fused->shared_bytes : -1, gluon ? gluon->shared_bytes : -1);
+  if (fused != NULL && gluon != NULL && fused->shared_bytes > gluon->shared_bytes) {
+    for (int short_by = 0; short_by <= 1; short_by++) {
+      install_fake_gpu(90, fused->shared_bytes - short_by);
+      char what_of_case[96];
+      snprintf(what_of_case, sizeof what_of_case, "bf16 d128, %d bytes of shared memory",
+               fused->shared_bytes - short_by);
+      CHECK_MSG(expect_bwd_fused(&params, 90, false, fused->shared_bytes - short_by) == !short_by &&
+                    expect_bwd_hopper(&params, 90, false, fused->shared_bytes - short_by),
+                "%s: the rules say fused %d, Gluon dK/dV %d", what_of_case,
+                (int)expect_bwd_fused(&params, 90, false, fused->shared_bytes - short_by),
+                (int)expect_bwd_hopper(&params, 90, false, fused->shared_bytes - short_by));
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      CHECK(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK);
+      CHECK_MSG(strcmp(info.kernel_name, short_by ? gluon->name : fused->name) == 0 &&
+                    info.workspace_bytes ==
+                        (short_by ? bwd_workspace_bytes(&d128) : bwd_fused_workspace_bytes_for(&d128, false)),
+                "%s: aotk_query names %s, %zu bytes of workspace", what_of_case, info.kernel_name,
+                info.workspace_bytes);
+      check_bwd_launch(what_of_case, &params, &d128);
+    }
   }
   uninstall_fake_gpu();
 }
 
-/* The backward's tensor maps are encoded before anything is launched: a failing encode (of q, k, v or
- * dout) fails the call naming the tensor, with nothing launched; the next call runs whole. */
+/* The backward's tensor maps are encoded before anything is cleared or launched: a failing encode (of
+ * q, k, v or dout, and for the non-deterministic plan its dQ accumulator) fails the call naming the
+ * tensor, with nothing cleared or launched; the next call runs whole. */
 static void test_bwd_encode_failure(void) {
-  static const char *const names[4] = {"cuTensorMapEncodeTiled(q)", "cuTensorMapEncodeTiled(k)",
-                                       "cuTensorMapEncodeTiled(v)", "cuTensorMapEncodeTiled(dout)"};
+  static const char *const names[FUSED_DESCRIPTORS] = {
+      "cuTensorMapEncodeTiled(q)", "cuTensorMapEncodeTiled(k)", "cuTensorMapEncodeTiled(v)",
+      "cuTensorMapEncodeTiled(dout)", "cuTensorMapEncodeTiled(the dq accumulator)"};
   const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
-  for (int failing = 1; failing <= 4; failing++) {
-    install_fake_gpu(90, SHARED_SM90);
-    aotk_attn_params params = bwd_params_for(d128);
-    CHECK(expect_bwd_hopper(&params, 90, false, SHARED_SM90));
-    fake.encode_result = CUDA_ERROR_INVALID_VALUE;
-    fake.fail_encode_call = failing;
-    reset_calls();
-    reset_launch_log();
-    aotk_status status = aotk_attn_bwd(&params, FAKE_WORKSPACE, bwd_workspace_bytes(&d128), FAKE_STREAM);
-    CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions(names[failing - 1]),
-              "encode %d failing: %s (\"%s\")", failing, aotk_status_name(status), aotk_last_error());
-    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "encode %d failing: %d launches", failing,
-              fake.calls[CALL_cuLaunchKernel]);
-    fake.encode_result = CUDA_SUCCESS;
-    reset_launch_log();
-    CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, bwd_workspace_bytes(&d128), FAKE_STREAM) == AOTK_OK);
-    CHECK_MSG(fake.launches == 3 && fake.launch_log[1].kernel == KERNEL_BWD_DKDV_HOPPER && fake.encode_count == 4,
-              "after encode %d failed: %d launches, %d encodes", failing, fake.launches, fake.encode_count);
+  for (int deterministic = 0; deterministic <= 1; deterministic++) {
+    const int encodes = deterministic ? 4 : FUSED_DESCRIPTORS;
+    for (int failing = 1; failing <= encodes; failing++) {
+      install_fake_gpu(90, SHARED_SM90);
+      aotk_attn_params params = bwd_params_for(d128);
+      params.deterministic = deterministic;
+      CHECK(expect_bwd_hopper(&params, 90, false, SHARED_SM90) &&
+            expect_bwd_fused(&params, 90, false, SHARED_SM90) == !deterministic);
+      const size_t workspace_bytes =
+          deterministic ? bwd_workspace_bytes(&d128) : bwd_fused_workspace_bytes_for(&d128, false);
+      fake.encode_result = CUDA_ERROR_INVALID_VALUE;
+      fake.fail_encode_call = failing;
+      reset_calls();
+      reset_launch_log();
+      aotk_status status = aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions(names[failing - 1]),
+                "deterministic %d, encode %d failing: %s (\"%s\")", deterministic, failing, aotk_status_name(status),
+                aotk_last_error());
+      CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0 && fake.calls[CALL_cuMemsetD32Async] == 0 &&
+                    fake.calls[CALL_cuTensorMapEncodeTiled] == failing,
+                "deterministic %d, encode %d failing: %s", deterministic, failing, called_functions());
+      fake.encode_result = CUDA_SUCCESS;
+      reset_launch_log();
+      CHECK(aotk_attn_bwd(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK);
+      CHECK_MSG(fake.launches == 3 &&
+                    fake.launch_log[1].kernel == (deterministic ? KERNEL_BWD_DKDV_HOPPER : KERNEL_BWD_FUSED_HOPPER) &&
+                    fake.encode_count == encodes && fake.memsets == !deterministic,
+                "deterministic %d, after encode %d failed: %d launches, %d encodes, %d clears", deterministic, failing,
+                fake.launches, fake.encode_count, fake.memsets);
+    }
   }
   uninstall_fake_gpu();
 }
@@ -4953,7 +5377,11 @@ static void test_query_arguments(void) {
   poison_info(&info);
   aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &bwd_params, &info);
   CHECK_MSG(status == AOTK_OK, "op 2: %s (%s)", aotk_status_name(status), aotk_last_error());
-  CHECK(info.launches == 3 && info.workspace_bytes == bwd_workspace_bytes(&default_problem));
+  /* On this sm_90 GPU the default problem (deterministic 0) takes the non-deterministic plan. */
+  CHECK(info.launches == 3 && info.workspace_bytes == bwd_fused_workspace_bytes_for(&default_problem, false) &&
+        (info.features & AOTK_FEATURE_NONDETERMINISTIC) != 0);
+  char bwd_kernel_name[sizeof info.kernel_name];
+  memcpy(bwd_kernel_name, info.kernel_name, sizeof bwd_kernel_name);
   poison_info(&info);
   CHECK(aotk_query((aotk_op)2, &params, &info) == AOTK_ERROR_NULL_POINTER && message_mentions("dout"));
   CHECK(info_untouched(&info));
@@ -4978,7 +5406,9 @@ static void test_query_arguments(void) {
   poison_info(&info);
   info.struct_size = prefix;
   CHECK(aotk_query(AOTK_OP_ATTN_BWD, &bwd_params, &info) == AOTK_OK);
-  CHECK(info.struct_size == prefix && strncmp(info.kernel_name, "attn_bwd_dkdv_", 14) == 0 && info.grid > 0);
+  CHECK_MSG(info.struct_size == prefix && strcmp(info.kernel_name, bwd_kernel_name) == 0 &&
+                strncmp(info.kernel_name, "attn_bwd_fused_hopper_", 22) == 0 && info.grid > 0,
+            "a short info struct: %s, the full one's %s", info.kernel_name, bwd_kernel_name);
   tail_untouched = true;
   for (size_t i = prefix; i < sizeof info; i++) tail_untouched = tail_untouched && bytes[i] == POISON;
   CHECK_MSG(tail_untouched, "aotk_query(AOTK_OP_ATTN_BWD) wrote past struct_size");
@@ -6542,6 +6972,7 @@ int main(void) {
   RUN_TEST(test_bwd_feature_launches);
   RUN_TEST(test_bwd_arch_choice);
   RUN_TEST(test_bwd_launch_fails);
+  RUN_TEST(test_bwd_memset_fails);
   RUN_TEST(test_bwd_faults);
   RUN_TEST(test_bwd_too_little_shared_memory);
   RUN_TEST(test_arch_choice);

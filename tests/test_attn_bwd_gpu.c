@@ -59,8 +59,15 @@ static void case_batch_and_seqlen_q(const aotk__bwd_check_case *c, int64_t *batc
   }
 }
 
-/* Cases whose dK/dV pass was the warp-specialized Gluon kernel (each one's choice checked by the rule). */
-static int hopper_cases;
+/* Cases whose dK/dV pass was the warp-specialized Gluon kernel (each one's choice checked by the rule),
+ * and those of them that ran its fused, non-deterministic form (deterministic = 0). */
+static int hopper_cases, fused_cases;
+
+/* The non-deterministic backward's workspace (include/aotk.h, AOTK_FEATURE_NONDETERMINISTIC): the rest,
+ * rounded up to 256 bytes, then the fp32 dQ accumulator [batch * heads_q, round_up(seqlen_q, 128), d]. */
+static size_t fused_workspace_bytes(size_t rest, int64_t batch, int64_t heads_q, int64_t seqlen_q, int64_t head_dim) {
+  return (rest + 255) / 256 * 256 + (size_t)(4 * batch * heads_q * ((seqlen_q + 127) / 128 * 128) * head_dim);
+}
 
 static void run_bwd_case(const void *argument) {
   const bwd_case *bc = argument;
@@ -70,18 +77,26 @@ static void run_bwd_case(const void *argument) {
   CHECK_MSG(status == AOTK_OK, "%s: %s", aotk_status_name(status), aotk_last_error());
   if (status != AOTK_OK) return;
   CHECK_MSG(r.passed, "%s: %s", r.kernel_name, r.detail);
-  CHECK_MSG(strncmp(r.kernel_name, "attn_bwd_dkdv_", 14) == 0, "the query names %s, not the dK/dV kernel",
-            r.kernel_name);
+  const aotk_gpu_test_fwd_path path = aotk_gpu_test_expect_bwd_path(c->layout, c->mix_layouts, c->seqlen_k, c->heads_kv,
+                                                                    c->head_dim, &c->features, bc->expect_ptx);
+  /* deterministic = 0 lets the warp-specialized path fuse dQ (include/aotk.h). */
+  const bool expect_fused = path == FWD_HOPPER && !c->deterministic;
+  const char *const prefix = expect_fused ? "attn_bwd_fused_hopper_" : "attn_bwd_dkdv_";
+  CHECK_MSG(strncmp(r.kernel_name, prefix, strlen(prefix)) == 0, "deterministic = %d: the query names %s, not %s*",
+            c->deterministic, r.kernel_name, prefix);
+  CHECK_MSG(((r.features & AOTK_FEATURE_NONDETERMINISTIC) != 0) == expect_fused, "features 0x%x for %s",
+            (unsigned)r.features, r.kernel_name);
   bool aligned = strstr(r.kernel_name, "_aligned_") != NULL;
   CHECK_MSG(aligned == bc->expect_aligned, "%s layout%s ran %s", aotk__check_layout_name(c->layout),
             c->mix_layouts ? " (mixed)" : "", r.kernel_name);
   CHECK_MSG(r.from_ptx == (int)bc->expect_ptx, "from_ptx = %d", r.from_ptx);
   aotk_gpu_test_check_kernel_choice(
-      r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk, r.kernel_head_dim_v, r.features,
-      aotk_gpu_test_expect_bwd_path(c->layout, c->mix_layouts, c->seqlen_k, c->heads_kv, c->head_dim, &c->features,
-                                    bc->expect_ptx));
-  if (strncmp(r.kernel_name, "attn_bwd_dkdv_hopper_", 21) == 0) hopper_cases++;
-  /* The pre-pass, dK/dV and dQ; and the sink reduction, which the check asks for with sinks (dsinks). */
+      r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk, r.kernel_head_dim_v,
+      r.features & ~AOTK_FEATURE_NONDETERMINISTIC, path);
+  if (path == FWD_HOPPER) hopper_cases++;
+  if (expect_fused) fused_cases++;
+  /* The pre-pass, dK/dV and dQ (fused: the cast of dQ); and the sink reduction, which the check asks
+   * for with sinks (dsinks). */
   const int32_t launches = c->features.sinks ? 4 : 3;
   CHECK_MSG(r.launches == launches, "launches = %d, expected %d", (int)r.launches, (int)launches);
   int64_t batch, seqlen_q;
@@ -89,6 +104,7 @@ static void run_bwd_case(const void *argument) {
   size_t documented = documented_workspace_bytes(batch, c->heads_q, seqlen_q);
   /* dsinks adds the sink gradient's partial sums: 4 * heads_q * batch * round_up(seqlen_q, 128) / 64. */
   if (c->features.sinks) documented += (size_t)(4 * c->heads_q * batch * ((seqlen_q + 127) / 128 * 128) / 64);
+  if (expect_fused) documented = fused_workspace_bytes(documented, batch, c->heads_q, seqlen_q, c->head_dim);
   CHECK_MSG(r.workspace_bytes == documented, "workspace_bytes = %zu, the header says %zu", r.workspace_bytes,
             documented);
   if (r.worst_fraction > worst_error_fraction[c->dtype]) {
@@ -117,8 +133,10 @@ static void fill_case(bwd_case *bc, aotk_dtype dtype, int64_t head_dim, int caus
   c->layout = layout;
   c->mix_layouts = mix_layouts;
   c->softmax_scale = softmax_scale;
-  /* Both values run the same kernels (see the header); a repeated case asks for determinism. */
-  c->deterministic = repeats > 0 ? 1 : index % 2;
+  /* A repeated case asks for determinism; the others alternate, in steps of two layout cycles, so that
+   * the contiguous cases (the ones the sm_90 Gluon pass takes: index % 8 == 0 in the matrix) run both
+   * the deterministic backward and, on sm_90, the fused non-deterministic one (include/aotk.h). */
+  c->deterministic = repeats > 0 ? 1 : (index / (2 * AOTK__LAYOUT_COUNT)) % 2;
   c->repeats = repeats;
   c->seed = seed + (uint64_t)index * 1000003u + (ptx ? 17 : 0);
   c->stream = (aotk_stream)stream;
@@ -342,15 +360,128 @@ static void test_query_on_device(void) {
   driver->cuCtxGetDevice(&device);
   driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
   if (major == 9) CHECK_MSG(info.arch == 90 && !info.from_ptx, "arch %d from_ptx %d", info.arch, info.from_ptx);
-  /* sm_90 runs the Gluon dK/dV pass here (dense, packed, plain, d128); other GPUs the Triton one. */
-  const char *prefix = major == 9 ? "attn_bwd_dkdv_hopper_bf16_d128_aligned_" : "attn_bwd_dkdv_bf16_d128_aligned_";
+  /* sm_90 runs the Gluon pass here (dense, packed, plain, d128), fused with dQ by default
+   * (deterministic = 0); other GPUs the Triton one. */
+  const char *prefix = major == 9 ? "attn_bwd_fused_hopper_bf16_d128_aligned_" : "attn_bwd_dkdv_bf16_d128_aligned_";
   CHECK_MSG(strncmp(info.kernel_name, prefix, strlen(prefix)) == 0, "kernel %s", info.kernel_name);
   CHECK(info.launches == 3);
-  CHECK(info.workspace_bytes == documented_workspace_bytes(batch, heads_q, seqlen_q));
+  const size_t base = documented_workspace_bytes(batch, heads_q, seqlen_q);
+  CHECK_MSG(info.workspace_bytes == (major == 9 ? fused_workspace_bytes(base, batch, heads_q, seqlen_q, head_dim) : base),
+            "workspace %zu", info.workspace_bytes);
+  CHECK(((info.features & AOTK_FEATURE_NONDETERMINISTIC) != 0) == (major == 9));
   CHECK(info.block_n > 0 && info.grid == (seqlen_k + info.block_n - 1) / info.block_n * batch * heads_kv);
   printf("    query: %s (sm_%d%s), %d warps, %d bytes shared, grid %lld, workspace %zu bytes\n", info.kernel_name,
          info.arch, info.from_ptx ? " PTX" : "", info.num_warps, info.shared_bytes, (long long)info.grid,
          info.workspace_bytes);
+  /* deterministic = 1: the dK/dV pass and the dQ pass, and the smaller workspace. */
+  params.deterministic = 1;
+  aotk_kernel_info det = AOTK_KERNEL_INFO_INIT;
+  status = aotk_query(AOTK_OP_ATTN_BWD, &params, &det);
+  CHECK_MSG(status == AOTK_OK, "%s: %s", aotk_status_name(status), aotk_last_error());
+  prefix = major == 9 ? "attn_bwd_dkdv_hopper_bf16_d128_aligned_" : "attn_bwd_dkdv_bf16_d128_aligned_";
+  CHECK_MSG(strncmp(det.kernel_name, prefix, strlen(prefix)) == 0, "deterministic: kernel %s", det.kernel_name);
+  CHECK(det.launches == 3 && det.workspace_bytes == base && (det.features & AOTK_FEATURE_NONDETERMINISTIC) == 0);
+}
+
+/* The non-deterministic backward (sm_90: deterministic = 0 on bwd_buffers' problem, fp16 d64 causal GQA
+ * with rows that see no key): dk and dv are bitwise the deterministic run's (the same dK/dV code, one
+ * owner each); dq matches it to within fp32 summation-order rounding, with no poison left; a workspace of
+ * the deterministic size is refused before anything is written; and a CUDA graph of the call (its
+ * memset included) replays to dq within the same bound. */
+static void test_nondeterministic(void) {
+  if (compute_capability != 90) {
+    TEST_SKIP("the fused non-deterministic backward runs on sm_90 only");
+    return;
+  }
+  bwd_buffers b;
+  uint16_t *det[3] = {NULL, NULL, NULL}, *fused[3] = {NULL, NULL, NULL};
+  CUdeviceptr workspace = 0;
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  if (bwd_buffers_create(&b)) {
+    CUdeviceptr gradients[3] = {b.dq, b.dk, b.dv};
+    size_t bytes[3] = {b.q_bytes, b.kv_bytes, b.kv_bytes};
+    static const char *const names[3] = {"dq", "dk", "dv"};
+    CHECK(aotk_attn_bwd(&b.params, (void *)(uintptr_t)b.workspace, b.workspace_bytes, (aotk_stream)stream) == AOTK_OK);
+    CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    for (int g = 0; g < 3; g++) CHECK(download(gradients[g], bytes[g], &det[g]));
+
+    aotk_attn_params params = b.params;
+    params.deterministic = 0;
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s", aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(strncmp(info.kernel_name, "attn_bwd_fused_hopper_fp16_d64_aligned_", 39) == 0, "kernel %s",
+              info.kernel_name);
+    CHECK(info.features & AOTK_FEATURE_NONDETERMINISTIC);
+    CHECK(info.workspace_bytes == fused_workspace_bytes(b.workspace_bytes, B, HQ, SQ, D));
+    CHECK(driver->cuMemAlloc(&workspace, info.workspace_bytes) == CUDA_SUCCESS);
+    CHECK(driver->cuMemsetD8(workspace, 0xff, info.workspace_bytes) == CUDA_SUCCESS);
+    poison_gradients(&b);
+    status = aotk_attn_bwd(&params, (void *)(uintptr_t)workspace, b.workspace_bytes, (aotk_stream)stream);
+    CHECK_MSG(status == AOTK_ERROR_WORKSPACE_TOO_SMALL, "the deterministic size: %s", aotk_status_name(status));
+    CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    CHECK_MSG(count_poisoned(b.dq, b.q_bytes) == (int64_t)(b.q_bytes / 2), "a refused call wrote dq");
+
+    /* Twice on a workspace full of NaN: the accumulator is cleared by the call itself. */
+    for (int run = 0; run < 2; run++) {
+      status = aotk_attn_bwd(&params, (void *)(uintptr_t)workspace, info.workspace_bytes, (aotk_stream)stream);
+      CHECK_MSG(status == AOTK_OK, "%s: %s", aotk_status_name(status), aotk_last_error());
+    }
+    CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    for (int pass = 0; pass < 2; pass++) {
+      for (int g = 0; g < 3; g++) {
+        free(fused[g]);
+        fused[g] = NULL;
+        CHECK(download(gradients[g], bytes[g], &fused[g]));
+      }
+      if (!det[0] || !fused[0] || !det[1] || !fused[1] || !det[2] || !fused[2]) break;
+      for (int g = 1; g < 3; g++) {
+        CHECK_MSG(memcmp(det[g], fused[g], bytes[g]) == 0, "%s: %s differs from the deterministic run's",
+                  pass ? "graph replay" : "direct call", names[g]);
+      }
+      /* dq: each element within 4 fp16 ulps of the deterministic run's, plus 2^-10 of its largest
+       * magnitude (the two compute dS from S and S^T tiles, whose fp32 roundings differ). */
+      int64_t far = 0, poisoned = 0;
+      double worst = 0.0, largest = 0.0;
+      for (size_t i = 0; i < bytes[0] / 2; i++) {
+        const double y = fabs((double)aotk__fp16_to_float(det[0][i]));
+        if (y > largest) largest = y;
+      }
+      for (size_t i = 0; i < bytes[0] / 2; i++) {
+        poisoned += fused[0][i] == 0xffff;
+        const double x = aotk__fp16_to_float(fused[0][i]), y = aotk__fp16_to_float(det[0][i]);
+        const double diff = fabs(x - y);
+        if (diff > worst) worst = diff;
+        if (!(diff <= 4.0 * 0x1.0p-10 * fabs(y) + 0x1.0p-10 * largest)) far++;
+      }
+      CHECK_MSG(poisoned == 0 && far == 0, "%s: dq %lld elements poisoned, %lld beyond the bound (worst %g)",
+                pass ? "graph replay" : "direct call", (long long)poisoned, (long long)far, worst);
+      printf("    %s: dk, dv bitwise the deterministic run's; dq within %g of it\n",
+             pass ? "graph replay" : "direct call", worst);
+      if (pass == 1) break;
+      /* The same call captured in a graph (memset, four kernels), replayed three times. */
+      poison_gradients(&b);
+      CHECK(driver->cuMemsetD8(workspace, 0xff, info.workspace_bytes) == CUDA_SUCCESS);
+      CHECK(driver->cuCtxSynchronize() == CUDA_SUCCESS);
+      CHECK(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS);
+      aotk_status captured = aotk_attn_bwd(&params, (void *)(uintptr_t)workspace, info.workspace_bytes,
+                                           (aotk_stream)stream);
+      CHECK(driver->cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+      CHECK_MSG(captured == AOTK_OK, "%s: %s", aotk_status_name(captured), aotk_last_error());
+      CHECK(graph != NULL && driver->cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS);
+      for (int replay = 0; exec != NULL && replay < 3; replay++) CHECK(driver->cuGraphLaunch(exec, stream) == CUDA_SUCCESS);
+      CHECK(driver->cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    }
+  }
+  if (exec) driver->cuGraphExecDestroy(exec);
+  if (graph) driver->cuGraphDestroy(graph);
+  if (workspace) driver->cuMemFree(workspace);
+  for (int g = 0; g < 3; g++) {
+    free(det[g]);
+    free(fused[g]);
+  }
+  bwd_buffers_destroy(&b);
 }
 
 /* --- the features ------------------------------------------------------------------------------ */
@@ -684,13 +815,16 @@ static void hopper_section(int *index) {
 
 /* Each case's choice was checked against the rule; this catches a rule that never fires on an H100. */
 static void test_hopper_was_used(void) {
-  printf("    cases whose dK/dV pass was the warp-specialized kernel: %d (GPU sm_%d)\n", hopper_cases,
-         compute_capability);
+  printf("    cases whose dK/dV pass was the warp-specialized kernel: %d, %d of them fused with dQ (GPU sm_%d)\n",
+         hopper_cases, fused_cases, compute_capability);
   if (compute_capability != 90) {
     TEST_SKIP("the warp-specialized dK/dV pass runs on sm_90 only");
     return;
   }
   CHECK_MSG(hopper_cases >= 20, "only %d cases ran the warp-specialized dK/dV pass", hopper_cases);
+  CHECK_MSG(fused_cases >= 10 && hopper_cases - fused_cases >= 10,
+            "%d cases ran the fused (non-deterministic) pass, %d the deterministic one", fused_cases,
+            hopper_cases - fused_cases);
 }
 
 int main(void) {
@@ -698,6 +832,7 @@ int main(void) {
   RUN_TEST(test_query_on_device);
   RUN_TEST(test_workspace_refused);
   RUN_TEST(test_graph_capture);
+  RUN_TEST(test_nondeterministic);
 
   static const int64_t lengths[] = {1, 17, 127, 128, 1000};
   static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};

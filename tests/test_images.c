@@ -134,6 +134,13 @@ static const struct family {
     {AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, "attn_bwd_dkdv_hopper",
      "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if" "tttt", true, false, HEAD_DIMS_HOPPER_BWD_PAIRS,
      false, false, true, 0, 90, true, true},
+    /* Its fused, non-deterministic form: the same, then a descriptor of the fp32 dQ accumulator. */
+    {AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, "attn_bwd_fused_hopper",
+     "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if" "ttttt", true, false,
+     HEAD_DIMS_HOPPER_BWD_PAIRS, false, false, true, 0, 90, true, true},
+    /* ... and the cast of that accumulator into dq: 64 rows per program. */
+    {AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, "attn_bwd_dq_convert", "pp" "lii" "iii" "i", true, false,
+     HEAD_DIMS_HOPPER_BWD_PAIRS, false, false, false, 64, 90, true, false},
     /* Selection: a tile of the group's query heads (block_m) against one selected block (block_n). */
     {AOTK__FAMILY_SEL_FWD, "sel_fwd", "ppppppppp" "li" "li" "li" "li" "li" "li" "li" "iiiiiiii" "f", true, true,
      HEAD_DIMS_SEL_PAIRS, false, true, true, 0, 0, false, false},
@@ -615,13 +622,16 @@ static void test_table_selection_tiles(void) {
  * slice of one head that tiles it exactly (a box past the head would read the next head's columns, and
  * the kernel loads the head as whole boxes); TMA's own rules: at most 256 per dimension, an inner extent
  * of a multiple of 16 bytes, and at most the swizzle's span (128 bytes for the 128-byte swizzle, 3). The
- * forward's TMA families take three, the backward's Gluon pass four; other rows have none. */
+ * forward's TMA families take three, the backward's Gluon pass four, its fused form five (the fifth
+ * over the fp32 dQ accumulator, [batch * heads_q, stats_stride, head_dim_qk], in block_m-row tiles);
+ * other rows have none. */
 enum { TMA_SWIZZLE_NONE = 0, TMA_SWIZZLE_128B = 3, TMA_ELEMENT_BYTES = 2 };
 static void test_table_tma_descriptors(void) {
   int tma_rows = 0;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    const bool bwd = e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
+    const bool fused = e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
+    const bool bwd = e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || fused;
     if (e->family != AOTK__FAMILY_ATTN_FWD_TMA && e->family != AOTK__FAMILY_ATTN_FWD_HOPPER && !bwd) {
       CHECK_MSG(e->descriptor_count == 0, "row %d %s: %d TMA descriptors, but it takes none", i, e->name,
                 e->descriptor_count);
@@ -630,14 +640,16 @@ static void test_table_tma_descriptors(void) {
       continue;
     }
     tma_rows++;
-    const int count = bwd ? 4 : 3;
+    const int count = fused ? 5 : bwd ? 4 : 3;
     CHECK_MSG(e->descriptor_count == count, "row %d %s: %d TMA descriptors, expected %d (Q, K, V%s)", i, e->name,
-              e->descriptor_count, count, bwd ? ", dO" : "");
+              e->descriptor_count, count, fused ? ", dO, the dQ accumulator" : bwd ? ", dO" : "");
     if (e->descriptor_count != count) continue;
-    static const char *const names[4] = {"Q", "K", "V", "dO"};
+    static const char *const names[5] = {"Q", "K", "V", "dO", "dQ accumulator"};
     const int32_t q_rows = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER ? 64 : e->block_m;
-    const int32_t rows[4] = {q_rows, e->block_n, e->block_n, e->block_m};
-    const int32_t head_dims[4] = {e->head_dim_qk, e->head_dim_qk, e->head_dim_v, e->head_dim_v};
+    const int32_t rows[5] = {q_rows, e->block_n, e->block_n, e->block_m, e->block_m};
+    const int32_t head_dims[5] = {e->head_dim_qk, e->head_dim_qk, e->head_dim_v, e->head_dim_v, e->head_dim_qk};
+    /* The accumulator is fp32 ([batch * heads_q, stats_stride, head_dim_qk]), the others fp16/bf16. */
+    const int32_t element_bytes[5] = {TMA_ELEMENT_BYTES, TMA_ELEMENT_BYTES, TMA_ELEMENT_BYTES, TMA_ELEMENT_BYTES, 4};
     for (int d = 0; d < count; d++) {
       const aotk__tma_layout *t = &e->descriptors[d];
       CHECK_MSG(t->swizzle >= TMA_SWIZZLE_NONE && t->swizzle <= TMA_SWIZZLE_128B, "row %d %s %s: swizzle %d", i,
@@ -648,11 +660,11 @@ static void test_table_tma_descriptors(void) {
       const int32_t inner = t->box[2];
       CHECK_MSG(inner > 0 && inner <= 256 && head_dims[d] % inner == 0,
                 "row %d %s %s: box[2] %d does not divide the head dim %d", i, e->name, names[d], inner, head_dims[d]);
-      CHECK_MSG(inner * TMA_ELEMENT_BYTES % 16 == 0, "row %d %s %s: box[2] %d is not a multiple of 16 bytes", i,
+      CHECK_MSG(inner * element_bytes[d] % 16 == 0, "row %d %s %s: box[2] %d is not a multiple of 16 bytes", i,
                 e->name, names[d], inner);
       if (t->swizzle == TMA_SWIZZLE_128B) {
-        CHECK_MSG(inner * TMA_ELEMENT_BYTES <= 128, "row %d %s %s: box[2] %d is %d bytes, over the 128-byte swizzle",
-                  i, e->name, names[d], inner, inner * TMA_ELEMENT_BYTES);
+        CHECK_MSG(inner * element_bytes[d] <= 128, "row %d %s %s: box[2] %d is %d bytes, over the 128-byte swizzle",
+                  i, e->name, names[d], inner, inner * element_bytes[d]);
       }
       for (int b = 0; b < 3; b++) {
         CHECK_MSG(t->box[b] >= 1 && t->box[b] <= 256, "row %d %s %s: box[%d] %d outside [1, 256]", i, e->name,

@@ -146,7 +146,9 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     dropout_p: in [0, 1); the {seed, offset} come from torch's CUDA generator (torch.manual_seed
     reproduces them). softmax_scale: None for 1/sqrt(head_dim_qk). causal: bottom-right aligned, as
     flash-attn >= 2.1. window_size (left, right): -1 for unbounded. softcap: 0 off. alibi_slopes: fp32
-    [heads_q] or [batch, heads_q]. deterministic: accepted; aotk's backward is always deterministic.
+    [heads_q] or [batch, heads_q]. deterministic: False (flash-attn's default) lets the sm_90 backward
+    add dq in a varying order (faster; dk and dv stay bitwise reproducible); True asks for a bitwise
+    deterministic backward everywhere (include/aotk.h, aotk_attn_params.deterministic).
     return_attn_probs=True is not supported (NotImplementedError).
     """
     return _ops("flash_attn_func").flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,

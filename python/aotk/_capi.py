@@ -32,7 +32,7 @@ AOTK_IMAGE_POLICY_SM80_PTX = 1
 
 # AOTK_FEATURE_* bit i is FEATURE_NAMES[i].
 FEATURE_NAMES = ("varlen", "causal", "window", "softcap", "alibi", "sinks", "dropout", "padded_head_dim",
-                 "extras_kernel", "tma", "warp_specialized")
+                 "extras_kernel", "tma", "warp_specialized", "nondeterministic")
 
 LIBRARY_ENV = "AOTK_LIBRARY"
 LIBRARY_FILE = "libaotk.so"

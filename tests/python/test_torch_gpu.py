@@ -555,18 +555,19 @@ def test_torch_compile_import_order():
 
 def test_cuda_graph():
     """Forward and backward captured in one CUDA graph (after aotk.preload() and a warm-up, torch's
-    recipe), replayed on new inputs: bit-identical to eager calls. With dropout, each replay draws a
-    fresh mask."""
+    recipe), replayed on new inputs: with deterministic=True bit-identical to eager calls; with the
+    default (on sm_90 the fused backward, whose dq sums in a varying order, include/aotk.h) out, dk and
+    dv bit-identical and dq within rounding. With dropout, each replay draws a fresh mask."""
     aotk.preload()
     dtype = torch.bfloat16
     static = [rand(2, 256, 8, 64, dtype=dtype).requires_grad_() for _ in range(3)]
 
-    def step(dropout_p):
-        out = aotk.flash_attn_func(*static, causal=True, dropout_p=dropout_p)
-        out.float().square().sum().backward()
-        return out
+    for dropout_p, deterministic in ((0.0, True), (0.0, False), (0.1, False)):
+        def step(dropout_p):
+            out = aotk.flash_attn_func(*static, causal=True, dropout_p=dropout_p, deterministic=deterministic)
+            out.float().square().sum().backward()
+            return out
 
-    for dropout_p in (0.0, 0.1):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -590,13 +591,18 @@ def test_cuda_graph():
             torch.cuda.synchronize()
             replays.append((static_out.clone(), [x.grad.clone() for x in static]))
         if dropout_p == 0.0:
-            # The same inputs eagerly: bit-identical (aotk is deterministic).
+            # The same inputs eagerly: bit-identical where the backward is deterministic.
             xs = [x.detach().clone().requires_grad_() for x in static]
-            out = aotk.flash_attn_func(*xs, causal=True)
+            out = aotk.flash_attn_func(*xs, causal=True, deterministic=deterministic)
             out.float().square().sum().backward()
             expect(torch.equal(out, replays[-1][0]), "graph replay's out differs from the eager call")
             for name, x, g in zip("qkv", xs, replays[-1][1]):
-                expect(torch.equal(x.grad, g), f"graph replay's d{name} differs from the eager call")
+                if deterministic or name != "q":
+                    expect(torch.equal(x.grad, g), f"graph replay's d{name} differs from the eager call "
+                                                   f"(deterministic={deterministic})")
+                else:
+                    err = ((x.grad.float() - g.float()).norm() / g.float().norm()).item()
+                    expect(err < 1e-2, f"graph replay's dq differs from the eager call's by {err:.3g} (relative L2)")
         else:
             # The same inputs replayed twice: a different dropout mask each time.
             outs = []
