@@ -74,7 +74,7 @@ AOTK_OP_SEL_BWD = 4
 AOTK_ALIGN_BOTTOM_RIGHT = 0
 AOTK_ALIGN_TOP_LEFT = 1
 AOTK_FEATURE_NAMES = ["varlen", "causal", "window", "softcap", "alibi", "sinks", "dropout", "padded_head_dim",
-                      "extras_kernel", "tma", "warp_specialized"]  # AOTK_FEATURE_* bit i
+                      "extras_kernel", "tma", "warp_specialized", "nondeterministic"]  # AOTK_FEATURE_* bit i
 
 TORCH_TO_AOTK_DTYPE = {
     torch.float16: AOTK_DTYPE_FLOAT16,
@@ -300,7 +300,9 @@ SDPA_BACKENDS = [
     ("sdpa-cudnn", _sdpa_backend("CUDNN_ATTENTION")),
     ("sdpa-efficient", _sdpa_backend("EFFICIENT_ATTENTION")),
 ]
-IMPLS = ["aotk"] + [name for name, _ in SDPA_BACKENDS]
+# "aotk" runs the library's default (params.deterministic = 0: on sm_90 the backward may add dQ in a
+# varying order, include/aotk.h); the backward rows also time "aotk-det", the bitwise-deterministic backward.
+IMPLS = ["aotk", "aotk-det"] + [name for name, _ in SDPA_BACKENDS]
 
 SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
 SEQLENS_QUICK = [1024, 4096]
@@ -512,32 +514,40 @@ def bwd_run_case(case, aotk):
         params = fwd_params(q.detach(), k.detach(), v.detach(), out, lse, causal)
         for field, t in (("dout", dout), ("dq", dq), ("dk", dk), ("dv", dv)):
             setattr(params, field, describe_tensor(t))
-        params.deterministic = 1
         params_ref = ctypes.byref(params)
         failure = None
         try:
             aotk.attn_fwd(params_ref, current_stream())
-            info = aotk.query(AOTK_OP_ATTN_BWD, params)
-            note(f"aotk kernels {info['kernel_name']} + dq + preprocess, workspace {info['workspace_bytes']} bytes")
-            workspace = torch.empty(max(info["workspace_bytes"], 16), device="cuda", dtype=torch.uint8)
-            for t in (dq, dk, dv):
-                t.fill_(float("nan"))
-            aotk.attn_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"], current_stream())
-            torch.cuda.synchronize()
         except AotkError as e:
             loud(f"aotk FAILED on {case_label(case)}: {e}")
             return results, f"aotk raised: {e}"
-        errs = {name: rel_l2(t, ref_grads[name]) for name, t in (("dq", dq), ("dk", dk), ("dv", dv))}
-        if not all(e_ < BWD_REL_TOL for e_ in errs.values()):
-            msg = f"aotk gradients differ from sdpa-flash's: relative L2 {errs} (tolerance {BWD_REL_TOL})"
-            loud(f"ROW ABORTED, {case_label(case)}: {msg}")
-            return {}, msg
-        note("aotk checked against sdpa-flash: relative L2 " + ", ".join(f"{k_} {v_:.2g}" for k_, v_ in errs.items()))
-        try:
-            results["aotk"] = time_ms(lambda: aotk.attn_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"],
-                                                            current_stream()))
-        except AotkError as e:
-            failure = f"aotk raised while timing: {e}"
+        # Both modes, each checked and timed: the default (deterministic = 0) and the deterministic one.
+        for impl, deterministic in (("aotk", 0), ("aotk-det", 1)):
+            params.deterministic = deterministic
+            try:
+                info = aotk.query(AOTK_OP_ATTN_BWD, params)
+                note(f"{impl}: {info['kernel_name']} ({info['launches']} kernels, features "
+                     f"{', '.join(info['features']) or 'none'}), workspace {info['workspace_bytes']} bytes")
+                workspace = torch.empty(max(info["workspace_bytes"], 16), device="cuda", dtype=torch.uint8)
+                for t in (dq, dk, dv):
+                    t.fill_(float("nan"))
+                aotk.attn_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"], current_stream())
+                torch.cuda.synchronize()
+            except AotkError as e:
+                loud(f"{impl} FAILED on {case_label(case)}: {e}")
+                return results, f"{impl} raised: {e}"
+            errs = {name: rel_l2(t, ref_grads[name]) for name, t in (("dq", dq), ("dk", dk), ("dv", dv))}
+            if not all(e_ < BWD_REL_TOL for e_ in errs.values()):
+                msg = f"{impl} gradients differ from sdpa-flash's: relative L2 {errs} (tolerance {BWD_REL_TOL})"
+                loud(f"ROW ABORTED, {case_label(case)}: {msg}")
+                return {}, msg
+            note(f"{impl} checked against sdpa-flash: relative L2 " + ", ".join(f"{k_} {v_:.2g}" for k_, v_ in errs.items()))
+            try:
+                results[impl] = time_ms(lambda: aotk.attn_bwd(params_ref, workspace.data_ptr(),
+                                                              info["workspace_bytes"], current_stream()))
+            except AotkError as e:
+                failure = f"{impl} raised while timing: {e}"
+            del workspace
     if FLEX_OPTIONS["grid"]:  # --flex: compiled FlexAttention's backward, checked against flash's gradients
         ms = flex_run(to_bhsd(q), to_bhsd(k), to_bhsd(v), flex_block_mask(flex_causal_mask, n) if causal else None,
                       True, ref_grads={name: g.transpose(1, 2) for name, g in ref_grads.items()}, dout=to_bhsd(dout))
@@ -2030,7 +2040,7 @@ def gqa_run_case_unguarded(case, aotk):
             params.dout = describe_tensor(dout)
             for name, g in grads.items():
                 setattr(params, name, describe_tensor(g))
-            params.deterministic = 1
+            params.deterministic = 0  # the library's default, as the grid's "aotk" column
             aotk.attn_fwd(params_ref, current_stream())  # out and lse for the backward
             info = facts["info"] = aotk.query(AOTK_OP_ATTN_BWD, params)
             workspace = torch.empty(max(info["workspace_bytes"], 16), device=DEVICE, dtype=torch.uint8)
@@ -2260,12 +2270,14 @@ def doc_plain_tensors(spec, t):
 
 
 def attach_backward(params, t):
-    """Adds dout and fresh dq, dk, dv (t["dq"] ...) to a forward's params, deterministic as the grid's."""
+    """Adds dout and fresh dq, dk, dv (t["dq"] ...) to a forward's params, with the library's default
+    deterministic = 0 as the grid's "aotk" column (varlen and padded batches run deterministic kernels
+    either way today)."""
     for name in ("q", "k", "v"):
         t["d" + name] = torch.empty_like(t[name])
     for name in ("dout", "dq", "dk", "dv"):
         setattr(params, name, describe_tensor(t[name]))
-    params.deterministic = 1
+    params.deterministic = 0
 
 
 def aotk_backward_call(aotk, params):
@@ -3322,7 +3334,7 @@ def main(argv=None):
     rows, lines, failures = [], [], []
     feature_lines, bar_lines = [], []
     op_tables = {}  # an op's "print" -> (its table lines, its bar lines), in the order the ops ran
-    r_flash_all, r_best_all = [], []
+    r_flash_all, r_best_all, r_det_all = [], [], []
     for op in ops:
         if op in ("fwd_feat", "bwd_feat"):
             seqlens = FEATURE_GRID_SEQLENS_QUICK if args.quick else FEATURE_GRID_SEQLENS
@@ -3365,6 +3377,9 @@ def main(argv=None):
                 r_flash_all.append(r_flash)
             if r_best:
                 r_best_all.append(r_best)
+            sdpa = [tfl[name] for name, _ in SDPA_BACKENDS if name in tfl]
+            if "aotk-det" in tfl and sdpa:
+                r_det_all.append(tfl["aotk-det"] / max(sdpa))
             line = table_line(case, tfl, failure)
             lines.append(line)
             print(table_head())
@@ -3381,6 +3396,9 @@ def main(argv=None):
         summary.append(f"geomean aotk/sdpa-flash {geomean(r_flash_all):.2f}x over {len(r_flash_all)} rows")
     if r_best_all:
         summary.append(f"geomean aotk/best-sdpa  {geomean(r_best_all):.2f}x over {len(r_best_all)} rows")
+    if r_det_all:
+        summary.append(f"geomean aotk-det/best-sdpa {geomean(r_det_all):.2f}x over {len(r_det_all)} rows "
+                       "(the deterministic backward)")
     summary.append(f"wrote {path} ({len(rows)} rows from this run, {total_rows} in the file)")
     if failures:
         summary.append(f"{len(failures)} FAILED row(s):")

@@ -103,6 +103,11 @@ Run 1 (12 rows, seqlen 1k/4k/16k): _wr 0.76, bm64_s2 0.74, _pipe 0.71 (deferring
 slower), aotk 0.70. Run 3 checked _tr_rs_pipe, _tr_rs_pf and _rs_pf (13 of 16 quick cases OK, then the
 check phase hit its 75 s limit at d=64 causal (1, 1000, 1000, 4, 4), most likely compile time for 7
 variants, a hang not excluded); they were never timed.
+Run 4 (2026-11-25, --quick checks: all 16 OK for all three; 8 rows, d 64/128, seqlen 2k/8k, causal or
+not): _tr_rs 0.84x cuDNN (geomean), _tr_rs_pf 0.82x, _tr_rs_pipe 0.80x: deferring the dQ store and
+reduce-add behind the next step's S^T/dP^T, or prefetching the next step's statistics, is slower
+(register pressure and the later release of the stage), so the library's fused kernel
+(kernels/attn_bwd_hopper.py, attn_bwd_fused_hopper) is _tr_rs.
 
 Per kernel, d=128 non-causal 16k (ms; TFLOP/s of the kernel's own products): aotk dK/dV 8.68 (506 for
 4 products), aotk dQ 5.15 (641 for 3); Gluon dK/dV alone (_rs) 7.62 (577 for 4); Gluon fused _tr_rs
