@@ -230,6 +230,10 @@ ATTN_TMA_HEAD_DIMS = ((128, 128), (256, 256))
 # head dims it was measured at; d=256 with 64-key blocks (bench/explore_hopper/gluon_attn_fwd.py,
 # ppp_bn64_s2: 0.84-0.98x cuDNN at 4k/8k, where the Triton TMA kernel measured 0.70-0.89).
 ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (256, 256))
+# The Gluon forward with three consumer warpgroups (192-row tiles), FA3's d=64 tile: the host takes it
+# for the plain forward without a causal mask (bench/explore_hopper/gluon_attn_fwd.py, ppp3_bn128_s2:
+# 1.0-1.07x cuDNN non-causal; causal, with the static rounds, it measured worse than two warpgroups).
+ATTN_HOPPER_WG3_HEAD_DIMS = ((64, 64),)
 # The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) at the head dims it was measured at.
 ATTN_HOPPER_BWD_HEAD_DIMS = ((64, 64), (128, 128))
 EXTRAS = (False, True)
@@ -260,6 +264,9 @@ ATTN_TUNING = {
     ("attn_fwd_hopper", 90, 64, 64): ((1, T(128, 128, 4, 2)),),
     ("attn_fwd_hopper", 90, 128, 128): ((1, T(128, 128, 4, 2)),),
     ("attn_fwd_hopper", 90, 256, 256): ((1, T(128, 64, 4, 2)),),
+    # Three consumer warpgroups of 64 rows (4 + 4 + 4 + 1 producer warps, padded to 16): registers
+    # 128 at entry, setmaxnreg 160 for the consumers and 24 for the producer (CONSUMER_REGS below).
+    ("attn_fwd_hopper_wg3", 90, 64, 64): ((1, T(192, 128, 4, 2)),),
     # The Gluon dK/dV pass: 64 query rows per step, 128 keys per program, 8 consumer warps (the program
     # runs 8 + 1 producer, padded to 12), a 2-stage Q/dO ring (bench/explore_hopper/gluon_attn_bwd.py:
     # 3 stages measured no faster).
@@ -342,6 +349,8 @@ FAMILIES = {
     "attn_fwd": ("attn_fwd.py", "attn_fwd", ATTN_FWD_PARAMS, ("dtype", "dims", "align", "extras")),
     "attn_fwd_tma": ("attn_fwd.py", "attn_fwd_tma", ATTN_FWD_TMA_PARAMS, ("dtype", "tma_dims", "extras")),
     "attn_fwd_hopper": ("attn_fwd_hopper.py", "attn_fwd_hopper", ATTN_FWD_HOPPER_PARAMS, ("dtype", "hopper_dims")),
+    "attn_fwd_hopper_wg3": ("attn_fwd_hopper.py", "attn_fwd_hopper_wg3", ATTN_FWD_HOPPER_PARAMS,
+                            ("dtype", "hopper_wg3_dims")),
     "attn_dropout_mask": ("attn_fwd.py", "attn_dropout_mask", ATTN_DROPOUT_MASK_PARAMS, ()),
     "attn_bwd_preprocess": ("attn_bwd.py", "attn_bwd_preprocess", ATTN_BWD_PREPROCESS_PARAMS,
                             ("dtype", "dims_v", "align")),
@@ -420,8 +429,8 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
         return ((1, SEL_SCAN_CONFIG),)
     if family == "sel_check_indices":
         return ((1, SEL_CHECK_CONFIG),)
-    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_bwd_dkdv", "attn_bwd_dq", "attn_bwd_dkdv_hopper",
-                  "attn_bwd_fused_hopper"):
+    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_bwd_dkdv", "attn_bwd_dq",
+                  "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper"):
         key = (family, arch, dqk, dv)
         return ATTN_TUNING_EXTRAS.get(key, ATTN_TUNING[key]) if extras else ATTN_TUNING[key]
     if family in ("attn_bwd_preprocess", "attn_bwd_dq_convert"):
@@ -434,7 +443,8 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
 def _constexprs(function_params, dqk, dv, config, extras, block_size=0):
     values = {"HEAD_DIM_QK": dqk, "HEAD_DIM_V": dv, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
               "EXTRAS": extras, "BLOCK": config.block_m, "HEAD_DIM": dqk, "STAGES": config.num_stages,
-              "PRODUCER_REGS": 24, "CONSUMER_REGS": 240,
+              # setmaxnreg: three consumer warpgroups (192-row tiles) share the file at 160 each
+              "PRODUCER_REGS": 24, "CONSUMER_REGS": 160 if config.block_m == 192 else 240,
               # selection: 192 = 128 + 64; the group, pair and index tiles
               "HEAD_DIM_QK0": 128 if dqk == 192 else dqk, "HEAD_DIM_QK1": 64 if dqk == 192 else 0,
               "BLOCK_G": config.block_m, "BLOCK_R": config.block_m, "BLOCK_SIZE": block_size,
@@ -446,6 +456,7 @@ CONSTEXPRS = {
     "attn_fwd": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
     "attn_fwd_tma": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
     "attn_fwd_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS", "CONSUMER_REGS"),
+    "attn_fwd_hopper_wg3": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS", "CONSUMER_REGS"),
     "attn_bwd_dkdv_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS"),
     "attn_bwd_fused_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS"),
     "attn_bwd_dq_convert": ("HEAD_DIM", "BLOCK_M"),
@@ -466,15 +477,16 @@ CONSTEXPRS = {
 }
 
 
-FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_bwd_dkdv_hopper": (90,),
+FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_fwd_hopper_wg3": (90,), "attn_bwd_dkdv_hopper": (90,),
                 "attn_bwd_fused_hopper": (90,), "attn_bwd_dq_convert": (90,)}
 # Options beyond num_warps and num_stages: the Gluon kernel caps registers at entry so that its
 # setmaxnreg split (24 for the producer, 240 for the consumers) takes effect.
-FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}, "attn_bwd_dkdv_hopper": {"maxnreg": 168},
+FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}, "attn_fwd_hopper_wg3": {"maxnreg": 128},
+                  "attn_bwd_dkdv_hopper": {"maxnreg": 168},
                   "attn_bwd_fused_hopper": {"maxnreg": 168}}
 # Families written in Gluon (compiled from GluonASTSource, their descriptors typed with the shared-memory
 # layout the kernel allocates).
-GLUON_FAMILIES = ("attn_fwd_hopper", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper")
+GLUON_FAMILIES = ("attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper")
 
 
 def catalog():
@@ -493,6 +505,8 @@ def catalog():
                 dims = ATTN_HOPPER_HEAD_DIMS
             elif "hopper_bwd_dims" in axes:
                 dims = ATTN_HOPPER_BWD_HEAD_DIMS
+            elif "hopper_wg3_dims" in axes:
+                dims = ATTN_HOPPER_WG3_HEAD_DIMS
             elif "dims_v" in axes:
                 dims = tuple(sorted({(0, dv) for _, dv in ATTN_HEAD_DIMS}))
             else:
@@ -500,7 +514,7 @@ def catalog():
             for dtype in dtypes:
                 for dqk, dv in dims:
                   for block_size in (SEL_BLOCK_SIZES if "sel_block" in axes else (0,)):
-                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes) else (False,)):
+                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_wg3_dims" in axes) else (False,)):
                         for extras in (EXTRAS if "extras" in axes else (False,)):
                             for min_seqlen, config in _configs(family, arch, dqk, dv, extras, block_size):
                                 params = tuple((n, t.format(dtype=dtype, block_m=config.block_m, block_n=config.block_n,

@@ -335,7 +335,8 @@ typedef struct aotk_kernel_info {
  * without softcap, ALiBi or dropout and with no window but causal. */
 #define AOTK_FEATURE_TMA (1u << 9)
 /* Added in 0.4. The sm_90 forward with FlashAttention-3's schedule (a TMA producer warp, two consumer
- * warpgroups taking turns, softmax overlapped with the matrix products; written in Gluon), which also
+ * warpgroups taking turns, three at d=64 without a causal mask from 2048 query rows on; softmax
+ * overlapped with the matrix products; written in Gluon), which also
  * sets AOTK_FEATURE_TMA. It runs the plain forward (no softcap, ALiBi, dropout or sinks; no window but
  * causal, either alignment) at head dims 64, 128 and 256, where TMA's conditions above hold. It is
  * persistent: at most one program per SM, each walking several query tiles, so aotk_kernel_info's grid

@@ -11,13 +11,15 @@ round. Inside a program:
   a ring of STAGES shared-memory stages, each with a "ready" mbarrier (the TMA's transaction count) and
   an "empty" one (both consumers released it). The ring's counters run across tiles: the producer runs
   ahead into the next tile while the consumers finish this one, which is what persistence buys;
-- two consumer warpgroups own 64 query rows each. Each runs S = Q K^T and O += P V as asynchronous
+- two consumer warpgroups own 64 query rows each (attn_fwd_hopper_wg3: three, 192-row tiles, FA3's
+  d=64 tile; the host takes it without a causal mask from 2048 query rows on). Each runs S = Q K^T and O += P V as asynchronous
   wgmma (P from registers), with FA3's intra-warpgroup pipelining: the QK^T of block j and the PV of
   block j-1 are issued together, and the softmax of block j runs while the PV finishes. The two
-  warpgroups take turns issuing their matrix products ("ping-pong", two mbarriers passing the turn),
+  warpgroups take turns issuing their matrix products ("ping-pong", one mbarrier per warpgroup passing
+  the turn round-robin),
   so one warpgroup's softmax (exp2 on the MUFU) overlaps the other's tensor-core work.
-The producer keeps 24 registers and the consumers take 240 (setmaxnreg), which holds a 64 x BLOCK_N fp32
-S tile, the 64 x head_dim accumulator and P without spilling.
+The producer keeps 24 registers and the consumers take 240 (setmaxnreg; 160 with three), which holds a
+64 x BLOCK_N fp32 S tile, the 64 x head_dim accumulator and P without spilling.
 
 What it covers: the plain forward (no softcap, ALiBi, dropout or sinks: the host sends those to the
 Triton kernels), dense or varlen layouts, head dims with kernels in the catalog, both causal alignments
@@ -32,7 +34,9 @@ Measured through the JIT on the H100 (bench/explore_hopper/gluon_attn_fwd.py, th
 4-d descriptors; bf16, batch 16384 / seqlen, heads 2048 / d; ratio to cuDNN in the same run): d=64
 non-causal 0.94 / 0.93 at 4k / 8k, causal 0.92 / 0.99; d=128 non-causal 0.96 / 0.88, causal 0.98 /
 0.99; d=256 with BLOCK_N 64 and one Q buffer 0.94 / 0.84 non-causal, 0.98 / 0.97 causal. The same
-schedule with one program per tile measured 0.86-0.96 at d=64/128.
+schedule with one program per tile measured 0.86-0.96 at d=64/128. In the library's benchmark (H100,
+bf16, d=64 non-causal, 2026-11-25) three warpgroups reach 0.97-1.12x cuDNN from 2048 rows on, two
+0.92-0.98x (2026-11-24).
 
 Free of torch and driver calls: imported on a machine with no GPU.
 """
@@ -47,9 +51,9 @@ FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
 FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
 FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
 
-# Query rows per consumer warpgroup (one wgmma M of 64), and consumer warpgroups per program.
+# Query rows per consumer warpgroup (one wgmma M of 64); a program runs BLOCK_M // ROWS consumer
+# warpgroups (2, or 3 for the 192-row tiles of attn_fwd_hopper_wg3 at d=64).
 ROWS: gl.constexpr = gl.constexpr(64)
-NUM_WG: gl.constexpr = gl.constexpr(2)
 
 
 @gluon.jit
@@ -113,6 +117,7 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
               HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
               Q_BUFS: gl.constexpr):
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
+    NUM_WG: gl.constexpr = BLOCK_M // ROWS
     varlen_i = sched[8].to(gl.int32)
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
@@ -172,9 +177,10 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_o
               BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr):
     # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of each tile.
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
+    NUM_WG: gl.constexpr = BLOCK_M // ROWS
     causal = sched[6]
     FIRST: gl.constexpr = 1 if WG == 0 else 0  # warpgroup 0 takes the first turn
-    OTHER: gl.constexpr = 1 - WG
+    OTHER: gl.constexpr = (WG + 1) % NUM_WG  # the turn passes round-robin
     dtype: gl.constexpr = q_bufs.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -278,19 +284,15 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_o
 
 
 @gluon.jit
-def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
-                    stride_qb, stride_qs, stride_qh,
-                    stride_kb, stride_ks, stride_kh,
-                    stride_vb, stride_vs, stride_vh,
-                    stride_ob, stride_os, stride_oh,
-                    stride_lb, stride_lh, stride_ab,
-                    seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
-                    window_left, window_right, flags,
-                    qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
-                    DescQ, DescK, DescV, num_tiles,
-                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                    PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
+             seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_right, flags, qk_scale_log2,
+             DescQ, DescK, DescV, num_tiles,
+             HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+             PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    # The program of both entry points: BLOCK_M // ROWS consumer warpgroups.
+    NUM_WG: gl.constexpr = BLOCK_M // ROWS
     gl.static_assert(BLOCK_M == NUM_WG * ROWS, "one 64-row slice of the tile per consumer warpgroup")
+    gl.static_assert((NUM_WG == 2) | (NUM_WG == 3), "two or three consumer warpgroups")
     # Two Q buffers let the next tile's Q load during this one; at d=256 they do not fit beside the ring.
     Q_BUFS: gl.constexpr = 2 if HEAD_DIM <= 128 else 1
     # The host sends only unmasked or causal problems here: causal is a right window bound of 0.
@@ -326,11 +328,62 @@ def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sink
     bars = (q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn)
     sched = (num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, causal, reverse, varlen, CuSeqlensQ,
              CuSeqlensK)
-    gl.warp_specialize([
-        (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
-                     stride_lb, stride_lh, flags, qk_scale_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
-        (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
-                     stride_lb, stride_lh, flags, qk_scale_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
-        (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM, BLOCK_M,
-                     BLOCK_N, STAGES, Q_BUFS)),
-    ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+    # (The argument tuples are written out in each call: a tuple held in a variable loses its constexprs.)
+    if NUM_WG == 3:
+        gl.warp_specialize([
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
+                         stride_lb, stride_lh, flags, qk_scale_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
+                         stride_lb, stride_lh, flags, qk_scale_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
+                         stride_lb, stride_lh, flags, qk_scale_log2, 2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+            (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM, BLOCK_M,
+                         BLOCK_N, STAGES, Q_BUFS)),
+        ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
+    else:
+        gl.warp_specialize([
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
+                         stride_lb, stride_lh, flags, qk_scale_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
+                         stride_lb, stride_lh, flags, qk_scale_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+            (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM, BLOCK_M,
+                         BLOCK_N, STAGES, Q_BUFS)),
+        ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
+
+
+@gluon.jit
+def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
+                    stride_qb, stride_qs, stride_qh,
+                    stride_kb, stride_ks, stride_kh,
+                    stride_vb, stride_vs, stride_vh,
+                    stride_ob, stride_os, stride_oh,
+                    stride_lb, stride_lh, stride_ab,
+                    seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
+                    window_left, window_right, flags,
+                    qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                    DescQ, DescK, DescV, num_tiles,
+                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                    PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    # Two consumer warpgroups, 128-row tiles.
+    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
+             seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_right, flags, qk_scale_log2,
+             DescQ, DescK, DescV, num_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS, CONSUMER_REGS)
+
+
+@gluon.jit
+def attn_fwd_hopper_wg3(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
+                        stride_qb, stride_qs, stride_qh,
+                        stride_kb, stride_ks, stride_kh,
+                        stride_vb, stride_vs, stride_vh,
+                        stride_ob, stride_os, stride_oh,
+                        stride_lb, stride_lh, stride_ab,
+                        seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
+                        window_left, window_right, flags,
+                        qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                        DescQ, DescK, DescV, num_tiles,
+                        HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                        PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    # Three consumer warpgroups, 192-row tiles (d=64; the host takes it without a causal mask).
+    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
+             seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_right, flags, qk_scale_log2,
+             DescQ, DescK, DescV, num_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS, CONSUMER_REGS)

@@ -555,6 +555,8 @@ static const char *family_name(int family) {
       return "attn_fwd_tma";
     case AOTK__FAMILY_ATTN_FWD_HOPPER:
       return "attn_fwd_hopper";
+    case AOTK__FAMILY_ATTN_FWD_HOPPER_WG3:
+      return "attn_fwd_hopper_wg3";
     case AOTK__FAMILY_ATTN_BWD_PREPROCESS:
       return "attn_bwd_preprocess";
     case AOTK__FAMILY_ATTN_BWD_DKDV:
@@ -642,6 +644,11 @@ aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, i
 }
 
 
+/* The Gluon forward: two consumer warpgroups (128-row tiles), or three at d=64 (192-row tiles). */
+static bool is_hopper_fwd(int family) {
+  return family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
+}
+
 static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel_entry *e) {
   uint32_t f = 0;
   if (p->varlen) f |= AOTK_FEATURE_VARLEN;
@@ -653,7 +660,7 @@ static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel
   if (p->dropout_p > 0.0f) f |= AOTK_FEATURE_DROPOUT;
   if (e->head_dim_qk > p->head_dim_qk || e->head_dim_v > p->head_dim_v) f |= AOTK_FEATURE_PADDED_HEAD_DIM;
   if (e->extras) f |= AOTK_FEATURE_EXTRAS_KERNEL;
-  const bool warp_specialized = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER ||
+  const bool warp_specialized = is_hopper_fwd(e->family) || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER ||
                                 e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
   if (e->family == AOTK__FAMILY_ATTN_FWD_TMA || warp_specialized) f |= AOTK_FEATURE_TMA;
   if (warp_specialized) f |= AOTK_FEATURE_WARP_SPECIALIZED;
@@ -873,7 +880,7 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
   /* Varlen: the Gluon forward reads the packed tensors as [1, total, heads * head_dim] and adds each
    * sequence's start to its row coordinates (blocks past a sequence's end read the next one's rows,
    * which it masks or does not store); the other TMA kernels are dense only. */
-  if (problem->varlen && family != AOTK__FAMILY_ATTN_FWD_HOPPER) return -1;
+  if (problem->varlen && !is_hopper_fwd(family)) return -1;
   if (!problem->aligned || !tma_view_ok(&problem->q) || !tma_view_ok(&problem->k) || !tma_view_ok(&problem->v)) {
     return -1;
   }
@@ -895,6 +902,9 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
   return best;
 }
 
+/* The shortest query length (max_seqlen_q for varlen) that takes the three-warpgroup forward. */
+#define HOPPER_WG3_MIN_SEQLEN 2048
+
 /* The Gluon kernel (kernels/attn_fwd_hopper.py) computes the plain forward: no softcap, ALiBi, dropout
  * or sinks, and no mask but causal (either alignment). */
 static bool hopper_kernel_covers(const aotk__attn_problem *problem) {
@@ -910,7 +920,17 @@ static bool hopper_bwd_kernel_covers(const aotk__attn_problem *problem) {
 static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) {
   aotk_status status = AOTK_OK;
   int tma_row = -1;
-  if (hopper_kernel_covers(problem)) tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER, problem, plan, fwd_size_key(problem));
+  /* Without a causal mask the tiles are equal and three consumer warpgroups (192-row tiles, d=64 only)
+   * are faster from 2048 query rows on; under a causal mask the static rounds balance 128-row tiles
+   * better, and on short sequences a 192-row tile pads more rows (bench_attn.py, H100, bf16 d64
+   * non-causal, TFLOP/s of the 2-warpgroup kernel (2026-11-24) -> 3 (2026-11-25): 512: 340 -> 319,
+   * 1024: 397 -> 388, 2048: 431 -> 445, 4096: 449 -> 457, 8192: 463 -> 486, 16384: 446 -> 493). */
+  if (hopper_kernel_covers(problem) && problem->window_right < 0 && fwd_size_key(problem) >= HOPPER_WG3_MIN_SEQLEN) {
+    tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, problem, plan, fwd_size_key(problem));
+  }
+  if (tma_row < 0 && hopper_kernel_covers(problem)) {
+    tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER, problem, plan, fwd_size_key(problem));
+  }
   if (tma_row < 0) tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_TMA, problem, plan, fwd_size_key(problem));
   if (tma_row >= 0) {
     plan->rows[0] = tma_row;
@@ -1023,7 +1043,7 @@ static int64_t fwd_tiles(const aotk__attn_problem *problem, const aotk__kernel_e
 
 static int64_t fwd_grid(const aotk__attn_problem *problem, const aotk__kernel_entry *e, const attn_plan *plan) {
   const int64_t tiles = fwd_tiles(problem, e);
-  if (e->family != AOTK__FAMILY_ATTN_FWD_HOPPER) return tiles;
+  if (!is_hopper_fwd(e->family)) return tiles;
   return hopper_grid(problem, e, blocks(problem->seqlen_q, e->block_m), tiles, plan->device.multiprocessors);
 }
 
@@ -1061,7 +1081,7 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
                   &num_m_blocks, &f.head_dim_qk8, &f.head_dim_v8, &f.window_left, &f.window_right, &f.flags,
                   &f.qk_scale_log2, &f.softcap_scale, &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
   _Static_assert(sizeof args / sizeof args[0] == sizeof attn_fwd_param_kinds - 1, "one argument per parameter");
-  const bool hopper = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER;
+  const bool hopper = is_hopper_fwd(e->family);
   const bool tma = e->family == AOTK__FAMILY_ATTN_FWD_TMA || hopper;
   const char *const kinds[] = {hopper ? attn_fwd_hopper_param_kinds : tma ? attn_fwd_tma_param_kinds : attn_fwd_param_kinds,
                                attn_dropout_mask_param_kinds};

@@ -31,6 +31,7 @@ enum {
   AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER = 18,
   AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER = 19,
   AOTK__FAMILY_ATTN_BWD_DQ_CONVERT = 20,
+  AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 = 21,
 };
 
 /* A host-side TMA descriptor's layout, as the compiler chose it: the CUtensorMapSwizzle mode and the

@@ -134,6 +134,7 @@ enum kernel_id {
   KERNEL_SEL_CHECK_INDICES,
   KERNEL_ATTN_FWD_TMA,
   KERNEL_ATTN_FWD_HOPPER,
+  KERNEL_ATTN_FWD_HOPPER_WG3,
   KERNEL_BWD_DKDV_HOPPER,
   KERNEL_BWD_FUSED_HOPPER,
   KERNEL_BWD_DQ_CONVERT,
@@ -163,6 +164,8 @@ static const struct kernel_signature {
     /* The warp-specialized Gluon forward (kernels/attn_fwd_hopper.py) takes attn_fwd_tma's parameters,
      * then num_tiles. */
     {"attn_fwd_hopper", AOTK__FAMILY_ATTN_FWD_HOPPER, ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS},
+    /* The same Gluon forward with three consumer warpgroups (192-row tiles, d=64): the same parameters. */
+    {"attn_fwd_hopper_wg3", AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS},
     /* The warp-specialized Gluon dK/dV pass (kernels/attn_bwd_hopper.py): attn_bwd_dkdv's parameters,
      * then descriptors of Q, K, V and dO. */
     {"attn_bwd_dkdv_hopper", AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, ATTN_BWD_DKDV_KINDS "tttt" HIDDEN_KINDS},
@@ -215,8 +218,8 @@ enum tma_launch_param {
   TMA_PARAM_COUNT
 };
 enum { TMA_SLOT_MAP = 0, TMA_SLOT_SHAPE = 1, TMA_SLOT_STRIDES = 1 + TMA_RANK }; /* within a descriptor's seven */
-/* attn_fwd_hopper: attn_fwd_tma's arguments up to its descriptors, then the number of tiles its persistent
- * programs share, then the two scratch pointers. */
+/* attn_fwd_hopper and attn_fwd_hopper_wg3: attn_fwd_tma's arguments up to its descriptors, then the number
+ * of tiles their persistent programs share, then the two scratch pointers. */
 enum hopper_launch_param {
   HOPPER_ARG_NUM_TILES = TMA_ARG_GLOBAL_SCRATCH,
   HOPPER_ARG_GLOBAL_SCRATCH,
@@ -1039,12 +1042,18 @@ static const aotk__kernel_entry *table_row_named(const char *name, int arch) {
 /* The compiled head-dim pairs (q/k, v) of the attention kernels (codegen/aotk_catalog.py ATTN_HEAD_DIMS). */
 static const int compiled_head_dims[][2] = {{32, 32}, {64, 64}, {128, 128}, {256, 256}, {256, 128}};
 
-/* The TMA forward's (ATTN_TMA_HEAD_DIMS) and the warp-specialized one's (ATTN_HOPPER_HEAD_DIMS): exact,
- * never padded. */
+/* The TMA forward's (ATTN_TMA_HEAD_DIMS), the warp-specialized one's (ATTN_HOPPER_HEAD_DIMS) and that
+ * one's three-warpgroup form's (ATTN_HOPPER_WG3_HEAD_DIMS): exact, never padded. */
 static const int tma_head_dims[][2] = {{128, 128}, {256, 256}};
 static const int hopper_head_dims[][2] = {{64, 64}, {128, 128}, {256, 256}};
+static const int hopper_wg3_head_dims[][2] = {{64, 64}};
 /* The sm_90 backward's Gluon passes and the cast after the fused one (ATTN_HOPPER_BWD_HEAD_DIMS): exact. */
 static const int hopper_bwd_head_dims[][2] = {{64, 64}, {128, 128}};
+
+/* The Gluon forward: two consumer warpgroups (128-row tiles), or three (192-row tiles, d=64 only). */
+static bool family_is_hopper_fwd(int family) {
+  return family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
+}
 
 static bool family_is_hopper_bwd(int family) {
   return family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER ||
@@ -1067,10 +1076,15 @@ static void compiled_dims(int family, int64_t head_dim_qk, int64_t head_dim_v, i
     for (int size = 32; size <= 256 && *v == 0; size *= 2) *v = size >= head_dim_v ? size : 0;
     return;
   }
-  if (family == AOTK__FAMILY_ATTN_FWD_TMA || family == AOTK__FAMILY_ATTN_FWD_HOPPER || family_is_hopper_bwd(family)) {
-    const bool hopper = family == AOTK__FAMILY_ATTN_FWD_HOPPER, hopper_bwd = family_is_hopper_bwd(family);
-    const int(*pairs)[2] = hopper_bwd ? hopper_bwd_head_dims : hopper ? hopper_head_dims : tma_head_dims;
+  if (family == AOTK__FAMILY_ATTN_FWD_TMA || family_is_hopper_fwd(family) || family_is_hopper_bwd(family)) {
+    const bool hopper = family == AOTK__FAMILY_ATTN_FWD_HOPPER, wg3 = family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
+    const bool hopper_bwd = family_is_hopper_bwd(family);
+    const int(*pairs)[2] = hopper_bwd ? hopper_bwd_head_dims
+                           : wg3      ? hopper_wg3_head_dims
+                           : hopper   ? hopper_head_dims
+                                      : tma_head_dims;
     const size_t count = hopper_bwd ? sizeof hopper_bwd_head_dims / sizeof hopper_bwd_head_dims[0]
+                         : wg3      ? sizeof hopper_wg3_head_dims / sizeof hopper_wg3_head_dims[0]
                          : hopper   ? sizeof hopper_head_dims / sizeof hopper_head_dims[0]
                                     : sizeof tma_head_dims / sizeof tma_head_dims[0];
     for (size_t i = 0; i < count; i++) {
@@ -1139,14 +1153,24 @@ static bool tma_readable(const aotk_tensor *caller_tensor) {
          (t->shape[0] == 1 || (t->strides[0] % 8 == 0 && t->strides[0] >= t->shape[1] * t->strides[1]));
 }
 
-/* The forward family that must run `params` on a GPU that runs `arch` images (from PTX or not), by
- * include/aotk.h: AOTK__FAMILY_ATTN_FWD_TMA (AOTK_FEATURE_TMA) on sm_90 cubins, for a dense layout of
- * aligned inputs that TMA can read at head dims that have TMA kernels (exactly: a padded head would put
- * the box into the next one); AOTK__FAMILY_ATTN_FWD_HOPPER (AOTK_FEATURE_WARP_SPECIALIZED too) there
- * for the plain forward (no softcap, ALiBi, dropout or sinks, no window but causal) at its head dims,
- * varlen too (the packed tensors read as [1, total, heads * d]); AOTK__FAMILY_ATTN_FWD, the pointer
- * kernel, otherwise. */
-static int expected_fwd_family(const aotk_attn_params *params, int arch, bool from_ptx) {
+/* The fewest query rows (max_seqlen_q for varlen) that take the three-warpgroup forward (src/aotk_attn.c
+ * HOPPER_WG3_MIN_SEQLEN: below, its 192-row tiles measured slower than two warpgroups' 128). */
+enum { WG3_MIN_SEQLEN_Q = 2048 };
+
+/* The forward family that must run `params` on a GPU that runs `arch` images (from PTX or not) with
+ * `max_shared_bytes` of opt-in shared memory per block, by include/aotk.h. On sm_90 cubins, for aligned
+ * inputs that TMA can read, the first of these that has a row at the call's head dims (exactly: a padded
+ * head would put the box into the next one) fitting the shared memory:
+ *   AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, the warp-specialized kernel with three consumer warpgroups (d64), for
+ *     the plain forward without a causal mask from WG3_MIN_SEQLEN_Q query rows on (max_seqlen_q for varlen);
+ *   AOTK__FAMILY_ATTN_FWD_HOPPER, the one with two (AOTK_FEATURE_WARP_SPECIALIZED too), for the plain
+ *     forward (no softcap, ALiBi, dropout or sinks, no window but causal);
+ *   AOTK__FAMILY_ATTN_FWD_TMA (AOTK_FEATURE_TMA), dense only;
+ * the Gluon ones varlen too (the packed tensors read as [1, total, heads * d]). AOTK__FAMILY_ATTN_FWD, the
+ * pointer kernel, otherwise (which is refused where it does not fit either). A TMA family that does not
+ * fit with the config tuned for seqlen_q runs with one for fewer rows that does (src/aotk_attn.c
+ * choose_tma_row). */
+static int expected_fwd_family(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
   const bool varlen = params->cu_seqlens_q.data != NULL;
   if (arch != 90 || from_ptx || params->q.rank != (varlen ? 3 : 4)) return AOTK__FAMILY_ATTN_FWD;
   if (!tensor_aligned16(&params->q) || !tensor_aligned16(&params->k) || !tensor_aligned16(&params->v) ||
@@ -1155,19 +1179,30 @@ static int expected_fwd_family(const aotk_attn_params *params, int arch, bool fr
   }
   if (!tma_readable(&params->q) || !tma_readable(&params->k) || !tma_readable(&params->v)) return AOTK__FAMILY_ATTN_FWD;
   const int32_t window_right = params->causal == 1 ? 0 : params->window_right;
-  const bool plain = params->softcap == 0.0f && params->alibi_slopes.data == NULL && params->dropout_p == 0.0f &&
-                     params->sinks.data == NULL && params->window_left < 0 && window_right <= 0;
-  int qk, v;
+  const bool extras = params->softcap > 0.0f || params->alibi_slopes.data != NULL || params->dropout_p > 0.0f;
+  const bool plain = !extras && params->sinks.data == NULL && params->window_left < 0 && window_right <= 0;
   const int last = params->q.rank - 1;
-  compiled_dims(AOTK__FAMILY_ATTN_FWD_HOPPER, params->q.shape[last], params->v.shape[last], &qk, &v);
-  if (plain && qk != 0) return AOTK__FAMILY_ATTN_FWD_HOPPER;
-  if (varlen) return AOTK__FAMILY_ATTN_FWD;
-  compiled_dims(AOTK__FAMILY_ATTN_FWD_TMA, params->q.shape[3], params->v.shape[3], &qk, &v);
-  return qk != 0 ? AOTK__FAMILY_ATTN_FWD_TMA : AOTK__FAMILY_ATTN_FWD;
+  const int64_t seqlen_q = varlen ? params->max_seqlen_q : params->q.shape[1];
+  const bool wg3 = plain && window_right < 0 && seqlen_q >= WG3_MIN_SEQLEN_Q;
+  const int candidates[3] = {wg3 ? AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 : -1, plain ? AOTK__FAMILY_ATTN_FWD_HOPPER : -1,
+                             varlen ? -1 : AOTK__FAMILY_ATTN_FWD_TMA};
+  for (int c = 0; c < 3; c++) {
+    if (candidates[c] < 0) continue;
+    int qk, v;
+    compiled_dims(candidates[c], params->q.shape[last], params->v.shape[last], &qk, &v);
+    for (int i = 0; i < aotk__kernel_count; i++) {
+      const aotk__kernel_entry *e = &aotk__kernel_table[i];
+      if (row_is_variant(e, candidates[c], 90, params->q.dtype, qk, v, 1, extras) && e->min_seqlen <= seqlen_q &&
+          e->shared_bytes <= max_shared_bytes) {
+        return candidates[c];
+      }
+    }
+  }
+  return AOTK__FAMILY_ATTN_FWD;
 }
 
-static bool expect_tma(const aotk_attn_params *params, int arch, bool from_ptx) {
-  return expected_fwd_family(params, arch, from_ptx) != AOTK__FAMILY_ATTN_FWD;
+static bool expect_tma(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
+  return expected_fwd_family(params, arch, from_ptx, max_shared_bytes) != AOTK__FAMILY_ATTN_FWD;
 }
 
 /* Whether the backward's Gluon passes cover the call (include/aotk.h, AOTK_FEATURE_TMA for
@@ -1235,21 +1270,33 @@ static size_t expected_bwd_workspace_bytes(const aotk_attn_params *params, int a
                                                                          : bwd_workspace_bytes_for(p, dsinks);
 }
 
-/* The kernel (enum kernel_id), name prefix and aotk_query feature bits of a forward family. */
+/* The kernel (enum kernel_id) and aotk_query feature bits of a forward family. */
 static int fwd_kernel_id(int family) {
-  return family == AOTK__FAMILY_ATTN_FWD_HOPPER ? KERNEL_ATTN_FWD_HOPPER
-         : family == AOTK__FAMILY_ATTN_FWD_TMA  ? KERNEL_ATTN_FWD_TMA
-                                                : KERNEL_ATTN_FWD;
-}
-static const char *fwd_name_prefix(int family) {
-  return family == AOTK__FAMILY_ATTN_FWD_HOPPER ? "attn_fwd_hopper_"
-         : family == AOTK__FAMILY_ATTN_FWD_TMA  ? "attn_fwd_tma_"
-                                                : "attn_fwd_";
+  return family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 ? KERNEL_ATTN_FWD_HOPPER_WG3
+         : family == AOTK__FAMILY_ATTN_FWD_HOPPER   ? KERNEL_ATTN_FWD_HOPPER
+         : family == AOTK__FAMILY_ATTN_FWD_TMA      ? KERNEL_ATTN_FWD_TMA
+                                                    : KERNEL_ATTN_FWD;
 }
 static uint32_t fwd_family_features(int family) {
-  return family == AOTK__FAMILY_ATTN_FWD_HOPPER ? AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED
-         : family == AOTK__FAMILY_ATTN_FWD_TMA  ? AOTK_FEATURE_TMA
-                                                : 0;
+  return family_is_hopper_fwd(family)          ? AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED
+         : family == AOTK__FAMILY_ATTN_FWD_TMA ? AOTK_FEATURE_TMA
+                                               : 0;
+}
+/* The forward family a kernel name is of, by its catalog prefix, the longest that matches: each shorter
+ * one is a prefix of the longer ("attn_fwd_hopper_" of "attn_fwd_hopper_wg3_", "attn_fwd_" of all). -1
+ * for a name that is no forward's. */
+static int fwd_family_of_name(const char *name) {
+  static const struct {
+    const char *prefix;
+    int family;
+  } prefixes[] = {{"attn_fwd_hopper_wg3_", AOTK__FAMILY_ATTN_FWD_HOPPER_WG3},
+                  {"attn_fwd_hopper_", AOTK__FAMILY_ATTN_FWD_HOPPER},
+                  {"attn_fwd_tma_", AOTK__FAMILY_ATTN_FWD_TMA},
+                  {"attn_fwd_", AOTK__FAMILY_ATTN_FWD}};
+  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+    if (strncmp(name, prefixes[i].prefix, strlen(prefixes[i].prefix)) == 0) return prefixes[i].family;
+  }
+  return -1;
 }
 
 /* t [batch, seqlen, heads, d] with the heads outermost after the batch ([batch, heads, seqlen, d] in
@@ -2569,8 +2616,8 @@ static void test_fault_old_gpu(void) {
 
 /* A GPU whose opt-in shared memory is one byte short of what the chosen kernel needs: the pointer
  * kernels (q laid out heads-outer, which TMA cannot read) are refused; a TMA kernel that does not fit
- * gives way to the next choice (the warp-specialized kernel to the Triton TMA one, that to the pointer
- * kernel), which runs. */
+ * gives way to the next choice (the three-warpgroup kernel to the two-warpgroup one, that to the Triton
+ * TMA one where it has the head dim, that to the pointer kernel), which runs. */
 static void test_fault_too_little_shared_memory(void) {
   static const int compute_capabilities[] = {90, 86};
   problem problems[2] = {default_problem, default_problem};
@@ -2600,49 +2647,71 @@ static void test_fault_too_little_shared_memory(void) {
       CHECK(info_untouched(&refused));
     }
   }
-  for (size_t p = 0; p < 2; p++) {
-    install_fake_gpu(90, SHARED_SM90);
-    aotk_attn_params params = params_for(problems[p]);
-    int family = expected_fwd_family(&params, 90, false);
-    CHECK_MSG(family == AOTK__FAMILY_ATTN_FWD_HOPPER, "d%lld: not the warp-specialized kernel's case",
-              (long long)problems[p].head_dim);
-    int shared = SHARED_SM90;
+  /* The chains of choices, written out: d64 without a causal mask at 2048 rows runs the three-warpgroup
+   * kernel, then the two-warpgroup one, then (no Triton TMA kernel has d64) the pointer kernel; causal
+   * d64 starts at the two-warpgroup kernel; d128 goes on to the Triton TMA kernel before the pointer
+   * kernel. */
+  static const struct {
+    int64_t head_dim, seqlen_q;
+    int causal;
+    int chain[3];
+  } chains[] = {
+      {64, 2048, 0, {AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD}},
+      {64, 2048, 1, {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
+      {128, 4096, 0, {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD_TMA, AOTK__FAMILY_ATTN_FWD}},
+  };
+  for (size_t c = 0; c < sizeof chains / sizeof chains[0]; c++) {
+    problem p = default_problem;
+    p.head_dim = chains[c].head_dim, p.seqlen_q = chains[c].seqlen_q;
+    aotk_attn_params params = params_for(p);
+    params.causal = chains[c].causal;
+    char what[32];
+    snprintf(what, sizeof what, "d%lld%s", (long long)p.head_dim, chains[c].causal ? " causal" : "");
+    int shared = SHARED_SM90, reached = chains[c].chain[0];
     /* Each TMA kernel one byte short in turn, until the pointer kernel's turn: it runs, or where it needs
      * more than the TMA kernel it replaces, it is refused as above. */
-    for (int step = 0; step < 3 && family != AOTK__FAMILY_ATTN_FWD; step++) {
-      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    for (int step = 0; step < 2 && reached != AOTK__FAMILY_ATTN_FWD; step++) {
+      const int family = chains[c].chain[step], next_family = chains[c].chain[step + 1];
       install_fake_gpu(90, shared);
+      int modelled = expected_fwd_family(&params, 90, false, shared);
+      CHECK_MSG(modelled == family, "%s with %d bytes: the test's rule says %s", what, shared,
+                kernel_signatures[fwd_kernel_id(modelled)].function);
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
       CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
       const aotk__kernel_entry *row = table_row_named(info.kernel_name, 90);
-      CHECK_MSG(row != NULL && row->family == family, "d%lld with %d bytes: runs %s", (long long)problems[p].head_dim,
-                shared, info.kernel_name);
+      CHECK_MSG(row != NULL && row->family == family && fwd_family_of_name(info.kernel_name) == family,
+                "%s with %d bytes: runs %s, expected a %s kernel", what, shared, info.kernel_name,
+                kernel_signatures[fwd_kernel_id(family)].function);
       if (row == NULL || row->family != family) break;
       shared = info.shared_bytes - 1;
       install_fake_gpu(90, shared);
+      modelled = expected_fwd_family(&params, 90, false, shared);
+      CHECK_MSG(modelled == next_family, "%s with %d bytes: the test's rule says %s", what, shared,
+                kernel_signatures[fwd_kernel_id(modelled)].function);
       aotk_kernel_info next = AOTK_KERNEL_INFO_INIT;
       aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &next);
       const aotk__kernel_entry *fallback = status == AOTK_OK ? table_row_named(next.kernel_name, 90) : NULL;
-      if (status == AOTK_ERROR_UNSUPPORTED_ARCH) {
+      if (status == AOTK_ERROR_UNSUPPORTED_ARCH && next_family == AOTK__FAMILY_ATTN_FWD) {
         CHECK_MSG(message_mentions("attn_fwd_") && !message_mentions("attn_fwd_tma_") &&
                       !message_mentions("attn_fwd_hopper_"),
-                  "d%lld one short of %s: \"%s\", not the pointer kernel's refusal", (long long)problems[p].head_dim,
-                  info.kernel_name, aotk_last_error());
+                  "%s one short of %s: \"%s\", not the pointer kernel's refusal", what, info.kernel_name,
+                  aotk_last_error());
         CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_ERROR_UNSUPPORTED_ARCH && fake.launches == 0);
-        family = AOTK__FAMILY_ATTN_FWD;
+        reached = next_family;
         break;
       }
-      CHECK_MSG(status == AOTK_OK && fallback != NULL && fallback->family != row->family &&
-                    fallback->shared_bytes <= shared,
-                "d%lld one short of %s: %s runs %s", (long long)problems[p].head_dim, info.kernel_name,
-                aotk_status_name(status), next.kernel_name);
-      if (fallback == NULL) break;
-      CHECK_MSG(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK && fake.launches == 1,
-                "d%lld with %d bytes, one short of %s: %s", (long long)problems[p].head_dim, shared, info.kernel_name,
-                aotk_last_error());
-      family = fallback->family;
+      CHECK_MSG(status == AOTK_OK && fallback != NULL && fallback->family == next_family &&
+                    fwd_family_of_name(next.kernel_name) == next_family && fallback->shared_bytes <= shared,
+                "%s one short of %s: %s runs %s, expected a %s kernel", what, info.kernel_name,
+                aotk_status_name(status), next.kernel_name, kernel_signatures[fwd_kernel_id(next_family)].function);
+      if (fallback == NULL || fallback->family != next_family) break;
+      reset_launch_log();
+      CHECK_MSG(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK && fake.launches == 1 && fake.logged_launches == 1 &&
+                    fake.launch_log[0].kernel == fwd_kernel_id(next_family),
+                "%s with %d bytes, one short of %s: %s", what, shared, info.kernel_name, aotk_last_error());
+      reached = next_family;
     }
-    CHECK_MSG(family == AOTK__FAMILY_ATTN_FWD, "d%lld: never fell back to the pointer kernel",
-              (long long)problems[p].head_dim);
+    CHECK_MSG(reached == AOTK__FAMILY_ATTN_FWD, "%s: never fell back to the pointer kernel", what);
   }
   uninstall_fake_gpu();
 }
@@ -2901,12 +2970,12 @@ static void check_descriptors(const char *what, const recorded_launch *launch, c
 }
 
 /* The forward's three (Q, K, V), after its pointer kernel's arguments: boxes of the tile's query rows
- * (or for the warp-specialized kernel one consumer warpgroup's 64) and of its key block. */
+ * (or for the warp-specialized kernels one consumer warpgroup's 64) and of its key block. */
 static void check_tma_descriptors(const char *what, const recorded_launch *launch, const aotk_attn_params *params,
                                   const aotk__kernel_entry *row, int first) {
   static const char *const names[TMA_DESCRIPTORS] = {"q", "k", "v"};
   const aotk_tensor *tensors[TMA_DESCRIPTORS] = {&params->q, &params->k, &params->v};
-  const int32_t q_rows = row->family == AOTK__FAMILY_ATTN_FWD_HOPPER ? 64 : row->block_m;
+  const int32_t q_rows = family_is_hopper_fwd(row->family) ? 64 : row->block_m;
   const int32_t tile_rows[TMA_DESCRIPTORS] = {q_rows, row->block_n, row->block_n};
   check_descriptors(what, launch, row, first, TMA_DESCRIPTORS, tensors, names, tile_rows, TMA_ARG_DESC_Q);
 }
@@ -2917,9 +2986,10 @@ static void check_tma_descriptors(const char *what, const recorded_launch *launc
  * kernel when the mask is asked for. Where expect_tma says so, the row is the TMA forward's, whose first
  * arguments are the pointer kernel's and whose descriptors check_tma_descriptors checks. `p` describes
  * the problem (for varlen: p->batch sequences of at most p->seqlen_q / p->seqlen_k rows). */
-/* The programs the warp-specialized forward launches for p (kernels/attn_fwd_hopper.py, include/aotk.h):
- * it is persistent, program i taking tiles r * grid + i on even rounds and r * grid + grid - 1 - i on odd
- * ones. One program per SM, fewer if there are fewer tiles; under a causal mask one per tile instead
+/* The programs a warp-specialized forward launches for p (kernels/attn_fwd_hopper.py, include/aotk.h),
+ * with two consumer warpgroups or three (tiles of row->block_m rows either way): it is persistent,
+ * program i taking tiles r * grid + i on even rounds and r * grid + grid - 1 - i on odd ones. One
+ * program per SM, fewer if there are fewer tiles; under a causal mask one per tile instead
  * when, with tiles costed as their key blocks plus one, the busiest SM would carry more than 1.08 times
  * the mean, unless there are more than 64 rounds. Computed here tile by tile. */
 static int64_t expected_hopper_grid(const aotk_attn_params *params, const problem *p, const aotk__kernel_entry *row) {
@@ -2958,13 +3028,10 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
   CHECK(info.struct_size == sizeof info);
   CHECK(info.workspace_bytes == 0);
   CHECK_MSG(info.launches == 1 + mask, "%s: launches %d, expected %d", what, info.launches, 1 + mask);
-  const int family = expected_fwd_family(params, info.arch, info.from_ptx);
+  const int family = expected_fwd_family(params, info.arch, info.from_ptx, fake.max_shared_bytes);
   const bool tma = family != AOTK__FAMILY_ATTN_FWD;
-  const char *prefix = fwd_name_prefix(family);
-  CHECK_MSG(strncmp(info.kernel_name, prefix, strlen(prefix)) == 0 &&
-                (tma || (strncmp(info.kernel_name, "attn_fwd_tma_", 13) != 0 &&
-                         strncmp(info.kernel_name, "attn_fwd_hopper_", 16) != 0)),
-            "%s: kernel_name %s, expected %s*", what, info.kernel_name, prefix);
+  CHECK_MSG(fwd_family_of_name(info.kernel_name) == family, "%s: kernel_name %s, expected a %s kernel", what,
+            info.kernel_name, kernel_signatures[fwd_kernel_id(family)].function);
   const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);
   CHECK_MSG(row != NULL, "%s: aotk_query names %s, not a table row", what, info.kernel_name);
   if (row == NULL) return;
@@ -2983,7 +3050,7 @@ static void check_launch(const char *what, const aotk_attn_params *params, const
   CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
   int64_t m_blocks = (p->seqlen_q + info.block_m - 1) / info.block_m;
   const int64_t tiles = m_blocks * p->batch * p->heads_q;
-  const bool hopper = family == AOTK__FAMILY_ATTN_FWD_HOPPER;
+  const bool hopper = family_is_hopper_fwd(family);
   int64_t grid = hopper ? expected_hopper_grid(params, p, row) : tiles;
   CHECK_MSG(info.grid == grid, "%s: info.grid %lld, expected %lld", what, (long long)info.grid, (long long)grid);
 
@@ -3699,8 +3766,9 @@ static void test_feature_launches(void) {
 /* The same features through the argument slots, with literal values rather than the test's own rule:
  * causal turns window_right into 0 and leaves window_left unbounded; the flags are the bits of
  * kernels/attn_common.py; dropout 0.5 keeps words >= 2^31 and scales by 2. On this sm_90 GPU the plain
- * forward at d64 (no window but causal, no softcap, ALiBi, dropout or sinks) runs the warp-specialized
- * TMA kernel, whose first forty arguments are the pointer kernel's. */
+ * forward at d64 (no window but causal, no softcap, ALiBi, dropout or sinks) runs a warp-specialized TMA
+ * kernel, whose first forty arguments are the pointer kernel's: with two consumer warpgroups, 300 query
+ * rows being short of the three-warpgroup kernel's 2048 (test_tma_eligibility). */
 #define WARP_SPECIALIZED_TMA (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)
 static void test_feature_launches_literal(void) {
   install_fake_gpu(90, SHARED_SM90);
@@ -3710,23 +3778,28 @@ static void test_feature_launches_literal(void) {
     int32_t window_left, window_right, flags;
     uint32_t features, dropout_threshold;
     float dropout_scale;
+    int kernel; /* enum kernel_id */
   } cases[] = {
-      {"nothing", nothing, -1, -1, FLAG_WRITE_LSE, WARP_SPECIALIZED_TMA, 0, 1.0f},
-      {"causal", causal, -1, 0, FLAG_WRITE_LSE | FLAG_REVERSE, AOTK_FEATURE_CAUSAL | WARP_SPECIALIZED_TMA, 0, 1.0f},
+      {"nothing", nothing, -1, -1, FLAG_WRITE_LSE, WARP_SPECIALIZED_TMA, 0, 1.0f, KERNEL_ATTN_FWD_HOPPER},
+      {"causal", causal, -1, 0, FLAG_WRITE_LSE | FLAG_REVERSE, AOTK_FEATURE_CAUSAL | WARP_SPECIALIZED_TMA, 0, 1.0f,
+       KERNEL_ATTN_FWD_HOPPER},
       {"causal top-left", causal_top_left, -1, 0, FLAG_WRITE_LSE | FLAG_TOP_LEFT | FLAG_REVERSE,
-       AOTK_FEATURE_CAUSAL | WARP_SPECIALIZED_TMA, 0, 1.0f},
+       AOTK_FEATURE_CAUSAL | WARP_SPECIALIZED_TMA, 0, 1.0f, KERNEL_ATTN_FWD_HOPPER},
       {"causal, window_left 64", causal_window_left, 64, 0, FLAG_WRITE_LSE, AOTK_FEATURE_CAUSAL | AOTK_FEATURE_WINDOW,
-       0, 1.0f},
-      {"window (16, 3)", window_both, 16, 3, FLAG_WRITE_LSE, AOTK_FEATURE_WINDOW, 0, 1.0f},
-      {"window_right 5", window_right_only, -1, 5, FLAG_WRITE_LSE | FLAG_REVERSE, AOTK_FEATURE_WINDOW, 0, 1.0f},
+       0, 1.0f, KERNEL_ATTN_FWD},
+      {"window (16, 3)", window_both, 16, 3, FLAG_WRITE_LSE, AOTK_FEATURE_WINDOW, 0, 1.0f, KERNEL_ATTN_FWD},
+      {"window_right 5", window_right_only, -1, 5, FLAG_WRITE_LSE | FLAG_REVERSE, AOTK_FEATURE_WINDOW, 0, 1.0f,
+       KERNEL_ATTN_FWD},
       {"softcap", softcap_30, -1, -1, FLAG_WRITE_LSE | FLAG_SOFTCAP,
-       AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_EXTRAS_KERNEL, 0, 1.0f},
+       AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_EXTRAS_KERNEL, 0, 1.0f, KERNEL_ATTN_FWD},
       {"ALiBi", alibi_per_head, -1, -1, FLAG_WRITE_LSE | FLAG_ALIBI, AOTK_FEATURE_ALIBI | AOTK_FEATURE_EXTRAS_KERNEL, 0,
-       1.0f},
-      {"sinks (the plain kernel)", sinks_on, -1, -1, FLAG_WRITE_LSE | FLAG_SINKS, AOTK_FEATURE_SINKS, 0, 1.0f},
+       1.0f, KERNEL_ATTN_FWD},
+      {"sinks (the plain kernel)", sinks_on, -1, -1, FLAG_WRITE_LSE | FLAG_SINKS, AOTK_FEATURE_SINKS, 0, 1.0f,
+       KERNEL_ATTN_FWD},
       {"dropout 0.5", dropout_half, -1, -1, FLAG_WRITE_LSE | FLAG_DROPOUT,
-       AOTK_FEATURE_DROPOUT | AOTK_FEATURE_EXTRAS_KERNEL, 2147483648u, 2.0f},
-      {"dropout 0 with an rng_state", dropout_off_rng_given, -1, -1, FLAG_WRITE_LSE, WARP_SPECIALIZED_TMA, 0, 1.0f},
+       AOTK_FEATURE_DROPOUT | AOTK_FEATURE_EXTRAS_KERNEL, 2147483648u, 2.0f, KERNEL_ATTN_FWD},
+      {"dropout 0 with an rng_state", dropout_off_rng_given, -1, -1, FLAG_WRITE_LSE, WARP_SPECIALIZED_TMA, 0, 1.0f,
+       KERNEL_ATTN_FWD_HOPPER},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     aotk_attn_params params = params_for(feature_problem);
@@ -3749,8 +3822,8 @@ static void test_feature_launches_literal(void) {
               "%s: dropout threshold %u scale %g", cases[i].what, (uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD),
               (double)arg_f32(launch, ARG_DROPOUT_SCALE));
     CHECK(arg_i32(launch, ARG_HEAD_DIM_QK8) == 8 && arg_i32(launch, ARG_HEAD_DIM_V8) == 8);
-    const int kernel = cases[i].features & AOTK_FEATURE_WARP_SPECIALIZED ? KERNEL_ATTN_FWD_HOPPER : KERNEL_ATTN_FWD;
-    CHECK_MSG(launch->kernel == kernel, "%s: launched %s", cases[i].what, kernel_signatures[launch->kernel].function);
+    CHECK_MSG(launch->kernel == cases[i].kernel, "%s: launched %s, expected %s", cases[i].what,
+              kernel_signatures[launch->kernel].function, kernel_signatures[cases[i].kernel].function);
   }
   uninstall_fake_gpu();
 }
@@ -3857,7 +3930,8 @@ static void test_varlen_launches(void) {
     CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
     /* On sm_90 the plain varlen forward runs the Gluon kernel (which adds its feature bits). */
     const uint32_t varlen_features =
-        AOTK_FEATURE_VARLEN | fwd_family_features(expected_fwd_family(&params, info.arch, info.from_ptx));
+        AOTK_FEATURE_VARLEN |
+        fwd_family_features(expected_fwd_family(&params, info.arch, info.from_ptx, fake.max_shared_bytes));
     CHECK_MSG(info.features == varlen_features, "varlen: features %#x, expected %#x", info.features, varlen_features);
     CHECK_MSG(info.grid == ceil_div(200, info.block_m) * 3 * 8, "varlen: grid %lld with block_m %d",
               (long long)info.grid, info.block_m);
@@ -4552,11 +4626,12 @@ static void check_fwd_family(const char *what, const aotk_attn_params *params, i
   const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);
   const uint32_t bits = AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED;
   CHECK_MSG(row != NULL && row->family == family && (info.features & bits) == fwd_family_features(family) &&
-                strncmp(info.kernel_name, fwd_name_prefix(family), strlen(fwd_name_prefix(family))) == 0,
+                fwd_family_of_name(info.kernel_name) == family,
             "%s: aotk_query names %s with features %#x; expected a %s kernel", what, info.kernel_name, info.features,
             kernel_signatures[fwd_kernel_id(family)].function);
-  CHECK_MSG(expected_fwd_family(params, info.arch, info.from_ptx) == family, "%s: the test's own rule says %s", what,
-            kernel_signatures[fwd_kernel_id(expected_fwd_family(params, info.arch, info.from_ptx))].function);
+  const int modelled = expected_fwd_family(params, info.arch, info.from_ptx, fake.max_shared_bytes);
+  CHECK_MSG(modelled == family, "%s: the test's own rule says %s", what,
+            kernel_signatures[fwd_kernel_id(modelled)].function);
   CHECK_MSG(fake.calls[CALL_cuTensorMapEncodeTiled] == 0, "%s: aotk_query encoded tensor maps", what);
   const int launches_before = fake.launches;
   reset_launch_log();
@@ -4572,13 +4647,14 @@ static void check_fwd_family(const char *what, const aotk_attn_params *params, i
 
 /* Which calls take a TMA kernel (include/aotk.h, AOTK_FEATURE_TMA): on an sm_90 GPU running its cubins,
  * dense, aligned, each token's heads contiguous, head dims that have TMA kernels exactly (128 or 256;
- * 64, 128 or 256 for the plain forward, which the warp-specialized kernel runs); any other call the
- * pointer kernel, as before. */
+ * 64, 128 or 256 for the plain forward, which the warp-specialized kernel runs, with three consumer
+ * warpgroups at d64 without a causal mask); any other call the pointer kernel, as before. */
 static void test_tma_eligibility(void) {
   install_fake_gpu(90, SHARED_SM90);
   const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
   aotk_attn_params params = params_for(d128);
-  check_fwd_family("bf16 d128, dense, aligned", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  check_fwd_family("bf16 d128, dense, aligned, not causal (three warpgroups are d64 only)", &params,
+                   AOTK__FAMILY_ATTN_FWD_HOPPER);
   problem p = d128;
   p.dtype = AOTK_DTYPE_FLOAT16, p.head_dim = 256, p.with_lse = false;
   params = params_for(p);
@@ -4604,12 +4680,79 @@ static void test_tma_eligibility(void) {
   params = params_for(d128);
   params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, d128.heads_q);
   check_fwd_family("d128 ALiBi", &params, AOTK__FAMILY_ATTN_FWD_TMA);
-  p = d128;
-  p.head_dim = 64;
+
+  /* d64: the warp-specialized kernel with three consumer warpgroups where there is no causal mask and
+   * there are 2048 query rows or more (max_seqlen_q for varlen), with two otherwise (window_right 0
+   * alone is the causal mask); the Triton TMA kernel has no d64, so with any feature the pointer kernel
+   * runs. */
+  const int wg3 = AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, hopper = AOTK__FAMILY_ATTN_FWD_HOPPER;
+  const problem d64 = {AOTK_DTYPE_BFLOAT16, 2, 2048, 2100, 8, 2, 64, true, 0};
+  params = params_for(d64);
+  check_fwd_family("d64 plain at 2048 rows, not causal (three warpgroups; the Triton TMA kernel has no d64)", &params,
+                   wg3);
+  params.causal_align = AOTK_ALIGN_TOP_LEFT;
+  check_fwd_family("d64 not causal, causal_align top-left (no mask to align)", &params, wg3);
+  p = d64;
+  p.seqlen_q = 2047;
   params = params_for(p);
-  check_fwd_family("d64 plain (the warp-specialized kernel has d64, the Triton TMA kernel not)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  check_fwd_family("d64 plain at 2047 rows, not causal (two warpgroups)", &params, hopper);
+  p.seqlen_q = 300, p.seqlen_k = 400;
+  params = params_for(p);
+  check_fwd_family("d64 plain at 300 rows, not causal", &params, hopper);
+  p = d64;
+  p.seqlen_q = 16384, p.seqlen_k = 16384;
+  params = params_for(p);
+  check_fwd_family("d64 plain at 16384 rows, not causal", &params, wg3);
+  params = params_for(d64);
+  params.causal = 1;
+  check_fwd_family("d64 causal (two warpgroups)", &params, hopper);
+  params.causal_align = AOTK_ALIGN_TOP_LEFT;
+  check_fwd_family("d64 causal top-left", &params, hopper);
+  params = params_for(d64);
+  params.window_right = 0;
+  check_fwd_family("d64 window_right 0 alone (causal)", &params, hopper);
+  params.causal = 1;
+  check_fwd_family("d64 causal and window_right 0", &params, hopper);
+  params = params_for(d64);
   params.softcap = 30.0f;
   check_fwd_family("d64 softcap", &params, AOTK__FAMILY_ATTN_FWD);
+  params.causal = 1;
+  check_fwd_family("d64 causal softcap", &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(d64);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d64.heads_q);
+  check_fwd_family("d64 sinks", &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(d64);
+  params.window_left = 64;
+  check_fwd_family("d64 window_left 64 alone", &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(d64);
+  params.window_right = 5;
+  check_fwd_family("d64 window_right 5 alone", &params, AOTK__FAMILY_ATTN_FWD);
+  p = d64;
+  p.dtype = AOTK_DTYPE_FLOAT16, p.with_lse = false, p.heads_kv = p.heads_q, p.seqlen_k = p.seqlen_q;
+  params = packed_qkv_params(p);
+  check_fwd_family("fp16 d64 packed qkv, no lse", &params, wg3);
+  params = varlen_params_for(d64, 3000, 3500, false);
+  check_fwd_family("varlen d64 at max_seqlen_q 2048, not causal", &params, wg3);
+  params.causal = 1;
+  check_fwd_family("varlen d64 causal", &params, hopper);
+  params = varlen_params_for(d64, 3000, 3500, false);
+  params.window_right = 0;
+  check_fwd_family("varlen d64 window_right 0 alone", &params, hopper);
+  params = varlen_params_for(d64, 3000, 3500, false);
+  params.max_seqlen_q = 2047;
+  check_fwd_family("varlen d64 at max_seqlen_q 2047, not causal", &params, hopper);
+  /* A GPU whose shared memory holds the two-warpgroup kernel's tile and not the three's. */
+  const aotk__kernel_entry *wg3_row = expected_row(wg3, 90, d64.dtype, 64, 64, 1, 0, d64.seqlen_q);
+  const aotk__kernel_entry *hopper_row = expected_row(hopper, 90, d64.dtype, 64, 64, 1, 0, d64.seqlen_q);
+  CHECK_MSG(wg3_row != NULL && hopper_row != NULL && hopper_row->shared_bytes < wg3_row->shared_bytes,
+            "d64: the three-warpgroup row %s, the two-warpgroup row %s", wg3_row ? wg3_row->name : "(none)",
+            hopper_row ? hopper_row->name : "(none)");
+  if (wg3_row != NULL && hopper_row != NULL) {
+    install_fake_gpu(90, wg3_row->shared_bytes - 1);
+    params = params_for(d64);
+    check_fwd_family("d64 not causal, one byte short of three warpgroups' shared memory", &params, hopper);
+    install_fake_gpu(90, SHARED_SM90);
+  }
   params = params_for(d128);
   params.causal = 1, params.window_left = 64;
   check_fwd_family("d128 causal window", &params, AOTK__FAMILY_ATTN_FWD_TMA);
@@ -4703,14 +4846,15 @@ static void test_tma_eligibility(void) {
  * v (check_launch, check_tma_descriptors), for strided, packed and single-batch layouts, for the Triton
  * TMA kernel and the warp-specialized one. */
 static void check_launch_of(const char *what, const aotk_attn_params *params, const problem *p, int family) {
-  CHECK_MSG(expected_fwd_family(params, 90, false) == family, "%s: the case does not take %s", what,
-            kernel_signatures[fwd_kernel_id(family)].function);
+  CHECK_MSG(expected_fwd_family(params, 90, false, fake.max_shared_bytes) == family, "%s: the case does not take %s",
+            what, kernel_signatures[fwd_kernel_id(family)].function);
   check_launch(what, params, p);
 }
 
 static void test_tma_launch_arguments(void) {
   install_fake_gpu(90, SHARED_SM90);
   const int tma = AOTK__FAMILY_ATTN_FWD_TMA, hopper = AOTK__FAMILY_ATTN_FWD_HOPPER;
+  const int wg3 = AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
   problem gqa = {AOTK_DTYPE_BFLOAT16, 3, 1500, 777, 12, 4, 128, true, 0};
   aotk_attn_params params = params_for(gqa);
   params.causal = 1;
@@ -4733,7 +4877,12 @@ static void test_tma_launch_arguments(void) {
   check_launch_of("TMA bf16 d256 packed qkv, no lse, softcap", &params, &d256, tma);
   problem d64 = {AOTK_DTYPE_FLOAT16, 2, 333, 333, 4, 4, 64, true, 0};
   params = packed_qkv_params(d64);
-  check_launch_of("warp-specialized fp16 d64 packed qkv", &params, &d64, hopper);
+  check_launch_of("two-warpgroup fp16 d64 packed qkv at 333 rows", &params, &d64, hopper);
+  d64.seqlen_q = d64.seqlen_k = 2333;
+  params = packed_qkv_params(d64);
+  check_launch_of("three-warpgroup fp16 d64 packed qkv at 2333 rows", &params, &d64, wg3);
+  params.causal = 1;
+  check_launch_of("two-warpgroup fp16 d64 packed qkv at 2333 rows, causal", &params, &d64, hopper);
 
   problem single = {AOTK_DTYPE_BFLOAT16, 1, 100, 130, 8, 2, 128, true, 0};
   params = params_for(single);
@@ -4755,6 +4904,47 @@ static void test_tma_launch_arguments(void) {
   params.causal = 1;
   params.causal_align = AOTK_ALIGN_TOP_LEFT;
   check_launch_of("warp-specialized varlen causal top-left", &params, &packed, hopper);
+  packed.head_dim = 64, packed.seqlen_q = 2100, packed.seqlen_k = 2200;
+  params = varlen_params_for(packed, 5000, 6000, false);
+  check_launch_of("three-warpgroup varlen d64", &params, &packed, wg3);
+
+  /* The three-warpgroup kernel's launch written out (the checks above hold it to the test's rules):
+   * 192-row tiles, ceil(seqlen_q / 192) a head, so 11 for 2048 rows (the two-warpgroup kernel's would be
+   * 16) and 22 for 4096 (32); one program per tile up to the 132 SMs, then 132 walking them all; 16 warps
+   * (3 consumer warpgroups and the producer's, padded); Q's box one consumer warpgroup's 64 rows, K's
+   * and V's the 128-key block, one batch deep. */
+  static const struct {
+    problem p;
+    int64_t m_blocks, tiles, grid;
+  } written[] = {
+      {{AOTK_DTYPE_BFLOAT16, 1, 2048, 2048, 8, 8, 64, true, 0}, 11, 88, 88},
+      {{AOTK_DTYPE_FLOAT16, 4, 4096, 4096, 16, 4, 64, false, 0}, 22, 1408, 132},
+  };
+  for (size_t i = 0; i < sizeof written / sizeof written[0]; i++) {
+    const problem *w = &written[i].p;
+    char what[96];
+    snprintf(what, sizeof what, "three-warpgroup launch %zu (seqlen_q %lld)", i, (long long)w->seqlen_q);
+    params = params_for(*w);
+    check_launch_of(what, &params, w, wg3);
+    reset_launch_log();
+    CHECK_MSG(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK && fake.logged_launches == 1, "%s: %s", what,
+              aotk_last_error());
+    if (fake.logged_launches != 1) continue;
+    const recorded_launch *launch = &fake.launch_log[0];
+    CHECK_MSG(launch->kernel == KERNEL_ATTN_FWD_HOPPER_WG3 && launch->grid[0] == (unsigned)written[i].grid &&
+                  launch->block[0] == 16 * 32 && arg_i32(launch, ARG_NUM_M_BLOCKS) == written[i].m_blocks &&
+                  arg_i32(launch, HOPPER_ARG_NUM_TILES) == written[i].tiles,
+              "%s: %s, grid %u, block %u, num_m_blocks %d, num_tiles %d; expected attn_fwd_hopper_wg3, %lld, 512, "
+              "%lld, %lld",
+              what, kernel_signatures[launch->kernel].function, launch->grid[0], launch->block[0],
+              arg_i32(launch, ARG_NUM_M_BLOCKS), arg_i32(launch, HOPPER_ARG_NUM_TILES), (long long)written[i].grid,
+              (long long)written[i].m_blocks, (long long)written[i].tiles);
+    CHECK_MSG(fake.encode_count == TMA_DESCRIPTORS && fake.encodes[0].box[1] == 64 && fake.encodes[1].box[1] == 128 &&
+                  fake.encodes[2].box[1] == 128 && fake.encodes[0].box[2] == 1 && fake.encodes[1].box[2] == 1 &&
+                  fake.encodes[2].box[2] == 1,
+              "%s: %d maps, boxes of %u, %u and %u rows (expected 64, 128, 128)", what, fake.encode_count,
+              fake.encodes[0].box[1], fake.encodes[1].box[1], fake.encodes[2].box[1]);
+  }
   uninstall_fake_gpu();
 }
 
@@ -4763,27 +4953,33 @@ static void test_tma_launch_arguments(void) {
  * figures are written out (from a separate model of the rule) so that both branches are seen taken. */
 static void test_hopper_grid(void) {
   install_fake_gpu(90, SHARED_SM90);
+  enum { TWO = AOTK__FAMILY_ATTN_FWD_HOPPER, THREE = AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 }; /* warpgroups */
   static const struct {
     problem p;
     int causal;
     int64_t grid;
+    int family;
   } cases[] = {
-      {{AOTK_DTYPE_BFLOAT16, 4, 4096, 4096, 16, 16, 128, true, 0}, 0, 132},    /* 2048 tiles */
-      {{AOTK_DTYPE_BFLOAT16, 4, 4096, 4096, 16, 16, 128, true, 0}, 1, 132},    /* balanced enough */
-      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 1, 1024},   /* too unequal: per tile */
-      {{AOTK_DTYPE_BFLOAT16, 1, 16384, 16384, 16, 16, 128, true, 0}, 1, 2048}, /* too unequal: per tile */
-      {{AOTK_DTYPE_BFLOAT16, 1, 16384, 16384, 16, 16, 128, true, 0}, 0, 132},  /* not causal */
-      {{AOTK_DTYPE_FLOAT16, 1, 16384, 16384, 32, 32, 64, true, 0}, 1, 132},    /* 4096 tiles */
-      {{AOTK_DTYPE_BFLOAT16, 2, 8192, 8192, 8, 8, 256, true, 0}, 1, 1024},     /* 64-key blocks */
-      {{AOTK_DTYPE_BFLOAT16, 1, 200, 200, 8, 8, 128, true, 0}, 1, 16},         /* fewer tiles than SMs */
-      {{AOTK_DTYPE_BFLOAT16, 32, 8192, 8192, 32, 8, 128, false, 0}, 1, 132},   /* 65536 tiles: rounds average */
+      {{AOTK_DTYPE_BFLOAT16, 4, 4096, 4096, 16, 16, 128, true, 0}, 0, 132, TWO},    /* 2048 tiles */
+      {{AOTK_DTYPE_BFLOAT16, 4, 4096, 4096, 16, 16, 128, true, 0}, 1, 132, TWO},    /* balanced enough */
+      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 1, 1024, TWO},   /* too unequal: per tile */
+      {{AOTK_DTYPE_BFLOAT16, 1, 16384, 16384, 16, 16, 128, true, 0}, 1, 2048, TWO}, /* too unequal: per tile */
+      {{AOTK_DTYPE_BFLOAT16, 1, 16384, 16384, 16, 16, 128, true, 0}, 0, 132, TWO},  /* not causal */
+      {{AOTK_DTYPE_FLOAT16, 1, 16384, 16384, 32, 32, 64, true, 0}, 1, 132, TWO},    /* 4096 tiles */
+      {{AOTK_DTYPE_FLOAT16, 1, 16384, 16384, 32, 32, 64, true, 0}, 0, 132, THREE},  /* 86 * 32 = 2752 tiles */
+      {{AOTK_DTYPE_BFLOAT16, 1, 2048, 2048, 8, 8, 64, true, 0}, 0, 88, THREE},      /* 11 * 8 (two: 16 * 8) */
+      {{AOTK_DTYPE_BFLOAT16, 1, 2048, 2048, 8, 8, 64, true, 0}, 1, 128, TWO},       /* causal: 16 * 8 */
+      {{AOTK_DTYPE_BFLOAT16, 1, 2047, 2047, 8, 8, 64, true, 0}, 0, 128, TWO},       /* short of 2048 rows */
+      {{AOTK_DTYPE_BFLOAT16, 2, 8192, 8192, 8, 8, 256, true, 0}, 1, 1024, TWO},     /* 64-key blocks */
+      {{AOTK_DTYPE_BFLOAT16, 1, 200, 200, 8, 8, 128, true, 0}, 1, 16, TWO},         /* fewer tiles than SMs */
+      {{AOTK_DTYPE_BFLOAT16, 32, 8192, 8192, 32, 8, 128, false, 0}, 1, 132, TWO},   /* 65536 tiles: rounds average */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     aotk_attn_params params = params_for(cases[i].p);
     params.causal = cases[i].causal;
     char what[96];
     snprintf(what, sizeof what, "persistent grid case %zu (causal %d)", i, cases[i].causal);
-    check_launch_of(what, &params, &cases[i].p, AOTK__FAMILY_ATTN_FWD_HOPPER);
+    check_launch_of(what, &params, &cases[i].p, cases[i].family);
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
     CHECK_MSG(info.grid == cases[i].grid, "%s: grid %lld, expected %lld", what, (long long)info.grid,
@@ -4958,7 +5154,7 @@ static void test_tma_encode_failure(void) {
         params.dropout_mask = mask_for(&params);
       }
       const int family = hopper ? AOTK__FAMILY_ATTN_FWD_HOPPER : AOTK__FAMILY_ATTN_FWD_TMA;
-      CHECK(expected_fwd_family(&params, 90, false) == family);
+      CHECK(expected_fwd_family(&params, 90, false, fake.max_shared_bytes) == family);
       fake.encode_result = CUDA_ERROR_INVALID_VALUE;
       fake.fail_encode_call = failing;
       reset_calls();

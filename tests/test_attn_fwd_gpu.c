@@ -35,6 +35,19 @@ static double worst_error_fraction[4];
 /* Cases that ran the sm_90 TMA kernel (each one's choice is checked against aotk_gpu_test_expect_tma). */
 static int tma_cases;
 static int hopper_cases; /* and the warp-specialized Gluon kernel */
+static int wg3_cases;    /* of them, its three-warpgroup form */
+
+/* The query length the host's tuning reads: seqlen_q, or for varlen max_seqlen_q as the check runner
+ * passes it (the longest sequence, at least 1, plus the slack). */
+static int64_t size_key(const aotk__fwd_check_case *c) {
+  const aotk__check_features *f = &c->features;
+  if (f->num_seqs == 0) return c->seqlen_q;
+  int64_t longest = 1;
+  for (int i = 0; i < f->num_seqs; i++) {
+    if (f->seqlens_q[i] > longest) longest = f->seqlens_q[i];
+  }
+  return longest + f->max_seqlen_slack;
+}
 
 static void run_fwd_case(const void *argument) {
   const fwd_case *fc = argument;
@@ -47,11 +60,19 @@ static void run_fwd_case(const void *argument) {
   bool aligned = strstr(r.kernel_name, "_aligned_") != NULL;
   CHECK_MSG(aligned == fc->expect_aligned, "%s layout ran %s", aotk__check_layout_name(c->layout), r.kernel_name);
   CHECK_MSG(r.from_ptx == (int)fc->expect_ptx, "from_ptx = %d", r.from_ptx);
+  const aotk_gpu_test_fwd_path path = aotk_gpu_test_expect_fwd_path(c->layout, c->head_dim, &c->features,
+                                                                    fc->expect_ptx);
   aotk_gpu_test_check_kernel_choice(r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk,
-                                    r.kernel_head_dim_v, r.features,
-                                    aotk_gpu_test_expect_fwd_path(c->layout, c->head_dim, &c->features, fc->expect_ptx));
+                                    r.kernel_head_dim_v, r.features, path);
+  /* The warp-specialized kernel has three consumer warpgroups (192-row tiles) at d=64 without a causal
+   * mask from 2048 query rows on (src/aotk_attn.c, plan_fwd), two otherwise. */
+  const bool unmasked = !c->causal && (!c->features.window || c->features.window_right < 0);
+  const bool expect_wg3 = path == FWD_HOPPER && c->head_dim == 64 && unmasked && size_key(c) >= 2048;
+  const bool wg3 = strncmp(r.kernel_name, "attn_fwd_hopper_wg3_", 20) == 0;
+  CHECK_MSG(wg3 == expect_wg3, "ran %s, expected the %s-warpgroup kernel", r.kernel_name, expect_wg3 ? "three" : "two");
   if (strncmp(r.kernel_name, "attn_fwd_tma_", 13) == 0) tma_cases++;
   if (strncmp(r.kernel_name, "attn_fwd_hopper_", 16) == 0) hopper_cases++;
+  if (wg3) wg3_cases++;
   /* The forward, and the mask kernel when the mask is asked for (the check asks with dropout). */
   const int32_t launches = c->features.dropout_p > 0.0f ? 2 : 1;
   CHECK_MSG(r.launches == launches, "launches = %d, expected %d", (int)r.launches, (int)launches);
@@ -127,14 +148,15 @@ static void tma_section(int *index, uint64_t *state) {
 
 /* Each case's choice was checked against the rule; this catches a rule that never fires on an H100. */
 static void test_tma_was_used(void) {
-  printf("    cases that ran the TMA kernel: %d, the warp-specialized kernel: %d (GPU sm_%d)\n", tma_cases,
-         hopper_cases, compute_capability);
+  printf("    cases that ran the TMA kernel: %d, the warp-specialized kernel: %d (%d with three warpgroups) "
+         "(GPU sm_%d)\n", tma_cases, hopper_cases, wg3_cases, compute_capability);
   if (compute_capability != 90) {
     TEST_SKIP("the TMA kernels run on sm_90 only");
     return;
   }
   CHECK_MSG(tma_cases >= 20, "only %d cases ran the TMA kernel", tma_cases);
   CHECK_MSG(hopper_cases >= 40, "only %d cases ran the warp-specialized kernel", hopper_cases);
+  CHECK_MSG(wg3_cases >= 6, "only %d cases ran the three-warpgroup kernel", wg3_cases);
 }
 
 /* Several threads make the first calls of one kernel at once: the image must load exactly once and
@@ -316,7 +338,10 @@ static void persistent_section(int *index) {
       {AOTK_DTYPE_BFLOAT16, 128, 2, 1536, 1536, 32, 8, 0, 0},  /* 768 tiles on 132 programs */
       {AOTK_DTYPE_FLOAT16, 128, 2, 1536, 2000, 32, 8, 1, 0},   /* causal bottom-right */
       {AOTK_DTYPE_BFLOAT16, 128, 3, 1000, 1500, 16, 16, 1, 1}, /* causal top-left */
-      {AOTK_DTYPE_FLOAT16, 64, 2, 2047, 2047, 32, 4, 0, 0},
+      {AOTK_DTYPE_FLOAT16, 64, 2, 2047, 2047, 32, 4, 0, 0},   /* two warpgroups: one row short of three */
+      {AOTK_DTYPE_BFLOAT16, 64, 2, 2049, 2049, 32, 4, 0, 0},  /* three: 704 tiles of 192 rows, the last of 129 */
+      {AOTK_DTYPE_FLOAT16, 64, 1, 2048, 3000, 16, 16, 0, 0},  /* three, seqlen_k != seqlen_q */
+      {AOTK_DTYPE_BFLOAT16, 64, 2, 2048, 2048, 16, 2, 1, 1},  /* causal top-left: two */
       {AOTK_DTYPE_BFLOAT16, 64, 4, 1024, 1024, 16, 2, 1, 0},
       {AOTK_DTYPE_BFLOAT16, 256, 2, 1100, 1100, 16, 4, 0, 0},
       {AOTK_DTYPE_FLOAT16, 256, 2, 1100, 900, 16, 4, 1, 0},    /* the first rows see no key */
@@ -376,6 +401,16 @@ static void varlen_hopper_section(int *index) {
                    AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
       run_feature_case(&fc);
     }
+  /* d=64 without a mask and a longest sequence of 2048 rows or more: the three-warpgroup kernel, whose
+   * 192-row tiles end mid-sequence and read the next sequence's rows (which it must not store). */
+  static const int64_t long_mixed[][2] = {{2100, 2100}, {17, 17}, {0, 5}, {191, 193}, {2048, 1500}};
+  for (int t = 0; t < 2; t++) {
+    aotk__check_features f;
+    memset(&f, 0, sizeof f);
+    aotk_gpu_test_set_seqlens(&f, long_mixed, 5);
+    feature_case(&fc, dtypes[t], 64, 0, 0, 0, 0, 4, 1 + t, AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
+    run_feature_case(&fc);
+  }
 }
 
 /*

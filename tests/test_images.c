@@ -91,6 +91,7 @@ enum head_dim_axis {
   HEAD_DIMS_TMA_PAIRS, /* one of tma_head_dim_pairs */
   HEAD_DIMS_HOPPER_PAIRS, /* one of hopper_head_dim_pairs */
   HEAD_DIMS_HOPPER_BWD_PAIRS, /* one of hopper_bwd_head_dim_pairs */
+  HEAD_DIMS_HOPPER_WG3_PAIRS, /* (64, 64): the three-warpgroup forward */
 };
 static const struct family {
   int32_t id;
@@ -116,6 +117,10 @@ static const struct family {
     {AOTK__FAMILY_ATTN_FWD_HOPPER, "attn_fwd_hopper",
      "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt" "i", true, false, HEAD_DIMS_HOPPER_PAIRS, false,
      false, true, 0, 90, true, true},
+    /* The same Gluon forward with three consumer warpgroups (192-row tiles), d=64 only. */
+    {AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, "attn_fwd_hopper_wg3",
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt" "i", true, false, HEAD_DIMS_HOPPER_WG3_PAIRS,
+     false, false, true, 192, 90, true, true},
     {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, false, HEAD_DIMS_NONE, false,
      false, true, 0, 0, false, false},
     {AOTK__FAMILY_ATTN_BWD_PREPROCESS, "attn_bwd_preprocess", "pppppppp" "liilii" "li" "iiiiiii", true, true,
@@ -257,6 +262,7 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                          : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? HOPPER_HEAD_DIM_PAIR_COUNT
                          : family->head_dims == HEAD_DIMS_HOPPER_BWD_PAIRS ? HOPPER_BWD_HEAD_DIM_PAIR_COUNT
                                                                     : 1;
+    /* HEAD_DIMS_HOPPER_WG3_PAIRS: one pair, (64, 64). */
     int block_size_count = family->has_block_size ? SEL_BLOCK_SIZE_COUNT : 1;
     int first_aligned = family->always_aligned ? 1 : 0, last_aligned = family->has_alignment ? 1 : first_aligned;
     for (int a = 0; a < 2; a++)
@@ -274,6 +280,7 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                                  : family->head_dims == HEAD_DIMS_TMA_PAIRS ? tma_head_dim_pairs[h][0]
                                  : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? hopper_head_dim_pairs[h][0]
                                  : family->head_dims == HEAD_DIMS_HOPPER_BWD_PAIRS ? hopper_bwd_head_dim_pairs[h][0]
+                                 : family->head_dims == HEAD_DIMS_HOPPER_WG3_PAIRS ? 64
                                                                             : 0;
                 v->head_dim_v = family->head_dims == HEAD_DIMS_PAIRS       ? head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_V_ONLY    ? head_dims_v[h]
@@ -281,6 +288,7 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                                 : family->head_dims == HEAD_DIMS_TMA_PAIRS ? tma_head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? hopper_head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_HOPPER_BWD_PAIRS ? hopper_bwd_head_dim_pairs[h][1]
+                                : family->head_dims == HEAD_DIMS_HOPPER_WG3_PAIRS ? 64
                                                                            : 0;
                 v->aligned = aligned;
                 v->extras = extras;
@@ -500,6 +508,10 @@ static void test_table_rows_describe_valid_configs(void) {
                   "row %d %s: head dims (%d, %d), expected (64, 64) or (128, 128)", i, e->name, e->head_dim_qk,
                   e->head_dim_v);
         break;
+      case HEAD_DIMS_HOPPER_WG3_PAIRS:
+        CHECK_MSG(e->head_dim_qk == 64 && e->head_dim_v == 64, "row %d %s: head dims (%d, %d), expected (64, 64)", i,
+                  e->name, e->head_dim_qk, e->head_dim_v);
+        break;
       case HEAD_DIMS_NONE:
         CHECK_MSG(e->head_dim_qk == 0 && e->head_dim_v == 0, "row %d %s: head dims (%d, %d), but %s has none", i,
                   e->name, e->head_dim_qk, e->head_dim_v, family->name);
@@ -632,7 +644,8 @@ static void test_table_tma_descriptors(void) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
     const bool fused = e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
     const bool bwd = e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || fused;
-    if (e->family != AOTK__FAMILY_ATTN_FWD_TMA && e->family != AOTK__FAMILY_ATTN_FWD_HOPPER && !bwd) {
+    const bool hopper_fwd = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
+    if (e->family != AOTK__FAMILY_ATTN_FWD_TMA && !hopper_fwd && !bwd) {
       CHECK_MSG(e->descriptor_count == 0, "row %d %s: %d TMA descriptors, but it takes none", i, e->name,
                 e->descriptor_count);
       static const aotk__tma_layout none[AOTK__MAX_TMA_DESCRIPTORS];
@@ -645,7 +658,7 @@ static void test_table_tma_descriptors(void) {
               e->descriptor_count, count, fused ? ", dO, the dQ accumulator" : bwd ? ", dO" : "");
     if (e->descriptor_count != count) continue;
     static const char *const names[5] = {"Q", "K", "V", "dO", "dQ accumulator"};
-    const int32_t q_rows = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER ? 64 : e->block_m;
+    const int32_t q_rows = hopper_fwd ? 64 : e->block_m;
     const int32_t rows[5] = {q_rows, e->block_n, e->block_n, e->block_m, e->block_m};
     const int32_t head_dims[5] = {e->head_dim_qk, e->head_dim_qk, e->head_dim_v, e->head_dim_v, e->head_dim_qk};
     /* The accumulator is fp32 ([batch * heads_q, stats_stride, head_dim_qk]), the others fp16/bf16. */
