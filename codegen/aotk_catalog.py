@@ -141,8 +141,9 @@ ATTN_BWD_FUSED_HOPPER_PARAMS = ATTN_BWD_DKDV_HOPPER_PARAMS + [
 # ... and the cast of that accumulator into dq (kernels/attn_bwd.py): only after the fused pass, whose
 # calls are aligned (TMA needs it), so everything is hinted.
 ATTN_BWD_DQ_CONVERT_PARAMS = (
-    _pointers(("DQAcc",), "*fp32", ALWAYS) + _pointers(("DQ",)) + _strides(("q",))
-    + _ints(("seqlen_q", "heads_q", "num_m_blocks")) + [("stats_stride", "i32", ALWAYS)]
+    _pointers(("DQAcc",), "*fp32", ALWAYS) + _pointers(("DQ",)) + _pointers(("CuSeqlensQ",), "*i32", False)
+    + _strides(("q",)) + _ints(("seqlen_q", "heads_q", "num_m_blocks")) + [("stats_stride", "i32", ALWAYS)]
+    + _ints(("flags",))
 )
 ATTN_BWD_DQ_PARAMS = (
     _pointers(("Q", "K", "V", "DOut")) + _pointers(("LseLog2", "Delta"), "*fp32", ALWAYS) + _pointers(("DQ",))

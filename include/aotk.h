@@ -331,8 +331,8 @@ typedef struct aotk_kernel_info {
  * kernel: 64, 128 and 256 for the plain forward (AOTK_FEATURE_WARP_SPECIALIZED below), 128 and 256 with
  * any feature. Other calls take the pointer-load kernels, with the same results to within rounding.
  * For AOTK_OP_ATTN_BWD the bit describes the dK/dV pass, the kernel aotk_query names: it loads Q, K, V
- * and dO so under the same conditions (dO's layout too), at head dims 64 and 128, for the backward
- * without softcap, ALiBi or dropout and with no window but causal. */
+ * and dO so under the same conditions (dO's layout too; dense or varlen), at head dims 64 and 128, for
+ * the backward without softcap, ALiBi or dropout and with no window but causal. */
 #define AOTK_FEATURE_TMA (1u << 9)
 /* Added in 0.4. The sm_90 forward with FlashAttention-3's schedule (a TMA producer warp, two consumer
  * warpgroups taking turns, three at d=64 without a causal mask from 2048 query rows on; softmax

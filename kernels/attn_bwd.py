@@ -76,21 +76,23 @@ def attn_bwd_preprocess(Out, DOut, Lse, Delta, LseLog2, CuSeqlensQ, Sinks, SinkP
 
 
 @triton.jit
-def attn_bwd_dq_convert(DQAcc, DQ, stride_qb, stride_qs, stride_qh, seqlen_q, heads_q, num_m_blocks, stats_stride,
-                        HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-    # dq[b, i, h, :] = acc[b * heads_q + h, i, :] for rows i < seqlen_q: one program per (query block,
-    # batch, query head). The accumulator is already scaled by softmax_scale; rows past seqlen_q (the
-    # padding up to stats_stride) are not written.
+def attn_bwd_dq_convert(DQAcc, DQ, CuSeqlensQ, stride_qb, stride_qs, stride_qh, seqlen_q, heads_q, num_m_blocks,
+                        stats_stride, flags, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    # dq[b, i, h, :] = acc[b * heads_q + h, i, :] for the rows i of sequence b (varlen: from its first
+    # row in the packed dq): one program per (query block, sequence, query head). The accumulator is
+    # already scaled by softmax_scale; rows past the sequence (the padding up to stats_stride) are not
+    # written.
     pid = tl.program_id(0)
     bh = pid // num_m_blocks
     rows = (pid % num_m_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, HEAD_DIM)
-    acc = tl.load(DQAcc + (bh.to(tl.int64) * stats_stride + rows[:, None]) * HEAD_DIM + cols[None, :])
     b = bh // heads_q
     h = bh % heads_q
-    ptrs = DQ + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh + rows[:, None].to(tl.int64) * stride_qs + \
-        cols[None, :]
-    tl.store(ptrs, acc.to(DQ.dtype.element_ty), mask=rows[:, None] < seqlen_q)
+    q_start, sq = sequence(CuSeqlensQ, b, seqlen_q, flags)
+    acc = tl.load(DQAcc + (bh.to(tl.int64) * stats_stride + rows[:, None]) * HEAD_DIM + cols[None, :])
+    ptrs = DQ + b.to(tl.int64) * stride_qb + q_start.to(tl.int64) * stride_qs + h.to(tl.int64) * stride_qh + \
+        rows[:, None].to(tl.int64) * stride_qs + cols[None, :]
+    tl.store(ptrs, acc.to(DQ.dtype.element_ty), mask=rows[:, None] < sq)
 
 
 @triton.jit

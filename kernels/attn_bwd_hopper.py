@@ -31,9 +31,13 @@ host zeroes the accumulator first and attn_bwd_dq_convert (kernels/attn_bwd.py) 
 place of the Triton dQ pass: 5 matrix products per block instead of 7.
 
 What it covers: no softcap, ALiBi or dropout (the EXTRAS kernels), no window but causal (either
-alignment), dense layouts TMA can read, head dims 64 and 128, GQA, sinks (they enter through lse
-only), any lengths. Its arguments are attn_bwd_dkdv's, then descriptors of Q, K, V and dO over
-[batch, seqlen, heads * d], so the C launcher packs both the same way.
+alignment), layouts TMA can read, dense or varlen, head dims 64 and 128, GQA, sinks (they enter through
+lse only), any lengths. Its arguments are attn_bwd_dkdv's, then descriptors of Q, K, V and dO over
+[batch, seqlen, heads * d] (varlen: [1, total, heads * d], each sequence's rows offset by cu_seqlens;
+blocks reaching past a sequence's end read the next sequence's rows, which are masked as keys, have lse
+= +inf as queries, and are not stored), so the C launcher packs both the same way. At d=128 ptxas
+spills 20 bytes (12 in the fused form), in the masked-block path only (column bounds hoisted out of
+the loop; unmasked steps do not touch them).
 
 Measured through the JIT on the H100 (bench/explore_hopper/gluon_attn_bwd.py, "split _rs": this
 kernel with aotk's pre-pass and dQ pass, against the three Triton kernels, bf16, 16k tokens): the
@@ -53,6 +57,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 
 # Bits of `flags` (kernels/attn_common.py; src/aotk_attn.c sets them).
+FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
 FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
 
 
@@ -65,29 +70,31 @@ def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
 
 
 @gluon.jit
-def _producer(desc_q, desc_do, desc_k, desc_v, q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters,
+def _producer(desc_q, desc_do, desc_k, desc_v, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters,
               HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, STAGES: gl.constexpr):
+    # rows: the view's batch coordinate, the program's first key row, its first query row (the
+    # sequence's start plus m_lo), the kv head, the group size and the query blocks per head: as few
+    # values as the loop needs, within the producer's 24 registers.
     kv_bar, q_ready, do_ready, qdo_empty = bars
-    b, n0, hkv, group_size, m_lo, n_m = coords
+    bc, k_row, q_row, hkv, group_size, n_m = rows
     mbarrier.expect(kv_bar, desc_k.block_type.nbytes + desc_v.block_type.nbytes)
-    tma.async_copy_global_to_shared(desc_k, [b, n0, hkv * HEAD_DIM], kv_bar, k_smem)
-    tma.async_copy_global_to_shared(desc_v, [b, n0, hkv * HEAD_DIM], kv_bar, v_smem)
+    tma.async_copy_global_to_shared(desc_k, [bc, k_row, hkv * HEAD_DIM], kv_bar, k_smem)
+    tma.async_copy_global_to_shared(desc_v, [bc, k_row, hkv * HEAD_DIM], kv_bar, v_smem)
     for it in range(n_iters):
         s = it % STAGES
         hq = hkv * group_size + it // n_m
-        m0 = m_lo + (it % n_m) * BLOCK_M
+        m0 = q_row + (it % n_m) * BLOCK_M
         # A fresh mbarrier counts as having completed the phase before phase 0: parity 1 passes at once.
         mbarrier.wait(qdo_empty.index(s), ((it // STAGES) & 1) ^ 1)
         mbarrier.expect(q_ready.index(s), desc_q.block_type.nbytes)
-        tma.async_copy_global_to_shared(desc_q, [b, m0, hq * HEAD_DIM], q_ready.index(s), q_bufs.index(s))
+        tma.async_copy_global_to_shared(desc_q, [bc, m0, hq * HEAD_DIM], q_ready.index(s), q_bufs.index(s))
         mbarrier.expect(do_ready.index(s), desc_do.block_type.nbytes)
-        tma.async_copy_global_to_shared(desc_do, [b, m0, hq * HEAD_DIM], do_ready.index(s), do_bufs.index(s))
+        tma.async_copy_global_to_shared(desc_do, [bc, m0, hq * HEAD_DIM], do_ready.index(s), do_bufs.index(s))
 
 
 @gluon.jit
-def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, DK, DV,
-              stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
-              seqlen_k, causal, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
+def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base, dv_base,
+              stride_dks, stride_dvs, seqlen_k, causal, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
               FUSED_DQ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
               STAGES: gl.constexpr):
     kv_bar, q_ready, do_ready, qdo_empty = bars
@@ -180,16 +187,14 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
     cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, kv_layout))
     o_mask = gl.expand_dims(rows_o < seqlen_k, 1) & gl.expand_dims(cols_o < HEAD_DIM, 0)
     rows64 = gl.expand_dims(rows_o.to(gl.int64), 1)
-    dk_ptrs = DK + b.to(gl.int64) * stride_dkb + hkv.to(gl.int64) * stride_dkh + rows64 * stride_dks + \
-        gl.expand_dims(cols_o, 0)
-    gl.store(dk_ptrs, (dk * softmax_scale).to(dtype), mask=o_mask)
-    dv_ptrs = DV + b.to(gl.int64) * stride_dvb + hkv.to(gl.int64) * stride_dvh + rows64 * stride_dvs + \
-        gl.expand_dims(cols_o, 0)
+    gl.store(dk_base + rows64 * stride_dks + gl.expand_dims(cols_o, 0), (dk * softmax_scale).to(dtype), mask=o_mask)
+    dv_ptrs = dv_base + rows64 * stride_dvs + gl.expand_dims(cols_o, 0)
     gl.store(dv_ptrs, dv.to(dtype), mask=o_mask)
 
 
 @gluon.jit
-def _program(LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
+def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs,
+             stride_dvh,
              seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_right, flags,
              softmax_scale, qk_scale_log2, DescQ, DescK, DescV, DescDO, DescDQ,
              FUSED_DQ: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
@@ -201,17 +206,36 @@ def _program(LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_
     b = bh // heads_kv
     hkv = bh % heads_kv
     n0 = n_block * BLOCK_N
+    # Sequence b: dense, rows from 0 of batch entry b; varlen, the tensors are [1, total, heads * d] and
+    # its rows start at cu_seqlens[b] (the grid covers max_seqlen_k keys: a shorter sequence's last key
+    # blocks have no keys and no work; blocks reaching past a sequence's end read the next sequence's
+    # rows, which are masked as keys, have lse = +inf as queries, and are not stored).
+    varlen = (flags & FLAG_VARLEN) != 0
+    bc = b
+    q_start = b * 0
+    k_start = b * 0
+    sq = seqlen_q
+    sk = seqlen_k
+    if varlen:
+        bc = b * 0
+        q_start = gl.load(CuSeqlensQ + b)
+        k_start = gl.load(CuSeqlensK + b)
+        # A sequence longer than max_seqlen is cut to it, as in the Triton kernels.
+        sq = gl.minimum(gl.load(CuSeqlensQ + b + 1) - q_start, seqlen_q)
+        sk = gl.minimum(gl.load(CuSeqlensK + b + 1) - k_start, seqlen_k)
     # The host sends only unmasked or causal problems here: causal is a right window bound of 0. Row i
     # sees key j when j <= i + diag, so the query blocks from the one holding row n0 - diag on see this
     # key block.
     causal = window_right == 0
-    diag = seqlen_k - seqlen_q
+    diag = sk - sq
     if (flags & FLAG_TOP_LEFT) != 0:
-        diag = 0
+        diag = sk * 0
     m_lo = n0 * 0
     if causal:
         m_lo = gl.maximum(n0 - diag, 0) // BLOCK_M * BLOCK_M
-    n_m = gl.maximum(gl.cdiv(seqlen_q - m_lo, BLOCK_M), 0)
+    n_m = gl.maximum(gl.cdiv(sq - m_lo, BLOCK_M), 0)
+    if n0 >= sk:
+        n_m = n_m * 0
     n_iters = n_m * group_size
 
     dtype: gl.constexpr = DescQ.dtype
@@ -238,12 +262,17 @@ def _program(LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_
 
     bars = (kv_bar, q_ready, do_ready, qdo_empty)
     coords = (b, n0, hkv, group_size, m_lo, n_m)
+    rows = (bc, k_start + n0, q_start + m_lo, hkv, group_size, n_m)
+    # The program's dK and dV rows, computed here so that the consumers keep two pointers, not the
+    # coordinates and strides (varlen: the batch stride is 0 and the sequence starts at row k_start).
+    dk_base = DK + b.to(gl.int64) * stride_dkb + k_start.to(gl.int64) * stride_dks + hkv.to(gl.int64) * stride_dkh
+    dv_base = DV + b.to(gl.int64) * stride_dvb + k_start.to(gl.int64) * stride_dvs + hkv.to(gl.int64) * stride_dvh
     gl.warp_specialize([
-        (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, DK, DV,
-                     stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
-                     seqlen_k, causal, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
+        (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base,
+                     dv_base, stride_dks, stride_dvs, sk, causal, diag, heads_q, stats_stride, softmax_scale,
+                     qk_scale_log2,
                      FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES)),
-        (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, HEAD_DIM,
+        (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
                      BLOCK_M, STAGES)),
     ], [1], [PRODUCER_REGS])
 
@@ -263,7 +292,8 @@ def attn_bwd_dkdv_hopper(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSe
                          DescQ, DescK, DescV, DescDO,
                          HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                          PRODUCER_REGS: gl.constexpr):
-    _program(LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
+    _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb,
+             stride_dvs, stride_dvh,
              seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_right, flags,
              softmax_scale, qk_scale_log2, DescQ, DescK, DescV, DescDO, DescQ,
              False, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS)
@@ -287,7 +317,8 @@ def attn_bwd_fused_hopper(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuS
     # The non-deterministic backward's one pass: dK and dV as attn_bwd_dkdv_hopper, and dQ reduce-added
     # into the fp32 accumulator DescDQ ([batch * heads_q, stats_stride, HEAD_DIM], zeroed by the host;
     # attn_bwd_dq_convert casts it into dq).
-    _program(LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs, stride_dvh,
+    _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb,
+             stride_dvs, stride_dvh,
              seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_right, flags,
              softmax_scale, qk_scale_log2, DescQ, DescK, DescV, DescDO, DescDQ,
              True, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS)

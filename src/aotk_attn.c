@@ -758,7 +758,7 @@ static const char attn_bwd_dkdv_hopper_param_kinds[] = "pppppppp" FEATURE_POINTE
 static const char attn_bwd_fused_hopper_param_kinds[] = "pppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES
                                                         STRIDES STRIDES "l" "iiiiii" "i" MASK_INTS "f" SCORE_SCALARS
                                                         DROPOUT_SCALARS "ttttt";
-static const char attn_bwd_dq_convert_param_kinds[] = "pp" STRIDES "iii" "i";
+static const char attn_bwd_dq_convert_param_kinds[] = "ppp" STRIDES "iii" "i" "i";
 static const char attn_bwd_dq_param_kinds[] = "ppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES
                                               "l" "iiiii" "i" MASK_INTS "f" SCORE_SCALARS DROPOUT_SCALARS;
 #undef STRIDES
@@ -869,18 +869,18 @@ static bool tma_view_ok(const aotk_tensor *t) {
   return t->strides[0] % 8 == 0 && t->strides[0] >= t->shape[1] * t->strides[1] && t->strides[0] < limit;
 }
 
-/* The table row of a TMA family (the Triton TMA kernel, or the warp-specialized Gluon kernel) for this
- * problem on this device, or -1: sm_90 cubins, a layout that TMA can read (dense, or varlen for the
- * Gluon forward), and a kernel compiled for exactly the problem's head dims (a wider box would reach
+/* The table row of a TMA family (the Triton TMA forward, or one of the warp-specialized Gluon kernels)
+ * for this problem on this device, or -1: sm_90 cubins, a layout that TMA can read (dense, or varlen for
+ * the Gluon kernels), and a kernel compiled for exactly the problem's head dims (a wider box would reach
  * into the next head). Chosen by the same tuning rule as the pointer kernels. Sets no error. */
 static int choose_tma_row(int family, const aotk__attn_problem *problem, const attn_plan *plan, int64_t size_key) {
   int arch;
   aotk__image_kind kind;
   if (aotk__choose_target(&plan->device, &arch, &kind) != AOTK_OK || arch != 90 || kind != AOTK__IMAGE_CUBIN) return -1;
-  /* Varlen: the Gluon forward reads the packed tensors as [1, total, heads * head_dim] and adds each
-   * sequence's start to its row coordinates (blocks past a sequence's end read the next one's rows,
-   * which it masks or does not store); the other TMA kernels are dense only. */
-  if (problem->varlen && !is_hopper_fwd(family)) return -1;
+  /* Varlen: the Gluon kernels read the packed tensors as [1, total, heads * head_dim] and add each
+   * sequence's start to their row coordinates (blocks past a sequence's end read the next one's rows,
+   * which they mask or do not store); the Triton TMA forward is dense only. */
+  if (problem->varlen && family == AOTK__FAMILY_ATTN_FWD_TMA) return -1;
   if (!problem->aligned || !tma_view_ok(&problem->q) || !tma_view_ok(&problem->k) || !tma_view_ok(&problem->v)) {
     return -1;
   }
@@ -1447,7 +1447,9 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
 
   int32_t m_blocks = (int32_t)blocks(problem->seqlen_q, dq_entry->block_m);
   if (fused) {
-    void *convert_args[] = {&dq_acc, TENSOR_ARGS(dq), STRIDE_ARGS(dq), &seqlen_q, &heads_q, &m_blocks, &stats_stride};
+    int32_t convert_flags = f.flags & FLAG_VARLEN;
+    void *convert_args[] = {&dq_acc, TENSOR_ARGS(dq), &f.cu_seqlens_q, STRIDE_ARGS(dq), &seqlen_q, &heads_q, &m_blocks,
+                            &stats_stride, &convert_flags};
     _Static_assert(sizeof convert_args / sizeof convert_args[0] == sizeof attn_bwd_dq_convert_param_kinds - 1,
                    "one per parameter");
     status = aotk__launch_row(driver, plan->rows[2], kernels[2], sizeof convert_args / sizeof convert_args[0],

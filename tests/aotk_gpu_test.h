@@ -164,7 +164,7 @@ static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout l
   /* Mixed layouts put k in the permuted layout, [batch, heads, seqlen, d] in memory: a token's heads are
    * contiguous (and its rows as TMA wants them) only with one kv head and one key. */
   const bool k_readable = !mix_layouts || (heads_kv == 1 && seqlen_k == 1);
-  if (compute_capability != 90 || from_ptx || layout != AOTK__LAYOUT_CONTIGUOUS || !k_readable || f->num_seqs != 0 ||
+  if (compute_capability != 90 || from_ptx || layout != AOTK__LAYOUT_CONTIGUOUS || !k_readable ||
       aotk_gpu_test_head_dim_v(head_dim, f) != head_dim) {
     return FWD_POINTER;
   }

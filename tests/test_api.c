@@ -98,9 +98,9 @@ static const char *const driver_function_names[] = {
 #define ATTN_BWD_DKDV_KINDS \
   "pppppppp" "pppp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "l" "iiiiii" "i" "iiiii" "f" "fff" "if"
 #define ATTN_BWD_DQ_KINDS "ppppppp" "pppp" STRIDES STRIDES STRIDES STRIDES STRIDES "l" "iiiii" "i" "iiiii" "f" "fff" "if"
-/* The non-deterministic backward's cast of its fp32 dQ accumulator into dq: DQAcc, DQ, dq's strides,
- * seqlen_q, heads_q, num_m_blocks, stats_stride. */
-#define ATTN_BWD_DQ_CONVERT_KINDS "pp" STRIDES "iii" "i"
+/* The non-deterministic backward's cast of its fp32 dQ accumulator into dq: DQAcc, DQ, CuSeqlensQ, dq's
+ * strides, seqlen_q, heads_q, num_m_blocks, stats_stride, flags. */
+#define ATTN_BWD_DQ_CONVERT_KINDS "ppp" STRIDES "iii" "i" "i"
 #define HIDDEN_KINDS "pp"
 /* Selection attention (kernels/sel_attn.py): "li" is a packed tensor's (token: int64, head: int32) strides. */
 #define PACKED "li"
@@ -293,11 +293,12 @@ enum dq_param {
   DQ_PARAM_COUNT
 };
 
-/* attn_bwd_dq_convert: one program per (query block, batch, query head) casts the fp32 accumulator
- * [batch * heads_q, stats_stride, head_dim_qk] into dq. */
+/* attn_bwd_dq_convert: one program per (query block, batch or sequence, query head) casts the fp32
+ * accumulator [batch * heads_q, stats_stride, head_dim_qk] into dq; varlen, sequence b's rows start at
+ * cu_seqlens_q[b] of the packed dq (flags: FLAG_VARLEN alone). */
 enum dq_convert_param {
-  CONVERT_DQ_ACC, CONVERT_DQ, CONVERT_STRIDE_DQB, CONVERT_STRIDE_DQS, CONVERT_STRIDE_DQH,
-  CONVERT_SEQLEN_Q, CONVERT_HEADS_Q, CONVERT_NUM_M_BLOCKS, CONVERT_STATS_STRIDE,
+  CONVERT_DQ_ACC, CONVERT_DQ, CONVERT_CU_SEQLENS_Q, CONVERT_STRIDE_DQB, CONVERT_STRIDE_DQS, CONVERT_STRIDE_DQH,
+  CONVERT_SEQLEN_Q, CONVERT_HEADS_Q, CONVERT_NUM_M_BLOCKS, CONVERT_STATS_STRIDE, CONVERT_FLAGS,
   CONVERT_GLOBAL_SCRATCH, CONVERT_PROFILE_SCRATCH,
   CONVERT_PARAM_COUNT
 };
@@ -1205,12 +1206,27 @@ static bool expect_tma(const aotk_attn_params *params, int arch, bool from_ptx, 
   return expected_fwd_family(params, arch, from_ptx, max_shared_bytes) != AOTK__FAMILY_ATTN_FWD;
 }
 
+/* The problem's sizes as the kernels see them: dense, from q's and k's shapes; varlen, num_seqs
+ * sequences of at most max_seqlen_q / max_seqlen_k rows. */
+static bool params_varlen(const aotk_attn_params *params) { return params->cu_seqlens_q.data != NULL; }
+static int64_t params_batch(const aotk_attn_params *params) {
+  return params_varlen(params) ? params->cu_seqlens_q.shape[0] - 1 : params->q.shape[0];
+}
+static int64_t params_seqlen_q(const aotk_attn_params *params) {
+  return params_varlen(params) ? params->max_seqlen_q : params->q.shape[1];
+}
+static int64_t params_seqlen_k(const aotk_attn_params *params) {
+  return params_varlen(params) ? params->max_seqlen_k : params->k.shape[1];
+}
+static int64_t params_heads_q(const aotk_attn_params *params) { return params->q.shape[params->q.rank - 2]; }
+static int64_t params_head_dim(const aotk_tensor *t) { return t->shape[t->rank - 1]; }
+
 /* Whether the backward's Gluon passes cover the call (include/aotk.h, AOTK_FEATURE_TMA for
- * AOTK_OP_ATTN_BWD): on sm_90 cubins, dense, every tensor 16-byte aligned, q, k, v and dout readable by
- * TMA, head dims exactly 64 or 128 (q/k and v equal), no softcap, ALiBi or dropout, no window but causal
- * (sinks allowed). */
+ * AOTK_OP_ATTN_BWD): on sm_90 cubins, dense or varlen (the packed tensors read as [1, total, heads * d]),
+ * every tensor 16-byte aligned, q, k, v and dout readable by TMA, head dims exactly 64 or 128 (q/k and v
+ * equal), no softcap, ALiBi or dropout, no window but causal (sinks allowed). */
 static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool from_ptx) {
-  if (arch != 90 || from_ptx || params->cu_seqlens_q.data != NULL || params->q.rank != 4) return false;
+  if (arch != 90 || from_ptx || params->q.rank != (params_varlen(params) ? 3 : 4)) return false;
   const aotk_tensor *all[] = {&params->q,    &params->k,  &params->v,  &params->out,
                               &params->dout, &params->dq, &params->dk, &params->dv};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -1225,38 +1241,40 @@ static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool fro
       params->window_left >= 0 || window_right > 0) {
     return false;
   }
-  const int64_t d = params->q.shape[3];
-  return params->v.shape[3] == d && (d == 64 || d == 128);
+  const int64_t d = params_head_dim(&params->q);
+  return params_head_dim(&params->v) == d && (d == 64 || d == 128);
 }
 
 /* Whether the backward's dK/dV pass must be the warp-specialized Gluon kernel where the caller asks for
- * a deterministic backward: bwd_hopper_covers, and its row fitting the GPU's shared memory. */
+ * a deterministic backward: bwd_hopper_covers, and its row (tuned by seqlen_k, max_seqlen_k for varlen)
+ * fitting the GPU's shared memory. */
 static bool expect_bwd_hopper(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
   if (!bwd_hopper_covers(params, arch, from_ptx)) return false;
-  const int64_t d = params->q.shape[3];
+  const int64_t d = params_head_dim(&params->q);
   const aotk__kernel_entry *row = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, params->q.dtype, d, d, 1, 0,
-                                               params->k.shape[1]);
+                                               params_seqlen_k(params));
   return row != NULL && row->shared_bytes <= max_shared_bytes;
 }
 
 /* The non-deterministic backward's two rows (include/aotk.h, AOTK_FEATURE_NONDETERMINISTIC): the fused
- * pass, tuned by seqlen_k, and the cast of its accumulator into dq, by seqlen_q. */
+ * pass, tuned by seqlen_k, and the cast of its accumulator into dq, by seqlen_q (for varlen the
+ * max_seqlen's). */
 static const aotk__kernel_entry *fused_row(const aotk_attn_params *params) {
-  const int64_t d = params->q.shape[params->q.rank - 1];
-  return expected_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, 90, params->q.dtype, d, d, 1, 0, params->k.shape[1]);
+  const int64_t d = params_head_dim(&params->q);
+  return expected_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, 90, params->q.dtype, d, d, 1, 0, params_seqlen_k(params));
 }
 static const aotk__kernel_entry *convert_row(const aotk_attn_params *params) {
-  const int64_t d = params->q.shape[params->q.rank - 1];
-  return expected_row(AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, 90, params->q.dtype, d, d, 1, 0, params->q.shape[1]);
+  const int64_t d = params_head_dim(&params->q);
+  return expected_row(AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, 90, params->q.dtype, d, d, 1, 0, params_seqlen_q(params));
 }
 
 /* Whether the backward must be the non-deterministic one (the fused pass and the cast instead of the
- * dK/dV and dQ passes): deterministic 0, the Gluon passes covering the call, batch * heads_q within
- * the accumulator map's 32-bit count, and both rows fitting the GPU's shared memory. Where the fused
- * pass does not fit, the deterministic kernels run (expect_bwd_hopper says which dK/dV pass). */
+ * dK/dV and dQ passes): deterministic 0, the Gluon passes covering the call, batch (num_seqs) * heads_q
+ * within the accumulator map's 32-bit count, and both rows fitting the GPU's shared memory. Where the
+ * fused pass does not fit, the deterministic kernels run (expect_bwd_hopper says which dK/dV pass). */
 static bool expect_bwd_fused(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
   if (params->deterministic != 0 || !bwd_hopper_covers(params, arch, from_ptx)) return false;
-  if (params->q.shape[0] * params->q.shape[2] > INT32_MAX) return false;
+  if (params_batch(params) * params_heads_q(params) > INT32_MAX) return false;
   const aotk__kernel_entry *fused = fused_row(params), *convert = convert_row(params);
   return fused != NULL && convert != NULL && fused->shared_bytes <= max_shared_bytes &&
          convert->shared_bytes <= max_shared_bytes;
@@ -1665,12 +1683,8 @@ static void set_rng_state_stride_2(aotk_attn_params *p) { set_dropout(p), p->rng
 
 /* The dropout mask: uint8 [batch, heads_q, seqlen_q, seqlen_k], only with dropout. */
 static aotk_tensor mask_for(const aotk_attn_params *p) {
-  const bool varlen = p->cu_seqlens_q.data != NULL;
-  const int64_t batch = varlen ? p->cu_seqlens_q.shape[0] - 1 : p->q.shape[0];
-  const int64_t heads_q = p->q.shape[varlen ? 1 : 2];
-  const int64_t seqlen_q = varlen ? p->max_seqlen_q : p->q.shape[1];
-  const int64_t seqlen_k = varlen ? p->max_seqlen_k : p->k.shape[1];
-  return aotk_tensor_4d(FAKE_MASK, AOTK_DTYPE_UINT8, batch, heads_q, seqlen_q, seqlen_k);
+  return aotk_tensor_4d(FAKE_MASK, AOTK_DTYPE_UINT8, params_batch(p), params_heads_q(p), params_seqlen_q(p),
+                        params_seqlen_k(p));
 }
 static void set_mask(aotk_attn_params *p) { set_dropout(p), p->dropout_mask = mask_for(p); }
 static void set_mask_without_dropout(aotk_attn_params *p) { set_mask(p), p->dropout_p = 0.0f; }
@@ -3527,11 +3541,14 @@ static void check_bwd_launch(const char *what, const aotk_attn_params *params, c
     /* The cast reads the accumulator the fused pass filled and writes dq, over seqlen_q's blocks. */
     check_pointer(what, kernel, dq_launch, CONVERT_DQ_ACC, accumulator, "DQAcc (the accumulator)");
     check_pointer(what, kernel, dq_launch, CONVERT_DQ, dq->data, "dq");
+    check_pointer(what, kernel, dq_launch, CONVERT_CU_SEQLENS_Q, params->cu_seqlens_q.data, "cu_seqlens_q");
     check_strides(what, kernel, dq_launch, CONVERT_STRIDE_DQB, dq, "dq");
     check_int(what, kernel, dq_launch, CONVERT_SEQLEN_Q, p->seqlen_q, "seqlen_q");
     check_int(what, kernel, dq_launch, CONVERT_HEADS_Q, p->heads_q, "heads_q");
     check_int(what, kernel, dq_launch, CONVERT_NUM_M_BLOCKS, ceil_div(p->seqlen_q, rows[2]->block_m), "num_m_blocks");
     check_int(what, kernel, dq_launch, CONVERT_STATS_STRIDE, stats_stride(p), "stats_stride");
+    /* Of the flags only the layout matters to the cast. */
+    check_int(what, kernel, dq_launch, CONVERT_FLAGS, expected.flags & FLAG_VARLEN, "flags");
   } else {
     const void *dq_pointers[] = {q->data, k->data, v->data, dout->data, lse_log2, FAKE_WORKSPACE, dq->data,
                                  params->cu_seqlens_q.data, params->cu_seqlens_k.data, params->alibi_slopes.data,
@@ -5001,9 +5018,10 @@ static void test_bwd_hopper_choice(void) {
   static const char *const what[] = {"bf16 d128 GQA", "causal", "causal top-left", "window_right 0 alone",
                                      "sinks and dsinks", "fp16 d64", "softcap", "ALiBi", "dropout",
                                      "a left window", "dout's heads outermost", "d96 (padded)", "d256",
-                                     "varlen", "dout's token stride not a multiple of 16 bytes"};
+                                     "varlen (read as [1, total, heads * d])",
+                                     "dout's token stride not a multiple of 16 bytes"};
   static const bool expect_hopper[] = {true, true, true, true, true, true, false, false, false, false, false, false,
-                                       false, false, false};
+                                       false, true, false};
   int fused_cases = 0;
   for (size_t c = 0; c < 2 * sizeof what / sizeof what[0]; c++) {
     const size_t i = c / 2;
@@ -5093,6 +5111,163 @@ static void test_bwd_hopper_choice(void) {
       check_bwd_launch(what_of_case, &params, &d128);
     }
   }
+  uninstall_fake_gpu();
+}
+
+/* What the last call of test_bwd_hopper_varlen's plain case (3 sequences of at most 300 / 400 rows, 700
+ * and 1000 in all, bf16 d128, heads 8 / 2) launched, written out: stats_stride round_up(300, 128) = 384;
+ * the statistics 8 * 3 * 8 * 384 bytes, and for the fused plan the accumulator after them, 3 * 8 * 384 *
+ * 128 words; the Gluon pass over ceil(400 / block_n) * 3 * 2 programs, told FLAG_VARLEN and the
+ * cu_seqlens, with maps over [1, total, heads * 128]; the cast over ceil(300 / 64) * 3 * 8 programs. */
+static void check_bwd_varlen_literals(const char *what, const aotk_attn_params *params, bool fused) {
+  enum { STATS_STRIDE = 384, STATISTICS_BYTES = 8 * 3 * 8 * STATS_STRIDE, ACCUMULATOR_WORDS = 3 * 8 * 384 * 128 };
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK(aotk_query(AOTK_OP_ATTN_BWD, params, &info) == AOTK_OK);
+  const size_t workspace_bytes = STATISTICS_BYTES + (fused ? 4 * (size_t)ACCUMULATOR_WORDS : 0);
+  CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected %zu", what,
+            info.workspace_bytes, workspace_bytes);
+  CHECK_MSG(fake.logged_launches == 3, "%s: %d launches", what, fake.logged_launches);
+  if (fake.logged_launches != 3) return;
+  const recorded_launch *pass = &fake.launch_log[1], *dq = &fake.launch_log[2];
+  CHECK_MSG(pass->kernel == (fused ? KERNEL_BWD_FUSED_HOPPER : KERNEL_BWD_DKDV_HOPPER) &&
+                dq->kernel == (fused ? KERNEL_BWD_DQ_CONVERT : KERNEL_BWD_DQ),
+            "%s: launched %s and %s", what, kernel_signatures[pass->kernel].function,
+            kernel_signatures[dq->kernel].function);
+  const aotk__kernel_entry *row = fused ? fused_row(params) : expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90,
+                                                                           AOTK_DTYPE_BFLOAT16, 128, 128, 1, 0, 400);
+  CHECK(row != NULL);
+  if (row == NULL) return;
+  CHECK_MSG(pass->grid[0] == (unsigned)(ceil_div(400, row->block_n) * 3 * 2) && info.grid == (int64_t)pass->grid[0],
+            "%s: the dK/dV pass's grid %u (aotk_query %lld) with block_n %d", what, pass->grid[0],
+            (long long)info.grid, row->block_n);
+  CHECK_MSG(arg_i32(pass, DKDV_FLAGS) == (FLAG_WRITE_LSE | FLAG_VARLEN) && arg_i32(pass, DKDV_SEQLEN_Q) == 300 &&
+                arg_i32(pass, DKDV_SEQLEN_K) == 400 && arg_i32(pass, DKDV_STATS_STRIDE) == STATS_STRIDE &&
+                arg_pointer(pass, DKDV_CU_SEQLENS_Q) == (uint64_t)(uintptr_t)FAKE_CU_SEQLENS_Q &&
+                arg_pointer(pass, DKDV_CU_SEQLENS_K) == (uint64_t)(uintptr_t)FAKE_CU_SEQLENS_K,
+            "%s: the Gluon pass's flags %#x, lengths %d / %d, stats_stride %d, or cu_seqlens", what,
+            (unsigned)arg_i32(pass, DKDV_FLAGS), arg_i32(pass, DKDV_SEQLEN_Q), arg_i32(pass, DKDV_SEQLEN_K),
+            arg_i32(pass, DKDV_STATS_STRIDE));
+  /* q's and k's maps: [1, 700, 8 * 128] and [1, 1000, 2 * 128] bf16, the single batch's stride spanning
+   * the total; in the launch the same shapes and element strides. */
+  const encode_call *q_map = &fake.encodes[0], *k_map = &fake.encodes[1];
+  CHECK_MSG(fake.encode_count == (fused ? 5 : 4) && q_map->dims[0] == 1024 && q_map->dims[1] == 700 &&
+                q_map->dims[2] == 1 && q_map->strides_bytes[0] == 2048 && q_map->strides_bytes[1] == 2048 * 700 &&
+                k_map->dims[0] == 256 && k_map->dims[1] == 1000 && k_map->dims[2] == 1 &&
+                k_map->strides_bytes[0] == 512 && k_map->strides_bytes[1] == 512 * 1000,
+            "%s: %d maps; q's dims {%llu, %llu, %llu} byte strides {%llu, %llu}, k's dims {%llu, %llu, %llu}", what,
+            fake.encode_count, (unsigned long long)q_map->dims[0], (unsigned long long)q_map->dims[1],
+            (unsigned long long)q_map->dims[2], (unsigned long long)q_map->strides_bytes[0],
+            (unsigned long long)q_map->strides_bytes[1], (unsigned long long)k_map->dims[0],
+            (unsigned long long)k_map->dims[1], (unsigned long long)k_map->dims[2]);
+  const int q_desc = DKDV_GLOBAL_SCRATCH;
+  CHECK_MSG(arg_i32(pass, q_desc + TMA_SLOT_SHAPE) == 1 && arg_i32(pass, q_desc + TMA_SLOT_SHAPE + 1) == 700 &&
+                arg_i32(pass, q_desc + TMA_SLOT_SHAPE + 2) == 1024 &&
+                arg_i64(pass, q_desc + TMA_SLOT_STRIDES) == 700 * 1024 &&
+                arg_i64(pass, q_desc + TMA_SLOT_STRIDES + 1) == 1024,
+            "%s: q's descriptor (%d, %d, %d) strides (%lld, %lld)", what, arg_i32(pass, q_desc + TMA_SLOT_SHAPE),
+            arg_i32(pass, q_desc + TMA_SLOT_SHAPE + 1), arg_i32(pass, q_desc + TMA_SLOT_SHAPE + 2),
+            (long long)arg_i64(pass, q_desc + TMA_SLOT_STRIDES),
+            (long long)arg_i64(pass, q_desc + TMA_SLOT_STRIDES + 1));
+  if (!fused) {
+    CHECK_MSG(fake.memsets == 0 && arg_i32(dq, DQ_FLAGS) == (FLAG_WRITE_LSE | FLAG_VARLEN),
+              "%s: %d clears; the Triton dQ pass's flags %#x", what, fake.memsets, (unsigned)arg_i32(dq, DQ_FLAGS));
+    return;
+  }
+  /* The fused plan: the accumulator [24, 384, 128] fp32 cleared and mapped after the statistics. */
+  const encode_call *acc_map = &fake.encodes[4];
+  CHECK_MSG(fake.memsets == 1 && fake.memset_count == ACCUMULATOR_WORDS &&
+                fake.memset_destination == (CUdeviceptr)(uintptr_t)byte_offset(FAKE_WORKSPACE, STATISTICS_BYTES) &&
+                acc_map->dims[0] == 128 && acc_map->dims[1] == STATS_STRIDE && acc_map->dims[2] == 24,
+            "%s: %d clears of %zu words; the accumulator's map {%llu, %llu, %llu}", what, fake.memsets,
+            fake.memset_count, (unsigned long long)acc_map->dims[0], (unsigned long long)acc_map->dims[1],
+            (unsigned long long)acc_map->dims[2]);
+  /* The cast: cu_seqlens_q and FLAG_VARLEN, the packed dq's strides (0, 8 * 128, 128), the max_seqlen's
+   * 5 blocks of 64 rows for each of 3 sequences and 8 heads. */
+  CHECK_MSG(dq->grid[0] == 5 * 3 * 8 &&
+                arg_pointer(dq, CONVERT_CU_SEQLENS_Q) == (uint64_t)(uintptr_t)FAKE_CU_SEQLENS_Q &&
+                arg_i32(dq, CONVERT_FLAGS) == FLAG_VARLEN && arg_i64(dq, CONVERT_STRIDE_DQB) == 0 &&
+                arg_i32(dq, CONVERT_STRIDE_DQS) == 1024 && arg_i32(dq, CONVERT_STRIDE_DQH) == 128 &&
+                arg_i32(dq, CONVERT_SEQLEN_Q) == 300 && arg_i32(dq, CONVERT_HEADS_Q) == 8 &&
+                arg_i32(dq, CONVERT_NUM_M_BLOCKS) == 5 && arg_i32(dq, CONVERT_STATS_STRIDE) == STATS_STRIDE,
+            "%s: the cast's grid %u, cu_seqlens_q %#llx, flags %#x, strides (%lld, %d, %d), seqlen_q %d, heads_q %d, "
+            "num_m_blocks %d, stats_stride %d",
+            what, dq->grid[0], (unsigned long long)arg_pointer(dq, CONVERT_CU_SEQLENS_Q),
+            (unsigned)arg_i32(dq, CONVERT_FLAGS), (long long)arg_i64(dq, CONVERT_STRIDE_DQB),
+            arg_i32(dq, CONVERT_STRIDE_DQS), arg_i32(dq, CONVERT_STRIDE_DQH), arg_i32(dq, CONVERT_SEQLEN_Q),
+            arg_i32(dq, CONVERT_HEADS_Q), arg_i32(dq, CONVERT_NUM_M_BLOCKS), arg_i32(dq, CONVERT_STATS_STRIDE));
+}
+
+/* The sm_90 backward's Gluon passes take the varlen layout too, under the dense conditions: the packed
+ * tensors [total, heads, d] are read as [1, total, heads * d] (batch stride 0: each sequence's rows
+ * start at its cu_seqlens entry), and the problem is num_seqs sequences of max_seqlen_q / max_seqlen_k
+ * rows, so the grids, stats_stride and the fused plan's workspace follow from those, never from the
+ * totals. deterministic 1 runs the Gluon dK/dV pass and the Triton dQ pass; 0 the clear, the fused pass
+ * and the cast, which is told cu_seqlens_q and FLAG_VARLEN. Softcap or a padded head dim keep the Triton
+ * passes; a causal mask of either alignment does not. check_bwd_launch checks each call against the
+ * model; here the model's answers and the numbers that matter are also written out. */
+static void test_bwd_hopper_varlen(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  /* 3 sequences of at most 300 query and 400 key rows, 700 and 1000 rows in all; GQA 8 / 2. */
+  const problem d128 = {AOTK_DTYPE_BFLOAT16, 3, 300, 400, 8, 2, 128, true, 0};
+  enum { TOTAL_Q = 700, TOTAL_K = 1000 };
+  enum { PLAIN, CAUSAL, CAUSAL_TOP_LEFT, SINKS, D64, SOFTCAP, D96, CASE_COUNT };
+  static const struct {
+    const char *what;
+    bool gluon; /* the Gluon passes run (the fused one where deterministic is 0) */
+  } cases[CASE_COUNT] = {
+      [PLAIN] = {"varlen bf16 d128 GQA", true},
+      [CAUSAL] = {"varlen causal", true},
+      [CAUSAL_TOP_LEFT] = {"varlen causal top-left", true},
+      [SINKS] = {"varlen sinks and dsinks", true},
+      [D64] = {"varlen fp16 d64", true},
+      [SOFTCAP] = {"varlen softcap (the EXTRAS Triton passes)", false},
+      [D96] = {"varlen d96 (padded: the Triton passes)", false},
+  };
+  int calls = 0;
+  for (int c = 0; c < CASE_COUNT; c++) {
+    for (int deterministic = 0; deterministic <= 1; deterministic++) {
+      problem p = d128;
+      if (c == D64) p.dtype = AOTK_DTYPE_FLOAT16, p.head_dim = 64;
+      if (c == D96) p.head_dim = 96;
+      aotk_attn_params params = varlen_params_for(p, TOTAL_Q, TOTAL_K, true);
+      params.deterministic = deterministic;
+      if (c == CAUSAL || c == CAUSAL_TOP_LEFT) params.causal = 1;
+      if (c == CAUSAL_TOP_LEFT) params.causal_align = AOTK_ALIGN_TOP_LEFT;
+      if (c == SINKS) {
+        sinks_on(&params, &p);
+        params.dsinks = aotk_tensor_1d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
+      }
+      if (c == SOFTCAP) params.softcap = 30.0f;
+      const bool fused = cases[c].gluon && deterministic == 0;
+      char what[128];
+      snprintf(what, sizeof what, "%s, deterministic %d", cases[c].what, deterministic);
+      CHECK_MSG(expect_bwd_hopper(&params, 90, false, SHARED_SM90) == cases[c].gluon &&
+                    expect_bwd_fused(&params, 90, false, SHARED_SM90) == fused,
+                "%s: the rules say Gluon %d, fused %d", what, (int)expect_bwd_hopper(&params, 90, false, SHARED_SM90),
+                (int)expect_bwd_fused(&params, 90, false, SHARED_SM90));
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      aotk_status status = aotk_query(AOTK_OP_ATTN_BWD, &params, &info);
+      CHECK_MSG(status == AOTK_OK, "%s: aotk_query %s (%s)", what, aotk_status_name(status), aotk_last_error());
+      if (status != AOTK_OK) continue;
+      const char *prefix = fused            ? "attn_bwd_fused_hopper_"
+                           : cases[c].gluon ? "attn_bwd_dkdv_hopper_"
+                                            : "attn_bwd_dkdv_";
+      const uint32_t gluon_bits = AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED;
+      /* ("attn_bwd_dkdv_" is also the start of the Gluon pass's names.) */
+      const bool named_gluon_dkdv = strncmp(info.kernel_name, "attn_bwd_dkdv_hopper_", 21) == 0;
+      CHECK_MSG(strncmp(info.kernel_name, prefix, strlen(prefix)) == 0 &&
+                    named_gluon_dkdv == (cases[c].gluon && !fused),
+                "%s: aotk_query names %s, expected a %s row", what, info.kernel_name, prefix);
+      CHECK_MSG((info.features & AOTK_FEATURE_VARLEN) != 0 &&
+                    ((info.features & gluon_bits) == gluon_bits) == cases[c].gluon &&
+                    ((info.features & AOTK_FEATURE_NONDETERMINISTIC) != 0) == fused,
+                "%s: features %#x", what, info.features);
+      check_bwd_launch(what, &params, &p);
+      calls++;
+      if (c == PLAIN) check_bwd_varlen_literals(what, &params, fused);
+    }
+  }
+  printf("    %d varlen backward calls\n", calls);
   uninstall_fake_gpu();
 }
 
@@ -7180,6 +7355,7 @@ int main(void) {
   RUN_TEST(test_tma_launch_arguments);
   RUN_TEST(test_hopper_grid);
   RUN_TEST(test_bwd_hopper_choice);
+  RUN_TEST(test_bwd_hopper_varlen);
   RUN_TEST(test_bwd_encode_failure);
   RUN_TEST(test_tma_encode_failure);
   RUN_TEST(test_bwd_tuning_choice);

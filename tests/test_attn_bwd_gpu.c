@@ -813,6 +813,38 @@ static void hopper_section(int *index) {
   }
 }
 
+/* The warp-specialized passes on the varlen layout (the packed tensors read as [1, total, heads * d]):
+ * sequences of every kind of length (empty ones, one row, longer than a key block, queries without keys
+ * and keys without queries), causal of both alignments and not, GQA, sinks with dsinks, at d=64 and 128,
+ * each in both modes (deterministic 1: the dK/dV pass and the Triton dQ pass, with two repeats that must
+ * reproduce the bits; 0: the fused pass and the cast); run_bwd_case holds each to the rule. */
+static const int64_t varlen_long[][2] = {{1000, 1500}, {129, 0}, {0, 77}, {300, 4100}, {64, 64}};
+
+static void varlen_hopper_section(int *index) {
+  static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
+  static const int64_t head_dims[] = {64, 128};
+  bwd_case bc;
+  for (int which = 0; which < 4; which++)
+    for (int h = 0; h < 2; h++)
+      for (int deterministic = 0; deterministic < 2; deterministic++) {
+        aotk__check_features f;
+        memset(&f, 0, sizeof f);
+        if (which < 3) {
+          set_varlen(&f, which + h);
+        } else {
+          aotk_gpu_test_set_seqlens(&f, varlen_long, 5);
+        }
+        f.top_left = which == 1;
+        f.sinks = which == 2 && h == 1;
+        const int causal = (which + h) % 2 == 0 || which == 1;
+        feature_case(&bc, dtypes[(which + h + deterministic) % 2], head_dims[h], causal, 0, 0, 0, 8, 2,
+                     AOTK__LAYOUT_CONTIGUOUS, 0, 0.0f, &f, deterministic && which == 0 ? 2 : 0, (*index)++, false);
+        bc.check.deterministic = deterministic;
+        strncat(bc.name, deterministic ? " deterministic" : " non-deterministic", sizeof bc.name - strlen(bc.name) - 1);
+        run_feature_case(&bc);
+      }
+}
+
 /* Each case's choice was checked against the rule; this catches a rule that never fires on an H100. */
 static void test_hopper_was_used(void) {
   printf("    cases whose dK/dV pass was the warp-specialized kernel: %d, %d of them fused with dQ (GPU sm_%d)\n",
@@ -888,6 +920,7 @@ int main(void) {
 
   feature_section(&index, &state);
   hopper_section(&index);
+  varlen_hopper_section(&index);
   RUN_TEST(test_hopper_was_used);
 
   printf("worst error as a fraction of its bound: bf16 %.3f, fp16 %.3f\n", worst_error_fraction[AOTK_DTYPE_BFLOAT16],

@@ -143,8 +143,9 @@ static const struct family {
     {AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, "attn_bwd_fused_hopper",
      "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if" "ttttt", true, false,
      HEAD_DIMS_HOPPER_BWD_PAIRS, false, false, true, 0, 90, true, true},
-    /* ... and the cast of that accumulator into dq: 64 rows per program. */
-    {AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, "attn_bwd_dq_convert", "pp" "lii" "iii" "i", true, false,
+    /* ... and the cast of that accumulator into dq (varlen too: cu_seqlens_q and the flags): 64 rows per
+     * program. */
+    {AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, "attn_bwd_dq_convert", "ppp" "lii" "iii" "i" "i", true, false,
      HEAD_DIMS_HOPPER_BWD_PAIRS, false, false, false, 64, 90, true, false},
     /* Selection: a tile of the group's query heads (block_m) against one selected block (block_n). */
     {AOTK__FAMILY_SEL_FWD, "sel_fwd", "ppppppppp" "li" "li" "li" "li" "li" "li" "li" "iiiiiiii" "f", true, true,

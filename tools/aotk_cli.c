@@ -35,7 +35,8 @@ static int command_info(void) {
          "  softcap, ALiBi, sinks, dropout (Philox); GQA/MQA; any strides\n"
          "  sm_90 forward: TMA loads (dense layouts, d 64/128/256) and FlashAttention-3's warp-specialized\n"
          "  schedule, persistent (plain or causal, dense or varlen, d 64/128/256); sm_90 backward: the dK/dV\n"
-         "  pass warp-specialized (plain or causal, dense, d 64/128), with dQ fused in unless deterministic\n");
+         "  pass warp-specialized (plain or causal, dense or varlen, d 64/128), with dQ fused in unless\n"
+         "  deterministic\n");
   printf("selection attention (NSA's selected blocks) forward and backward: fp16, bf16; head dims 64, 128,\n"
          "  192/128; block sizes 32, 64, 128; packed varlen; any group size; deterministic backward\n");
   return 0;
