@@ -337,9 +337,9 @@ typedef struct aotk_kernel_info {
 /* Added in 0.4. The sm_90 forward with FlashAttention-3's schedule (a TMA producer warp, two consumer
  * warpgroups taking turns, three at d=64 without a causal mask from 2048 query rows on; softmax
  * overlapped with the matrix products; written in Gluon), which also
- * sets AOTK_FEATURE_TMA. It runs the plain forward (no softcap, ALiBi, dropout or sinks; no window but
- * causal, either alignment) at head dims 64, 128 and 256, where TMA's conditions above hold. It is
- * persistent: at most one program per SM, each walking several query tiles, so aotk_kernel_info's grid
+ * sets AOTK_FEATURE_TMA. It runs the plain forward (sinks allowed; no softcap, ALiBi or dropout; no
+ * window but causal, either alignment) at head dims 64, 128 and 256, where TMA's conditions above hold.
+ * It is persistent: at most one program per SM, each walking several query tiles, so aotk_kernel_info's grid
  * can be smaller than the number of tiles. For AOTK_OP_ATTN_BWD: the dK/dV pass has FlashAttention-3's
  * backward schedule (a TMA producer warp, two consumer warpgroups), one owner per output and bitwise
  * deterministic, unless AOTK_FEATURE_NONDETERMINISTIC is set too (dQ fused into it). */

@@ -12,7 +12,8 @@ round. Inside a program:
   an "empty" one (both consumers released it). The ring's counters run across tiles: the producer runs
   ahead into the next tile while the consumers finish this one, which is what persistence buys;
 - two consumer warpgroups own 64 query rows each (attn_fwd_hopper_wg3: three, 192-row tiles, FA3's
-  d=64 tile; the host takes it without a causal mask from 2048 query rows on). Each runs S = Q K^T and O += P V as asynchronous
+  d=64 tile; the host takes it without a causal mask from 2048 query rows on). Each runs S = Q K^T and
+  O += P V as asynchronous
   wgmma (P from registers), with FA3's intra-warpgroup pipelining: the QK^T of block j and the PV of
   block j-1 are issued together, and the softmax of block j runs while the PV finishes. The two
   warpgroups take turns issuing their matrix products ("ping-pong", one mbarrier per warpgroup passing
@@ -21,9 +22,10 @@ round. Inside a program:
 The producer keeps 24 registers and the consumers take 240 (setmaxnreg; 160 with three), which holds a
 64 x BLOCK_N fp32 S tile, the 64 x head_dim accumulator and P without spilling.
 
-What it covers: the plain forward (no softcap, ALiBi, dropout or sinks: the host sends those to the
-Triton kernels), dense or varlen layouts, head dims with kernels in the catalog, both causal alignments
-or no mask (a window other than causal is not taken here), GQA, any lengths, lse optional. Its
+What it covers: the plain forward with or without sinks (an epilogue term, as in the Triton kernels; no
+softcap, ALiBi or dropout: the host sends those to the Triton kernels), dense or varlen layouts, head
+dims with kernels in the catalog, both causal alignments or no mask (a window other than causal is not
+taken here), GQA, any lengths, lse optional. Its
 arguments are attn_fwd_tma's (kernels/attn_fwd.py) plus num_tiles, so the C launcher packs both the
 same way; the ones it does not need are ignored. Q, K and V come through host-side descriptors over
 [batch, seqlen, heads * d] (varlen: [1, total, heads * d], rows offset by cu_seqlens): dense blocks
@@ -49,7 +51,9 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 FLAG_WRITE_LSE: gl.constexpr = gl.constexpr(1)
 FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
 FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
+FLAG_SINKS: gl.constexpr = gl.constexpr(32)
 FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
+LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
 
 # Query rows per consumer warpgroup (one wgmma M of 64); a program runs BLOCK_M // ROWS consumer
 # warpgroups (2, or 3 for the 192-row tiles of attn_fwd_hopper_wg3 at d=64).
@@ -172,7 +176,7 @@ def _softmax_step(qk, m_i, l_i, n0, rows, first_row, seqlen_k, mask_diag, qk_sca
 
 
 @gluon.jit
-def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
+def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os, stride_oh,
               stride_lb, stride_lh, flags, qk_scale_log2, WG: gl.constexpr, BLOCK_M: gl.constexpr,
               BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr):
     # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of each tile.
@@ -265,8 +269,17 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_o
             acc, p_done = warpgroup_mma_wait(0, deps=(o_token, p_op))
             mbarrier.arrive(v_empty.index(sv))
 
-            # A row with no visible key has l = 0: its output is 0 and its lse -inf. Rows past seqlen_q
-            # are never written.
+            if (flags & FLAG_SINKS) != 0:
+                # The sink joins the denominator as one more score (log2 units) with no value, as in the
+                # Triton kernels: a row that saw no key then has output 0 and lse = the sink.
+                sink = gl.load(Sinks + hq) * LOG2E
+                m_fin = gl.maximum(m_i, sink)
+                rescale = gl.exp2(m_i - m_fin)
+                l_i = l_i * rescale + gl.exp2(sink - m_fin)
+                acc = acc * gl.expand_dims(gl.convert_layout(rescale, row_o), 1)
+                m_i = m_fin
+            # A row with no visible key (and no sink) has l = 0: its output is 0 and its lse -inf. Rows
+            # past seqlen_q are never written.
             has_keys = l_i > 0.0
             l_safe = gl.where(has_keys, l_i, 1.0)
             out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
@@ -284,7 +297,7 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_o
 
 
 @gluon.jit
-def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
+def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, Sinks, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
              seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_right, flags, qk_scale_log2,
              DescQ, DescK, DescV, num_tiles,
              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
@@ -331,21 +344,26 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, stride_ob, stride_os, stride_oh, 
     # (The argument tuples are written out in each call: a tuple held in a variable loses its constexprs.)
     if NUM_WG == 3:
         gl.warp_specialize([
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
-                         stride_lb, stride_lh, flags, qk_scale_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
-                         stride_lb, stride_lh, flags, qk_scale_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
-                         stride_lb, stride_lh, flags, qk_scale_log2, 2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os,
+                         stride_oh, stride_lb, stride_lh, flags, qk_scale_log2,
+                         0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os,
+                         stride_oh, stride_lb, stride_lh, flags, qk_scale_log2,
+                         1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os,
+                         stride_oh, stride_lb, stride_lh, flags, qk_scale_log2,
+                         2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM, BLOCK_M,
                          BLOCK_N, STAGES, Q_BUFS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
-                         stride_lb, stride_lh, flags, qk_scale_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, stride_ob, stride_os, stride_oh,
-                         stride_lb, stride_lh, flags, qk_scale_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os,
+                         stride_oh, stride_lb, stride_lh, flags, qk_scale_log2,
+                         0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os,
+                         stride_oh, stride_lb, stride_lh, flags, qk_scale_log2,
+                         1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM, BLOCK_M,
                          BLOCK_N, STAGES, Q_BUFS)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
@@ -365,7 +383,7 @@ def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sink
                     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                     PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     # Two consumer warpgroups, 128-row tiles.
-    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
+    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, Sinks, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
              seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_right, flags, qk_scale_log2,
              DescQ, DescK, DescV, num_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS, CONSUMER_REGS)
 
@@ -384,6 +402,6 @@ def attn_fwd_hopper_wg3(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, 
                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                         PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     # Three consumer warpgroups, 192-row tiles (d=64; the host takes it without a causal mask).
-    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
+    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, Sinks, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
              seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_right, flags, qk_scale_log2,
              DescQ, DescK, DescV, num_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS, CONSUMER_REGS)

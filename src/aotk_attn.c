@@ -905,10 +905,10 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
 /* The shortest query length (max_seqlen_q for varlen) that takes the three-warpgroup forward. */
 #define HOPPER_WG3_MIN_SEQLEN 2048
 
-/* The Gluon kernel (kernels/attn_fwd_hopper.py) computes the plain forward: no softcap, ALiBi, dropout
- * or sinks, and no mask but causal (either alignment). */
+/* The Gluon kernel (kernels/attn_fwd_hopper.py) computes the plain forward, with sinks (an epilogue
+ * term): no softcap, ALiBi or dropout, and no mask but causal (either alignment). */
 static bool hopper_kernel_covers(const aotk__attn_problem *problem) {
-  return !problem->extras && !problem->sinks && problem->window_left < 0 && problem->window_right <= 0;
+  return !problem->extras && problem->window_left < 0 && problem->window_right <= 0;
 }
 
 /* The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) likewise, sinks allowed: they enter its products

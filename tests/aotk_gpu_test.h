@@ -82,7 +82,7 @@ static bool aotk_gpu_test_has_extras(const aotk__check_features *f) {
 /* Which forward kernel a case should run (include/aotk.h, AOTK_FEATURE_TMA and
  * AOTK_FEATURE_WARP_SPECIALIZED): on sm_90 cubins, with a dense layout whose tokens hold their heads
  * contiguously (of the check's layouts, the packed one, aligned) and equal head dims, the Gluon kernel
- * for the plain forward (no extras, no sinks, no window but causal) at d=64, 128 and 256, varlen
+ * for the plain forward (no extras, sinks allowed, no window but causal) at d=64, 128 and 256, varlen
  * included, else (dense only) the TMA
  * kernel at d=128 and 256; the pointer kernel otherwise. */
 typedef enum aotk_gpu_test_fwd_path { FWD_POINTER, FWD_TMA, FWD_HOPPER } aotk_gpu_test_fwd_path;
@@ -92,8 +92,7 @@ static aotk_gpu_test_fwd_path aotk_gpu_test_expect_fwd_path(aotk__check_layout l
       aotk_gpu_test_head_dim_v(head_dim, f) != head_dim) {
     return FWD_POINTER;
   }
-  const bool plain = !aotk_gpu_test_has_extras(f) && !f->sinks &&
-                     (!f->window || (f->window_left < 0 && f->window_right <= 0));
+  const bool plain = !aotk_gpu_test_has_extras(f) && (!f->window || (f->window_left < 0 && f->window_right <= 0));
   /* Varlen (packed) too for the Gluon kernel; the Triton TMA kernel is dense only. */
   if (plain && (head_dim == 64 || head_dim == 128 || head_dim == 256)) return FWD_HOPPER;
   if (f->num_seqs != 0) return FWD_POINTER;

@@ -1165,7 +1165,7 @@ enum { WG3_MIN_SEQLEN_Q = 2048 };
  *   AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, the warp-specialized kernel with three consumer warpgroups (d64), for
  *     the plain forward without a causal mask from WG3_MIN_SEQLEN_Q query rows on (max_seqlen_q for varlen);
  *   AOTK__FAMILY_ATTN_FWD_HOPPER, the one with two (AOTK_FEATURE_WARP_SPECIALIZED too), for the plain
- *     forward (no softcap, ALiBi, dropout or sinks, no window but causal);
+ *     forward (no softcap, ALiBi or dropout, no window but causal; sinks allowed, an epilogue term);
  *   AOTK__FAMILY_ATTN_FWD_TMA (AOTK_FEATURE_TMA), dense only;
  * the Gluon ones varlen too (the packed tensors read as [1, total, heads * d]). AOTK__FAMILY_ATTN_FWD, the
  * pointer kernel, otherwise (which is refused where it does not fit either). A TMA family that does not
@@ -1181,7 +1181,7 @@ static int expected_fwd_family(const aotk_attn_params *params, int arch, bool fr
   if (!tma_readable(&params->q) || !tma_readable(&params->k) || !tma_readable(&params->v)) return AOTK__FAMILY_ATTN_FWD;
   const int32_t window_right = params->causal == 1 ? 0 : params->window_right;
   const bool extras = params->softcap > 0.0f || params->alibi_slopes.data != NULL || params->dropout_p > 0.0f;
-  const bool plain = !extras && params->sinks.data == NULL && params->window_left < 0 && window_right <= 0;
+  const bool plain = !extras && params->window_left < 0 && window_right <= 0;
   const int last = params->q.rank - 1;
   const int64_t seqlen_q = varlen ? params->max_seqlen_q : params->q.shape[1];
   const bool wg3 = plain && window_right < 0 && seqlen_q >= WG3_MIN_SEQLEN_Q;
@@ -3693,6 +3693,7 @@ static void alibi_broadcast(aotk_attn_params *a, const problem *p) { /* one row 
 static void sinks_on(aotk_attn_params *a, const problem *p) {
   a->sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, p->heads_q);
 }
+static void sinks_softcap(aotk_attn_params *a, const problem *p) { sinks_on(a, p), softcap_30(a, p); }
 static void dropout_on(aotk_attn_params *a, const problem *p) {
   (void)p, a->dropout_p = 0.1f, a->rng_state = aotk_tensor_1d(FAKE_RNG_STATE, AOTK_DTYPE_INT64, 2);
 }
@@ -3782,10 +3783,12 @@ static void test_feature_launches(void) {
 
 /* The same features through the argument slots, with literal values rather than the test's own rule:
  * causal turns window_right into 0 and leaves window_left unbounded; the flags are the bits of
- * kernels/attn_common.py; dropout 0.5 keeps words >= 2^31 and scales by 2. On this sm_90 GPU the plain
- * forward at d64 (no window but causal, no softcap, ALiBi, dropout or sinks) runs a warp-specialized TMA
+ * kernels/attn_common.py; dropout 0.5 keeps words >= 2^31 and scales by 2; the sinks pointer is in its
+ * slot exactly when sinks are given. On this sm_90 GPU the plain forward at d64 (no window but causal, no
+ * softcap, ALiBi or dropout; sinks allowed, which it adds in its epilogue) runs a warp-specialized TMA
  * kernel, whose first forty arguments are the pointer kernel's: with two consumer warpgroups, 300 query
- * rows being short of the three-warpgroup kernel's 2048 (test_tma_eligibility). */
+ * rows being short of the three-warpgroup kernel's 2048 (test_tma_eligibility). With softcap as well,
+ * sinks run in the pointer kernel, the Triton TMA kernel having no d64. */
 #define WARP_SPECIALIZED_TMA (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)
 static void test_feature_launches_literal(void) {
   install_fake_gpu(90, SHARED_SM90);
@@ -3811,8 +3814,10 @@ static void test_feature_launches_literal(void) {
        AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_EXTRAS_KERNEL, 0, 1.0f, KERNEL_ATTN_FWD},
       {"ALiBi", alibi_per_head, -1, -1, FLAG_WRITE_LSE | FLAG_ALIBI, AOTK_FEATURE_ALIBI | AOTK_FEATURE_EXTRAS_KERNEL, 0,
        1.0f, KERNEL_ATTN_FWD},
-      {"sinks (the plain kernel)", sinks_on, -1, -1, FLAG_WRITE_LSE | FLAG_SINKS, AOTK_FEATURE_SINKS, 0, 1.0f,
-       KERNEL_ATTN_FWD},
+      {"sinks (the warp-specialized kernel's epilogue)", sinks_on, -1, -1, FLAG_WRITE_LSE | FLAG_SINKS,
+       AOTK_FEATURE_SINKS | WARP_SPECIALIZED_TMA, 0, 1.0f, KERNEL_ATTN_FWD_HOPPER},
+      {"sinks and softcap", sinks_softcap, -1, -1, FLAG_WRITE_LSE | FLAG_SOFTCAP | FLAG_SINKS,
+       AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_SINKS | AOTK_FEATURE_EXTRAS_KERNEL, 0, 1.0f, KERNEL_ATTN_FWD},
       {"dropout 0.5", dropout_half, -1, -1, FLAG_WRITE_LSE | FLAG_DROPOUT,
        AOTK_FEATURE_DROPOUT | AOTK_FEATURE_EXTRAS_KERNEL, 2147483648u, 2.0f, KERNEL_ATTN_FWD},
       {"dropout 0 with an rng_state", dropout_off_rng_given, -1, -1, FLAG_WRITE_LSE, WARP_SPECIALIZED_TMA, 0, 1.0f,
@@ -3839,6 +3844,9 @@ static void test_feature_launches_literal(void) {
               "%s: dropout threshold %u scale %g", cases[i].what, (uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD),
               (double)arg_f32(launch, ARG_DROPOUT_SCALE));
     CHECK(arg_i32(launch, ARG_HEAD_DIM_QK8) == 8 && arg_i32(launch, ARG_HEAD_DIM_V8) == 8);
+    const uint64_t sinks = (cases[i].flags & FLAG_SINKS) != 0 ? (uint64_t)(uintptr_t)FAKE_SINKS : 0;
+    CHECK_MSG(arg_pointer(launch, ARG_SINKS) == sinks, "%s: sinks %#llx, expected %#llx", cases[i].what,
+              (unsigned long long)arg_pointer(launch, ARG_SINKS), (unsigned long long)sinks);
     CHECK_MSG(launch->kernel == cases[i].kernel, "%s: launched %s, expected %s", cases[i].what,
               kernel_signatures[launch->kernel].function, kernel_signatures[cases[i].kernel].function);
   }
@@ -4511,8 +4519,9 @@ static void test_tuning_choice(void) {
           CHECK_MSG(changes >= 1, "sm_%d d%d: the config never changes with seqlen_q", gpus[g].arch, head_dim);
         }
   }
-  /* The TMA kernel (sm_90, aligned, exact head dims; with sinks, which the warp-specialized kernel does not
-   * take): the same rule over its own rows. */
+  /* The TMA kernel (sm_90, aligned, exact head dims), the same rule over its own rows: reached with a left
+   * window bound, which the warp-specialized kernel does not take (the right side unbounded, so the size key
+   * stays seqlen_q, src/aotk_attn.c fwd_size_key), or for the EXTRAS variant with softcap. */
   install_fake_gpu(90, SHARED_SM90);
   int tma_variants_tuned_by_size = 0;
   for (int d = 0; d < 2; d++)
@@ -4531,8 +4540,11 @@ static void test_tuning_choice(void) {
           p.head_dim = head_dim;
           p.seqlen_q = seqlens[s];
           aotk_attn_params params = params_for(p);
-          set_sinks(&params); /* not the warp-specialized kernel's */
-          if (extras) params.softcap = 30.0f;
+          if (extras) {
+            params.softcap = 30.0f;
+          } else {
+            params.window_left = 64;
+          }
           const aotk__kernel_entry *expected =
               expected_row(AOTK__FAMILY_ATTN_FWD_TMA, 90, dtypes[d], head_dim, head_dim, 1, extras, seqlens[s]);
           aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
@@ -4570,7 +4582,8 @@ static void test_tuning_choice(void) {
                 head_dim, block_m[0], block_m[1]);
     }
   }
-  /* The TMA kernel's at d128: 128 x 64 tiles up to 4095 query rows, 128 x 128 from 4096. */
+  /* The TMA kernel's at d128 (non-EXTRAS, reached with a left window bound): 128 x 64 tiles from 1 query
+   * row up to 4095 (the row of min_seqlen 1), 128 x 128 from 4096 (the row of min_seqlen 4096). */
   install_fake_gpu(90, SHARED_SM90);
   int32_t block_n[2] = {0, 0};
   for (int longer = 0; longer <= 1; longer++) {
@@ -4578,9 +4591,14 @@ static void test_tuning_choice(void) {
     p.head_dim = 128;
     p.seqlen_q = longer ? 4096 : 4095;
     aotk_attn_params params = params_for(p);
-    set_sinks(&params);
+    params.window_left = 64;
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK && (info.features & AOTK_FEATURE_TMA) != 0);
+    const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);
+    const int32_t min_seqlen = longer ? 4096 : 1;
+    CHECK_MSG(row != NULL && row->family == AOTK__FAMILY_ATTN_FWD_TMA && !row->extras && row->min_seqlen == min_seqlen,
+              "TMA d128 at seqlen_q %lld: %s, expected the attn_fwd_tma row of min_seqlen %d", (long long)p.seqlen_q,
+              info.kernel_name, min_seqlen);
     block_n[longer] = info.block_n;
   }
   CHECK_MSG(block_n[0] < block_n[1], "TMA d128: block_n %d at seqlen_q 4095, %d at 4096", block_n[0], block_n[1]);
@@ -4599,8 +4617,10 @@ static void test_window_tuning_choice(void) {
       {0, -1, 0, 16384},   {1, -1, -1, 16384},  {0, 20000, 20000, 16384}, {0, 2048, 2047, 4095}, {0, 2048, 2048, 4096},
   };
   install_fake_gpu(90, SHARED_SM90);
-  /* The pointer kernel (q heads-outer, which TMA cannot read), then the TMA kernel (contiguous, with
-   * sinks, which the warp-specialized kernel does not take). */
+  /* The pointer kernel (q heads-outer, which TMA cannot read), then the TMA kernels (contiguous): the
+   * Triton one for each window with a left bound or a right one other than 0, and for the EXTRAS cases;
+   * the warp-specialized one for the causal mask alone (as window_right 0 or causal), which it tunes by
+   * seqlen_q too. */
   for (int tma = 0; tma <= 1; tma++)
   for (size_t c = 0; c < 2 * sizeof cases / sizeof cases[0]; c++) {
     const int extras = c >= sizeof cases / sizeof cases[0];
@@ -4611,20 +4631,26 @@ static void test_window_tuning_choice(void) {
     p.seqlen_k = 16384;
     aotk_attn_params params = params_for(p);
     if (!tma) make_heads_outer(&params.q);
-    if (tma) set_sinks(&params);
     params.causal = cases[i].causal;
     params.window_left = cases[i].window_left;
     params.window_right = cases[i].window_right;
     if (extras) params.softcap = 30.0f;
+    const bool causal_alone = cases[i].window_left < 0 && (cases[i].causal == 1 || cases[i].window_right == 0);
+    const int family = !tma                      ? AOTK__FAMILY_ATTN_FWD
+                       : !extras && causal_alone ? AOTK__FAMILY_ATTN_FWD_HOPPER
+                                                 : AOTK__FAMILY_ATTN_FWD_TMA;
+    CHECK_MSG(expected_fwd_family(&params, 90, false, SHARED_SM90) == family,
+              "causal %d window (%d, %d) extras %d: the test's own rule does not take %s", cases[i].causal,
+              cases[i].window_left, cases[i].window_right, extras, kernel_signatures[fwd_kernel_id(family)].function);
     const aotk__kernel_entry *expected =
-        expected_row(tma ? AOTK__FAMILY_ATTN_FWD_TMA : AOTK__FAMILY_ATTN_FWD, 90, p.dtype, 128, 128, 1, extras,
-                     extras ? 16384 : cases[i].key);
+        expected_row(family, 90, p.dtype, 128, 128, 1, extras, extras ? 16384 : cases[i].key);
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
     CHECK_MSG(status == AOTK_OK && expected != NULL && strcmp(info.kernel_name, expected->name) == 0,
-              "%s causal %d window (%d, %d) extras %d: %s picked %s, expected %s", tma ? "TMA" : "pointer",
-              cases[i].causal, cases[i].window_left, cases[i].window_right, extras, aotk_status_name(status),
-              info.kernel_name, expected ? expected->name : "(none)");
+              "%s causal %d window (%d, %d) extras %d: %s picked %s, expected %s",
+              kernel_signatures[fwd_kernel_id(family)].function, cases[i].causal, cases[i].window_left,
+              cases[i].window_right, extras, aotk_status_name(status), info.kernel_name,
+              expected ? expected->name : "(none)");
   }
   uninstall_fake_gpu();
 }
@@ -4664,8 +4690,8 @@ static void check_fwd_family(const char *what, const aotk_attn_params *params, i
 
 /* Which calls take a TMA kernel (include/aotk.h, AOTK_FEATURE_TMA): on an sm_90 GPU running its cubins,
  * dense, aligned, each token's heads contiguous, head dims that have TMA kernels exactly (128 or 256;
- * 64, 128 or 256 for the plain forward, which the warp-specialized kernel runs, with three consumer
- * warpgroups at d64 without a causal mask); any other call the pointer kernel, as before. */
+ * 64, 128 or 256 for the plain forward, sinks allowed, which the warp-specialized kernel runs, with three
+ * consumer warpgroups at d64 without a causal mask); any other call the pointer kernel, as before. */
 static void test_tma_eligibility(void) {
   install_fake_gpu(90, SHARED_SM90);
   const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
@@ -4693,15 +4719,21 @@ static void test_tma_eligibility(void) {
   check_fwd_family("d128 window_right 5 alone", &params, AOTK__FAMILY_ATTN_FWD_TMA);
   params = params_for(d128);
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d128.heads_q);
-  check_fwd_family("d128 sinks", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("d128 sinks (the warp-specialized kernel's epilogue)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.causal = 1;
+  check_fwd_family("d128 causal sinks", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.softcap = 30.0f;
+  check_fwd_family("d128 causal sinks and softcap (the EXTRAS variant)", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  params.softcap = 0.0f, params.window_left = 64;
+  check_fwd_family("d128 causal window sinks", &params, AOTK__FAMILY_ATTN_FWD_TMA);
   params = params_for(d128);
   params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, d128.heads_q);
   check_fwd_family("d128 ALiBi", &params, AOTK__FAMILY_ATTN_FWD_TMA);
 
   /* d64: the warp-specialized kernel with three consumer warpgroups where there is no causal mask and
    * there are 2048 query rows or more (max_seqlen_q for varlen), with two otherwise (window_right 0
-   * alone is the causal mask); the Triton TMA kernel has no d64, so with any feature the pointer kernel
-   * runs. */
+   * alone is the causal mask), sinks or not; the Triton TMA kernel has no d64, so with softcap, ALiBi,
+   * dropout or another window the pointer kernel runs. */
   const int wg3 = AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, hopper = AOTK__FAMILY_ATTN_FWD_HOPPER;
   const problem d64 = {AOTK_DTYPE_BFLOAT16, 2, 2048, 2100, 8, 2, 64, true, 0};
   params = params_for(d64);
@@ -4737,7 +4769,11 @@ static void test_tma_eligibility(void) {
   check_fwd_family("d64 causal softcap", &params, AOTK__FAMILY_ATTN_FWD);
   params = params_for(d64);
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d64.heads_q);
-  check_fwd_family("d64 sinks", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("d64 sinks at 2048 rows, not causal (three warpgroups)", &params, wg3);
+  params.causal = 1;
+  check_fwd_family("d64 causal sinks (two warpgroups)", &params, hopper);
+  params.causal = 0, params.softcap = 30.0f;
+  check_fwd_family("d64 sinks and softcap", &params, AOTK__FAMILY_ATTN_FWD);
   params = params_for(d64);
   params.window_left = 64;
   check_fwd_family("d64 window_left 64 alone", &params, AOTK__FAMILY_ATTN_FWD);
@@ -4758,6 +4794,11 @@ static void test_tma_eligibility(void) {
   params = varlen_params_for(d64, 3000, 3500, false);
   params.max_seqlen_q = 2047;
   check_fwd_family("varlen d64 at max_seqlen_q 2047, not causal", &params, hopper);
+  params = varlen_params_for(d64, 3000, 3500, false);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d64.heads_q);
+  check_fwd_family("varlen d64 sinks at max_seqlen_q 2048, not causal", &params, wg3);
+  params.softcap = 30.0f;
+  check_fwd_family("varlen d64 sinks and softcap", &params, AOTK__FAMILY_ATTN_FWD);
   /* A GPU whose shared memory holds the two-warpgroup kernel's tile and not the three's. */
   const aotk__kernel_entry *wg3_row = expected_row(wg3, 90, d64.dtype, 64, 64, 1, 0, d64.seqlen_q);
   const aotk__kernel_entry *hopper_row = expected_row(hopper, 90, d64.dtype, 64, 64, 1, 0, d64.seqlen_q);
@@ -4808,6 +4849,13 @@ static void test_tma_eligibility(void) {
   check_fwd_family("varlen d128 causal", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params.softcap = 30.0f;
   check_fwd_family("varlen d128 softcap (the Triton TMA kernel is dense only)", &params, AOTK__FAMILY_ATTN_FWD);
+  params = varlen_params_for(d128, 500, 700, false);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d128.heads_q);
+  check_fwd_family("varlen d128 sinks", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.causal = 1;
+  check_fwd_family("varlen d128 causal sinks", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.softcap = 30.0f;
+  check_fwd_family("varlen d128 causal sinks and softcap (dense only)", &params, AOTK__FAMILY_ATTN_FWD);
   params = varlen_params_for(d128, 500, 700, false);
   params.q.strides[1] = 3 * 128, params.q.strides[0] = 8 * 3 * 128; /* heads 3 * 128 apart: not one row */
   check_fwd_family("varlen d128, q's heads not contiguous", &params, AOTK__FAMILY_ATTN_FWD);
@@ -4877,7 +4925,22 @@ static void test_tma_launch_arguments(void) {
   params.causal = 1;
   check_launch_of("warp-specialized bf16 d128 GQA causal, lse", &params, &gqa, hopper);
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, gqa.heads_q);
-  check_launch_of("TMA bf16 d128 GQA causal, sinks", &params, &gqa, tma);
+  check_launch_of("warp-specialized bf16 d128 GQA causal, sinks", &params, &gqa, hopper);
+  /* The sinks written out: FLAG_SINKS (32, kernels/attn_fwd_hopper.py) with the causal mask's bits, and
+   * the pointer in attn_fwd's Sinks slot, which the Gluon kernel's arguments keep. */
+  reset_launch_log();
+  CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK && fake.logged_launches == 1);
+  CHECK_MSG(fake.launch_log[0].kernel == KERNEL_ATTN_FWD_HOPPER &&
+                arg_i32(&fake.launch_log[0], ARG_FLAGS) == (FLAG_WRITE_LSE | FLAG_SINKS | FLAG_REVERSE) &&
+                arg_pointer(&fake.launch_log[0], ARG_SINKS) == (uint64_t)(uintptr_t)FAKE_SINKS,
+            "warp-specialized d128 sinks: %s, flags %#x, sinks %#llx; expected attn_fwd_hopper, %#x, %#llx",
+            kernel_signatures[fake.launch_log[0].kernel].function, (unsigned)arg_i32(&fake.launch_log[0], ARG_FLAGS),
+            (unsigned long long)arg_pointer(&fake.launch_log[0], ARG_SINKS),
+            (unsigned)(FLAG_WRITE_LSE | FLAG_SINKS | FLAG_REVERSE), (unsigned long long)(uintptr_t)FAKE_SINKS);
+  /* The Triton TMA kernel with sinks: a left window bound (wider than the query rows, so the size key
+   * stays seqlen_q) is not the warp-specialized kernel's. */
+  params.window_left = 2048;
+  check_launch_of("TMA bf16 d128 GQA causal, window_left 2048, sinks", &params, &gqa, tma);
 
   problem long_q = {AOTK_DTYPE_FLOAT16, 2, 4097, 5000, 4, 4, 128, true, 0};
   params = params_for(long_q);
@@ -4885,7 +4948,11 @@ static void test_tma_launch_arguments(void) {
   params.v.strides[0] = long_q.seqlen_k * params.v.strides[1] + 1024;
   check_launch_of("warp-specialized fp16 d128 at 4097 rows, v tokens padded", &params, &long_q, hopper);
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, long_q.heads_q);
-  check_launch_of("TMA fp16 d128 at 4097 rows (the second config), v tokens padded, sinks", &params, &long_q, tma);
+  check_launch_of("warp-specialized fp16 d128 at 4097 rows, v tokens padded, sinks", &params, &long_q, hopper);
+  /* Not causal: with window_right unbounded the size key is seqlen_q, whatever window_left is. */
+  params.window_left = 1024;
+  check_launch_of("TMA fp16 d128 at 4097 rows (the second config), v tokens padded, window_left 1024, sinks", &params,
+                  &long_q, tma);
 
   problem d256 = {AOTK_DTYPE_BFLOAT16, 2, 333, 333, 4, 4, 256, false, 0};
   params = packed_qkv_params(d256);
@@ -4898,6 +4965,11 @@ static void test_tma_launch_arguments(void) {
   d64.seqlen_q = d64.seqlen_k = 2333;
   params = packed_qkv_params(d64);
   check_launch_of("three-warpgroup fp16 d64 packed qkv at 2333 rows", &params, &d64, wg3);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d64.heads_q);
+  check_launch_of("three-warpgroup fp16 d64 packed qkv at 2333 rows, sinks", &params, &d64, wg3);
+  params.softcap = 30.0f;
+  check_launch_of("pointer fp16 d64 packed qkv at 2333 rows, sinks and softcap", &params, &d64, AOTK__FAMILY_ATTN_FWD);
+  params = packed_qkv_params(d64);
   params.causal = 1;
   check_launch_of("two-warpgroup fp16 d64 packed qkv at 2333 rows, causal", &params, &d64, hopper);
 
@@ -4921,6 +4993,8 @@ static void test_tma_launch_arguments(void) {
   params.causal = 1;
   params.causal_align = AOTK_ALIGN_TOP_LEFT;
   check_launch_of("warp-specialized varlen causal top-left", &params, &packed, hopper);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, packed.heads_q);
+  check_launch_of("warp-specialized varlen causal top-left, sinks", &params, &packed, hopper);
   packed.head_dim = 64, packed.seqlen_q = 2100, packed.seqlen_k = 2200;
   params = varlen_params_for(packed, 5000, 6000, false);
   check_launch_of("three-warpgroup varlen d64", &params, &packed, wg3);
