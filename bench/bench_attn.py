@@ -3334,7 +3334,8 @@ def main(argv=None):
     rows, lines, failures = [], [], []
     feature_lines, bar_lines = [], []
     op_tables = {}  # an op's "print" -> (its table lines, its bar lines), in the order the ops ran
-    r_flash_all, r_best_all, r_det_all = [], [], []
+    # Geomeans per grid op and dtype (a run of several reports each apart, never one mixed figure).
+    r_flash_all, r_best_all, r_det_all = {}, {}, {}
     for op in ops:
         if op in ("fwd_feat", "bwd_feat"):
             seqlens = FEATURE_GRID_SEQLENS_QUICK if args.quick else FEATURE_GRID_SEQLENS
@@ -3374,12 +3375,12 @@ def main(argv=None):
                 failures.append(f"{case_label(case)}: {failure}")
             r_flash, r_best = ratios(tfl)
             if r_flash:
-                r_flash_all.append(r_flash)
+                r_flash_all.setdefault((case["op"], DTYPE_NAMES[case["dtype"]]), []).append(r_flash)
             if r_best:
-                r_best_all.append(r_best)
+                r_best_all.setdefault((case["op"], DTYPE_NAMES[case["dtype"]]), []).append(r_best)
             sdpa = [tfl[name] for name, _ in SDPA_BACKENDS if name in tfl]
             if "aotk-det" in tfl and sdpa:
-                r_det_all.append(tfl["aotk-det"] / max(sdpa))
+                r_det_all.setdefault((case["op"], DTYPE_NAMES[case["dtype"]]), []).append(tfl["aotk-det"] / max(sdpa))
             line = table_line(case, tfl, failure)
             lines.append(line)
             print(table_head())
@@ -3392,12 +3393,12 @@ def main(argv=None):
     total_rows = write_results(path, doc, set(ops))
 
     summary = []
-    if r_flash_all:
-        summary.append(f"geomean aotk/sdpa-flash {geomean(r_flash_all):.2f}x over {len(r_flash_all)} rows")
-    if r_best_all:
-        summary.append(f"geomean aotk/best-sdpa  {geomean(r_best_all):.2f}x over {len(r_best_all)} rows")
-    if r_det_all:
-        summary.append(f"geomean aotk-det/best-sdpa {geomean(r_det_all):.2f}x over {len(r_det_all)} rows "
+    for (op, dt), xs in r_flash_all.items():
+        summary.append(f"{op} {dt}: geomean aotk/sdpa-flash {geomean(xs):.2f}x over {len(xs)} rows")
+    for (op, dt), xs in r_best_all.items():
+        summary.append(f"{op} {dt}: geomean aotk/best-sdpa  {geomean(xs):.2f}x over {len(xs)} rows")
+    for (op, dt), xs in r_det_all.items():
+        summary.append(f"{op} {dt}: geomean aotk-det/best-sdpa {geomean(xs):.2f}x over {len(xs)} rows "
                        "(the deterministic backward)")
     summary.append(f"wrote {path} ({len(rows)} rows from this run, {total_rows} in the file)")
     if failures:
