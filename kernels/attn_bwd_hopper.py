@@ -56,17 +56,27 @@ from triton.experimental.gluon.language._core import builtin as _gluon_builtin
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
+# The TMA load: Triton 3.6 calls it async_copy_global_to_shared, newer releases async_load (the old
+# name raises there), so the kernels compile under either while the pin is evaluated.
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
 # Bits of `flags` (kernels/attn_common.py; src/aotk_attn.c sets them).
 FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
 FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
 
 
 @_gluon_builtin
-def _tma_reduce_add(tensor_desc, coord, src, _semantic=None):
+def _tma_reduce_add_36(tensor_desc, coord, src, _semantic=None):
     # TMA reduce-add from shared memory into global memory (cp.reduce.async.bulk.tensor.add.f32): Gluon
-    # 3.6's builder has the op (ttng.async_tma_reduce), its hopper.tma module does not export it.
+    # 3.6's builder has the op (ttng.async_tma_reduce), its hopper.tma module does not export it (newer
+    # releases do, as async_atomic_add).
     coord = _semantic._convert_to_ir_values(coord, require_i64=False)
     _semantic.builder.create_async_tma_reduce(_ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord, src.handle)
+
+
+_tma_reduce_add = getattr(tma, "async_atomic_add", None) or _tma_reduce_add_36
+# A barrier of the partition's threads: thread_barrier in 3.6, barrier in newer releases.
+_thread_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
 
 @gluon.jit
@@ -78,8 +88,8 @@ def _producer(desc_q, desc_do, desc_k, desc_v, q_bufs, do_bufs, k_smem, v_smem, 
     kv_bar, q_ready, do_ready, qdo_empty = bars
     bc, k_row, q_row, hkv, group_size, n_m = rows
     mbarrier.expect(kv_bar, desc_k.block_type.nbytes + desc_v.block_type.nbytes)
-    tma.async_copy_global_to_shared(desc_k, [bc, k_row, hkv * HEAD_DIM], kv_bar, k_smem)
-    tma.async_copy_global_to_shared(desc_v, [bc, k_row, hkv * HEAD_DIM], kv_bar, v_smem)
+    _tma_load(desc_k, [bc, k_row, hkv * HEAD_DIM], kv_bar, k_smem)
+    _tma_load(desc_v, [bc, k_row, hkv * HEAD_DIM], kv_bar, v_smem)
     for it in range(n_iters):
         s = it % STAGES
         hq = hkv * group_size + it // n_m
@@ -87,9 +97,9 @@ def _producer(desc_q, desc_do, desc_k, desc_v, q_bufs, do_bufs, k_smem, v_smem, 
         # A fresh mbarrier counts as having completed the phase before phase 0: parity 1 passes at once.
         mbarrier.wait(qdo_empty.index(s), ((it // STAGES) & 1) ^ 1)
         mbarrier.expect(q_ready.index(s), desc_q.block_type.nbytes)
-        tma.async_copy_global_to_shared(desc_q, [bc, m0, hq * HEAD_DIM], q_ready.index(s), q_bufs.index(s))
+        _tma_load(desc_q, [bc, m0, hq * HEAD_DIM], q_ready.index(s), q_bufs.index(s))
         mbarrier.expect(do_ready.index(s), desc_do.block_type.nbytes)
-        tma.async_copy_global_to_shared(desc_do, [bc, m0, hq * HEAD_DIM], do_ready.index(s), do_bufs.index(s))
+        _tma_load(desc_do, [bc, m0, hq * HEAD_DIM], do_ready.index(s), do_bufs.index(s))
 
 
 @gluon.jit
@@ -165,7 +175,7 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
             ds = ds_bufs.index(it % 2)
             ds.store(dst.to(dtype))
             fence_async_shared()
-            gl.thread_barrier()
+            _thread_barrier()
             dq_token = warpgroup_mma(ds.permute((1, 0)), k2, zero_dq, use_acc=False, is_async=True)
             dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, dq_token, pt_op, ds_op))
             # FlashAttention-3's dQ path: the block to shared memory, then one bulk reduce-add into the

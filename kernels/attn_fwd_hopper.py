@@ -47,6 +47,10 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
+# The TMA load: Triton 3.6 calls it async_copy_global_to_shared, newer releases async_load (the old
+# name raises there), so the kernels compile under either while the pin is evaluated.
+_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
 # Bits of `flags` (kernels/attn_common.py; src/aotk_attn.c sets them).
 FLAG_WRITE_LSE: gl.constexpr = gl.constexpr(1)
 FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
@@ -113,7 +117,7 @@ def _load(desc, bufs, ready, empty, it, coord0, coord1, coord2, STAGES: gl.const
     s = it % STAGES
     mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
     mbarrier.expect(ready.index(s), desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(desc, [coord0, coord1, coord2], ready.index(s), bufs.index(s))
+    _tma_load(desc, [coord0, coord1, coord2], ready.index(s), bufs.index(s))
 
 
 @gluon.jit
@@ -143,7 +147,7 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
             mbarrier.wait(q_empty.index(qs), ((t // Q_BUFS) & 1) ^ 1)
             mbarrier.expect(q_ready.index(qs), NUM_WG * desc_q.block_type.nbytes)
             for w in gl.static_range(NUM_WG):
-                tma.async_copy_global_to_shared(desc_q, [bc, q_start + m0 + ROWS * w, hq * HEAD_DIM], q_ready.index(qs),
+                _tma_load(desc_q, [bc, q_start + m0 + ROWS * w, hq * HEAD_DIM], q_ready.index(qs),
                                                 q_bufs.index(qs * NUM_WG + w))
             for j in range(n_blocks):
                 if j + 1 < n_blocks:
