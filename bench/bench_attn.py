@@ -1227,7 +1227,15 @@ SEL_HEAD_DIM = 128
 SEL_BLOCK_SIZE = 64
 SEL_SLOTS = 16
 SEL_INDEX_SEED = 20250  # + the row's token count: each size has its own fixed draw
-SEL_INDEX_DISTRIBUTION = "uniform-causal"
+SEL_INDEX_DISTRIBUTION = "uniform-causal"  # issue 5's draw; its bars are defined on it
+# Issue 12's distributions, the selections NSA really makes (each row records its `index_distribution`):
+#   uniform-causal  min(16, t / 64 + 1) distinct causal blocks, uniformly at random (sel_block_indices);
+#   nsa-fixed       the first block and the two local blocks (the token's own and the one before) always,
+#                   then distinct causal blocks uniformly at random up to the slots (NSA's fixed picks);
+#   nsa-topk        block 0, then 15 distinct blocks uniformly over ALL blocks (the top 16 of random scores
+#                   with block 0 forced), future blocks dropped to -1: about half the slots valid (the
+#                   public NSA Triton repository's own benchmark).
+SEL_INDEX_DISTRIBUTIONS = ("uniform-causal", "nsa-fixed", "nsa-topk")
 SEL_INDEX_CHUNK_TOKENS = 4096  # the draw's scores are [chunk, heads_kv, num_blocks] fp32: 64 MiB at 64k
 # The bars, aotk's speedup over sdpa-flash (dense causal FlashAttention-2) on the same q, k, v:
 # (op, tokens) -> (speedup, strict). 64k: the public selection kernel's figures (anchors.md); 16k: faster.
@@ -1245,15 +1253,21 @@ SEL_SAMPLE_TOKENS = 64
 SEL_SAMPLE_SEED = 7
 
 
+SEL_OPTIONS = {"distributions": list(SEL_INDEX_DISTRIBUTIONS)}  # --sel-distributions
+
+
 def sel_cases(op, quick):
-    for n in (SEL_SEQLENS_QUICK if quick else SEL_SEQLENS):
-        yield {"op": op, "dtype": "bf16", "seqlen": n, "heads_q": SEL_HEADS_Q, "heads_kv": SEL_HEADS_KV,
-               "head_dim": SEL_HEAD_DIM, "block_size": SEL_BLOCK_SIZE, "slots": SEL_SLOTS}
+    for dist in SEL_OPTIONS["distributions"]:
+        for n in (SEL_SEQLENS_QUICK if quick else SEL_SEQLENS):
+            yield {"op": op, "dtype": "bf16", "seqlen": n, "heads_q": SEL_HEADS_Q, "heads_kv": SEL_HEADS_KV,
+                   "head_dim": SEL_HEAD_DIM, "block_size": SEL_BLOCK_SIZE, "slots": SEL_SLOTS,
+                   "index_distribution": dist}
 
 
 def sel_label(case):
     return (f"{case['op']} {case['dtype']} tokens={case['seqlen']} heads_q={case['heads_q']} "
-            f"heads_kv={case['heads_kv']} d={case['head_dim']} block={case['block_size']} slots={case['slots']}")
+            f"heads_kv={case['heads_kv']} d={case['head_dim']} block={case['block_size']} slots={case['slots']} "
+            f"indices={case.get('index_distribution', SEL_INDEX_DISTRIBUTION)}")
 
 
 def sel_num_blocks(seqlen_k, block_size):
@@ -1320,6 +1334,91 @@ def sel_block_indices(seqlen, heads_kv, slots, block_size, seed, device):
     return idx
 
 
+def sel_nsa_block_rows(distribution, seqlen, heads_kv, slots, block_size, seed):
+    """block_idx of an NSA distribution (SEL_INDEX_DISTRIBUTIONS) as nested lists [seqlen][heads_kv][slots],
+    -1 for an empty slot, drawn with Python's Mersenne Twister seeded by `seed` (the same on every machine,
+    no torch: the self-check runs it). nsa-fixed: block 0, the token's own block and the one before
+    (distinct, causal), then distinct causal blocks uniformly at random, the fixed ones first and the
+    draw in draw order, -1 padded. nsa-topk: block 0, then slots - 1 distinct blocks uniformly over all of
+    the sequence's blocks (the order of their random scores), each one after the token's own block
+    replaced by -1."""
+    if distribution not in ("nsa-fixed", "nsa-topk"):
+        raise ValueError(f"unknown NSA index distribution {distribution!r}")
+    rng = random.Random(seed)
+    num_blocks = sel_num_blocks(seqlen, block_size)
+    rows = []
+    for t in range(seqlen):
+        own = t // block_size
+        heads = []
+        for _ in range(heads_kv):
+            if distribution == "nsa-fixed":
+                fixed = list(dict.fromkeys(b for b in (0, own, own - 1) if 0 <= b <= own))
+                rest = [b for b in range(1, own - 1)]  # the causal blocks not fixed (own - 1 >= 1 fixed)
+                picks = fixed + rng.sample(rest, min(len(rest), slots - len(fixed)))
+            else:
+                picks = [0] + rng.sample(range(1, num_blocks), min(num_blocks - 1, slots - 1))
+                picks = [b if b <= own else -1 for b in picks]
+            heads.append(picks + [-1] * (slots - len(picks)))
+        rows.append(heads)
+    return rows
+
+
+def sel_nsa_distribution_problems():
+    """Self-check of sel_nsa_block_rows (no torch): what each NSA distribution promises, on 2048 tokens
+    (32 blocks of 64) and heads_kv 2; and that sel_cases gives every distribution its rows."""
+    problems = []
+    n, h, s, bs = 2048, 2, SEL_SLOTS, SEL_BLOCK_SIZE
+    nb = sel_num_blocks(n, bs)
+    fixed = sel_nsa_block_rows("nsa-fixed", n, h, s, bs, 11)
+    topk = sel_nsa_block_rows("nsa-topk", n, h, s, bs, 11)
+    if fixed != sel_nsa_block_rows("nsa-fixed", n, h, s, bs, 11) or topk != sel_nsa_block_rows("nsa-topk", n, h, s, bs, 11):
+        problems.append("not repeatable")
+    if fixed == sel_nsa_block_rows("nsa-fixed", n, h, s, bs, 12):
+        problems.append("nsa-fixed ignores its seed")
+    valid_topk = 0
+    for t in range(n):
+        own = t // bs
+        for hh in range(h):
+            f, k = fixed[t][hh], topk[t][hh]
+            if len(f) != s or len(k) != s:
+                problems.append(f"({t}, {hh}): not {s} slots")
+                return problems
+            fv = [b for b in f if b >= 0]
+            want = min(s, own + 1)
+            if len(fv) != want or len(set(fv)) != len(fv) or any(b > own for b in fv):
+                problems.append(f"nsa-fixed ({t}, {hh}): {f} is not {want} distinct causal blocks")
+                return problems
+            must = {b for b in (0, own, own - 1) if b >= 0}
+            if not must <= set(fv) or f[:len(must)] != sorted(must, key=[0, own, own - 1].index):
+                problems.append(f"nsa-fixed ({t}, {hh}): {f} lacks the fixed blocks {sorted(must)} first")
+                return problems
+            if f[len(fv):] != [-1] * (s - len(fv)):
+                problems.append(f"nsa-fixed ({t}, {hh}): -1 slots before valid ones")
+                return problems
+            kv = [b for b in k if b >= 0]
+            if k[0] != 0 or len(set(kv)) != len(kv) or any(b > own for b in kv) or any(b >= nb for b in kv):
+                problems.append(f"nsa-topk ({t}, {hh}): {k}")
+                return problems
+            valid_topk += len(kv)
+    # Block 0 plus 15 of the 31 others: at token t about 1 + 15 * own / 31 valid, ~8.3 on average here.
+    mean = valid_topk / (n * h)
+    if not 7.5 < mean < 9.0:
+        problems.append(f"nsa-topk: {mean:.2f} valid slots per row, expected about 8.3")
+    cases = list(sel_cases("sel_fwd", True))
+    if sorted({c["index_distribution"] for c in cases}) != sorted(SEL_INDEX_DISTRIBUTIONS):
+        problems.append("sel_cases does not give every distribution its rows")
+    return problems
+
+
+def sel_block_indices_for(case, seed, device):
+    """block_idx int32 [seqlen, heads_kv, slots] of the case's index_distribution."""
+    dist = case.get("index_distribution", SEL_INDEX_DISTRIBUTION)
+    n, hkv, slots, bs = case["seqlen"], case["heads_kv"], case["slots"], case["block_size"]
+    if dist == "uniform-causal":
+        return sel_block_indices(n, hkv, slots, bs, seed, device)
+    return torch.tensor(sel_nsa_block_rows(dist, n, hkv, slots, bs, seed), dtype=torch.int32, device=device)
+
+
 def sel_valid_slots(idx, positions, block_size, seqlen_k):
     """Which slots of idx [c, H, S] (int64) count for tokens at key positions [c]: aotk.h's B(t, h)."""
     return (idx >= 0) & (idx < sel_num_blocks(seqlen_k, block_size)) & (idx * block_size <= positions[:, None, None])
@@ -1359,7 +1458,7 @@ def sel_tensors(case, backward):
          "v": torch.randn(n, hkv, d, device=DEVICE, dtype=dt),
          "out": torch.empty(n, hq, d, device=DEVICE, dtype=dt),
          "lse": torch.empty(n, hq, device=DEVICE, dtype=torch.float32),
-         "block_idx": sel_block_indices(n, hkv, case["slots"], case["block_size"], SEL_INDEX_SEED + n, DEVICE)}
+         "block_idx": sel_block_indices_for(case, SEL_INDEX_SEED + n, DEVICE)}
     if backward:
         t["dout"] = torch.randn_like(t["out"])
         for name in ("q", "k", "v"):
@@ -1663,9 +1762,10 @@ def sel_gathered_bytes(case, keys_selected):
     return 2 * n * hq * d * 2 + n * hq * 4 + n * hkv * case["slots"] * 4 + keys_selected * 2 * d * 2
 
 
-def sel_verdict(op, seqlen, speedup):
-    """None where no bar applies; '-' when not measured; else 'ok' / 'LOW' against SEL_BARS."""
-    bar = SEL_BARS.get((op, seqlen))
+def sel_verdict(op, seqlen, speedup, distribution=SEL_INDEX_DISTRIBUTION):
+    """None where no bar applies (issue 5's bars are on its own draw, uniform-causal); '-' when not
+    measured; else 'ok' / 'LOW' against SEL_BARS."""
+    bar = SEL_BARS.get((op, seqlen)) if distribution == SEL_INDEX_DISTRIBUTION else None
     if bar is None:
         return None
     if speedup is None:
@@ -1674,18 +1774,19 @@ def sel_verdict(op, seqlen, speedup):
     return "ok" if (speedup > minimum if strict else speedup >= minimum) else "LOW"
 
 
-def sel_bar_text(op, seqlen):
-    bar = SEL_BARS.get((op, seqlen))
+def sel_bar_text(op, seqlen, distribution=SEL_INDEX_DISTRIBUTION):
+    bar = SEL_BARS.get((op, seqlen)) if distribution == SEL_INDEX_DISTRIBUTION else None
     return "-" if bar is None else f"{'>' if bar[1] else '>='}{bar[0]:g}x"
 
 
-SEL_TABLE_HEAD = (f"{'op':>7} {'tokens':>6} {'keys/q':>7} | {'aotk ms':>8} {'TF/s':>6} | {'flash ms':>9} "
+SEL_TABLE_HEAD = (f"{'op':>7} {'indices':>14} {'tokens':>6} {'keys/q':>7} | {'aotk ms':>8} {'TF/s':>6} | {'flash ms':>9} "
                   f"{'cudnn ms':>9} | {'x FA2':>6} {'x cuDNN':>7} | {'bar':>6} {'verdict':>7}")
 
 
 def sel_table_line(case, ms, keys_selected, speedup, failure):
     keys_per_query = keys_selected / (case["seqlen"] * case["heads_kv"]) if keys_selected else None
-    s = f"{case['op']:>7} {case['seqlen']:>6} " + (f"{keys_per_query:>7.1f}" if keys_per_query else f"{'-':>7}")
+    dist = case.get("index_distribution", SEL_INDEX_DISTRIBUTION)
+    s = f"{case['op']:>7} {dist:>14} {case['seqlen']:>6} " + (f"{keys_per_query:>7.1f}" if keys_per_query else f"{'-':>7}")
     if "aotk" in ms:
         s += f" | {ms['aotk']:>8.3f} {sel_work(case, keys_selected)[1] / ms['aotk'] / 1e9:>6.1f}"
     else:
@@ -1693,7 +1794,8 @@ def sel_table_line(case, ms, keys_selected, speedup, failure):
     s += " | " + " ".join(f"{ms[name]:>9.2f}" if name in ms else f"{'-':>9}" for name in SEL_IMPLS[1:])
     s += " | " + " ".join(f"{speedup[name]:>{w - 1}.2f}x" if speedup.get(name) else f"{'-':>{w}}"
                           for name, w in (("sdpa-flash", 6), ("sdpa-cudnn", 7)))
-    s += f" | {sel_bar_text(case['op'], case['seqlen']):>6} {sel_verdict(case['op'], case['seqlen'], speedup.get('sdpa-flash')) or '':>7}"
+    s += (f" | {sel_bar_text(case['op'], case['seqlen'], dist):>6} "
+          f"{sel_verdict(case['op'], case['seqlen'], speedup.get('sdpa-flash'), dist) or '':>7}")
     if failure:
         s += f"   FAILED: {failure}"
     return s
@@ -1713,7 +1815,7 @@ def run_sel_op(op, quick, aotk):
                   "head_dim_v": case["head_dim"], "causal": True, "seqlen_q": case["seqlen"],
                   "seqlen_k": case["seqlen"], "batch": 1, "heads_q": case["heads_q"], "heads_kv": case["heads_kv"],
                   "block_size": case["block_size"], "slots": case["slots"],
-                  "index_distribution": SEL_INDEX_DISTRIBUTION, "index_seed": SEL_INDEX_SEED + case["seqlen"]}
+                  "index_distribution": case["index_distribution"], "index_seed": SEL_INDEX_SEED + case["seqlen"]}
         for impl in SEL_IMPLS:
             if impl not in ms:
                 continue
@@ -1743,7 +1845,7 @@ def run_sel_op(op, quick, aotk):
             rows.append(row)
         if failure:
             failures.append(f"{sel_label(case)}: {failure}")
-        verdict = sel_verdict(op, case["seqlen"], speedup.get("sdpa-flash"))
+        verdict = sel_verdict(op, case["seqlen"], speedup.get("sdpa-flash"), case["index_distribution"])
         if verdict is not None:
             got = f"{speedup['sdpa-flash']:.2f}x" if "sdpa-flash" in speedup else "not measured"
             verdicts.append((verdict, f"{op} {case['seqlen']} tokens: {got} (bar {sel_bar_text(op, case['seqlen'])}): "
@@ -1760,7 +1862,8 @@ def run_sel_op(op, quick, aotk):
 
 def print_sel_table(lines, bar_lines):
     print(f"\nSelection rows: one sequence, heads {SEL_HEADS_Q}/{SEL_HEADS_KV}, d {SEL_HEAD_DIM}, block "
-          f"{SEL_BLOCK_SIZE}, {SEL_SLOTS} slots, indices {SEL_INDEX_DISTRIBUTION}; keys/q = mean |J(t, h)|; aotk's "
+          f"{SEL_BLOCK_SIZE}, {SEL_SLOTS} slots, indices as the column says (issue 5's bars on uniform-causal "
+          f"only); keys/q = mean |J(t, h)|; aotk's "
           f"TF/s counts the pairs it computes (4 * pairs * d, backward 2.5x); flash and cudnn run dense causal "
           f"attention on the same q, k, v; 'x FA2' / 'x cuDNN' = their time / aotk's")
     print(SEL_TABLE_HEAD)
@@ -2929,12 +3032,14 @@ def sel_case_problems():
     problems = []
     for op in SEL_OPS:
         cases = list(sel_cases(op, False))
-        seqlens = [c["seqlen"] for c in cases]
-        if seqlens != SEL_SEQLENS:
-            problems.append(f"{op}: tokens {seqlens}")
+        for dist in SEL_INDEX_DISTRIBUTIONS:
+            seqlens = [c["seqlen"] for c in cases if c["index_distribution"] == dist]
+            if seqlens != SEL_SEQLENS:
+                problems.append(f"{op} {dist}: tokens {seqlens}")
+        seqlens = [c["seqlen"] for c in cases if c["index_distribution"] == SEL_INDEX_DISTRIBUTION]
         for (bar_op, n) in SEL_BARS:
             if bar_op == op and n not in seqlens:
-                problems.append(f"{op}: the bar at {n} tokens has no row")
+                problems.append(f"{op}: the bar at {n} tokens has no {SEL_INDEX_DISTRIBUTION} row")
         for c in cases:
             if c["heads_q"] % c["heads_kv"] or c["block_size"] not in (32, 64, 128):
                 problems.append(f"{sel_label(c)}: not a shape aotk.h accepts")
@@ -3200,6 +3305,12 @@ def self_check():
         stand_in_checks(report)
         sel_stand_in_checks(report)
 
+    # 8b. Issue 12's NSA index distributions (pure Python): their rules, one row at a time.
+    problems = sel_nsa_distribution_problems()
+    report(not problems, f"selection index distributions {', '.join(SEL_INDEX_DISTRIBUTIONS[1:])}: fixed blocks, "
+           f"distinct causal picks, the topk draw's dropped future blocks, repeatable, rows per distribution"
+           + ("; " + "; ".join(problems[:5]) if problems else ""))
+
     # 9. The GQA and varlen-document rows (issue 11): shapes, tokens, FLOPs against exact pair counts, --ops.
     problems = new_rows_problems()
     report(not problems, f"GQA rows ({', '.join(GQA_OPS)}) and varlen document rows ({', '.join(DOC_OPS)}): "
@@ -3268,6 +3379,9 @@ def main(argv=None):
                          "(default: %(default)s)")
     ap.add_argument("--varlen-head-dims", default=",".join(str(d) for d in DOC_HEAD_DIMS),
                     help="head dims of the varlen rows, heads = 2048 / head dim (default: %(default)s)")
+    ap.add_argument("--sel-distributions", default=",".join(SEL_INDEX_DISTRIBUTIONS),
+                    help="index distributions of the selection rows (sel_fwd, sel_bwd), of: "
+                         + ", ".join(SEL_INDEX_DISTRIBUTIONS) + " (default: all)")
     ap.add_argument("--no-flex", action="store_true",
                     help="GQA and varlen rows: leave FlexAttention out (no torch.compile in the run)")
     ap.add_argument("--self-check", action="store_true",
@@ -3311,6 +3425,9 @@ def main(argv=None):
             target[:] = []
         if not target or min(target) < 1:
             ap.error(f"--{name.replace('_', '-')} {getattr(args, name)!r}: give comma-separated positive integers")
+    SEL_OPTIONS["distributions"] = [x.strip() for x in args.sel_distributions.split(",") if x.strip()]
+    if not SEL_OPTIONS["distributions"] or any(x not in SEL_INDEX_DISTRIBUTIONS for x in SEL_OPTIONS["distributions"]):
+        ap.error(f"--sel-distributions {args.sel_distributions!r}: give some of {', '.join(SEL_INDEX_DISTRIBUTIONS)}")
     if args.lib is None:
         ap.error("--lib is required (except with --self-check)")
     if torch is None:
