@@ -541,7 +541,8 @@ def bwd_run_case(case, aotk):
                 msg = f"{impl} gradients differ from sdpa-flash's: relative L2 {errs} (tolerance {BWD_REL_TOL})"
                 loud(f"ROW ABORTED, {case_label(case)}: {msg}")
                 return {}, msg
-            note(f"{impl} checked against sdpa-flash: relative L2 " + ", ".join(f"{k_} {v_:.2g}" for k_, v_ in errs.items()))
+            note(f"{impl} checked against sdpa-flash: relative L2 "
+                 + ", ".join(f"{k_} {v_:.2g}" for k_, v_ in errs.items()))
             try:
                 results[impl] = time_ms(lambda: aotk.attn_bwd(params_ref, workspace.data_ptr(),
                                                               info["workspace_bytes"], current_stream()))
@@ -1337,11 +1338,12 @@ def sel_block_indices(seqlen, heads_kv, slots, block_size, seed, device):
 def sel_nsa_block_rows(distribution, seqlen, heads_kv, slots, block_size, seed):
     """block_idx of an NSA distribution (SEL_INDEX_DISTRIBUTIONS) as nested lists [seqlen][heads_kv][slots],
     -1 for an empty slot, drawn with Python's Mersenne Twister seeded by `seed` (the same on every machine,
-    no torch: the self-check runs it). nsa-fixed: block 0, the token's own block and the one before
-    (distinct, causal), then distinct causal blocks uniformly at random, the fixed ones first and the
-    draw in draw order, -1 padded. nsa-topk: block 0, then slots - 1 distinct blocks uniformly over all of
-    the sequence's blocks (the order of their random scores), each one after the token's own block
-    replaced by -1."""
+    no torch: the self-check runs it). Both sort a row's blocks ascending with the -1 slots last, as the
+    public repository's benchmark does (torch.sort of its top-k). nsa-fixed: block 0, the token's own
+    block and the one before (distinct, causal), then distinct causal blocks uniformly at random up to the
+    slots. nsa-topk, that benchmark's draw: `slots` distinct blocks uniformly over all of the sequence's
+    blocks (the top-k of random scores), sorted, the first replaced by block 0, and each one after the
+    token's own block replaced by -1."""
     if distribution not in ("nsa-fixed", "nsa-topk"):
         raise ValueError(f"unknown NSA index distribution {distribution!r}")
     rng = random.Random(seed)
@@ -1352,12 +1354,13 @@ def sel_nsa_block_rows(distribution, seqlen, heads_kv, slots, block_size, seed):
         heads = []
         for _ in range(heads_kv):
             if distribution == "nsa-fixed":
-                fixed = list(dict.fromkeys(b for b in (0, own, own - 1) if 0 <= b <= own))
-                rest = [b for b in range(1, own - 1)]  # the causal blocks not fixed (own - 1 >= 1 fixed)
-                picks = fixed + rng.sample(rest, min(len(rest), slots - len(fixed)))
+                fixed = {b for b in (0, own, own - 1) if b >= 0}
+                rest = range(1, max(1, own - 1))  # the causal blocks not fixed
+                picks = sorted(fixed | set(rng.sample(rest, min(len(rest), slots - len(fixed)))))
             else:
-                picks = [0] + rng.sample(range(1, num_blocks), min(num_blocks - 1, slots - 1))
-                picks = [b if b <= own else -1 for b in picks]
+                picks = sorted(rng.sample(range(num_blocks), min(num_blocks, slots)))
+                picks[0] = 0
+                picks = [b for b in picks if b <= own]
             heads.append(picks + [-1] * (slots - len(picks)))
         rows.append(heads)
     return rows
@@ -1371,7 +1374,8 @@ def sel_nsa_distribution_problems():
     nb = sel_num_blocks(n, bs)
     fixed = sel_nsa_block_rows("nsa-fixed", n, h, s, bs, 11)
     topk = sel_nsa_block_rows("nsa-topk", n, h, s, bs, 11)
-    if fixed != sel_nsa_block_rows("nsa-fixed", n, h, s, bs, 11) or topk != sel_nsa_block_rows("nsa-topk", n, h, s, bs, 11):
+    if (fixed != sel_nsa_block_rows("nsa-fixed", n, h, s, bs, 11)
+            or topk != sel_nsa_block_rows("nsa-topk", n, h, s, bs, 11)):
         problems.append("not repeatable")
     if fixed == sel_nsa_block_rows("nsa-fixed", n, h, s, bs, 12):
         problems.append("nsa-fixed ignores its seed")
@@ -1389,18 +1393,19 @@ def sel_nsa_distribution_problems():
                 problems.append(f"nsa-fixed ({t}, {hh}): {f} is not {want} distinct causal blocks")
                 return problems
             must = {b for b in (0, own, own - 1) if b >= 0}
-            if not must <= set(fv) or f[:len(must)] != sorted(must, key=[0, own, own - 1].index):
-                problems.append(f"nsa-fixed ({t}, {hh}): {f} lacks the fixed blocks {sorted(must)} first")
+            if not must <= set(fv) or fv != sorted(fv):
+                problems.append(f"nsa-fixed ({t}, {hh}): {f} lacks the fixed blocks {sorted(must)} or is not sorted")
                 return problems
             if f[len(fv):] != [-1] * (s - len(fv)):
                 problems.append(f"nsa-fixed ({t}, {hh}): -1 slots before valid ones")
                 return problems
             kv = [b for b in k if b >= 0]
-            if k[0] != 0 or len(set(kv)) != len(kv) or any(b > own for b in kv) or any(b >= nb for b in kv):
+            if (k[0] != 0 or len(set(kv)) != len(kv) or any(b > own for b in kv) or any(b >= nb for b in kv)
+                    or kv != sorted(kv) or k[len(kv):] != [-1] * (s - len(kv))):
                 problems.append(f"nsa-topk ({t}, {hh}): {k}")
                 return problems
             valid_topk += len(kv)
-    # Block 0 plus 15 of the 31 others: at token t about 1 + 15 * own / 31 valid, ~8.3 on average here.
+    # 16 of the 32 blocks (block 0 forced): at token t about 1 + 15 * own / 31 valid, ~8.3 on average here.
     mean = valid_topk / (n * h)
     if not 7.5 < mean < 9.0:
         problems.append(f"nsa-topk: {mean:.2f} valid slots per row, expected about 8.3")
@@ -1675,6 +1680,58 @@ def sel_anchor_times(t, backward):
     return sdpa_anchor_times(t["q"][None], t["k"][None], t["v"][None], True, dout, SEL_ANCHORS)
 
 
+# The public NSA Triton kernel (XunhaoLai/native-sparse-attention-triton, Apache-2.0,
+# native_sparse_attention/ops/triton/topk_sparse_attention.py), issue 12's anchor: --nsa-path names a
+# checkout of that repository in a folder git ignores (its code is never committed here). Only aotk's rows
+# and the ratios are recorded.
+NSA_OPTIONS = {"path": None, "fn": None}
+NSA_CHECK_TOL = 2e-2  # relative L2 between its out / dq, dk, dv and aotk's (both bf16 with fp32 softmax)
+
+
+def load_public_nsa(path):
+    """topk_sparse_attention from the checkout at `path`: its two modules loaded by file, under their own
+    names, without the package __init__ (which imports modules that need flash_attn)."""
+    import importlib.util
+    import types
+    base = os.path.join(path, "native_sparse_attention", "ops", "triton")
+    for name in ("native_sparse_attention", "native_sparse_attention.ops", "native_sparse_attention.ops.triton"):
+        if name not in sys.modules:
+            package = types.ModuleType(name)
+            package.__path__ = []
+            sys.modules[name] = package
+    for short in ("utils", "topk_sparse_attention"):
+        full = "native_sparse_attention.ops.triton." + short
+        spec = importlib.util.spec_from_file_location(full, os.path.join(base, short + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[full] = module
+        spec.loader.exec_module(module)
+    return sys.modules["native_sparse_attention.ops.triton.topk_sparse_attention"].topk_sparse_attention
+
+
+def sel_public_nsa(case, t, backward, aotk_out, aotk_grads):
+    """Times the public kernel on the row's q, k, v and indices (its layout: topk_idx [heads_kv, N, slots],
+    cu_seqlens [0, N]) after checking its out (and dq, dk, dv) against aotk's. Returns (ms or None, note)."""
+    fn = NSA_OPTIONS["fn"]
+    n = case["seqlen"]
+    topk_idx = t["block_idx"].permute(1, 0, 2).contiguous()
+    cu = torch.tensor([0, n], dtype=torch.int32, device=DEVICE)
+    q, k, v = (t[x].detach().clone().requires_grad_(backward) for x in ("q", "k", "v"))
+    out = fn(q, k, v, topk_idx, case["block_size"], cu)
+    errs = {"out": rel_l2(out, aotk_out)}
+    if backward:
+        grads = torch.autograd.grad(out, (q, k, v), t["dout"], retain_graph=True)
+        errs.update({name: rel_l2(g, aotk_grads[name]) for name, g in zip(("dq", "dk", "dv"), grads)})
+    text = ", ".join(f"{k_} {v_:.2g}" for k_, v_ in errs.items())
+    if not all(e_ < NSA_CHECK_TOL for e_ in errs.values()):
+        return None, f"the public NSA kernel differs from aotk (relative L2 {text}): not timed"
+    if backward:
+        ms = time_ms(lambda: torch.autograd.grad(out, (q, k, v), t["dout"], retain_graph=True))
+    else:
+        with torch.no_grad():
+            ms = time_ms(lambda: fn(q, k, v, topk_idx, case["block_size"], cu))
+    return ms, f"public NSA kernel checked against aotk: relative L2 {text}"
+
+
 def sel_run_case(case, aotk):
     """sel_run_case_unguarded, with any exception turned into the row's failure."""
     try:
@@ -1727,6 +1784,14 @@ def sel_run_case_unguarded(case, aotk):
     facts["info"] = info
     note(f"aotk kernel {info['kernel_name']} (sm_{info['arch']}{', from PTX' if info['from_ptx'] else ''}, "
          f"{info['launches']} launch(es)" + (f", workspace {info['workspace_bytes']} bytes" if backward else "") + ")")
+    if NSA_OPTIONS["fn"] is not None:
+        # aotk's out (and gradients) from the check are the reference the public kernel must match.
+        ms, text = sel_public_nsa(case, t, backward, t["out"], {name: t[name] for name in ("dq", "dk", "dv")
+                                                                if name in t})
+        note(text)
+        if ms is not None:
+            results["nsa-triton"] = ms
+        empty_cache()
     for name in ("out", "lse", "dq", "dk", "dv", "block_idx"):
         t.pop(name, None)
     del params, params_ref
@@ -1779,21 +1844,22 @@ def sel_bar_text(op, seqlen, distribution=SEL_INDEX_DISTRIBUTION):
     return "-" if bar is None else f"{'>' if bar[1] else '>='}{bar[0]:g}x"
 
 
-SEL_TABLE_HEAD = (f"{'op':>7} {'indices':>14} {'tokens':>6} {'keys/q':>7} | {'aotk ms':>8} {'TF/s':>6} | {'flash ms':>9} "
-                  f"{'cudnn ms':>9} | {'x FA2':>6} {'x cuDNN':>7} | {'bar':>6} {'verdict':>7}")
+SEL_TABLE_HEAD = (f"{'op':>7} {'indices':>14} {'tokens':>6} {'keys/q':>7} | {'aotk ms':>8} {'TF/s':>6} | "
+                  f"{'flash ms':>9} {'cudnn ms':>9} | {'x FA2':>6} {'x cuDNN':>7} {'x NSA':>6} | {'bar':>6} {'verdict':>7}")
 
 
 def sel_table_line(case, ms, keys_selected, speedup, failure):
     keys_per_query = keys_selected / (case["seqlen"] * case["heads_kv"]) if keys_selected else None
     dist = case.get("index_distribution", SEL_INDEX_DISTRIBUTION)
-    s = f"{case['op']:>7} {dist:>14} {case['seqlen']:>6} " + (f"{keys_per_query:>7.1f}" if keys_per_query else f"{'-':>7}")
+    s = (f"{case['op']:>7} {dist:>14} {case['seqlen']:>6} "
+         + (f"{keys_per_query:>7.1f}" if keys_per_query else f"{'-':>7}"))
     if "aotk" in ms:
         s += f" | {ms['aotk']:>8.3f} {sel_work(case, keys_selected)[1] / ms['aotk'] / 1e9:>6.1f}"
     else:
         s += f" | {'-':>8} {'-':>6}"
     s += " | " + " ".join(f"{ms[name]:>9.2f}" if name in ms else f"{'-':>9}" for name in SEL_IMPLS[1:])
     s += " | " + " ".join(f"{speedup[name]:>{w - 1}.2f}x" if speedup.get(name) else f"{'-':>{w}}"
-                          for name, w in (("sdpa-flash", 6), ("sdpa-cudnn", 7)))
+                          for name, w in (("sdpa-flash", 6), ("sdpa-cudnn", 7), ("nsa-triton", 6)))
     s += (f" | {sel_bar_text(case['op'], case['seqlen'], dist):>6} "
           f"{sel_verdict(case['op'], case['seqlen'], speedup.get('sdpa-flash'), dist) or '':>7}")
     if failure:
@@ -1810,7 +1876,8 @@ def run_sel_op(op, quick, aotk):
         ms, failure, facts = sel_run_case(case, aotk)
         empty_cache()
         keys_selected = facts.get("keys_selected")
-        speedup = {name: ms[name] / ms["aotk"] for name in SEL_IMPLS[1:] if name in ms and "aotk" in ms}
+        speedup = {name: ms[name] / ms["aotk"] for name in SEL_IMPLS[1:] + ["nsa-triton"]
+                   if name in ms and "aotk" in ms}
         common = {"op": op, "dtype": case["dtype"], "head_dim": case["head_dim"], "head_dim_qk": case["head_dim"],
                   "head_dim_v": case["head_dim"], "causal": True, "seqlen_q": case["seqlen"],
                   "seqlen_k": case["seqlen"], "batch": 1, "heads_q": case["heads_q"], "heads_kv": case["heads_kv"],
@@ -1826,9 +1893,13 @@ def run_sel_op(op, quick, aotk):
                            pairs=pairs, flops=flops, ms=ms[impl], tflops=round(flops / ms[impl] / 1e9, 2),
                            speedup_vs_flash=round(speedup["sdpa-flash"], 3) if "sdpa-flash" in speedup else None,
                            speedup_vs_cudnn=round(speedup["sdpa-cudnn"], 3) if "sdpa-cudnn" in speedup else None)
-                bar = SEL_BARS.get((op, case["seqlen"]))
+                # Issue 12's anchor: only the ratio is recorded (the public kernel's own row is not).
+                if "nsa-triton" in speedup:
+                    row["speedup_vs_nsa_triton"] = round(speedup["nsa-triton"], 3)
+                bar = (SEL_BARS.get((op, case["seqlen"])) if case["index_distribution"] == SEL_INDEX_DISTRIBUTION
+                       else None)
                 row["bar_vs_flash"] = None if bar is None else {"speedup": bar[0], "strict": bar[1]}
-                row["verdict"] = sel_verdict(op, case["seqlen"], speedup.get("sdpa-flash"))
+                row["verdict"] = sel_verdict(op, case["seqlen"], speedup.get("sdpa-flash"), case["index_distribution"])
                 if op == "sel_fwd":
                     row["gathered_bytes"] = sel_gathered_bytes(case, keys_selected)
                     row["gbps"] = round(row["gathered_bytes"] / ms[impl] / 1e6, 1)
@@ -3382,6 +3453,10 @@ def main(argv=None):
     ap.add_argument("--sel-distributions", default=",".join(SEL_INDEX_DISTRIBUTIONS),
                     help="index distributions of the selection rows (sel_fwd, sel_bwd), of: "
                          + ", ".join(SEL_INDEX_DISTRIBUTIONS) + " (default: all)")
+    ap.add_argument("--nsa-path", default=None,
+                    help="selection rows: a checkout of XunhaoLai/native-sparse-attention-triton (in a folder git "
+                         "ignores); its topk_sparse_attention is checked against aotk and timed on the same inputs, "
+                         "and aotk's rows record the ratio (issue 12's anchor)")
     ap.add_argument("--no-flex", action="store_true",
                     help="GQA and varlen rows: leave FlexAttention out (no torch.compile in the run)")
     ap.add_argument("--self-check", action="store_true",
@@ -3435,6 +3510,11 @@ def main(argv=None):
     if not torch.cuda.is_available():
         sys.exit("bench_attn.py needs a CUDA GPU (torch.cuda.is_available() is False)")
 
+    if args.nsa_path is not None:
+        try:
+            NSA_OPTIONS["path"], NSA_OPTIONS["fn"] = args.nsa_path, load_public_nsa(args.nsa_path)
+        except Exception as e:  # noqa: BLE001
+            sys.exit(f"--nsa-path {args.nsa_path!r}: cannot load topk_sparse_attention: {type(e).__name__}: {e}")
     aotk = Aotk(args.lib)
     try:
         aotk_triton = aotk.build_info()["triton_version"]
