@@ -4,7 +4,8 @@
 #   there: bench/gpu_session.sh [--no-bench] [--no-tests] [--sanitize] [--bench-args "..."]
 # The carry to the GPU machine is limited to 64 MiB and every binary embeds all the kernel images
 # (~21 MiB each), so the binaries travel in sets, one set per call:
-#   sel    libaotk.so and test_sel_gpu        (selection tests, check_selection.py, the benchmark)
+#   sel    libaotk.so and test_sel_gpu        (selection tests, check_selection.py, the benchmark; with
+#          the public NSA kernel copied from its mirror, when fetched, as the selection rows' anchor)
 #   dense  test_attn_fwd_gpu, test_attn_bwd_gpu
 #   tools  aotk and libaotk.so                (aotk info / check, check_features.py, the benchmark)
 #   fwd    libaotk.so and test_attn_fwd_gpu   (the forward's tests, the cross-checks, the benchmark)
@@ -17,7 +18,13 @@ bundle=.gpu
 if [ "${1:-}" = "--bundle" ]; then
   rm -rf "$bundle" && mkdir -p "$bundle"
   case "${2:-}" in
-    sel) cp -L build/libaotk.so "$bundle"/libaotk.so && cp -a build/tests/test_sel_gpu "$bundle"/ ;;
+    sel) cp -L build/libaotk.so "$bundle"/libaotk.so && cp -a build/tests/test_sel_gpu "$bundle"/
+         # Issue 12's anchor, the public NSA Triton kernel, where its mirror is on this machine (fetch
+         # github:XunhaoLai/native-sparse-attention-triton): a copy in the ignored bundle, never committed.
+         nsa_git=/work/.mirror/XunhaoLai+native-sparse-attention-triton/repo
+         if [ -d "$nsa_git" ]; then
+           mkdir -p "$bundle"/nsa && git --git-dir="$nsa_git" archive HEAD native_sparse_attention | tar -x -C "$bundle"/nsa
+         fi ;;
     dense) cp -a build/tests/test_attn_fwd_gpu build/tests/test_attn_bwd_gpu "$bundle"/ ;;
     tools) cp -L build/libaotk.so "$bundle"/libaotk.so && cp -a build/aotk "$bundle"/ ;;
     fwd) cp -L build/libaotk.so "$bundle"/libaotk.so && cp -a build/tests/test_attn_fwd_gpu "$bundle"/ ;;
@@ -75,7 +82,9 @@ fi
 if [ "$bench" = 1 ] && [ -f "$bundle/libaotk.so" ]; then
   cp bench/results/*.json "$out"/ 2>/dev/null  # rows of other ops are kept; this run's replace theirs
   # shellcheck disable=SC2086
-  PYTHONUNBUFFERED=1 python3 bench/bench_attn.py --lib "$bundle/libaotk.so" --out-dir "$out" $bench_args \
+  nsa_args=""
+  [ -d "$bundle/nsa/native_sparse_attention" ] && nsa_args="--nsa-path $bundle/nsa"
+  PYTHONUNBUFFERED=1 python3 bench/bench_attn.py --lib "$bundle/libaotk.so" --out-dir "$out" $nsa_args $bench_args \
     > "$out/bench.txt" 2>&1 || status=1
   tail -n 60 "$out/bench.txt"
 fi
