@@ -103,6 +103,9 @@ def plot_selection(plt, doc, rows, out):
     """Selection rows: per op (figure rows), the ms of aotk (selection) and of the SDPA anchors (dense
     causal, same q, k, v) vs tokens, log-log; and aotk's speedup over each anchor, with each bar the row
     records (bar_vs_flash) drawn as a marker at its token count."""
+    # Issue 5's draw only (its bars are on it): rows of issue 12's other index distributions would
+    # put several points on one token count.
+    rows = [r for r in rows if r.get("index_distribution", "uniform-causal") == "uniform-causal"]
     ops = [op for op in SEL_OPS if any(r["op"] == op for r in rows)]
     seqlens = sorted({r["seqlen_q"] for r in rows})
     fig, axes = plt.subplots(len(ops), 2, figsize=(12.0, 3.9 * len(ops)), squeeze=False)
