@@ -748,16 +748,15 @@ static const char attn_fwd_hopper_param_kinds[] = "ppppp" FEATURE_POINTERS "ppp"
 static const char attn_dropout_mask_param_kinds[] = "p" FEATURE_POINTERS "p" "lll" "iiiiii";
 static const char attn_bwd_preprocess_param_kinds[] = "ppppp" "p" "pp" STRIDES STRIDES "li" "iiii" "i" "ii";
 static const char attn_bwd_sink_reduce_param_kinds[] = "ppi";
-static const char attn_bwd_dkdv_param_kinds[] = "pppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES
-                                                STRIDES "l" "iiiiii" "i" MASK_INTS "f" SCORE_SCALARS DROPOUT_SCALARS;
-/* The Gluon dK/dV pass takes attn_bwd_dkdv's parameters, then descriptors of Q, K, V and dO. */
-static const char attn_bwd_dkdv_hopper_param_kinds[] = "pppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES
-                                                       STRIDES STRIDES "l" "iiiiii" "i" MASK_INTS "f" SCORE_SCALARS
-                                                       DROPOUT_SCALARS "tttt";
-/* The non-deterministic one-pass backward: the same, then a descriptor of the fp32 dQ accumulator. */
-static const char attn_bwd_fused_hopper_param_kinds[] = "pppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES
-                                                        STRIDES STRIDES "l" "iiiiii" "i" MASK_INTS "f" SCORE_SCALARS
-                                                        DROPOUT_SCALARS "ttttt";
+#define BWD_DKDV_KINDS \
+  "pppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES STRIDES "l" "iiiiii" "i" MASK_INTS "f" \
+  SCORE_SCALARS DROPOUT_SCALARS
+static const char attn_bwd_dkdv_param_kinds[] = BWD_DKDV_KINDS;
+/* The Gluon dK/dV pass takes attn_bwd_dkdv's parameters, then descriptors of Q, K, V and dO; its fused
+ * (non-deterministic) form one more, of the fp32 dQ accumulator. */
+static const char attn_bwd_dkdv_hopper_param_kinds[] = BWD_DKDV_KINDS "tttt";
+static const char attn_bwd_fused_hopper_param_kinds[] = BWD_DKDV_KINDS "ttttt";
+#undef BWD_DKDV_KINDS
 static const char attn_bwd_dq_convert_param_kinds[] = "ppp" STRIDES "iii" "i" "i";
 static const char attn_bwd_dq_param_kinds[] = "ppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES
                                               "l" "iiiii" "i" MASK_INTS "f" SCORE_SCALARS DROPOUT_SCALARS;
@@ -1378,15 +1377,9 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   /* The Gluon pass's tensor maps, encoded before anything is launched: a failure launches nothing. The
    * fused pass's fifth is the dQ accumulator, [batch * heads_q, stats_stride, head_dim] fp32. */
   CUdeviceptr dq_acc = delta_ptr + bwd_dq_accumulator_offset(problem);
-  aotk_tensor acc_view;
-  memset(&acc_view, 0, sizeof acc_view);
-  acc_view.data = (void *)(uintptr_t)dq_acc;
-  acc_view.dtype = AOTK_DTYPE_FLOAT32;
-  acc_view.rank = 4;
-  acc_view.shape[0] = problem->batch * problem->heads_q, acc_view.shape[1] = stats_stride;
-  acc_view.shape[2] = 1, acc_view.shape[3] = problem->head_dim_qk;
-  acc_view.strides[0] = stats_stride * problem->head_dim_qk, acc_view.strides[1] = problem->head_dim_qk;
-  acc_view.strides[2] = problem->head_dim_qk, acc_view.strides[3] = 1;
+  const aotk_tensor acc_view = {(void *)(uintptr_t)dq_acc, AOTK_DTYPE_FLOAT32, 4,
+                                {problem->batch * problem->heads_q, stats_stride, 1, problem->head_dim_qk, 0, 0},
+                                {stats_stride * problem->head_dim_qk, problem->head_dim_qk, problem->head_dim_qk, 1, 0, 0}};
   packed_descriptor descriptors[5];
   const int descriptor_count = fused ? 5 : 4;
   if (hopper) {
@@ -1445,6 +1438,7 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   }
   if (status != AOTK_OK) return status;
 
+  /* dq: the cast of the fused pass's accumulator, or the dQ pass. */
   int32_t m_blocks = (int32_t)blocks(problem->seqlen_q, dq_entry->block_m);
   if (fused) {
     int32_t convert_flags = f.flags & FLAG_VARLEN;
@@ -1454,15 +1448,14 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                    "one per parameter");
     status = aotk__launch_row(driver, plan->rows[2], kernels[2], sizeof convert_args / sizeof convert_args[0],
                               convert_args, m_blocks * problem->batch * problem->heads_q, stream);
-  }
-  void *dq_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_log2_ptr, &delta_ptr,
-                     TENSOR_ARGS(dq), &f.cu_seqlens_q, &f.cu_seqlens_k, &f.alibi, &f.rng_state, STRIDE_ARGS(q),
-                     STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(dout), STRIDE_ARGS(dq), &f.stride_ab, &seqlen_q,
-                     &seqlen_k, &heads_q, &group_size, &m_blocks, &stats_stride, &f.head_dim_qk8, &f.head_dim_v8,
-                     &f.window_left, &f.window_right, &f.flags, &f.softmax_scale, &f.qk_scale_log2, &f.softcap_scale,
-                     &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
-  _Static_assert(sizeof dq_args / sizeof dq_args[0] == sizeof attn_bwd_dq_param_kinds - 1, "one per parameter");
-  if (!fused) {
+  } else {
+    void *dq_args[] = {TENSOR_ARGS(q), TENSOR_ARGS(k), TENSOR_ARGS(v), TENSOR_ARGS(dout), &lse_log2_ptr, &delta_ptr,
+                       TENSOR_ARGS(dq), &f.cu_seqlens_q, &f.cu_seqlens_k, &f.alibi, &f.rng_state, STRIDE_ARGS(q),
+                       STRIDE_ARGS(k), STRIDE_ARGS(v), STRIDE_ARGS(dout), STRIDE_ARGS(dq), &f.stride_ab, &seqlen_q,
+                       &seqlen_k, &heads_q, &group_size, &m_blocks, &stats_stride, &f.head_dim_qk8, &f.head_dim_v8,
+                       &f.window_left, &f.window_right, &f.flags, &f.softmax_scale, &f.qk_scale_log2,
+                       &f.softcap_scale, &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
+    _Static_assert(sizeof dq_args / sizeof dq_args[0] == sizeof attn_bwd_dq_param_kinds - 1, "one per parameter");
     status = aotk__launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,
                               m_blocks * problem->batch * problem->heads_q, stream);
   }
