@@ -171,6 +171,17 @@ static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout l
   return plain && (head_dim == 64 || head_dim == 128) ? FWD_HOPPER : FWD_POINTER;
 }
 
+/* The query length a case's call has (what the host's tuning reads): seqlen_q, or for varlen
+ * max_seqlen_q as the check runners pass it (the longest sequence, at least 1, plus the slack). */
+static int64_t aotk_gpu_test_max_seqlen_q(const aotk__check_features *f, int64_t seqlen_q) {
+  if (f->num_seqs == 0) return seqlen_q;
+  int64_t longest = 1;
+  for (int i = 0; i < f->num_seqs; i++) {
+    if (f->seqlens_q[i] > longest) longest = f->seqlens_q[i];
+  }
+  return longest + f->max_seqlen_slack;
+}
+
 /* " dv=128 varlen[6] window=63/-1 top-left softcap=5 alibi[2d] sinks dropout=0.1": the features of a
  * case, for its name. */
 static void aotk_gpu_test_feature_label(char *out, size_t size, int64_t head_dim, const aotk__check_features *f) {

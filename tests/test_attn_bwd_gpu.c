@@ -44,19 +44,10 @@ static size_t documented_workspace_bytes(int64_t batch, int64_t heads_q, int64_t
 }
 
 /* The case's batch and seqlen_q as the backward sees them: the number of sequences and max_seqlen_q
- * for varlen (as the check runner passes it: the longest sequence, at least 1, plus the slack). */
+ * for varlen. */
 static void case_batch_and_seqlen_q(const aotk__bwd_check_case *c, int64_t *batch, int64_t *seqlen_q) {
-  const aotk__check_features *f = &c->features;
-  *batch = c->batch;
-  *seqlen_q = c->seqlen_q;
-  if (f->num_seqs > 0) {
-    int64_t longest = 1;
-    for (int i = 0; i < f->num_seqs; i++) {
-      if (f->seqlens_q[i] > longest) longest = f->seqlens_q[i];
-    }
-    *batch = f->num_seqs;
-    *seqlen_q = longest + f->max_seqlen_slack;
-  }
+  *batch = c->features.num_seqs > 0 ? c->features.num_seqs : c->batch;
+  *seqlen_q = aotk_gpu_test_max_seqlen_q(&c->features, c->seqlen_q);
 }
 
 /* Cases whose dK/dV pass was the warp-specialized Gluon kernel (each one's choice checked by the rule),

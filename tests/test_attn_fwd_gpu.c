@@ -37,18 +37,6 @@ static int tma_cases;
 static int hopper_cases; /* and the warp-specialized Gluon kernel */
 static int wg3_cases;    /* of them, its three-warpgroup form */
 
-/* The query length the host's tuning reads: seqlen_q, or for varlen max_seqlen_q as the check runner
- * passes it (the longest sequence, at least 1, plus the slack). */
-static int64_t size_key(const aotk__fwd_check_case *c) {
-  const aotk__check_features *f = &c->features;
-  if (f->num_seqs == 0) return c->seqlen_q;
-  int64_t longest = 1;
-  for (int i = 0; i < f->num_seqs; i++) {
-    if (f->seqlens_q[i] > longest) longest = f->seqlens_q[i];
-  }
-  return longest + f->max_seqlen_slack;
-}
-
 static void run_fwd_case(const void *argument) {
   const fwd_case *fc = argument;
   const aotk__fwd_check_case *c = &fc->check;
@@ -67,7 +55,8 @@ static void run_fwd_case(const void *argument) {
   /* The warp-specialized kernel has three consumer warpgroups (192-row tiles) at d=64 without a causal
    * mask from 2048 query rows on (src/aotk_attn.c, plan_fwd), two otherwise. */
   const bool unmasked = !c->causal && (!c->features.window || c->features.window_right < 0);
-  const bool expect_wg3 = path == FWD_HOPPER && c->head_dim == 64 && unmasked && size_key(c) >= 2048;
+  const bool expect_wg3 = path == FWD_HOPPER && c->head_dim == 64 && unmasked &&
+                          aotk_gpu_test_max_seqlen_q(&c->features, c->seqlen_q) >= 2048;
   const bool wg3 = strncmp(r.kernel_name, "attn_fwd_hopper_wg3_", 20) == 0;
   CHECK_MSG(wg3 == expect_wg3, "ran %s, expected the %s-warpgroup kernel", r.kernel_name, expect_wg3 ? "three" : "two");
   if (strncmp(r.kernel_name, "attn_fwd_tma_", 13) == 0) tma_cases++;
