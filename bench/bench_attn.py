@@ -1713,7 +1713,12 @@ def sel_public_nsa(case, t, backward, aotk_out, aotk_grads):
     cu_seqlens [0, N]) after checking its out (and dq, dk, dv) against aotk's. Returns (ms or None, note)."""
     fn = NSA_OPTIONS["fn"]
     n = case["seqlen"]
-    topk_idx = t["block_idx"].permute(1, 0, 2).contiguous()
+    # The public kernel reads a row's valid slots first (it counts them, then walks that many slots), as its
+    # own selection produces them: each row's blocks ascending with -1 last, the same set of blocks (the
+    # uniform-causal draw shuffles its -1 slots among the blocks; the NSA draws are already sorted).
+    idx = t["block_idx"]
+    ordered = torch.where(idx < 0, torch.full_like(idx, 2 ** 30), idx).sort(dim=-1).values
+    topk_idx = torch.where(ordered == 2 ** 30, torch.full_like(ordered, -1), ordered).permute(1, 0, 2).contiguous()
     cu = torch.tensor([0, n], dtype=torch.int32, device=DEVICE)
     q, k, v = (t[x].detach().clone().requires_grad_(backward) for x in ("q", "k", "v"))
     out = fn(q, k, v, topk_idx, case["block_size"], cu)
