@@ -179,8 +179,8 @@ SEL_FWD_PARAMS = (
 SEL_BWD_DQ_PARAMS = (
     _pointers(("Q", "K", "V", "Out", "DOut"), hinted=ALWAYS) + _pointers(("Lse",), "*fp32", False)
     + _pointers(("DQ",), hinted=ALWAYS) + _pointers(("Delta",), "*fp32", ALWAYS) + _SEL_SEQ_POINTERS
-    + _SEL_INDEX_POINTERS + _sel_strides(("q", "k", "v", "o", "do", "dq")) + _sel_strides("l", False)
-    + _SEL_INDEX_STRIDES
+    + _SEL_INDEX_POINTERS + _pointers(("Compact",), "*i32", ALWAYS)
+    + _sel_strides(("q", "k", "v", "o", "do", "dq")) + _sel_strides("l", False) + _SEL_INDEX_STRIDES
     + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "heads_q", "group_size", "group_chunks", "num_slots",
              "flags"))
     + [("qk_scale_log2", "fp32", False), ("softmax_scale", "fp32", False)]
@@ -188,11 +188,12 @@ SEL_BWD_DQ_PARAMS = (
 SEL_BWD_DKDV_PARAMS = (
     _pointers(("Q", "K", "V", "DOut"), hinted=ALWAYS) + _pointers(("Lse",), "*fp32", False)
     + _pointers(("Delta",), "*fp32", ALWAYS) + _pointers(("DK", "DV"), hinted=ALWAYS) + _SEL_SEQ_POINTERS
-    + _pointers(("Offsets", "Tokens"), "*i32", ALWAYS)
+    + _pointers(("Offsets", "Tokens", "Chunks"), "*i32", ALWAYS) + _pointers(("Partials",), "*fp32", ALWAYS)
     + _sel_strides(("q", "k", "v", "do", "dk", "dv")) + _sel_strides("l", False)
     + [("stride_offsets", "i32", False), ("stride_tokens", "i64", False)]
     + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "heads_q")) + [("group_size", "i32", True)]
-    + _ints(("num_key_tiles", "flags")) + [("qk_scale_log2", "fp32", False), ("softmax_scale", "fp32", False)]
+    + _ints(("num_key_tiles", "chunk_tokens", "max_chunks", "partials_per_head", "flags"))
+    + [("qk_scale_log2", "fp32", False), ("softmax_scale", "fp32", False)]
 )
 _SEL_INDEX_ENTRY_INTS = _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "block_size", "num_slots",
                                 "num_chunks", "search_steps", "flags"))
@@ -201,7 +202,8 @@ SEL_INDEX_COUNT_PARAMS = (
     _SEL_INDEX_POINTERS + _SEL_SEQ_POINTERS + _pointers(("Offsets",), "*i32", ALWAYS) + _SEL_INDEX_STRIDES
     + [("stride_offsets", "i32", False)] + _SEL_INDEX_ENTRY_INTS
 )
-SEL_INDEX_SCAN_PARAMS = _pointers(("Offsets", "Cursors"), "*i32", ALWAYS) + _ints(("stride_offsets", "slots"))
+SEL_INDEX_SCAN_PARAMS = (_pointers(("Offsets", "Cursors", "Chunks"), "*i32", ALWAYS)
+                         + _ints(("stride_offsets", "slots", "chunk_tokens", "max_chunks")))
 SEL_INDEX_SCATTER_PARAMS = (
     _SEL_INDEX_POINTERS + _SEL_SEQ_POINTERS + _pointers(("Cursors", "Tokens"), "*i32", ALWAYS) + _SEL_INDEX_STRIDES
     + [("stride_offsets", "i32", False), ("stride_tokens", "i64", False)] + _SEL_INDEX_ENTRY_INTS

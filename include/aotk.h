@@ -307,7 +307,7 @@ typedef struct aotk_kernel_info {
   int64_t grid;         /* programs launched */
   size_t workspace_bytes; /* caller-provided workspace the call needs (0 for the forward) */
   int32_t launches;     /* kernels the call launches (1 for the forward, 3 for the backward; one more for
-                           a dropout mask or dsinks; selection: 1 and 7) */
+                           a dropout mask or dsinks; selection: 1, and 7 or 8 for the backward) */
   /* Added in 0.2. */
   int32_t head_dim_qk;  /* the compiled (padded) head dims the call runs in */
   int32_t head_dim_v;
@@ -405,8 +405,10 @@ AOTK_API aotk_status aotk_query(aotk_op op, const aotk_attn_params *params, aotk
  *   dout       in   like out.
  *   dq         out  like q.
  *   dk, dv     out  like k and v: every key row of every sequence is written (0 where no query selected
- *                   it). One program owns each block of dk and dv, walking the queries that selected it
- *                   in token order: no atomics, bitwise deterministic.
+ *                   it). Each block of dk and dv sums the queries that selected it in token order, in one
+ *                   program, or, for a long token list (a block most tokens select, like NSA's first
+ *                   block), in several programs over consecutive chunks of the list whose fp32 partial
+ *                   sums are then added in chunk order: no atomics on values, bitwise deterministic.
  *
  * Alignment: the selection kernels are compiled for 16-byte-aligned pointers and strides that are
  * multiples of 16 elements in q, k, v, out, dout, dq, dk and dv (true of contiguous tensors with these
@@ -444,13 +446,19 @@ typedef struct aotk_sel_params {
 AOTK_API aotk_status aotk_sel_fwd(const aotk_sel_params *params, aotk_stream stream);
 
 /*
- * The selection backward: dq, dk, dv. Seven kernels on `stream`: five build the inverse index (for each
- * kv head and key block, the tokens that selected it, in token order) in the workspace, then dq (which
- * also stages delta = rowsum(dout * out)), then dk/dv. `workspace`: device memory of at least the
+ * The selection backward: dq, dk, dv. Seven or eight kernels on `stream`: five build the inverse index
+ * (for each kv head and key block, the tokens that selected it, in token order) in the workspace, then
+ * dq (which also stages delta = rowsum(dout * out)), then dk/dv, and, when the problem is large enough
+ * that a token list may be split across programs (aotk_sel_query reports 8 launches), the dk/dv kernel
+ * again to add the split lists' partial sums. `workspace`: device memory of at least the
  * workspace_bytes aotk_sel_query(AOTK_OP_SEL_BWD) reports, 16-byte aligned, not read before it is
- * written: 4 * total_q * heads_q (delta) + 2 * 4 * heads_kv * round_up(num_seqs * ceil(max_seqlen_k /
- * block_size) + 1, 4) (list offsets and cursors) + 4 * heads_kv * total_q * slots (the lists) bytes,
- * each part rounded up to 16 (max_seqlen_k is total_k without cu_seqlens).
+ * written: 4 * total_q * heads_q (delta) + 3 * 4 * heads_kv * round_up(num_seqs * ceil(max_seqlen_k /
+ * block_size) + 1, 4) (list offsets, cursors, first partial records) + 2 * 4 * heads_kv * total_q *
+ * slots (the lists; each token's valid block ids) + 4 * heads_kv * R * block_size * (head_dim_qk +
+ * head_dim_v) (the partial records) bytes, each part rounded up to 16 (max_seqlen_k is total_k without
+ * cu_seqlens). R = 0 with 7 launches, else 2 * total_q * slots / C + 1, where a list is split in chunks
+ * of C = max(ceil(4096 / G), ceil(heads_kv * total_q * slots / 512)) tokens: R * heads_kv stays under
+ * about 1028 records whatever the size (64 MiB at head dims 128 and block 64).
  * Statuses: as aotk_attn_bwd.
  */
 AOTK_API aotk_status aotk_sel_bwd(const aotk_sel_params *params, void *workspace, size_t workspace_bytes,

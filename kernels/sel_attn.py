@@ -38,6 +38,10 @@ from attn_common import FLAG_VARLEN, FLAG_WRITE_LSE, LN2, LOG2E, sequence
 # FLAG_VARLEN (so its `sequence` serves: a sequence's keys are cut to max_seqlen_k, which is total_k
 # without cu_seqlens), and one of selection's own.
 SEL_FLAG_BLOCK_CNT = tl.constexpr(256)
+# sel_bwd_dkdv's second launch: add the split lists' partial sums (see there).
+SEL_FLAG_DKDV_REDUCE = tl.constexpr(512)
+# The forward and dQ read a token's slots SLOT_TILE at a time and loop over the valid ones.
+SLOT_TILE = tl.constexpr(16)
 
 
 @triton.jit
@@ -70,16 +74,6 @@ def _row_slots(BlockCnt, token64, head_kv, stride_cs, stride_ch, num_slots, flag
 
 
 @triton.jit
-def _block_keys(BlockIdx, slot, position, len_k, num_blocks, BLOCK_SIZE: tl.constexpr):
-    """Slot -> (block id, or 0 when the slot is ignored; the number of its keys the token sees, 0 when
-    ignored). Keys of block b that the token at key position `position` sees: b*BS .. min(p, len_k-1)."""
-    b = tl.load(BlockIdx + slot)
-    ok = (b >= 0) & (b < num_blocks) & (b * BLOCK_SIZE <= position)
-    visible = tl.minimum(tl.minimum(position + 1, len_k) - b * BLOCK_SIZE, BLOCK_SIZE)
-    return tl.where(ok, b, 0), tl.where(ok, visible, 0)
-
-
-@triton.jit
 def _load_rows(base, rows_off, row_ok, DIM: tl.constexpr, OFFSET: tl.constexpr):
     cols = OFFSET + tl.arange(0, DIM)
     return tl.load(base + rows_off[:, None] + cols[None, :], mask=row_ok[:, None], other=0.0)
@@ -105,12 +99,32 @@ def _token_program(CuSeqlensQ, CuSeqlensK, num_seqs, total_q, max_seqlen_k, grou
 
 
 @triton.jit
-def _selected_block(idx_row, slot, position, len_k, num_blocks, k_seq, stride_ks, q0, q1, offs_n,
+def _compact_slots(idx_row, start, count, position, num_blocks, scratch, BLOCK_SIZE: tl.constexpr,
+                   SLOT_TILE: tl.constexpr):
+    """Slots start .. start+SLOT_TILE-1 of a token's row: where to read its valid block ids (B(t, h): listed
+    before `count`, in range, at or before the diagonal) in slot order, and how many there are. When every
+    slot of the tile is valid that is the row itself; otherwise the valid ids are written to `scratch`
+    (SLOT_TILE int32 the program owns) first. The loops then run over the valid slots only, so that a
+    row's time follows its selected keys, not its slot count."""
+    slot = start + tl.arange(0, SLOT_TILE)
+    b = tl.load(idx_row + slot, mask=slot < count, other=-1)
+    ok = (b >= 0) & (b < num_blocks) & (b * BLOCK_SIZE <= position)
+    valid = tl.sum(ok.to(tl.int32), 0)
+    ids = idx_row + start
+    tl.debug_barrier()  # the previous tile's ids in the scratch have been read
+    if valid < tl.minimum(count - start, SLOT_TILE):
+        tl.store(scratch + tl.cumsum(ok.to(tl.int32), 0) - 1, b, mask=ok)
+        ids = scratch
+    tl.debug_barrier()
+    return ids, valid
+
+
+@triton.jit
+def _selected_block(b, position, len_k, k_seq, stride_ks, q0, q1, offs_n,
                     HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-    """One slot of the token's selection: the row offset of its block's first key (0 for an ignored
-    slot), which of the block's keys the token sees (none for an ignored slot, so the masked loads
-    fetch nothing), K in one or two column parts, and q K^T."""
-    b, visible = _block_keys(idx_row, slot, position, len_k, num_blocks, BLOCK_SIZE)
+    """A valid selected block b: the row offset of its first key, which of its keys the token sees (cut
+    at the diagonal and at len_k; at least the first), K in one or two column parts, and q K^T."""
+    visible = tl.minimum(tl.minimum(position + 1, len_k) - b * BLOCK_SIZE, BLOCK_SIZE)
     key_ok = offs_n < visible
     first_key = (b * BLOCK_SIZE).to(tl.int64)
     k_block = k_seq + first_key * stride_ks
@@ -158,20 +172,29 @@ def sel_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
     m_i = tl.full([BLOCK_G], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_G, HEAD_DIM_V], dtype=tl.float32)
-    for slot in range(0, count):
-        first_key, key_ok, qk, _, _ = _selected_block(idx_row, slot, position, len_k, num_blocks, k_seq, stride_ks,
-                                                      q0, q1, offs_n, HEAD_DIM_QK0, HEAD_DIM_QK1, BLOCK_SIZE)
-        s = tl.where(key_ok[None, :], qk * qk_scale_log2, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        # A row that has seen no key yet keeps m = -inf; subtract 0 instead so exp2 gives 0, not NaN.
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - m_safe[:, None])
-        alpha = tl.math.exp2(m_i - m_safe)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = _load_rows(v_seq + first_key * stride_vs, offs_n * stride_vs, key_ok, HEAD_DIM_V, 0)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
+    # A tile with invalid slots writes its valid ids, in slot order, to the start of the program's first
+    # out row (at least 64 elements: 32 int32 ids), which the loop reads back one by one; the row gets its
+    # output after the loop. (Picking the i-th id out of registers instead cost 5% in the AOT build; the
+    # forward has no workspace.)
+    first_head = tl.min(tl.where(g_ok, head_q, 2147483647), 0)
+    scratch = (Out + token64 * stride_os + first_head * stride_oh).to(tl.pointer_type(tl.int32))
+    for start in range(0, count, SLOT_TILE):
+        ids, valid = _compact_slots(idx_row, start, count, position, num_blocks, scratch, BLOCK_SIZE, SLOT_TILE)
+        for i in range(0, valid):
+            first_key, key_ok, qk, _, _ = _selected_block(tl.load(ids + i), position, len_k, k_seq, stride_ks, q0,
+                                                          q1, offs_n, HEAD_DIM_QK0, HEAD_DIM_QK1, BLOCK_SIZE)
+            s = tl.where(key_ok[None, :], qk * qk_scale_log2, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            # Every valid block shows the token at least its first key, so m_new is finite from the first
+            # block on (the rows of absent query heads, all zeros, too).
+            p = tl.math.exp2(s - m_new[:, None])
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = _load_rows(v_seq + first_key * stride_vs, offs_n * stride_vs, key_ok, HEAD_DIM_V, 0)
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+            m_i = m_new
 
+    tl.debug_barrier()  # every thread has read the ids in the out row
     # An empty selection (l = 0): out = 0, lse = -inf.
     has_keys = l_i > 0.0
     out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
@@ -183,7 +206,7 @@ def sel_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
 
 
 @triton.jit
-def sel_bwd_dq(Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
+def sel_bwd_dq(Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt, Compact,
                stride_qs, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_os, stride_oh,
                stride_dos, stride_doh, stride_dqs, stride_dqh, stride_ls, stride_lh,
                stride_is, stride_ih, stride_cs, stride_ch,
@@ -192,7 +215,9 @@ def sel_bwd_dq(Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, Block
                HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr, HEAD_DIM_V: tl.constexpr,
                BLOCK_G: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     # The forward's grid. Also stages delta = rowsum(dO * O) as fp32 [total_q, heads_q] in the
-    # workspace for the dK/dV pass (which runs after this one).
+    # workspace for the dK/dV pass (which runs after this one). Compact: int32 [total_q, heads_kv,
+    # num_slots] in the workspace, where a tile's valid block ids go when some of its slots are not
+    # (_compact_slots; picking the i-th valid id out of registers instead made this kernel 10% slower).
     token, head_kv, g_ok, head_q, n, position, k_start, len_k, num_blocks = _token_program(
         CuSeqlensQ, CuSeqlensK, num_seqs, total_q, max_seqlen_k, group_size, group_chunks, flags, BLOCK_G, BLOCK_SIZE)
     if n < 0:
@@ -216,17 +241,21 @@ def sel_bwd_dq(Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, Block
     dq0 = tl.zeros([BLOCK_G, HEAD_DIM_QK0], dtype=tl.float32)
     if HEAD_DIM_QK1 > 0:
         dq1 = tl.zeros([BLOCK_G, HEAD_DIM_QK1], dtype=tl.float32)
-    for slot in range(0, count):
-        first_key, key_ok, qk, k0, k1 = _selected_block(idx_row, slot, position, len_k, num_blocks, k_seq, stride_ks,
-                                                        q0, q1, offs_n, HEAD_DIM_QK0, HEAD_DIM_QK1, BLOCK_SIZE)
-        p = tl.math.exp2(qk * qk_scale_log2 - lse_log2[:, None])
-        p = tl.where(key_ok[None, :], p, 0.0)
-        v = _load_rows(v_seq + first_key * stride_vs, offs_n * stride_vs, key_ok, HEAD_DIM_V, 0)
-        dp = tl.dot(do, tl.trans(v))
-        ds = (p * (dp - delta[:, None])).to(k0.dtype)
-        dq0 = tl.dot(ds, k0, dq0)
-        if HEAD_DIM_QK1 > 0:
-            dq1 = tl.dot(ds, k1, dq1)
+    compact_row = Compact + (token64 * (heads_q // group_size) + head_kv) * num_slots
+    for start in range(0, count, SLOT_TILE):
+        ids, valid = _compact_slots(idx_row, start, count, position, num_blocks, compact_row + start, BLOCK_SIZE,
+                                    SLOT_TILE)
+        for i in range(0, valid):
+            first_key, key_ok, qk, k0, k1 = _selected_block(tl.load(ids + i), position, len_k, k_seq, stride_ks, q0,
+                                                            q1, offs_n, HEAD_DIM_QK0, HEAD_DIM_QK1, BLOCK_SIZE)
+            p = tl.math.exp2(qk * qk_scale_log2 - lse_log2[:, None])
+            p = tl.where(key_ok[None, :], p, 0.0)
+            v = _load_rows(v_seq + first_key * stride_vs, offs_n * stride_vs, key_ok, HEAD_DIM_V, 0)
+            dp = tl.dot(do, tl.trans(v))
+            ds = (p * (dp - delta[:, None])).to(k0.dtype)
+            dq0 = tl.dot(ds, k0, dq0)
+            if HEAD_DIM_QK1 > 0:
+                dq1 = tl.dot(ds, k1, dq1)
 
     offs_q0 = tl.arange(0, HEAD_DIM_QK0)
     dq_base = DQ + token64 * stride_dqs + head_q[:, None] * stride_dqh
@@ -301,16 +330,26 @@ def sel_index_count(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets,
 
 
 @triton.jit
-def sel_index_scan(Offsets, Cursors, stride_offsets, slots, BLOCK: tl.constexpr):
+def _list_chunks(length, chunk_tokens, max_chunks):
+    """How many dK/dV programs share a token list of `length` tokens: one per chunk_tokens of it, at
+    least one (an empty list's program writes the zeros) and at most max_chunks."""
+    return tl.maximum(tl.minimum(tl.cdiv(length, chunk_tokens), max_chunks), 1)
+
+
+@triton.jit
+def sel_index_scan(Offsets, Cursors, Chunks, stride_offsets, slots, chunk_tokens, max_chunks, BLOCK: tl.constexpr):
     # Pass 2: an inclusive prefix sum over the counts in place, one program per kv head: Offsets[h, s]
     # becomes where slot s's token list starts (Offsets[h, slots] the total), and Cursors[h, s] a copy
-    # of it for the scatter to advance.
+    # of it for the scatter to advance. Chunks[h, s]: where slot s's partial dK/dV records start among
+    # the kv head's, an exclusive prefix sum over the lists split across several programs (_list_chunks).
     head_kv = tl.program_id(0)
     row = Offsets + head_kv * stride_offsets
     cursors = Cursors + head_kv * stride_offsets
+    chunks = Chunks + head_kv * stride_offsets
     tl.store(row, 0)
     tl.store(cursors, 0)
     carry = tl.zeros([], dtype=tl.int32)
+    records = tl.zeros([], dtype=tl.int32)
     for start in range(1, slots + 1, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         ok = offs <= slots
@@ -319,6 +358,10 @@ def sel_index_scan(Offsets, Cursors, stride_offsets, slots, BLOCK: tl.constexpr)
         tl.store(row + offs, sums, mask=ok)
         tl.store(cursors + offs, sums, mask=offs < slots)
         carry += tl.sum(counts, 0)
+        split = _list_chunks(counts, chunk_tokens, max_chunks)
+        split = tl.where(ok & (split > 1), split, 0)
+        tl.store(chunks + offs - 1, records + tl.cumsum(split, 0) - split, mask=ok)
+        records += tl.sum(split, 0)
 
 
 @triton.jit
@@ -402,35 +445,94 @@ def sel_index_order(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets, Tokens,
 
 
 @triton.jit
-def sel_bwd_dkdv(Q, K, V, DOut, Lse, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, Offsets, Tokens,
+def _dkdv_record(Partials, Chunks, head_kv, stride_offsets, slot, chunk, tile_in_block, partials_per_head,
+                 WIDTH: tl.constexpr, BLOCK_N: tl.constexpr, TILES_PER_BLOCK: tl.constexpr):
+    """Where chunk `chunk` of the list of index slot `slot` keeps its partial dK/dV for one key tile:
+    fp32 [BLOCK_N, WIDTH] (dK's columns, then dV's)."""
+    first = tl.load(Chunks + head_kv * stride_offsets + slot)
+    record = ((head_kv * partials_per_head + first + chunk) * TILES_PER_BLOCK + tile_in_block).to(tl.int64)
+    return Partials + record * (BLOCK_N * WIDTH)
+
+
+@triton.jit
+def _dkdv_part_sum(Partials, Chunks, Out, out_rows, key_in, head_kv, stride_offsets, slot, chunks, tile_in_block,
+                   partials_per_head, scale, COLUMN: tl.constexpr, DIM: tl.constexpr, WIDTH: tl.constexpr,
+                   BLOCK_N: tl.constexpr, TILES_PER_BLOCK: tl.constexpr):
+    """Columns COLUMN .. COLUMN+DIM-1 of a split list's partial records, added in chunk order, times
+    `scale`, into rows `out_rows` of Out."""
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, DIM)
+    total = tl.zeros([BLOCK_N, DIM], dtype=tl.float32)
+    for c in range(0, chunks):
+        partial = _dkdv_record(Partials, Chunks, head_kv, stride_offsets, slot, c, tile_in_block, partials_per_head,
+                               WIDTH, BLOCK_N, TILES_PER_BLOCK)
+        total += tl.load(partial + offs_n[:, None] * WIDTH + COLUMN + offs_d[None, :])
+    tl.store(Out + out_rows[:, None] + offs_d[None, :], (total * scale).to(Out.dtype.element_ty), mask=key_in[:, None])
+
+
+@triton.jit
+def sel_bwd_dkdv(Q, K, V, DOut, Lse, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, Offsets, Tokens, Chunks, Partials,
                  stride_qs, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_dos, stride_doh,
                  stride_dks, stride_dkh, stride_dvs, stride_dvh, stride_ls, stride_lh,
                  stride_offsets, stride_tokens,
-                 num_seqs, total_q, total_k, max_seqlen_k, heads_q, group_size, num_key_tiles, flags,
-                 qk_scale_log2, softmax_scale,
+                 num_seqs, total_q, total_k, max_seqlen_k, heads_q, group_size, num_key_tiles, chunk_tokens,
+                 max_chunks, partials_per_head, flags, qk_scale_log2, softmax_scale,
                  HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr, HEAD_DIM_V: tl.constexpr,
                  BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr):
-    # Grid: (kv head, sequence, key tile of BLOCK_N keys), kv head outermost. The program walks the
-    # token list of its tile's block, BLOCK_R (token, query head) pairs per step: pair i is query head
-    # i % G of the list's token i // G, so any group size fills the rows.
+    # Grid: (kv head, sequence, key tile of BLOCK_N keys, chunk), kv head outermost, chunk innermost. A
+    # tile's program walks the token list of its tile's block, BLOCK_R (token, query head) pairs per step:
+    # pair i is query head i % G of the list's token i // G, so any group size fills the rows. A long list
+    # (a block most tokens select: NSA's first block, the local blocks) is split into up to max_chunks
+    # consecutive chunks (_list_chunks), one program each, which write their partial sums (fp32) to the
+    # workspace. A second launch with SEL_FLAG_DKDV_REDUCE (grid: one program per key tile) adds each split
+    # list's partials in chunk order and writes dK and dV: bitwise deterministic. (Adding them in the
+    # first launch, by the last chunk to finish, cost the loop registers: 16.1 ms instead of 14.0 at the
+    # benchmark's 64k tokens.)
     pid = tl.program_id(0)
-    tile = pid % num_key_tiles
-    n = (pid // num_key_tiles) % num_seqs
-    head_kv = pid // (num_key_tiles * num_seqs)
+    reduce = (flags & SEL_FLAG_DKDV_REDUCE) != 0
+    chunk = tl.where(reduce, 0, pid % max_chunks)
+    work = tl.where(reduce, pid, pid // max_chunks)
+    tile = work % num_key_tiles
+    n = (work // num_key_tiles) % num_seqs
+    head_kv = work // (num_key_tiles * num_seqs)
     q_start, len_q = sequence(CuSeqlensQ, n, total_q, flags)
     k_start, len_k = sequence(CuSeqlensK, n, max_seqlen_k, flags)
     first_key = tile * BLOCK_N
     if first_key >= len_k:
         return
-    block = first_key // BLOCK_SIZE
-    offsets = Offsets + head_kv * stride_offsets + n * tl.cdiv(max_seqlen_k, BLOCK_SIZE) + block
+    slot = n * tl.cdiv(max_seqlen_k, BLOCK_SIZE) + first_key // BLOCK_SIZE
+    offsets = Offsets + head_kv * stride_offsets + slot
     list_start = tl.load(offsets)
-    pairs = (tl.load(offsets + 1) - list_start) * group_size
-    tokens = Tokens + head_kv.to(tl.int64) * stride_tokens + list_start
-
+    length = tl.load(offsets + 1) - list_start
+    chunks = _list_chunks(length, chunk_tokens, max_chunks)
     keys = first_key + tl.arange(0, BLOCK_N)
     key_in = keys < len_k
     k_start64 = k_start.to(tl.int64)
+    dk_rows = (k_start64 + keys) * stride_dks + head_kv * stride_dkh
+    dv_rows = (k_start64 + keys) * stride_dvs + head_kv * stride_dvh
+    WIDTH: tl.constexpr = HEAD_DIM_QK0 + HEAD_DIM_QK1 + HEAD_DIM_V
+    TILES_PER_BLOCK: tl.constexpr = BLOCK_SIZE // BLOCK_N
+    tile_in_block = tile % TILES_PER_BLOCK
+    if reduce:
+        if chunks > 1:
+            _dkdv_part_sum(Partials, Chunks, DK, dk_rows, key_in, head_kv, stride_offsets, slot, chunks,
+                           tile_in_block, partials_per_head, softmax_scale, 0, HEAD_DIM_QK0, WIDTH, BLOCK_N,
+                           TILES_PER_BLOCK)
+            if HEAD_DIM_QK1 > 0:
+                _dkdv_part_sum(Partials, Chunks, DK + HEAD_DIM_QK0, dk_rows, key_in, head_kv, stride_offsets, slot,
+                               chunks, tile_in_block, partials_per_head, softmax_scale, HEAD_DIM_QK0, HEAD_DIM_QK1,
+                               WIDTH, BLOCK_N, TILES_PER_BLOCK)
+            _dkdv_part_sum(Partials, Chunks, DV, dv_rows, key_in, head_kv, stride_offsets, slot, chunks,
+                           tile_in_block, partials_per_head, 1.0, HEAD_DIM_QK0 + HEAD_DIM_QK1, HEAD_DIM_V, WIDTH,
+                           BLOCK_N, TILES_PER_BLOCK)
+        return
+    if chunk >= chunks:
+        return
+    per_chunk = tl.cdiv(length, chunks)
+    pair_first = chunk * per_chunk * group_size
+    pair_end = tl.minimum(length, (chunk + 1) * per_chunk) * group_size
+    tokens = Tokens + head_kv.to(tl.int64) * stride_tokens + list_start
+
     k_rows = (k_start64 + keys) * stride_ks + head_kv * stride_kh
     v_rows = (k_start64 + keys) * stride_vs + head_kv * stride_vh
     k0 = _load_rows(K, k_rows, key_in, HEAD_DIM_QK0, 0)
@@ -443,9 +545,9 @@ def sel_bwd_dkdv(Q, K, V, DOut, Lse, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, Offs
     dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
     offs_r = tl.arange(0, BLOCK_R)
     diag = len_k - len_q - q_start  # key position of global query row t: t + diag
-    for start in range(0, pairs, BLOCK_R):
+    for start in range(pair_first, pair_end, BLOCK_R):
         pair = start + offs_r
-        pair_ok = pair < pairs
+        pair_ok = pair < pair_end
         token = tl.load(tokens + pair // group_size, mask=pair_ok, other=0)
         head_q = head_kv * group_size + pair % group_size
         token64 = token.to(tl.int64)
@@ -468,16 +570,23 @@ def sel_bwd_dkdv(Q, K, V, DOut, Lse, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, Offs
         if HEAD_DIM_QK1 > 0:
             dk1 = tl.dot(ds, q1, dk1)
 
-    dk_rows = (k_start64 + keys) * stride_dks + head_kv * stride_dkh
+    offs_n = tl.arange(0, BLOCK_N)
     offs_d0 = tl.arange(0, HEAD_DIM_QK0)
+    offs_dv = tl.arange(0, HEAD_DIM_V)
+    if chunks > 1:
+        partial = _dkdv_record(Partials, Chunks, head_kv, stride_offsets, slot, chunk, tile_in_block,
+                               partials_per_head, WIDTH, BLOCK_N, TILES_PER_BLOCK) + offs_n[:, None] * WIDTH
+        tl.store(partial + offs_d0[None, :], dk0)
+        if HEAD_DIM_QK1 > 0:
+            tl.store(partial + (HEAD_DIM_QK0 + tl.arange(0, HEAD_DIM_QK1))[None, :], dk1)
+        tl.store(partial + (HEAD_DIM_QK0 + HEAD_DIM_QK1) + offs_dv[None, :], dv)
+        return
     tl.store(DK + dk_rows[:, None] + offs_d0[None, :], (dk0 * softmax_scale).to(DK.dtype.element_ty),
              mask=key_in[:, None])
     if HEAD_DIM_QK1 > 0:
         offs_d1 = HEAD_DIM_QK0 + tl.arange(0, HEAD_DIM_QK1)
         tl.store(DK + dk_rows[:, None] + offs_d1[None, :], (dk1 * softmax_scale).to(DK.dtype.element_ty),
                  mask=key_in[:, None])
-    dv_rows = (k_start64 + keys) * stride_dvs + head_kv * stride_dvh
-    offs_dv = tl.arange(0, HEAD_DIM_V)
     tl.store(DV + dv_rows[:, None] + offs_dv[None, :], dv.to(DV.dtype.element_ty), mask=key_in[:, None])
 
 

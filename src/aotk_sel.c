@@ -208,12 +208,14 @@ static aotk_status sel_validate(const aotk_sel_params *caller_params, int backwa
   if (total_q > INT32_MAX - 256 || total_k > INT32_MAX - 256 || num_seqs > INT32_MAX ||
       __builtin_mul_overflow(total_q * slots, group_size, &pairs) || pairs > INT32_MAX - 4096 ||
       __builtin_mul_overflow(num_seqs, ceil_div(max_seqlen_k, params->block_size), &index_slots) ||
-      index_slots > INT32_MAX - 8 || (index_slots + 8) * heads_kv > INT32_MAX || __builtin_mul_overflow(total_q, heads_q, &grid) || grid > INT32_MAX ||
-      __builtin_mul_overflow(num_seqs * heads_kv, ceil_div(max_seqlen_k, 32), &grid) || grid > INT32_MAX) {
+      index_slots > INT32_MAX - 8 || (index_slots + 8) * heads_kv > INT32_MAX / 2 ||
+      __builtin_mul_overflow(total_q, heads_q, &grid) || grid > INT32_MAX ||
+      __builtin_mul_overflow(num_seqs * heads_kv, ceil_div(max_seqlen_k, 32), &grid) || grid > INT32_MAX / 2) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
                       "total_q = %lld, total_k = %lld, slots = %lld, group size %lld, %lld sequences of up to %lld "
-                      "keys: the selection kernels index these with 32 bits (total_q * slots * group size, "
-                      "total_q * heads_q and num_seqs * heads_kv * ceil(max_seqlen_k / 32) must stay under 2^31)",
+                      "keys: the selection kernels index these with 32 bits (total_q * slots * group size and "
+                      "total_q * heads_q must stay under 2^31, num_seqs * heads_kv * ceil(max_seqlen_k / 32) "
+                      "under 2^30)",
                       (long long)total_q, (long long)total_k, (long long)slots, (long long)group_size,
                       (long long)num_seqs, (long long)max_seqlen_k);
   }
@@ -262,12 +264,25 @@ static aotk_status sel_validate(const aotk_sel_params *caller_params, int backwa
 }
 
 /* --- the workspace -------------------------------------------------------------------------------
- * delta   fp32 [total_q, heads_q]                        rowsum(dO * O), staged by the dQ pass
- * offsets int32 [heads_kv, offsets_stride]               per index slot, where its token list starts
- * cursors int32 [heads_kv, offsets_stride]               the scatter pass's next free position per slot
- * tokens  int32 [heads_kv, total_q * slots]              the lists, each in token order
+ * delta    fp32 [total_q, heads_q]                       rowsum(dO * O), staged by the dQ pass
+ * offsets  int32 [heads_kv, offsets_stride]              per index slot, where its token list starts
+ * cursors  int32 [heads_kv, offsets_stride]              the scatter pass's next free position per slot
+ * chunks   int32 [heads_kv, offsets_stride]              per index slot, its first partial record
+ * tokens   int32 [heads_kv, total_q * slots]             the lists, each in token order
+ * compact  int32 [total_q, heads_kv, slots]              per token, its valid block ids in slot order
+ *                                                        (the dQ pass's, written and read by each program)
+ * partials fp32 [heads_kv, partials_per_head, block_size, head_dim_qk + head_dim_v]   the split lists'
+ *                                                        partial dK/dV, one record per chunk
  * Index slot n * ceil(max_seqlen_k / block_size) + b is sequence n's block b. Each part starts
- * 16-byte aligned. */
+ * 16-byte aligned.
+ *
+ * The split (kernels/sel_attn.py, sel_bwd_dkdv): a block's list of L tokens runs in min(max_chunks,
+ * ceil(L / chunk_tokens)) programs. chunk_tokens is about 1/512 of all the kv heads' index entries (at
+ * least 4096 (token, query head) pairs), so that no program holds more than a small share of the
+ * backward's work however the selection concentrates on a few blocks (NSA's first block is selected by
+ * every token). A list split in c > 1 chunks has L > chunk_tokens and c < 2 L / chunk_tokens, so a kv
+ * head's records number under 2 * total_q * slots / chunk_tokens: at most about 1024 / heads_kv + 1 records
+ * per kv head, 1024 + heads_kv in all (64 MiB at head dim 128, block 64), whatever the problem's size. */
 static size_t round16(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
 static int64_t index_slots(const sel_problem *p) { return p->num_seqs * ceil_div(p->max_seqlen_k, p->block_size); }
 static int64_t offsets_stride(const sel_problem *p) { return (index_slots(p) + 1 + 3) & ~(int64_t)3; }
@@ -275,8 +290,31 @@ static size_t delta_bytes(const sel_problem *p) { return round16((size_t)(p->tot
 static size_t offsets_bytes(const sel_problem *p) {
   return round16((size_t)(p->heads_kv * offsets_stride(p)) * sizeof(int32_t));
 }
+static size_t tokens_bytes(const sel_problem *p) {
+  return round16((size_t)(p->heads_kv * p->total_q * p->slots) * sizeof(int32_t));
+}
+static int64_t chunk_tokens(const sel_problem *p) {
+  int64_t by_pairs = ceil_div(4096, p->group_size);
+  int64_t by_share = ceil_div(p->heads_kv * p->total_q * p->slots, 512);
+  int64_t tokens = by_pairs > by_share ? by_pairs : by_share;
+  return tokens < INT32_MAX / 4 ? tokens : INT32_MAX / 4;
+}
+static int64_t max_chunks(const sel_problem *p) {
+  int64_t most = ceil_div(p->total_q, chunk_tokens(p));
+  /* The dK/dV grid (key tiles of at least 32 keys, times the chunks) stays a valid grid size. */
+  int64_t fit = INT32_MAX / (p->heads_kv * p->num_seqs * ceil_div(p->max_seqlen_k, 32));
+  if (most > fit) most = fit;
+  return most < 1 ? 1 : most > 16 ? 16 : most;
+}
+static int64_t partials_per_head(const sel_problem *p) {
+  return max_chunks(p) > 1 ? 2 * p->total_q * p->slots / chunk_tokens(p) + 1 : 0;
+}
+static size_t partials_bytes(const sel_problem *p) {
+  return (size_t)(p->heads_kv * partials_per_head(p) * p->block_size * (p->head_dim_qk + p->head_dim_v)) *
+         sizeof(float);
+}
 static size_t bwd_workspace_bytes(const sel_problem *p) {
-  return delta_bytes(p) + 2 * offsets_bytes(p) + (size_t)(p->heads_kv * p->total_q * p->slots) * sizeof(int32_t);
+  return delta_bytes(p) + 3 * offsets_bytes(p) + 2 * tokens_bytes(p) + partials_bytes(p);
 }
 #define CHECK_WORKSPACE_BYTES 16
 
@@ -390,20 +428,20 @@ static aotk_status plan_sel(const sel_problem *p, sel_plan *plan) {
  * f fp32. "li" is a packed tensor's (token: int64, head: int32) strides. */
 #define PACKED "li"
 static const char sel_fwd_param_kinds[] = "ppppp" "pp" "pp" PACKED PACKED PACKED PACKED PACKED "lili" "iiiiiiii" "f";
-static const char sel_bwd_dq_param_kinds[] = "ppppppp" "p" "pp" "pp" PACKED PACKED PACKED PACKED PACKED PACKED PACKED
-                                             "lili" "iiiiiiiii" "ff";
-static const char sel_bwd_dkdv_param_kinds[] = "pppppppp" "pp" "pp" PACKED PACKED PACKED PACKED PACKED PACKED PACKED
-                                               "il" "iiiiiiii" "ff";
+static const char sel_bwd_dq_param_kinds[] = "ppppppp" "p" "pp" "pp" "p" PACKED PACKED PACKED PACKED PACKED PACKED
+                                             PACKED "lili" "iiiiiiiii" "ff";
+static const char sel_bwd_dkdv_param_kinds[] = "pppppppp" "pp" "pp" "pp" PACKED PACKED PACKED PACKED PACKED PACKED
+                                               PACKED "il" "iiiiiiiiiii" "ff";
 static const char sel_index_zero_param_kinds[] = "p" "i";
 static const char sel_index_count_param_kinds[] = "pp" "pp" "p" "lili" "i" "iiiiiiiii";
-static const char sel_index_scan_param_kinds[] = "pp" "ii";
+static const char sel_index_scan_param_kinds[] = "ppp" "iiii";
 static const char sel_index_scatter_param_kinds[] = "pp" "pp" "pp" "lili" "il" "iiiiiiiii";
 static const char sel_index_order_param_kinds[] = "pp" "pp" "pp" "lili" "il" "iiiiiii";
 static const char sel_check_indices_param_kinds[] = "pp" "pp" "p" "lili" "iiiiiiii";
 #undef PACKED
 
-/* Bits of the kernels' flags (kernels/sel_attn.py): attn_common.py's WRITE_LSE and VARLEN, and one of its own. */
-enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256 };
+/* Bits of the kernels' flags (kernels/sel_attn.py): attn_common.py's WRITE_LSE and VARLEN, and two of its own. */
+enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256, SEL_FLAG_DKDV_REDUCE = 512 };
 
 /* A packed tensor as the kernels take it. */
 typedef struct packed {
@@ -461,9 +499,11 @@ static int64_t fwd_grid(const sel_problem *p, const aotk__kernel_entry *e) {
   return p->heads_kv * p->total_q * group_chunks(p, e);
 }
 
-static int64_t dkdv_grid(const sel_problem *p, const aotk__kernel_entry *e) {
+static int64_t dkdv_tiles(const sel_problem *p, const aotk__kernel_entry *e) {
   return p->heads_kv * p->num_seqs * ceil_div(p->max_seqlen_k, e->block_n);
 }
+
+static int64_t dkdv_grid(const sel_problem *p, const aotk__kernel_entry *e) { return dkdv_tiles(p, e) * max_chunks(p); }
 
 static aotk_status launch_sel_fwd(const aotk_sel_params *params, const sel_problem *p, const sel_plan *plan,
                                   aotk_stream stream) {
@@ -506,14 +546,19 @@ static aotk_status launch_sel_bwd(const aotk_sel_params *params, const sel_probl
   CUdeviceptr delta = (CUdeviceptr)(uintptr_t)workspace;
   CUdeviceptr offsets = delta + delta_bytes(p);
   CUdeviceptr cursors = offsets + offsets_bytes(p);
-  CUdeviceptr tokens = cursors + offsets_bytes(p);
+  CUdeviceptr chunks_first = cursors + offsets_bytes(p);
+  CUdeviceptr tokens = chunks_first + offsets_bytes(p);
+  CUdeviceptr compact = tokens + tokens_bytes(p);
+  CUdeviceptr partials = compact + tokens_bytes(p);
+  int32_t split_tokens = (int32_t)chunk_tokens(p), split_most = (int32_t)max_chunks(p);
+  int32_t records_per_head = (int32_t)partials_per_head(p);
   int32_t stride_offsets = (int32_t)offsets_stride(p);
   int64_t stride_tokens = p->total_q * p->slots;
   /* The packed-token binary search of the count and scatter passes: steps enough for num_seqs. */
   int32_t search_steps = 1;
   while (((int64_t)1 << search_steps) < p->num_seqs) search_steps++;
 
-  /* The inverse index: zero, count, prefix sum, scatter, order. */
+  /* The inverse index: zero, count, prefix sum (and the split lists' partial records), scatter, order. */
   const aotk__kernel_entry *zero_entry = &aotk__kernel_table[plan->rows[PLAN_ZERO]];
   int32_t zero_count = (int32_t)(p->heads_kv * offsets_stride(p));
   void *zero_args[] = {&offsets, &zero_count};
@@ -534,10 +579,10 @@ static aotk_status launch_sel_bwd(const aotk_sel_params *params, const sel_probl
     return status;
   }
   int32_t slots_total = (int32_t)index_slots(p);
-  void *scan_args[] = {&offsets, &cursors, &stride_offsets, &slots_total};
+  void *scan_args[] = {&offsets, &cursors, &chunks_first, &stride_offsets, &slots_total, &split_tokens, &split_most};
   _Static_assert(sizeof scan_args / sizeof scan_args[0] == sizeof sel_index_scan_param_kinds - 1, "one per parameter");
-  if ((status = aotk__launch_row(plan->driver, plan->rows[PLAN_SCAN], kernels[PLAN_SCAN], 4, scan_args, p->heads_kv,
-                                 stream)) != AOTK_OK) {
+  if ((status = aotk__launch_row(plan->driver, plan->rows[PLAN_SCAN], kernels[PLAN_SCAN],
+                                 sizeof scan_args / sizeof scan_args[0], scan_args, p->heads_kv, stream)) != AOTK_OK) {
     return status;
   }
   if (aotk__kernel_table[plan->rows[PLAN_SCATTER]].block_m != count_entry->block_m) {
@@ -569,7 +614,7 @@ static aotk_status launch_sel_bwd(const aotk_sel_params *params, const sel_probl
   const aotk__kernel_entry *dq_entry = &aotk__kernel_table[plan->rows[PLAN_DQ]];
   int32_t chunks = (int32_t)group_chunks(p, dq_entry);
   void *dq_args[] = {PTR(q), PTR(k), PTR(v), PTR(o), PTR(dout), PTR(lse), PTR(dq), &delta, &a.cu_seqlens_q,
-                     &a.cu_seqlens_k, PTR(a.block_idx), PTR(a.block_cnt), STRIDES(q), STRIDES(k), STRIDES(v),
+                     &a.cu_seqlens_k, PTR(a.block_idx), PTR(a.block_cnt), &compact, STRIDES(q), STRIDES(k), STRIDES(v),
                      STRIDES(o), STRIDES(dout), STRIDES(dq), STRIDES(lse), STRIDES(a.block_idx), STRIDES(a.block_cnt),
                      &a.num_seqs, &a.total_q, &a.total_k, &a.max_seqlen_k, &a.heads_q, &a.group_size, &chunks,
                      &a.slots, &a.flags, &a.qk_scale_log2, &a.softmax_scale};
@@ -579,17 +624,25 @@ static aotk_status launch_sel_bwd(const aotk_sel_params *params, const sel_probl
     return status;
   }
 
-  /* dK and dV: one program per kv head, sequence and key tile. */
+  /* dK and dV: programs per kv head, sequence, key tile and chunk of a split list; then, when some list
+   * may be split, the same kernel again, one program per key tile, adding the split lists' partials. */
   const aotk__kernel_entry *dkdv_entry = &aotk__kernel_table[plan->rows[PLAN_DKDV]];
   int32_t key_tiles = (int32_t)ceil_div(p->max_seqlen_k, dkdv_entry->block_n);
+  int32_t dkdv_flags = a.flags;
   void *dkdv_args[] = {PTR(q), PTR(k), PTR(v), PTR(dout), PTR(lse), &delta, PTR(dk), PTR(dv), &a.cu_seqlens_q,
-                       &a.cu_seqlens_k, &offsets, &tokens, STRIDES(q), STRIDES(k), STRIDES(v), STRIDES(dout),
-                       STRIDES(dk), STRIDES(dv), STRIDES(lse), &stride_offsets, &stride_tokens, &a.num_seqs,
-                       &a.total_q, &a.total_k, &a.max_seqlen_k, &a.heads_q, &a.group_size, &key_tiles, &a.flags,
+                       &a.cu_seqlens_k, &offsets, &tokens, &chunks_first, &partials, STRIDES(q), STRIDES(k),
+                       STRIDES(v), STRIDES(dout), STRIDES(dk), STRIDES(dv), STRIDES(lse), &stride_offsets,
+                       &stride_tokens, &a.num_seqs, &a.total_q, &a.total_k, &a.max_seqlen_k, &a.heads_q,
+                       &a.group_size, &key_tiles, &split_tokens, &split_most, &records_per_head, &dkdv_flags,
                        &a.qk_scale_log2, &a.softmax_scale};
   _Static_assert(sizeof dkdv_args / sizeof dkdv_args[0] == sizeof sel_bwd_dkdv_param_kinds - 1, "one per parameter");
-  return aotk__launch_row(plan->driver, plan->rows[PLAN_DKDV], kernels[PLAN_DKDV],
-                          sizeof dkdv_args / sizeof dkdv_args[0], dkdv_args, dkdv_grid(p, dkdv_entry), stream);
+  const size_t dkdv_args_count = sizeof dkdv_args / sizeof dkdv_args[0];
+  status = aotk__launch_row(plan->driver, plan->rows[PLAN_DKDV], kernels[PLAN_DKDV], dkdv_args_count, dkdv_args,
+                            dkdv_grid(p, dkdv_entry), stream);
+  if (status != AOTK_OK || split_most == 1) return status;
+  dkdv_flags |= SEL_FLAG_DKDV_REDUCE;
+  return aotk__launch_row(plan->driver, plan->rows[PLAN_DKDV], kernels[PLAN_DKDV], dkdv_args_count, dkdv_args,
+                          dkdv_tiles(p, dkdv_entry), stream);
 }
 
 /* --- the public calls ---------------------------------------------------------------------------- */
@@ -640,8 +693,9 @@ aotk_status aotk_sel_query(aotk_op op, const aotk_sel_params *caller_params, aot
     aotk__fill_info(e, plan.kind, fwd_grid(&problem, e), 0, 1, features, info);
   } else {
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[PLAN_DKDV]];
-    aotk__fill_info(e, plan.kind, dkdv_grid(&problem, e), bwd_workspace_bytes(&problem), PLAN_ROWS - PLAN_ZERO,
-                    features, info);
+    /* The index passes, dQ and dK/dV, and dK/dV again when lists may be split. */
+    const int launches = PLAN_ROWS - PLAN_ZERO + (max_chunks(&problem) > 1);
+    aotk__fill_info(e, plan.kind, dkdv_grid(&problem, e), bwd_workspace_bytes(&problem), launches, features, info);
   }
   return AOTK_OK;
 }

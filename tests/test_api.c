@@ -106,11 +106,12 @@ static const char *const driver_function_names[] = {
 #define PACKED "li"
 #define SEL_FWD_KINDS "ppppp" "pp" "pp" PACKED PACKED PACKED PACKED PACKED PACKED PACKED "iiiiiiii" "f"
 #define SEL_BWD_DQ_KINDS \
-  "ppppppp" "p" "pp" "pp" PACKED PACKED PACKED PACKED PACKED PACKED PACKED PACKED PACKED "iiiiiiiii" "ff"
-#define SEL_BWD_DKDV_KINDS "pppppppp" "pp" "pp" PACKED PACKED PACKED PACKED PACKED PACKED PACKED "il" "iiiiiiii" "ff"
+  "ppppppp" "p" "pp" "pp" "p" PACKED PACKED PACKED PACKED PACKED PACKED PACKED PACKED PACKED "iiiiiiiii" "ff"
+#define SEL_BWD_DKDV_KINDS \
+  "pppppppp" "pp" "pp" "pp" PACKED PACKED PACKED PACKED PACKED PACKED PACKED "il" "iiiiiiiiiii" "ff"
 #define SEL_INDEX_ZERO_KINDS "p" "i"
 #define SEL_INDEX_COUNT_KINDS "pp" "pp" "p" PACKED PACKED "i" "iiiiiiiii"
-#define SEL_INDEX_SCAN_KINDS "pp" "ii"
+#define SEL_INDEX_SCAN_KINDS "ppp" "iiii"
 #define SEL_INDEX_SCATTER_KINDS "pp" "pp" "pp" PACKED PACKED "il" "iiiiiiiii"
 #define SEL_INDEX_ORDER_KINDS "pp" "pp" "pp" PACKED PACKED "il" "iiiiiii"
 #define SEL_CHECK_INDICES_KINDS "pp" "pp" "p" PACKED PACKED "iiiiiiii"
@@ -322,7 +323,7 @@ enum sel_fwd_param {
 /* sel_bwd_dq: the forward's grid; also stages delta in the workspace. */
 enum sel_dq_param {
   SEL_DQ_Q, SEL_DQ_K, SEL_DQ_V, SEL_DQ_OUT, SEL_DQ_DOUT, SEL_DQ_LSE, SEL_DQ_DQ, SEL_DQ_DELTA,
-  SEL_DQ_CU_SEQLENS_Q, SEL_DQ_CU_SEQLENS_K, SEL_DQ_BLOCK_IDX, SEL_DQ_BLOCK_CNT,
+  SEL_DQ_CU_SEQLENS_Q, SEL_DQ_CU_SEQLENS_K, SEL_DQ_BLOCK_IDX, SEL_DQ_BLOCK_CNT, SEL_DQ_COMPACT,
   SEL_DQ_STRIDE_QS, SEL_DQ_STRIDE_QH, SEL_DQ_STRIDE_KS, SEL_DQ_STRIDE_KH, SEL_DQ_STRIDE_VS, SEL_DQ_STRIDE_VH,
   SEL_DQ_STRIDE_OS, SEL_DQ_STRIDE_OH, SEL_DQ_STRIDE_DOS, SEL_DQ_STRIDE_DOH, SEL_DQ_STRIDE_DQS, SEL_DQ_STRIDE_DQH,
   SEL_DQ_STRIDE_LS, SEL_DQ_STRIDE_LH, SEL_DQ_STRIDE_IS, SEL_DQ_STRIDE_IH, SEL_DQ_STRIDE_CS, SEL_DQ_STRIDE_CH,
@@ -332,16 +333,19 @@ enum sel_dq_param {
   SEL_DQ_PARAM_COUNT
 };
 
-/* sel_bwd_dkdv: one program per (kv head, sequence, key tile), walking the inverse index. */
+/* sel_bwd_dkdv: one program per (kv head, sequence, key tile, chunk of a split token list), walking the
+ * inverse index; when lists may be split, launched again with SEL_FLAG_DKDV_REDUCE, one program per key
+ * tile, to add the chunks' partial sums. */
 enum sel_dkdv_param {
   SEL_DKDV_Q, SEL_DKDV_K, SEL_DKDV_V, SEL_DKDV_DOUT, SEL_DKDV_LSE, SEL_DKDV_DELTA, SEL_DKDV_DK, SEL_DKDV_DV,
-  SEL_DKDV_CU_SEQLENS_Q, SEL_DKDV_CU_SEQLENS_K, SEL_DKDV_OFFSETS, SEL_DKDV_TOKENS,
+  SEL_DKDV_CU_SEQLENS_Q, SEL_DKDV_CU_SEQLENS_K, SEL_DKDV_OFFSETS, SEL_DKDV_TOKENS, SEL_DKDV_CHUNKS, SEL_DKDV_PARTIALS,
   SEL_DKDV_STRIDE_QS, SEL_DKDV_STRIDE_QH, SEL_DKDV_STRIDE_KS, SEL_DKDV_STRIDE_KH, SEL_DKDV_STRIDE_VS,
   SEL_DKDV_STRIDE_VH, SEL_DKDV_STRIDE_DOS, SEL_DKDV_STRIDE_DOH, SEL_DKDV_STRIDE_DKS, SEL_DKDV_STRIDE_DKH,
   SEL_DKDV_STRIDE_DVS, SEL_DKDV_STRIDE_DVH, SEL_DKDV_STRIDE_LS, SEL_DKDV_STRIDE_LH,
   SEL_DKDV_STRIDE_OFFSETS, SEL_DKDV_STRIDE_TOKENS,
   SEL_DKDV_NUM_SEQS, SEL_DKDV_TOTAL_Q, SEL_DKDV_TOTAL_K, SEL_DKDV_MAX_SEQLEN_K, SEL_DKDV_HEADS_Q,
-  SEL_DKDV_GROUP_SIZE, SEL_DKDV_NUM_KEY_TILES, SEL_DKDV_FLAGS, SEL_DKDV_QK_SCALE_LOG2, SEL_DKDV_SOFTMAX_SCALE,
+  SEL_DKDV_GROUP_SIZE, SEL_DKDV_NUM_KEY_TILES, SEL_DKDV_CHUNK_TOKENS, SEL_DKDV_MAX_CHUNKS,
+  SEL_DKDV_PARTIALS_PER_HEAD, SEL_DKDV_FLAGS, SEL_DKDV_QK_SCALE_LOG2, SEL_DKDV_SOFTMAX_SCALE,
   SEL_DKDV_GLOBAL_SCRATCH, SEL_DKDV_PROFILE_SCRATCH,
   SEL_DKDV_PARAM_COUNT
 };
@@ -368,9 +372,11 @@ enum sel_scatter_param {
   SEL_SCATTER_GLOBAL_SCRATCH, SEL_SCATTER_PROFILE_SCRATCH,
   SEL_SCATTER_PARAM_COUNT
 };
-/* sel_index_scan: one program per kv head, a prefix sum over its index slots (and a copy as cursors). */
-enum sel_scan_param { SEL_SCAN_OFFSETS, SEL_SCAN_CURSORS, SEL_SCAN_STRIDE_OFFSETS, SEL_SCAN_SLOTS,
-                      SEL_SCAN_GLOBAL_SCRATCH, SEL_SCAN_PROFILE_SCRATCH, SEL_SCAN_PARAM_COUNT };
+/* sel_index_scan: one program per kv head, a prefix sum over its index slots (and a copy as cursors), and
+ * where each split list's partial dK/dV records start (Chunks). */
+enum sel_scan_param { SEL_SCAN_OFFSETS, SEL_SCAN_CURSORS, SEL_SCAN_CHUNKS, SEL_SCAN_STRIDE_OFFSETS, SEL_SCAN_SLOTS,
+                      SEL_SCAN_CHUNK_TOKENS, SEL_SCAN_MAX_CHUNKS, SEL_SCAN_GLOBAL_SCRATCH, SEL_SCAN_PROFILE_SCRATCH,
+                      SEL_SCAN_PARAM_COUNT };
 /* sel_index_order: one program per (kv head, index slot) puts its list in token order. */
 enum sel_order_param {
   SEL_ORDER_BLOCK_IDX, SEL_ORDER_BLOCK_CNT, SEL_ORDER_CU_SEQLENS_Q, SEL_ORDER_CU_SEQLENS_K, SEL_ORDER_OFFSETS,
@@ -391,9 +397,8 @@ enum sel_check_param {
   SEL_CHECK_PARAM_COUNT
 };
 
-/* Bits of the selection kernels' flags argument (kernels/sel_attn.py). */
-/* Bits of the kernels' flags (kernels/sel_attn.py): attn_common.py's WRITE_LSE and VARLEN, and one of its own. */
-enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256 };
+/* Bits of the kernels' flags (kernels/sel_attn.py): attn_common.py's WRITE_LSE and VARLEN, and two of its own. */
+enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256, SEL_FLAG_DKDV_REDUCE = 512 };
 
 enum { FAKE_MULTIPROCESSORS = 132 }; /* the fake device's SMs, an H100's */
 enum { MAX_LAUNCH_PARAMS = 96, LAUNCH_LOG_SIZE = 8, GIVEN_KERNELS_MAX = 1024 };
@@ -5918,10 +5923,35 @@ static double sel_scale(const aotk_sel_params *params, const sel_shape *s) {
  * 16 query-head rows up to a group of 16, 64 from 17 on (several programs per token past 64). */
 static int64_t sel_expected_block_m(const sel_shape *s) { return sel_group_size(s) <= 16 ? 16 : 64; }
 
+/* The dK/dV pass's split of long token lists (src/aotk_sel.c, "the workspace"; kernels/sel_attn.py,
+ * sel_bwd_dkdv): chunks of chunk_tokens tokens, the larger of 4096 (token, query head) pairs and 1/512 of
+ * all the kv heads' index entries, at most 2^29 - 1 (the kernels divide a list's length by it, rounding
+ * up, in 32 bits); at most max_chunks of them per list, ceil(total_q / chunk_tokens) clamped to [1, 16]
+ * and kept so that the dK/dV grid (kv heads x sequences x key tiles of at least 32 keys x chunks) is a
+ * valid grid size. A list of L tokens split in c > 1 chunks has L > chunk_tokens and c < 2 L /
+ * chunk_tokens, hence the partial records per kv head below; none when no list can be split. */
+static int64_t sel_chunk_tokens(const sel_shape *s) {
+  const int64_t by_pairs = ceil_div(4096, sel_group_size(s));
+  const int64_t by_share = ceil_div(s->heads_kv * s->total_q * s->slots, 512);
+  const int64_t tokens = by_pairs > by_share ? by_pairs : by_share;
+  return tokens < INT32_MAX / 4 ? tokens : INT32_MAX / 4;
+}
+static int64_t sel_max_chunks(const sel_shape *s) {
+  const int64_t programs_per_chunk = s->heads_kv * sel_num_seqs(s) * ceil_div(sel_max_seqlen_k(s), 32);
+  int64_t chunks = ceil_div(s->total_q, sel_chunk_tokens(s));
+  if (chunks > 16) chunks = 16;
+  if (chunks > INT32_MAX / programs_per_chunk) chunks = INT32_MAX / programs_per_chunk;
+  return chunks > 1 ? chunks : 1;
+}
+static int64_t sel_partials_per_head(const sel_shape *s) {
+  return sel_max_chunks(s) > 1 ? 2 * s->total_q * s->slots / sel_chunk_tokens(s) + 1 : 0;
+}
+
 /* The backward's workspace (include/aotk.h, aotk_sel_bwd; src/aotk_sel.c lays it out), each part starting
- * 16-byte aligned: delta fp32 [total_q, heads_q]; the inverse index's list offsets and the scatter's
- * cursors, each int32 [heads_kv, round_up(index slots + 1, 4)], one index slot per (sequence, key block);
- * the token lists int32 [heads_kv, total_q * slots]. */
+ * 16-byte aligned: delta fp32 [total_q, heads_q]; the inverse index's list offsets, the scatter's
+ * cursors and each list's first partial record, each int32 [heads_kv, round_up(index slots + 1, 4)], one
+ * index slot per (sequence, key block); the token lists int32 [heads_kv, total_q * slots]; the split
+ * lists' partial dK/dV fp32 [heads_kv, partials_per_head, block_size, head_dim_qk + head_dim_v]. */
 static size_t round_up_16(size_t bytes) { return (bytes + 15) / 16 * 16; }
 static int64_t sel_index_slots(const sel_shape *s) {
   return sel_num_seqs(s) * ceil_div(sel_max_seqlen_k(s), s->block_size);
@@ -5931,8 +5961,15 @@ static size_t sel_delta_bytes(const sel_shape *s) { return round_up_16((size_t)(
 static size_t sel_offsets_bytes(const sel_shape *s) {
   return round_up_16((size_t)(4 * s->heads_kv * sel_offsets_stride(s)));
 }
+static size_t sel_tokens_bytes(const sel_shape *s) {
+  return round_up_16((size_t)(4 * s->heads_kv * s->total_q * s->slots));
+}
+static size_t sel_partials_bytes(const sel_shape *s) {
+  return round_up_16((size_t)(4 * s->heads_kv * sel_partials_per_head(s) * s->block_size *
+                              (s->head_dim_qk + s->head_dim_v)));
+}
 static size_t sel_workspace_bytes(const sel_shape *s) {
-  return sel_delta_bytes(s) + 2 * sel_offsets_bytes(s) + (size_t)(4 * s->heads_kv * s->total_q * s->slots);
+  return sel_delta_bytes(s) + 3 * sel_offsets_bytes(s) + 2 * sel_tokens_bytes(s) + sel_partials_bytes(s);
 }
 
 /* The index passes and the check have no variant axes. */
@@ -5974,22 +6011,25 @@ static aotk_status run_sel_op(aotk_op op, const aotk_sel_params *params) {
 }
 
 /* The backward's kernels, in launch order: the inverse index's five passes (zero the counts, count,
- * prefix sum, scatter, order each list), then dQ, then dK/dV. */
-enum { SEL_BWD_LAUNCHES = 7 };
-static const int sel_bwd_families[SEL_BWD_LAUNCHES] = {
+ * prefix sum, scatter, order each list), then dQ, then dK/dV; then, when lists may be split (max_chunks >
+ * 1), dK/dV again to add the split lists' partials: seven launches, or eight. */
+enum { SEL_BWD_KERNELS = 7 };
+static const int sel_bwd_families[SEL_BWD_KERNELS] = {
     AOTK__FAMILY_SEL_INDEX_ZERO,    AOTK__FAMILY_SEL_INDEX_COUNT, AOTK__FAMILY_SEL_INDEX_SCAN,
     AOTK__FAMILY_SEL_INDEX_SCATTER, AOTK__FAMILY_SEL_INDEX_ORDER, AOTK__FAMILY_SEL_BWD_DQ,
     AOTK__FAMILY_SEL_BWD_DKDV};
-static const int sel_bwd_kernels[SEL_BWD_LAUNCHES] = {KERNEL_SEL_INDEX_ZERO,    KERNEL_SEL_INDEX_COUNT,
-                                                      KERNEL_SEL_INDEX_SCAN,    KERNEL_SEL_INDEX_SCATTER,
-                                                      KERNEL_SEL_INDEX_ORDER,   KERNEL_SEL_BWD_DQ,
-                                                      KERNEL_SEL_BWD_DKDV};
-static const int sel_bwd_scratch[SEL_BWD_LAUNCHES] = {SEL_ZERO_GLOBAL_SCRATCH,    SEL_COUNT_GLOBAL_SCRATCH,
-                                                      SEL_SCAN_GLOBAL_SCRATCH,    SEL_SCATTER_GLOBAL_SCRATCH,
-                                                      SEL_ORDER_GLOBAL_SCRATCH,   SEL_DQ_GLOBAL_SCRATCH,
-                                                      SEL_DKDV_GLOBAL_SCRATCH};
+static const int sel_bwd_kernels[SEL_BWD_KERNELS] = {KERNEL_SEL_INDEX_ZERO,    KERNEL_SEL_INDEX_COUNT,
+                                                     KERNEL_SEL_INDEX_SCAN,    KERNEL_SEL_INDEX_SCATTER,
+                                                     KERNEL_SEL_INDEX_ORDER,   KERNEL_SEL_BWD_DQ,
+                                                     KERNEL_SEL_BWD_DKDV};
+static const int sel_bwd_scratch[SEL_BWD_KERNELS] = {SEL_ZERO_GLOBAL_SCRATCH,    SEL_COUNT_GLOBAL_SCRATCH,
+                                                     SEL_SCAN_GLOBAL_SCRATCH,    SEL_SCATTER_GLOBAL_SCRATCH,
+                                                     SEL_ORDER_GLOBAL_SCRATCH,   SEL_DQ_GLOBAL_SCRATCH,
+                                                     SEL_DKDV_GLOBAL_SCRATCH};
 enum { SEL_LAUNCH_ZERO, SEL_LAUNCH_COUNT, SEL_LAUNCH_SCAN, SEL_LAUNCH_SCATTER, SEL_LAUNCH_ORDER, SEL_LAUNCH_DQ,
-       SEL_LAUNCH_DKDV };
+       SEL_LAUNCH_DKDV, SEL_LAUNCH_DKDV_REDUCE };
+_Static_assert((int)SEL_LAUNCH_DKDV_REDUCE < (int)LAUNCH_LOG_SIZE, "the fake logs every launch of the backward");
+static int sel_bwd_launches(const sel_shape *s) { return SEL_BWD_KERNELS + (sel_max_chunks(s) > 1); }
 
 /* ---- selection: validation ---- */
 
@@ -6151,6 +6191,21 @@ static void sel_index_beyond_int32(aotk_sel_params *p) { /* 2^20 sequences of up
   p->cu_seqlens_q.shape[0] = p->cu_seqlens_k.shape[0] = ((int64_t)1 << 20) + 1;
   p->max_seqlen_k = INT32_MAX;
 }
+/* Just past the two bounds the dK/dV split lowered to 2^30 - 1 (from 2^31 - 1), every other size within
+ * its own: 9 sequences of up to 2^31 - 1 keys on 2 kv heads make 9 * 2 * 2^26 key tiles of 32 keys (their
+ * index, 9 * 2^25 slots of 64 keys per kv head, fits); 21 sequences of up to 32 * 51130563 keys on one kv
+ * head, blocks of 32, make 21 * 51130563 = 2^30 - 1 key tiles (at the bound) and as many index slots, to
+ * which the bound adds 8. */
+static void sel_key_tiles_beyond_2_30(aotk_sel_params *p) {
+  p->cu_seqlens_q.shape[0] = p->cu_seqlens_k.shape[0] = 9 + 1;
+  p->max_seqlen_k = INT32_MAX;
+}
+static void sel_index_slots_beyond_2_30(aotk_sel_params *p) {
+  sel_set_heads_kv(p, 1);
+  p->block_size = 32;
+  p->cu_seqlens_q.shape[0] = p->cu_seqlens_k.shape[0] = 21 + 1;
+  p->max_seqlen_k = 32 * 51130563;
+}
 
 static const sel_bad_input sel_bad_inputs[] = {
     {"params NULL", NULL, AOTK_ERROR_NULL_POINTER, "params"},
@@ -6262,6 +6317,8 @@ static const sel_bad_input sel_bad_inputs[] = {
      "block_idx: one token"},
     {"total_q beyond int32", sel_total_q_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "total_q = 2147483647"},
     {"index slots beyond int32", sel_index_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "1048576 sequences"},
+    {"dK/dV key tiles beyond 2^30", sel_key_tiles_beyond_2_30, AOTK_ERROR_SIZE_OVERFLOW, "9 sequences"},
+    {"index slots and kv heads beyond 2^30", sel_index_slots_beyond_2_30, AOTK_ERROR_SIZE_OVERFLOW, "21 sequences"},
 };
 
 /* The backward's own arguments. */
@@ -6446,11 +6503,13 @@ static void test_sel_fwd_ignores_bwd_fields(void) {
 }
 
 /* Inputs at the edge of what selection attention allows, which validation must accept: each runs its
- * one kernel (forward) or seven (backward). The params sit in a struct with room after them, so that a
- * struct_size larger than this header's (a newer caller's) is readable memory. */
+ * one kernel (forward) or its seven or eight launches (backward), as the query says. The params sit in a
+ * struct with room after them, so that a struct_size larger than this header's (a newer caller's) is
+ * readable memory. */
 typedef struct sel_edge_case {
   const char *what;
   bool bwd;
+  int launches;
   struct {
     aotk_sel_params params;
     unsigned char newer_fields[64];
@@ -6463,6 +6522,7 @@ static aotk_sel_params *add_sel_edge_case(sel_edge_case *cases, int *count, cons
   memset(c, 0, sizeof *c);
   c->what = what;
   c->bwd = bwd;
+  c->launches = bwd ? sel_bwd_launches(&shape) : 1;
   c->call.params = sel_params_for(shape, bwd);
   return &c->call.params;
 }
@@ -6486,7 +6546,8 @@ static void test_sel_validation_accepts_edge_inputs(void) {
   s = default_sel_shape;
   s.heads_q = 128, s.heads_kv = 1;
   add_sel_edge_case(cases, &count, "MQA, a group of 128", s, false);
-  add_sel_edge_case(cases, &count, "MQA, a group of 128, backward", s, true);
+  add_sel_edge_case(cases, &count, "MQA, a group of 128, backward (dK/dV chunks of 32 tokens: eight launches)", s,
+                    true);
   s = default_sel_shape;
   s.heads_q = s.heads_kv = 1, s.slots = 1, s.total_q = s.total_k = 1, s.num_seqs = 1, s.max_seqlen_k = 1;
   add_sel_edge_case(cases, &count, "one token, one key, one slot", s, false);
@@ -6523,13 +6584,15 @@ static void test_sel_validation_accepts_edge_inputs(void) {
     aotk_status status = aotk_sel_query(op, params, &info);
     CHECK_MSG(status == AOTK_OK, "%s: aotk_sel_query %s (%s)", cases[i].what, aotk_status_name(status),
               aotk_last_error());
+    CHECK_MSG(info.launches == cases[i].launches, "%s: the query says %d launches, expected %d", cases[i].what,
+              info.launches, cases[i].launches);
     reset_calls();
     status = cases[i].bwd ? aotk_sel_bwd(params, FAKE_WORKSPACE, info.workspace_bytes, FAKE_STREAM)
                           : aotk_sel_fwd(params, FAKE_STREAM);
     CHECK_MSG(status == AOTK_OK, "%s: %s %s (%s)", cases[i].what, sel_op_function(op), aotk_status_name(status),
               aotk_last_error());
-    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == (cases[i].bwd ? SEL_BWD_LAUNCHES : 1), "%s: %d launches",
-              cases[i].what, fake.calls[CALL_cuLaunchKernel]);
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == cases[i].launches, "%s: %d launches, expected %d", cases[i].what,
+              fake.calls[CALL_cuLaunchKernel], cases[i].launches);
   }
   printf("    %d cases\n", count);
   uninstall_fake_gpu();
@@ -6544,6 +6607,8 @@ static void test_sel_bwd_workspace(void) {
   sel_shape shapes[4] = {default_sel_shape, default_sel_shape, default_sel_shape, default_sel_shape};
   shapes[1].dtype = AOTK_DTYPE_FLOAT16, shapes[1].num_seqs = 0, shapes[1].total_q = shapes[1].total_k = 1;
   shapes[1].heads_q = shapes[1].heads_kv = 1, shapes[1].slots = 1, shapes[1].block_size = 32;
+  /* Lists split (chunks of 241 tokens for a group of 17, 5 per list), and 7007 token-list entries, not a
+   * multiple of 4: that part too is rounded up to 16 bytes, ahead of the partial records. */
   shapes[2].heads_q = 17, shapes[2].heads_kv = 1, shapes[2].slots = 7, shapes[2].total_q = 1001;
   shapes[2].max_seqlen_k = 4097, shapes[2].num_seqs = 5, shapes[2].with_block_cnt = false;
   shapes[3].head_dim_qk = 192, shapes[3].block_size = 128, shapes[3].total_q = 17, shapes[3].heads_q = 6;
@@ -6556,10 +6621,12 @@ static void test_sel_bwd_workspace(void) {
     aotk_status status = aotk_sel_query(AOTK_OP_SEL_BWD, &params, &info);
     CHECK_MSG(status == AOTK_OK, "shape %zu: %s (%s)", i, aotk_status_name(status), aotk_last_error());
     const size_t needed = sel_workspace_bytes(s);
+    const int launches = sel_bwd_launches(s);
     CHECK_MSG(info.workspace_bytes == needed,
-              "shape %zu: workspace_bytes %zu, expected %zu (delta %zu + 2 x offsets %zu + tokens %lld)", i,
-              info.workspace_bytes, needed, sel_delta_bytes(s), sel_offsets_bytes(s),
-              (long long)(4 * s->heads_kv * s->total_q * s->slots));
+              "shape %zu: workspace_bytes %zu, expected %zu (delta %zu + 3 x offsets %zu + 2 x tokens %zu + partials "
+              "%zu)", i, info.workspace_bytes, needed, sel_delta_bytes(s), sel_offsets_bytes(s), sel_tokens_bytes(s),
+              sel_partials_bytes(s));
+    CHECK_MSG(info.launches == launches, "shape %zu: %d launches, expected %d", i, info.launches, launches);
     const struct {
       const char *what;
       void *workspace;
@@ -6587,11 +6654,11 @@ static void test_sel_bwd_workspace(void) {
                 aotk_status_name(workspaces[w].expected));
       CHECK(memcmp(&params, &before, sizeof params) == 0);
       if (workspaces[w].expected == AOTK_OK) {
-        CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == SEL_BWD_LAUNCHES && fake.logged_launches == SEL_BWD_LAUNCHES,
+        CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == launches && fake.logged_launches == launches,
                   "workspace %s: %d launches", workspaces[w].what, fake.calls[CALL_cuLaunchKernel]);
         /* The dQ pass stages delta at the workspace's start. */
         const recorded_launch *dq = &fake.launch_log[SEL_LAUNCH_DQ];
-        CHECK_MSG(fake.logged_launches == SEL_BWD_LAUNCHES && dq->kernel == KERNEL_SEL_BWD_DQ &&
+        CHECK_MSG(fake.logged_launches == launches && dq->kernel == KERNEL_SEL_BWD_DQ &&
                       arg_pointer(dq, SEL_DQ_DELTA) == (uint64_t)(uintptr_t)workspaces[w].workspace,
                   "workspace %s: delta is not at its start", workspaces[w].what);
       } else {
@@ -6710,7 +6777,8 @@ static void test_sel_query_arguments(void) {
   poison_info(&info);
   CHECK(aotk_sel_query(AOTK_OP_SEL_FWD, &params, &info) == AOTK_OK && info.launches == 1 && info.workspace_bytes == 0);
   poison_info(&info);
-  CHECK(aotk_sel_query(AOTK_OP_SEL_BWD, &params, &info) == AOTK_OK && info.launches == SEL_BWD_LAUNCHES);
+  CHECK(aotk_sel_query(AOTK_OP_SEL_BWD, &params, &info) == AOTK_OK &&
+        info.launches == sel_bwd_launches(&default_sel_shape));
   aotk_sel_params fwd_params = valid_sel_params();
   poison_info(&info);
   CHECK(aotk_sel_query(AOTK_OP_SEL_BWD, &fwd_params, &info) == AOTK_ERROR_NULL_POINTER && message_mentions("dout"));
@@ -6862,9 +6930,10 @@ static int32_t sel_search_steps(const sel_shape *s) {
 }
 
 /* aotk_sel_query(AOTK_OP_SEL_BWD), then aotk_sel_bwd with `workspace`: the query describes the dK/dV pass
- * and the workspace its formula gives; the call launches the index's five passes, then dQ (on the
- * forward's grid), then dK/dV, each with its grid and arguments, the workspace's four parts at their
- * offsets. */
+ * (its grid with the chunks of split lists), the launches and the workspace its formula gives; the call
+ * launches the index's five passes, then dQ (on the forward's grid), then dK/dV, each with its grid and
+ * arguments, the workspace's six parts at their offsets; then, when lists may be split, dK/dV again with
+ * the same arguments but SEL_FLAG_DKDV_REDUCE, one program per key tile. */
 static void check_sel_bwd(const char *what, const aotk_sel_params *params, const sel_shape *s, const gpu *g,
                           void *workspace) {
   aotk_kernel_info info;
@@ -6875,8 +6944,8 @@ static void check_sel_bwd(const char *what, const aotk_sel_params *params, const
   if (status != AOTK_OK) return;
   CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
             "%s: aotk_sel_query loaded or launched (%s)", what, called_functions());
-  const aotk__kernel_entry *rows[SEL_BWD_LAUNCHES];
-  for (int i = 0; i < SEL_BWD_LAUNCHES; i++) {
+  const aotk__kernel_entry *rows[SEL_BWD_KERNELS];
+  for (int i = 0; i < SEL_BWD_KERNELS; i++) {
     rows[i] = expected_sel_row(sel_bwd_families[i], g->arch, s);
     CHECK_MSG(rows[i] != NULL, "%s: no sm_%d %s row", what, g->arch, kernel_signatures[sel_bwd_kernels[i]].function);
     if (rows[i] == NULL) return;
@@ -6888,19 +6957,21 @@ static void check_sel_bwd(const char *what, const aotk_sel_params *params, const
   const int64_t entry_chunks = ceil_div(s->total_q * s->slots, rows[SEL_LAUNCH_COUNT]->block_m);
   const int64_t dq_chunks = ceil_div(group, dq_row->block_m);
   const int64_t key_tiles = ceil_div(max_seqlen_k, dkdv_row->block_n);
-  const int64_t grids[SEL_BWD_LAUNCHES] = {ceil_div(zero_count, rows[SEL_LAUNCH_ZERO]->block_m),
-                                           s->heads_kv * entry_chunks,
-                                           s->heads_kv,
-                                           s->heads_kv * entry_chunks,
-                                           s->heads_kv * sel_index_slots(s),
-                                           s->heads_kv * s->total_q * dq_chunks,
-                                           s->heads_kv * num_seqs * key_tiles};
+  const int64_t chunk_tokens = sel_chunk_tokens(s), max_chunks = sel_max_chunks(s);
+  const int launches = sel_bwd_launches(s);
+  const int64_t grids[SEL_BWD_KERNELS] = {ceil_div(zero_count, rows[SEL_LAUNCH_ZERO]->block_m),
+                                          s->heads_kv * entry_chunks,
+                                          s->heads_kv,
+                                          s->heads_kv * entry_chunks,
+                                          s->heads_kv * sel_index_slots(s),
+                                          s->heads_kv * s->total_q * dq_chunks,
+                                          s->heads_kv * num_seqs * key_tiles * max_chunks};
   const size_t workspace_bytes = sel_workspace_bytes(s);
   CHECK(info.struct_size == sizeof info);
   CHECK_MSG(strncmp(info.kernel_name, "sel_bwd_dkdv_", 13) == 0 && strcmp(info.kernel_name, dkdv_row->name) == 0,
             "%s: aotk_sel_query names %s, expected %s", what, info.kernel_name, dkdv_row->name);
-  CHECK_MSG(info.launches == SEL_BWD_LAUNCHES, "%s: launches %d, expected %d", what, info.launches,
-            (int)SEL_BWD_LAUNCHES);
+  CHECK_MSG(info.launches == launches, "%s: launches %d, expected %d (max_chunks %lld)", what, info.launches,
+            launches, (long long)max_chunks);
   CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected %zu", what,
             info.workspace_bytes, workspace_bytes);
   CHECK_MSG(info.arch == g->arch && info.from_ptx == g->from_ptx, "%s: sm_%d from_ptx %d", what, info.arch,
@@ -6924,21 +6995,33 @@ static void check_sel_bwd(const char *what, const aotk_sel_params *params, const
   status = aotk_sel_bwd(params, workspace, workspace_bytes, FAKE_STREAM);
   CHECK_MSG(status == AOTK_OK, "%s: aotk_sel_bwd %s (%s)", what, aotk_status_name(status), aotk_last_error());
   CHECK_MSG(aotk_last_error()[0] == '\0', "%s: a success left the message \"%s\"", what, aotk_last_error());
-  CHECK_MSG(fake.launches == launches_before + SEL_BWD_LAUNCHES && fake.logged_launches == SEL_BWD_LAUNCHES,
-            "%s: %d launches, expected %d", what, fake.launches - launches_before, (int)SEL_BWD_LAUNCHES);
-  if (status != AOTK_OK || fake.logged_launches != SEL_BWD_LAUNCHES) return;
+  CHECK_MSG(fake.launches == launches_before + launches && fake.logged_launches == launches,
+            "%s: %d launches, expected %d (max_chunks %lld)", what, fake.launches - launches_before, launches,
+            (long long)max_chunks);
+  if (status != AOTK_OK || fake.logged_launches != launches) return;
   bool in_order = true;
-  for (int i = 0; i < SEL_BWD_LAUNCHES; i++) {
+  for (int i = 0; i < SEL_BWD_KERNELS; i++) {
     char step[200];
     snprintf(step, sizeof step, "%s, launch %d", what, i + 1);
     check_sel_launch_shape(step, &fake.launch_log[i], sel_bwd_kernels[i], rows[i], grids[i], sel_bwd_scratch[i]);
     in_order = in_order && fake.launch_log[i].kernel == sel_bwd_kernels[i];
   }
+  if (launches > SEL_BWD_KERNELS) { /* the reduce: one program per key tile */
+    char step[200];
+    snprintf(step, sizeof step, "%s, launch %d (the reduce)", what, SEL_LAUNCH_DKDV_REDUCE + 1);
+    check_sel_launch_shape(step, &fake.launch_log[SEL_LAUNCH_DKDV_REDUCE], KERNEL_SEL_BWD_DKDV, dkdv_row,
+                           s->heads_kv * num_seqs * key_tiles, SEL_DKDV_GLOBAL_SCRATCH);
+    in_order = in_order && fake.launch_log[SEL_LAUNCH_DKDV_REDUCE].kernel == KERNEL_SEL_BWD_DKDV;
+  }
   if (!in_order) return;
 
-  /* The workspace: delta, the index's offsets, its cursors, its token lists, each 16-byte aligned. */
+  /* The workspace: delta, the index's offsets, its cursors, each list's first partial record, its token
+   * lists, the dQ pass's compacted rows (as large as the lists), the split lists' partial records, each
+   * 16-byte aligned. */
   const uintptr_t delta = (uintptr_t)workspace, offsets = delta + sel_delta_bytes(s);
-  const uintptr_t cursors = offsets + sel_offsets_bytes(s), tokens = cursors + sel_offsets_bytes(s);
+  const uintptr_t cursors = offsets + sel_offsets_bytes(s), chunks = cursors + sel_offsets_bytes(s);
+  const uintptr_t tokens = chunks + sel_offsets_bytes(s), compact = tokens + sel_tokens_bytes(s);
+  const uintptr_t partials = compact + sel_tokens_bytes(s);
   const int32_t flags = expected_sel_flags(params);
   const double scale = sel_scale(params, s);
 
@@ -6994,8 +7077,11 @@ static void check_sel_bwd(const char *what, const aotk_sel_params *params, const
   kernel = "sel_index_scan";
   check_pointer(what, kernel, scan, SEL_SCAN_OFFSETS, (void *)offsets, "Offsets");
   check_pointer(what, kernel, scan, SEL_SCAN_CURSORS, (void *)cursors, "Cursors");
+  check_pointer(what, kernel, scan, SEL_SCAN_CHUNKS, (void *)chunks, "Chunks");
   check_int(what, kernel, scan, SEL_SCAN_STRIDE_OFFSETS, stride_offsets, "stride_offsets");
   check_int(what, kernel, scan, SEL_SCAN_SLOTS, sel_index_slots(s), "slots");
+  check_int(what, kernel, scan, SEL_SCAN_CHUNK_TOKENS, chunk_tokens, "chunk_tokens");
+  check_int(what, kernel, scan, SEL_SCAN_MAX_CHUNKS, max_chunks, "max_chunks");
 
   const recorded_launch *order = &fake.launch_log[SEL_LAUNCH_ORDER];
   kernel = "sel_index_order";
@@ -7024,10 +7110,11 @@ static void check_sel_bwd(const char *what, const aotk_sel_params *params, const
   const void *dq_pointers[] = {params->q.data,    params->k.data,  params->v.data,   params->out.data,
                                params->dout.data, params->lse.data, params->dq.data, (void *)delta,
                                params->cu_seqlens_q.data, params->cu_seqlens_k.data, params->block_idx.data,
-                               params->block_cnt.data};
+                               params->block_cnt.data, (void *)compact};
   static const char *const dq_pointer_names[] = {"q", "k", "v", "out", "dout", "lse", "dq", "Delta",
-                                                 "cu_seqlens_q", "cu_seqlens_k", "block_idx", "block_cnt"};
-  for (int i = 0; i < 12; i++) check_pointer(what, kernel, dq, SEL_DQ_Q + i, dq_pointers[i], dq_pointer_names[i]);
+                                                 "cu_seqlens_q", "cu_seqlens_k", "block_idx", "block_cnt",
+                                                 "Compact"};
+  for (int i = 0; i < 13; i++) check_pointer(what, kernel, dq, SEL_DQ_Q + i, dq_pointers[i], dq_pointer_names[i]);
   const aotk_tensor *dq_tensors[] = {&params->q,  &params->k,   &params->v,         &params->out,      &params->dout,
                                      &params->dq, &params->lse, &params->block_idx, &params->block_cnt};
   static const char *const dq_tensor_names[] = {"q", "k", "v", "out", "dout", "dq", "lse", "block_idx", "block_cnt"};
@@ -7052,10 +7139,12 @@ static void check_sel_bwd(const char *what, const aotk_sel_params *params, const
   const void *dkdv_pointers[] = {params->q.data,  params->k.data,  params->v.data,
                                  params->dout.data, params->lse.data, (void *)delta,
                                  params->dk.data, params->dv.data, params->cu_seqlens_q.data,
-                                 params->cu_seqlens_k.data, (void *)offsets, (void *)tokens};
+                                 params->cu_seqlens_k.data, (void *)offsets, (void *)tokens,
+                                 (void *)chunks, (void *)partials};
   static const char *const dkdv_pointer_names[] = {"q", "k", "v", "dout", "lse", "Delta", "dk", "dv",
-                                                   "cu_seqlens_q", "cu_seqlens_k", "Offsets", "Tokens"};
-  for (int i = 0; i < 12; i++) {
+                                                   "cu_seqlens_q", "cu_seqlens_k", "Offsets", "Tokens",
+                                                   "Chunks", "Partials"};
+  for (int i = 0; i < 14; i++) {
     check_pointer(what, kernel, dkdv, SEL_DKDV_Q + i, dkdv_pointers[i], dkdv_pointer_names[i]);
   }
   const aotk_tensor *dkdv_tensors[] = {&params->q,  &params->k,  &params->v,  &params->dout,
@@ -7074,10 +7163,26 @@ static void check_sel_bwd(const char *what, const aotk_sel_params *params, const
   check_int(what, kernel, dkdv, SEL_DKDV_HEADS_Q, s->heads_q, "heads_q");
   check_int(what, kernel, dkdv, SEL_DKDV_GROUP_SIZE, group, "group_size");
   check_int(what, kernel, dkdv, SEL_DKDV_NUM_KEY_TILES, key_tiles, "num_key_tiles");
+  check_int(what, kernel, dkdv, SEL_DKDV_CHUNK_TOKENS, chunk_tokens, "chunk_tokens");
+  check_int(what, kernel, dkdv, SEL_DKDV_MAX_CHUNKS, max_chunks, "max_chunks");
+  check_int(what, kernel, dkdv, SEL_DKDV_PARTIALS_PER_HEAD, sel_partials_per_head(s), "partials_per_head");
   CHECK_MSG((arg_i32(dkdv, SEL_DKDV_FLAGS) & ~SEL_FLAG_WRITE_LSE) == flags, "%s: dK/dV flags %#x, expected %#x", what,
             (unsigned)arg_i32(dkdv, SEL_DKDV_FLAGS), (unsigned)flags);
   check_float(what, kernel, dkdv, SEL_DKDV_QK_SCALE_LOG2, scale / log(2.0), "qk_scale_log2");
   check_float(what, kernel, dkdv, SEL_DKDV_SOFTMAX_SCALE, scale, "softmax_scale");
+  if (launches == SEL_BWD_KERNELS) return;
+
+  /* The reduce reads the split lists' records where the first launch wrote them: every argument as
+   * there, the flags with SEL_FLAG_DKDV_REDUCE added. */
+  const recorded_launch *reduce = &fake.launch_log[SEL_LAUNCH_DKDV_REDUCE];
+  for (int i = 0; i < SEL_DKDV_PARAM_COUNT; i++) {
+    if (i == SEL_DKDV_FLAGS) continue;
+    CHECK_MSG(memcmp(reduce->args[i], dkdv->args[i], sizeof reduce->args[i]) == 0,
+              "%s: the dK/dV reduce's argument %d differs from the first launch's", what, i);
+  }
+  CHECK_MSG((arg_i32(reduce, SEL_DKDV_FLAGS) & ~SEL_FLAG_WRITE_LSE) == (flags | SEL_FLAG_DKDV_REDUCE),
+            "%s: the dK/dV reduce's flags %#x, expected %#x", what, (unsigned)arg_i32(reduce, SEL_DKDV_FLAGS),
+            (unsigned)(flags | SEL_FLAG_DKDV_REDUCE));
 }
 
 /* Every tensor strided differently (all strides multiples of 16 where the kernels need it), so a
@@ -7108,12 +7213,12 @@ static void test_sel_launch_arguments(void) {
   check_sel_fwd("bf16 d128 bs64 GQA 4, varlen, strided", &params, &s, &sel_sm90);
   CHECK_MSG(fake.loaded_images == 1 && fake.loaded_elf == 1, "loaded %d images", fake.loaded_images);
   check_sel_bwd("bf16 d128 bs64 GQA 4, varlen, strided", &params, &s, &sel_sm90, FAKE_WORKSPACE);
-  CHECK_MSG(fake.loaded_images == 1 + SEL_BWD_LAUNCHES, "loaded %d images, expected 1 + %d", fake.loaded_images,
-            (int)SEL_BWD_LAUNCHES);
+  CHECK_MSG(fake.loaded_images == 1 + SEL_BWD_KERNELS, "loaded %d images, expected 1 + %d", fake.loaded_images,
+            (int)SEL_BWD_KERNELS);
   /* Loaded once: the same calls again load nothing. */
   check_sel_fwd("the same again", &params, &s, &sel_sm90);
   check_sel_bwd("the same again", &params, &s, &sel_sm90, byte_offset(FAKE_WORKSPACE, 4096));
-  CHECK_MSG(fake.loaded_images == 1 + SEL_BWD_LAUNCHES && fake.calls[CALL_cuLibraryLoadData] == 0, "loaded %d images",
+  CHECK_MSG(fake.loaded_images == 1 + SEL_BWD_KERNELS && fake.calls[CALL_cuLibraryLoadData] == 0, "loaded %d images",
             fake.loaded_images);
 
   s.dtype = AOTK_DTYPE_FLOAT16, s.num_seqs = 0, s.with_lse = false, s.with_block_cnt = false;
@@ -7136,6 +7241,39 @@ static void test_sel_launch_arguments(void) {
     check_sel_fwd(what, &params, &s, &sel_sm90);
     check_sel_bwd(what, &params, &s, &sel_sm90, FAKE_WORKSPACE);
   }
+
+  /* The dK/dV split of long token lists, worked through (the values by hand, then the launches): chunks
+   * of the larger of ceil(4096 / group) tokens and 1/512 of the index's entries, capped at 2^29 - 1; at
+   * most ceil(total_q / chunk) of them, 16, and what keeps the grid valid; 2 * total_q * slots / chunk + 1
+   * partial records per kv head when some list can be split. */
+  static const struct {
+    const char *what;
+    int64_t heads_q, heads_kv, total_q, slots, num_seqs;
+    int32_t max_seqlen_k;
+    int64_t head_dim, chunk_tokens, max_chunks, partials_per_head;
+  } splits[] = {
+      {"GQA 4, 300 tokens: chunks of 1024 tokens (4096 pairs), one per list", 8, 2, 300, 16, 3, 250, 128, 1024, 1, 0},
+      {"MHA, 20000 tokens: chunks of 5000 tokens (1/512 of 2.56M entries), 4 per list", 8, 8, 20000, 16, 3, 250, 128,
+       5000, 4, 129},
+      {"MQA 128, 1000 tokens of 8 slots: chunks of 32 tokens, 16 per list, not 32", 128, 1, 1000, 8, 3, 250, 128, 32,
+       16, 501},
+      {"21 sequences of up to 32 * 51130563 keys: 2^30 - 1 key tiles of 32, so 2 chunks per list, not 6", 8, 1, 3000,
+       16, 21, 32 * 51130563, 128, 512, 2, 188},
+      {"46340 tokens, kv heads and slots: chunks of 2^29 - 1 tokens, not 1/512 of 46340^3", 46340, 46340, 46340, 46340,
+       0, 0, 64, INT32_MAX / 4, 1, 0},
+  };
+  for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+    s = default_sel_shape;
+    s.heads_q = splits[i].heads_q, s.heads_kv = splits[i].heads_kv, s.total_q = splits[i].total_q;
+    s.slots = splits[i].slots, s.num_seqs = splits[i].num_seqs, s.max_seqlen_k = splits[i].max_seqlen_k;
+    s.head_dim_qk = s.head_dim_v = splits[i].head_dim;
+    CHECK_MSG(sel_chunk_tokens(&s) == splits[i].chunk_tokens && sel_max_chunks(&s) == splits[i].max_chunks &&
+                  sel_partials_per_head(&s) == splits[i].partials_per_head,
+              "%s: the test's formulas give chunks of %lld, %lld per list, %lld records", splits[i].what,
+              (long long)sel_chunk_tokens(&s), (long long)sel_max_chunks(&s), (long long)sel_partials_per_head(&s));
+    params = sel_params_for(s, true);
+    check_sel_bwd(splits[i].what, &params, &s, &sel_sm90, FAKE_WORKSPACE);
+  }
   uninstall_fake_gpu();
 }
 
@@ -7149,7 +7287,7 @@ static void test_sel_tuning_choice(void) {
   static const int64_t dims[][2] = {{64, 64}, {128, 128}, {192, 128}};
   static const int32_t block_sizes[] = {32, 64, 128};
   static const int64_t groups[] = {1, 2, 16, 17, 48, 64, 65};
-  int calls = 0;
+  int calls = 0, split = 0;
   for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
     install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
     for (size_t d = 0; d < 2; d++)
@@ -7168,9 +7306,13 @@ static void test_sel_tuning_choice(void) {
             check_sel_fwd(what, &params, &s, &gpus[g]);
             check_sel_bwd(what, &params, &s, &gpus[g], FAKE_WORKSPACE);
             calls += 2;
+            split += sel_max_chunks(&s) > 1;
           }
   }
-  printf("    %d queries and calls\n", calls);
+  /* Groups of 48 and more make chunks of at most 86 tokens, fewer than their problems' 152 to 178 tokens:
+   * those split the lists; the smaller groups' chunks, 241 tokens and more, never do. */
+  CHECK_MSG(split > 0 && split < calls / 2, "%d of %d backward calls split the dK/dV lists", split, calls / 2);
+  printf("    %d queries and calls, %d backward calls with split dK/dV lists\n", calls, split);
   uninstall_fake_gpu();
 }
 
@@ -7196,7 +7338,7 @@ static void test_sel_too_little_shared_memory(void) {
     aotk_status status = run_sel_op(op, &params);
     CHECK_MSG(status == AOTK_OK, "%s with exactly %d bytes: %s (%s)", sel_op_function(op), hungriest->shared_bytes,
               aotk_status_name(status), aotk_last_error());
-    CHECK(fake.launches == (bwd ? SEL_BWD_LAUNCHES : 1));
+    CHECK(fake.launches == (bwd ? sel_bwd_launches(&s) : 1));
     install_fake_gpu(90, hungriest->shared_bytes - 1);
     status = run_sel_op(op, &params);
     CHECK_MSG(status == AOTK_ERROR_UNSUPPORTED_ARCH, "%s with %d bytes: %s", sel_op_function(op),
@@ -7236,7 +7378,7 @@ static void test_sel_faults(void) {
   CHECK(fake.launches == 0 && fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuMemcpyHtoD] == 0);
 
   enum { CUDA_ERROR_NO_BINARY_FOR_GPU = 209 };
-  for (int n = 1; n <= SEL_BWD_LAUNCHES; n++) {
+  for (int n = 1; n <= SEL_BWD_KERNELS; n++) {
     install_fake_gpu(90, SHARED_SM90);
     fake.library_load_result = CUDA_ERROR_NO_BINARY_FOR_GPU;
     fake.fail_library_load_call = n;
@@ -7247,20 +7389,30 @@ static void test_sel_faults(void) {
     /* Once the driver recovers, the call goes through. */
     fake.library_load_result = CUDA_SUCCESS;
     CHECK(aotk_sel_bwd(&bwd_params, FAKE_WORKSPACE, AMPLE_WORKSPACE_BYTES, FAKE_STREAM) == AOTK_OK);
-    CHECK(fake.launches == SEL_BWD_LAUNCHES);
+    CHECK(fake.launches == sel_bwd_launches(&default_sel_shape));
   }
-  for (int n = 1; n <= SEL_BWD_LAUNCHES; n++) {
-    install_fake_gpu(90, SHARED_SM90);
-    fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
-    fake.fail_launch_call = n;
-    aotk_status status = aotk_sel_bwd(&bwd_params, FAKE_WORKSPACE, AMPLE_WORKSPACE_BYTES, FAKE_STREAM);
-    CHECK_MSG(status == AOTK_ERROR_CUDA && aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY,
-              "launch %d of the backward fails: %s", n, aotk_status_name(status));
-    CHECK_MSG(message_mentions("cuLaunchKernel(sel_"), "launch %d fails: the message \"%s\" names no kernel", n,
-              aotk_last_error());
-    CHECK_MSG(fake.launches == n - 1 && fake.calls[CALL_cuLaunchKernel] == n,
-              "launch %d of the backward fails: %d launched, %d tried", n, fake.launches,
-              fake.calls[CALL_cuLaunchKernel]);
+  /* Each launch failing in turn, in a backward of seven launches and in one of eight (a group of 128
+   * splits the dK/dV lists: the reduce's launch can fail too). */
+  sel_shape split = default_sel_shape;
+  split.heads_q = 128, split.heads_kv = 1;
+  const sel_shape *launch_shapes[] = {&default_sel_shape, &split};
+  for (int k = 0; k < 2; k++) {
+    const aotk_sel_params params = sel_params_for(*launch_shapes[k], true);
+    const int launches = sel_bwd_launches(launch_shapes[k]);
+    CHECK(launches == SEL_BWD_KERNELS + k);
+    for (int n = 1; n <= launches; n++) {
+      install_fake_gpu(90, SHARED_SM90);
+      fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+      fake.fail_launch_call = n;
+      aotk_status status = aotk_sel_bwd(&params, FAKE_WORKSPACE, AMPLE_WORKSPACE_BYTES, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_CUDA && aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY,
+                "launch %d of %d of the backward fails: %s", n, launches, aotk_status_name(status));
+      CHECK_MSG(message_mentions("cuLaunchKernel(sel_"), "launch %d fails: the message \"%s\" names no kernel", n,
+                aotk_last_error());
+      CHECK_MSG(fake.launches == n - 1 && fake.calls[CALL_cuLaunchKernel] == n,
+                "launch %d of %d of the backward fails: %d launched, %d tried", n, launches, fake.launches,
+                fake.calls[CALL_cuLaunchKernel]);
+    }
   }
   install_fake_gpu(90, SHARED_SM90);
   fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
@@ -7377,8 +7529,8 @@ static void test_sel_after_preload(void) {
     CHECK(aotk_sel_fwd(&fwd_params, FAKE_STREAM) == AOTK_OK);
     CHECK(aotk_sel_bwd(&bwd_params, FAKE_WORKSPACE, sel_workspace_bytes(&s), FAKE_STREAM) == AOTK_OK);
     CHECK(aotk_sel_check_indices(&fwd_params, FAKE_WORKSPACE, 16, FAKE_STREAM) == AOTK_OK);
-    CHECK_MSG(fake.launches == 1 + SEL_BWD_LAUNCHES + 1, "cc %d: %d launches, expected 1 + %d + 1",
-              gpus[g].compute_capability, fake.launches, (int)SEL_BWD_LAUNCHES);
+    CHECK_MSG(fake.launches == 1 + sel_bwd_launches(&s) + 1, "cc %d: %d launches, expected 1 + %d + 1",
+              gpus[g].compute_capability, fake.launches, sel_bwd_launches(&s));
     CHECK_MSG(fake.loaded_images == loaded, "cc %d: a selection call after preload loaded %d images",
               gpus[g].compute_capability, fake.loaded_images - loaded);
   }

@@ -54,17 +54,18 @@
  *   sel_fwd: Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt; the strides of Q, K, V, Out,
  *     Lse, BlockIdx and BlockCnt; num_seqs, total_q, total_k, max_seqlen_k, group_size, group_chunks,
  *     num_slots, flags; qk_scale_log2.
- *   sel_bwd_dq: Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt; the
- *     strides of Q, K, V, Out, DOut, DQ, Lse, BlockIdx and BlockCnt; num_seqs, total_q, total_k,
+ *   sel_bwd_dq: Q, K, V, Out, DOut, Lse, DQ, Delta, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt, Compact;
+ *     the strides of Q, K, V, Out, DOut, DQ, Lse, BlockIdx and BlockCnt; num_seqs, total_q, total_k,
  *     max_seqlen_k, heads_q, group_size, group_chunks, num_slots, flags; qk_scale_log2, softmax_scale.
- *   sel_bwd_dkdv: Q, K, V, DOut, Lse, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, Offsets, Tokens; the strides
- *     of Q, K, V, DOut, DK, DV and Lse; stride_offsets (i), stride_tokens (l); num_seqs, total_q, total_k,
- *     max_seqlen_k, heads_q, group_size, num_key_tiles, flags; qk_scale_log2, softmax_scale.
+ *   sel_bwd_dkdv: Q, K, V, DOut, Lse, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, Offsets, Tokens, Chunks,
+ *     Partials; the strides of Q, K, V, DOut, DK, DV and Lse; stride_offsets (i), stride_tokens (l);
+ *     num_seqs, total_q, total_k, max_seqlen_k, heads_q, group_size, num_key_tiles, chunk_tokens,
+ *     max_chunks, partials_per_head, flags; qk_scale_log2, softmax_scale.
  *   sel_index_zero: Offsets; count.
  *   sel_index_count: BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets; the strides of BlockIdx and
  *     BlockCnt; stride_offsets (i); num_seqs, total_q, total_k, max_seqlen_k, block_size, num_slots,
  *     num_chunks, search_steps, flags.
- *   sel_index_scan: Offsets, Cursors; stride_offsets, slots.
+ *   sel_index_scan: Offsets, Cursors, Chunks; stride_offsets, slots, chunk_tokens, max_chunks.
  *   sel_index_scatter: BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Cursors, Tokens; the strides of
  *     BlockIdx and BlockCnt; stride_offsets (i), stride_tokens (l); then sel_index_count's nine ints.
  *   sel_index_order: BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets, Tokens; the strides of BlockIdx
@@ -151,17 +152,17 @@ static const struct family {
     {AOTK__FAMILY_SEL_FWD, "sel_fwd", "ppppppppp" "li" "li" "li" "li" "li" "li" "li" "iiiiiiii" "f", true, true,
      HEAD_DIMS_SEL_PAIRS, false, true, true, 0, 0, false, false},
     {AOTK__FAMILY_SEL_BWD_DQ, "sel_bwd_dq",
-     "pppppppppppp" "li" "li" "li" "li" "li" "li" "li" "li" "li" "iiiiiiiii" "ff", true, false, HEAD_DIMS_SEL_PAIRS,
+     "ppppppppppppp" "li" "li" "li" "li" "li" "li" "li" "li" "li" "iiiiiiiii" "ff", true, false, HEAD_DIMS_SEL_PAIRS,
      false, true, true, 0, 0, false, false},
     {AOTK__FAMILY_SEL_BWD_DKDV, "sel_bwd_dkdv",
-     "pppppppppppp" "li" "li" "li" "li" "li" "li" "li" "il" "iiiiiiii" "ff", true, true, HEAD_DIMS_SEL_PAIRS, false,
+     "pppppppppppppp" "li" "li" "li" "li" "li" "li" "li" "il" "iiiiiiiiiii" "ff", true, true, HEAD_DIMS_SEL_PAIRS, false,
      true, true, 0, 0, false, false},
     /* The inverse index's passes, and the debug check. */
     {AOTK__FAMILY_SEL_INDEX_ZERO, "sel_index_zero", "p" "i", false, false, HEAD_DIMS_NONE, false, false, false, 0, 0,
      false, false},
     {AOTK__FAMILY_SEL_INDEX_COUNT, "sel_index_count", "ppppp" "li" "li" "i" "iiiiiiiii", false, false,
      HEAD_DIMS_NONE, false, false, false, 0, 0, false, false},
-    {AOTK__FAMILY_SEL_INDEX_SCAN, "sel_index_scan", "pp" "ii", false, false, HEAD_DIMS_NONE, false, false, false, 0, 0,
+    {AOTK__FAMILY_SEL_INDEX_SCAN, "sel_index_scan", "ppp" "iiii", false, false, HEAD_DIMS_NONE, false, false, false, 0, 0,
      false, false},
     {AOTK__FAMILY_SEL_INDEX_SCATTER, "sel_index_scatter", "pppppp" "li" "li" "il" "iiiiiiiii", false, false,
      HEAD_DIMS_NONE, false, false, false, 0, 0, false, false},

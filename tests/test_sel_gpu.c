@@ -10,7 +10,10 @@
  * block_cnt present (with counts outside [0, slots], which clamp, and unread slots holding ids that
  * would count if read) and absent; random distinct blocks in random slot order mixed with -1, other
  * negative ids, ids past the last block and future blocks (all ignored); rows made empty on purpose;
- * the contiguous layout, padded strides, and q/k/v (and dq/dk/dv) as slices of one packed buffer.
+ * NSA's fixed picks (block 0 and the local blocks in every row) at 8200 and 65600 tokens, whose token
+ * lists the backward splits across dK/dV programs, and rows with about a quarter of their slots valid,
+ * in every dtype and head-dim pair; the contiguous layout, padded strides, and q/k/v (and dq/dk/dv) as
+ * slices of one packed buffer.
  *
  * Each case also checks, on the same inputs:
  * - every output element written, every padding element and unused row left alone (poison);
@@ -20,8 +23,9 @@
  * - the counted slots permuted: within twice the bound of the unpermuted run;
  * - (block_cnt present) the slots past each count set to -1 and block_cnt dropped: the same bits;
  * - (varlen) each sequence as its own call without cu_seqlens: the same bits when the two calls run
- *   the same kernels (one program per (token, kv head) or per key block, the same values in the same
- *   order: nothing depends on the packing), else within twice the bound;
+ *   the same kernels and neither may split a token list (one program per (token, kv head) or per key
+ *   block, the same values in the same order: nothing depends on the packing), else within twice the
+ *   bound (the split's chunk size follows the problem's size);
  * - (every block <= p / block_size selected) aotk's dense causal attention (aotk_attn_fwd/bwd, varlen,
  *   bottom-right aligned) on the same buffers: within twice the bound.
  * Then: the queries, the refusals (workspace, alignment, missing lse: nothing written), and
@@ -66,6 +70,10 @@ typedef enum selection_kind {
   SELECT_EVERY_BLOCK, /* every block 0 .. p / block_size, shuffled: dense causal attention */
   SELECT_DUPLICATES,  /* SELECT_RANDOM with some blocks listed twice (counted twice: the header's math) */
   SELECT_NOTHING,     /* no row selects anything */
+  SELECT_HOT,         /* NSA's fixed picks: block 0 and the two local blocks in every row, then distinct random
+                         causal blocks: block 0's token list is every token (the dK/dV split) */
+  SELECT_SPARSE,      /* each slot a distinct causal block with probability 1/4, else an ignored id: rows
+                         mostly empty (the forward and dQ loop over the valid slots only) */
 } selection_kind;
 
 typedef enum layout_kind {
@@ -76,7 +84,7 @@ typedef enum layout_kind {
 } layout_kind;
 
 static const char *const layout_names[] = {"contiguous", "padded", "qkv-packed"};
-static const char *const selection_names[] = {"random", "every-block", "duplicates", "nothing"};
+static const char *const selection_names[] = {"random", "every-block", "duplicates", "nothing", "hot", "sparse"};
 
 typedef struct sel_case {
   aotk_dtype dtype;
@@ -142,6 +150,7 @@ typedef struct sel_run {
   float *lse_host;
   aotk_sel_params params;
   char fwd_kernel[96], bwd_kernel[96];
+  int bwd_launches; /* 8: long token lists may be split across dK/dV programs (aotk.h) */
   aotk__sel_reference_problem problem;
   /* the reference */
   double *ref[RESULTS], *ref_lse;
@@ -385,6 +394,36 @@ static void fill_selection(sel_run *x) {
         count = x->cnt ? available : S;
         for (int64_t s = available; s < S; s++) row[s] = x->cnt ? unread_id(state, available, where.num_blocks) : -1;
         stored = (int32_t)count;
+      } else if (c->selection == SELECT_HOT || c->selection == SELECT_SPARSE) {
+        for (int64_t b = 0; b < available; b++) pool[b] = (int32_t)b;
+        int64_t taken = 0; /* pool[0 .. taken-1]: the blocks used so far */
+        if (c->selection == SELECT_HOT) {
+          const int64_t fixed[3] = {0, available - 1, available - 2};
+          for (int f = 0; f < 3; f++) {
+            if (fixed[f] < 0 || taken >= S) continue;
+            int64_t j = taken;
+            while (j < available && pool[j] != fixed[f]) j++;
+            if (j == available) continue; /* already taken (fewer than three blocks) */
+            pool[j] = pool[taken];
+            pool[taken] = (int32_t)fixed[f];
+            row[taken] = pool[taken];
+            taken++;
+          }
+        }
+        for (int64_t s = taken; s < S; s++) {
+          const bool pick = taken < available && (c->selection == SELECT_HOT || aotk__random_int(state, 0, 3) == 0);
+          if (pick) {
+            int64_t j = aotk__random_int(state, taken, available - 1);
+            int32_t swap = pool[taken];
+            pool[taken] = pool[j];
+            pool[j] = swap;
+            row[s] = pool[taken++];
+          } else {
+            row[s] = ignored_id(state, where.num_blocks, &next_future);
+          }
+        }
+        aotk__random_shuffle_int32(row, S, state);
+        stored = (int32_t)S;
       } else {
         if (x->cnt) count = aotk__random_int(state, 0, 3) == 0 ? aotk__random_int(state, 0, S) : S - aotk__random_int(state, 0, S / 4);
         const int64_t most = available < count ? available : count;
@@ -572,7 +611,9 @@ static bool sel_run_create(sel_run *x, const sel_case *c) {
   CHECK_MSG(status == AOTK_OK, "backward query: %s: %s", aotk_status_name(status), aotk_last_error());
   if (status != AOTK_OK) return false;
   snprintf(x->bwd_kernel, sizeof x->bwd_kernel, "%s", info.kernel_name);
-  CHECK_MSG(info.launches == 7, "backward query: %d launches, the header says 7", (int)info.launches);
+  CHECK_MSG(info.launches == 7 || info.launches == 8, "backward query: %d launches, the header says 7 or 8",
+            (int)info.launches);
+  x->bwd_launches = info.launches;
   x->workspace_bytes = info.workspace_bytes;
   return device_alloc(&x->workspace, x->workspace_bytes);
 }
@@ -1032,7 +1073,11 @@ static void identity_separate_calls(sel_run *x, const results *base) {
            poison(dev[SWORK], bwd_info.workspace_bytes) && settle();
     }
     if (ok) {
-      same_kernels &= strcmp(fwd_info.kernel_name, x->fwd_kernel) == 0 && strcmp(bwd_info.kernel_name, x->bwd_kernel) == 0;
+      /* The dK/dV split's chunk size follows the whole problem's size: the same bits only where neither
+       * call may split a list (7 launches). */
+      same_kernels &= strcmp(fwd_info.kernel_name, x->fwd_kernel) == 0 &&
+                      strcmp(bwd_info.kernel_name, x->bwd_kernel) == 0 && bwd_info.launches == 7 &&
+                      x->bwd_launches == 7;
       status = aotk_sel_fwd(&params, (aotk_stream)stream);
       if (status == AOTK_OK) {
         status = aotk_sel_bwd(&params, (void *)(uintptr_t)dev[SWORK], bwd_info.workspace_bytes, (aotk_stream)stream);
@@ -1261,6 +1306,21 @@ static const case_row case_rows[] = {
     /* Blocks listed twice (the caller's error, but the header defines it: counted twice). */
     {1, 64, 64, 64, 2, 4, 8, SEQS_SHORT_MIX, 0, 1, SELECT_DUPLICATES, 0, LAYOUT_CONTIGUOUS, 0},
     {0, 128, 128, 32, 1, 16, 16, SEQS_SINGLE, 1000, 0, SELECT_DUPLICATES, 0, LAYOUT_PADDED, 0},
+    /* Hot blocks (NSA's fixed picks: block 0's list holds every token, past the index's sort tile of
+     * 8192 and past 65536 tokens: split across dK/dV programs), every dtype and head-dim pair. */
+    {1, 64, 64, 64, 2, 4, 3, SEQS_SINGLE, 8200, 0, SELECT_HOT, 0, LAYOUT_CONTIGUOUS, 0},
+    {0, 64, 64, 32, 1, 1, 3, SEQS_SINGLE, 65600, 1, SELECT_HOT, 0, LAYOUT_PADDED, 0},
+    {0, 128, 128, 128, 1, 8, 4, SEQS_SINGLE, 8200, 1, SELECT_HOT, 0, LAYOUT_QKV, 0},
+    {1, 128, 128, 64, 1, 1, 3, SEQS_SINGLE, 65600, 0, SELECT_HOT, 0, LAYOUT_CONTIGUOUS, 0},
+    {1, 192, 128, 32, 1, 4, 4, SEQS_SINGLE, 8200, 0, SELECT_HOT, 0, LAYOUT_PADDED, 0},
+    {0, 192, 128, 64, 1, 1, 3, SEQS_SINGLE, 65600, 0, SELECT_HOT, 0, LAYOUT_CONTIGUOUS, 0},
+    /* Mostly empty rows (about a quarter of the slots valid), every dtype and head-dim pair. */
+    {1, 64, 64, 32, 2, 16, 16, SEQS_SINGLE, 2000, 1, SELECT_SPARSE, 0, LAYOUT_CONTIGUOUS, 0},
+    {0, 64, 64, 128, 1, 4, 8, SEQS_LONG_MIX, 0, 0, SELECT_SPARSE, 0, LAYOUT_PADDED, 0},
+    {1, 128, 128, 64, 1, 16, 16, SEQS_SINGLE, 2000, 0, SELECT_SPARSE, 0, LAYOUT_QKV, 0},
+    {0, 128, 128, 32, 2, 4, 32, SEQS_SHORT_MIX, 0, 1, SELECT_SPARSE, 0, LAYOUT_CONTIGUOUS, 0},
+    {1, 192, 128, 128, 1, 8, 16, SEQS_LONG_MIX, 0, 1, SELECT_SPARSE, 0, LAYOUT_CONTIGUOUS, 0},
+    {0, 192, 128, 64, 2, 4, 16, SEQS_SINGLE, 2000, 0, SELECT_SPARSE, 0, LAYOUT_PADDED, 0},
     /* A group of 64 with two kv heads (128 query heads). */
     {1, 128, 128, 64, 2, 64, 8, SEQS_SHORT_MIX, 0, 1, SELECT_RANDOM, 5, LAYOUT_PADDED, 0},
 };
@@ -1397,13 +1457,21 @@ static void test_query_on_device(void) {
   status = aotk_sel_query(AOTK_OP_SEL_BWD, &params, &info);
   CHECK_MSG(status == AOTK_OK, "backward: %s: %s", aotk_status_name(status), aotk_last_error());
   CHECK_MSG(strncmp(info.kernel_name, "sel_bwd_dkdv_bf16_", 18) == 0, "backward kernel %s", info.kernel_name);
-  CHECK(info.launches == 7);
-  /* The header's formula: delta, list offsets and cursors, the lists, each rounded up to 16 bytes (one
-   * sequence: max_seqlen_k is total_k). */
+  /* The header's formula, each part rounded up to 16 bytes (one sequence: max_seqlen_k is total_k): delta,
+   * list offsets, cursors and first records, the lists and the compacted rows, the partial records. */
   const size_t offsets_row = (size_t)((total_k + 63) / 64 + 1 + 3) / 4 * 4;
+  const int64_t group = heads_q / heads_kv, by_pairs = (4096 + group - 1) / group,
+                by_share = (heads_kv * total_q * slots + 511) / 512;
+  const int64_t chunk_tokens = by_pairs > by_share ? by_pairs : by_share;
+  int64_t max_chunks = (total_q + chunk_tokens - 1) / chunk_tokens;
+  max_chunks = max_chunks < 1 ? 1 : max_chunks > 16 ? 16 : max_chunks;
+  const int64_t records = max_chunks > 1 ? 2 * total_q * slots / chunk_tokens + 1 : 0;
   const size_t documented = round_up16((size_t)(4 * total_q * heads_q)) +
-                            2 * round_up16(4 * (size_t)heads_kv * offsets_row) +
-                            (size_t)(4 * heads_kv * total_q * slots);
+                            3 * round_up16(4 * (size_t)heads_kv * offsets_row) +
+                            2 * round_up16((size_t)(4 * heads_kv * total_q * slots)) +
+                            (size_t)(4 * heads_kv * records * 64 * (128 + 128));
+  CHECK_MSG(info.launches == (max_chunks > 1 ? 8 : 7), "%d launches with at most %lld chunks per list",
+            (int)info.launches, (long long)max_chunks);
   CHECK_MSG(info.workspace_bytes == documented, "workspace %zu bytes, the header's formula gives %zu",
             info.workspace_bytes, documented);
   printf("    backward: %s, %d warps, %d bytes shared, grid %lld, workspace %zu bytes\n", info.kernel_name,
