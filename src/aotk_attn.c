@@ -69,7 +69,8 @@ const char *aotk__dtype_name(aotk_dtype dtype) {
 }
 
 /* Checks what a tensor must satisfy on its own: data, rank, positive sizes, a contiguous last
- * dimension, non-negative strides, element alignment, and a byte span that fits in int64. */
+ * dimension, non-negative strides, element alignment, and a byte span that fits in int64 and in the
+ * address space after data (fuzz_api found a uint8 mask at 0xffffffffffffffff accepted). */
 aotk_status aotk__check_tensor(const aotk_tensor *t, const char *name, int rank, const char *layout) {
   if (t->data == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "%s.data is NULL", name);
   int element_bytes = dtype_bytes(t->dtype);
@@ -105,6 +106,10 @@ aotk_status aotk__check_tensor(const aotk_tensor *t, const char *name, int rank,
   if (__builtin_add_overflow(last_offset, 1, &span_bytes) ||
       __builtin_mul_overflow(span_bytes, (int64_t)element_bytes, &span_bytes)) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: its byte span overflows int64", name);
+  }
+  if ((uint64_t)span_bytes - 1 > (uint64_t)(UINTPTR_MAX - (uintptr_t)t->data)) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s.data = %p: its %lld bytes run past the end of the address space",
+                      name, t->data, (long long)span_bytes);
   }
   if ((uintptr_t)t->data % (uintptr_t)element_bytes != 0) {
     return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER, "%s.data = %p is not aligned to its %d-byte elements", name,

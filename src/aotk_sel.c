@@ -549,7 +549,8 @@ static aotk_status launch_sel_bwd(const aotk_sel_params *params, const sel_probl
   CUdeviceptr chunks_first = cursors + offsets_bytes(p);
   CUdeviceptr tokens = chunks_first + offsets_bytes(p);
   CUdeviceptr compact = tokens + tokens_bytes(p);
-  CUdeviceptr partials = compact + tokens_bytes(p);
+  /* No records (no list can be split): no pointer past the workspace's end, but NULL. */
+  CUdeviceptr partials = partials_bytes(p) > 0 ? compact + tokens_bytes(p) : 0;
   int32_t split_tokens = (int32_t)chunk_tokens(p), split_most = (int32_t)max_chunks(p);
   int32_t records_per_head = (int32_t)partials_per_head(p);
   int32_t stride_offsets = (int32_t)offsets_stride(p);

@@ -1490,6 +1490,8 @@ static void set_struct_size_short(aotk_attn_params *p) { p->struct_size = ATTN_P
 static void set_struct_size_of_a_pointer(aotk_attn_params *p) { p->struct_size = sizeof(void *); }
 static void set_struct_size_garbage(aotk_attn_params *p) { p->struct_size = (size_t)1 << 40; }
 static void set_q_null(aotk_attn_params *p) { p->q.data = NULL; }
+/* 16-byte aligned, 16 bytes below the end of the address space: q's span runs past it. */
+static void set_q_at_the_top(aotk_attn_params *p) { p->q.data = (void *)(UINTPTR_MAX - 15); }
 static void set_k_null(aotk_attn_params *p) { p->k.data = NULL; }
 static void set_v_null(aotk_attn_params *p) { p->v.data = NULL; }
 static void set_out_null(aotk_attn_params *p) { p->out.data = NULL; }
@@ -1778,6 +1780,7 @@ static const bad_input bad_inputs[] = {
     {"struct_size of a pointer", set_struct_size_of_a_pointer, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
     {"struct_size garbage", set_struct_size_garbage, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
     {"q.data NULL", set_q_null, AOTK_ERROR_NULL_POINTER, "q.data"},
+    {"q past the end of the address space", set_q_at_the_top, AOTK_ERROR_SIZE_OVERFLOW, "end of the address space"},
     {"k.data NULL", set_k_null, AOTK_ERROR_NULL_POINTER, "k.data"},
     {"v.data NULL", set_v_null, AOTK_ERROR_NULL_POINTER, "v.data"},
     {"out.data NULL", set_out_null, AOTK_ERROR_NULL_POINTER, "out.data"},
@@ -6048,6 +6051,7 @@ static void sel_struct_size_short(aotk_sel_params *p) { p->struct_size = sizeof(
 static void sel_struct_size_of_a_pointer(aotk_sel_params *p) { p->struct_size = sizeof(void *); }
 static void sel_struct_size_garbage(aotk_sel_params *p) { p->struct_size = (size_t)1 << 40; }
 static void sel_q_null(aotk_sel_params *p) { p->q.data = NULL; }
+static void sel_block_idx_at_the_top(aotk_sel_params *p) { p->block_idx.data = (void *)(UINTPTR_MAX - 3); }
 static void sel_k_null(aotk_sel_params *p) { p->k.data = NULL; }
 static void sel_v_null(aotk_sel_params *p) { p->v.data = NULL; }
 static void sel_out_null(aotk_sel_params *p) { p->out.data = NULL; }
@@ -6218,6 +6222,8 @@ static const sel_bad_input sel_bad_inputs[] = {
     {"v.data NULL", sel_v_null, AOTK_ERROR_NULL_POINTER, "v.data"},
     {"out.data NULL", sel_out_null, AOTK_ERROR_NULL_POINTER, "out.data"},
     {"block_idx.data NULL", sel_block_idx_null, AOTK_ERROR_NULL_POINTER, "block_idx.data"},
+    {"block_idx past the end of the address space", sel_block_idx_at_the_top, AOTK_ERROR_SIZE_OVERFLOW,
+     "end of the address space"},
     {"q float32", sel_q_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
     {"q int32", sel_q_int32, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
     {"q dtype garbage", sel_q_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
@@ -7021,7 +7027,7 @@ static void check_sel_bwd(const char *what, const aotk_sel_params *params, const
   const uintptr_t delta = (uintptr_t)workspace, offsets = delta + sel_delta_bytes(s);
   const uintptr_t cursors = offsets + sel_offsets_bytes(s), chunks = cursors + sel_offsets_bytes(s);
   const uintptr_t tokens = chunks + sel_offsets_bytes(s), compact = tokens + sel_tokens_bytes(s);
-  const uintptr_t partials = compact + sel_tokens_bytes(s);
+  const uintptr_t partials = sel_partials_bytes(s) > 0 ? compact + sel_tokens_bytes(s) : 0; /* none: NULL */
   const int32_t flags = expected_sel_flags(params);
   const double scale = sel_scale(params, s);
 
