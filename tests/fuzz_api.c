@@ -101,7 +101,8 @@ typedef struct span {
   const aotk_tensor *tensor; /* the description it comes from, if a tensor's */
 } span;
 
-static struct {
+/* Per thread: the driver's entries run on the calling thread, and the stress build calls from many. */
+static _Thread_local struct {
   span spans[MAX_SPANS];
   int span_count;
   /* what reached the driver during the current call */
@@ -639,6 +640,9 @@ static void edit_sel(reader *r, aotk_sel_params *p) {
 
 enum { OP_ATTN_FWD, OP_ATTN_BWD, OP_QUERY, OP_SEL_FWD, OP_SEL_BWD, OP_SEL_QUERY, OP_SEL_CHECK, OPS };
 
+/* This thread's calls that the library accepted, and that launched kernels. */
+static _Thread_local long accepted_calls, launching_calls;
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
   aotk__driver_set_for_testing(&fake_driver);
@@ -706,5 +710,71 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fail("a refused call reached the driver");
   }
   if (status != AOTK_OK && aotk_last_error()[0] == '\0') fail("a refusal without a message");
+  accepted_calls += status == AOTK_OK;
+  launching_calls += seen.launches > 0;
   return 0;
 }
+
+#ifdef AOTK_FUZZ_THREADS_MAIN
+/* The stress build (tests/CMakeLists.txt: stress_api, under ThreadSanitizer): the same calls with the
+ * same checks from many threads at once, each decoding its own random inputs, the library's first use
+ * included (every thread starts at once, before any kernel is loaded).
+ *   stress_api [threads] [seconds] */
+#include <pthread.h>
+#include <time.h>
+
+static double stress_seconds;
+static pthread_barrier_t stress_start;
+static pthread_mutex_t stress_totals_lock = PTHREAD_MUTEX_INITIALIZER;
+static long stress_totals[3]; /* calls, accepted, launching */
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void *stress_thread(void *argument) {
+  uint64_t state = 0x9e3779b97f4a7c15ull * (uint64_t)(uintptr_t)argument + 1;
+  uint8_t input[160];
+  long calls = 0;
+  pthread_barrier_wait(&stress_start);
+  const double end = now() + stress_seconds;
+  while (now() < end) {
+    for (size_t i = 0; i < sizeof input; i++) { /* xorshift64 */
+      state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+      input[i] = (uint8_t)state;
+    }
+    LLVMFuzzerTestOneInput(input, 16 + (size_t)(state % (sizeof input - 16)));
+    calls++;
+  }
+  pthread_mutex_lock(&stress_totals_lock);
+  stress_totals[0] += calls, stress_totals[1] += accepted_calls, stress_totals[2] += launching_calls;
+  pthread_mutex_unlock(&stress_totals_lock);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  const int threads = argc > 1 ? atoi(argv[1]) : 8;
+  stress_seconds = argc > 2 ? atof(argv[2]) : 10.0;
+  if (threads < 1 || threads > 256 || !(stress_seconds > 0)) {
+    fprintf(stderr, "usage: %s [threads 1..256] [seconds]\n", argv[0]);
+    return 2;
+  }
+  LLVMFuzzerInitialize(&argc, &argv);
+  pthread_t ids[256];
+  pthread_barrier_init(&stress_start, NULL, (unsigned)threads);
+  for (int i = 0; i < threads; i++) {
+    if (pthread_create(&ids[i], NULL, stress_thread, (void *)(uintptr_t)(i + 1)) != 0) {
+      fprintf(stderr, "pthread_create failed\n");
+      return 1;
+    }
+  }
+  for (int i = 0; i < threads; i++) pthread_join(ids[i], NULL);
+  printf("%ld calls from %d threads in %.0f s (%ld accepted, %ld of them launching kernels), every check held\n",
+         stress_totals[0], threads, stress_seconds, stress_totals[1], stress_totals[2]);
+  /* Accepted calls that launch: the checks above did run (a decoder that only made refusals would not
+   * test much). */
+  return stress_totals[2] > 0 ? 0 : 1;
+}
+#endif
