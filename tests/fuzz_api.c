@@ -8,8 +8,9 @@
  * entry (small, near a power of two, negative or huge), a rank, a dtype, a pointer (NULL, moved by a
  * few bytes, another tensor's), a scalar's bits (NaN and the infinities included), struct_size, the
  * workspace's size and address. Nothing is dereferenced: the pointers are fake, so sizes far past any
- * GPU's memory are fine, and the library runs over a fake driver table (an H100: sm_90, 132 SMs, 227 KiB
- * of shared memory per block) that records what reaches it.
+ * GPU's memory are fine, and the library runs over a fake driver table that records what reaches it,
+ * with four devices (sm_90, sm_80, sm_86 and sm_120: the cubins with TMA, the sm_80 cubins, less shared
+ * memory, the PTX), the input's last byte choosing whose context is current.
  *
  * The target aborts (a finding) on
  * - a crash or a sanitizer report (the build adds AddressSanitizer and UndefinedBehaviorSanitizer);
@@ -204,26 +205,36 @@ static CUresult fake_cuGetErrorString(CUresult error, const char **text) {
 }
 static CUresult fake_cuDeviceGet(CUdevice *device, int ordinal) {
   *device = ordinal;
-  return ordinal == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return ordinal >= 0 && ordinal < 4 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
+/* The fake GPUs: an H100 (sm_90, the cubins and TMA), an A100 (sm_80), an RTX 3090 (sm_86, 99 KiB of
+ * shared memory) and an sm_120 part (the sm_80 PTX). Each input (each thread's call) picks the one whose
+ * context is current. */
+static const struct fake_device {
+  int compute_capability, multiprocessors, max_shared_bytes;
+} fake_devices[] = {{90, 132, 227 * 1024}, {80, 108, 163 * 1024}, {86, 82, 99 * 1024}, {120, 170, 99 * 1024}};
+enum { FAKE_DEVICES = sizeof fake_devices / sizeof fake_devices[0] };
+static _Thread_local CUdevice current_device;
+
 static CUresult fake_cuDeviceGetCount(int *count) {
-  *count = 1;
+  *count = FAKE_DEVICES;
   return CUDA_SUCCESS;
 }
 static CUresult fake_cuDeviceGetAttribute(int *value, int attribute, CUdevice device) {
-  if (device != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (device < 0 || device >= FAKE_DEVICES) return CUDA_ERROR_INVALID_VALUE;
+  const struct fake_device *d = &fake_devices[device];
   switch (attribute) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-      *value = 9;
+      *value = d->compute_capability / 10;
       return CUDA_SUCCESS;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-      *value = 0;
+      *value = d->compute_capability % 10;
       return CUDA_SUCCESS;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
-      *value = 227 * 1024;
+      *value = d->max_shared_bytes;
       return CUDA_SUCCESS;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-      *value = 132;
+      *value = d->multiprocessors;
       return CUDA_SUCCESS;
   }
   return CUDA_ERROR_INVALID_VALUE;
@@ -238,7 +249,7 @@ static CUresult fake_cuDevicePrimaryCtxRelease(CUdevice device) {
   return CUDA_SUCCESS;
 }
 static CUresult fake_cuCtxGetCurrent(CUcontext *context) {
-  *context = FAKE_CONTEXT;
+  *context = (CUcontext)((uintptr_t)FAKE_CONTEXT + 16u * (uintptr_t)current_device);
   return CUDA_SUCCESS;
 }
 static CUresult fake_cuCtxSetCurrent(CUcontext context) {
@@ -246,7 +257,7 @@ static CUresult fake_cuCtxSetCurrent(CUcontext context) {
   return CUDA_SUCCESS;
 }
 static CUresult fake_cuCtxGetDevice(CUdevice *device) {
-  *device = 0;
+  *device = current_device;
   return CUDA_SUCCESS;
 }
 static CUresult fake_cuCtxSynchronize(void) { return CUDA_SUCCESS; }
@@ -653,6 +664,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   reader in = {data, size};
   reader *r = &in;
   memset(&seen, 0, sizeof seen);
+  current_device = size > 0 ? data[size - 1] % FAKE_DEVICES : 0; /* shares the last byte with the decoder */
   const int op = (int)(take(r, 1) % OPS);
   const int edits = (int)(take(r, 1) % 8);
   const aotk_stream stream = take(r, 1) % 4 == 0 ? (aotk_stream)(uintptr_t)0x57 : NULL;
