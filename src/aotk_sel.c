@@ -270,7 +270,8 @@ static aotk_status sel_validate(const aotk_sel_params *caller_params, int backwa
  * chunks   int32 [heads_kv, offsets_stride]              per index slot, its first partial record
  * tokens   int32 [heads_kv, total_q * slots]             the lists, each in token order
  * compact  int32 [total_q, heads_kv, slots]              per token, its valid block ids in slot order
- *                                                        (the dQ pass's, written and read by each program)
+ *                                                        (dQ's: a 16-slot tile with invalid slots leaves
+ *                                                        its valid ids here and reads them back)
  * partials fp32 [heads_kv, partials_per_head, block_size, head_dim_qk + head_dim_v]   the split lists'
  *                                                        partial dK/dV, one record per chunk
  * Index slot n * ceil(max_seqlen_k / block_size) + b is sequence n's block b. Each part starts

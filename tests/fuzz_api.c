@@ -15,7 +15,8 @@
  * The target aborts (a finding) on
  * - a crash or a sanitizer report (the build adds AddressSanitizer and UndefinedBehaviorSanitizer);
  * - a refused call that reached the driver: a launch, a memset, a copy or a TMA descriptor for a call
- *   that then returned an error;
+ *   that then returned an error; any call reaching an entry it has no business with (allocation,
+ *   streams, graphs);
  * - an accepted call that hands a kernel a pointer outside every span the caller described (each
  *   tensor's bytes as its shape, strides and dtype say, the workspace), or encodes a TMA descriptor, or
  *   sets or copies memory, reaching past one.
@@ -319,14 +320,6 @@ static CUresult fake_cuLaunchKernel(CUfunction function, unsigned grid_x, unsign
   }
   return CUDA_SUCCESS;
 }
-static CUresult fake_cuMemAlloc(CUdeviceptr *pointer, size_t bytes) {
-  (void)pointer, (void)bytes;
-  return CUDA_ERROR_INVALID_VALUE; /* the library allocates nothing */
-}
-static CUresult fake_cuMemFree(CUdeviceptr pointer) {
-  (void)pointer;
-  return CUDA_ERROR_INVALID_VALUE;
-}
 static CUresult fake_cuMemcpyHtoD(CUdeviceptr destination, const void *source, size_t bytes) {
   (void)source;
   seen.copies++;
@@ -353,42 +346,31 @@ static CUresult fake_cuMemsetD32Async(CUdeviceptr destination, unsigned value, s
   check_reach((uintptr_t)destination, (unsigned __int128)count * 4, "a memset");
   return CUDA_SUCCESS;
 }
-static CUresult fake_cuStreamCreate(CUstream *stream, unsigned flags) {
-  (void)stream, (void)flags;
-  return CUDA_ERROR_INVALID_VALUE;
-}
-static CUresult fake_cuStreamDestroy(CUstream stream) {
-  (void)stream;
-  return CUDA_ERROR_INVALID_VALUE;
-}
 static CUresult fake_cuStreamSynchronize(CUstream stream) {
   (void)stream;
   return CUDA_SUCCESS;
 }
-static CUresult fake_cuStreamBeginCapture(CUstream stream, int mode) {
-  (void)stream, (void)mode;
-  return CUDA_ERROR_INVALID_VALUE;
-}
-static CUresult fake_cuStreamEndCapture(CUstream stream, CUgraph *graph) {
-  (void)stream, (void)graph;
-  return CUDA_ERROR_INVALID_VALUE;
-}
-static CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
-  (void)exec, (void)graph, (void)flags;
-  return CUDA_ERROR_INVALID_VALUE;
-}
-static CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  (void)exec, (void)stream;
-  return CUDA_ERROR_INVALID_VALUE;
-}
-static CUresult fake_cuGraphExecDestroy(CUgraphExec exec) {
-  (void)exec;
-  return CUDA_ERROR_INVALID_VALUE;
-}
-static CUresult fake_cuGraphDestroy(CUgraph graph) {
-  (void)graph;
-  return CUDA_ERROR_INVALID_VALUE;
-}
+/* Entries none of the fuzzed calls has any business with (the library allocates nothing and captures
+ * nothing): reaching one is a finding. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define UNEXPECTED_ENTRY(name, params)                  \
+  static CUresult fake_##name params {                  \
+    fail("the library called " #name);                 \
+    return CUDA_ERROR_INVALID_VALUE;                    \
+  }
+UNEXPECTED_ENTRY(cuMemAlloc, (CUdeviceptr * pointer, size_t bytes))
+UNEXPECTED_ENTRY(cuMemFree, (CUdeviceptr pointer))
+UNEXPECTED_ENTRY(cuStreamCreate, (CUstream * stream, unsigned flags))
+UNEXPECTED_ENTRY(cuStreamDestroy, (CUstream stream))
+UNEXPECTED_ENTRY(cuStreamBeginCapture, (CUstream stream, int mode))
+UNEXPECTED_ENTRY(cuStreamEndCapture, (CUstream stream, CUgraph *graph))
+UNEXPECTED_ENTRY(cuGraphInstantiateWithFlags, (CUgraphExec * exec, CUgraph graph, unsigned long long flags))
+UNEXPECTED_ENTRY(cuGraphLaunch, (CUgraphExec exec, CUstream stream))
+UNEXPECTED_ENTRY(cuGraphExecDestroy, (CUgraphExec exec))
+UNEXPECTED_ENTRY(cuGraphDestroy, (CUgraph graph))
+#undef UNEXPECTED_ENTRY
+#pragma GCC diagnostic pop
 /* A descriptor's reach: the last element of its box of dims, with the strides between dims (dim 0 is
  * contiguous). Data types as cuda.h numbers them. */
 static CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, int data_type, unsigned rank, void *address,
