@@ -70,7 +70,9 @@ const char *aotk__dtype_name(aotk_dtype dtype) {
 
 /* Checks what a tensor must satisfy on its own: data, rank, positive sizes, a contiguous last
  * dimension, non-negative strides, element alignment, and a byte span that fits in int64 and in the
- * address space after data (fuzz_api found a uint8 mask at 0xffffffffffffffff accepted). */
+ * address space after data, its one-past-the-end address included (fuzz_api found a uint8 mask at
+ * 0xffffffffffffffff accepted, then, once spans past the end were refused, the same mask with one
+ * byte: its end wraps to 0, which no caller's allocation can have). */
 aotk_status aotk__check_tensor(const aotk_tensor *t, const char *name, int rank, const char *layout) {
   if (t->data == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "%s.data is NULL", name);
   int element_bytes = dtype_bytes(t->dtype);
@@ -107,7 +109,7 @@ aotk_status aotk__check_tensor(const aotk_tensor *t, const char *name, int rank,
       __builtin_mul_overflow(span_bytes, (int64_t)element_bytes, &span_bytes)) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: its byte span overflows int64", name);
   }
-  if ((uint64_t)span_bytes - 1 > (uint64_t)(UINTPTR_MAX - (uintptr_t)t->data)) {
+  if ((uint64_t)span_bytes > (uint64_t)(UINTPTR_MAX - (uintptr_t)t->data)) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s.data = %p: its %lld bytes run past the end of the address space",
                       name, t->data, (long long)span_bytes);
   }

@@ -1694,6 +1694,12 @@ static aotk_tensor mask_for(const aotk_attn_params *p) {
                         params_seqlen_k(p));
 }
 static void set_mask(aotk_attn_params *p) { set_dropout(p), p->dropout_mask = mask_for(p); }
+/* A one-byte mask element at the very last address: its span fits, but its end address wraps to 0. */
+static void set_mask_at_the_last_byte(aotk_attn_params *p) {
+  set_mask(p);
+  p->dropout_mask.data = (void *)UINTPTR_MAX;
+  for (int d = 0; d < 4; d++) p->dropout_mask.shape[d] = 1;
+}
 static void set_mask_without_dropout(aotk_attn_params *p) { set_mask(p), p->dropout_p = 0.0f; }
 static void set_mask_without_anything(aotk_attn_params *p) {
   set_mask_without_dropout(p), p->rng_state.data = NULL;
@@ -1905,6 +1911,8 @@ static const bad_input bad_inputs[] = {
     {"dropout_mask with dropout_p 0", set_mask_without_dropout, AOTK_ERROR_INVALID_VALUE, "dropout_mask"},
     {"dropout_mask with dropout_p 0, no rng_state", set_mask_without_anything, AOTK_ERROR_INVALID_VALUE, "dropout_mask"},
     {"dropout_mask without rng_state", set_mask_no_rng_state, AOTK_ERROR_NULL_POINTER, "rng_state"},
+    {"dropout_mask ending at the end of the address space", set_mask_at_the_last_byte, AOTK_ERROR_SIZE_OVERFLOW,
+     "end of the address space"},
     {"dropout_mask float16", set_mask_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "dropout_mask.dtype"},
     {"dropout_mask rank 3", set_mask_rank_3, AOTK_ERROR_RANK, "dropout_mask.rank"},
     {"dropout_mask batch + 1", set_mask_batch, AOTK_ERROR_SHAPE_MISMATCH, "dropout_mask.shape[0]"},
