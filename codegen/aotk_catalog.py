@@ -217,6 +217,42 @@ SEL_CHECK_INDICES_PARAMS = (
     _SEL_INDEX_POINTERS + _SEL_SEQ_POINTERS + _pointers(("Result",), "*i64", False) + _SEL_INDEX_STRIDES
     + _ints(("num_seqs", "total_q", "total_k", "max_seqlen_k", "heads_kv", "block_size", "num_slots", "flags"))
 )
+# Decoding (kernels/attn_decode.py). Every stride is int64 (a cache may span more than 2^31 elements).
+# Only an aligned variant is compiled: q, the caches and out 16-byte aligned with strides that are
+# multiples of 16 elements (ptxas -v, sm_90, bf16 d128, 16-row tile: 168 registers and 16-byte
+# cp.async loads aligned; without the hints 255 registers, 1352 bytes spilled and 2-byte loads). The
+# split partials live in the workspace, 16-byte aligned in every call.
+def _decode_strides(tensors, hinted=True):
+    return [item for t in tensors for item in ((f"stride_{t[0]}", "i64", hinted), (f"stride_{t[1]}", "i64", hinted),
+                                               (f"stride_{t[2]}", "i64", hinted))]
+
+
+ATTN_DECODE_PARAMS = (
+    _pointers(("Q", "K", "V", "Out")) + _pointers(("Lse",), "*fp32", False)
+    + _pointers(("BlockTable", "CacheSeqlens"), "*i32", False) + _pointers(("AlibiSlopes", "Sinks"), "*fp32", False)
+    + _pointers(("OutPartial", "LsePartial"), "*fp32", ALWAYS)
+    + _decode_strides((("qb", "qs", "qh"), ("kp", "ks", "kh"), ("vp", "vs", "vh"), ("ob", "os", "oh")))
+    + [(n, "i64", False) for n in ("stride_lb", "stride_lh", "stride_tb", "stride_ab")]
+    + _ints(("batch_size", "seqlen_q", "heads_q", "group_size", "capacity", "page_size", "num_splits", "split_keys",
+             "row_chunks", "head_dim_qk8", "head_dim_v8", "window_left", "window_right", "flags"))
+    + _SCORE_SCALARS
+)
+# The merge: partials and output in any of fp32, fp16 and bf16, chosen at run time by which of each
+# typed triple is non-NULL; any strides (int64).
+# The aligned variant hints the partial and output pointers 16-byte aligned and their strides multiples
+# of 16 elements (split-KV's own partials always are: the workspace rows are padded to 16 floats).
+ATTN_MERGE_PARAMS = (
+    _pointers(("OutPartial32",), "*fp32") + _pointers(("OutPartial16",), "*fp16")
+    + _pointers(("OutPartialBF16",), "*bf16") + _pointers(("LsePartial",), "*fp32", False)
+    + _pointers(("Out32",), "*fp32") + _pointers(("Out16",), "*fp16")
+    + _pointers(("OutBF16",), "*bf16") + _pointers(("Lse", "Sinks"), "*fp32", False)
+    + [(n, "i64", True) for n in ("stride_pp", "stride_pb", "stride_ps", "stride_ph")]
+    + [(n, "i64", False) for n in ("stride_lpp", "stride_lpb", "stride_lph", "stride_lps")]
+    + [(n, "i64", True) for n in ("stride_ob", "stride_os", "stride_oh")]
+    + [(n, "i64", False) for n in ("stride_lb", "stride_lh", "stride_ls")]
+    + _ints(("num_partials", "seqlen_q", "heads", "num_rows", "head_dim8", "flags"))
+)
+
 # (q/k, v) head dims; 192 runs as two dots of 128 and 64.
 SEL_HEAD_DIMS = ((64, 64), (128, 128), (192, 128))
 SEL_BLOCK_SIZES = (32, 64, 128)
@@ -337,6 +373,15 @@ def _sel_dkdv_config(arch, dqk, block_size):
     return ((1, T(64, block_n, 4, 2 if arch == 90 else 1)),)
 
 
+# Decoding: a group's query rows (G x seqlen_q) in a 16-row tile up to 16 rows, else 64-row tiles; 64 keys
+# per step. The size key is G x seqlen_q. First picks sized to shared memory (K and V stages), not yet
+# tuned on the GPU.
+def _decode_configs(arch, dqk, dv):
+    stages = (3 if dqk <= 128 else 2) if arch == 90 else (2 if dqk <= 128 else 1)
+    return ((1, T(16, 64, 4, stages)), (17, T(64, 64, 4 if dqk <= 128 else 8, min(stages, 2))))
+
+
+MERGE_CONFIG = T(16, 64, 4, 1)  # rows per program x head-dim chunk
 SEL_INDEX_CONFIG = T(1024, 0, 4, 1)   # ENTRIES: index entries per program (count, scatter)
 SEL_ORDER_CONFIG = T(8192, 1024, 4, 1)  # SORT_TILE (lists sorted in registers) x ENTRIES (the long-list scan)
 SEL_SCAN_CONFIG = T(1024, 0, 4, 1)
@@ -366,6 +411,8 @@ FAMILIES = {
                               ("dtype", "hopper_bwd_dims")),
     "attn_bwd_dq_convert": ("attn_bwd.py", "attn_bwd_dq_convert", ATTN_BWD_DQ_CONVERT_PARAMS,
                             ("dtype", "hopper_bwd_dims")),
+    "attn_decode": ("attn_decode.py", "attn_decode", ATTN_DECODE_PARAMS, ("dtype", "dims", "aligned_only")),
+    "attn_merge": ("attn_decode.py", "attn_merge", ATTN_MERGE_PARAMS, ("align",)),
     "sel_fwd": ("sel_attn.py", "sel_fwd", SEL_FWD_PARAMS, ("dtype", "sel_dims", "sel_block", "align")),
     "sel_bwd_dq": ("sel_attn.py", "sel_bwd_dq", SEL_BWD_DQ_PARAMS, ("dtype", "sel_dims", "sel_block")),
     "sel_bwd_dkdv": ("sel_attn.py", "sel_bwd_dkdv", SEL_BWD_DKDV_PARAMS, ("dtype", "sel_dims", "sel_block", "align")),
@@ -411,7 +458,7 @@ class Kernel:
             parts.append(f"v{self.head_dim_v}")
         if self.block_size:
             parts.append(f"bs{self.block_size}" + ("g16" if self.aligned else ""))
-        elif self.dtype:
+        elif self.dtype or self.family == "attn_merge":
             parts.append("aligned" if self.aligned else "any")
         if self.extras:
             parts.append("extras")
@@ -424,6 +471,10 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
         return _sel_group_configs(arch, dqk, block_size)
     if family == "sel_bwd_dkdv":
         return _sel_dkdv_config(arch, dqk, block_size)
+    if family == "attn_decode":
+        return _decode_configs(arch, dqk, dv)
+    if family == "attn_merge":
+        return ((1, MERGE_CONFIG),)
     if family in ("sel_index_count", "sel_index_scatter"):
         return ((1, SEL_INDEX_CONFIG),)
     if family == "sel_index_order":
@@ -468,6 +519,8 @@ CONSTEXPRS = {
     "attn_bwd_sink_reduce": ("BLOCK",),
     "attn_bwd_dkdv": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
     "attn_bwd_dq": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
+    "attn_decode": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N"),
+    "attn_merge": ("BLOCK_M", "BLOCK_N"),
     "sel_fwd": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),
     "sel_bwd_dq": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),
     "sel_bwd_dkdv": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_R", "BLOCK_N", "BLOCK_SIZE"),
@@ -517,7 +570,7 @@ def catalog():
             for dtype in dtypes:
                 for dqk, dv in dims:
                   for block_size in (SEL_BLOCK_SIZES if "sel_block" in axes else (0,)):
-                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_wg3_dims" in axes) else (False,)):
+                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("aligned_only" in axes or "tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_wg3_dims" in axes) else (False,)):
                         for extras in (EXTRAS if "extras" in axes else (False,)):
                             for min_seqlen, config in _configs(family, arch, dqk, dv, extras, block_size):
                                 params = tuple((n, t.format(dtype=dtype, block_m=config.block_m, block_n=config.block_n,

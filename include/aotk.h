@@ -288,6 +288,8 @@ typedef enum aotk_op {
   AOTK_OP_ATTN_BWD = 2,
   AOTK_OP_SEL_FWD = 3, /* aotk_sel_query only */
   AOTK_OP_SEL_BWD = 4,
+  AOTK_OP_DECODE = 5, /* aotk_decode_query only */
+  AOTK_OP_MERGE = 6,  /* aotk_merge_query only */
 } aotk_op;
 
 /* What a call would run. Filled by aotk_query(). */
@@ -312,6 +314,8 @@ typedef struct aotk_kernel_info {
   int32_t head_dim_qk;  /* the compiled (padded) head dims the call runs in */
   int32_t head_dim_v;
   uint32_t features;    /* AOTK_FEATURE_* bits the call applies */
+  /* Added in 0.4. */
+  int32_t num_splits;   /* decoding: the key ranges each request is cut into (1: no split, no merge) */
 } aotk_kernel_info;
 
 #define AOTK_FEATURE_VARLEN (1u << 0)
@@ -351,6 +355,10 @@ typedef struct aotk_kernel_info {
  * be the warp-specialized one; the workspace then also holds the accumulator, at a 256-byte boundary
  * after the rest (batch * heads_q * round_up(seqlen_q, 128) * head_dim_qk floats). */
 #define AOTK_FEATURE_NONDETERMINISTIC (1u << 11)
+/* Added in 0.4, decoding (aotk_decode_query): the cache is paged (block_table), and the keys are split
+ * (num_splits > 1: a merge follows the decoding kernel). */
+#define AOTK_FEATURE_PAGED_KV (1u << 12)
+#define AOTK_FEATURE_SPLIT_KV (1u << 13)
 
 #define AOTK_KERNEL_INFO_INIT {.struct_size = sizeof(aotk_kernel_info)}
 
@@ -479,6 +487,119 @@ AOTK_API aotk_status aotk_sel_query(aotk_op op, const aotk_sel_params *params, a
  */
 AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void *workspace, size_t workspace_bytes,
                                             aotk_stream stream);
+
+/*
+ * Decoding (added in 0.4): a few new query tokens per request against a KV cache, contiguous or paged,
+ * with each request's length read on the device, so that a captured CUDA graph replays with new lengths.
+ *   q          in   [batch, seqlen_q, heads_q, head_dim_qk], fp16 or bf16; seqlen_q from 1 to 16 (one
+ *                   token, or a speculative/multi-token step).
+ *   k_cache    in   contiguous (block_table.data == NULL): [batch, capacity, heads_kv, head_dim_qk];
+ *                   paged: [num_pages, page_size, heads_kv, head_dim_qk], any page_size >= 1. q's dtype.
+ *   v_cache    in   like k_cache with head_dim_v (same capacity or page count and page size).
+ *   block_table in  optional int32 [batch, max_pages_per_seq]: request b's key j is row j % page_size of
+ *                   page block_table[b, j / page_size]. Only the entries of a request's first
+ *                   cache_seqlens[b] keys are read; they must be valid pages (not checked: a page id
+ *                   outside [0, num_pages) reads outside k_cache). capacity = max_pages_per_seq * page_size.
+ *   cache_seqlens in int32 [batch] in device memory: request b attends to its keys 0 .. L_b - 1,
+ *                   L_b = cache_seqlens[b] (the new tokens' own keys already written, at the end), read
+ *                   by the kernel when it runs. Values outside [0, capacity] are clamped to it; L_b = 0
+ *                   gives out = 0 and lse = -inf (or the sink's) for that request.
+ *   out        out  [batch, seqlen_q, heads_q, head_dim_v], q's dtype.
+ *   lse        out  optional fp32 [batch, heads_q, seqlen_q], natural log, as aotk_attn_params' lse.
+ *   softmax_scale, softcap, alibi_slopes ([heads_q] or [batch, heads_q]) and sinks ([heads_q]) as in
+ *                   aotk_attn_params.
+ *   causal     0 or 1: token i of the step sits at position p_i = L_b - seqlen_q + i and sees key j only
+ *                   when j <= p_i (bottom-right, as flash-attn's flash_attn_with_kvcache).
+ *   window_left, window_right   -1 (the INIT value) unbounded; else token i sees j when p_i - window_left
+ *                   <= j <= p_i + window_right. With causal, window_right must be -1 or 0. ALiBi's
+ *                   distance is |p_i - j|.
+ *   num_splits      0 (default): aotk chooses; n >= 1 cuts each request's keys into n ranges (at most
+ *                   AOTK_DECODE_MAX_SPLITS) whose partial results are merged.
+ *   max_seqlen_k    0 (default): capacity; else a host-side bound on every L_b that aotk's choice of
+ *                   num_splits uses (a request longer than it is still computed in full, only slower).
+ * Program layout: one program per (request, kv head, split) holds all G = heads_q / heads_kv query
+ * heads of the group times seqlen_q tokens, so K and V are read once per group. When batch * heads_kv
+ * programs cannot fill the GPU, each request's keys are split (flash-decoding): the splits write fp32
+ * partial outputs and LSEs to the workspace and a merge kernel (aotk_attn_merge's) combines them, in a
+ * fixed order (bitwise deterministic). The number of splits depends only on the sizes the host sees
+ * (batch, heads, capacity or max_seqlen_k, the GPU's SM count), never on cache_seqlens.
+ * Alignment: q, k_cache, v_cache and out must be 16-byte aligned with every stride but the last a
+ * multiple of 16 elements (contiguous tensors with head dims that are multiples of 16 are), else
+ * AOTK_ERROR_MISALIGNED_POINTER. Head dims: multiples of 8 up to 256, run in the compiled pairs.
+ */
+#define AOTK_DECODE_MAX_SPLITS 256
+#define AOTK_DECODE_MAX_SEQLEN_Q 16
+typedef struct aotk_decode_params {
+  size_t struct_size;
+  aotk_tensor q;
+  aotk_tensor k_cache;
+  aotk_tensor v_cache;
+  aotk_tensor block_table;
+  aotk_tensor cache_seqlens;
+  aotk_tensor out;
+  aotk_tensor lse;
+  float softmax_scale;
+  int32_t causal;
+  int32_t window_left;
+  int32_t window_right;
+  float softcap;
+  aotk_tensor alibi_slopes;
+  aotk_tensor sinks;
+  int32_t num_splits;
+  int32_t max_seqlen_k;
+} aotk_decode_params;
+
+#define AOTK_DECODE_PARAMS_INIT {.struct_size = sizeof(aotk_decode_params), .window_left = -1, .window_right = -1}
+
+/*
+ * The decoding forward. One kernel on `stream`, two when the keys are split (the merge). `workspace`:
+ * device memory of at least the workspace_bytes aotk_decode_query reports (0 without splits: workspace
+ * may then be NULL), 16-byte aligned: num_splits * batch * seqlen_q * heads_q * (4 * round_up(head_dim_v,
+ * 16) + 4) bytes, the partial outputs then the partial LSEs, each part rounded up to 16 bytes.
+ * Statuses: as aotk_attn_bwd.
+ */
+AOTK_API aotk_status aotk_attn_decode(const aotk_decode_params *params, void *workspace, size_t workspace_bytes,
+                                      aotk_stream stream);
+
+/* What aotk_attn_decode would run (op must be AOTK_OP_DECODE), as aotk_query: kernel_name and the tile
+ * fields describe the decoding kernel, num_splits and workspace_bytes the split. */
+AOTK_API aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *params, aotk_kernel_info *info);
+
+/*
+ * Merging partial attentions (added in 0.4): out and lse of the same queries over the union of disjoint
+ * key sets, from each set's out and lse. What split-KV decoding does inside, and what cascade attention
+ * (a shared prefix attended once, then each request's suffix) and context parallelism (ring attention,
+ * one partial per step) need from outside:
+ *   lse = log(sum_p exp(lse_p) [+ exp(sink_h)]),  out = sum_p exp(lse_p - lse) out_p.
+ *   out_partials in  [num_partials, batch, seqlen_q, heads, head_dim] (or, packed, [num_partials,
+ *                    total_q, heads, head_dim]), fp32, fp16 or bf16.
+ *   lse_partials in  fp32 [num_partials, batch, heads, seqlen_q] (packed: [num_partials, heads, total_q]):
+ *                    natural log, as aotk_attn_fwd writes it. A partial whose lse is -inf (no key) adds
+ *                    nothing, whatever its out holds; a NaN lse makes its row's out and lse NaN.
+ *   out         out  [batch, seqlen_q, heads, head_dim] (packed: [total_q, heads, head_dim]), fp32, fp16 or
+ *                    bf16. A row with no key in any partial (and no sink) gets out = 0, lse = -inf.
+ *   lse         out  optional, fp32 [batch, heads, seqlen_q] (packed: [heads, total_q]).
+ *   sinks       in   optional fp32 [heads]: each head's sink logit joins the denominator once (for
+ *                    partials computed without it).
+ * head_dim is a multiple of 8 (any size). Each program reads every partial of its rows before writing
+ * them, so out and lse may be exactly the memory of the first partial (the same layout and dtype): an
+ * in-place update. Any other overlap between outputs and inputs is the caller's error. One kernel on
+ * `stream`. Statuses: as aotk_attn_fwd.
+ */
+typedef struct aotk_merge_params {
+  size_t struct_size;
+  aotk_tensor out_partials;
+  aotk_tensor lse_partials;
+  aotk_tensor out;
+  aotk_tensor lse;
+  aotk_tensor sinks;
+} aotk_merge_params;
+
+#define AOTK_MERGE_PARAMS_INIT {.struct_size = sizeof(aotk_merge_params)}
+
+AOTK_API aotk_status aotk_attn_merge(const aotk_merge_params *params, aotk_stream stream);
+/* What aotk_attn_merge would run (op must be AOTK_OP_MERGE), as aotk_query. */
+AOTK_API aotk_status aotk_merge_query(aotk_op op, const aotk_merge_params *params, aotk_kernel_info *info);
 
 /* Loads every kernel image for the current context's device, so that no later call loads one
  * (useful before CUDA graph capture, or to pay the load cost up front). */

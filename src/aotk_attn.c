@@ -250,7 +250,7 @@ static const tensor_rule v_rule = {"v", v_layout, varlen_v_layout, {SIZE_BATCH, 
 static const tensor_rule out_rule = {"out", out_layout, varlen_out_layout,
                                      {SIZE_BATCH, SIZE_SEQ_Q, SIZE_HEADS_Q, SIZE_DIM_V}, 1};
 
-static aotk_status check_fp32_vector(const aotk_tensor *t, const char *name, int64_t heads_q, int64_t batch,
+aotk_status aotk__check_fp32_vector(const aotk_tensor *t, const char *name, int64_t heads_q, int64_t batch,
                                      int allow_batch, int64_t *batch_stride) {
   aotk_status status;
   if (allow_batch && t->rank == 2) {
@@ -458,13 +458,13 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
                       (double)params->softcap);
   }
   if (params->alibi_slopes.data != NULL &&
-      (status = check_fp32_vector(&params->alibi_slopes, "alibi_slopes", heads_q, batch, 1,
+      (status = aotk__check_fp32_vector(&params->alibi_slopes, "alibi_slopes", heads_q, batch, 1,
                                   &problem->alibi_batch_stride)) != AOTK_OK) {
     return status;
   }
   int64_t unused_stride;
   if (params->sinks.data != NULL &&
-      (status = check_fp32_vector(&params->sinks, "sinks", heads_q, batch, 0, &unused_stride)) != AOTK_OK) {
+      (status = aotk__check_fp32_vector(&params->sinks, "sinks", heads_q, batch, 0, &unused_stride)) != AOTK_OK) {
     return status;
   }
   if (!(params->dropout_p >= 0.0f && params->dropout_p < 1.0f)) {
@@ -580,6 +580,10 @@ static const char *family_name(int family) {
       return "attn_dropout_mask";
     case AOTK__FAMILY_ATTN_BWD_SINK_REDUCE:
       return "attn_bwd_sink_reduce";
+    case AOTK__FAMILY_ATTN_DECODE:
+      return "attn_decode";
+    case AOTK__FAMILY_ATTN_MERGE:
+      return "attn_merge";
   }
   return "unknown";
 }
@@ -695,6 +699,7 @@ void aotk__fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t
   full.head_dim_qk = e->head_dim_qk;
   full.head_dim_v = e->head_dim_v;
   full.features = features;
+  full.num_splits = 1;
   memcpy(info, &full, size);
 }
 
@@ -1243,7 +1248,7 @@ aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_
   if (params->dsinks.data != NULL) {
     if (!problem->sinks) return aotk__fail(AOTK_ERROR_INVALID_VALUE, "dsinks is set but sinks is not");
     int64_t unused_stride;
-    if ((status = check_fp32_vector(&params->dsinks, "dsinks", problem->heads_q, problem->batch, 0, &unused_stride)) !=
+    if ((status = aotk__check_fp32_vector(&params->dsinks, "dsinks", problem->heads_q, problem->batch, 0, &unused_stride)) !=
         AOTK_OK) {
       return status;
     }
@@ -1501,6 +1506,10 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
   }
   if (op == AOTK_OP_SEL_FWD || op == AOTK_OP_SEL_BWD) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is a selection-attention op: ask aotk_sel_query", (int)op);
+  }
+  if (op == AOTK_OP_DECODE || op == AOTK_OP_MERGE) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d: ask aotk_%s_query", (int)op,
+                      op == AOTK_OP_DECODE ? "decode" : "merge");
   }
   if (op != AOTK_OP_ATTN_FWD && op != AOTK_OP_ATTN_BWD) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is not an aotk_op", (int)op);

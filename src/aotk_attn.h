@@ -57,6 +57,10 @@ const char *aotk__dtype_name(aotk_dtype dtype);
 /* A tensor on its own: data, rank, positive sizes, contiguous last dimension, non-negative strides,
  * element alignment, a byte span that fits in int64. `layout` names the dimensions in messages. */
 aotk_status aotk__check_tensor(const aotk_tensor *t, const char *name, int rank, const char *layout);
+/* An fp32 vector of one value per query head, [heads_q] or (allow_batch) [batch, heads_q]: ALiBi
+ * slopes, sinks. *batch_stride is 0 for [heads_q]. */
+aotk_status aotk__check_fp32_vector(const aotk_tensor *t, const char *name, int64_t heads_q, int64_t batch,
+                                    int allow_batch, int64_t *batch_stride);
 /* An output's strides may not make two elements share memory (stride 0 on a dimension > 1). */
 aotk_status aotk__check_output_strides(const aotk_tensor *t, const char *name);
 aotk_status aotk__check_cu_seqlens(const aotk_tensor *t, const char *name);

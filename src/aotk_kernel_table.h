@@ -32,6 +32,8 @@ enum {
   AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER = 19,
   AOTK__FAMILY_ATTN_BWD_DQ_CONVERT = 20,
   AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 = 21,
+  AOTK__FAMILY_ATTN_DECODE = 22,
+  AOTK__FAMILY_ATTN_MERGE = 23,
 };
 
 /* A host-side TMA descriptor's layout, as the compiler chose it: the CUtensorMapSwizzle mode and the

@@ -1,0 +1,244 @@
+"""Decoding over a KV cache (contiguous or paged), split-KV, and the merge of partial attentions.
+
+attn_decode: a few new query tokens per request (seqlen_q from 1 to 16) against request b's first
+L_b = cache_seqlens[b] cache rows, read on the device (so a captured graph replays with new lengths).
+One program holds every query row of one kv head's group: the G query heads times the seqlen_q tokens,
+row r = g * seqlen_q + i, so K and V are read once per group rather than once per query head (the
+prefill kernel reads them G times). When batch x heads_kv programs cannot fill the GPU, each request's
+keys are cut into num_splits ranges of split_keys keys (the host chooses both from sizes it knows, never
+from device data); split s writes an fp32 partial output and its log-sum-exp, and attn_merge combines
+them.
+
+Cache layouts: contiguous, [batch, capacity, heads_kv, d] (the "page" of key j is the request, its row
+j); paged (FLAG_PAGED), [num_pages, page_size, heads_kv, d] with key j of request b in page
+BlockTable[b, j / page_size], row j % page_size. Every page size from 1 up is one code path: each key
+row of a block looks its page up (BLOCK_N int32 loads per block, against BLOCK_N * d * 4 bytes of K and
+V). Addresses are computed in int64 throughout: a cache is allowed to span more than 2^31 elements.
+
+Masks: token i sits at position p_i = L - seqlen_q + i (its own key is the cache's row p_i, bottom-right
+as flash-attn's flash_attn_with_kvcache); it sees key j when p_i - window_left <= j <= p_i +
+window_right (causal: window_right = 0; -1 unbounded) and j < L. Softcap, ALiBi (|p_i - j|) and sinks
+are run-time flags: decoding is bound by memory, and their arithmetic is hidden under the loads. A
+sink joins the softmax once: in this kernel's epilogue without splits, else in the merge.
+
+attn_merge: out and lse of num_partials attentions of the same queries over disjoint key sets:
+lse = log sum_p exp(lse_p) (+ exp(sink)), out = sum_p exp(lse_p - lse) out_p. A partial whose lse is
+-inf contributes nothing; a row with no key in any partial (and no sink) gets out = 0 and lse = -inf.
+The partials' and the output's dtypes are run-time choices (one pointer of each triple is non-NULL), so
+one compiled kernel serves fp32, fp16 and bf16 on both sides. A program reads every partial of its rows
+before it writes them, so out and lse may be the first partial's memory (an in-place update, as ring
+attention does step by step).
+"""
+
+import triton
+import triton.language as tl
+
+from attn_common import FLAG_ALIBI, FLAG_SINKS, FLAG_SOFTCAP, FLAG_WRITE_LSE, LN2, LOG2E, modified_scores
+
+# Bits of attn_decode's `flags` beyond attn_common's (src/aotk_decode.c sets them).
+FLAG_PAGED = tl.constexpr(256)
+FLAG_SPLIT = tl.constexpr(512)     # write fp32 partials (and partial lse) for attn_merge
+# attn_merge's: which of the typed pointers holds the partials and the output.
+FLAG_PARTIAL_FP16 = tl.constexpr(1024)
+FLAG_PARTIAL_BF16 = tl.constexpr(2048)
+FLAG_OUT_FP16 = tl.constexpr(4096)
+FLAG_OUT_BF16 = tl.constexpr(8192)
+
+
+@triton.jit
+def _decode_cache_rows(BlockTable, table_base, batch64, cols, col_ok, page_size, flags):
+    """(page, row in page) of keys `cols`, both int64: the request and the key itself when contiguous."""
+    if (flags & FLAG_PAGED) != 0:
+        page = tl.load(BlockTable + table_base + cols // page_size, mask=col_ok, other=0).to(tl.int64)
+        row = (cols % page_size).to(tl.int64)
+    else:
+        page = tl.zeros_like(cols).to(tl.int64) + batch64
+        row = cols.to(tl.int64)
+    return page, row
+
+
+@triton.jit
+def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks, OutPartial, LsePartial,
+                stride_qb, stride_qs, stride_qh,
+                stride_kp, stride_ks, stride_kh,
+                stride_vp, stride_vs, stride_vh,
+                stride_ob, stride_os, stride_oh,
+                stride_lb, stride_lh, stride_tb, stride_ab,
+                batch_size, seqlen_q, heads_q, group_size, capacity, page_size, num_splits, split_keys, row_chunks,
+                head_dim_qk8, head_dim_v8, window_left, window_right, flags,
+                qk_scale_log2, softcap_scale, softcap_log2,
+                HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # Grid: (split, row chunk, kv head, request), split fastest: the splits of one group run side by
+    # side and the group's query rows stay in L2.
+    pid = tl.program_id(0)
+    split = pid % num_splits
+    rest = pid // num_splits
+    chunk = rest % row_chunks
+    rest = rest // row_chunks
+    heads_kv = heads_q // group_size
+    head_kv = rest % heads_kv
+    batch = rest // heads_kv
+    batch64 = batch.to(tl.int64)
+
+    length = tl.minimum(tl.maximum(tl.load(CacheSeqlens + batch), 0), capacity)
+    rows = chunk * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < group_size * seqlen_q
+    token = rows % seqlen_q
+    head_q = head_kv * group_size + rows // seqlen_q
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_dqk = tl.arange(0, HEAD_DIM_QK)
+    offs_dv = tl.arange(0, HEAD_DIM_V)
+    dqk_ok = offs_dqk < head_dim_qk8 * 8
+    dv_ok = offs_dv < head_dim_v8 * 8
+
+    q_rows = Q + batch64 * stride_qb + token.to(tl.int64) * stride_qs + head_q.to(tl.int64) * stride_qh
+    q = tl.load(q_rows[:, None] + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :], other=0.0)
+
+    # Each row's visible keys [first, last], in int64 so that unbounded windows cannot overflow, then
+    # cut to this split's range; the last split runs to the request's end whatever its length.
+    position = (length - seqlen_q + token).to(tl.int64)
+    split_lo = split * split_keys
+    split_hi = tl.where(split == num_splits - 1, length, tl.minimum(split_lo + split_keys, length))
+    first = tl.where(window_left >= 0, position - window_left, 0)
+    last = tl.where(window_right >= 0, position + window_right, length - 1)
+    first = tl.maximum(first, split_lo).to(tl.int32)
+    last = tl.minimum(last, split_hi - 1).to(tl.int32)
+    first = tl.where(row_ok, first, split_hi)
+    last = tl.where(row_ok, last, -1)
+    lo = (tl.min(first, 0) // BLOCK_N) * BLOCK_N
+    hi = tl.max(last, 0) + 1
+
+    slope_log2 = tl.zeros([BLOCK_M], dtype=tl.float32)
+    if (flags & FLAG_ALIBI) != 0:
+        slope_log2 = tl.load(AlibiSlopes + batch64 * stride_ab + head_q, mask=row_ok, other=0.0) * LOG2E
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM_V], dtype=tl.float32)
+    table_base = batch64 * stride_tb
+    k_head = head_kv.to(tl.int64) * stride_kh
+    v_head = head_kv.to(tl.int64) * stride_vh
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        col_ok = cols < hi
+        page, row = _decode_cache_rows(BlockTable, table_base, batch64, cols, col_ok, page_size, flags)
+        k_ptrs = K + (page * stride_kp + row * stride_ks + k_head)[:, None] + offs_dqk[None, :]
+        k = tl.load(k_ptrs, mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
+        qk = tl.dot(q, tl.trans(k))
+        s, _ = modified_scores(qk, position, cols, 0, qk_scale_log2, softcap_scale, softcap_log2,
+                               slope_log2[:, None], flags)
+        s = tl.where((cols[None, :] >= first[:, None]) & (cols[None, :] <= last[:, None]), s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        # A row that has seen no visible key yet keeps m = -inf: subtract 0 so exp2 gives 0, not NaN.
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - m_safe[:, None])
+        alpha = tl.math.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v_ptrs = V + (page * stride_vp + row * stride_vs + v_head)[:, None] + offs_dv[None, :]
+        v = tl.load(v_ptrs, mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
+
+    if (flags & FLAG_SPLIT) != 0:
+        # Partials [split, batch, seqlen_q, heads_q, round_up(head_dim_v, 16)] and [split, batch, heads_q, seqlen_q],
+        # contiguous in the workspace; the sink waits for the merge.
+        has_keys = l_i > 0.0
+        out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
+        lse = tl.where(has_keys, (m_i + tl.math.log2(l_i)) * LN2, float("-inf"))
+        part = (split * batch_size + batch).to(tl.int64)
+        row_index = (part * seqlen_q + token) * heads_q + head_q
+        # Rows padded to 16 floats, so that the merge's aligned variant reads them 16 bytes at a time.
+        tl.store(OutPartial + row_index[:, None] * (((head_dim_v8 + 1) // 2) * 16) + offs_dv[None, :], out,
+                 mask=row_ok[:, None] & dv_ok[None, :])
+        tl.store(LsePartial + (part * heads_q + head_q) * seqlen_q + token, lse, mask=row_ok)
+    else:
+        if (flags & FLAG_SINKS) != 0:
+            sink = tl.load(Sinks + head_q, mask=row_ok, other=0.0) * LOG2E
+            m_fin = tl.maximum(m_i, sink)
+            rescale = tl.math.exp2(m_i - m_fin)
+            l_i = l_i * rescale + tl.math.exp2(sink - m_fin)
+            acc = acc * rescale[:, None]
+            m_i = m_fin
+        has_keys = l_i > 0.0
+        out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
+        o_rows = Out + batch64 * stride_ob + token.to(tl.int64) * stride_os + head_q.to(tl.int64) * stride_oh
+        tl.store(o_rows[:, None] + offs_dv[None, :], out.to(Out.dtype.element_ty), mask=row_ok[:, None] & dv_ok[None, :])
+        if (flags & FLAG_WRITE_LSE) != 0:
+            lse = tl.where(has_keys, (m_i + tl.math.log2(l_i)) * LN2, float("-inf"))
+            tl.store(Lse + batch64 * stride_lb + head_q.to(tl.int64) * stride_lh + token, lse, mask=row_ok)
+
+
+@triton.jit
+def _merge_load(P32, P16, PB16, offsets, mask, flags):
+    if (flags & FLAG_PARTIAL_FP16) != 0:
+        x = tl.load(P16 + offsets, mask=mask, other=0.0).to(tl.float32)
+    elif (flags & FLAG_PARTIAL_BF16) != 0:
+        x = tl.load(PB16 + offsets, mask=mask, other=0.0).to(tl.float32)
+    else:
+        x = tl.load(P32 + offsets, mask=mask, other=0.0)
+    return x
+
+
+@triton.jit
+def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Out16, OutBF16, Lse, Sinks,
+               stride_pp, stride_pb, stride_ps, stride_ph,
+               stride_lpp, stride_lpb, stride_lph, stride_lps,
+               stride_ob, stride_os, stride_oh,
+               stride_lb, stride_lh, stride_ls,
+               num_partials, seqlen_q, heads, num_rows, head_dim8, flags,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # One program per BLOCK_M rows (batch, token, head), flattened with the head fastest; it walks the
+    # head dim in BLOCK_N-wide chunks. All strides are int64 (the partials of a long prefill may span
+    # more than 2^31 elements).
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < num_rows
+    head = (rows % heads).to(tl.int64)
+    token = ((rows // heads) % seqlen_q).to(tl.int64)
+    batch = (rows // heads // seqlen_q).to(tl.int64)
+    lse_rows = LsePartial + batch * stride_lpb + head * stride_lph + token * stride_lps
+    # The largest lse of each row (the sink's too), then the denominator relative to it.
+    m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    nan = tl.zeros([BLOCK_M], dtype=tl.int1)
+    for p in range(0, num_partials):
+        lse_p = tl.load(lse_rows + p * stride_lpp, mask=row_ok, other=float("-inf"))
+        m = tl.maximum(m, lse_p)
+        nan = nan | (lse_p != lse_p)
+    sink = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    if (flags & FLAG_SINKS) != 0:
+        sink = tl.load(Sinks + head, mask=row_ok, other=float("-inf"))
+        m = tl.maximum(m, sink)
+    m_safe = tl.where(m == float("-inf"), 0.0, m)
+    total = tl.math.exp(sink - m_safe)
+    for p in range(0, num_partials):
+        total += tl.math.exp(tl.load(lse_rows + p * stride_lpp, mask=row_ok, other=float("-inf")) - m_safe)
+    has_keys = total > 0.0
+    scale = 1.0 / tl.where(has_keys, total, 1.0)
+    p_rows = batch * stride_pb + token * stride_ps + head * stride_ph
+    o_rows = batch * stride_ob + token * stride_os + head * stride_oh
+    offs_d = tl.arange(0, BLOCK_N)
+    # head_dim8 * 8: the mask is then constant over 8-element runs, and the loads stay 16 bytes wide.
+    for d0 in range(0, head_dim8 * 8, BLOCK_N):
+        cols = d0 + offs_d
+        mask = row_ok[:, None] & (cols < head_dim8 * 8)[None, :]
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for p in range(0, num_partials):
+            weight = tl.math.exp(tl.load(lse_rows + p * stride_lpp, mask=row_ok, other=float("-inf")) - m_safe) * scale
+            x = _merge_load(OutPartial32, OutPartial16, OutPartialBF16, (p_rows + p * stride_pp)[:, None] + cols[None, :],
+                            mask, flags)
+            # A partial with no keys has weight 0 and, by the contract, out 0; where() keeps a NaN
+            # or garbage out of a weightless partial from reaching the sum.
+            acc += tl.where(weight[:, None] > 0.0, x * weight[:, None], 0.0)
+        # A NaN lse poisons its row (max and the weights above would otherwise drop it).
+        acc = tl.where(nan[:, None], float("nan"), acc)
+        offsets = o_rows[:, None] + cols[None, :]
+        if (flags & FLAG_OUT_FP16) != 0:
+            tl.store(Out16 + offsets, acc.to(tl.float16), mask=mask)
+        elif (flags & FLAG_OUT_BF16) != 0:
+            tl.store(OutBF16 + offsets, acc.to(tl.bfloat16), mask=mask)
+        else:
+            tl.store(Out32 + offsets, acc, mask=mask)
+    if (flags & FLAG_WRITE_LSE) != 0:
+        lse = tl.where(has_keys, m_safe + tl.math.log(total), float("-inf"))
+        lse = tl.where(nan, float("nan"), lse)
+        tl.store(Lse + batch * stride_lb + head * stride_lh + token * stride_ls, lse, mask=row_ok)

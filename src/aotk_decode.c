@@ -1,0 +1,744 @@
+/*
+ * Decoding over a KV cache (aotk_attn_decode) and the merge of partial attentions (aotk_attn_merge):
+ * validation, the split-KV plan, argument packing and launches. The kernels are kernels/attn_decode.py.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "aotk.h"
+#include "aotk_attn.h"
+#include "aotk_driver.h"
+#include "aotk_error.h"
+#include "aotk_image.h"
+#include "aotk_kernel_table.h"
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+/* --- decoding: validation ------------------------------------------------------------------------ */
+
+typedef struct decode_problem {
+  aotk_dtype dtype;
+  int64_t batch, seqlen_q, heads_q, heads_kv, group_size;
+  int64_t head_dim_qk, head_dim_v;
+  int paged;
+  int64_t capacity;      /* keys a request can hold: the contiguous cache's length, or pages x page_size */
+  int64_t page_size;     /* paged only */
+  int64_t size_hint;     /* max_seqlen_k, or the capacity: what the split choice plans for */
+  float softmax_scale;   /* resolved */
+  int causal;
+  int32_t window_left, window_right; /* resolved: causal makes window_right 0 */
+  float softcap;
+  int alibi;
+  int64_t alibi_batch_stride;
+  int sinks;
+  int write_lse;
+  int32_t num_splits_asked; /* 0: aotk chooses */
+} decode_problem;
+
+static const char *const q_layout = "[batch, seqlen_q, heads_q, head_dim_qk]";
+static const char *const cache_layout = "[batch, capacity, heads_kv, head_dim] (paged: [num_pages, page_size, heads_kv, head_dim])";
+static const char *const out_layout = "[batch, seqlen_q, heads_q, head_dim_v]";
+
+static aotk_status check_head_dim(int64_t head_dim, const char *name) {
+  if (head_dim % 8 != 0 || head_dim > 256) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "%s = %lld; decoding takes multiples of 8 up to 256", name,
+                      (long long)head_dim);
+  }
+  return AOTK_OK;
+}
+
+static aotk_status check_aligned(const aotk_tensor *t, const char *name) {
+  if (!aotk__tensor_aligned16(t)) {
+    return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER,
+                      "%s: decoding needs a 16-byte-aligned pointer and strides that are multiples of 16 elements "
+                      "(data %p, strides %lld %lld %lld)",
+                      name, t->data, (long long)t->strides[0], (long long)t->strides[1], (long long)t->strides[2]);
+  }
+  return AOTK_OK;
+}
+
+static aotk_status check_dim(const aotk_tensor *t, const char *name, int dim, int64_t expected, const char *what,
+                             aotk_status status) {
+  if (t->shape[dim] != expected) {
+    return aotk__fail(status, "%s.shape[%d] = %lld but %s = %lld", name, dim, (long long)t->shape[dim], what,
+                      (long long)expected);
+  }
+  return AOTK_OK;
+}
+
+static aotk_status check_int32_vector(const aotk_tensor *t, const char *name, int rank, const char *layout) {
+  aotk_status status = aotk__check_tensor(t, name, rank, layout);
+  if (status != AOTK_OK) return status;
+  if (t->dtype != AOTK_DTYPE_INT32) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; it is int32", name, aotk__dtype_name(t->dtype));
+  }
+  return AOTK_OK;
+}
+
+static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk_decode_params *params,
+                                   decode_problem *p) {
+  if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
+  const size_t size = caller_params->struct_size;
+  if (size < sizeof(aotk_decode_params) || size > (size_t)1 << 20) {
+    return aotk__fail(AOTK_ERROR_STRUCT_SIZE,
+                      "params->struct_size = %zu; expected %zu (use AOTK_DECODE_PARAMS_INIT)", size,
+                      sizeof(aotk_decode_params));
+  }
+  memcpy(params, caller_params, sizeof *params);
+  memset(p, 0, sizeof *p);
+  aotk_status status;
+  const aotk_tensor *q = &params->q, *k = &params->k_cache, *v = &params->v_cache, *out = &params->out;
+
+  if ((status = aotk__check_tensor(q, "q", 4, q_layout)) != AOTK_OK) return status;
+  if (q->dtype != AOTK_DTYPE_FLOAT16 && q->dtype != AOTK_DTYPE_BFLOAT16) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype = %s; decoding takes float16 or bfloat16",
+                      aotk__dtype_name(q->dtype));
+  }
+  p->dtype = q->dtype;
+  p->batch = q->shape[0];
+  p->seqlen_q = q->shape[1];
+  p->heads_q = q->shape[2];
+  p->head_dim_qk = q->shape[3];
+  if (p->seqlen_q > AOTK_DECODE_MAX_SEQLEN_Q) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE,
+                      "q.shape[1] = %lld new tokens; decoding takes 1 to %d per request (use aotk_attn_fwd for a prefill)",
+                      (long long)p->seqlen_q, AOTK_DECODE_MAX_SEQLEN_Q);
+  }
+  if ((status = check_head_dim(p->head_dim_qk, "q.shape[3] (head_dim_qk)")) != AOTK_OK) return status;
+
+  p->paged = params->block_table.data != NULL;
+  if ((status = aotk__check_tensor(k, "k_cache", 4, cache_layout)) != AOTK_OK) return status;
+  if (k->dtype != p->dtype) {
+    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "k_cache.dtype = %s but q.dtype = %s", aotk__dtype_name(k->dtype),
+                      aotk__dtype_name(p->dtype));
+  }
+  p->heads_kv = k->shape[2];
+  if ((status = check_dim(k, "k_cache", 3, p->head_dim_qk, "head_dim_qk (q.shape[3])", AOTK_ERROR_HEAD_DIM_MISMATCH)) !=
+      AOTK_OK) {
+    return status;
+  }
+  if ((status = aotk__check_tensor(v, "v_cache", 4, cache_layout)) != AOTK_OK) return status;
+  if (v->dtype != p->dtype) {
+    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "v_cache.dtype = %s but q.dtype = %s", aotk__dtype_name(v->dtype),
+                      aotk__dtype_name(p->dtype));
+  }
+  static const char *const cache_dims[] = {"k_cache.shape[0]", "k_cache.shape[1]", "heads_kv (k_cache.shape[2])"};
+  for (int d = 0; d < 3; d++) {
+    if ((status = check_dim(v, "v_cache", d, k->shape[d], cache_dims[d], AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+      return status;
+    }
+  }
+  p->head_dim_v = v->shape[3];
+  if ((status = check_head_dim(p->head_dim_v, "v_cache.shape[3] (head_dim_v)")) != AOTK_OK) return status;
+  if (p->heads_q % p->heads_kv != 0) {
+    return aotk__fail(AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_q = %lld (q.shape[2]) is not a multiple of heads_kv = %lld",
+                      (long long)p->heads_q, (long long)p->heads_kv);
+  }
+  p->group_size = p->heads_q / p->heads_kv;
+
+  if (p->paged) {
+    const aotk_tensor *table = &params->block_table;
+    if ((status = check_int32_vector(table, "block_table", 2, "[batch, max_pages_per_seq]")) != AOTK_OK) return status;
+    if ((status = check_dim(table, "block_table", 0, p->batch, "batch (q.shape[0])", AOTK_ERROR_SHAPE_MISMATCH)) !=
+        AOTK_OK) {
+      return status;
+    }
+    p->page_size = k->shape[1];
+    if (__builtin_mul_overflow(table->shape[1], p->page_size, &p->capacity) || p->capacity > INT32_MAX) {
+      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
+                        "block_table.shape[1] * page_size = %lld * %lld keys per request exceeds 2^31 - 1 (cache_seqlens are int32)",
+                        (long long)table->shape[1], (long long)p->page_size);
+    }
+  } else {
+    if ((status = check_dim(k, "k_cache", 0, p->batch, "batch (q.shape[0]); a paged cache needs block_table",
+                            AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+      return status;
+    }
+    p->capacity = k->shape[1];
+    p->page_size = 0;
+    if (p->capacity > INT32_MAX) {
+      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "k_cache.shape[1] = %lld keys exceeds 2^31 - 1 (cache_seqlens are int32)",
+                        (long long)p->capacity);
+    }
+  }
+  if ((status = check_int32_vector(&params->cache_seqlens, "cache_seqlens", 1, "[batch]")) != AOTK_OK) return status;
+  if ((status = check_dim(&params->cache_seqlens, "cache_seqlens", 0, p->batch, "batch (q.shape[0])",
+                          AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+    return status;
+  }
+
+  if ((status = aotk__check_tensor(out, "out", 4, out_layout)) != AOTK_OK) return status;
+  if (out->dtype != p->dtype) {
+    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "out.dtype = %s but q.dtype = %s", aotk__dtype_name(out->dtype),
+                      aotk__dtype_name(p->dtype));
+  }
+  const int64_t out_shape[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_v};
+  static const char *const out_dims[] = {"batch", "seqlen_q", "heads_q", "head_dim_v"};
+  for (int d = 0; d < 4; d++) {
+    if ((status = check_dim(out, "out", d, out_shape[d], out_dims[d],
+                            d == 3 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+      return status;
+    }
+  }
+  if ((status = aotk__check_output_strides(out, "out")) != AOTK_OK) return status;
+  const aotk_tensor *lse = &params->lse;
+  p->write_lse = lse->data != NULL;
+  if (p->write_lse) {
+    if ((status = aotk__check_tensor(lse, "lse", 3, "[batch, heads_q, seqlen_q]")) != AOTK_OK) return status;
+    if (lse->dtype != AOTK_DTYPE_FLOAT32) {
+      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; it is float32", aotk__dtype_name(lse->dtype));
+    }
+    const int64_t lse_shape[3] = {p->batch, p->heads_q, p->seqlen_q};
+    static const char *const lse_dims[] = {"batch", "heads_q", "seqlen_q"};
+    for (int d = 0; d < 3; d++) {
+      if ((status = check_dim(lse, "lse", d, lse_shape[d], lse_dims[d], AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+        return status;
+      }
+    }
+    if ((status = aotk__check_output_strides(lse, "lse")) != AOTK_OK) return status;
+  }
+
+  if (params->causal != 0 && params->causal != 1) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "causal = %d; use 0 or 1", (int)params->causal);
+  }
+  if (params->window_left < -1 || params->window_right < -1) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_left = %d, window_right = %d; each is -1 (unbounded) or >= 0",
+                      (int)params->window_left, (int)params->window_right);
+  }
+  if (params->causal && params->window_right > 0) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_right = %d with causal = 1; causal means window_right = 0",
+                      (int)params->window_right);
+  }
+  p->causal = params->causal;
+  p->window_left = params->window_left;
+  p->window_right = params->causal ? 0 : params->window_right;
+  float scale = params->softmax_scale;
+  if (scale == 0.0f) {
+    scale = 1.0f / sqrtf((float)p->head_dim_qk);
+  } else if (!(scale > 0.0f) || !isfinite(scale)) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "softmax_scale = %g; use 0 (default) or a finite positive value",
+                      (double)scale);
+  }
+  p->softmax_scale = scale;
+  if (!(params->softcap >= 0.0f) || !isfinite(params->softcap)) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "softcap = %g; use 0 (off) or a finite positive value",
+                      (double)params->softcap);
+  }
+  p->softcap = params->softcap;
+  p->alibi = params->alibi_slopes.data != NULL;
+  if (p->alibi && (status = aotk__check_fp32_vector(&params->alibi_slopes, "alibi_slopes", p->heads_q, p->batch, 1,
+                                                    &p->alibi_batch_stride)) != AOTK_OK) {
+    return status;
+  }
+  p->sinks = params->sinks.data != NULL;
+  int64_t unused_stride;
+  if (p->sinks &&
+      (status = aotk__check_fp32_vector(&params->sinks, "sinks", p->heads_q, p->batch, 0, &unused_stride)) != AOTK_OK) {
+    return status;
+  }
+  if (params->num_splits < 0 || params->num_splits > AOTK_DECODE_MAX_SPLITS) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "num_splits = %d; use 0 (aotk chooses) or 1 to %d",
+                      (int)params->num_splits, AOTK_DECODE_MAX_SPLITS);
+  }
+  p->num_splits_asked = params->num_splits;
+  if (params->max_seqlen_k < 0) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "max_seqlen_k = %d; use 0 (the capacity) or a bound >= 1",
+                      (int)params->max_seqlen_k);
+  }
+  p->size_hint = params->max_seqlen_k > 0 && params->max_seqlen_k < p->capacity ? params->max_seqlen_k : p->capacity;
+
+  /* Last: the 16-byte alignment the compiled kernels assume (the shape errors above are more useful). */
+  if ((status = check_aligned(q, "q")) != AOTK_OK || (status = check_aligned(k, "k_cache")) != AOTK_OK ||
+      (status = check_aligned(v, "v_cache")) != AOTK_OK || (status = check_aligned(out, "out")) != AOTK_OK) {
+    return status;
+  }
+  /* The grid: batch * heads_kv * row chunks * splits programs, each factor small, checked as a whole
+   * once the plan knows its tile. */
+  return AOTK_OK;
+}
+
+/* --- decoding: the plan -------------------------------------------------------------------------- */
+
+typedef struct decode_plan {
+  const aotk__driver *driver;
+  aotk__device_info device;
+  aotk__image_kind kind;
+  int decode_row, merge_row;  /* merge_row < 0 without splits */
+  int64_t row_chunks;         /* programs per group: ceil(G * seqlen_q / block_m) */
+  int64_t num_splits, split_keys;
+  int64_t programs;           /* the decoding grid */
+  size_t workspace_bytes;
+} decode_plan;
+
+/* How many ranges to cut each request's keys into, when batch * heads_kv * row_chunks programs cannot
+ * fill the GPU. flash-attn's rule (num_splits_heuristic): the efficiency of n splits is the fraction of
+ * the last wave's SMs that have work, programs * n / (ceil(programs * n / SMs) * SMs); take the smallest
+ * n within 85% of the best, so that a split is not paid for (a merge, more partials) when it does not
+ * fill the GPU better. For example 2 requests x 8 kv heads = 16 programs on 132 SMs: n = 8 gives 128
+ * programs in one wave (97%), n = 16 gives 256 in two (97%): 8. Each split keeps at least 256 keys (4
+ * blocks), so short caches are not cut into ranges whose merge costs more than their loads. */
+static int64_t choose_splits(int64_t programs, int64_t keys, int64_t block_n, int multiprocessors) {
+  if (multiprocessors < 1) multiprocessors = 1;
+  if (programs >= (int64_t)multiprocessors * 4 / 5) return 1;
+  int64_t most = ceil_div(keys, 256);
+  if (most > AOTK_DECODE_MAX_SPLITS) most = AOTK_DECODE_MAX_SPLITS;
+  if (most > ceil_div(keys, block_n)) most = ceil_div(keys, block_n);
+  if (most <= 1) return 1;
+  double efficiency[AOTK_DECODE_MAX_SPLITS + 1];
+  double best = 0.0;
+  for (int64_t n = 1; n <= most; n++) {
+    int64_t work = programs * n;
+    int64_t waves = ceil_div(work, multiprocessors);
+    efficiency[n] = (double)work / (double)(waves * multiprocessors);
+    if (efficiency[n] > best) best = efficiency[n];
+  }
+  for (int64_t n = 1; n <= most; n++) {
+    if (efficiency[n] >= 0.85 * best) return n;
+  }
+  return most;
+}
+
+static size_t round16(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
+static int64_t partial_stride(const decode_problem *p) { return round_up(p->head_dim_v, 16); }
+static int64_t partial_rows(const decode_problem *p) { return p->batch * p->seqlen_q * p->heads_q; }
+static size_t partial_out_bytes(const decode_problem *p, int64_t splits) {
+  return round16((size_t)(splits * partial_rows(p) * partial_stride(p)) * sizeof(float));
+}
+static size_t partial_lse_bytes(const decode_problem *p, int64_t splits) {
+  return round16((size_t)(splits * partial_rows(p)) * sizeof(float));
+}
+
+static void as_attn_problem(const decode_problem *p, aotk__attn_problem *ap) {
+  memset(ap, 0, sizeof *ap);
+  ap->dtype = p->dtype;
+  ap->head_dim_qk = p->head_dim_qk;
+  ap->head_dim_v = p->head_dim_v;
+  ap->aligned = 1;
+}
+
+static aotk_status plan_decode(const decode_problem *p, decode_plan *plan) {
+  memset(plan, 0, sizeof *plan);
+  aotk_status status = aotk__driver_get(&plan->driver);
+  if (status != AOTK_OK) return status;
+  if ((status = aotk__current_device(plan->driver, &plan->device)) != AOTK_OK) return status;
+  aotk__attn_problem ap;
+  as_attn_problem(p, &ap);
+  const int64_t group_rows = p->group_size * p->seqlen_q;
+  if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE, &ap, group_rows, &plan->device, &plan->decode_row,
+                                    &plan->kind)) != AOTK_OK) {
+    return status;
+  }
+  const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
+  plan->row_chunks = ceil_div(group_rows, e->block_m);
+  const int64_t programs = p->batch * p->heads_kv * plan->row_chunks;
+  int64_t splits = p->num_splits_asked > 0 ? p->num_splits_asked
+                                           : choose_splits(programs, p->size_hint, e->block_n, plan->device.multiprocessors);
+  /* Split lengths are whole key blocks; asking for more splits than blocks gives one block each. */
+  plan->split_keys = round_up(ceil_div(p->size_hint, splits), e->block_n);
+  plan->num_splits = ceil_div(p->size_hint, plan->split_keys);
+  if (plan->num_splits < 1) plan->num_splits = 1;
+  if (__builtin_mul_overflow(programs, plan->num_splits, &plan->programs) || plan->programs > INT32_MAX) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
+                      "batch * heads_kv * ceil(G * seqlen_q / %d) * num_splits = %lld programs exceeds the grid limit of 2^31 - 1",
+                      (int)e->block_m, (long long)programs * plan->num_splits);
+  }
+  plan->merge_row = -1;
+  if (plan->num_splits > 1) {
+    plan->workspace_bytes = partial_out_bytes(p, plan->num_splits) + partial_lse_bytes(p, plan->num_splits);
+    ap.aligned = 1; /* the partials are padded rows; out was checked aligned */
+    if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, &ap, 1, &plan->device, &plan->merge_row, &plan->kind)) !=
+        AOTK_OK) {
+      return status;
+    }
+  }
+  return AOTK_OK;
+}
+
+static uint32_t decode_features(const decode_problem *p, const decode_plan *plan) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
+  uint32_t f = 0;
+  if (p->causal) f |= AOTK_FEATURE_CAUSAL;
+  if (p->window_left >= 0 || (p->window_right >= 0 && !p->causal)) f |= AOTK_FEATURE_WINDOW;
+  if (p->softcap > 0.0f) f |= AOTK_FEATURE_SOFTCAP;
+  if (p->alibi) f |= AOTK_FEATURE_ALIBI;
+  if (p->sinks) f |= AOTK_FEATURE_SINKS;
+  if (e->head_dim_qk > p->head_dim_qk || e->head_dim_v > p->head_dim_v) f |= AOTK_FEATURE_PADDED_HEAD_DIM;
+  if (p->paged) f |= AOTK_FEATURE_PAGED_KV;
+  if (plan->num_splits > 1) f |= AOTK_FEATURE_SPLIT_KV;
+  return f;
+}
+
+static void set_num_splits(aotk_kernel_info *info, int64_t num_splits) {
+  if (info->struct_size >= offsetof(aotk_kernel_info, num_splits) + sizeof info->num_splits) {
+    info->num_splits = (int32_t)num_splits;
+  }
+}
+
+/* --- launches ------------------------------------------------------------------------------------ */
+
+/* Parameter kinds, in the catalog's order (codegen/aotk_catalog.py): p pointer, l int64, i int32, f fp32. */
+static const char decode_param_kinds[] = "ppppp" "pp" "pp" "pp" "llllllllllll" "llll" "iiiiiiiiiiiiii" "fff";
+static const char merge_param_kinds[] = "ppp" "p" "ppp" "pp" "llllllllllllll" "iiiiii";
+
+/* attn_common.py's flags, and attn_decode.py's. */
+enum {
+  FLAG_WRITE_LSE = 1,
+  FLAG_SOFTCAP = 8,
+  FLAG_ALIBI = 16,
+  FLAG_SINKS = 32,
+  FLAG_PAGED = 256,
+  FLAG_SPLIT = 512,
+  FLAG_PARTIAL_FP16 = 1024,
+  FLAG_PARTIAL_BF16 = 2048,
+  FLAG_OUT_FP16 = 4096,
+  FLAG_OUT_BF16 = 8192,
+};
+
+/* The merge's arguments: partials and output as typed pointer triples plus int64 strides. */
+typedef struct merge_args {
+  CUdeviceptr partial[3], lse_partial, out[3], lse, sinks;
+  int64_t strides[14]; /* partial (p, b, s, h), lse partial (p, b, h, s), out (b, s, h), lse (b, h, s) */
+  int32_t num_partials, seqlen_q, heads, num_rows, head_dim8, flags;
+} merge_args;
+
+static int dtype_slot(aotk_dtype dtype) { return dtype == AOTK_DTYPE_FLOAT16 ? 1 : dtype == AOTK_DTYPE_BFLOAT16 ? 2 : 0; }
+static int partial_flag(aotk_dtype dtype) {
+  return dtype == AOTK_DTYPE_FLOAT16 ? FLAG_PARTIAL_FP16 : dtype == AOTK_DTYPE_BFLOAT16 ? FLAG_PARTIAL_BF16 : 0;
+}
+static int out_flag(aotk_dtype dtype) {
+  return dtype == AOTK_DTYPE_FLOAT16 ? FLAG_OUT_FP16 : dtype == AOTK_DTYPE_BFLOAT16 ? FLAG_OUT_BF16 : 0;
+}
+
+static aotk_status launch_merge(const aotk__driver *driver, int row, CUkernel kernel, merge_args *a, aotk_stream stream) {
+  void *args[] = {&a->partial[0], &a->partial[1], &a->partial[2], &a->lse_partial, &a->out[0], &a->out[1], &a->out[2],
+                  &a->lse, &a->sinks, &a->strides[0], &a->strides[1], &a->strides[2], &a->strides[3],
+                  &a->strides[4], &a->strides[5], &a->strides[6], &a->strides[7], &a->strides[8], &a->strides[9],
+                  &a->strides[10], &a->strides[11], &a->strides[12], &a->strides[13], &a->num_partials, &a->seqlen_q,
+                  &a->heads, &a->num_rows, &a->head_dim8, &a->flags};
+  _Static_assert(sizeof args / sizeof args[0] == sizeof merge_param_kinds - 1, "one argument per parameter");
+  const aotk__kernel_entry *e = &aotk__kernel_table[row];
+  return aotk__launch_row(driver, row, kernel, sizeof args / sizeof args[0], args, ceil_div(a->num_rows, e->block_m),
+                          stream);
+}
+
+static aotk_status launch_decode(const aotk_decode_params *params, const decode_problem *p, const decode_plan *plan,
+                                 void *workspace, aotk_stream stream) {
+  const int rows[2] = {plan->decode_row, plan->merge_row};
+  const char *const kinds[2] = {decode_param_kinds, merge_param_kinds};
+  CUkernel kernels[2];
+  aotk_status status = aotk__load_rows(plan->driver, rows, kinds, plan->merge_row >= 0 ? 2 : 1, plan->kind,
+                                       plan->device.device, kernels);
+  if (status != AOTK_OK) return status;
+  const int split = plan->num_splits > 1;
+  CUdeviceptr q = (CUdeviceptr)(uintptr_t)params->q.data, k = (CUdeviceptr)(uintptr_t)params->k_cache.data;
+  CUdeviceptr v = (CUdeviceptr)(uintptr_t)params->v_cache.data, out = (CUdeviceptr)(uintptr_t)params->out.data;
+  CUdeviceptr lse = p->write_lse ? (CUdeviceptr)(uintptr_t)params->lse.data : 0;
+  CUdeviceptr table = p->paged ? (CUdeviceptr)(uintptr_t)params->block_table.data : 0;
+  CUdeviceptr seqlens = (CUdeviceptr)(uintptr_t)params->cache_seqlens.data;
+  CUdeviceptr alibi = p->alibi ? (CUdeviceptr)(uintptr_t)params->alibi_slopes.data : 0;
+  CUdeviceptr sinks = p->sinks ? (CUdeviceptr)(uintptr_t)params->sinks.data : 0;
+  CUdeviceptr out_partial = split ? (CUdeviceptr)(uintptr_t)workspace : 0;
+  CUdeviceptr lse_partial = split ? out_partial + partial_out_bytes(p, plan->num_splits) : 0;
+  const aotk_tensor *qt = &params->q, *kt = &params->k_cache, *vt = &params->v_cache, *ot = &params->out;
+  int64_t strides[16] = {qt->strides[0], qt->strides[1], qt->strides[2], kt->strides[0], kt->strides[1], kt->strides[2],
+                         vt->strides[0], vt->strides[1], vt->strides[2], ot->strides[0], ot->strides[1], ot->strides[2],
+                         p->write_lse ? params->lse.strides[0] : 0, p->write_lse ? params->lse.strides[1] : 0,
+                         p->paged ? params->block_table.strides[0] : 0, p->alibi_batch_stride};
+  int32_t ints[14] = {(int32_t)p->batch, (int32_t)p->seqlen_q, (int32_t)p->heads_q, (int32_t)p->group_size,
+                      (int32_t)p->capacity, (int32_t)p->page_size, (int32_t)plan->num_splits,
+                      (int32_t)plan->split_keys, (int32_t)plan->row_chunks, (int32_t)(p->head_dim_qk / 8),
+                      (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0};
+  ints[13] = (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (p->alibi ? FLAG_ALIBI : 0) |
+             (p->sinks ? FLAG_SINKS : 0) | (p->paged ? FLAG_PAGED : 0) | (split ? FLAG_SPLIT : 0);
+  float qk_scale_log2 = p->softmax_scale * 1.4426950408889634f;
+  float softcap_scale = p->softcap > 0.0f ? p->softmax_scale / p->softcap : 0.0f;
+  float softcap_log2 = p->softcap * 1.4426950408889634f;
+  void *args[] = {&q, &k, &v, &out, &lse, &table, &seqlens, &alibi, &sinks, &out_partial, &lse_partial,
+                  &strides[0], &strides[1], &strides[2], &strides[3], &strides[4], &strides[5], &strides[6],
+                  &strides[7], &strides[8], &strides[9], &strides[10], &strides[11], &strides[12], &strides[13],
+                  &strides[14], &strides[15], &ints[0], &ints[1], &ints[2], &ints[3], &ints[4], &ints[5], &ints[6],
+                  &ints[7], &ints[8], &ints[9], &ints[10], &ints[11], &ints[12], &ints[13], &qk_scale_log2,
+                  &softcap_scale, &softcap_log2};
+  _Static_assert(sizeof args / sizeof args[0] == sizeof decode_param_kinds - 1, "one argument per parameter");
+  if ((status = aotk__launch_row(plan->driver, plan->decode_row, kernels[0], sizeof args / sizeof args[0], args,
+                                 plan->programs, stream)) != AOTK_OK || !split) {
+    return status;
+  }
+  /* The merge of the splits' partials, [split, batch, seqlen_q, heads_q, round_up(head_dim_v, 16)] and
+   * [split, batch, heads_q, seqlen_q], into out and lse, the sinks joining here. */
+  merge_args m;
+  memset(&m, 0, sizeof m);
+  const int64_t pd = partial_stride(p);
+  m.partial[0] = out_partial;
+  m.lse_partial = lse_partial;
+  m.out[dtype_slot(p->dtype)] = out;
+  m.lse = lse;
+  m.sinks = sinks;
+  const int64_t merge_strides[14] = {partial_rows(p) * pd, p->seqlen_q * p->heads_q * pd, p->heads_q * pd, pd,
+                                     partial_rows(p), p->heads_q * p->seqlen_q, p->seqlen_q, 1,
+                                     ot->strides[0], ot->strides[1], ot->strides[2],
+                                     strides[12], strides[13], 1};
+  memcpy(m.strides, merge_strides, sizeof m.strides);
+  m.num_partials = (int32_t)plan->num_splits;
+  m.seqlen_q = (int32_t)p->seqlen_q;
+  m.heads = (int32_t)p->heads_q;
+  m.num_rows = (int32_t)partial_rows(p);
+  m.head_dim8 = (int32_t)(p->head_dim_v / 8);
+  m.flags = out_flag(p->dtype) | (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->sinks ? FLAG_SINKS : 0);
+  return launch_merge(plan->driver, plan->merge_row, kernels[1], &m, stream);
+}
+
+/* --- decoding: the public calls ------------------------------------------------------------------ */
+
+aotk_status aotk_attn_decode(const aotk_decode_params *caller_params, void *workspace, size_t workspace_bytes,
+                             aotk_stream stream) {
+  aotk__clear_error();
+  aotk_decode_params params;
+  decode_problem problem;
+  decode_plan plan;
+  aotk_status status = decode_validate(caller_params, &params, &problem);
+  if (status != AOTK_OK || (status = plan_decode(&problem, &plan)) != AOTK_OK) return status;
+  if (plan.workspace_bytes > 0) {
+    if (workspace == NULL) {
+      return aotk__fail(AOTK_ERROR_NULL_POINTER, "workspace is NULL; this call needs %zu bytes (%lld splits)",
+                        plan.workspace_bytes, (long long)plan.num_splits);
+    }
+    if (workspace_bytes < plan.workspace_bytes) {
+      return aotk__fail(AOTK_ERROR_WORKSPACE_TOO_SMALL, "workspace_bytes = %zu; this call needs %zu (%lld splits)",
+                        workspace_bytes, plan.workspace_bytes, (long long)plan.num_splits);
+    }
+    if ((uintptr_t)workspace % 16 != 0) {
+      return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER, "workspace = %p is not 16-byte aligned", workspace);
+    }
+    if (plan.workspace_bytes - 1 > UINTPTR_MAX - (uintptr_t)workspace) {
+      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "workspace = %p: its %zu bytes run past the end of the address space",
+                        workspace, plan.workspace_bytes);
+    }
+  }
+  return launch_decode(&params, &problem, &plan, workspace, stream);
+}
+
+aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *caller_params, aotk_kernel_info *info) {
+  aotk__clear_error();
+  if (op != AOTK_OP_DECODE) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d; aotk_decode_query answers AOTK_OP_DECODE", (int)op);
+  }
+  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
+  if (info->struct_size < sizeof(size_t)) {
+    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
+  }
+  aotk_decode_params params;
+  decode_problem problem;
+  decode_plan plan;
+  aotk_status status = decode_validate(caller_params, &params, &problem);
+  if (status != AOTK_OK || (status = plan_decode(&problem, &plan)) != AOTK_OK) return status;
+  aotk__fill_info(&aotk__kernel_table[plan.decode_row], plan.kind, plan.programs, plan.workspace_bytes,
+                  plan.num_splits > 1 ? 2 : 1, decode_features(&problem, &plan), info);
+  set_num_splits(info, plan.num_splits);
+  return AOTK_OK;
+}
+
+/* --- the merge ----------------------------------------------------------------------------------- */
+
+typedef struct merge_problem {
+  int packed;                      /* rank 4 partials: [num_partials, total_q, heads, head_dim] */
+  int64_t num_partials, batch, seqlen_q, heads, head_dim;
+  int write_lse, sinks, aligned;
+} merge_problem;
+
+static aotk_status check_float_dtype(const aotk_tensor *t, const char *name) {
+  if (t->dtype != AOTK_DTYPE_FLOAT32 && t->dtype != AOTK_DTYPE_FLOAT16 && t->dtype != AOTK_DTYPE_BFLOAT16) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; the merge takes float32, float16 or bfloat16", name,
+                      aotk__dtype_name(t->dtype));
+  }
+  return AOTK_OK;
+}
+
+static aotk_status merge_validate(const aotk_merge_params *caller_params, aotk_merge_params *params, merge_problem *p) {
+  if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
+  const size_t size = caller_params->struct_size;
+  if (size < sizeof(aotk_merge_params) || size > (size_t)1 << 20) {
+    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "params->struct_size = %zu; expected %zu (use AOTK_MERGE_PARAMS_INIT)",
+                      size, sizeof(aotk_merge_params));
+  }
+  memcpy(params, caller_params, sizeof *params);
+  memset(p, 0, sizeof *p);
+  aotk_status status;
+  const aotk_tensor *parts = &params->out_partials, *lse_parts = &params->lse_partials, *out = &params->out;
+  if (parts->data == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "out_partials.data is NULL");
+  if (parts->rank != 4 && parts->rank != 5) {
+    return aotk__fail(AOTK_ERROR_RANK,
+                      "out_partials.rank = %d, expected 5 ([num_partials, batch, seqlen_q, heads, head_dim]) or 4 "
+                      "([num_partials, total_q, heads, head_dim])",
+                      (int)parts->rank);
+  }
+  p->packed = parts->rank == 4;
+  const int rank = parts->rank;
+  if ((status = aotk__check_tensor(parts, "out_partials", rank,
+                                   p->packed ? "[num_partials, total_q, heads, head_dim]"
+                                             : "[num_partials, batch, seqlen_q, heads, head_dim]")) != AOTK_OK ||
+      (status = check_float_dtype(parts, "out_partials")) != AOTK_OK) {
+    return status;
+  }
+  p->num_partials = parts->shape[0];
+  p->batch = p->packed ? 1 : parts->shape[1];
+  p->seqlen_q = parts->shape[rank - 3];
+  p->heads = parts->shape[rank - 2];
+  p->head_dim = parts->shape[rank - 1];
+  if (p->head_dim % 8 != 0) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "out_partials.shape[%d] = %lld; head_dim must be a multiple of 8",
+                      rank - 1, (long long)p->head_dim);
+  }
+  /* lse_partials: [num_partials, (batch,) heads, seqlen_q]. */
+  if ((status = aotk__check_tensor(lse_parts, "lse_partials", rank - 1,
+                                   p->packed ? "[num_partials, heads, total_q]"
+                                             : "[num_partials, batch, heads, seqlen_q]")) != AOTK_OK) {
+    return status;
+  }
+  if (lse_parts->dtype != AOTK_DTYPE_FLOAT32) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse_partials.dtype = %s; it is float32",
+                      aotk__dtype_name(lse_parts->dtype));
+  }
+  int64_t lse_shape[4] = {p->num_partials, p->batch, p->heads, p->seqlen_q};
+  static const char *const lse_names[4] = {"num_partials", "batch", "heads", "seqlen_q"};
+  for (int d = 0; d < rank - 1; d++) {
+    const int source = p->packed && d > 0 ? d + 1 : d;
+    if ((status = check_dim(lse_parts, "lse_partials", d, lse_shape[source], lse_names[source],
+                            AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+      return status;
+    }
+  }
+  /* out: the partials' shape without the first dimension. */
+  if ((status = aotk__check_tensor(out, "out", rank - 1,
+                                   p->packed ? "[total_q, heads, head_dim]" : "[batch, seqlen_q, heads, head_dim]")) !=
+          AOTK_OK ||
+      (status = check_float_dtype(out, "out")) != AOTK_OK) {
+    return status;
+  }
+  for (int d = 0; d < rank - 1; d++) {
+    if ((status = check_dim(out, "out", d, parts->shape[d + 1], "the partials' (out_partials.shape[d + 1])",
+                            d == rank - 2 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+      return status;
+    }
+  }
+  if ((status = aotk__check_output_strides(out, "out")) != AOTK_OK) return status;
+  const aotk_tensor *lse = &params->lse;
+  p->write_lse = lse->data != NULL;
+  if (p->write_lse) {
+    if ((status = aotk__check_tensor(lse, "lse", rank - 2,
+                                     p->packed ? "[heads, total_q]" : "[batch, heads, seqlen_q]")) != AOTK_OK) {
+      return status;
+    }
+    if (lse->dtype != AOTK_DTYPE_FLOAT32) {
+      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; it is float32", aotk__dtype_name(lse->dtype));
+    }
+    for (int d = 0; d < rank - 2; d++) {
+      if ((status = check_dim(lse, "lse", d, lse_parts->shape[d + 1], "the partials' (lse_partials.shape[d + 1])",
+                              AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+        return status;
+      }
+    }
+    if ((status = aotk__check_output_strides(lse, "lse")) != AOTK_OK) return status;
+  }
+  p->sinks = params->sinks.data != NULL;
+  int64_t unused_stride;
+  if (p->sinks &&
+      (status = aotk__check_fp32_vector(&params->sinks, "sinks", p->heads, p->batch, 0, &unused_stride)) != AOTK_OK) {
+    return status;
+  }
+  int64_t rows;
+  if (__builtin_mul_overflow(p->batch, p->seqlen_q, &rows) || __builtin_mul_overflow(rows, p->heads, &rows) ||
+      rows > INT32_MAX || p->num_partials > INT32_MAX) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads or num_partials exceeds 2^31 - 1");
+  }
+  p->aligned = aotk__tensor_aligned16(parts) && aotk__tensor_aligned16(out);
+  return AOTK_OK;
+}
+
+typedef struct merge_plan {
+  const aotk__driver *driver;
+  aotk__device_info device;
+  aotk__image_kind kind;
+  int row;
+} merge_plan;
+
+static aotk_status plan_merge(const merge_problem *p, merge_plan *plan) {
+  aotk_status status = aotk__driver_get(&plan->driver);
+  if (status != AOTK_OK) return status;
+  if ((status = aotk__current_device(plan->driver, &plan->device)) != AOTK_OK) return status;
+  aotk__attn_problem ap;
+  memset(&ap, 0, sizeof ap);
+  ap.aligned = p->aligned;
+  return aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, &ap, 1, &plan->device, &plan->row, &plan->kind);
+}
+
+static int64_t merge_rows(const merge_problem *p) { return p->batch * p->seqlen_q * p->heads; }
+
+aotk_status aotk_attn_merge(const aotk_merge_params *caller_params, aotk_stream stream) {
+  aotk__clear_error();
+  aotk_merge_params params;
+  merge_problem problem;
+  merge_plan plan;
+  aotk_status status = merge_validate(caller_params, &params, &problem);
+  if (status != AOTK_OK || (status = plan_merge(&problem, &plan)) != AOTK_OK) return status;
+  const char *const kinds[1] = {merge_param_kinds};
+  CUkernel kernel;
+  if ((status = aotk__load_rows(plan.driver, &plan.row, kinds, 1, plan.kind, plan.device.device, &kernel)) != AOTK_OK) {
+    return status;
+  }
+  const aotk_tensor *parts = &params.out_partials, *lse_parts = &params.lse_partials, *out = &params.out;
+  merge_args m;
+  memset(&m, 0, sizeof m);
+  m.partial[dtype_slot(parts->dtype)] = (CUdeviceptr)(uintptr_t)parts->data;
+  m.lse_partial = (CUdeviceptr)(uintptr_t)lse_parts->data;
+  m.out[dtype_slot(out->dtype)] = (CUdeviceptr)(uintptr_t)out->data;
+  m.lse = problem.write_lse ? (CUdeviceptr)(uintptr_t)params.lse.data : 0;
+  m.sinks = problem.sinks ? (CUdeviceptr)(uintptr_t)params.sinks.data : 0;
+  /* The kernel's view is always [partial, batch, seqlen_q, heads]: packed tensors have batch stride 0. */
+  if (problem.packed) {
+    const int64_t s[14] = {parts->strides[0], 0, parts->strides[1], parts->strides[2],
+                           lse_parts->strides[0], 0, lse_parts->strides[1], lse_parts->strides[2],
+                           0, out->strides[0], out->strides[1],
+                           0, problem.write_lse ? params.lse.strides[0] : 0, problem.write_lse ? params.lse.strides[1] : 0};
+    memcpy(m.strides, s, sizeof s);
+  } else {
+    const int64_t s[14] = {parts->strides[0], parts->strides[1], parts->strides[2], parts->strides[3],
+                           lse_parts->strides[0], lse_parts->strides[1], lse_parts->strides[2], lse_parts->strides[3],
+                           out->strides[0], out->strides[1], out->strides[2],
+                           problem.write_lse ? params.lse.strides[0] : 0, problem.write_lse ? params.lse.strides[1] : 0,
+                           problem.write_lse ? params.lse.strides[2] : 0};
+    memcpy(m.strides, s, sizeof s);
+  }
+  m.num_partials = (int32_t)problem.num_partials;
+  m.seqlen_q = (int32_t)problem.seqlen_q;
+  m.heads = (int32_t)problem.heads;
+  m.num_rows = (int32_t)merge_rows(&problem);
+  m.head_dim8 = (int32_t)(problem.head_dim / 8);
+  m.flags = partial_flag(parts->dtype) | out_flag(out->dtype) | (problem.write_lse ? FLAG_WRITE_LSE : 0) |
+            (problem.sinks ? FLAG_SINKS : 0);
+  return launch_merge(plan.driver, plan.row, kernel, &m, stream);
+}
+
+aotk_status aotk_merge_query(aotk_op op, const aotk_merge_params *caller_params, aotk_kernel_info *info) {
+  aotk__clear_error();
+  if (op != AOTK_OP_MERGE) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d; aotk_merge_query answers AOTK_OP_MERGE", (int)op);
+  }
+  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
+  if (info->struct_size < sizeof(size_t)) {
+    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
+  }
+  aotk_merge_params params;
+  merge_problem problem;
+  merge_plan plan;
+  aotk_status status = merge_validate(caller_params, &params, &problem);
+  if (status != AOTK_OK || (status = plan_merge(&problem, &plan)) != AOTK_OK) return status;
+  const aotk__kernel_entry *e = &aotk__kernel_table[plan.row];
+  aotk__fill_info(e, plan.kind, ceil_div(merge_rows(&problem), e->block_m), 0, 1, problem.sinks ? AOTK_FEATURE_SINKS : 0,
+                  info);
+  set_num_splits(info, problem.num_partials);
+  return AOTK_OK;
+}
