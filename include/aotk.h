@@ -513,12 +513,14 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *   window_left, window_right   -1 (the INIT value) unbounded; else token i sees j when p_i - window_left
  *                   <= j <= p_i + window_right. With causal, window_right must be -1 or 0. ALiBi's
  *                   distance is |p_i - j|.
- *   num_splits      0 (default): aotk chooses; n >= 1 cuts each request's keys into n ranges (at most
- *                   AOTK_DECODE_MAX_SPLITS) whose partial results are merged.
+ *   num_splits      0 (default): aotk chooses; n >= 1 (at most AOTK_DECODE_MAX_SPLITS) cuts each request's
+ *                   keys into at most n ranges of whole 64-key blocks (7 asked over 700 keys gives 6),
+ *                   whose partial results are merged; aotk_decode_query reports the count.
  *   max_seqlen_k    0 (default): capacity; else a host-side bound on every L_b that aotk's choice of
  *                   num_splits uses (a request longer than it is still computed in full, only slower).
  * Program layout: one program per (request, kv head, split) holds all G = heads_q / heads_kv query
- * heads of the group times seqlen_q tokens, so K and V are read once per group. When batch * heads_kv
+ * heads of the group times seqlen_q tokens, so K and V are read once per group (a group of more than 64
+ * such rows runs in chunks of 64, each reading them again). When batch * heads_kv
  * programs cannot fill the GPU, each request's keys are split (flash-decoding): the splits write fp32
  * partial outputs and LSEs to the workspace and a merge kernel (aotk_attn_merge's) combines them, in a
  * fixed order (bitwise deterministic). The number of splits depends only on the sizes the host sees
@@ -526,9 +528,15 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  * Alignment: q, k_cache, v_cache and out must be 16-byte aligned with every stride but the last a
  * multiple of 16 elements (contiguous tensors with head dims that are multiples of 16 are), else
  * AOTK_ERROR_MISALIGNED_POINTER. Head dims: multiples of 8 up to 256, run in the compiled pairs.
+ * Sizes: batch * seqlen_q * heads_q < 2^31 and capacity <= AOTK_DECODE_MAX_CAPACITY keys per request
+ * (AOTK_ERROR_SIZE_OVERFLOW otherwise); the caches themselves may span any number of elements: the
+ * kernels address them with 64-bit offsets.
  */
 #define AOTK_DECODE_MAX_SPLITS 256
 #define AOTK_DECODE_MAX_SEQLEN_Q 16
+/* Keys a request's cache may hold (capacity): 2^30, so that the kernels' 32-bit key counters (split
+ * ends, the last block's overshoot) cannot wrap. */
+#define AOTK_DECODE_MAX_CAPACITY (1 << 30)
 typedef struct aotk_decode_params {
   size_t struct_size;
   aotk_tensor q;
@@ -581,7 +589,7 @@ AOTK_API aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *par
  *   lse         out  optional, fp32 [batch, heads, seqlen_q] (packed: [heads, total_q]).
  *   sinks       in   optional fp32 [heads]: each head's sink logit joins the denominator once (for
  *                    partials computed without it).
- * head_dim is a multiple of 8 (any size). Each program reads every partial of its rows before writing
+ * head_dim is a multiple of 8 up to 2^30. Each program reads every partial of its rows before writing
  * them, so out and lse may be exactly the memory of the first partial (the same layout and dtype): an
  * in-place update. Any other overlap between outputs and inputs is the caller's error. One kernel on
  * `stream`. Statuses: as aotk_attn_fwd.

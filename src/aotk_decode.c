@@ -138,6 +138,15 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
                       (long long)p->heads_q, (long long)p->heads_kv);
   }
   p->group_size = p->heads_q / p->heads_kv;
+  /* The kernels count query rows (and the merge its rows, the grid its programs, which are fewer) in
+   * int32; each size can be valid alone (broadcast inputs) while the product wraps. */
+  int64_t rows;
+  if (__builtin_mul_overflow(p->batch, p->seqlen_q, &rows) || __builtin_mul_overflow(rows, p->heads_q, &rows) ||
+      rows > INT32_MAX) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
+                      "batch * seqlen_q * heads_q = %lld * %lld * %lld query rows exceeds 2^31 - 1",
+                      (long long)p->batch, (long long)p->seqlen_q, (long long)p->heads_q);
+  }
 
   if (p->paged) {
     const aotk_tensor *table = &params->block_table;
@@ -147,20 +156,21 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
       return status;
     }
     p->page_size = k->shape[1];
-    if (__builtin_mul_overflow(table->shape[1], p->page_size, &p->capacity) || p->capacity > INT32_MAX) {
+    if (__builtin_mul_overflow(table->shape[1], p->page_size, &p->capacity) || p->capacity > AOTK_DECODE_MAX_CAPACITY) {
       return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
-                        "block_table.shape[1] * page_size = %lld * %lld keys per request exceeds 2^31 - 1 (cache_seqlens are int32)",
+                        "block_table.shape[1] * page_size = %lld * %lld keys per request exceeds AOTK_DECODE_MAX_CAPACITY (2^30)",
                         (long long)table->shape[1], (long long)p->page_size);
     }
   } else {
-    if ((status = check_dim(k, "k_cache", 0, p->batch, "batch (q.shape[0]); a paged cache needs block_table",
-                            AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
-      return status;
+    if (k->shape[0] != p->batch) {
+      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH,
+                        "k_cache.shape[0] = %lld but batch (q.shape[0]) = %lld (a paged cache needs block_table)",
+                        (long long)k->shape[0], (long long)p->batch);
     }
     p->capacity = k->shape[1];
     p->page_size = 0;
-    if (p->capacity > INT32_MAX) {
-      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "k_cache.shape[1] = %lld keys exceeds 2^31 - 1 (cache_seqlens are int32)",
+    if (p->capacity > AOTK_DECODE_MAX_CAPACITY) {
+      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "k_cache.shape[1] = %lld keys exceeds AOTK_DECODE_MAX_CAPACITY (2^30)",
                         (long long)p->capacity);
     }
   }
@@ -283,7 +293,7 @@ typedef struct decode_plan {
 static int64_t choose_splits(int64_t programs, int64_t keys, int64_t block_n, int multiprocessors) {
   if (multiprocessors < 1) multiprocessors = 1;
   if (programs >= (int64_t)multiprocessors * 4 / 5) return 1;
-  int64_t most = ceil_div(keys, 256);
+  int64_t most = keys / 256; /* not ceil: 300 keys in 2 splits would give each 150 */
   if (most > AOTK_DECODE_MAX_SPLITS) most = AOTK_DECODE_MAX_SPLITS;
   if (most > ceil_div(keys, block_n)) most = ceil_div(keys, block_n);
   if (most <= 1) return 1;
@@ -348,7 +358,10 @@ static aotk_status plan_decode(const decode_problem *p, decode_plan *plan) {
   plan->merge_row = -1;
   if (plan->num_splits > 1) {
     plan->workspace_bytes = partial_out_bytes(p, plan->num_splits) + partial_lse_bytes(p, plan->num_splits);
-    ap.aligned = 1; /* the partials are padded rows; out was checked aligned */
+    /* The merge has no dtype or head-dim axis (one kernel serves them all: its rows say 0), so only the
+     * alignment chooses: the partials are padded rows; out was checked aligned. */
+    memset(&ap, 0, sizeof ap);
+    ap.aligned = 1;
     if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, &ap, 1, &plan->device, &plan->merge_row, &plan->kind)) !=
         AOTK_OK) {
       return status;
@@ -503,7 +516,8 @@ aotk_status aotk_attn_decode(const aotk_decode_params *caller_params, void *work
   if (status != AOTK_OK || (status = plan_decode(&problem, &plan)) != AOTK_OK) return status;
   if (plan.workspace_bytes > 0) {
     if (workspace == NULL) {
-      return aotk__fail(AOTK_ERROR_NULL_POINTER, "workspace is NULL; this call needs %zu bytes (%lld splits)",
+      /* As aotk_attn_bwd and aotk_sel_bwd answer a NULL workspace. */
+      return aotk__fail(AOTK_ERROR_WORKSPACE_TOO_SMALL, "workspace is NULL; this call needs %zu bytes (%lld splits)",
                         plan.workspace_bytes, (long long)plan.num_splits);
     }
     if (workspace_bytes < plan.workspace_bytes) {
@@ -592,6 +606,12 @@ static aotk_status merge_validate(const aotk_merge_params *caller_params, aotk_m
     return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "out_partials.shape[%d] = %lld; head_dim must be a multiple of 8",
                       rank - 1, (long long)p->head_dim);
   }
+  /* The kernel walks the columns in int32 (head_dim / 8 packed as int32, times 8, plus a 64-wide block):
+   * a fuzz_api input had 2^34 accepted, packed as INT32_MIN, and nothing written. */
+  if (p->head_dim > (int64_t)1 << 30) {
+    return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "out_partials.shape[%d] = %lld; the merge takes head dims up to 2^30",
+                      rank - 1, (long long)p->head_dim);
+  }
   /* lse_partials: [num_partials, (batch,) heads, seqlen_q]. */
   if ((status = aotk__check_tensor(lse_parts, "lse_partials", rank - 1,
                                    p->packed ? "[num_partials, heads, total_q]"
@@ -619,7 +639,7 @@ static aotk_status merge_validate(const aotk_merge_params *caller_params, aotk_m
     return status;
   }
   for (int d = 0; d < rank - 1; d++) {
-    if ((status = check_dim(out, "out", d, parts->shape[d + 1], "the partials' (out_partials.shape[d + 1])",
+    if ((status = check_dim(out, "out", d, parts->shape[d + 1], "out_partials' matching size",
                             d == rank - 2 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
       return status;
     }
@@ -636,7 +656,7 @@ static aotk_status merge_validate(const aotk_merge_params *caller_params, aotk_m
       return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; it is float32", aotk__dtype_name(lse->dtype));
     }
     for (int d = 0; d < rank - 2; d++) {
-      if ((status = check_dim(lse, "lse", d, lse_parts->shape[d + 1], "the partials' (lse_partials.shape[d + 1])",
+      if ((status = check_dim(lse, "lse", d, lse_parts->shape[d + 1], "lse_partials' matching size",
                               AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
         return status;
       }

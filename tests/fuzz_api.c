@@ -1,12 +1,15 @@
 /*
  * A libFuzzer target over the public entry points that take parameters: aotk_attn_fwd, aotk_attn_bwd,
- * aotk_query, aotk_sel_fwd, aotk_sel_bwd, aotk_sel_query and aotk_sel_check_indices (issue 14).
+ * aotk_query, aotk_sel_fwd, aotk_sel_bwd, aotk_sel_query and aotk_sel_check_indices (issue 14), and
+ * aotk_attn_decode, aotk_decode_query, aotk_attn_merge and aotk_merge_query (0.4).
  *
  * Each input decodes into one call. A small problem is built valid first (shapes, contiguous strides,
  * dtypes, the features a byte turns on: causal, windows, softcap, ALiBi, sinks, dropout, varlen,
- * block_cnt) and then a run of edits overwrites any field with a decoded value: a shape or stride
- * entry (small, near a power of two, negative or huge), a rank, a dtype, a pointer (NULL, moved by a
- * few bytes, another tensor's), a scalar's bits (NaN and the infinities included), struct_size, the
+ * block_cnt; for decoding a contiguous or paged cache, seqlen_q 1..16, GQA, splits forced or chosen;
+ * for the merge dense or packed partials of any float dtype, in place or not) and then a run of edits
+ * overwrites any field with a decoded value: a shape or stride entry (small, near a power of two,
+ * negative or huge), a rank, a dtype, a pointer (NULL, moved by a few bytes, another tensor's), a
+ * scalar's bits (NaN and the infinities included), num_splits, max_seqlen_k, struct_size, the
  * workspace's size and address. Nothing is dereferenced: the pointers are fake, so sizes far past any
  * GPU's memory are fine, and the library runs over a fake driver table that records what reaches it,
  * with four devices (sm_90, sm_80, sm_86 and sm_120: the cubins with TMA, the sm_80 cubins, less shared
@@ -19,9 +22,16 @@
  *   streams, graphs);
  * - an accepted call that hands a kernel a pointer outside every span the caller described (each
  *   tensor's bytes as its shape, strides and dtype say, the workspace), or encodes a TMA descriptor, or
- *   sets or copies memory, reaching past one.
- * What it does not check yet: how far a kernel indexes from a pointer given its other arguments (the
- * packed strides and sizes; tests/test_api.c checks those per family on chosen cases).
+ *   sets or copies memory, reaching past one;
+ * - a refusal for want of a kernel (AOTK_ERROR_KERNEL_NOT_BUILT) in a build made without a filter;
+ * - for the decoding and merge kernels, more: the whole byte range each pointer argument can reach,
+ *   worked out from the packed arguments as kernels/attn_decode.py indexes (grid, sizes, strides,
+ *   flags), must lie inside one span; the arguments must describe the caller's problem (no size cut to
+ *   int32, a grid that covers every row and no more, the alignment the compiled variant assumes); and
+ *   the call must agree with its query (the same refusal, the launches, grid and splits it announced),
+ *   the query writing no byte past info->struct_size.
+ * What it does not check yet: the same full reach for the attention and selection kernels (see
+ * check_launch_extent; tests/test_api.c checks those per family on chosen cases).
  *
  * `make test` runs it for AOTK_FUZZ_SECONDS (60) from the committed corpus (tests/fuzz_corpus), which a
  * longer run grows: build/tests/fuzz_api build/fuzz-corpus tests/fuzz_corpus -max_total_time=N.
@@ -109,6 +119,13 @@ static _Thread_local struct {
   int span_count;
   /* what reached the driver during the current call */
   int launches, memsets, copies, encodes;
+  /* The decoding or merge call in flight (its caller's params, for the launches' checks), what its
+   * query announced (valid when `announced`), and the splits the decoding launch packed, for its merge. */
+  const aotk_decode_params *decode;
+  const aotk_merge_params *merge;
+  aotk_kernel_info announced_info;
+  bool announced;
+  int64_t decode_splits;
 } seen;
 
 static void fail(const char *what) {
@@ -182,6 +199,371 @@ static void check_reach(uintptr_t address, unsigned __int128 bytes, const char *
   }
   abort();
 }
+
+/* ---- how far the decoding and merge kernels reach ------------------------------------------------ */
+
+/* A failed expectation about a launch: what kernels/attn_decode.py would do with these arguments. */
+#define EXPECT(condition, ...)                                   \
+  do {                                                           \
+    if (!(condition)) {                                          \
+      fprintf(stderr, "fuzz_api: %s: ", e->function_name);      \
+      fprintf(stderr, __VA_ARGS__);                              \
+      fprintf(stderr, " (expected: %s)\n", #condition);          \
+      abort();                                                   \
+    }                                                            \
+  } while (0)
+
+static uintptr_t arg_pointer(void **params, int i) {
+  uintptr_t value;
+  memcpy(&value, params[i], sizeof value);
+  return value;
+}
+static int64_t arg_i64(void **params, int i) {
+  int64_t value;
+  memcpy(&value, params[i], sizeof value);
+  return value;
+}
+static int32_t arg_i32(void **params, int i) {
+  int32_t value;
+  memcpy(&value, params[i], sizeof value);
+  return value;
+}
+
+/* One index of an access: it takes the values start .. start + count - 1 and moves the address by
+ * `stride` elements per step. */
+typedef struct axis {
+  int64_t start, count, stride;
+} axis;
+
+/* Adds the lowest and highest of sum(index * stride) over the box of `axes` to *lo and *hi; false when
+ * the box is empty (nothing accessed). In 128 bits, each term clamped to 2^100 (a few cannot overflow;
+ * anything that large lies outside the address space anyway). */
+static bool box_offsets(const axis *axes, int count, __int128 *lo, __int128 *hi) {
+  const __int128 cap = (__int128)1 << 100;
+  __int128 low = 0, high = 0;
+  for (int i = 0; i < count; i++) {
+    if (axes[i].count < 1) return false;
+    __int128 first = (__int128)axes[i].start * axes[i].stride;
+    __int128 last = ((__int128)axes[i].start + axes[i].count - 1) * axes[i].stride;
+    first = first > cap ? cap : first < -cap ? -cap : first;
+    last = last > cap ? cap : last < -cap ? -cap : last;
+    low += first < last ? first : last;
+    high += first < last ? last : first;
+  }
+  *lo = low, *hi = high;
+  return true;
+}
+
+/* The element offsets an access reaches: rows 0 .. num_rows - 1 of a flattened (batch, token, head)
+ * grid, head fastest (as both kernels number their rows), moving by stride_b, stride_t, stride_h, plus
+ * the `extra` axes (partials, head-dim columns). The rows form at most three boxes: whole batches, the
+ * last batch's whole tokens, the last token's heads; the lowest and highest offset of their union is
+ * what must fit in a span. False when nothing is reached. */
+static bool rows_offsets(int64_t num_rows, int64_t seqlen_q, int64_t heads, int64_t stride_b, int64_t stride_t,
+                         int64_t stride_h, const axis *extra, int extra_count, __int128 *lo, __int128 *hi) {
+  enum { MAX_EXTRA = 3 };
+  if (num_rows < 1 || seqlen_q < 1 || heads < 1 || extra_count > MAX_EXTRA) return false;
+  const int64_t per_batch = seqlen_q * heads, batches = num_rows / per_batch, rest = num_rows % per_batch;
+  const axis boxes[3][3] = {
+      {{0, batches, stride_b}, {0, seqlen_q, stride_t}, {0, heads, stride_h}},
+      {{batches, 1, stride_b}, {0, rest / heads, stride_t}, {0, heads, stride_h}},
+      {{batches, 1, stride_b}, {rest / heads, 1, stride_t}, {0, rest % heads, stride_h}},
+  };
+  bool any = false;
+  for (int b = 0; b < 3; b++) {
+    axis axes[3 + MAX_EXTRA];
+    memcpy(axes, boxes[b], sizeof boxes[b]);
+    if (extra_count > 0) memcpy(axes + 3, extra, (size_t)extra_count * sizeof *extra);
+    __int128 box_lo, box_hi;
+    if (!box_offsets(axes, 3 + extra_count, &box_lo, &box_hi)) continue;
+    *lo = any && *lo < box_lo ? *lo : box_lo;
+    *hi = any && *hi > box_hi ? *hi : box_hi;
+    any = true;
+  }
+  return any;
+}
+
+/* Elements lo .. hi (offsets from `base`, `element` bytes each) inside one span. */
+static void check_offsets(uintptr_t base, __int128 lo, __int128 hi, size_t element, const char *kernel,
+                          const char *argument) {
+  char what[160];
+  snprintf(what, sizeof what, "%s's %s (elements %lld .. %lld of %zu bytes)", kernel, argument, (long long)lo,
+           (long long)hi, element);
+  const __int128 first = (__int128)base + lo * (__int128)element, end = (__int128)base + (hi + 1) * (__int128)element;
+  if (first < 0 || end > (__int128)UINTPTR_MAX) {
+    fprintf(stderr, "fuzz_api: %s runs outside the address space from %#lx\n", what, (unsigned long)base);
+    abort();
+  }
+  check_reach((uintptr_t)first, (unsigned __int128)(end - first), what);
+}
+
+static void check_box(uintptr_t base, const axis *axes, int count, size_t element, const char *kernel,
+                      const char *argument) {
+  __int128 lo, hi;
+  if (box_offsets(axes, count, &lo, &hi)) check_offsets(base, lo, hi, element, kernel, argument);
+}
+
+static void check_rows(uintptr_t base, int64_t num_rows, int64_t seqlen_q, int64_t heads, int64_t stride_b,
+                       int64_t stride_t, int64_t stride_h, const axis *extra, int extra_count, size_t element,
+                       const char *kernel, const char *argument) {
+  __int128 lo, hi;
+  if (rows_offsets(num_rows, seqlen_q, heads, stride_b, stride_t, stride_h, extra, extra_count, &lo, &hi)) {
+    check_offsets(base, lo, hi, element, kernel, argument);
+  }
+}
+
+/* The smallest and largest block_m of the table rows sharing a kernel's .entry (the fake driver's handle
+ * names the first of them). */
+static void entry_block_m(const aotk__kernel_entry *e, int64_t *smallest, int64_t *largest) {
+  *smallest = INT64_MAX, *largest = 0;
+  for (int row = 0; row < aotk__kernel_count; row++) {
+    const aotk__kernel_entry *other = &aotk__kernel_table[row];
+    if (strcmp(other->function_name, e->function_name) != 0) continue;
+    *smallest = other->block_m < *smallest ? other->block_m : *smallest;
+    *largest = other->block_m > *largest ? other->block_m : *largest;
+  }
+}
+
+/* kernels/attn_decode.py's flags (src/aotk_decode.c sets them). */
+enum {
+  DECODE_WRITE_LSE = 1,
+  DECODE_ALIBI = 16,
+  DECODE_SINKS = 32,
+  DECODE_PAGED = 256,
+  DECODE_SPLIT = 512,
+  MERGE_PARTIAL_FP16 = 1024,
+  MERGE_PARTIAL_BF16 = 2048,
+  MERGE_OUT_FP16 = 4096,
+  MERGE_OUT_BF16 = 8192,
+};
+
+/* attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks, OutPartial, LsePartial,
+ * 12 int64 q/k/v/out strides, stride_lb, stride_lh, stride_tb, stride_ab, 14 int32 sizes and flags, 3
+ * floats), its grid (split fastest, then row chunk, kv head, request). */
+static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "ppppppppppplllllllllllllllliiiiiiiiiiiiiifff") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_decode is out of date", e->param_kinds);
+  const aotk_decode_params *d = seen.decode;
+  EXPECT(d != NULL, "launched by a call other than aotk_attn_decode");
+  enum { Q, K, V, OUT, LSE, TABLE, SEQLENS, ALIBI, SINKS, OUT_PARTIAL, LSE_PARTIAL };
+  enum { QB = 11, QS, QH, KP, KS, KH, VP, VS, VH, OB, OS, OH, LB, LH, TB, AB };
+  const int64_t batch = arg_i32(a, 27), seqlen_q = arg_i32(a, 28), heads_q = arg_i32(a, 29);
+  const int64_t group_size = arg_i32(a, 30), capacity = arg_i32(a, 31), page_size = arg_i32(a, 32);
+  const int64_t num_splits = arg_i32(a, 33), split_keys = arg_i32(a, 34), row_chunks = arg_i32(a, 35);
+  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, 36), head_dim_v = 8 * (int64_t)arg_i32(a, 37);
+  const int32_t flags = arg_i32(a, 40);
+  const bool paged = flags & DECODE_PAGED, split = flags & DECODE_SPLIT;
+
+  /* The arguments describe the caller's problem (a size cut to int32 would not). */
+  EXPECT(batch == d->q.shape[0] && seqlen_q == d->q.shape[1] && heads_q == d->q.shape[2],
+         "batch, seqlen_q, heads_q = %lld, %lld, %lld for q of shape [%lld, %lld, %lld, %lld]", (long long)batch,
+         (long long)seqlen_q, (long long)heads_q, (long long)d->q.shape[0], (long long)d->q.shape[1],
+         (long long)d->q.shape[2], (long long)d->q.shape[3]);
+  EXPECT(group_size >= 1 && heads_q % group_size == 0 && heads_q / group_size == d->k_cache.shape[2],
+         "group_size = %lld with heads_q = %lld and %lld kv heads", (long long)group_size, (long long)heads_q,
+         (long long)d->k_cache.shape[2]);
+  EXPECT(head_dim_qk == d->q.shape[3] && head_dim_v == d->v_cache.shape[3], "head dims %lld, %lld for %lld, %lld",
+         (long long)head_dim_qk, (long long)head_dim_v, (long long)d->q.shape[3], (long long)d->v_cache.shape[3]);
+  EXPECT(paged == (d->block_table.data != NULL), "flags = %#x", (unsigned)flags);
+  const __int128 expected_capacity =
+      paged ? (__int128)d->block_table.shape[1] * d->k_cache.shape[1] : (__int128)d->k_cache.shape[1];
+  EXPECT(capacity == expected_capacity && (!paged || page_size == d->k_cache.shape[1]),
+         "capacity = %lld, page_size = %lld for a cache of %lld rows per page or request", (long long)capacity,
+         (long long)page_size, (long long)d->k_cache.shape[1]);
+  /* The splits' key ranges start at split * split_keys in int32. */
+  EXPECT(num_splits >= 1 && num_splits <= AOTK_DECODE_MAX_SPLITS && split == (num_splits > 1) && split_keys >= 1 &&
+             (num_splits - 1) * split_keys <= (int64_t)INT32_MAX,
+         "num_splits = %lld, split_keys = %lld, flags = %#x, capacity %lld", (long long)num_splits,
+         (long long)split_keys, (unsigned)flags, (long long)capacity);
+  /* Every query row of a group in some program, no program past the last request, and the int32 row
+   * numbers (chunk * BLOCK_M + i < group_size * seqlen_q) free of overflow. */
+  int64_t block_m_smallest, block_m_largest;
+  entry_block_m(e, &block_m_smallest, &block_m_largest);
+  const int64_t group_rows = group_size * seqlen_q;
+  EXPECT(row_chunks >= 1 && row_chunks * block_m_largest >= group_rows &&
+             row_chunks * block_m_largest <= (int64_t)INT32_MAX,
+         "row_chunks = %lld for %lld rows per group", (long long)row_chunks, (long long)group_rows);
+  const int64_t heads_kv = heads_q / group_size;
+  EXPECT((__int128)grid == (__int128)batch * heads_kv * row_chunks * num_splits,
+         "a grid of %u programs for %lld requests x %lld kv heads x %lld row chunks x %lld splits", grid,
+         (long long)batch, (long long)heads_kv, (long long)row_chunks, (long long)num_splits);
+  if (seen.announced) {
+    const aotk_kernel_info *info = &seen.announced_info;
+    EXPECT(info->grid == (int64_t)grid && info->num_splits == num_splits &&
+               row_chunks == (group_rows + info->block_m - 1) / info->block_m,
+           "aotk_decode_query announced a grid of %lld with %d splits and block_m %d; launched %u, %lld splits, %lld "
+           "row chunks",
+           (long long)info->grid, (int)info->num_splits, (int)info->block_m, grid, (long long)num_splits,
+           (long long)row_chunks);
+  }
+  /* What the aligned-only kernel assumes: 16-byte pointers, strides multiples of 16 elements. */
+  static const int aligned_pointers[] = {Q, K, V, OUT, OUT_PARTIAL, LSE_PARTIAL};
+  for (size_t i = 0; i < sizeof aligned_pointers / sizeof aligned_pointers[0]; i++) {
+    EXPECT(arg_pointer(a, aligned_pointers[i]) % 16 == 0, "pointer argument %d = %#lx", aligned_pointers[i],
+           (unsigned long)arg_pointer(a, aligned_pointers[i]));
+  }
+  for (int i = QB; i <= OH; i++) EXPECT(arg_i64(a, i) % 16 == 0, "stride argument %d = %lld", i, (long long)arg_i64(a, i));
+
+  /* The reach. Rows (request, token, query head): all of them, the grid being whole. Keys: rows
+   * 0 .. capacity - 1 of the request (contiguous), or rows 0 .. page_size - 1 of any page the caller
+   * described (paged: the page ids are device data, valid by contract). */
+  const int64_t rows = batch * seqlen_q * heads_q; /* under 2^38: the grid is whole, 2^32 programs at most */
+  const axis columns_qk = {0, head_dim_qk, 1}, columns_v = {0, head_dim_v, 1};
+  check_rows(arg_pointer(a, Q), rows, seqlen_q, heads_q, arg_i64(a, QB), arg_i64(a, QS), arg_i64(a, QH), &columns_qk,
+             1, 2, e->function_name, "Q");
+  const int64_t pages_k = paged ? d->k_cache.shape[0] : batch, pages_v = paged ? d->v_cache.shape[0] : batch;
+  const int64_t cache_rows = paged ? (page_size < capacity ? page_size : capacity) : capacity;
+  const axis k_axes[] = {{0, pages_k, arg_i64(a, KP)}, {0, cache_rows, arg_i64(a, KS)}, {0, heads_kv, arg_i64(a, KH)},
+                         columns_qk};
+  const axis v_axes[] = {{0, pages_v, arg_i64(a, VP)}, {0, cache_rows, arg_i64(a, VS)}, {0, heads_kv, arg_i64(a, VH)},
+                         columns_v};
+  check_box(arg_pointer(a, K), k_axes, 4, 2, e->function_name, "K");
+  check_box(arg_pointer(a, V), v_axes, 4, 2, e->function_name, "V");
+  if (paged) {
+    EXPECT(page_size >= 1, "page_size = %lld", (long long)page_size);
+    const axis table_axes[] = {{0, batch, arg_i64(a, TB)}, {0, capacity >= 1 ? (capacity - 1) / page_size + 1 : 0, 1}};
+    check_box(arg_pointer(a, TABLE), table_axes, 2, 4, e->function_name, "BlockTable");
+  }
+  const axis seqlens_axes[] = {{0, batch, 1}};
+  check_box(arg_pointer(a, SEQLENS), seqlens_axes, 1, 4, e->function_name, "CacheSeqlens");
+  if (flags & DECODE_ALIBI) {
+    const axis alibi_axes[] = {{0, batch, arg_i64(a, AB)}, {0, heads_q, 1}};
+    check_box(arg_pointer(a, ALIBI), alibi_axes, 2, 4, e->function_name, "AlibiSlopes");
+  }
+  if (split) {
+    /* The partials: rows [split, request, token, head] padded to 16 floats, then their LSEs, apart. */
+    const int64_t padded = (head_dim_v / 8 + 1) / 2 * 16;
+    const axis partial_axes[] = {{0, num_splits * rows, padded}, columns_v}, lse_axes[] = {{0, num_splits * rows, 1}};
+    check_box(arg_pointer(a, OUT_PARTIAL), partial_axes, 2, 4, e->function_name, "OutPartial");
+    check_box(arg_pointer(a, LSE_PARTIAL), lse_axes, 1, 4, e->function_name, "LsePartial");
+    const __int128 partial_end = (__int128)arg_pointer(a, OUT_PARTIAL) +
+                                 ((__int128)(num_splits * rows - 1) * padded + head_dim_v) * 4;
+    const __int128 lse_end = (__int128)arg_pointer(a, LSE_PARTIAL) + (__int128)(num_splits * rows) * 4;
+    EXPECT(partial_end <= arg_pointer(a, LSE_PARTIAL) || lse_end <= arg_pointer(a, OUT_PARTIAL),
+           "the partial outputs at %#lx and their LSEs at %#lx overlap", (unsigned long)arg_pointer(a, OUT_PARTIAL),
+           (unsigned long)arg_pointer(a, LSE_PARTIAL));
+    seen.decode_splits = num_splits;
+  } else {
+    check_rows(arg_pointer(a, OUT), rows, seqlen_q, heads_q, arg_i64(a, OB), arg_i64(a, OS), arg_i64(a, OH),
+               &columns_v, 1, 2, e->function_name, "Out");
+    if (flags & DECODE_WRITE_LSE) {
+      check_rows(arg_pointer(a, LSE), rows, seqlen_q, heads_q, arg_i64(a, LB), 1, arg_i64(a, LH), NULL, 0, 4, e->function_name,
+                 "Lse");
+    }
+    if (flags & DECODE_SINKS) {
+      const axis sink_axes[] = {{0, heads_q, 1}};
+      check_box(arg_pointer(a, SINKS), sink_axes, 1, 4, e->function_name, "Sinks");
+    }
+  }
+}
+
+/* attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Out16, OutBF16, Lse, Sinks,
+ * 14 int64 strides, 6 int32), one program per BLOCK_M rows; from aotk_attn_merge or after a split
+ * decoding launch. */
+static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "ppppppppplllllllllllllliiiiii") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_merge is out of date", e->param_kinds);
+  enum { LSE_PARTIAL = 3, LSE = 7, SINKS = 8 };
+  enum { PP = 9, PB, PS, PH, LPP, LPB, LPH, LPS, OB, OS, OH, LB, LH, LS };
+  const int64_t num_partials = arg_i32(a, 23), seqlen_q = arg_i32(a, 24), heads = arg_i32(a, 25);
+  const int64_t num_rows = arg_i32(a, 26), head_dim = 8 * (int64_t)arg_i32(a, 27);
+  const int32_t flags = arg_i32(a, 28);
+  const int partial_slot = flags & MERGE_PARTIAL_FP16 ? 1 : flags & MERGE_PARTIAL_BF16 ? 2 : 0;
+  const int out_slot = flags & MERGE_OUT_FP16 ? 1 : flags & MERGE_OUT_BF16 ? 2 : 0;
+  static const aotk_dtype slot_dtypes[] = {AOTK_DTYPE_FLOAT32, AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
+
+  /* The caller's problem: aotk_attn_merge's params, or the decoding call's splits. */
+  int64_t batch;
+  aotk_dtype partial_dtype, out_dtype;
+  if (seen.merge != NULL) {
+    const aotk_tensor *parts = &seen.merge->out_partials;
+    const int rank = parts->rank;
+    batch = rank == 5 ? parts->shape[1] : 1;
+    EXPECT(num_partials == parts->shape[0] && seqlen_q == parts->shape[rank - 3] && heads == parts->shape[rank - 2] &&
+               head_dim == parts->shape[rank - 1],
+           "num_partials, seqlen_q, heads, head_dim = %lld, %lld, %lld, %lld", (long long)num_partials,
+           (long long)seqlen_q, (long long)heads, (long long)head_dim);
+    partial_dtype = parts->dtype, out_dtype = seen.merge->out.dtype;
+  } else {
+    const aotk_decode_params *d = seen.decode;
+    EXPECT(d != NULL, "launched by a call other than aotk_attn_merge and aotk_attn_decode");
+    batch = d->q.shape[0];
+    EXPECT(num_partials == seen.decode_splits && seqlen_q == d->q.shape[1] && heads == d->q.shape[2] &&
+               head_dim == d->v_cache.shape[3],
+           "num_partials, seqlen_q, heads, head_dim = %lld, %lld, %lld, %lld after %lld splits", (long long)num_partials,
+           (long long)seqlen_q, (long long)heads, (long long)head_dim, (long long)seen.decode_splits);
+    partial_dtype = AOTK_DTYPE_FLOAT32, out_dtype = d->q.dtype;
+  }
+  EXPECT(head_dim <= (int64_t)INT32_MAX, "head_dim8 = %lld: the kernel's head_dim8 * 8 overflows int32",
+         (long long)(head_dim / 8));
+  EXPECT((__int128)num_rows == (__int128)batch * seqlen_q * heads, "num_rows = %lld for %lld x %lld x %lld", (long long)num_rows,
+         (long long)batch, (long long)seqlen_q, (long long)heads);
+  EXPECT(slot_dtypes[partial_slot] == partial_dtype && slot_dtypes[out_slot] == out_dtype, "flags = %#x",
+         (unsigned)flags);
+  /* The typed pointers: exactly the flags' one of each triple set. */
+  for (int slot = 0; slot < 3; slot++) {
+    EXPECT((arg_pointer(a, slot) != 0) == (slot == partial_slot), "partial pointer %d = %#lx with flags %#x", slot,
+           (unsigned long)arg_pointer(a, slot), (unsigned)flags);
+    EXPECT((arg_pointer(a, 4 + slot) != 0) == (slot == out_slot), "output pointer %d = %#lx with flags %#x", slot,
+           (unsigned long)arg_pointer(a, 4 + slot), (unsigned)flags);
+  }
+  /* Rows pid * BLOCK_M + i: every row in some program, and no int32 wrap (a wrapped row is negative,
+   * passes the row < num_rows mask and indexes before every tensor). */
+  int64_t block_m_smallest, block_m_largest;
+  entry_block_m(e, &block_m_smallest, &block_m_largest);
+  EXPECT((int64_t)grid * block_m_smallest >= num_rows && (int64_t)grid * block_m_largest - 1 <= (int64_t)INT32_MAX &&
+             ((int64_t)grid - 1) * block_m_smallest < num_rows,
+         "a grid of %u programs of %lld to %lld rows for %lld rows", grid, (long long)block_m_smallest,
+         (long long)block_m_largest, (long long)num_rows);
+  if (seen.merge != NULL && seen.announced) {
+    EXPECT(seen.announced_info.grid == (int64_t)grid, "aotk_merge_query announced a grid of %lld; launched %u",
+           (long long)seen.announced_info.grid, grid);
+  }
+  /* The aligned variant's assumptions: the split's own partials always qualify (so src/aotk_decode.c
+   * always takes it there); for aotk_attn_merge, where its query named it. */
+  if (seen.merge == NULL || (seen.announced && seen.announced_info.aligned)) {
+    for (int slot = 0; slot < 3; slot++) {
+      EXPECT(arg_pointer(a, slot) % 16 == 0 && arg_pointer(a, 4 + slot) % 16 == 0, "pointers %#lx, %#lx",
+             (unsigned long)arg_pointer(a, slot), (unsigned long)arg_pointer(a, 4 + slot));
+    }
+    static const int aligned_strides[] = {PP, PB, PS, PH, OB, OS, OH};
+    for (size_t i = 0; i < sizeof aligned_strides / sizeof aligned_strides[0]; i++) {
+      EXPECT(arg_i64(a, aligned_strides[i]) % 16 == 0, "stride argument %d = %lld", aligned_strides[i],
+             (long long)arg_i64(a, aligned_strides[i]));
+    }
+  }
+  /* The reach: every partial of every row, head_dim columns (the loop's mask). */
+  static const size_t slot_bytes[] = {4, 2, 2};
+  const axis partial_extra[] = {{0, num_partials, arg_i64(a, PP)}, {0, head_dim, 1}};
+  check_rows(arg_pointer(a, partial_slot), num_rows, seqlen_q, heads, arg_i64(a, PB), arg_i64(a, PS), arg_i64(a, PH),
+             partial_extra, 2, slot_bytes[partial_slot], e->function_name, "OutPartial");
+  const axis lse_extra[] = {{0, num_partials, arg_i64(a, LPP)}};
+  check_rows(arg_pointer(a, LSE_PARTIAL), num_rows, seqlen_q, heads, arg_i64(a, LPB), arg_i64(a, LPS), arg_i64(a, LPH),
+             lse_extra, 1, 4, e->function_name, "LsePartial");
+  const axis out_extra[] = {{0, head_dim, 1}};
+  check_rows(arg_pointer(a, 4 + out_slot), num_rows, seqlen_q, heads, arg_i64(a, OB), arg_i64(a, OS), arg_i64(a, OH),
+             out_extra, 1, slot_bytes[out_slot], e->function_name, "Out");
+  if (flags & DECODE_WRITE_LSE) {
+    check_rows(arg_pointer(a, LSE), num_rows, seqlen_q, heads, arg_i64(a, LB), arg_i64(a, LS), arg_i64(a, LH), NULL, 0,
+               4, e->function_name, "Lse");
+  }
+  if (flags & DECODE_SINKS) {
+    const axis sink_axes[] = {{0, num_rows < heads ? num_rows : heads, 1}};
+    check_box(arg_pointer(a, SINKS), sink_axes, 1, 4, e->function_name, "Sinks");
+  }
+}
+
+/* The full reach of a launch, where fuzz_api.c models its kernel.
+ * TODO: the attention and selection families. Their reach depends on device data for varlen (the
+ * cu_seqlens offsets) and selection (block_idx), on the tile (BLOCK_M rows past the sequence, masked,
+ * with 32-bit sequence and head strides) and, for the TMA kernels, on descriptors checked when
+ * encoded; each family needs its own model, as tests/test_api.c has per case. Until then their pointer
+ * arguments are only checked to lie in a span. */
+static void check_launch_extent(const aotk__kernel_entry *e, unsigned grid, void **params) {
+  if (e->family == AOTK__FAMILY_ATTN_DECODE) check_decode_launch(e, grid, params);
+  if (e->family == AOTK__FAMILY_ATTN_MERGE) check_merge_launch(e, grid, params);
+}
+#undef EXPECT
 
 /* ---- the fake driver ---------------------------------------------------------------------------- */
 
@@ -318,6 +700,7 @@ static CUresult fake_cuLaunchKernel(CUfunction function, unsigned grid_x, unsign
     }
     slot++;
   }
+  check_launch_extent(e, grid_x, params);
   return CUDA_SUCCESS;
 }
 static CUresult fake_cuMemcpyHtoD(CUdeviceptr destination, const void *source, size_t bytes) {
@@ -402,7 +785,7 @@ static const aotk__driver fake_driver = {
 /* ---- building a call ---------------------------------------------------------------------------- */
 
 enum { T_Q, T_K, T_V, T_OUT, T_LSE, T_DOUT, T_DQ, T_DK, T_DV, T_CU_Q, T_CU_K, T_ALIBI, T_SINKS, T_DSINKS, T_RNG,
-       T_MASK, T_IDX, T_CNT, TENSOR_SLOTS };
+       T_MASK, T_IDX, T_CNT, T_TABLE, T_SEQLENS, T_PARTIALS, T_LSE_PARTIALS, TENSOR_SLOTS };
 
 static void *region(int slot) { return (void *)(REGION_BASE + (uintptr_t)slot * REGION_STRIDE); }
 
@@ -415,6 +798,18 @@ static aotk_tensor make(int slot, aotk_dtype dtype, int rank, const int64_t *sha
   int64_t stride = 1;
   for (int d = rank - 1; d >= 0; d--) {
     t.shape[d] = shape[d];
+    t.strides[d] = stride;
+    stride *= shape[d] > 0 ? shape[d] : 1;
+  }
+  return t;
+}
+
+/* Like make, with the innermost rows `row_elements` apart (>= the last dimension): padded rows, which keep
+ * every stride a multiple of 16 elements where the head dim is not. */
+static aotk_tensor make_rows(int slot, aotk_dtype dtype, int rank, const int64_t *shape, int64_t row_elements) {
+  aotk_tensor t = make(slot, dtype, rank, shape);
+  int64_t stride = row_elements;
+  for (int d = rank - 2; d >= 0 && row_elements > shape[rank - 1]; d--) {
     t.strides[d] = stride;
     stride *= shape[d] > 0 ? shape[d] : 1;
   }
@@ -557,6 +952,118 @@ static aotk_sel_params sel_problem(reader *r, bool backward) {
   return p;
 }
 
+/* Head dims decoding takes: multiples of 8 up to 256, run in the compiled pairs (those that are not
+ * multiples of 16 are aligned only with padded rows). */
+static const int decode_head_dims[] = {64, 128, 256, 32, 96, 192, 16, 48, 80, 160, 8, 24, 40, 72, 136, 248};
+static int64_t round_up16(int64_t n) { return (n + 15) / 16 * 16; }
+
+static aotk_decode_params decode_problem(reader *r) {
+  aotk_decode_params p = AOTK_DECODE_PARAMS_INIT;
+  const aotk_dtype dtype = take_dtype(r);
+  const int64_t batch = take_range(r, 1, 8);
+  const int64_t seqlen_q = take(r, 1) % 2 ? 1 : take_range(r, 1, AOTK_DECODE_MAX_SEQLEN_Q);
+  const int64_t hk = take_range(r, 1, 8), hq = hk * (take(r, 1) % 4 == 0 ? 16 : take_range(r, 1, 8));
+  const int64_t dqk = decode_head_dims[take(r, 1) % 16];
+  const int64_t dv = take(r, 1) % 4 == 0 ? decode_head_dims[take(r, 1) % 16] : dqk;
+  const unsigned features = (unsigned)take(r, 2);
+  const bool padded = (features & 1) || dqk % 16 != 0 || dv % 16 != 0;
+  const int64_t row_qk = padded ? round_up16(dqk + 8) : dqk, row_v = padded ? round_up16(dv + 8) : dv;
+  p.q = make_rows(T_Q, dtype, 4, (int64_t[]){batch, seqlen_q, hq, dqk}, row_qk);
+  int64_t capacity;
+  if (features & 2) {
+    static const int64_t page_sizes[] = {16, 64, 256, 1, 2, 3, 17, 128};
+    const int64_t page_size = page_sizes[take(r, 1) % 8], pages_per_request = take_range(r, 1, 64);
+    const int64_t num_pages = take_range(r, 1, batch * pages_per_request + 3);
+    capacity = page_size * pages_per_request;
+    p.k_cache = make_rows(T_K, dtype, 4, (int64_t[]){num_pages, page_size, hk, dqk}, row_qk);
+    p.v_cache = make_rows(T_V, dtype, 4, (int64_t[]){num_pages, page_size, hk, dv}, row_v);
+    p.block_table = make(T_TABLE, AOTK_DTYPE_INT32, 2, (int64_t[]){batch, pages_per_request});
+  } else {
+    capacity = take(r, 1) % 2 ? take_range(r, 1, 300) : take_range(r, 1, 20000);
+    p.k_cache = make_rows(T_K, dtype, 4, (int64_t[]){batch, capacity, hk, dqk}, row_qk);
+    p.v_cache = make_rows(T_V, dtype, 4, (int64_t[]){batch, capacity, hk, dv}, row_v);
+  }
+  p.cache_seqlens = make(T_SEQLENS, AOTK_DTYPE_INT32, 1, (int64_t[]){batch});
+  p.out = make_rows(T_OUT, dtype, 4, (int64_t[]){batch, seqlen_q, hq, dv}, row_v);
+  if (!(features & 4)) p.lse = make(T_LSE, AOTK_DTYPE_FLOAT32, 3, (int64_t[]){batch, hq, seqlen_q});
+  p.causal = (features >> 3) & 1;
+  if (features & 16) {
+    p.window_left = (int32_t)take_range(r, -1, 300);
+    p.window_right = p.causal ? (int32_t)take_range(r, -1, 0) : (int32_t)take_range(r, -1, 300);
+  }
+  if (features & 32) p.softcap = take(r, 1) % 2 ? 30.0f : take_float(r);
+  if (features & 64) {
+    p.alibi_slopes = take(r, 1) % 2 ? make(T_ALIBI, AOTK_DTYPE_FLOAT32, 1, (int64_t[]){hq})
+                                    : make(T_ALIBI, AOTK_DTYPE_FLOAT32, 2, (int64_t[]){batch, hq});
+  }
+  if (features & 128) p.sinks = make(T_SINKS, AOTK_DTYPE_FLOAT32, 1, (int64_t[]){hq});
+  if (features & 256) p.softmax_scale = take_float(r);
+  switch ((features >> 9) & 3) { /* the splits: chosen (0), forced, few forced, or chosen for a bound */
+    case 1:
+      p.num_splits = (int32_t)take_range(r, 1, AOTK_DECODE_MAX_SPLITS);
+      break;
+    case 2:
+      p.num_splits = (int32_t)take_range(r, 1, 8);
+      break;
+    case 3:
+      p.max_seqlen_k = (int32_t)take_range(r, 1, capacity);
+      break;
+  }
+  return p;
+}
+
+/* Head dims the merge takes: any multiple of 8. */
+static const int merge_head_dims[] = {128, 64, 256, 8, 16, 24, 40, 96, 512, 1000, 72, 2048};
+
+static aotk_dtype take_float_dtype(reader *r) {
+  static const aotk_dtype dtypes[] = {AOTK_DTYPE_FLOAT32, AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
+  return dtypes[take(r, 1) % 3];
+}
+
+/* The view of `t` without its first dimension (partial 0 of the partials: the in-place merge's out). */
+static aotk_tensor drop_first(const aotk_tensor *t) {
+  aotk_tensor view = *t;
+  view.rank = t->rank - 1;
+  for (int d = 0; d < AOTK_TENSOR_MAX_RANK - 1; d++) {
+    view.shape[d] = t->shape[d + 1];
+    view.strides[d] = t->strides[d + 1];
+  }
+  view.shape[AOTK_TENSOR_MAX_RANK - 1] = view.strides[AOTK_TENSOR_MAX_RANK - 1] = 0;
+  return view;
+}
+
+static aotk_merge_params merge_problem(reader *r) {
+  aotk_merge_params p = AOTK_MERGE_PARAMS_INIT;
+  const aotk_dtype partial_dtype = take_float_dtype(r);
+  const aotk_dtype out_dtype = take(r, 1) % 2 ? partial_dtype : take_float_dtype(r);
+  const int64_t num_partials = take(r, 1) % 4 == 0 ? take_range(r, 1, 300) : take_range(r, 1, 8);
+  const int64_t heads = take_range(r, 1, 16), head_dim = merge_head_dims[take(r, 1) % 12];
+  const unsigned features = (unsigned)take(r, 1);
+  /* Padded partial rows (a split's workspace pads to 16 floats; others pad by any 8). */
+  const int64_t row = features & 2 ? head_dim + 8 * take_range(r, 1, 4) : head_dim;
+  if (features & 1) { /* packed: [num_partials, total_q, heads, head_dim] */
+    const int64_t total_q = take_range(r, 1, 2000);
+    p.out_partials = make_rows(T_PARTIALS, partial_dtype, 4, (int64_t[]){num_partials, total_q, heads, head_dim}, row);
+    p.lse_partials = make(T_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, 3, (int64_t[]){num_partials, heads, total_q});
+    p.out = make(T_OUT, out_dtype, 3, (int64_t[]){total_q, heads, head_dim});
+    p.lse = make(T_LSE, AOTK_DTYPE_FLOAT32, 2, (int64_t[]){heads, total_q});
+  } else {
+    const int64_t batch = take_range(r, 1, 4), seqlen_q = take_range(r, 1, 300);
+    p.out_partials =
+        make_rows(T_PARTIALS, partial_dtype, 5, (int64_t[]){num_partials, batch, seqlen_q, heads, head_dim}, row);
+    p.lse_partials = make(T_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, 4, (int64_t[]){num_partials, batch, heads, seqlen_q});
+    p.out = make(T_OUT, out_dtype, 4, (int64_t[]){batch, seqlen_q, heads, head_dim});
+    p.lse = make(T_LSE, AOTK_DTYPE_FLOAT32, 3, (int64_t[]){batch, heads, seqlen_q});
+  }
+  if (features & 4) { /* in place: out and lse are partial 0 */
+    p.out = drop_first(&p.out_partials);
+    p.lse = drop_first(&p.lse_partials);
+  }
+  if (features & 8) p.lse.data = NULL;
+  if (features & 16) p.sinks = make(T_SINKS, AOTK_DTYPE_FLOAT32, 1, (int64_t[]){heads});
+  return p;
+}
+
 /* The spans of every tensor field of a params struct (the fields each call reads, as the header lists
  * them; the selection struct names a subset). */
 static void attn_spans(const aotk_attn_params *p) {
@@ -574,6 +1081,20 @@ static void sel_spans(const aotk_sel_params *p) {
                             &p->block_idx, &p->block_cnt, &p->dout, &p->dq, &p->dk, &p->dv};
   static const char *const names[] = {"q", "k", "v", "out", "lse", "cu_seqlens_q", "cu_seqlens_k", "block_idx",
                                       "block_cnt", "dout", "dq", "dk", "dv"};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_tensor_span(t[i], names[i]);
+}
+
+static void decode_spans(const aotk_decode_params *p) {
+  const aotk_tensor *t[] = {&p->q,   &p->k_cache, &p->v_cache,      &p->block_table, &p->cache_seqlens,
+                            &p->out, &p->lse,     &p->alibi_slopes, &p->sinks};
+  static const char *const names[] = {"q", "k_cache", "v_cache", "block_table", "cache_seqlens", "out", "lse",
+                                      "alibi_slopes", "sinks"};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_tensor_span(t[i], names[i]);
+}
+
+static void merge_spans(const aotk_merge_params *p) {
+  const aotk_tensor *t[] = {&p->out_partials, &p->lse_partials, &p->out, &p->lse, &p->sinks};
+  static const char *const names[] = {"out_partials", "lse_partials", "out", "lse", "sinks"};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_tensor_span(t[i], names[i]);
 }
 
@@ -629,9 +1150,101 @@ static void edit_sel(reader *r, aotk_sel_params *p) {
   }
 }
 
+static void edit_decode(reader *r, aotk_decode_params *p) {
+  aotk_tensor *const all[] = {&p->q,   &p->k_cache, &p->v_cache,      &p->block_table, &p->cache_seqlens,
+                              &p->out, &p->lse,     &p->alibi_slopes, &p->sinks};
+  const int count = (int)(sizeof all / sizeof all[0]);
+  switch (take(r, 1) % 6) {
+    case 0:
+    case 1:
+      edit_tensor(r, all[take(r, 1) % (unsigned)count], all, count);
+      break;
+    case 2: {
+      int32_t *ints[] = {&p->causal, &p->window_left, &p->window_right, &p->num_splits, &p->max_seqlen_k};
+      *ints[take(r, 1) % 5] = (int32_t)take_size(r);
+      break;
+    }
+    case 3: /* near the bounds */
+      *(take(r, 1) % 2 ? &p->num_splits : &p->max_seqlen_k) = (int32_t)take_range(r, -1, AOTK_DECODE_MAX_SPLITS + 1);
+      break;
+    case 4:
+      *(take(r, 1) % 2 ? &p->softmax_scale : &p->softcap) = take_float(r);
+      break;
+    default:
+      p->struct_size = take(r, 1) % 2 ? (size_t)take_range(r, 0, sizeof *p + 8) : (size_t)take(r, 8);
+      break;
+  }
+}
+
+static void edit_merge(reader *r, aotk_merge_params *p) {
+  aotk_tensor *const all[] = {&p->out_partials, &p->lse_partials, &p->out, &p->lse, &p->sinks};
+  const int count = (int)(sizeof all / sizeof all[0]);
+  if (take(r, 1) % 5 != 0) {
+    edit_tensor(r, all[take(r, 1) % (unsigned)count], all, count);
+  } else {
+    p->struct_size = take(r, 1) % 2 ? (size_t)take_range(r, 0, sizeof *p + 8) : (size_t)take(r, 8);
+  }
+}
+
+/* A query's info as a caller of some version allocates it: exactly struct_size bytes (at least the size
+ * field), so that AddressSanitizer sees a write past them; bytes past what the library knows must stay
+ * untouched. NULL sometimes. */
+enum { INFO_POISON = 0xa5 };
+static aotk_kernel_info *take_info(reader *r, size_t *bytes) {
+  switch (take(r, 1) % 5) {
+    case 1:
+      *bytes = offsetof(aotk_kernel_info, num_splits); /* a 0.3 caller */
+      break;
+    case 2:
+      *bytes = (size_t)take_range(r, 0, sizeof(aotk_kernel_info) + 16);
+      break;
+    case 3:
+      return NULL;
+    default:
+      *bytes = sizeof(aotk_kernel_info);
+      break;
+  }
+  const size_t allocated = *bytes > sizeof(size_t) ? *bytes : sizeof(size_t);
+  unsigned char *info = malloc(allocated);
+  if (info == NULL) fail("out of memory");
+  memset(info, INFO_POISON, allocated);
+  memcpy(info, bytes, sizeof *bytes);
+  return (aotk_kernel_info *)(void *)info;
+}
+
+static void check_info_tail(const aotk_kernel_info *info, size_t bytes) {
+  for (size_t i = sizeof *info; i < bytes; i++) {
+    if (((const unsigned char *)info)[i] != INFO_POISON) fail("a query wrote past the aotk_kernel_info it knows");
+  }
+}
+
+/* The call agrees with its query: "exactly the status the call itself would return before launching"
+ * (the decoding call also checks its workspace, which the query does not), and, accepted, the launches
+ * it announced. */
+static bool workspace_refusal(aotk_status status) {
+  return status == AOTK_ERROR_NULL_POINTER || status == AOTK_ERROR_WORKSPACE_TOO_SMALL ||
+         status == AOTK_ERROR_MISALIGNED_POINTER || status == AOTK_ERROR_SIZE_OVERFLOW;
+}
+
+static void check_agrees_with_query(aotk_status asked, aotk_status status, bool workspace_checked) {
+  if (asked != AOTK_OK ? status != asked : status != AOTK_OK && !(workspace_checked && workspace_refusal(status))) {
+    fprintf(stderr, "fuzz_api: the query said %s, the call returned %s (%s)\n", aotk_status_name(asked),
+            aotk_status_name(status), aotk_last_error());
+    fail("a call and its query disagree");
+  }
+  if (status == AOTK_OK && seen.launches != seen.announced_info.launches) {
+    fprintf(stderr, "fuzz_api: the query announced %d launches, the call made %d\n",
+            (int)seen.announced_info.launches, seen.launches);
+    fail("a call and its query disagree");
+  }
+}
+
 /* ---- one input ---------------------------------------------------------------------------------- */
 
-enum { OP_ATTN_FWD, OP_ATTN_BWD, OP_QUERY, OP_SEL_FWD, OP_SEL_BWD, OP_SEL_QUERY, OP_SEL_CHECK, OPS };
+/* The first seven are chosen by op bytes 0..223 as before 0.4 (so the committed corpus keeps its
+ * meaning), the decoding and merge calls by 224..255. */
+enum { OP_ATTN_FWD, OP_ATTN_BWD, OP_QUERY, OP_SEL_FWD, OP_SEL_BWD, OP_SEL_QUERY, OP_SEL_CHECK, OP_DECODE,
+       OP_DECODE_QUERY, OP_MERGE, OP_MERGE_QUERY };
 
 /* This thread's calls that the library accepted, and that launched kernels. */
 static _Thread_local long accepted_calls, launching_calls;
@@ -647,7 +1260,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   reader *r = &in;
   memset(&seen, 0, sizeof seen);
   current_device = size > 0 ? data[size - 1] % FAKE_DEVICES : 0; /* shares the last byte with the decoder */
-  const int op = (int)(take(r, 1) % OPS);
+  const unsigned op_byte = (unsigned)take(r, 1);
+  const int op = op_byte < 224 ? (int)(op_byte % 7) : OP_DECODE + (int)((op_byte - 224) % 4);
   const int edits = (int)(take(r, 1) % 8);
   const aotk_stream stream = take(r, 1) % 4 == 0 ? (aotk_stream)(uintptr_t)0x57 : NULL;
   /* The workspace: enough for most problems, or a decoded size; 16-byte aligned or not. */
@@ -680,7 +1294,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       status = aotk_query(backward ? AOTK_OP_ATTN_BWD : AOTK_OP_ATTN_FWD, &p, &info);
       if (seen.launches || seen.memsets || seen.copies || seen.encodes) fail("a query reached the device");
     }
-  } else {
+  } else if (op <= OP_SEL_CHECK) {
     const bool backward = op == OP_SEL_BWD || (op == OP_SEL_QUERY && take(r, 1) % 2);
     aotk_sel_params p = sel_problem(r, backward);
     for (int i = 0; i < edits; i++) edit_sel(r, &p);
@@ -697,6 +1311,54 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
       status = aotk_sel_check_indices(&p, (void *)workspace, workspace_bytes, stream);
     }
+  } else if (op <= OP_DECODE_QUERY) {
+    aotk_decode_params p = decode_problem(r);
+    for (int i = 0; i < edits; i++) edit_decode(r, &p);
+    decode_spans(&p);
+    seen.decode = &p;
+    if (op == OP_DECODE) {
+      seen.announced_info = (aotk_kernel_info)AOTK_KERNEL_INFO_INIT;
+      const aotk_status asked = aotk_decode_query(AOTK_OP_DECODE, &p, &seen.announced_info);
+      if (seen.launches || seen.memsets || seen.copies || seen.encodes) fail("a query reached the device");
+      seen.announced = asked == AOTK_OK;
+      if (seen.announced && seen.announced_info.workspace_bytes > 0) { /* exactly what it asked for, or a byte less */
+        const size_t asked_bytes = seen.announced_info.workspace_bytes;
+        const unsigned choice = (unsigned)take(r, 1) % 4;
+        workspace_bytes = choice == 0 ? asked_bytes : choice == 1 ? asked_bytes - 1 : workspace_bytes;
+      }
+      add_span(workspace, workspace_bytes, "workspace");
+      status = aotk_attn_decode(&p, (void *)workspace, workspace_bytes, stream);
+      check_agrees_with_query(asked, status, true);
+    } else {
+      const aotk_op asked_op = take(r, 1) % 8 == 7 ? (aotk_op)take_range(r, -1, 8) : AOTK_OP_DECODE;
+      size_t info_bytes = 0;
+      aotk_kernel_info *info = take_info(r, &info_bytes);
+      status = aotk_decode_query(asked_op, &p, info);
+      if (seen.launches || seen.memsets || seen.copies || seen.encodes) fail("a query reached the device");
+      if (info != NULL) check_info_tail(info, info_bytes);
+      free(info);
+    }
+  } else {
+    aotk_merge_params p = merge_problem(r);
+    for (int i = 0; i < edits; i++) edit_merge(r, &p);
+    merge_spans(&p); /* no workspace: the merge takes none */
+    seen.merge = &p;
+    if (op == OP_MERGE) {
+      seen.announced_info = (aotk_kernel_info)AOTK_KERNEL_INFO_INIT;
+      const aotk_status asked = aotk_merge_query(AOTK_OP_MERGE, &p, &seen.announced_info);
+      if (seen.launches || seen.memsets || seen.copies || seen.encodes) fail("a query reached the device");
+      seen.announced = asked == AOTK_OK;
+      status = aotk_attn_merge(&p, stream);
+      check_agrees_with_query(asked, status, false);
+    } else {
+      const aotk_op asked_op = take(r, 1) % 8 == 7 ? (aotk_op)take_range(r, -1, 8) : AOTK_OP_MERGE;
+      size_t info_bytes = 0;
+      aotk_kernel_info *info = take_info(r, &info_bytes);
+      status = aotk_merge_query(asked_op, &p, info);
+      if (seen.launches || seen.memsets || seen.copies || seen.encodes) fail("a query reached the device");
+      if (info != NULL) check_info_tail(info, info_bytes);
+      free(info);
+    }
   }
   if (status != AOTK_OK && (seen.launches || seen.memsets || seen.copies || seen.encodes)) {
     fprintf(stderr, "fuzz_api: %s (%s), after %d launches, %d memsets, %d copies, %d descriptors\n",
@@ -704,6 +1366,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fail("a refused call reached the driver");
   }
   if (status != AOTK_OK && aotk_last_error()[0] == '\0') fail("a refusal without a message");
+  /* A build with no filter has every kernel the catalog lists: a call that passed validation and finds
+   * none is a dispatch or catalog mistake (the split decoding's merge did, asking for a dtype). */
+  if (status == AOTK_ERROR_KERNEL_NOT_BUILT && aotk__kernel_filter[0] == '\0') {
+    fprintf(stderr, "fuzz_api: %s\n", aotk_last_error());
+    fail("a refusal for want of a kernel, in a build with every kernel");
+  }
   accepted_calls += status == AOTK_OK;
   launching_calls += seen.launches > 0;
   return 0;

@@ -9,7 +9,9 @@
  * and for the sm_90 TMA forward (0.4): which calls take it, the tensor maps it encodes (through a fake
  * cuTensorMapEncodeTiled that checks the driver's rules) and passes, and a failing encode; and for the
  * sm_90 non-deterministic backward (0.4): which calls take it, its larger workspace, the accumulator it
- * clears (cuMemsetD32Async) and maps, its cast pass, and a failing clear.
+ * clears (cuMemsetD32Async) and maps, its cast pass, and a failing clear; and for decoding and the merge
+ * of partial attentions (0.4): their validation, the split-KV choice on the fake's SM count, the split's
+ * workspace, the decoding kernel's and the merge's packed arguments, and older callers' kernel info.
  *
  * No GPU is needed, and none is used where one exists: every case that gets past validation runs
  * against a fake driver table installed with aotk__driver_set_for_testing (SQLite's fault
@@ -56,6 +58,10 @@
 #define FAKE_MASK ((void *)(uintptr_t)0xF8000000u)
 #define FAKE_BLOCK_IDX ((void *)(uintptr_t)0xC8000000u)
 #define FAKE_BLOCK_CNT ((void *)(uintptr_t)0xD8000000u)
+#define FAKE_BLOCK_TABLE ((void *)(uintptr_t)0xB8000000u)
+#define FAKE_CACHE_SEQLENS ((void *)(uintptr_t)0xA8000000u)
+#define FAKE_PARTIALS ((void *)(uintptr_t)0x68000000u)
+#define FAKE_LSE_PARTIALS ((void *)(uintptr_t)0x78000000u)
 #define FAKE_STREAM ((aotk_stream)(uintptr_t)0x5000u)
 #define FAKE_CONTEXT ((CUcontext)(uintptr_t)0x6000u)
 #define FAKE_LIBRARY_BASE 0x7000u
@@ -115,6 +121,15 @@ static const char *const driver_function_names[] = {
 #define SEL_INDEX_SCATTER_KINDS "pp" "pp" "pp" PACKED PACKED "il" "iiiiiiiii"
 #define SEL_INDEX_ORDER_KINDS "pp" "pp" "pp" PACKED PACKED "il" "iiiiiii"
 #define SEL_CHECK_INDICES_KINDS "pp" "pp" "p" PACKED PACKED "iiiiiiii"
+/* Decoding and the merge (kernels/attn_decode.py): every stride is int64. attn_decode: Q, K, V, Out, Lse,
+ * BlockTable, CacheSeqlens, AlibiSlopes, Sinks, OutPartial, LsePartial; the (batch or page, sequence,
+ * head) strides of q, k, v and out; lse's (batch, head), the block table's and ALiBi's batch strides;
+ * 14 ints; the three score scalars. attn_merge: three typed partial pointers (fp32, fp16, bf16), the
+ * partial lse, three typed outputs, lse, sinks; the partials' (partial, batch, token, head) strides, the
+ * partial lse's (partial, batch, head, token), out's (batch, token, head), lse's (batch, head, token); six
+ * ints. */
+#define ATTN_DECODE_KINDS "ppppp" "pp" "pp" "pp" "lll" "lll" "lll" "lll" "ll" "ll" "iiiiiiiiiiiiii" "fff"
+#define ATTN_MERGE_KINDS "ppp" "p" "ppp" "pp" "llll" "llll" "lll" "lll" "iiiiii"
 
 /* The kernels the fake driver knows, by their .entry name. */
 enum kernel_id {
@@ -139,6 +154,8 @@ enum kernel_id {
   KERNEL_BWD_DKDV_HOPPER,
   KERNEL_BWD_FUSED_HOPPER,
   KERNEL_BWD_DQ_CONVERT,
+  KERNEL_ATTN_DECODE,
+  KERNEL_ATTN_MERGE,
   KERNEL_COUNT
 };
 static const struct kernel_signature {
@@ -174,6 +191,8 @@ static const struct kernel_signature {
      * parameters, then a descriptor of the fp32 dQ accumulator it reduce-adds into. */
     {"attn_bwd_fused_hopper", AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, ATTN_BWD_DKDV_KINDS "ttttt" HIDDEN_KINDS},
     {"attn_bwd_dq_convert", AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, ATTN_BWD_DQ_CONVERT_KINDS HIDDEN_KINDS},
+    {"attn_decode", AOTK__FAMILY_ATTN_DECODE, ATTN_DECODE_KINDS HIDDEN_KINDS},
+    {"attn_merge", AOTK__FAMILY_ATTN_MERGE, ATTN_MERGE_KINDS HIDDEN_KINDS},
 };
 
 /* Bits of the kernels' flags argument (kernels/attn_common.py). */
@@ -400,6 +419,48 @@ enum sel_check_param {
 /* Bits of the kernels' flags (kernels/sel_attn.py): attn_common.py's WRITE_LSE and VARLEN, and two of its own. */
 enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256, SEL_FLAG_DKDV_REDUCE = 512 };
 
+/* attn_decode: one program per (request, kv head, row chunk, split), the split fastest. */
+enum decode_param {
+  DECODE_Q, DECODE_K, DECODE_V, DECODE_OUT, DECODE_LSE,
+  DECODE_BLOCK_TABLE, DECODE_CACHE_SEQLENS, DECODE_ALIBI_SLOPES, DECODE_SINKS, DECODE_OUT_PARTIAL, DECODE_LSE_PARTIAL,
+  DECODE_STRIDE_QB, DECODE_STRIDE_QS, DECODE_STRIDE_QH,
+  DECODE_STRIDE_KP, DECODE_STRIDE_KS, DECODE_STRIDE_KH,
+  DECODE_STRIDE_VP, DECODE_STRIDE_VS, DECODE_STRIDE_VH,
+  DECODE_STRIDE_OB, DECODE_STRIDE_OS, DECODE_STRIDE_OH,
+  DECODE_STRIDE_LB, DECODE_STRIDE_LH, DECODE_STRIDE_TB, DECODE_STRIDE_AB,
+  DECODE_BATCH, DECODE_SEQLEN_Q, DECODE_HEADS_Q, DECODE_GROUP_SIZE, DECODE_CAPACITY, DECODE_PAGE_SIZE,
+  DECODE_NUM_SPLITS, DECODE_SPLIT_KEYS, DECODE_ROW_CHUNKS, DECODE_HEAD_DIM_QK8, DECODE_HEAD_DIM_V8,
+  DECODE_WINDOW_LEFT, DECODE_WINDOW_RIGHT, DECODE_FLAGS,
+  DECODE_QK_SCALE_LOG2, DECODE_SOFTCAP_SCALE, DECODE_SOFTCAP_LOG2,
+  DECODE_GLOBAL_SCRATCH, DECODE_PROFILE_SCRATCH,
+  DECODE_PARAM_COUNT
+};
+
+/* attn_merge: one program per block_m rows (batch, token, head), the head fastest. */
+enum merge_param {
+  MERGE_PARTIAL32, MERGE_PARTIAL16, MERGE_PARTIAL_BF16, MERGE_LSE_PARTIAL, MERGE_OUT32, MERGE_OUT16, MERGE_OUT_BF16,
+  MERGE_LSE, MERGE_SINKS,
+  MERGE_STRIDE_PP, MERGE_STRIDE_PB, MERGE_STRIDE_PS, MERGE_STRIDE_PH,
+  MERGE_STRIDE_LPP, MERGE_STRIDE_LPB, MERGE_STRIDE_LPH, MERGE_STRIDE_LPS,
+  MERGE_STRIDE_OB, MERGE_STRIDE_OS, MERGE_STRIDE_OH,
+  MERGE_STRIDE_LB, MERGE_STRIDE_LH, MERGE_STRIDE_LS,
+  MERGE_NUM_PARTIALS, MERGE_SEQLEN_Q, MERGE_HEADS, MERGE_NUM_ROWS, MERGE_HEAD_DIM8, MERGE_FLAGS,
+  MERGE_GLOBAL_SCRATCH, MERGE_PROFILE_SCRATCH,
+  MERGE_PARAM_COUNT
+};
+
+/* Bits of attn_decode's and attn_merge's flags beyond attn_common.py's (kernels/attn_decode.py): a paged
+ * cache, split keys (fp32 partials into the workspace), and which typed pointer of the merge's triples
+ * holds the partials and the output (neither bit: fp32). */
+enum {
+  DECODE_FLAG_PAGED = 256,
+  DECODE_FLAG_SPLIT = 512,
+  MERGE_FLAG_PARTIAL_FP16 = 1024,
+  MERGE_FLAG_PARTIAL_BF16 = 2048,
+  MERGE_FLAG_OUT_FP16 = 4096,
+  MERGE_FLAG_OUT_BF16 = 8192,
+};
+
 enum { FAKE_MULTIPROCESSORS = 132 }; /* the fake device's SMs, an H100's */
 enum { MAX_LAUNCH_PARAMS = 96, LAUNCH_LOG_SIZE = 8, GIVEN_KERNELS_MAX = 1024 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
@@ -428,6 +489,9 @@ _Static_assert((int)SEL_SCATTER_PARAM_COUNT == sizeof SEL_INDEX_SCATTER_KINDS HI
 _Static_assert((int)SEL_ORDER_PARAM_COUNT == sizeof SEL_INDEX_ORDER_KINDS HIDDEN_KINDS - 1, "sel_index_order list");
 _Static_assert((int)SEL_SCAN_PARAM_COUNT == sizeof SEL_INDEX_SCAN_KINDS HIDDEN_KINDS - 1, "sel_index_scan list");
 _Static_assert((int)SEL_CHECK_PARAM_COUNT == sizeof SEL_CHECK_INDICES_KINDS HIDDEN_KINDS - 1, "sel_check_indices list");
+_Static_assert((int)DECODE_PARAM_COUNT == sizeof ATTN_DECODE_KINDS HIDDEN_KINDS - 1, "attn_decode parameter list");
+_Static_assert((int)MERGE_PARAM_COUNT == sizeof ATTN_MERGE_KINDS HIDDEN_KINDS - 1, "attn_merge parameter list");
+_Static_assert((int)DECODE_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for attn_decode's list");
 _Static_assert((int)DKDV_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the longest list");
 _Static_assert((int)SEL_DQ_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the selection's longest list");
 
@@ -7551,6 +7615,1732 @@ static void test_sel_after_preload(void) {
   uninstall_fake_gpu();
 }
 
+/* ---- decoding and the merge (0.4) ----------------------------------------------------------- */
+
+/* A decoding problem (include/aotk.h, aotk_decode_params): seqlen_q new tokens per request against a
+ * cache of `capacity` keys per request, contiguous ([batch, capacity, heads_kv, d]) or, with page_size
+ * > 0, paged ([num_pages, page_size, heads_kv, d], and a block table [batch, capacity / page_size]). */
+typedef struct decode_shape {
+  aotk_dtype dtype;
+  int64_t batch, seqlen_q, heads_q, heads_kv, head_dim_qk, head_dim_v;
+  int64_t capacity, page_size, num_pages;
+  bool with_lse;
+} decode_shape;
+
+/* GQA (group 4), two new tokens, lse written. */
+static const decode_shape default_decode_shape = {AOTK_DTYPE_BFLOAT16, 3, 2, 8, 2, 128, 128, 1000, 0, 0, true};
+/* The same with 64 pages of 16 keys per request, out of a pool of 200 pages. */
+static const decode_shape default_paged_shape = {AOTK_DTYPE_BFLOAT16, 3, 2, 8, 2, 128, 128, 1024, 16, 200, true};
+
+/* Contiguous tensors at the fake addresses. */
+static aotk_decode_params decode_params_for(decode_shape s) {
+  aotk_decode_params params = AOTK_DECODE_PARAMS_INIT;
+  const bool paged = s.page_size > 0;
+  const int64_t cache_rows = paged ? s.num_pages : s.batch, row_keys = paged ? s.page_size : s.capacity;
+  params.q = aotk_tensor_4d(FAKE_Q, s.dtype, s.batch, s.seqlen_q, s.heads_q, s.head_dim_qk);
+  params.k_cache = aotk_tensor_4d(FAKE_K, s.dtype, cache_rows, row_keys, s.heads_kv, s.head_dim_qk);
+  params.v_cache = aotk_tensor_4d(FAKE_V, s.dtype, cache_rows, row_keys, s.heads_kv, s.head_dim_v);
+  if (paged) {
+    params.block_table = aotk_tensor_2d(FAKE_BLOCK_TABLE, AOTK_DTYPE_INT32, s.batch, s.capacity / s.page_size);
+  }
+  params.cache_seqlens = aotk_tensor_1d(FAKE_CACHE_SEQLENS, AOTK_DTYPE_INT32, s.batch);
+  params.out = aotk_tensor_4d(FAKE_OUT, s.dtype, s.batch, s.seqlen_q, s.heads_q, s.head_dim_v);
+  if (s.with_lse) params.lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, s.batch, s.heads_q, s.seqlen_q);
+  return params;
+}
+
+static aotk_decode_params valid_decode_params(void) { return decode_params_for(default_decode_shape); }
+
+static int64_t decode_group(const decode_shape *s) { return s->heads_q / s->heads_kv; }
+static int64_t round_up_to(int64_t value, int64_t multiple) { return ceil_div(value, multiple) * multiple; }
+
+/* The split-KV workspace (include/aotk.h, aotk_attn_decode): fp32 partial outputs [splits, batch,
+ * seqlen_q, heads_q, round_up(head_dim_v, 16)], then the partial LSEs [splits, batch, heads_q, seqlen_q],
+ * each part rounded up to 16 bytes; nothing without a split. */
+static int64_t decode_rows(const decode_shape *s) { return s->batch * s->seqlen_q * s->heads_q; }
+static int64_t decode_partial_row(const decode_shape *s) { return round_up_to(s->head_dim_v, 16); }
+static size_t decode_out_partial_bytes(const decode_shape *s, int64_t splits) {
+  return round_up_16((size_t)(4 * splits * decode_rows(s) * decode_partial_row(s)));
+}
+static size_t decode_lse_partial_bytes(const decode_shape *s, int64_t splits) {
+  return round_up_16((size_t)(4 * splits * decode_rows(s)));
+}
+static size_t decode_workspace_bytes(const decode_shape *s, int64_t splits) {
+  return splits > 1 ? decode_out_partial_bytes(s, splits) + decode_lse_partial_bytes(s, splits) : 0;
+}
+
+/* Every tensor laid out differently, every stride distinct and a multiple of 16 elements (so the
+ * compiled kernels, which assume that, run): q heads-major, the caches with padded rows (k) or
+ * heads-major (v), out with padded heads, lse and the block table with padded rows. Head dims that are
+ * not multiples of 16 get rows padded to one. */
+static aotk_decode_params strided_decode_params(decode_shape s) {
+  aotk_decode_params params = decode_params_for(s);
+  const bool paged = s.page_size > 0;
+  const int64_t row_keys = paged ? s.page_size : s.capacity;
+  const int64_t dqk = round_up_to(s.head_dim_qk, 16), dv = round_up_to(s.head_dim_v, 16);
+  aotk_tensor *q = &params.q, *k = &params.k_cache, *v = &params.v_cache, *out = &params.out;
+  q->strides[2] = s.seqlen_q * dqk, q->strides[1] = dqk, q->strides[0] = s.heads_q * s.seqlen_q * dqk + 32;
+  k->strides[2] = dqk, k->strides[1] = s.heads_kv * dqk + 48, k->strides[0] = row_keys * k->strides[1] + 64;
+  v->strides[2] = row_keys * dv, v->strides[1] = dv, v->strides[0] = s.heads_kv * row_keys * dv + 80;
+  out->strides[2] = dv + 16, out->strides[1] = s.heads_q * (dv + 16);
+  out->strides[0] = s.seqlen_q * out->strides[1] + 96;
+  if (s.with_lse) params.lse.strides[1] = s.seqlen_q + 5, params.lse.strides[0] = s.heads_q * (s.seqlen_q + 5) + 7;
+  if (paged) params.block_table.strides[0] = s.capacity / s.page_size + 3;
+  return params;
+}
+
+/* The one merge row for a target and alignment (the family has no dtype or head-dim axis). */
+static const aotk__kernel_entry *merge_row_for(int arch, int aligned) {
+  for (int i = 0; i < aotk__kernel_count; i++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[i];
+    if (e->family == AOTK__FAMILY_ATTN_MERGE && e->arch == arch && e->aligned == aligned) return e;
+  }
+  return NULL;
+}
+
+/* The merge's typed pointer slots (fp32, fp16, bf16) and the flags naming the partials' and output's. */
+static int merge_slot(aotk_dtype dtype) {
+  return dtype == AOTK_DTYPE_FLOAT16 ? 1 : dtype == AOTK_DTYPE_BFLOAT16 ? 2 : 0;
+}
+static int32_t merge_dtype_flags(aotk_dtype partial_dtype, aotk_dtype out_dtype) {
+  return (partial_dtype == AOTK_DTYPE_FLOAT16 ? MERGE_FLAG_PARTIAL_FP16 : 0) |
+         (partial_dtype == AOTK_DTYPE_BFLOAT16 ? MERGE_FLAG_PARTIAL_BF16 : 0) |
+         (out_dtype == AOTK_DTYPE_FLOAT16 ? MERGE_FLAG_OUT_FP16 : 0) |
+         (out_dtype == AOTK_DTYPE_BFLOAT16 ? MERGE_FLAG_OUT_BF16 : 0);
+}
+
+static void check_i64(const char *what, const char *kernel, const recorded_launch *launch, int index, int64_t expected,
+                      const char *name) {
+  CHECK_MSG(arg_i64(launch, index) == expected, "%s: %s's %s is %lld, expected %lld", what, kernel, name,
+            (long long)arg_i64(launch, index), (long long)expected);
+}
+
+/* What a decoding call's query reports and its call launches, worked out from the header: the decoding
+ * kernel is the row of the problem's dtype and (padded) head dims whose tile the group's rows (G *
+ * seqlen_q) call for, on a grid of batch * heads_kv * ceil(G * seqlen_q / block_m) * splits programs;
+ * with `splits` > 1 the fp32 partials lie in the workspace and the merge follows, one program per
+ * block_m of the batch * seqlen_q * heads_q rows. `splits` and `split_keys` are the caller's (worked by
+ * hand); split_keys 0: one split (whose length does not matter). */
+static void check_decode(const char *what, const aotk_decode_params *params, const decode_shape *s, const gpu *g,
+                         int64_t splits, int64_t split_keys, void *workspace) {
+  aotk_kernel_info info;
+  poison_info(&info);
+  reset_calls();
+  aotk_status status = aotk_decode_query(AOTK_OP_DECODE, params, &info);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_decode_query %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  if (status != AOTK_OK) return;
+  CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
+            "%s: aotk_decode_query loaded or launched (%s)", what, called_functions());
+  const int64_t group = decode_group(s), group_rows = group * s->seqlen_q;
+  const aotk__kernel_entry *row =
+      expected_row(AOTK__FAMILY_ATTN_DECODE, g->arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
+  const aotk__kernel_entry *merge = merge_row_for(g->arch, 1);
+  CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d attn_decode or attn_merge row", what, g->arch);
+  if (row == NULL || merge == NULL) return;
+  const bool split = splits > 1, paged = params->block_table.data != NULL, causal = params->causal == 1;
+  const int64_t row_chunks = ceil_div(group_rows, row->block_m);
+  const int64_t grid = s->batch * s->heads_kv * row_chunks * splits;
+  const size_t workspace_bytes = decode_workspace_bytes(s, splits);
+  const int64_t capacity = paged ? params->block_table.shape[1] * params->k_cache.shape[1] : params->k_cache.shape[1];
+  const uint32_t features =
+      (causal ? AOTK_FEATURE_CAUSAL : 0) |
+      (params->window_left >= 0 || (!causal && params->window_right >= 0) ? AOTK_FEATURE_WINDOW : 0) |
+      (params->softcap > 0.0f ? AOTK_FEATURE_SOFTCAP : 0) |
+      (params->alibi_slopes.data != NULL ? AOTK_FEATURE_ALIBI : 0) |
+      (params->sinks.data != NULL ? AOTK_FEATURE_SINKS : 0) |
+      (row->head_dim_qk > s->head_dim_qk || row->head_dim_v > s->head_dim_v ? AOTK_FEATURE_PADDED_HEAD_DIM : 0) |
+      (paged ? AOTK_FEATURE_PAGED_KV : 0) | (split ? AOTK_FEATURE_SPLIT_KV : 0);
+  CHECK(info.struct_size == sizeof info);
+  CHECK_MSG(strcmp(info.kernel_name, row->name) == 0, "%s: aotk_decode_query names %s, expected %s", what,
+            info.kernel_name, row->name);
+  CHECK_MSG(info.arch == g->arch && info.from_ptx == g->from_ptx, "%s: sm_%d from_ptx %d, expected sm_%d from_ptx %d",
+            what, info.arch, info.from_ptx, g->arch, g->from_ptx);
+  CHECK(info.num_warps == row->num_warps && info.shared_bytes == row->shared_bytes && info.aligned == 1);
+  CHECK(info.block_m == row->block_m && info.block_n == row->block_n);
+  CHECK(info.head_dim_qk == row->head_dim_qk && info.head_dim_v == row->head_dim_v);
+  CHECK_MSG(info.num_splits == splits, "%s: %d splits, expected %lld", what, info.num_splits, (long long)splits);
+  CHECK_MSG(info.grid == grid, "%s: grid %lld, expected %lld (%lld requests x %lld kv heads x %lld row chunks x %lld "
+            "splits)", what, (long long)info.grid, (long long)grid, (long long)s->batch, (long long)s->heads_kv,
+            (long long)row_chunks, (long long)splits);
+  CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected %zu", what,
+            info.workspace_bytes, workspace_bytes);
+  CHECK_MSG(info.launches == (split ? 2 : 1), "%s: %d launches", what, info.launches);
+  CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
+
+  reset_launch_log();
+  const int launches_before = fake.launches;
+  status = aotk_attn_decode(params, workspace, workspace_bytes, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_decode %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  CHECK_MSG(aotk_last_error()[0] == '\0', "%s: a success left the message \"%s\"", what, aotk_last_error());
+  CHECK_MSG(fake.launches == launches_before + (split ? 2 : 1), "%s: %d launches", what,
+            fake.launches - launches_before);
+  if (status != AOTK_OK || fake.logged_launches != (split ? 2 : 1)) return;
+
+  const recorded_launch *launch = &fake.launch_log[0];
+  const char *kernel = "attn_decode";
+  check_sel_launch_shape(what, launch, KERNEL_ATTN_DECODE, row, grid, DECODE_GLOBAL_SCRATCH);
+  if (launch->kernel != KERNEL_ATTN_DECODE) return;
+  check_pointer(what, kernel, launch, DECODE_Q, params->q.data, "q");
+  check_pointer(what, kernel, launch, DECODE_K, params->k_cache.data, "k_cache");
+  check_pointer(what, kernel, launch, DECODE_V, params->v_cache.data, "v_cache");
+  check_pointer(what, kernel, launch, DECODE_OUT, params->out.data, "out");
+  check_pointer(what, kernel, launch, DECODE_LSE, params->lse.data, "lse");
+  check_pointer(what, kernel, launch, DECODE_BLOCK_TABLE, params->block_table.data, "block_table");
+  check_pointer(what, kernel, launch, DECODE_CACHE_SEQLENS, params->cache_seqlens.data, "cache_seqlens");
+  check_pointer(what, kernel, launch, DECODE_ALIBI_SLOPES, params->alibi_slopes.data, "alibi_slopes");
+  check_pointer(what, kernel, launch, DECODE_SINKS, params->sinks.data, "sinks");
+  /* The partials: the outputs at the workspace's start, the LSEs after them at a 16-byte boundary, both
+   * inside the workspace. */
+  const uint64_t base = (uint64_t)(uintptr_t)workspace, out_partial = arg_pointer(launch, DECODE_OUT_PARTIAL);
+  const uint64_t lse_partial = arg_pointer(launch, DECODE_LSE_PARTIAL);
+  if (split) {
+    CHECK_MSG(out_partial == base && lse_partial == base + decode_out_partial_bytes(s, splits) &&
+                  lse_partial % 16 == 0 &&
+                  out_partial + (uint64_t)(4 * splits * decode_rows(s) * decode_partial_row(s)) <= lse_partial &&
+                  lse_partial + (uint64_t)(4 * splits * decode_rows(s)) <= base + workspace_bytes,
+              "%s: partials at %#llx and %#llx, not laid out in the %zu-byte workspace at %#llx", what,
+              (unsigned long long)out_partial, (unsigned long long)lse_partial, workspace_bytes,
+              (unsigned long long)base);
+  } else {
+    CHECK_MSG(out_partial == 0 && lse_partial == 0, "%s: partial pointers without a split", what);
+  }
+  const aotk_tensor *tensors[4] = {&params->q, &params->k_cache, &params->v_cache, &params->out};
+  static const char *const names[4] = {"q", "k_cache", "v_cache", "out"};
+  for (int t = 0; t < 4; t++) {
+    for (int d = 0; d < 3; d++) {
+      char name[32];
+      snprintf(name, sizeof name, "%s.strides[%d]", names[t], d);
+      check_i64(what, kernel, launch, DECODE_STRIDE_QB + 3 * t + d, tensors[t]->strides[d], name);
+    }
+  }
+  const bool lse = params->lse.data != NULL;
+  check_i64(what, kernel, launch, DECODE_STRIDE_LB, lse ? params->lse.strides[0] : 0, "lse batch stride");
+  check_i64(what, kernel, launch, DECODE_STRIDE_LH, lse ? params->lse.strides[1] : 0, "lse head stride");
+  check_i64(what, kernel, launch, DECODE_STRIDE_TB, paged ? params->block_table.strides[0] : 0, "block table stride");
+  const bool alibi_per_batch = params->alibi_slopes.data != NULL && params->alibi_slopes.rank == 2;
+  check_i64(what, kernel, launch, DECODE_STRIDE_AB, alibi_per_batch ? params->alibi_slopes.strides[0] : 0,
+            "alibi batch stride");
+  check_int(what, kernel, launch, DECODE_BATCH, s->batch, "batch_size");
+  check_int(what, kernel, launch, DECODE_SEQLEN_Q, s->seqlen_q, "seqlen_q");
+  check_int(what, kernel, launch, DECODE_HEADS_Q, s->heads_q, "heads_q");
+  check_int(what, kernel, launch, DECODE_GROUP_SIZE, group, "group_size");
+  check_int(what, kernel, launch, DECODE_CAPACITY, capacity, "capacity");
+  check_int(what, kernel, launch, DECODE_PAGE_SIZE, paged ? params->k_cache.shape[1] : 0, "page_size");
+  check_int(what, kernel, launch, DECODE_NUM_SPLITS, splits, "num_splits");
+  if (split_keys > 0) {
+    check_int(what, kernel, launch, DECODE_SPLIT_KEYS, split_keys, "split_keys");
+  } else { /* one split: it runs to each request's end (the last split does), whatever split_keys says */
+    CHECK_MSG(splits == 1 && arg_i32(launch, DECODE_SPLIT_KEYS) > 0, "%s: split_keys %d", what,
+              arg_i32(launch, DECODE_SPLIT_KEYS));
+  }
+  check_int(what, kernel, launch, DECODE_ROW_CHUNKS, row_chunks, "row_chunks");
+  check_int(what, kernel, launch, DECODE_HEAD_DIM_QK8, s->head_dim_qk / 8, "head_dim_qk8");
+  check_int(what, kernel, launch, DECODE_HEAD_DIM_V8, s->head_dim_v / 8, "head_dim_v8");
+  check_int(what, kernel, launch, DECODE_WINDOW_LEFT, params->window_left, "window_left");
+  check_int(what, kernel, launch, DECODE_WINDOW_RIGHT, causal ? 0 : params->window_right, "window_right");
+  const int32_t flags = (lse ? FLAG_WRITE_LSE : 0) | (params->softcap > 0.0f ? FLAG_SOFTCAP : 0) |
+                        (params->alibi_slopes.data != NULL ? FLAG_ALIBI : 0) |
+                        (params->sinks.data != NULL ? FLAG_SINKS : 0) | (paged ? DECODE_FLAG_PAGED : 0) |
+                        (split ? DECODE_FLAG_SPLIT : 0);
+  CHECK_MSG(arg_i32(launch, DECODE_FLAGS) == flags, "%s: attn_decode's flags %#x, expected %#x", what,
+            (unsigned)arg_i32(launch, DECODE_FLAGS), (unsigned)flags);
+  const double scale = params->softmax_scale != 0.0f ? params->softmax_scale : 1.0 / sqrt((double)s->head_dim_qk);
+  check_float(what, kernel, launch, DECODE_QK_SCALE_LOG2, scale / log(2.0), "qk_scale_log2");
+  check_float(what, kernel, launch, DECODE_SOFTCAP_SCALE, params->softcap > 0.0f ? scale / params->softcap : 0.0,
+              "softcap_scale");
+  check_float(what, kernel, launch, DECODE_SOFTCAP_LOG2, params->softcap / log(2.0), "softcap_log2");
+  if (!split) return;
+
+  /* The merge reads the partials as [split, batch, seqlen_q, heads_q, round_up(head_dim_v, 16)] and
+   * [split, batch, heads_q, seqlen_q], and writes out and lse in the caller's layout; the sinks join here. */
+  launch = &fake.launch_log[1];
+  kernel = "attn_merge";
+  const int64_t rows = decode_rows(s);
+  check_sel_launch_shape(what, launch, KERNEL_ATTN_MERGE, merge, ceil_div(rows, merge->block_m), MERGE_GLOBAL_SCRATCH);
+  if (launch->kernel != KERNEL_ATTN_MERGE) return;
+  CHECK_MSG(arg_pointer(launch, MERGE_PARTIAL32) == out_partial && arg_pointer(launch, MERGE_PARTIAL16) == 0 &&
+                arg_pointer(launch, MERGE_PARTIAL_BF16) == 0 && arg_pointer(launch, MERGE_LSE_PARTIAL) == lse_partial,
+            "%s: the merge does not read the decoding kernel's fp32 partials", what);
+  for (int slot = 0; slot < 3; slot++) {
+    const void *expected = slot == merge_slot(s->dtype) ? params->out.data : NULL;
+    check_pointer(what, kernel, launch, MERGE_OUT32 + slot, expected,
+                  slot == 0 ? "Out32" : slot == 1 ? "Out16" : "OutBF16");
+  }
+  check_pointer(what, kernel, launch, MERGE_LSE, params->lse.data, "lse");
+  check_pointer(what, kernel, launch, MERGE_SINKS, params->sinks.data, "sinks");
+  const int64_t pd = decode_partial_row(s);
+  const int64_t partial_strides[4] = {rows * pd, s->seqlen_q * s->heads_q * pd, s->heads_q * pd, pd};
+  const int64_t lse_partial_strides[4] = {rows, s->heads_q * s->seqlen_q, s->seqlen_q, 1};
+  static const char *const partial_names[4] = {"partial stride_pp", "partial stride_pb", "partial stride_ps",
+                                               "partial stride_ph"};
+  static const char *const lse_partial_names[4] = {"stride_lpp", "stride_lpb", "stride_lph", "stride_lps"};
+  for (int d = 0; d < 4; d++) {
+    check_i64(what, kernel, launch, MERGE_STRIDE_PP + d, partial_strides[d], partial_names[d]);
+    check_i64(what, kernel, launch, MERGE_STRIDE_LPP + d, lse_partial_strides[d], lse_partial_names[d]);
+  }
+  for (int d = 0; d < 3; d++) {
+    check_i64(what, kernel, launch, MERGE_STRIDE_OB + d, params->out.strides[d], "out stride");
+    if (lse) check_i64(what, kernel, launch, MERGE_STRIDE_LB + d, params->lse.strides[d], "lse stride");
+  }
+  check_int(what, kernel, launch, MERGE_NUM_PARTIALS, splits, "num_partials");
+  check_int(what, kernel, launch, MERGE_SEQLEN_Q, s->seqlen_q, "seqlen_q");
+  check_int(what, kernel, launch, MERGE_HEADS, s->heads_q, "heads");
+  check_int(what, kernel, launch, MERGE_NUM_ROWS, rows, "num_rows");
+  check_int(what, kernel, launch, MERGE_HEAD_DIM8, s->head_dim_v / 8, "head_dim8");
+  const int32_t merge_flags = merge_dtype_flags(AOTK_DTYPE_FLOAT32, s->dtype) | (lse ? FLAG_WRITE_LSE : 0) |
+                              (params->sinks.data != NULL ? FLAG_SINKS : 0);
+  CHECK_MSG(arg_i32(launch, MERGE_FLAGS) == merge_flags, "%s: attn_merge's flags %#x, expected %#x", what,
+            (unsigned)arg_i32(launch, MERGE_FLAGS), (unsigned)merge_flags);
+}
+
+/* ---- decoding: validation ---- */
+
+typedef struct decode_bad_input {
+  const char *what;
+  void (*spoil)(aotk_decode_params *params); /* NULL: pass params = NULL */
+  aotk_status expected;
+  const char *mentions; /* in aotk_last_error() */
+} decode_bad_input;
+
+static void make_paged(aotk_decode_params *p) { *p = decode_params_for(default_paged_shape); }
+static void dec_struct_size_zero(aotk_decode_params *p) { p->struct_size = 0; }
+static void dec_struct_size_short(aotk_decode_params *p) { p->struct_size = sizeof(aotk_decode_params) - 1; }
+static void dec_struct_size_of_a_pointer(aotk_decode_params *p) { p->struct_size = sizeof(void *); }
+static void dec_struct_size_garbage(aotk_decode_params *p) { p->struct_size = (size_t)1 << 40; }
+static void dec_q_null(aotk_decode_params *p) { p->q.data = NULL; }
+static void dec_q_at_the_top(aotk_decode_params *p) { p->q.data = (void *)(UINTPTR_MAX - 15); }
+static void dec_q_rank_3(aotk_decode_params *p) { p->q = aotk_tensor_3d(FAKE_Q, AOTK_DTYPE_BFLOAT16, 6, 8, 128); }
+static void dec_q_float32(aotk_decode_params *p) { p->q.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_q_int32(aotk_decode_params *p) { p->q.dtype = AOTK_DTYPE_INT32; }
+static void dec_q_dtype_garbage(aotk_decode_params *p) { p->q.dtype = (aotk_dtype)1234; }
+static void dec_q_seqlen_17(aotk_decode_params *p) { p->q.shape[1] = 17; }
+static void dec_q_seqlen_huge(aotk_decode_params *p) { p->q.shape[1] = (int64_t)1 << 40, p->q.strides[0] = 0; }
+static void dec_q_head_dim_100(aotk_decode_params *p) { p->q.shape[3] = 100; }
+static void dec_q_head_dim_264(aotk_decode_params *p) { p->q.shape[3] = 264; }
+static void dec_q_head_dim_4(aotk_decode_params *p) { p->q.shape[3] = 4; }
+static void dec_k_null(aotk_decode_params *p) { p->k_cache.data = NULL; }
+static void dec_k_rank_5(aotk_decode_params *p) { p->k_cache.rank = 5; }
+static void dec_k_rank_3(aotk_decode_params *p) {
+  p->k_cache = aotk_tensor_3d(FAKE_K, AOTK_DTYPE_BFLOAT16, 3 * 1000, 2, 128); /* [batch * capacity, heads_kv, d] */
+}
+static void dec_k_float16(aotk_decode_params *p) { p->k_cache.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_k_dtype_garbage(aotk_decode_params *p) { p->k_cache.dtype = (aotk_dtype)-7; }
+static void dec_k_head_dim_64(aotk_decode_params *p) { p->k_cache.shape[3] = 64; }
+static void dec_k_last_stride_2(aotk_decode_params *p) { p->k_cache.strides[3] = 2; }
+static void dec_k_stride_negative(aotk_decode_params *p) { p->k_cache.strides[1] = -256; }
+static void dec_k_capacity_zero(aotk_decode_params *p) { p->k_cache.shape[1] = p->v_cache.shape[1] = 0; }
+static void dec_v_null(aotk_decode_params *p) { p->v_cache.data = NULL; }
+static void dec_v_rank_3(aotk_decode_params *p) { p->v_cache.rank = 3; }
+static void dec_v_float16(aotk_decode_params *p) { p->v_cache.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_v_float32(aotk_decode_params *p) { p->v_cache.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_v_batch(aotk_decode_params *p) { p->v_cache.shape[0] += 1; }
+static void dec_v_capacity(aotk_decode_params *p) { p->v_cache.shape[1] -= 1; }
+static void dec_v_heads(aotk_decode_params *p) { p->v_cache.shape[2] = 4; }
+static void dec_v_head_dim_100(aotk_decode_params *p) { p->v_cache.shape[3] = 100, p->out.shape[3] = 100; }
+static void dec_v_head_dim_512(aotk_decode_params *p) { p->v_cache.shape[3] = 512, p->out.shape[3] = 512; }
+static void dec_heads_kv_3(aotk_decode_params *p) { p->k_cache.shape[2] = p->v_cache.shape[2] = 3; }
+static void dec_heads_kv_16(aotk_decode_params *p) { p->k_cache.shape[2] = p->v_cache.shape[2] = 16; }
+static void dec_table_rank_1(aotk_decode_params *p) {
+  make_paged(p), p->block_table = aotk_tensor_1d(FAKE_BLOCK_TABLE, AOTK_DTYPE_INT32, 3 * 64);
+}
+static void dec_table_rank_3(aotk_decode_params *p) {
+  make_paged(p), p->block_table = aotk_tensor_3d(FAKE_BLOCK_TABLE, AOTK_DTYPE_INT32, 3, 8, 8);
+}
+static void dec_table_int64(aotk_decode_params *p) { make_paged(p), p->block_table.dtype = AOTK_DTYPE_INT64; }
+static void dec_table_float32(aotk_decode_params *p) { make_paged(p), p->block_table.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_table_dtype_zero(aotk_decode_params *p) { make_paged(p), p->block_table.dtype = (aotk_dtype)0; }
+static void dec_table_batch(aotk_decode_params *p) { make_paged(p), p->block_table.shape[0] += 1; }
+static void dec_table_one_row(aotk_decode_params *p) { /* one row of pages broadcast to every request */
+  make_paged(p), p->block_table.shape[0] = 1;
+}
+static void dec_table_pages_zero(aotk_decode_params *p) { make_paged(p), p->block_table.shape[1] = 0; }
+static void dec_table_last_stride_2(aotk_decode_params *p) { make_paged(p), p->block_table.strides[1] = 2; }
+static void dec_table_misaligned(aotk_decode_params *p) {
+  make_paged(p), p->block_table.data = byte_offset(FAKE_BLOCK_TABLE, 2);
+}
+/* 2^27 pages of 16 keys: a request could hold 2^31 keys, one more than int32 cache_seqlens can say. */
+static void dec_table_capacity_2_31(aotk_decode_params *p) {
+  make_paged(p), p->block_table.shape[1] = (int64_t)1 << 27, p->block_table.strides[0] = (int64_t)1 << 27;
+}
+/* 2^60 pages (the rows broadcast) of 16 keys: pages x page_size overflows int64 itself. */
+static void dec_table_capacity_2_64(aotk_decode_params *p) {
+  make_paged(p), p->block_table.shape[1] = (int64_t)1 << 60, p->block_table.strides[0] = 0;
+}
+/* 2^31 - 1 pages of 2 keys. */
+static void dec_page_size_2_capacity_2_32(aotk_decode_params *p) {
+  make_paged(p), p->block_table.shape[1] = INT32_MAX, p->block_table.strides[0] = 0;
+  p->k_cache.shape[1] = p->v_cache.shape[1] = 2;
+}
+static void dec_paged_v_pages(aotk_decode_params *p) { make_paged(p), p->v_cache.shape[0] -= 1; }
+static void dec_paged_v_page_size(aotk_decode_params *p) { make_paged(p), p->v_cache.shape[1] = 32; }
+static void dec_paged_without_table(aotk_decode_params *p) { make_paged(p), p->block_table.data = NULL; }
+static void dec_k_batch(aotk_decode_params *p) { p->k_cache.shape[0] = p->v_cache.shape[0] = 4; }
+/* One key past AOTK_DECODE_MAX_CAPACITY, contiguous and paged. */
+static void dec_capacity_max_plus_1(aotk_decode_params *p) {
+  decode_shape s = default_decode_shape;
+  s.capacity = (int64_t)AOTK_DECODE_MAX_CAPACITY + 1;
+  *p = decode_params_for(s);
+}
+static void dec_table_capacity_max_plus_16(aotk_decode_params *p) {
+  make_paged(p), p->block_table.shape[1] = AOTK_DECODE_MAX_CAPACITY / 16 + 1, p->block_table.strides[0] = 0;
+}
+static void dec_capacity_2_31(aotk_decode_params *p) {
+  decode_shape s = default_decode_shape;
+  s.capacity = (int64_t)1 << 31;
+  *p = decode_params_for(s);
+}
+static void dec_seqlens_null(aotk_decode_params *p) { p->cache_seqlens.data = NULL; }
+static void dec_seqlens_rank_2(aotk_decode_params *p) {
+  p->cache_seqlens = aotk_tensor_2d(FAKE_CACHE_SEQLENS, AOTK_DTYPE_INT32, 3, 1);
+}
+static void dec_seqlens_rank_0(aotk_decode_params *p) { p->cache_seqlens.rank = 0; }
+static void dec_seqlens_int64(aotk_decode_params *p) { p->cache_seqlens.dtype = AOTK_DTYPE_INT64; }
+static void dec_seqlens_float32(aotk_decode_params *p) { p->cache_seqlens.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_seqlens_batch(aotk_decode_params *p) { p->cache_seqlens.shape[0] += 1; }
+static void dec_seqlens_one(aotk_decode_params *p) { p->cache_seqlens.shape[0] = 1; }
+static void dec_seqlens_stride_2(aotk_decode_params *p) { p->cache_seqlens.strides[0] = 2; }
+static void dec_seqlens_misaligned(aotk_decode_params *p) {
+  p->cache_seqlens.data = byte_offset(FAKE_CACHE_SEQLENS, 2);
+}
+static void dec_paged_seqlens_batch(aotk_decode_params *p) { make_paged(p), p->cache_seqlens.shape[0] = 200; }
+static void dec_out_null(aotk_decode_params *p) { p->out.data = NULL; }
+static void dec_out_rank_3(aotk_decode_params *p) { p->out.rank = 3; }
+static void dec_out_float16(aotk_decode_params *p) { p->out.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_out_float32(aotk_decode_params *p) { p->out.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_out_batch(aotk_decode_params *p) { p->out.shape[0] += 1; }
+static void dec_out_seqlen(aotk_decode_params *p) { p->out.shape[1] = 1; }
+static void dec_out_heads_kv(aotk_decode_params *p) { p->out.shape[2] = 2; }
+static void dec_out_head_dim(aotk_decode_params *p) { p->out.shape[3] = 64; }
+static void dec_out_heads_stride_zero(aotk_decode_params *p) { p->out.strides[2] = 0; }
+static void dec_out_batch_stride_zero(aotk_decode_params *p) { p->out.strides[0] = 0; }
+static void dec_out_last_stride_2(aotk_decode_params *p) { p->out.strides[3] = 2; }
+static void dec_out_stride_negative(aotk_decode_params *p) { p->out.strides[1] = -1024; }
+static void dec_lse_rank_2(aotk_decode_params *p) { p->lse = aotk_tensor_2d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 8, 6); }
+static void dec_lse_float16(aotk_decode_params *p) { p->lse.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_lse_bfloat16(aotk_decode_params *p) { p->lse.dtype = AOTK_DTYPE_BFLOAT16; }
+static void dec_lse_batch(aotk_decode_params *p) { p->lse.shape[0] += 1; }
+static void dec_lse_heads_kv(aotk_decode_params *p) { p->lse.shape[1] = 2; }
+static void dec_lse_seqlen(aotk_decode_params *p) { p->lse.shape[2] = 3; }
+static void dec_lse_like_out(aotk_decode_params *p) { /* [batch, seqlen_q, heads_q]: out's order */
+  p->lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 3, 2, 8);
+}
+static void dec_lse_heads_stride_zero(aotk_decode_params *p) { p->lse.strides[1] = 0; }
+static void dec_lse_last_stride_2(aotk_decode_params *p) { p->lse.strides[2] = 2; }
+static void dec_lse_misaligned(aotk_decode_params *p) { p->lse.data = byte_offset(FAKE_LSE, 2); }
+static void dec_causal_2(aotk_decode_params *p) { p->causal = 2; }
+static void dec_causal_negative(aotk_decode_params *p) { p->causal = -1; }
+static void dec_window_left_minus_2(aotk_decode_params *p) { p->window_left = -2; }
+static void dec_window_right_min(aotk_decode_params *p) { p->window_right = INT32_MIN; }
+static void dec_causal_window_right_1(aotk_decode_params *p) { p->causal = 1, p->window_right = 1; }
+static void dec_causal_window_left_minus_2(aotk_decode_params *p) { p->causal = 1, p->window_left = -2; }
+static void dec_scale_nan(aotk_decode_params *p) { p->softmax_scale = NAN; }
+static void dec_scale_negative(aotk_decode_params *p) { p->softmax_scale = -0.125f; }
+static void dec_scale_infinite(aotk_decode_params *p) { p->softmax_scale = INFINITY; }
+static void dec_scale_negative_infinite(aotk_decode_params *p) { p->softmax_scale = -INFINITY; }
+static void dec_softcap_negative(aotk_decode_params *p) { p->softcap = -30.0f; }
+static void dec_softcap_nan(aotk_decode_params *p) { p->softcap = NAN; }
+static void dec_softcap_infinite(aotk_decode_params *p) { p->softcap = INFINITY; }
+static void dec_alibi(aotk_decode_params *p) { p->alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8); }
+static void dec_alibi_per_batch(aotk_decode_params *p) {
+  p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 8);
+}
+static void dec_alibi_float16(aotk_decode_params *p) { dec_alibi(p), p->alibi_slopes.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_alibi_heads_kv(aotk_decode_params *p) { dec_alibi(p), p->alibi_slopes.shape[0] = 2; }
+static void dec_alibi_2d_batch(aotk_decode_params *p) { dec_alibi_per_batch(p), p->alibi_slopes.shape[0] = 4; }
+static void dec_alibi_2d_heads_kv(aotk_decode_params *p) { dec_alibi_per_batch(p), p->alibi_slopes.shape[1] = 2; }
+static void dec_alibi_rank_3(aotk_decode_params *p) {
+  p->alibi_slopes = aotk_tensor_3d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 2, 8);
+}
+static void dec_alibi_misaligned(aotk_decode_params *p) {
+  dec_alibi(p), p->alibi_slopes.data = byte_offset(FAKE_ALIBI, 2);
+}
+static void dec_sinks(aotk_decode_params *p) { p->sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8); }
+static void dec_sinks_per_batch(aotk_decode_params *p) { /* a shape ALiBi allows, sinks do not */
+  p->sinks = aotk_tensor_2d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 3, 8);
+}
+static void dec_sinks_heads_kv(aotk_decode_params *p) { dec_sinks(p), p->sinks.shape[0] = 2; }
+static void dec_sinks_bfloat16(aotk_decode_params *p) { dec_sinks(p), p->sinks.dtype = AOTK_DTYPE_BFLOAT16; }
+static void dec_num_splits_negative(aotk_decode_params *p) { p->num_splits = -1; }
+static void dec_num_splits_257(aotk_decode_params *p) { p->num_splits = AOTK_DECODE_MAX_SPLITS + 1; }
+static void dec_num_splits_min(aotk_decode_params *p) { p->num_splits = INT32_MIN; }
+static void dec_max_seqlen_k_negative(aotk_decode_params *p) { p->max_seqlen_k = -1; }
+static void dec_max_seqlen_k_min(aotk_decode_params *p) { p->max_seqlen_k = INT32_MIN; }
+static void dec_q_two_bytes_off(aotk_decode_params *p) { p->q.data = byte_offset(FAKE_Q, 2); }
+static void dec_q_eight_bytes_off(aotk_decode_params *p) { p->q.data = byte_offset(FAKE_Q, 8); }
+static void dec_q_odd_address(aotk_decode_params *p) { p->q.data = byte_offset(FAKE_Q, 1); }
+static void dec_q_heads_stride_136(aotk_decode_params *p) {
+  p->q.strides[2] = 136, p->q.strides[1] = 8 * 136, p->q.strides[0] = 2 * 8 * 136;
+}
+static void dec_q_batch_stride_8_past(aotk_decode_params *p) { p->q.strides[0] += 8; }
+static void dec_k_eight_bytes_off(aotk_decode_params *p) { p->k_cache.data = byte_offset(FAKE_K, 8); }
+static void dec_k_token_stride_8_past(aotk_decode_params *p) { p->k_cache.strides[1] += 8; }
+static void dec_v_four_bytes_off(aotk_decode_params *p) { p->v_cache.data = byte_offset(FAKE_V, 4); }
+static void dec_v_batch_stride_8_past(aotk_decode_params *p) { p->v_cache.strides[0] += 8; }
+static void dec_paged_k_page_stride_8_past(aotk_decode_params *p) { make_paged(p), p->k_cache.strides[0] += 8; }
+static void dec_paged_v_heads_stride_8_past(aotk_decode_params *p) {
+  make_paged(p), p->v_cache.strides[2] = 136, p->v_cache.strides[1] = 2 * 136, p->v_cache.strides[0] = 16 * 2 * 136;
+}
+static void dec_out_two_bytes_off(aotk_decode_params *p) { p->out.data = byte_offset(FAKE_OUT, 2); }
+static void dec_out_heads_stride_136(aotk_decode_params *p) {
+  p->out.strides[2] = 136, p->out.strides[1] = 8 * 136, p->out.strides[0] = 2 * 8 * 136;
+}
+static void dec_head_dims_72(aotk_decode_params *p) { /* contiguous rows of 72 elements: 144 bytes apart */
+  decode_shape s = default_decode_shape;
+  s.head_dim_qk = s.head_dim_v = 72;
+  *p = decode_params_for(s);
+}
+static void dec_misaligned_q_and_causal_2(aotk_decode_params *p) { dec_q_two_bytes_off(p), dec_causal_2(p); }
+
+static const decode_bad_input decode_bad_inputs[] = {
+    {"params NULL", NULL, AOTK_ERROR_NULL_POINTER, "params"},
+    {"struct_size 0", dec_struct_size_zero, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size one byte short", dec_struct_size_short, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size of a pointer", dec_struct_size_of_a_pointer, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size garbage", dec_struct_size_garbage, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"q.data NULL", dec_q_null, AOTK_ERROR_NULL_POINTER, "q.data"},
+    {"q past the end of the address space", dec_q_at_the_top, AOTK_ERROR_SIZE_OVERFLOW, "end of the address space"},
+    {"q rank 3", dec_q_rank_3, AOTK_ERROR_RANK, "q.rank"},
+    {"q float32", dec_q_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"q int32", dec_q_int32, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"q dtype garbage", dec_q_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"seqlen_q 17", dec_q_seqlen_17, AOTK_ERROR_INVALID_VALUE, "q.shape[1]"},
+    {"seqlen_q 2^40", dec_q_seqlen_huge, AOTK_ERROR_INVALID_VALUE, "q.shape[1]"},
+    {"head_dim_qk 100", dec_q_head_dim_100, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[3]"},
+    {"head_dim_qk 264", dec_q_head_dim_264, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[3]"},
+    {"head_dim_qk 4", dec_q_head_dim_4, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[3]"},
+    {"k_cache.data NULL", dec_k_null, AOTK_ERROR_NULL_POINTER, "k_cache.data"},
+    {"k_cache rank 5", dec_k_rank_5, AOTK_ERROR_RANK, "k_cache.rank"},
+    {"k_cache rank 3 (rows packed)", dec_k_rank_3, AOTK_ERROR_RANK, "k_cache.rank"},
+    {"k_cache float16, q bfloat16", dec_k_float16, AOTK_ERROR_DTYPE_MISMATCH, "k_cache.dtype"},
+    {"k_cache dtype garbage", dec_k_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "k_cache.dtype"},
+    {"k_cache head_dim 64, q 128", dec_k_head_dim_64, AOTK_ERROR_HEAD_DIM_MISMATCH, "k_cache.shape[3]"},
+    {"k_cache last stride 2", dec_k_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "k_cache.strides[3]"},
+    {"k_cache stride negative", dec_k_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE, "k_cache.strides[1]"},
+    {"k_cache capacity 0", dec_k_capacity_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "k_cache.shape[1]"},
+    {"v_cache.data NULL", dec_v_null, AOTK_ERROR_NULL_POINTER, "v_cache.data"},
+    {"v_cache rank 3", dec_v_rank_3, AOTK_ERROR_RANK, "v_cache.rank"},
+    {"v_cache float16, q bfloat16", dec_v_float16, AOTK_ERROR_DTYPE_MISMATCH, "v_cache.dtype"},
+    {"v_cache float32, q bfloat16", dec_v_float32, AOTK_ERROR_DTYPE_MISMATCH, "v_cache.dtype"},
+    {"v_cache batch != k_cache's", dec_v_batch, AOTK_ERROR_SHAPE_MISMATCH, "v_cache.shape[0]"},
+    {"v_cache capacity != k_cache's", dec_v_capacity, AOTK_ERROR_SHAPE_MISMATCH, "v_cache.shape[1]"},
+    {"v_cache heads != k_cache's", dec_v_heads, AOTK_ERROR_SHAPE_MISMATCH, "v_cache.shape[2]"},
+    {"head_dim_v 100", dec_v_head_dim_100, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "v_cache.shape[3]"},
+    {"head_dim_v 512", dec_v_head_dim_512, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "v_cache.shape[3]"},
+    {"heads_kv 3, heads_q 8", dec_heads_kv_3, AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_kv"},
+    {"heads_kv 16 > heads_q 8", dec_heads_kv_16, AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_kv"},
+    {"paged: block_table rank 1", dec_table_rank_1, AOTK_ERROR_RANK, "block_table.rank"},
+    {"paged: block_table rank 3", dec_table_rank_3, AOTK_ERROR_RANK, "block_table.rank"},
+    {"paged: block_table int64", dec_table_int64, AOTK_ERROR_UNSUPPORTED_DTYPE, "block_table.dtype"},
+    {"paged: block_table float32", dec_table_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "block_table.dtype"},
+    {"paged: block_table dtype 0", dec_table_dtype_zero, AOTK_ERROR_UNSUPPORTED_DTYPE, "block_table.dtype"},
+    {"paged: block_table batch + 1", dec_table_batch, AOTK_ERROR_SHAPE_MISMATCH, "block_table.shape[0]"},
+    {"paged: block_table of one row", dec_table_one_row, AOTK_ERROR_SHAPE_MISMATCH, "block_table.shape[0]"},
+    {"paged: block_table of 0 pages", dec_table_pages_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "block_table.shape[1]"},
+    {"paged: block_table last stride 2", dec_table_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM,
+     "block_table.strides[1]"},
+    {"paged: block_table misaligned", dec_table_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "block_table.data"},
+    {"paged: 2^27 pages of 16 keys (2^31 keys)", dec_table_capacity_2_31, AOTK_ERROR_SIZE_OVERFLOW,
+     "block_table.shape[1]"},
+    {"paged: 2^60 pages of 16 keys (overflows int64)", dec_table_capacity_2_64, AOTK_ERROR_SIZE_OVERFLOW,
+     "block_table.shape[1]"},
+    {"paged: 2^31 - 1 pages of 2 keys", dec_page_size_2_capacity_2_32, AOTK_ERROR_SIZE_OVERFLOW,
+     "block_table.shape[1]"},
+    {"paged: v_cache one page fewer", dec_paged_v_pages, AOTK_ERROR_SHAPE_MISMATCH, "v_cache.shape[0]"},
+    {"paged: v_cache page size 32, k_cache 16", dec_paged_v_page_size, AOTK_ERROR_SHAPE_MISMATCH, "v_cache.shape[1]"},
+    {"paged cache without block_table", dec_paged_without_table, AOTK_ERROR_SHAPE_MISMATCH, "needs block_table"},
+    {"paged: cache_seqlens per page", dec_paged_seqlens_batch, AOTK_ERROR_SHAPE_MISMATCH, "cache_seqlens.shape[0]"},
+    {"contiguous: k_cache and v_cache batch 4, q 3", dec_k_batch, AOTK_ERROR_SHAPE_MISMATCH, "k_cache.shape[0]"},
+    {"contiguous: capacity 2^31", dec_capacity_2_31, AOTK_ERROR_SIZE_OVERFLOW, "k_cache.shape[1]"},
+    {"contiguous: capacity 2^30 + 1", dec_capacity_max_plus_1, AOTK_ERROR_SIZE_OVERFLOW, "AOTK_DECODE_MAX_CAPACITY"},
+    {"paged: 2^26 + 1 pages of 16 keys", dec_table_capacity_max_plus_16, AOTK_ERROR_SIZE_OVERFLOW,
+     "AOTK_DECODE_MAX_CAPACITY"},
+    {"cache_seqlens.data NULL", dec_seqlens_null, AOTK_ERROR_NULL_POINTER, "cache_seqlens.data"},
+    {"cache_seqlens rank 2", dec_seqlens_rank_2, AOTK_ERROR_RANK, "cache_seqlens.rank"},
+    {"cache_seqlens rank 0", dec_seqlens_rank_0, AOTK_ERROR_RANK, "cache_seqlens.rank"},
+    {"cache_seqlens int64", dec_seqlens_int64, AOTK_ERROR_UNSUPPORTED_DTYPE, "cache_seqlens.dtype"},
+    {"cache_seqlens float32", dec_seqlens_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "cache_seqlens.dtype"},
+    {"cache_seqlens batch + 1", dec_seqlens_batch, AOTK_ERROR_SHAPE_MISMATCH, "cache_seqlens.shape[0]"},
+    {"cache_seqlens one length for all", dec_seqlens_one, AOTK_ERROR_SHAPE_MISMATCH, "cache_seqlens.shape[0]"},
+    {"cache_seqlens stride 2", dec_seqlens_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "cache_seqlens.strides[0]"},
+    {"cache_seqlens misaligned", dec_seqlens_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "cache_seqlens.data"},
+    {"out.data NULL", dec_out_null, AOTK_ERROR_NULL_POINTER, "out.data"},
+    {"out rank 3", dec_out_rank_3, AOTK_ERROR_RANK, "out.rank"},
+    {"out float16, q bfloat16", dec_out_float16, AOTK_ERROR_DTYPE_MISMATCH, "out.dtype"},
+    {"out float32, q bfloat16", dec_out_float32, AOTK_ERROR_DTYPE_MISMATCH, "out.dtype"},
+    {"out batch + 1", dec_out_batch, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0]"},
+    {"out one token, q two", dec_out_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[1]"},
+    {"out heads_kv", dec_out_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[2]"},
+    {"out head_dim 64, v 128", dec_out_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[3]"},
+    {"out heads stride 0", dec_out_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[2]"},
+    {"out batch stride 0", dec_out_batch_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[0]"},
+    {"out last stride 2", dec_out_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "out.strides[3]"},
+    {"out stride negative", dec_out_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE, "out.strides[1]"},
+    {"lse rank 2", dec_lse_rank_2, AOTK_ERROR_RANK, "lse.rank"},
+    {"lse float16", dec_lse_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype"},
+    {"lse bfloat16", dec_lse_bfloat16, AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype"},
+    {"lse batch + 1", dec_lse_batch, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"lse heads_kv", dec_lse_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"lse seqlen_q + 1", dec_lse_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[2]"},
+    {"lse [batch, seqlen_q, heads_q]", dec_lse_like_out, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"lse heads stride 0", dec_lse_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "lse.strides[1]"},
+    {"lse last stride 2", dec_lse_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "lse.strides[2]"},
+    {"lse misaligned", dec_lse_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "lse.data"},
+    {"causal 2", dec_causal_2, AOTK_ERROR_INVALID_VALUE, "causal"},
+    {"causal -1", dec_causal_negative, AOTK_ERROR_INVALID_VALUE, "causal"},
+    {"window_left -2", dec_window_left_minus_2, AOTK_ERROR_INVALID_VALUE, "window_left"},
+    {"window_right INT32_MIN", dec_window_right_min, AOTK_ERROR_INVALID_VALUE, "window_right"},
+    {"causal with window_right 1", dec_causal_window_right_1, AOTK_ERROR_INVALID_VALUE, "window_right"},
+    {"causal with window_left -2", dec_causal_window_left_minus_2, AOTK_ERROR_INVALID_VALUE, "window_left"},
+    {"softmax_scale NaN", dec_scale_nan, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softmax_scale negative", dec_scale_negative, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softmax_scale infinite", dec_scale_infinite, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softmax_scale -infinity", dec_scale_negative_infinite, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softcap negative", dec_softcap_negative, AOTK_ERROR_INVALID_VALUE, "softcap"},
+    {"softcap NaN", dec_softcap_nan, AOTK_ERROR_INVALID_VALUE, "softcap"},
+    {"softcap infinite", dec_softcap_infinite, AOTK_ERROR_INVALID_VALUE, "softcap"},
+    {"alibi_slopes float16", dec_alibi_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "alibi_slopes.dtype"},
+    {"alibi_slopes [heads_kv]", dec_alibi_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[0]"},
+    {"alibi_slopes [batch + 1, heads_q]", dec_alibi_2d_batch, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[0]"},
+    {"alibi_slopes [batch, heads_kv]", dec_alibi_2d_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[1]"},
+    {"alibi_slopes rank 3", dec_alibi_rank_3, AOTK_ERROR_RANK, "alibi_slopes.rank"},
+    {"alibi_slopes misaligned", dec_alibi_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "alibi_slopes.data"},
+    {"sinks [batch, heads_q]", dec_sinks_per_batch, AOTK_ERROR_RANK, "sinks.rank"},
+    {"sinks [heads_kv]", dec_sinks_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "sinks.shape[0]"},
+    {"sinks bfloat16", dec_sinks_bfloat16, AOTK_ERROR_UNSUPPORTED_DTYPE, "sinks.dtype"},
+    {"num_splits -1", dec_num_splits_negative, AOTK_ERROR_INVALID_VALUE, "num_splits"},
+    {"num_splits 257", dec_num_splits_257, AOTK_ERROR_INVALID_VALUE, "num_splits"},
+    {"num_splits INT32_MIN", dec_num_splits_min, AOTK_ERROR_INVALID_VALUE, "num_splits"},
+    {"max_seqlen_k -1", dec_max_seqlen_k_negative, AOTK_ERROR_INVALID_VALUE, "max_seqlen_k"},
+    {"max_seqlen_k INT32_MIN", dec_max_seqlen_k_min, AOTK_ERROR_INVALID_VALUE, "max_seqlen_k"},
+    {"q 2 bytes past 16", dec_q_two_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"q 8 bytes past 16", dec_q_eight_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"q odd address", dec_q_odd_address, AOTK_ERROR_MISALIGNED_POINTER, "q.data"},
+    {"q heads stride 136", dec_q_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"q batch stride 8 past a multiple of 16", dec_q_batch_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"k_cache 8 bytes past 16", dec_k_eight_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "k_cache: decoding"},
+    {"k_cache token stride 8 past", dec_k_token_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "k_cache: decoding"},
+    {"v_cache 4 bytes past 16", dec_v_four_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "v_cache: decoding"},
+    {"v_cache batch stride 8 past", dec_v_batch_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "v_cache: decoding"},
+    {"paged: k_cache page stride 8 past", dec_paged_k_page_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER,
+     "k_cache: decoding"},
+    {"paged: v_cache heads stride 136", dec_paged_v_heads_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER,
+     "v_cache: decoding"},
+    {"out 2 bytes past 16", dec_out_two_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
+    {"out heads stride 136", dec_out_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
+    {"head dims 72, contiguous (rows 144 bytes apart)", dec_head_dims_72, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"misaligned q and causal 2: the value first", dec_misaligned_q_and_causal_2, AOTK_ERROR_INVALID_VALUE, "causal"},
+};
+
+/* Runs one bad input through aotk_attn_decode (with an ample workspace) and aotk_decode_query with the
+ * recording fake installed as a working sm_90 GPU: both must refuse it with the expected status and a
+ * message naming the argument, call no driver function (so nothing is loaded, launched or written), and
+ * leave the caller's params and the query's info untouched. */
+static void check_decode_bad_input(const decode_bad_input *c) {
+  aotk_decode_params params = valid_decode_params();
+  if (c->spoil != NULL) c->spoil(&params);
+  const aotk_decode_params before = params;
+  const aotk_decode_params *argument = c->spoil != NULL ? &params : NULL;
+
+  reset_calls();
+  aotk_status status = aotk_attn_decode(argument, FAKE_WORKSPACE, AMPLE_WORKSPACE_BYTES, FAKE_STREAM);
+  CHECK_MSG(status == c->expected, "%s: aotk_attn_decode gave %s (%s), expected %s", c->what, aotk_status_name(status),
+            aotk_last_error(), aotk_status_name(c->expected));
+  CHECK_MSG(message_mentions(c->mentions), "%s: aotk_attn_decode's message \"%s\" does not mention \"%s\"", c->what,
+            aotk_last_error(), c->mentions);
+  CHECK_MSG(total_calls() == 0, "%s: aotk_attn_decode reached the driver (%s)", c->what, called_functions());
+  CHECK_MSG(memcmp(&params, &before, sizeof params) == 0, "%s: aotk_attn_decode changed the caller's params", c->what);
+
+  aotk_kernel_info info;
+  poison_info(&info);
+  reset_calls();
+  aotk_status query_status = aotk_decode_query(AOTK_OP_DECODE, argument, &info);
+  CHECK_MSG(query_status == status, "%s: aotk_decode_query gave %s, aotk_attn_decode %s", c->what,
+            aotk_status_name(query_status), aotk_status_name(status));
+  CHECK_MSG(message_mentions(c->mentions), "%s: aotk_decode_query's message \"%s\" does not mention \"%s\"", c->what,
+            aotk_last_error(), c->mentions);
+  CHECK_MSG(total_calls() == 0, "%s: aotk_decode_query reached the driver (%s)", c->what, called_functions());
+  CHECK_MSG(info_untouched(&info), "%s: aotk_decode_query wrote *info on failure", c->what);
+  CHECK_MSG(memcmp(&params, &before, sizeof params) == 0, "%s: aotk_decode_query changed the caller's params", c->what);
+}
+
+static void test_decode_validation_rejects_bad_inputs(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  /* The bases are valid, so each failure below is due to its one change. */
+  void (*const bases[])(aotk_decode_params *) = {make_paged, dec_alibi, dec_alibi_per_batch, dec_sinks};
+  for (size_t i = 0; i <= sizeof bases / sizeof bases[0]; i++) {
+    aotk_decode_params params = valid_decode_params();
+    if (i > 0) bases[i - 1](&params);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "base %zu fails: %s (%s)", i, aotk_status_name(status), aotk_last_error());
+    status = aotk_attn_decode(&params, FAKE_WORKSPACE, info.workspace_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK, "base %zu: aotk_attn_decode %s (%s)", i, aotk_status_name(status), aotk_last_error());
+  }
+  const size_t count = sizeof decode_bad_inputs / sizeof decode_bad_inputs[0];
+  for (size_t i = 0; i < count; i++) check_decode_bad_input(&decode_bad_inputs[i]);
+  printf("    %zu bad inputs\n", count);
+  uninstall_fake_gpu();
+}
+
+/* Sizes each valid on its own whose products overflow what the kernels count in 32 bits (or int64
+ * itself): q, k and v broadcast (zero strides), out's rows overlapping 16 elements apart. The grid,
+ * heads_q, the group and the merge's rows are int32 arguments; a product that wrapped would launch a
+ * truncated problem. Kept apart for UBSan, which reports a signed overflow in the check itself. */
+static aotk_decode_params broadcast_decode_params(int64_t batch, int64_t seqlen_q, int64_t heads_q, int64_t heads_kv) {
+  aotk_decode_params params = AOTK_DECODE_PARAMS_INIT;
+  const aotk_tensor q = {FAKE_Q, AOTK_DTYPE_BFLOAT16, 4, {batch, seqlen_q, heads_q, 64}, {0, 0, 0, 1}};
+  const aotk_tensor cache = {FAKE_K, AOTK_DTYPE_BFLOAT16, 4, {batch, 128, heads_kv, 64}, {0, 0, 0, 1}};
+  const aotk_tensor out = {FAKE_OUT, AOTK_DTYPE_BFLOAT16, 4, {batch, seqlen_q, heads_q, 64}, {16, 16, 16, 1}};
+  params.q = q;
+  params.k_cache = cache;
+  params.v_cache = cache;
+  params.v_cache.data = FAKE_V;
+  params.cache_seqlens = aotk_tensor_1d(FAKE_CACHE_SEQLENS, AOTK_DTYPE_INT32, batch);
+  params.out = out;
+  return params;
+}
+/* 2^33 requests x 2^31 kv heads: the grid's program count wraps int64 to 0. */
+static void dec_programs_overflow_int64(aotk_decode_params *p) {
+  *p = broadcast_decode_params((int64_t)1 << 33, 1, (int64_t)1 << 31, (int64_t)1 << 31);
+}
+/* One request, one kv head with a group of 2^31 query heads: 2^25 programs (a valid grid), but heads_q
+ * and group_size do not fit the kernel's int32. */
+static void dec_heads_q_2_31(aotk_decode_params *p) { *p = broadcast_decode_params(1, 1, (int64_t)1 << 31, 1); }
+/* 2^27 requests of 16 tokens and one head, two splits: 2^28 programs, but the merge's 2^31 rows do not
+ * fit its int32 row count. */
+static void dec_split_rows_2_31(aotk_decode_params *p) {
+  *p = broadcast_decode_params((int64_t)1 << 27, 16, 1, 1);
+  p->num_splits = 2;
+}
+
+static const decode_bad_input decode_overflowing_inputs[] = {
+    {"batch * heads_kv overflows int64", dec_programs_overflow_int64, AOTK_ERROR_SIZE_OVERFLOW,
+     "batch * seqlen_q * heads_q"},
+    {"heads_q 2^31", dec_heads_q_2_31, AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads_q"},
+    {"2^31 query rows in two splits", dec_split_rows_2_31, AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads_q"},
+};
+
+static void test_decode_validation_overflow(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  for (size_t i = 0; i < sizeof decode_overflowing_inputs / sizeof decode_overflowing_inputs[0]; i++) {
+    check_decode_bad_input(&decode_overflowing_inputs[i]);
+  }
+  /* One row fewer than the limit: accepted, the merge's rows and the grid in range. */
+  aotk_decode_params params = broadcast_decode_params(((int64_t)1 << 27) - 1, 16, 1, 1);
+  params.num_splits = 2;
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+  CHECK_MSG(status == AOTK_OK, "2^31 - 16 query rows: %s (%s)", aotk_status_name(status), aotk_last_error());
+  CHECK(info.num_splits == 2 && info.grid == 2 * (((int64_t)1 << 27) - 1));
+  uninstall_fake_gpu();
+}
+
+/* Inputs at the edge of what decoding allows, which validation must accept: each runs one launch, or
+ * two with a split, as its query says. The params sit in a struct with room after them, so that a
+ * struct_size larger than this header's (a newer caller's) is readable memory. */
+typedef struct decode_edge_case {
+  const char *what;
+  struct {
+    aotk_decode_params params;
+    unsigned char newer_fields[64];
+  } call;
+} decode_edge_case;
+
+static aotk_decode_params *add_decode_edge_case(decode_edge_case *cases, int *count, const char *what,
+                                                decode_shape shape) {
+  decode_edge_case *c = &cases[(*count)++];
+  memset(c, 0, sizeof *c);
+  c->what = what;
+  c->call.params = decode_params_for(shape);
+  return &c->call.params;
+}
+
+static void test_decode_validation_accepts_edge_inputs(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static decode_edge_case cases[32];
+  int count = 0;
+  decode_shape s = default_decode_shape;
+  s.seqlen_q = 16;
+  add_decode_edge_case(cases, &count, "seqlen_q 16 (the most)", s);
+  s = default_decode_shape;
+  s.seqlen_q = 1, s.batch = 1, s.heads_q = s.heads_kv = 1;
+  add_decode_edge_case(cases, &count, "one token, one request, one head", s);
+  s = default_decode_shape;
+  s.heads_kv = 1;
+  add_decode_edge_case(cases, &count, "MQA (heads_kv 1)", s);
+  s = default_decode_shape;
+  s.capacity = 1;
+  add_decode_edge_case(cases, &count, "a cache of one key", s);
+  s = default_decode_shape;
+  s.head_dim_qk = s.head_dim_v = 16;
+  add_decode_edge_case(cases, &count, "head dims 16 (padded to 32)", s);
+  s.head_dim_qk = s.head_dim_v = 256;
+  add_decode_edge_case(cases, &count, "head dims 256", s);
+  s.head_dim_qk = 256, s.head_dim_v = 128;
+  add_decode_edge_case(cases, &count, "head dims (256, 128)", s);
+  s.head_dim_qk = 192, s.head_dim_v = 64;
+  add_decode_edge_case(cases, &count, "head dims (192, 64), padded to (256, 128)", s);
+  s = default_decode_shape;
+  s.dtype = AOTK_DTYPE_FLOAT16, s.with_lse = false;
+  memset(&add_decode_edge_case(cases, &count, "float16, no lse (its other fields garbage)", s)->lse, 0xEE,
+         sizeof(aotk_tensor));
+  cases[count - 1].call.params.lse.data = NULL;
+  s = default_paged_shape;
+  s.page_size = 1, s.capacity = 1000, s.num_pages = 5000;
+  add_decode_edge_case(cases, &count, "paged, pages of one key", s);
+  s.page_size = 1000, s.capacity = 3000, s.num_pages = 7;
+  add_decode_edge_case(cases, &count, "paged, pages of 1000 keys (not a power of two)", s);
+  s.page_size = 1, s.capacity = AOTK_DECODE_MAX_CAPACITY, s.num_pages = 8;
+  aotk_decode_params *p = add_decode_edge_case(cases, &count, "paged, 2^30 pages of one key (the largest)", s);
+  p->block_table.strides[0] = 0;
+  p = add_decode_edge_case(cases, &count, "contiguous, caches broadcast over the batch", default_decode_shape);
+  p->k_cache.strides[0] = p->v_cache.strides[0] = 0;
+  p = add_decode_edge_case(cases, &count, "out stride 0 on dimensions of size 1", default_decode_shape);
+  p->out = aotk_tensor_4d(FAKE_OUT, AOTK_DTYPE_BFLOAT16, 3, 2, 8, 128);
+  p->q.shape[1] = p->out.shape[1] = p->lse.shape[2] = 1, p->out.strides[1] = 0;
+  p = add_decode_edge_case(cases, &count, "causal, window_left 100, window_right 0", default_decode_shape);
+  p->causal = 1, p->window_left = 100, p->window_right = 0;
+  p = add_decode_edge_case(cases, &count, "window_left 0, window_right 0", default_decode_shape);
+  p->window_left = 0, p->window_right = 0;
+  add_decode_edge_case(cases, &count, "softmax_scale -0.0 (zero: the default)", default_decode_shape)->softmax_scale =
+      -0.0f;
+  p = add_decode_edge_case(cases, &count, "softcap, ALiBi per request, sinks, explicit scale", default_decode_shape);
+  dec_alibi_per_batch(p), dec_sinks(p), p->softcap = 50.0f, p->softmax_scale = 0.01f;
+  add_decode_edge_case(cases, &count, "num_splits 1", default_decode_shape)->num_splits = 1;
+  add_decode_edge_case(cases, &count, "num_splits 256", default_decode_shape)->num_splits = AOTK_DECODE_MAX_SPLITS;
+  add_decode_edge_case(cases, &count, "max_seqlen_k above the capacity", default_decode_shape)->max_seqlen_k =
+      INT32_MAX;
+  add_decode_edge_case(cases, &count, "max_seqlen_k 1", default_decode_shape)->max_seqlen_k = 1;
+  add_decode_edge_case(cases, &count, "a struct_size larger than this header's (a newer caller)",
+                       default_decode_shape)->struct_size = sizeof(aotk_decode_params) + 64;
+
+  for (int i = 0; i < count; i++) {
+    const aotk_decode_params *params = &cases[i].call.params;
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: aotk_decode_query %s (%s)", cases[i].what, aotk_status_name(status),
+              aotk_last_error());
+    CHECK_MSG(info.launches == (info.num_splits > 1 ? 2 : 1) && (info.workspace_bytes > 0) == (info.num_splits > 1),
+              "%s: %d launches, %d splits, %zu bytes of workspace", cases[i].what, info.launches, info.num_splits,
+              info.workspace_bytes);
+    reset_calls();
+    void *workspace = info.workspace_bytes > 0 ? FAKE_WORKSPACE : NULL;
+    status = aotk_attn_decode(params, workspace, info.workspace_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_decode %s (%s)", cases[i].what, aotk_status_name(status),
+              aotk_last_error());
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == info.launches, "%s: %d launches, the query says %d", cases[i].what,
+              fake.calls[CALL_cuLaunchKernel], info.launches);
+  }
+  printf("    %d cases\n", count);
+  uninstall_fake_gpu();
+}
+
+/* ---- decoding: the split, its workspace, the query ---- */
+
+/* The split choice, through aotk_decode_query on the fake's 132 SMs, worked by hand from the rule in
+ * src/aotk_decode.c's comment (flash-attn's num_splits_heuristic): split only when batch * heads_kv *
+ * row chunks programs are fewer than 4/5 of the SMs; the efficiency of n splits is programs * n over the
+ * SMs of the waves they take; take the smallest n within 85% of the best; each split keeps at least 256
+ * keys (and at most 256 splits). Split lengths are whole 64-key blocks, so the count is then what
+ * ceil(keys / split_keys) gives. A forced num_splits skips the rule but not the blocks. */
+static void test_decode_split_choice(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const struct {
+    const char *what;
+    int64_t batch, heads_q, heads_kv, seqlen_q, capacity, page_size;
+    int32_t num_splits, max_seqlen_k;
+    int64_t splits, split_keys; /* split_keys 0: one split */
+  } cases[] = {
+      {"64 requests x 8 kv heads = 512 programs fill 132 SMs: no split", 64, 32, 8, 1, 32768, 0, 0, 0, 1, 0},
+      {"105 programs (132 x 4/5): no split", 105, 4, 1, 1, 32768, 0, 0, 0, 1, 0},
+      {"104 programs: 5 splits (520 in 4 waves, 98%; 1 to 4 give 79%; 33 give 100%)", 13, 32, 8, 1, 32768, 0, 0, 0,
+       5, 6592},
+      {"1 request x 8 kv heads, 32768 keys: 15 splits (120 of 132 SMs, 91%; 14 give 84.8% of the best, 33's 100%)", 1,
+       32, 8, 1, 32768, 0, 0, 0, 15, 2240},
+      {"the comment's example, 2 requests x 8 kv heads: 8 splits (128 programs, 97%)", 2, 16, 8, 1, 65536, 0, 0, 0, 8,
+       8192},
+      {"a group of 128 x 16 tokens is 32 row chunks of 64: 32 programs, 4 splits (97%)", 1, 128, 1, 16, 32768, 0, 0,
+       0, 4, 8192},
+      {"200 keys: fewer than two splits of 256", 1, 32, 8, 1, 200, 0, 0, 0, 1, 0},
+      {"300 keys: two splits would hold fewer than 256 each", 1, 32, 8, 1, 300, 0, 0, 0, 1, 0},
+      {"1024 keys, 16 programs: 4 splits of 256 (the most that keep 256 each)", 2, 32, 8, 1, 1024, 0, 0, 0, 4, 256},
+      {"max_seqlen_k 300 bounds a 32768-key cache: no split", 1, 32, 8, 1, 32768, 0, 0, 300, 1, 0},
+      {"max_seqlen_k 4096: 14 splits asked (85%), 320-key splits make 13", 1, 32, 8, 1, 32768, 0, 0, 4096, 13, 320},
+      {"max_seqlen_k above the capacity: the capacity", 1, 32, 8, 1, 32768, 0, 0, 100000, 15, 2240},
+      {"forced 64 splits of 200 keys: one 64-key block each, 4", 1, 32, 8, 1, 200, 0, 64, 0, 4, 64},
+      {"forced 256 splits of 32768 keys: 128 keys each", 1, 32, 8, 1, 32768, 0, 256, 0, 256, 128},
+      {"forced 7 splits of 1000 keys: 192 keys each, so 6", 3, 8, 2, 2, 1000, 0, 7, 0, 6, 192},
+      {"forced 3 splits of 1000 keys: 384 keys each", 3, 8, 2, 2, 1000, 0, 3, 0, 3, 384},
+      {"forced 1 split where the rule would take 15", 1, 32, 8, 1, 32768, 0, 1, 0, 1, 0},
+      {"forced 2 splits of 64 keys: one block, one split", 1, 32, 8, 1, 64, 0, 2, 0, 1, 0},
+      {"paged, 2048 pages of 16 keys: as the contiguous 32768", 1, 32, 8, 1, 32768, 16, 0, 0, 15, 2240},
+      {"paged, 64 pages of 100 keys: 25 splits allowed, the best 16's 97%, 14 within 85% of it, 512-key splits: 13",
+       1, 32, 8, 1, 6400, 100, 0, 0, 13, 512},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    decode_shape s = {AOTK_DTYPE_BFLOAT16, cases[i].batch, cases[i].seqlen_q, cases[i].heads_q, cases[i].heads_kv,
+                      128, 128, cases[i].capacity, cases[i].page_size, 0, true};
+    if (s.page_size > 0) s.num_pages = s.capacity / s.page_size;
+    aotk_decode_params params = decode_params_for(s);
+    params.num_splits = cases[i].num_splits, params.max_seqlen_k = cases[i].max_seqlen_k;
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(info.num_splits == cases[i].splits, "%s: %d splits, expected %lld", cases[i].what, info.num_splits,
+              (long long)cases[i].splits);
+    const size_t bytes = decode_workspace_bytes(&s, cases[i].splits);
+    CHECK_MSG(info.workspace_bytes == bytes, "%s: workspace_bytes %zu, expected %zu", cases[i].what,
+              info.workspace_bytes, bytes);
+    CHECK_MSG(((info.features & AOTK_FEATURE_SPLIT_KV) != 0) == (cases[i].splits > 1) &&
+                  info.launches == (cases[i].splits > 1 ? 2 : 1),
+              "%s: features %#x, %d launches", cases[i].what, info.features, info.launches);
+    char what[160];
+    snprintf(what, sizeof what, "split choice: %s", cases[i].what);
+    check_decode(what, &params, &s, &sel_sm90, cases[i].splits, cases[i].split_keys,
+                 FAKE_WORKSPACE);
+  }
+  /* The workspace formula's two parts, by hand: 15 splits x 1 request x 1 token x 32 heads = 480 rows of
+   * 128 floats (245760 bytes) and 480 LSEs (1920 bytes). */
+  decode_shape s = {AOTK_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 128, 32768, 0, 0, true};
+  CHECK(decode_workspace_bytes(&s, 15) == 245760 + 1920);
+  /* head_dim_v 72 pads partial rows to 80 floats, and 13 x 1 x 3 x 5 = 195 LSEs (780 bytes) pad to 784:
+   * one program (a group of 5 x 3 tokens in one 16-row chunk), 4096 keys allow 16 splits of 256, the
+   * rule takes 14 (n / 132 within 85% of 16 / 132), of ceil(4096 / 14) = 293 keys, 320 in whole blocks:
+   * 13 splits. */
+  s = (decode_shape){AOTK_DTYPE_FLOAT16, 1, 3, 5, 1, 64, 72, 4096, 0, 0, true};
+  CHECK(decode_workspace_bytes(&s, 13) == 62400 + 784);
+  aotk_decode_params params = strided_decode_params(s);
+  check_decode("head dims (64, 72), 3 tokens of a group of 5", &params, &s, &sel_sm90, 13, 320,
+               FAKE_WORKSPACE);
+  uninstall_fake_gpu();
+}
+
+/* ---- decoding: what runs, and with which arguments ---- */
+
+static void test_decode_launch_arguments(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  decode_shape s = default_decode_shape;
+  aotk_decode_params params = strided_decode_params(s);
+  params.num_splits = 1;
+  check_decode("contiguous, bf16 d128 GQA 4, two tokens, strided, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+  CHECK_MSG(fake.loaded_images == 1, "loaded %d images", fake.loaded_images);
+  params.num_splits = 3;
+  check_decode("contiguous, 3 splits of 384 keys", &params, &s, &sel_sm90, 3, 384, FAKE_WORKSPACE);
+  CHECK_MSG(fake.loaded_images == 2, "loaded %d images, expected the decoding kernel and the merge",
+            fake.loaded_images);
+  /* The rule's own choice for 6 programs and 1000 keys: 3 splits (the most that keep 256 keys each). */
+  params.num_splits = 0;
+  check_decode("contiguous, the rule's split", &params, &s, &sel_sm90, 3, 384, byte_offset(FAKE_WORKSPACE, 4096));
+  CHECK_MSG(fake.loaded_images == 2 && fake.calls[CALL_cuLibraryLoadData] == 0, "loaded %d images",
+            fake.loaded_images);
+
+  s = default_paged_shape;
+  params = strided_decode_params(s);
+  params.num_splits = 1;
+  check_decode("paged, 64 pages of 16 keys, strided, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+  params.num_splits = 4;
+  check_decode("paged, 4 splits of 256 keys", &params, &s, &sel_sm90, 4, 256, FAKE_WORKSPACE);
+
+  /* Every run-time feature at once, float16, no lse, ALiBi per request with padded rows. */
+  s.dtype = AOTK_DTYPE_FLOAT16, s.with_lse = false;
+  params = strided_decode_params(s);
+  params.causal = 1, params.window_left = 40, params.softcap = 30.0f, params.softmax_scale = 0.05f;
+  params.alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 8);
+  params.alibi_slopes.strides[0] = 16;
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8);
+  params.num_splits = 2;
+  check_decode("paged, fp16, causal, window, softcap, ALiBi, sinks, no lse, 2 splits", &params, &s, &sel_sm90, 2, 512,
+               FAKE_WORKSPACE);
+  params.num_splits = 1, params.causal = 0, params.window_left = -1, params.window_right = 7;
+  params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8);
+  check_decode("paged, fp16, window_right 7, ALiBi per head, sinks, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+
+  /* MQA, a group of 32 query heads x 4 tokens = 128 rows: the 64-row tile, two chunks per request. */
+  s = (decode_shape){AOTK_DTYPE_BFLOAT16, 2, 4, 32, 1, 64, 64, 4096, 0, 0, true};
+  params = strided_decode_params(s);
+  params.num_splits = 5;
+  check_decode("MQA, 128 rows in two 64-row chunks, d64, 5 splits", &params, &s, &sel_sm90, 5, 832, FAKE_WORKSPACE);
+  uninstall_fake_gpu();
+
+  /* The other targets: sm_80 cubins on sm_80 and sm_86, the sm_80 PTX on sm_120. */
+  static const gpu gpus[] = {{80, SHARED_SM80, 80, 0}, {86, SHARED_SM86, 80, 0}, {120, SHARED_SM120, 80, 1}};
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    char what[64];
+    snprintf(what, sizeof what, "cc %d, paged, 4 splits", gpus[g].compute_capability);
+    s = default_paged_shape;
+    params = strided_decode_params(s);
+    params.num_splits = 4;
+    check_decode(what, &params, &s, &gpus[g], 4, 256, FAKE_WORKSPACE);
+    CHECK_MSG(gpus[g].from_ptx ? fake.loaded_ptx == 2 : fake.loaded_elf == 2, "%s: loaded %d ELF, %d PTX", what,
+              fake.loaded_elf, fake.loaded_ptx);
+  }
+  uninstall_fake_gpu();
+}
+
+/* The feature bits and split counts aotk_decode_query reports, as literals. */
+static void test_decode_features(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  enum { F_CAUSAL = AOTK_FEATURE_CAUSAL, F_WINDOW = AOTK_FEATURE_WINDOW, F_SOFTCAP = AOTK_FEATURE_SOFTCAP };
+  enum { F_ALIBI = AOTK_FEATURE_ALIBI, F_SINKS = AOTK_FEATURE_SINKS, F_PADDED = AOTK_FEATURE_PADDED_HEAD_DIM };
+  enum { F_PAGED = AOTK_FEATURE_PAGED_KV, F_SPLIT = AOTK_FEATURE_SPLIT_KV };
+  static const struct {
+    const char *what;
+    bool paged;
+    int64_t head_dim_qk, head_dim_v;
+    int32_t causal, window_left, window_right, num_splits;
+    float softcap;
+    bool alibi, sinks;
+    uint32_t features;
+    int32_t splits;
+  } cases[] = {
+      {"nothing", false, 128, 128, 0, -1, -1, 1, 0.0f, false, false, 0, 1},
+      {"causal", false, 128, 128, 1, -1, -1, 1, 0.0f, false, false, F_CAUSAL, 1},
+      {"causal, window_right 0", false, 128, 128, 1, -1, 0, 1, 0.0f, false, false, F_CAUSAL, 1},
+      {"causal, window_left 100", false, 128, 128, 1, 100, -1, 1, 0.0f, false, false, F_CAUSAL | F_WINDOW, 1},
+      {"window_left 100", false, 128, 128, 0, 100, -1, 1, 0.0f, false, false, F_WINDOW, 1},
+      {"window_right 5", false, 128, 128, 0, -1, 5, 1, 0.0f, false, false, F_WINDOW, 1},
+      {"window 0, 0", false, 128, 128, 0, 0, 0, 1, 0.0f, false, false, F_WINDOW, 1},
+      {"softcap", false, 128, 128, 0, -1, -1, 1, 30.0f, false, false, F_SOFTCAP, 1},
+      {"ALiBi", false, 128, 128, 0, -1, -1, 1, 0.0f, true, false, F_ALIBI, 1},
+      {"sinks", false, 128, 128, 0, -1, -1, 1, 0.0f, false, true, F_SINKS, 1},
+      {"head dims 80 (in 128)", false, 80, 80, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1},
+      {"head dims (256, 128): compiled", false, 256, 128, 0, -1, -1, 1, 0.0f, false, false, 0, 1},
+      {"head dims (192, 128) (in (256, 128))", false, 192, 128, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1},
+      {"head dims (64, 128) (in (128, 128))", false, 64, 128, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1},
+      {"paged", true, 128, 128, 0, -1, -1, 1, 0.0f, false, false, F_PAGED, 1},
+      {"4 splits", false, 128, 128, 0, -1, -1, 4, 0.0f, false, false, F_SPLIT, 4},
+      {"paged, 4 splits, causal, sinks", true, 128, 128, 1, -1, -1, 4, 0.0f, false, true,
+       F_PAGED | F_SPLIT | F_CAUSAL | F_SINKS, 4},
+      {"everything", true, 48, 48, 1, 9, 0, 2, 10.0f, true, true,
+       F_PAGED | F_SPLIT | F_CAUSAL | F_WINDOW | F_SOFTCAP | F_ALIBI | F_SINKS | F_PADDED, 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    decode_shape s = cases[i].paged ? default_paged_shape : default_decode_shape;
+    s.head_dim_qk = cases[i].head_dim_qk, s.head_dim_v = cases[i].head_dim_v;
+    aotk_decode_params params = decode_params_for(s);
+    params.causal = cases[i].causal, params.window_left = cases[i].window_left;
+    params.window_right = cases[i].window_right, params.num_splits = cases[i].num_splits;
+    params.softcap = cases[i].softcap;
+    if (cases[i].alibi) dec_alibi(&params);
+    if (cases[i].sinks) dec_sinks(&params);
+    aotk_kernel_info info;
+    poison_info(&info);
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(info.features == cases[i].features && info.num_splits == cases[i].splits,
+              "%s: features %#x, %d splits; expected %#x, %d", cases[i].what, info.features, info.num_splits,
+              cases[i].features, cases[i].splits);
+  }
+  uninstall_fake_gpu();
+}
+
+/* The decoding and merge queries answer their own ops; aotk_query and aotk_sel_query send callers to
+ * them; an older caller's shorter info struct gets no num_splits. */
+static void test_decode_query_arguments(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  aotk_decode_params params = valid_decode_params();
+  params.num_splits = 4;
+  reset_calls();
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, NULL) == AOTK_ERROR_NULL_POINTER && message_mentions("info"));
+  aotk_kernel_info info;
+  poison_info(&info);
+  info.struct_size = 0;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_ERROR_STRUCT_SIZE &&
+        message_mentions("struct_size"));
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, NULL, &info) == AOTK_ERROR_STRUCT_SIZE);
+
+  static const int not_decode[] = {AOTK_OP_ATTN_FWD, AOTK_OP_ATTN_BWD, AOTK_OP_SEL_FWD, AOTK_OP_SEL_BWD,
+                                   AOTK_OP_MERGE,    0,                -1,              1000};
+  for (size_t i = 0; i < sizeof not_decode / sizeof not_decode[0]; i++) {
+    poison_info(&info);
+    aotk_status status = aotk_decode_query((aotk_op)not_decode[i], &params, &info);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE && message_mentions("AOTK_OP_DECODE"),
+              "aotk_decode_query(op %d): %s (%s)", not_decode[i], aotk_status_name(status), aotk_last_error());
+    CHECK(info_untouched(&info));
+    /* The op is checked before the params. */
+    CHECK(aotk_decode_query((aotk_op)not_decode[i], NULL, &info) == AOTK_ERROR_INVALID_VALUE);
+  }
+  aotk_merge_params merge_params = AOTK_MERGE_PARAMS_INIT;
+  static const int not_merge[] = {AOTK_OP_ATTN_FWD, AOTK_OP_ATTN_BWD, AOTK_OP_SEL_FWD, AOTK_OP_SEL_BWD,
+                                  AOTK_OP_DECODE,   0,                -1,              1000};
+  for (size_t i = 0; i < sizeof not_merge / sizeof not_merge[0]; i++) {
+    poison_info(&info);
+    aotk_status status = aotk_merge_query((aotk_op)not_merge[i], &merge_params, &info);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE && message_mentions("AOTK_OP_MERGE"),
+              "aotk_merge_query(op %d): %s (%s)", not_merge[i], aotk_status_name(status), aotk_last_error());
+    CHECK(info_untouched(&info));
+  }
+  CHECK(aotk_merge_query(AOTK_OP_MERGE, &merge_params, NULL) == AOTK_ERROR_NULL_POINTER && message_mentions("info"));
+  /* The other queries name the right one. */
+  aotk_attn_params attn_params = valid_params();
+  aotk_sel_params sel_params = valid_sel_params();
+  static const struct {
+    aotk_op op;
+    const char *query;
+  } elsewhere[] = {{AOTK_OP_DECODE, "aotk_decode_query"}, {AOTK_OP_MERGE, "aotk_merge_query"}};
+  for (size_t i = 0; i < 2; i++) {
+    poison_info(&info);
+    aotk_status status = aotk_query(elsewhere[i].op, &attn_params, &info);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE && message_mentions(elsewhere[i].query),
+              "aotk_query(op %d): %s (%s)", (int)elsewhere[i].op, aotk_status_name(status), aotk_last_error());
+    CHECK(info_untouched(&info));
+    status = aotk_sel_query(elsewhere[i].op, &sel_params, &info);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE, "aotk_sel_query(op %d): %s", (int)elsewhere[i].op,
+              aotk_status_name(status));
+    CHECK(info_untouched(&info));
+  }
+  CHECK_MSG(total_calls() == 0, "bad query arguments reached the driver (%s)", called_functions());
+
+  /* A full struct: num_splits written. */
+  poison_info(&info);
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK && info.num_splits == 4);
+  const aotk_kernel_info full = info;
+  /* A caller built before 0.4: its struct ends where num_splits begins. Everything before is written as
+   * for the full struct; num_splits, past its end, is not. */
+  const unsigned char *bytes = (const unsigned char *)&info;
+  const size_t sizes[] = {offsetof(aotk_kernel_info, num_splits), offsetof(aotk_kernel_info, features),
+                          offsetof(aotk_kernel_info, num_warps), sizeof(size_t)};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    poison_info(&info);
+    info.struct_size = sizes[i];
+    CHECK_MSG(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK, "struct_size %zu: %s", sizes[i],
+              aotk_last_error());
+    CHECK(info.struct_size == sizes[i]);
+    CHECK_MSG(memcmp(bytes + sizeof(size_t), (const unsigned char *)&full + sizeof(size_t),
+                     sizes[i] - sizeof(size_t)) == 0,
+              "struct_size %zu: the prefix differs from the full struct's", sizes[i]);
+    bool tail_untouched = true;
+    for (size_t b = sizes[i]; b < sizeof info; b++) tail_untouched = tail_untouched && bytes[b] == POISON;
+    CHECK_MSG(tail_untouched, "aotk_decode_query wrote past struct_size = %zu", sizes[i]);
+  }
+  /* A struct that ends just after num_splits gets it. */
+  poison_info(&info);
+  info.struct_size = offsetof(aotk_kernel_info, num_splits) + sizeof info.num_splits;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK && info.num_splits == 4);
+  CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
+            "aotk_decode_query loaded or launched (%s)", called_functions());
+  uninstall_fake_gpu();
+}
+
+/* The split's workspace: at least the size the query reports (the header's formula, checked in
+ * test_decode_split_choice), not NULL, 16-byte aligned, not running past the address space; checked
+ * after the params, before anything is loaded or launched. Without a split none is needed and what is
+ * passed is ignored. */
+static void test_decode_workspace(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  aotk_decode_params params = valid_decode_params();
+  params.num_splits = 4; /* 4 splits of 256 keys: 4 x 48 rows of 128 floats and 4 x 48 LSEs */
+  const size_t needed = 98304 + 768;
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK);
+  CHECK_MSG(info.workspace_bytes == needed && info.num_splits == 4, "workspace_bytes %zu, %d splits",
+            info.workspace_bytes, info.num_splits);
+  const struct {
+    const char *what;
+    void *workspace;
+    size_t bytes;
+    aotk_status expected;
+  } workspaces[] = {
+      {"NULL, the reported size", NULL, needed, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+      {"NULL, size 0", NULL, 0, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+      {"one byte short", FAKE_WORKSPACE, needed - 1, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+      {"half", FAKE_WORKSPACE, needed / 2, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+      {"size 0", FAKE_WORKSPACE, 0, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+      {"8-byte aligned", byte_offset(FAKE_WORKSPACE, 8), needed, AOTK_ERROR_MISALIGNED_POINTER},
+      {"4-byte aligned, ample", byte_offset(FAKE_WORKSPACE, 4), needed + 64, AOTK_ERROR_MISALIGNED_POINTER},
+      {"odd address", byte_offset(FAKE_WORKSPACE, 1), needed, AOTK_ERROR_MISALIGNED_POINTER},
+      {"16 bytes below the end of the address space", (void *)(UINTPTR_MAX - 15), needed, AOTK_ERROR_SIZE_OVERFLOW},
+      {"exactly the reported size", FAKE_WORKSPACE, needed, AOTK_OK},
+      {"larger, 16 bytes further", byte_offset(FAKE_WORKSPACE, 16), needed + 1, AOTK_OK},
+  };
+  for (size_t w = 0; w < sizeof workspaces / sizeof workspaces[0]; w++) {
+    const aotk_decode_params before = params;
+    reset_calls();
+    reset_launch_log();
+    aotk_status status = aotk_attn_decode(&params, workspaces[w].workspace, workspaces[w].bytes, FAKE_STREAM);
+    CHECK_MSG(status == workspaces[w].expected, "workspace %s: %s (%s), expected %s", workspaces[w].what,
+              aotk_status_name(status), aotk_last_error(), aotk_status_name(workspaces[w].expected));
+    CHECK(memcmp(&params, &before, sizeof params) == 0);
+    if (workspaces[w].expected == AOTK_OK) {
+      CHECK_MSG(fake.logged_launches == 2 && fake.launch_log[0].kernel == KERNEL_ATTN_DECODE &&
+                    arg_pointer(&fake.launch_log[0], DECODE_OUT_PARTIAL) ==
+                        (uint64_t)(uintptr_t)workspaces[w].workspace,
+                "workspace %s: %d launches, the partials not at its start", workspaces[w].what, fake.logged_launches);
+    } else {
+      CHECK_MSG(message_mentions("workspace"), "workspace %s: the message \"%s\" does not name the workspace",
+                workspaces[w].what, aotk_last_error());
+      CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLibraryGetKernel] == 0 &&
+                    fake.calls[CALL_cuLaunchKernel] == 0,
+                "workspace %s: loaded or launched (%s)", workspaces[w].what, called_functions());
+    }
+    if (workspaces[w].expected == AOTK_ERROR_WORKSPACE_TOO_SMALL) {
+      char needed_text[32];
+      snprintf(needed_text, sizeof needed_text, "needs %zu", needed);
+      CHECK_MSG(message_mentions(needed_text), "the message \"%s\" does not say %zu bytes are needed",
+                aotk_last_error(), needed);
+    }
+  }
+  /* No split: no workspace, whatever is passed. */
+  params.num_splits = 1;
+  static const struct {
+    void *workspace;
+    size_t bytes;
+  } ignored[] = {{NULL, 0}, {NULL, 1000}, {FAKE_WORKSPACE, 0}, {(void *)(uintptr_t)1, 3}};
+  for (size_t w = 0; w < sizeof ignored / sizeof ignored[0]; w++) {
+    reset_launch_log();
+    aotk_status status = aotk_attn_decode(&params, ignored[w].workspace, ignored[w].bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK && fake.logged_launches == 1, "no split, workspace %p of %zu bytes: %s (%s)",
+              ignored[w].workspace, ignored[w].bytes, aotk_status_name(status), aotk_last_error());
+  }
+  /* Bad params are reported before a bad workspace, without the driver. */
+  params.num_splits = 4, params.causal = 2;
+  reset_calls();
+  CHECK(aotk_attn_decode(&params, NULL, 0, FAKE_STREAM) == AOTK_ERROR_INVALID_VALUE && message_mentions("causal"));
+  CHECK(total_calls() == 0);
+  uninstall_fake_gpu();
+}
+
+/* Driver faults: no context, an old GPU, a failing load of either kernel (both are loaded before the
+ * first launch, so nothing runs), a failing launch of either (the merge's leaves the decoding kernel's
+ * partials enqueued, the status says so); the next call runs whole. */
+static void test_decode_faults(void) {
+  aotk_decode_params params = valid_decode_params();
+  params.num_splits = 4;
+  const size_t workspace_bytes = 98304 + 768;
+  aotk_kernel_info info;
+
+  install_fake_gpu(90, SHARED_SM90);
+  fake.has_context = false;
+  poison_info(&info);
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_ERROR_NO_CONTEXT && info_untouched(&info));
+  CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_NO_CONTEXT);
+  CHECK(fake.launches == 0);
+
+  install_fake_gpu(75, 64 * 1024);
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_ERROR_UNSUPPORTED_ARCH);
+  CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_UNSUPPORTED_ARCH &&
+        message_mentions("sm_75"));
+  CHECK(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.launches == 0);
+
+  for (int failing = 1; failing <= 2; failing++) {
+    install_fake_gpu(90, SHARED_SM90);
+    fake.library_load_result = CUDA_ERROR_OUT_OF_MEMORY;
+    fake.fail_library_load_call = failing;
+    aotk_status status = aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuLibraryLoadData"), "load %d fails: %s (%s)", failing,
+              aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "load %d fails: %d launches", failing,
+              fake.calls[CALL_cuLaunchKernel]);
+    fake.library_load_result = CUDA_SUCCESS;
+    CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK && fake.launches == 2);
+  }
+  static const char *const launched[2] = {"attn_decode_", "attn_merge_"};
+  for (int failing = 1; failing <= 2; failing++) {
+    install_fake_gpu(90, SHARED_SM90);
+    fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+    fake.fail_launch_call = failing;
+    aotk_status status = aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuLaunchKernel") &&
+                  message_mentions(launched[failing - 1]),
+              "launch %d fails: %s (%s)", failing, aotk_status_name(status), aotk_last_error());
+    CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == failing && fake.launches == failing - 1,
+              "launch %d fails: cuLaunchKernel called %d times, %d went through", failing,
+              fake.calls[CALL_cuLaunchKernel], fake.launches);
+    fake.launch_result = CUDA_SUCCESS;
+    fake.fail_launch_call = 0;
+    CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK &&
+          aotk_last_cuda_result() == 0);
+  }
+  uninstall_fake_gpu();
+}
+
+/* ---- the merge ---- */
+
+/* A merge problem (include/aotk.h, aotk_merge_params): num_partials partial outputs and LSEs of the
+ * same rows, [num_partials, batch, seqlen_q, heads, head_dim] and [num_partials, batch, heads, seqlen_q],
+ * or packed ([num_partials, total_q, heads, head_dim] and [num_partials, heads, total_q]: seqlen_q is
+ * total_q and batch is 1). */
+typedef struct merge_shape {
+  aotk_dtype partial_dtype, out_dtype;
+  int64_t num_partials, batch, seqlen_q, heads, head_dim;
+  bool packed, with_lse, with_sinks;
+} merge_shape;
+
+static const merge_shape default_merge_shape = {AOTK_DTYPE_FLOAT32, AOTK_DTYPE_BFLOAT16, 4, 3, 5, 8, 128,
+                                                false, true, false};
+static const merge_shape packed_merge_shape = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_BFLOAT16, 2, 1, 170, 8, 64,
+                                               true, true, true};
+
+static aotk_merge_params merge_params_for(merge_shape s) {
+  aotk_merge_params params = AOTK_MERGE_PARAMS_INIT;
+  const int64_t P = s.num_partials, B = s.batch, S = s.seqlen_q, H = s.heads, D = s.head_dim;
+  if (s.packed) {
+    params.out_partials = aotk_tensor_4d(FAKE_PARTIALS, s.partial_dtype, P, S, H, D);
+    params.lse_partials = aotk_tensor_3d(FAKE_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, P, H, S);
+    params.out = aotk_tensor_3d(FAKE_OUT, s.out_dtype, S, H, D);
+    if (s.with_lse) params.lse = aotk_tensor_2d(FAKE_LSE, AOTK_DTYPE_FLOAT32, H, S);
+  } else {
+    const aotk_tensor parts = {FAKE_PARTIALS, s.partial_dtype, 5, {P, B, S, H, D, 0},
+                               {B * S * H * D, S * H * D, H * D, D, 1, 0}};
+    params.out_partials = parts;
+    params.lse_partials = aotk_tensor_4d(FAKE_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, P, B, H, S);
+    params.out = aotk_tensor_4d(FAKE_OUT, s.out_dtype, B, S, H, D);
+    if (s.with_lse) params.lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, B, H, S);
+  }
+  if (s.with_sinks) params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, H);
+  return params;
+}
+
+static aotk_merge_params valid_merge_params(void) { return merge_params_for(default_merge_shape); }
+
+/* Strides all distinct: the partials with padded rows and gaps between batches and partials, their
+ * LSEs with padded rows, out heads-major, lse with padded rows. The partials' and out's strides are
+ * multiples of 16 elements (what the aligned variant assumes) unless `unaligned`, which pads the
+ * partials' rows by 8 instead. */
+static aotk_merge_params strided_merge_params(merge_shape s, bool unaligned) {
+  aotk_merge_params params = merge_params_for(s);
+  const int64_t B = s.batch, S = s.seqlen_q, H = s.heads, D = s.head_dim;
+  const int64_t row = round_up_to(D, 16) + (unaligned ? 8 : 16), out_row = round_up_to(D, 16);
+  aotk_tensor *parts = &params.out_partials, *lse_parts = &params.lse_partials, *out = &params.out, *lse = &params.lse;
+  if (s.packed) {
+    parts->strides[2] = row, parts->strides[1] = H * row, parts->strides[0] = S * H * row + 64;
+    lse_parts->strides[1] = S + 3, lse_parts->strides[0] = H * (S + 3) + 5;
+    out->strides[1] = S * out_row, out->strides[0] = out_row;
+    if (s.with_lse) lse->strides[0] = S + 7;
+  } else {
+    parts->strides[3] = row, parts->strides[2] = H * row, parts->strides[1] = S * H * row + 32;
+    parts->strides[0] = B * parts->strides[1] + 64;
+    lse_parts->strides[2] = S + 3, lse_parts->strides[1] = H * (S + 3) + 5;
+    lse_parts->strides[0] = B * lse_parts->strides[1] + 7;
+    out->strides[2] = S * out_row, out->strides[1] = out_row, out->strides[0] = H * S * out_row + 32;
+    if (s.with_lse) lse->strides[1] = S + 7, lse->strides[0] = H * (S + 7) + 9;
+  }
+  return params;
+}
+
+/* What aotk_merge_query reports and aotk_attn_merge launches, from the header: the merge row of the
+ * GPU's target for the alignment (partials and out 16-byte aligned with strides multiples of 16
+ * elements), one program per block_m of the batch * seqlen_q * heads rows; the typed pointer slots of the
+ * partials' and out's dtypes; the strides of the kernel's [partial, batch, token, head] view (packed
+ * tensors: batch stride 0). */
+static void check_merge(const char *what, const aotk_merge_params *params, const merge_shape *s, const gpu *g,
+                        int aligned) {
+  aotk_kernel_info info;
+  poison_info(&info);
+  reset_calls();
+  aotk_status status = aotk_merge_query(AOTK_OP_MERGE, params, &info);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_merge_query %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  if (status != AOTK_OK) return;
+  CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
+            "%s: aotk_merge_query loaded or launched (%s)", what, called_functions());
+  const aotk__kernel_entry *row = merge_row_for(g->arch, aligned);
+  CHECK_MSG(row != NULL, "%s: no sm_%d attn_merge row (aligned %d)", what, g->arch, aligned);
+  if (row == NULL) return;
+  const int64_t rows = s->batch * s->seqlen_q * s->heads, grid = ceil_div(rows, row->block_m);
+  CHECK_MSG(strcmp(info.kernel_name, row->name) == 0 && info.aligned == aligned,
+            "%s: aotk_merge_query names %s (aligned %d), expected %s", what, info.kernel_name, info.aligned, row->name);
+  CHECK(info.arch == g->arch && info.from_ptx == g->from_ptx);
+  CHECK_MSG(info.grid == grid, "%s: grid %lld, expected ceil(%lld rows / %d) = %lld", what, (long long)info.grid,
+            (long long)rows, row->block_m, (long long)grid);
+  CHECK(info.launches == 1 && info.workspace_bytes == 0 && info.num_splits == s->num_partials);
+  const uint32_t features = s->with_sinks ? AOTK_FEATURE_SINKS : 0;
+  CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
+
+  reset_launch_log();
+  status = aotk_attn_merge(params, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_merge %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  CHECK_MSG(fake.logged_launches == 1, "%s: %d launches", what, fake.logged_launches);
+  if (status != AOTK_OK || fake.logged_launches != 1) return;
+  const recorded_launch *launch = &fake.launch_log[0];
+  const char *kernel = "attn_merge";
+  check_sel_launch_shape(what, launch, KERNEL_ATTN_MERGE, row, grid, MERGE_GLOBAL_SCRATCH);
+  if (launch->kernel != KERNEL_ATTN_MERGE) return;
+  static const char *const slot_names[3] = {"fp32", "fp16", "bf16"};
+  for (int slot = 0; slot < 3; slot++) {
+    char name[32];
+    snprintf(name, sizeof name, "%s partial pointer", slot_names[slot]);
+    check_pointer(what, kernel, launch, MERGE_PARTIAL32 + slot,
+                  slot == merge_slot(s->partial_dtype) ? params->out_partials.data : NULL, name);
+    snprintf(name, sizeof name, "%s out pointer", slot_names[slot]);
+    check_pointer(what, kernel, launch, MERGE_OUT32 + slot, slot == merge_slot(s->out_dtype) ? params->out.data : NULL,
+                  name);
+  }
+  check_pointer(what, kernel, launch, MERGE_LSE_PARTIAL, params->lse_partials.data, "lse_partials");
+  check_pointer(what, kernel, launch, MERGE_LSE, params->lse.data, "lse");
+  check_pointer(what, kernel, launch, MERGE_SINKS, params->sinks.data, "sinks");
+  const aotk_tensor *parts = &params->out_partials, *lse_parts = &params->lse_partials, *out = &params->out;
+  const aotk_tensor *lse = &params->lse;
+  int64_t expected[14];
+  if (s->packed) {
+    const int64_t packed[14] = {parts->strides[0], 0, parts->strides[1], parts->strides[2],
+                                lse_parts->strides[0], 0, lse_parts->strides[1], lse_parts->strides[2],
+                                0, out->strides[0], out->strides[1],
+                                0, s->with_lse ? lse->strides[0] : 0, s->with_lse ? lse->strides[1] : 0};
+    memcpy(expected, packed, sizeof expected);
+  } else {
+    const int64_t dense[14] = {parts->strides[0], parts->strides[1], parts->strides[2], parts->strides[3],
+                               lse_parts->strides[0], lse_parts->strides[1], lse_parts->strides[2],
+                               lse_parts->strides[3],
+                               out->strides[0], out->strides[1], out->strides[2],
+                               s->with_lse ? lse->strides[0] : 0, s->with_lse ? lse->strides[1] : 0,
+                               s->with_lse ? lse->strides[2] : 0};
+    memcpy(expected, dense, sizeof expected);
+  }
+  static const char *const stride_names[14] = {"stride_pp", "stride_pb", "stride_ps", "stride_ph", "stride_lpp",
+                                               "stride_lpb", "stride_lph", "stride_lps", "stride_ob", "stride_os",
+                                               "stride_oh", "stride_lb", "stride_lh", "stride_ls"};
+  for (int i = 0; i < 14; i++) check_i64(what, kernel, launch, MERGE_STRIDE_PP + i, expected[i], stride_names[i]);
+  check_int(what, kernel, launch, MERGE_NUM_PARTIALS, s->num_partials, "num_partials");
+  check_int(what, kernel, launch, MERGE_SEQLEN_Q, s->seqlen_q, "seqlen_q");
+  check_int(what, kernel, launch, MERGE_HEADS, s->heads, "heads");
+  check_int(what, kernel, launch, MERGE_NUM_ROWS, rows, "num_rows");
+  check_int(what, kernel, launch, MERGE_HEAD_DIM8, s->head_dim / 8, "head_dim8");
+  const int32_t flags = merge_dtype_flags(s->partial_dtype, s->out_dtype) | (s->with_lse ? FLAG_WRITE_LSE : 0) |
+                        (s->with_sinks ? FLAG_SINKS : 0);
+  CHECK_MSG(arg_i32(launch, MERGE_FLAGS) == flags, "%s: flags %#x, expected %#x", what,
+            (unsigned)arg_i32(launch, MERGE_FLAGS), (unsigned)flags);
+}
+
+static void test_merge_launch_arguments(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const aotk_dtype dtypes[3] = {AOTK_DTYPE_FLOAT32, AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
+  int cases = 0;
+  for (int packed = 0; packed <= 1; packed++) {
+    for (int p = 0; p < 3; p++) {
+      for (int o = 0; o < 3; o++) {
+        merge_shape s = packed ? packed_merge_shape : default_merge_shape;
+        s.partial_dtype = dtypes[p], s.out_dtype = dtypes[o];
+        s.with_lse = (p + o) % 2 == 0, s.with_sinks = (p + 2 * o) % 3 == 0;
+        char what[96];
+        static const char *const dtype_names[3] = {"fp32", "fp16", "bf16"};
+        snprintf(what, sizeof what, "%s, %s partials into %s, lse %d, sinks %d", packed ? "packed" : "dense",
+                 dtype_names[p], dtype_names[o], s.with_lse, s.with_sinks);
+        aotk_merge_params params = merge_params_for(s);
+        check_merge(what, &params, &s, &sel_sm90, 1);
+        params = strided_merge_params(s, false);
+        check_merge(what, &params, &s, &sel_sm90, 1);
+        params = strided_merge_params(s, true);
+        check_merge(what, &params, &s, &sel_sm90, 0);
+        cases += 3;
+      }
+    }
+  }
+  /* Alignment: each of the partials and out, moved off 16 bytes or given a stride that is not a
+   * multiple of 16 elements, takes the unaligned variant; lse_partials, lse and sinks do not count. */
+  merge_shape s = default_merge_shape;
+  aotk_merge_params params = merge_params_for(s);
+  params.out_partials.data = byte_offset(FAKE_PARTIALS, 4);
+  check_merge("partials 4 bytes past 16", &params, &s, &sel_sm90, 0);
+  params = merge_params_for(s);
+  params.out.data = byte_offset(FAKE_OUT, 2);
+  check_merge("out 2 bytes past 16", &params, &s, &sel_sm90, 0);
+  params = merge_params_for(s);
+  params.out.strides[1] += 8, params.out.strides[0] += 5 * 8;
+  check_merge("out token stride 8 past", &params, &s, &sel_sm90, 0);
+  params = merge_params_for(s);
+  params.lse_partials.data = byte_offset(FAKE_LSE_PARTIALS, 4), params.lse_partials.strides[0] += 3;
+  params.lse.data = byte_offset(FAKE_LSE, 4);
+  check_merge("lse_partials and lse only 4-byte aligned", &params, &s, &sel_sm90, 1);
+  /* Any multiple of 8 for head_dim, and one partial. */
+  s.head_dim = 8, s.num_partials = 1;
+  params = merge_params_for(s);
+  check_merge("head_dim 8, one partial: strides of 8 elements, unaligned", &params, &s, &sel_sm90, 0);
+  s.head_dim = 1000, s.partial_dtype = AOTK_DTYPE_FLOAT16, s.out_dtype = AOTK_DTYPE_FLOAT16;
+  params = merge_params_for(s);
+  check_merge("head_dim 1000", &params, &s, &sel_sm90, 0);
+  s.head_dim = 1008;
+  params = merge_params_for(s);
+  check_merge("head_dim 1008 (63 x 16)", &params, &s, &sel_sm90, 1);
+  uninstall_fake_gpu();
+  /* The sm_80 image on sm_86, its PTX on sm_120. */
+  static const gpu gpus[] = {{86, SHARED_SM86, 80, 0}, {120, SHARED_SM120, 80, 1}};
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    s = packed_merge_shape;
+    params = strided_merge_params(s, false);
+    check_merge(gpus[g].from_ptx ? "packed, sm_120 (PTX)" : "packed, sm_86", &params, &s, &gpus[g], 1);
+  }
+  uninstall_fake_gpu();
+  printf("    %d merges\n", cases);
+}
+
+/* ---- the merge: validation ---- */
+
+typedef struct merge_bad_input {
+  const char *what;
+  void (*spoil)(aotk_merge_params *params); /* NULL: pass params = NULL */
+  aotk_status expected;
+  const char *mentions;
+} merge_bad_input;
+
+static void make_packed(aotk_merge_params *p) { *p = merge_params_for(packed_merge_shape); }
+static void mrg_struct_size_zero(aotk_merge_params *p) { p->struct_size = 0; }
+static void mrg_struct_size_short(aotk_merge_params *p) { p->struct_size = sizeof(aotk_merge_params) - 1; }
+static void mrg_struct_size_garbage(aotk_merge_params *p) { p->struct_size = (size_t)1 << 40; }
+static void mrg_partials_null(aotk_merge_params *p) { p->out_partials.data = NULL; }
+static void mrg_partials_rank_3(aotk_merge_params *p) { p->out_partials.rank = 3; }
+static void mrg_partials_rank_6(aotk_merge_params *p) { p->out_partials.rank = 6; }
+static void mrg_partials_int32(aotk_merge_params *p) { p->out_partials.dtype = AOTK_DTYPE_INT32; }
+static void mrg_partials_uint8(aotk_merge_params *p) { p->out_partials.dtype = AOTK_DTYPE_UINT8; }
+static void mrg_partials_dtype_garbage(aotk_merge_params *p) { p->out_partials.dtype = (aotk_dtype)99; }
+static void mrg_partials_head_dim_100(aotk_merge_params *p) { p->out_partials.shape[4] = p->out.shape[3] = 100; }
+static void mrg_partials_head_dim_4(aotk_merge_params *p) { p->out_partials.shape[4] = p->out.shape[3] = 4; }
+static void mrg_partials_last_stride_2(aotk_merge_params *p) { p->out_partials.strides[4] = 2; }
+static void mrg_partials_stride_negative(aotk_merge_params *p) { p->out_partials.strides[0] = -1; }
+static void mrg_partials_zero_partials(aotk_merge_params *p) { p->out_partials.shape[0] = 0; }
+static void mrg_partials_misaligned(aotk_merge_params *p) { p->out_partials.data = byte_offset(FAKE_PARTIALS, 2); }
+static void mrg_lse_partials_null(aotk_merge_params *p) { p->lse_partials.data = NULL; }
+static void mrg_lse_partials_rank_5(aotk_merge_params *p) { p->lse_partials.rank = 5; }
+static void mrg_lse_partials_rank_3(aotk_merge_params *p) { p->lse_partials.rank = 3; }
+static void mrg_lse_partials_float16(aotk_merge_params *p) { p->lse_partials.dtype = AOTK_DTYPE_FLOAT16; }
+static void mrg_lse_partials_num_partials(aotk_merge_params *p) { p->lse_partials.shape[0] += 1; }
+static void mrg_lse_partials_batch(aotk_merge_params *p) { p->lse_partials.shape[1] += 1; }
+static void mrg_lse_partials_heads(aotk_merge_params *p) { p->lse_partials.shape[2] -= 1; }
+static void mrg_lse_partials_seqlen(aotk_merge_params *p) { p->lse_partials.shape[3] += 1; }
+static void mrg_lse_partials_like_out(aotk_merge_params *p) { /* [num_partials, batch, seqlen_q, heads] */
+  p->lse_partials = aotk_tensor_4d(FAKE_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, 4, 3, 5, 8);
+}
+static void mrg_out_null(aotk_merge_params *p) { p->out.data = NULL; }
+static void mrg_out_rank_5(aotk_merge_params *p) { p->out.rank = 5; }
+static void mrg_out_int32(aotk_merge_params *p) { p->out.dtype = AOTK_DTYPE_INT32; }
+static void mrg_out_int64(aotk_merge_params *p) { p->out.dtype = AOTK_DTYPE_INT64; }
+static void mrg_out_batch(aotk_merge_params *p) { p->out.shape[0] += 1; }
+static void mrg_out_seqlen(aotk_merge_params *p) { p->out.shape[1] -= 1; }
+static void mrg_out_heads(aotk_merge_params *p) { p->out.shape[2] = 4; }
+static void mrg_out_head_dim(aotk_merge_params *p) { p->out.shape[3] = 64; }
+static void mrg_out_heads_stride_zero(aotk_merge_params *p) { p->out.strides[2] = 0; }
+static void mrg_out_last_stride_2(aotk_merge_params *p) { p->out.strides[3] = 2; }
+static void mrg_lse_rank_2(aotk_merge_params *p) { p->lse.rank = 2; }
+static void mrg_lse_float16(aotk_merge_params *p) { p->lse.dtype = AOTK_DTYPE_FLOAT16; }
+static void mrg_lse_batch(aotk_merge_params *p) { p->lse.shape[0] += 1; }
+static void mrg_lse_heads(aotk_merge_params *p) { p->lse.shape[1] = 4; }
+static void mrg_lse_seqlen(aotk_merge_params *p) { p->lse.shape[2] += 1; }
+static void mrg_lse_like_out(aotk_merge_params *p) { /* [batch, seqlen_q, heads] */
+  p->lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 3, 5, 8);
+}
+static void mrg_lse_heads_stride_zero(aotk_merge_params *p) { p->lse.strides[1] = 0; }
+static void mrg_sinks(aotk_merge_params *p) { p->sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8); }
+static void mrg_sinks_heads_plus_one(aotk_merge_params *p) { mrg_sinks(p), p->sinks.shape[0] = 9; }
+static void mrg_sinks_per_batch(aotk_merge_params *p) {
+  p->sinks = aotk_tensor_2d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 3, 8);
+}
+static void mrg_sinks_bfloat16(aotk_merge_params *p) { mrg_sinks(p), p->sinks.dtype = AOTK_DTYPE_BFLOAT16; }
+static void mrg_packed_lse_partials_rank_4(aotk_merge_params *p) { /* the dense layout's [P, 1, heads, total_q] */
+  make_packed(p), p->lse_partials = aotk_tensor_4d(FAKE_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, 2, 1, 8, 170);
+}
+static void mrg_packed_lse_partials_transposed(aotk_merge_params *p) { /* [P, total_q, heads] */
+  make_packed(p), p->lse_partials = aotk_tensor_3d(FAKE_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, 2, 170, 8);
+}
+static void mrg_packed_lse_partials_num_partials(aotk_merge_params *p) {
+  make_packed(p), p->lse_partials.shape[0] = 3;
+}
+static void mrg_packed_out_rank_4(aotk_merge_params *p) {
+  make_packed(p), p->out = aotk_tensor_4d(FAKE_OUT, AOTK_DTYPE_BFLOAT16, 1, 170, 8, 64);
+}
+static void mrg_packed_out_total(aotk_merge_params *p) { make_packed(p), p->out.shape[0] += 1; }
+static void mrg_packed_out_heads(aotk_merge_params *p) { make_packed(p), p->out.shape[1] = 2; }
+static void mrg_packed_out_head_dim(aotk_merge_params *p) { make_packed(p), p->out.shape[2] = 128; }
+static void mrg_packed_head_dim_12(aotk_merge_params *p) {
+  make_packed(p), p->out_partials.shape[3] = p->out.shape[2] = 12;
+}
+static void mrg_packed_lse_rank_3(aotk_merge_params *p) {
+  make_packed(p), p->lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 1, 8, 170);
+}
+static void mrg_packed_lse_transposed(aotk_merge_params *p) { /* [total_q, heads] */
+  make_packed(p), p->lse = aotk_tensor_2d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 170, 8);
+}
+static void mrg_packed_sinks_heads(aotk_merge_params *p) { make_packed(p), p->sinks.shape[0] = 7; }
+static void mrg_packed_partials_rank_5_lse_rank_3(aotk_merge_params *p) { /* dense partials, packed LSEs */
+  p->lse_partials = aotk_tensor_3d(FAKE_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, 4, 8, 15);
+}
+/* 2^20 requests of 64 tokens and 32 heads: 2^31 rows, one more than the kernel's int32 row count (the
+ * partials broadcast, out's rows 16 elements apart). */
+static void mrg_rows_2_31(aotk_merge_params *p) {
+  const int64_t B = (int64_t)1 << 20, S = 64, H = 32;
+  const aotk_tensor parts = {FAKE_PARTIALS, AOTK_DTYPE_FLOAT32, 5, {2, B, S, H, 16, 0}, {0, 0, 0, 0, 1, 0}};
+  const aotk_tensor lse_parts = {FAKE_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, 4, {2, B, H, S, 0, 0}, {0, 0, 0, 1, 0, 0}};
+  const aotk_tensor out = {FAKE_OUT, AOTK_DTYPE_FLOAT32, 4, {B, S, H, 16, 0, 0}, {S * H * 16, H * 16, 16, 1, 0, 0}};
+  aotk_merge_params params = AOTK_MERGE_PARAMS_INIT;
+  params.out_partials = parts, params.lse_partials = lse_parts, params.out = out;
+  *p = params;
+}
+static void mrg_partials_2_31(aotk_merge_params *p) { /* 2^31 partials, broadcast */
+  p->out_partials.shape[0] = p->lse_partials.shape[0] = (int64_t)1 << 31;
+  p->out_partials.strides[0] = p->lse_partials.strides[0] = 0;
+}
+
+static const merge_bad_input merge_bad_inputs[] = {
+    {"params NULL", NULL, AOTK_ERROR_NULL_POINTER, "params"},
+    {"struct_size 0", mrg_struct_size_zero, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size one byte short", mrg_struct_size_short, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size garbage", mrg_struct_size_garbage, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"out_partials.data NULL", mrg_partials_null, AOTK_ERROR_NULL_POINTER, "out_partials.data"},
+    {"out_partials rank 3", mrg_partials_rank_3, AOTK_ERROR_RANK, "out_partials.rank"},
+    {"out_partials rank 6", mrg_partials_rank_6, AOTK_ERROR_RANK, "out_partials.rank"},
+    {"out_partials int32", mrg_partials_int32, AOTK_ERROR_UNSUPPORTED_DTYPE, "out_partials.dtype"},
+    {"out_partials uint8", mrg_partials_uint8, AOTK_ERROR_UNSUPPORTED_DTYPE, "out_partials.dtype"},
+    {"out_partials dtype garbage", mrg_partials_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "out_partials.dtype"},
+    {"head_dim 100", mrg_partials_head_dim_100, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "out_partials.shape[4]"},
+    {"head_dim 4", mrg_partials_head_dim_4, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "out_partials.shape[4]"},
+    {"out_partials last stride 2", mrg_partials_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM,
+     "out_partials.strides[4]"},
+    {"out_partials stride negative", mrg_partials_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE,
+     "out_partials.strides[0]"},
+    {"no partials", mrg_partials_zero_partials, AOTK_ERROR_NONPOSITIVE_SIZE, "out_partials.shape[0]"},
+    {"out_partials misaligned", mrg_partials_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "out_partials.data"},
+    {"lse_partials.data NULL", mrg_lse_partials_null, AOTK_ERROR_NULL_POINTER, "lse_partials.data"},
+    {"lse_partials rank 5", mrg_lse_partials_rank_5, AOTK_ERROR_RANK, "lse_partials.rank"},
+    {"lse_partials rank 3 (packed), partials dense", mrg_lse_partials_rank_3, AOTK_ERROR_RANK, "lse_partials.rank"},
+    {"lse_partials float16", mrg_lse_partials_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "lse_partials.dtype"},
+    {"lse_partials one partial more", mrg_lse_partials_num_partials, AOTK_ERROR_SHAPE_MISMATCH,
+     "lse_partials.shape[0]"},
+    {"lse_partials batch + 1", mrg_lse_partials_batch, AOTK_ERROR_SHAPE_MISMATCH, "lse_partials.shape[1]"},
+    {"lse_partials heads - 1", mrg_lse_partials_heads, AOTK_ERROR_SHAPE_MISMATCH, "lse_partials.shape[2]"},
+    {"lse_partials seqlen_q + 1", mrg_lse_partials_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "lse_partials.shape[3]"},
+    {"lse_partials in out's order", mrg_lse_partials_like_out, AOTK_ERROR_SHAPE_MISMATCH, "lse_partials.shape[2]"},
+    {"out.data NULL", mrg_out_null, AOTK_ERROR_NULL_POINTER, "out.data"},
+    {"out rank 5", mrg_out_rank_5, AOTK_ERROR_RANK, "out.rank"},
+    {"out int32", mrg_out_int32, AOTK_ERROR_UNSUPPORTED_DTYPE, "out.dtype"},
+    {"out int64", mrg_out_int64, AOTK_ERROR_UNSUPPORTED_DTYPE, "out.dtype"},
+    {"out batch + 1", mrg_out_batch, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0]"},
+    {"out seqlen_q - 1", mrg_out_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[1]"},
+    {"out heads 4", mrg_out_heads, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[2]"},
+    {"out head_dim 64, partials 128", mrg_out_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[3]"},
+    {"out heads stride 0", mrg_out_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[2]"},
+    {"out last stride 2", mrg_out_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "out.strides[3]"},
+    {"lse rank 2", mrg_lse_rank_2, AOTK_ERROR_RANK, "lse.rank"},
+    {"lse float16", mrg_lse_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype"},
+    {"lse batch + 1", mrg_lse_batch, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"lse heads 4", mrg_lse_heads, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"lse seqlen_q + 1", mrg_lse_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[2]"},
+    {"lse in out's order", mrg_lse_like_out, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"lse heads stride 0", mrg_lse_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "lse.strides[1]"},
+    {"sinks [heads + 1]", mrg_sinks_heads_plus_one, AOTK_ERROR_SHAPE_MISMATCH, "sinks.shape[0]"},
+    {"sinks [batch, heads]", mrg_sinks_per_batch, AOTK_ERROR_RANK, "sinks.rank"},
+    {"sinks bfloat16", mrg_sinks_bfloat16, AOTK_ERROR_UNSUPPORTED_DTYPE, "sinks.dtype"},
+    {"packed: lse_partials rank 4", mrg_packed_lse_partials_rank_4, AOTK_ERROR_RANK, "lse_partials.rank"},
+    {"packed: lse_partials [P, total_q, heads]", mrg_packed_lse_partials_transposed, AOTK_ERROR_SHAPE_MISMATCH,
+     "lse_partials.shape[1]"},
+    {"packed: lse_partials one partial more", mrg_packed_lse_partials_num_partials, AOTK_ERROR_SHAPE_MISMATCH,
+     "lse_partials.shape[0]"},
+    {"packed: out rank 4", mrg_packed_out_rank_4, AOTK_ERROR_RANK, "out.rank"},
+    {"packed: out total_q + 1", mrg_packed_out_total, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0]"},
+    {"packed: out heads 2", mrg_packed_out_heads, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[1]"},
+    {"packed: out head_dim 128, partials 64", mrg_packed_out_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[2]"},
+    {"packed: head_dim 12", mrg_packed_head_dim_12, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "out_partials.shape[3]"},
+    {"packed: lse rank 3", mrg_packed_lse_rank_3, AOTK_ERROR_RANK, "lse.rank"},
+    {"packed: lse [total_q, heads]", mrg_packed_lse_transposed, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"packed: sinks [7]", mrg_packed_sinks_heads, AOTK_ERROR_SHAPE_MISMATCH, "sinks.shape[0]"},
+    {"dense partials with packed LSEs", mrg_packed_partials_rank_5_lse_rank_3, AOTK_ERROR_RANK, "lse_partials.rank"},
+    {"2^31 rows", mrg_rows_2_31, AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads"},
+    {"2^31 partials", mrg_partials_2_31, AOTK_ERROR_SIZE_OVERFLOW, "num_partials"},
+};
+
+/* One bad input through aotk_attn_merge and aotk_merge_query, the fake installed as a working sm_90 GPU:
+ * the expected status and a message naming the argument, no driver call, params and info untouched. */
+static void check_merge_bad_input(const merge_bad_input *c) {
+  aotk_merge_params params = valid_merge_params();
+  if (c->spoil != NULL) c->spoil(&params);
+  const aotk_merge_params before = params;
+  const aotk_merge_params *argument = c->spoil != NULL ? &params : NULL;
+  reset_calls();
+  aotk_status status = aotk_attn_merge(argument, FAKE_STREAM);
+  CHECK_MSG(status == c->expected, "%s: aotk_attn_merge gave %s (%s), expected %s", c->what, aotk_status_name(status),
+            aotk_last_error(), aotk_status_name(c->expected));
+  CHECK_MSG(message_mentions(c->mentions), "%s: aotk_attn_merge's message \"%s\" does not mention \"%s\"", c->what,
+            aotk_last_error(), c->mentions);
+  CHECK_MSG(total_calls() == 0, "%s: aotk_attn_merge reached the driver (%s)", c->what, called_functions());
+  CHECK_MSG(memcmp(&params, &before, sizeof params) == 0, "%s: aotk_attn_merge changed the caller's params", c->what);
+
+  aotk_kernel_info info;
+  poison_info(&info);
+  reset_calls();
+  aotk_status query_status = aotk_merge_query(AOTK_OP_MERGE, argument, &info);
+  CHECK_MSG(query_status == status, "%s: aotk_merge_query gave %s, aotk_attn_merge %s", c->what,
+            aotk_status_name(query_status), aotk_status_name(status));
+  CHECK_MSG(message_mentions(c->mentions), "%s: aotk_merge_query's message \"%s\" does not mention \"%s\"", c->what,
+            aotk_last_error(), c->mentions);
+  CHECK_MSG(total_calls() == 0, "%s: aotk_merge_query reached the driver (%s)", c->what, called_functions());
+  CHECK_MSG(info_untouched(&info), "%s: aotk_merge_query wrote *info on failure", c->what);
+  CHECK_MSG(memcmp(&params, &before, sizeof params) == 0, "%s: aotk_merge_query changed the caller's params", c->what);
+}
+
+static void test_merge_validation_rejects_bad_inputs(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  void (*const bases[])(aotk_merge_params *) = {make_packed, mrg_sinks};
+  for (size_t i = 0; i <= sizeof bases / sizeof bases[0]; i++) {
+    aotk_merge_params params = valid_merge_params();
+    if (i > 0) bases[i - 1](&params);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_merge_query(AOTK_OP_MERGE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "base %zu fails: %s (%s)", i, aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(aotk_attn_merge(&params, FAKE_STREAM) == AOTK_OK, "base %zu: %s", i, aotk_last_error());
+  }
+  const size_t count = sizeof merge_bad_inputs / sizeof merge_bad_inputs[0];
+  for (size_t i = 0; i < count; i++) check_merge_bad_input(&merge_bad_inputs[i]);
+  printf("    %zu bad inputs\n", count);
+  uninstall_fake_gpu();
+}
+
+/* Merges the header allows that look odd: in place (out and lse are the first partial's memory, in its
+ * layout and dtype), outputs broadcast over dimensions of size 1, partials broadcast, a newer caller's
+ * larger struct, a row count of exactly 2^31 - 1; and a query from a caller built before 0.4. */
+static void test_merge_validation_accepts_edge_inputs(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  struct {
+    aotk_merge_params params;
+    unsigned char newer_fields[64];
+  } call;
+  merge_shape s = default_merge_shape;
+  s.out_dtype = AOTK_DTYPE_FLOAT32;
+  memset(&call, 0, sizeof call);
+  call.params = merge_params_for(s);
+  /* In place: out is partial 0 (its strides are the partials' without the first), lse partial 0's. */
+  call.params.out.data = call.params.out_partials.data;
+  memcpy(call.params.out.strides, call.params.out_partials.strides + 1, 4 * sizeof(int64_t));
+  call.params.lse.data = call.params.lse_partials.data;
+  memcpy(call.params.lse.strides, call.params.lse_partials.strides + 1, 3 * sizeof(int64_t));
+  check_merge("in place", &call.params, &s, &sel_sm90, 1);
+  call.params.struct_size = sizeof call.params + 64;
+  check_merge("in place, a newer caller's struct", &call.params, &s, &sel_sm90, 1);
+
+  s = default_merge_shape;
+  s.batch = 1, s.seqlen_q = 1;
+  aotk_merge_params params = merge_params_for(s);
+  params.out.strides[0] = params.out.strides[1] = 0, params.lse.strides[0] = 0;
+  check_merge("out and lse stride 0 on dimensions of size 1", &params, &s, &sel_sm90, 1);
+  params = merge_params_for(s);
+  params.out_partials.strides[0] = params.lse_partials.strides[0] = 0;
+  check_merge("every partial the same memory", &params, &s, &sel_sm90, 1);
+
+  /* 2^31 - 1 rows: 1 x (2^31 - 1) tokens x 1 head, the partials broadcast. */
+  const aotk_tensor parts = {FAKE_PARTIALS, AOTK_DTYPE_FLOAT32, 4, {2, INT32_MAX, 1, 16, 0, 0}, {0, 0, 16, 1, 0, 0}};
+  const aotk_tensor lse_parts = {FAKE_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, 3, {2, 1, INT32_MAX, 0, 0, 0},
+                                 {0, 0, 1, 0, 0, 0}};
+  params = (aotk_merge_params)AOTK_MERGE_PARAMS_INIT;
+  params.out_partials = parts, params.lse_partials = lse_parts;
+  params.out = aotk_tensor_3d(FAKE_OUT, AOTK_DTYPE_FLOAT16, INT32_MAX, 1, 16);
+  s = (merge_shape){AOTK_DTYPE_FLOAT32, AOTK_DTYPE_FLOAT16, 2, 1, INT32_MAX, 1, 16, true, false, false};
+  check_merge("2^31 - 1 rows", &params, &s, &sel_sm90, 1);
+
+  /* A caller built before 0.4: nothing from num_splits on is written. */
+  params = merge_params_for(default_merge_shape);
+  aotk_kernel_info info;
+  poison_info(&info);
+  info.struct_size = offsetof(aotk_kernel_info, num_splits);
+  CHECK(aotk_merge_query(AOTK_OP_MERGE, &params, &info) == AOTK_OK);
+  const unsigned char *bytes = (const unsigned char *)&info;
+  bool tail_untouched = true;
+  for (size_t b = offsetof(aotk_kernel_info, num_splits); b < sizeof info; b++) {
+    tail_untouched = tail_untouched && bytes[b] == POISON;
+  }
+  CHECK_MSG(tail_untouched && info.launches == 1 && strncmp(info.kernel_name, "attn_merge_", 11) == 0,
+            "aotk_merge_query wrote past struct_size (or not before it): %s", info.kernel_name);
+  uninstall_fake_gpu();
+}
+
 int main(void) {
   RUN_TEST(test_status_names_and_strings);
   RUN_TEST(test_version);
@@ -7616,6 +9406,18 @@ int main(void) {
   RUN_TEST(test_sel_faults);
   RUN_TEST(test_sel_check_indices);
   RUN_TEST(test_sel_after_preload);
+  RUN_TEST(test_decode_validation_rejects_bad_inputs);
+  RUN_TEST(test_decode_validation_overflow);
+  RUN_TEST(test_decode_validation_accepts_edge_inputs);
+  RUN_TEST(test_decode_split_choice);
+  RUN_TEST(test_decode_launch_arguments);
+  RUN_TEST(test_decode_features);
+  RUN_TEST(test_decode_query_arguments);
+  RUN_TEST(test_decode_workspace);
+  RUN_TEST(test_decode_faults);
+  RUN_TEST(test_merge_validation_rejects_bad_inputs);
+  RUN_TEST(test_merge_validation_accepts_edge_inputs);
+  RUN_TEST(test_merge_launch_arguments);
   aotk__driver_set_for_testing(NULL);
   aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
   return aotk_test_finish();

@@ -39,6 +39,9 @@ static int command_info(void) {
          "  deterministic\n");
   printf("selection attention (NSA's selected blocks) forward and backward: fp16, bf16; head dims 64, 128,\n"
          "  192/128; block sizes 32, 64, 128; packed varlen; any group size; deterministic backward\n");
+  printf("decoding: 1-16 new tokens per request over a contiguous or paged KV cache (any page size), lengths\n"
+         "  read on the device; GQA groups in one program; split-KV; windows, softcap, ALiBi, sinks; and the\n"
+         "  merge of partial attentions (fp32/fp16/bf16, in place)\n");
   return 0;
 }
 

@@ -1,7 +1,8 @@
 """aotk: Triton attention kernels compiled ahead of time, for PyTorch, as a drop-in for flash-attn.
 
-    from aotk import flash_attn_func, flash_attn_varlen_func, scaled_dot_product_attention
+    from aotk import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache, scaled_dot_product_attention
     out = flash_attn_func(q, k, v, causal=True)        # q [batch, seqlen, heads, head_dim], fp16/bf16, CUDA
+    out = flash_attn_with_kvcache(q, k_cache, v_cache, k=k, v=v, cache_seqlens=lengths, causal=True)  # decoding
 
 The package is pure Python over libaotk.so (loaded with ctypes from beside the package, or from
 $AOTK_LIBRARY): no compiler, no Triton, no CUDA toolkit. `import aotk` needs neither torch nor a GPU;
@@ -27,7 +28,8 @@ __version__ = "0.4.0"  # the library's version this package was written for (tes
 
 __all__ = [
     "AotkError", "version", "version_number", "build_info", "library_path", "preload", "set_image_policy",
-    "self_test", "flash_attn_func", "flash_attn_varlen_func", "scaled_dot_product_attention", "selection_attention",
+    "self_test", "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "merge_attention_states",
+    "scaled_dot_product_attention", "selection_attention",
 ]
 
 
@@ -149,7 +151,11 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     [heads_q] or [batch, heads_q]. deterministic: False (flash-attn's default) lets the sm_90 backward
     add dq in a varying order (faster; dk and dv stay bitwise reproducible); True asks for a bitwise
     deterministic backward everywhere (include/aotk.h, aotk_attn_params.deterministic).
-    return_attn_probs=True is not supported (NotImplementedError).
+    return_attn_probs=True returns (out, softmax_lse, None), flash-attn's triple: softmax_lse fp32
+    [batch, heads_q, seqlen_q], the natural log of each row's softmax denominator (-inf for a row that
+    sees no key, where flash-attn writes +inf), detached (no gradient flows back through it; flash-attn
+    drops that gradient silently); None in place of flash-attn's S_dmask, which it fills only with
+    dropout and aotk never materializes. Gradients flow through out as usual.
     """
     return _ops("flash_attn_func").flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap,
                                                    alibi_slopes, deterministic, return_attn_probs)
@@ -165,11 +171,82 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     (sequence b is rows cu_seqlens[b] .. cu_seqlens[b+1]-1); max_seqlen_q/_k ints bounding every
     sequence's length (they size the grid; a longer sequence is only partly computed). Returns out
     [total_q, heads_q, head_dim_v]; rows outside every sequence are 0. alibi_slopes: fp32 [heads_q] or
-    [num_seqs, heads_q]. Other arguments as flash_attn_func. block_table (paged KV) is not supported.
+    [num_seqs, heads_q]. Other arguments as flash_attn_func; return_attn_probs=True gives (out,
+    softmax_lse [heads_q, total_q], None). block_table (a paged KV cache) is not supported here yet
+    (NotImplementedError): libaotk has no paged prefill; flash_attn_with_kvcache decodes from a paged cache.
     """
     return _ops("flash_attn_varlen_func").flash_attn_varlen_func(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,
         window_size, softcap, alibi_slopes, deterministic, return_attn_probs, block_table)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
+                            cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None,
+                            causal=False, window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
+                            alibi_slopes=None, num_splits=0, return_softmax_lse=False, sinks=None):
+    """flash-attn's flash_attn_with_kvcache, on aotk's decoding kernel (aotk_attn_decode): a few new query
+    tokens per request against a KV cache, contiguous or paged. Inference only: no gradient.
+
+    q [batch, seqlen_q, heads_q, head_dim_qk], seqlen_q from 1 to 16 (a decoding or speculative step;
+    NotImplementedError beyond: use flash_attn_func / flash_attn_varlen_func for a prefill), fp16 or bf16.
+    k_cache [batch, capacity, heads_kv, head_dim_qk] and v_cache [.., head_dim_v], or, with block_table
+    (int32 [batch, max_pages_per_request]), paged: [num_pages, page_size, heads_kv, head_dim], any
+    page_size (flash-attn wants multiples of 256); request b's key j is row j % page_size of page
+    block_table[b, j // page_size]. The caches are read in place (last dimension contiguous; aotk's
+    kernel also wants 16-byte-aligned pointers and strides that are multiples of 16 elements, which
+    contiguous caches with head dims that are multiples of 16 have: else AotkError
+    AOTK_ERROR_MISALIGNED_POINTER). heads_q a multiple of heads_kv (GQA/MQA).
+
+    cache_seqlens: an int for every request, or an int32 tensor [batch] on the GPU: the keys already in
+    each request's cache (None: the whole capacity). It is read on the GPU, never on the host, so a
+    captured CUDA graph replays with the lengths the tensor then holds.
+
+    k, v [batch, seqlen_new, heads_kv, head_dim]: new keys and values, written into the caches in place at
+    positions cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1 (through block_table when paged),
+    then attended to with the cache: request b sees cache_seqlens[b] + seqlen_new keys. aotk's kernel
+    does not append yet: this function does it first with device-side index arithmetic and index_put_
+    (no host synchronization; CUDA graphs and torch.compile take it). cache_seqlens itself is not
+    updated (as in flash-attn). A request whose new tokens run past its capacity is the caller's error:
+    they land in the request's last slot, never in another request's cache.
+
+    causal: token i of the step sits at position cache_seqlens[b] + seqlen_new - seqlen_q + i and sees the
+    keys up to it (bottom-right, flash-attn's). softmax_scale, window_size, softcap and alibi_slopes
+    ([heads_q] or [batch, heads_q] fp32) as flash_attn_func. num_splits: 0 lets aotk choose how many
+    ranges to cut each request's keys into (flash-decoding, when batch x heads_kv cannot fill the GPU;
+    the choice depends on the sizes, never on cache_seqlens); 1 to 256 forces it. sinks (an aotk
+    extension, gpt-oss's attention sinks): optional fp32 [heads_q], one logit per head joining each
+    row's softmax denominator.
+
+    Returns out [batch, seqlen_q, heads_q, head_dim_v], or (out, softmax_lse) with return_softmax_lse=True:
+    softmax_lse fp32 [batch, heads_q, seqlen_q], natural log (-inf for a request with no key). Not
+    supported yet (NotImplementedError): rotary_cos/rotary_sin (rotate q and k before the call),
+    cache_batch_idx (a paged cache's block_table maps requests to cache memory instead) and cache_leftpad.
+    """
+    return _ops("flash_attn_with_kvcache").flash_attn_with_kvcache(
+        q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+        block_table, softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,
+        return_softmax_lse, sinks)
+
+
+def merge_attention_states(out_partials, lse_partials, sinks=None, out_dtype=None):
+    """Merges attention states: the out and lse of the same queries over disjoint key sets (a shared
+    prefix and each request's suffix in cascade attention; one ring step each in context parallelism)
+    into the out and lse over their union (aotk_attn_merge). "Attention state" is FlashInfer's name for
+    such an (out, lse) pair:
+        lse = log(sum_p exp(lse_p) [+ exp(sinks)]),   out = sum_p exp(lse_p - lse) out_p.
+
+    out_partials [num_partials, batch, seqlen_q, heads, head_dim] (flash_attn_func's out, stacked) with
+    lse_partials fp32 [num_partials, batch, heads, seqlen_q] (its softmax_lse, stacked); or packed
+    [num_partials, total_q, heads, head_dim] with [num_partials, heads, total_q] (flash_attn_varlen_func's
+    layouts). Either may be a sequence of per-partial tensors, stacked here (a copy). out_partials fp32,
+    fp16 or bf16; head_dim a multiple of 8. A partial whose lse is -inf (no key) adds nothing.
+    sinks: optional fp32 [heads], each head's sink logit joined once (for partials computed without it).
+    out_dtype: the output's dtype (fp32, fp16 or bf16; default out_partials'). Returns (out
+    [batch, seqlen_q, heads, head_dim] or [total_q, heads, head_dim], lse fp32 [batch, heads, seqlen_q]
+    or [heads, total_q]); a row with no key in any partial (and no sink) gets out = 0, lse = -inf. No
+    gradient (inference, like flash_attn_with_kvcache).
+    """
+    return _ops("merge_attention_states").merge_attention_states(out_partials, lse_partials, sinks, out_dtype)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

@@ -23,6 +23,11 @@ AOTK_OP_ATTN_FWD = 1
 AOTK_OP_ATTN_BWD = 2
 AOTK_OP_SEL_FWD = 3
 AOTK_OP_SEL_BWD = 4
+AOTK_OP_DECODE = 5
+AOTK_OP_MERGE = 6
+
+AOTK_DECODE_MAX_SPLITS = 256
+AOTK_DECODE_MAX_SEQLEN_Q = 16
 
 AOTK_ALIGN_BOTTOM_RIGHT = 0
 AOTK_ALIGN_TOP_LEFT = 1
@@ -32,7 +37,7 @@ AOTK_IMAGE_POLICY_SM80_PTX = 1
 
 # AOTK_FEATURE_* bit i is FEATURE_NAMES[i].
 FEATURE_NAMES = ("varlen", "causal", "window", "softcap", "alibi", "sinks", "dropout", "padded_head_dim",
-                 "extras_kernel", "tma", "warp_specialized", "nondeterministic")
+                 "extras_kernel", "tma", "warp_specialized", "nondeterministic", "paged_kv", "split_kv")
 
 LIBRARY_ENV = "AOTK_LIBRARY"
 LIBRARY_FILE = "libaotk.so"
@@ -105,6 +110,39 @@ class AotkSelParams(ctypes.Structure):
     ]
 
 
+class AotkDecodeParams(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("q", AotkTensor),
+        ("k_cache", AotkTensor),
+        ("v_cache", AotkTensor),
+        ("block_table", AotkTensor),
+        ("cache_seqlens", AotkTensor),
+        ("out", AotkTensor),
+        ("lse", AotkTensor),
+        ("softmax_scale", ctypes.c_float),
+        ("causal", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),
+        ("window_right", ctypes.c_int32),
+        ("softcap", ctypes.c_float),
+        ("alibi_slopes", AotkTensor),
+        ("sinks", AotkTensor),
+        ("num_splits", ctypes.c_int32),
+        ("max_seqlen_k", ctypes.c_int32),
+    ]
+
+
+class AotkMergeParams(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("out_partials", AotkTensor),
+        ("lse_partials", AotkTensor),
+        ("out", AotkTensor),
+        ("lse", AotkTensor),
+        ("sinks", AotkTensor),
+    ]
+
+
 class AotkKernelInfo(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -123,6 +161,8 @@ class AotkKernelInfo(ctypes.Structure):
         ("head_dim_qk", ctypes.c_int32),
         ("head_dim_v", ctypes.c_int32),
         ("features", ctypes.c_uint32),
+        # Added in 0.4.
+        ("num_splits", ctypes.c_int32),
     ]
 
 
@@ -141,6 +181,7 @@ class AotkBuildInfo(ctypes.Structure):
 
 # The structs above, by their C names (the layout check's list).
 STRUCTS = (("aotk_tensor", AotkTensor), ("aotk_attn_params", AotkAttnParams), ("aotk_sel_params", AotkSelParams),
+           ("aotk_decode_params", AotkDecodeParams), ("aotk_merge_params", AotkMergeParams),
            ("aotk_kernel_info", AotkKernelInfo), ("aotk_build_info", AotkBuildInfo))
 
 
@@ -161,7 +202,31 @@ def sel_params():
     return p
 
 
-def _decode(b):
+def decode_params():
+    """An AotkDecodeParams as AOTK_DECODE_PARAMS_INIT makes it: struct_size set, both windows -1,
+    everything else 0 (num_splits 0: aotk chooses; max_seqlen_k 0: the cache's capacity)."""
+    p = AotkDecodeParams()
+    p.struct_size = ctypes.sizeof(AotkDecodeParams)
+    p.window_left = -1
+    p.window_right = -1
+    return p
+
+
+def merge_params():
+    """An AotkMergeParams as AOTK_MERGE_PARAMS_INIT makes it."""
+    p = AotkMergeParams()
+    p.struct_size = ctypes.sizeof(AotkMergeParams)
+    return p
+
+
+def kernel_info():
+    """An AotkKernelInfo as AOTK_KERNEL_INFO_INIT makes it."""
+    info = AotkKernelInfo()
+    info.struct_size = ctypes.sizeof(AotkKernelInfo)
+    return info
+
+
+def _bytes_to_str(b):
     return b.decode("utf-8", "replace") if b is not None else ""
 
 
@@ -193,6 +258,8 @@ class Library:
         status = ctypes.c_int  # aotk_status: a C enum, int-sized
         attn = ctypes.POINTER(AotkAttnParams)
         sel = ctypes.POINTER(AotkSelParams)
+        decode = ctypes.POINTER(AotkDecodeParams)
+        merge = ctypes.POINTER(AotkMergeParams)
         info = ctypes.POINTER(AotkKernelInfo)
         signatures = {
             "aotk_status_name": ([status], ctypes.c_char_p),
@@ -208,6 +275,11 @@ class Library:
             "aotk_sel_bwd": ([sel, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p], status),
             "aotk_sel_query": ([ctypes.c_int, sel, info], status),
             "aotk_sel_check_indices": ([sel, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p], status),
+            # Added in 0.4.
+            "aotk_attn_decode": ([decode, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p], status),
+            "aotk_decode_query": ([ctypes.c_int, decode, info], status),
+            "aotk_attn_merge": ([merge, ctypes.c_void_p], status),
+            "aotk_merge_query": ([ctypes.c_int, merge, info], status),
             "aotk_preload": ([], status),
             "aotk_set_image_policy": ([ctypes.c_int], status),
             "aotk_get_build_info": ([ctypes.POINTER(AotkBuildInfo)], status),
@@ -215,7 +287,7 @@ class Library:
         }
         missing = [name for name in signatures if not hasattr(lib, name)]
         if missing:
-            raise AotkError(f"{path} lacks {', '.join(missing)}: this package needs libaotk 0.3 or newer")
+            raise AotkError(f"{path} lacks {', '.join(missing)}: this package needs libaotk 0.4 or newer")
         for name, (argtypes, restype) in signatures.items():
             fn = getattr(lib, name)
             fn.argtypes = argtypes
@@ -224,9 +296,9 @@ class Library:
 
     def error(self, status, what):
         """The AotkError for a failed call `what` (read on the thread that made the call)."""
-        name = _decode(self.lib.aotk_status_name(status))
-        detail = _decode(self.lib.aotk_last_error())
-        hint = _decode(self.lib.aotk_status_string(status))
+        name = _bytes_to_str(self.lib.aotk_status_name(status))
+        detail = _bytes_to_str(self.lib.aotk_last_error())
+        hint = _bytes_to_str(self.lib.aotk_status_string(status))
         cuda_result = self.lib.aotk_last_cuda_result()
         message = f"{what}: {name}: {detail or hint}"
         if detail and hint:
@@ -241,13 +313,13 @@ class Library:
             raise self.error(status, what)
 
     def query(self, op, params):
-        """aotk_query (op AOTK_OP_ATTN_*) or aotk_sel_query (AOTK_OP_SEL_*): an AotkKernelInfo."""
-        info = AotkKernelInfo()
-        info.struct_size = ctypes.sizeof(AotkKernelInfo)
-        if op in (AOTK_OP_SEL_FWD, AOTK_OP_SEL_BWD):
-            self.check(self.lib.aotk_sel_query(op, ctypes.byref(params), ctypes.byref(info)), "aotk_sel_query")
-        else:
-            self.check(self.lib.aotk_query(op, ctypes.byref(params), ctypes.byref(info)), "aotk_query")
+        """What a call would run, as an AotkKernelInfo: aotk_query for AOTK_OP_ATTN_* (params an
+        AotkAttnParams), aotk_sel_query for AOTK_OP_SEL_* (AotkSelParams), aotk_decode_query for
+        AOTK_OP_DECODE (AotkDecodeParams), aotk_merge_query for AOTK_OP_MERGE (AotkMergeParams)."""
+        info = kernel_info()
+        name = {AOTK_OP_SEL_FWD: "aotk_sel_query", AOTK_OP_SEL_BWD: "aotk_sel_query",
+                AOTK_OP_DECODE: "aotk_decode_query", AOTK_OP_MERGE: "aotk_merge_query"}.get(op, "aotk_query")
+        self.check(getattr(self.lib, name)(op, ctypes.byref(params), ctypes.byref(info)), name)
         return info
 
 

@@ -1,19 +1,23 @@
 """The PyTorch side: aotk's calls as torch.library custom ops, and the flash-attn and SDPA front ends.
 
 Imported on the first call of a function that takes torch tensors (or at `import aotk` when torch is
-already imported), never by `import aotk` alone. Importing it registers four custom ops in the
+already imported), never by `import aotk` alone. Importing it registers six custom ops in the
 namespace "aotk":
 
     aotk::attn_fwd  (q, k, v, ...) -> (out, lse)        aotk_attn_fwd
     aotk::attn_bwd  (dout, q, k, v, out, lse, ...) -> (dq, dk, dv)   aotk_attn_bwd
     aotk::sel_fwd   (q, k, v, block_idx, ...) -> (out, lse)          aotk_sel_fwd
     aotk::sel_bwd   (dout, q, k, v, out, lse, ...) -> (dq, dk, dv)   aotk_sel_bwd
+    aotk::decode    (q, k_cache, v_cache, cache_seqlens, ...) -> (out, lse)   aotk_attn_decode
+    aotk::merge     (out_partials, lse_partials, ...) -> (out, lse)  aotk_attn_merge
 
-Each forward has a fake (meta) implementation and an autograd rule calling its backward op, so
-torch.compile traces them as single nodes, without graph breaks, and AOTAutograd puts the backward op
-in the backward graph. The front ends (flash_attn_func, ...) validate their arguments in Python, which
-runs at trace time too, so a bad argument fails when the model is compiled, not later; what only the
-library can judge (the device, a driver failure) comes back from the call as AotkError.
+Each op has a fake (meta) implementation, so torch.compile traces it as a single node, without graph
+breaks. The attention and selection forwards have an autograd rule calling their backward op, which
+AOTAutograd puts in the backward graph; decode and merge have none (they are for inference, as
+flash-attn's flash_attn_with_kvcache is). The front ends (flash_attn_func, ...) validate their
+arguments in Python, which runs at trace time too, so a bad argument fails when the model is compiled,
+not later; what only the library can judge (the device, a driver failure) comes back from the call as
+AotkError.
 
 Launches follow the header's contract for CUDA graphs: the current torch stream, no synchronization,
 no allocation by the library; workspaces and outputs come from torch's caching allocator on the
@@ -207,7 +211,7 @@ def _attn_setup_context(ctx, inputs, output):
 
 
 def _attn_backward(ctx, grad_out, grad_lse):
-    # lse is an internal output (the front ends do not return it), so grad_lse carries nothing.
+    # The front ends return lse only detached (return_attn_probs=True), so grad_lse carries nothing.
     q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, rng_state = ctx.saved_tensors
     (max_seqlen_q, max_seqlen_k, softmax_scale, causal, causal_align, window_left, window_right,
      softcap) = ctx.scalars
@@ -331,6 +335,109 @@ def _sel_backward(ctx, grad_out, grad_lse):
 
 
 sel_fwd.register_autograd(_sel_backward, setup_context=_sel_setup_context)
+
+
+# ---------------------------------------------------------------------------------------------------
+# aotk::decode, aotk::merge
+# ---------------------------------------------------------------------------------------------------
+
+def _aligned16(t):
+    """What aotk's decoding kernels assume of q, the caches and out: a 16-byte-aligned pointer and every
+    stride but the last a multiple of 16 elements (include/aotk.h, aotk_decode_params)."""
+    return t.data_ptr() % 16 == 0 and all(s % 16 == 0 for s in t.stride()[:-1])
+
+
+def _decode_out_shapes(q, v_cache):
+    batch, seqlen_q, heads_q = q.shape[0], q.shape[1], q.shape[2]
+    return (batch, seqlen_q, heads_q, v_cache.shape[-1]), (batch, heads_q, seqlen_q)
+
+
+def _fill_no_key_lse(lse, sinks):
+    """The header's lse of a row that sees no key: -inf, or with a sink the sink's logit (log exp(sink)).
+    lse is [batch, heads, seqlen_q] or [heads, total_q]: either way heads is the second-to-last dimension."""
+    if sinks is None:
+        return lse.fill_(-math.inf)
+    return lse.copy_(sinks.view(-1, 1).expand(lse.shape))
+
+
+@torch.library.custom_op("aotk::decode", mutates_args=(), device_types="cuda")
+def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, block_table: Optional[Tensor],
+           alibi_slopes: Optional[Tensor], sinks: Optional[Tensor], softmax_scale: float, causal: bool,
+           window_left: int, window_right: int, softcap: float, num_splits: int) -> Tuple[Tensor, Tensor]:
+    """aotk_attn_decode: (out [batch, seqlen_q, heads_q, head_dim_v], lse [batch, heads_q, seqlen_q] fp32).
+    cache_seqlens (int32 [batch]) counts each request's keys, the step's own already in the cache; it is
+    read by the kernel, so a CUDA graph replays with whatever the tensor then holds. The split-KV
+    workspace comes from torch's caching allocator on the current stream."""
+    out_shape, lse_shape = _decode_out_shapes(q, v_cache)
+    out = q.new_empty(out_shape)
+    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    if out.numel() == 0:
+        return out, lse
+    capacity = k_cache.shape[1] * (block_table.shape[1] if block_table is not None else 1)
+    if capacity == 0:  # no request can hold a key: the header's out = 0, lse = -inf (or the sink's)
+        return out.zero_(), _fill_no_key_lse(lse, sinks)
+    if not _aligned16(q):  # q is small: a copy in the layout the kernel assumes (the caches cannot be copied)
+        q = torch.empty(q.shape, dtype=q.dtype, device=q.device).copy_(q)
+    p = _capi.decode_params()
+    p.q, p.k_cache, p.v_cache = _describe(q), _describe(k_cache), _describe(v_cache)
+    p.block_table = _describe_optional(block_table)
+    p.cache_seqlens = _describe(cache_seqlens)
+    p.out, p.lse = _describe(out), _describe(lse)
+    p.softmax_scale = softmax_scale
+    p.causal = 1 if causal else 0
+    p.window_left = window_left
+    p.window_right = window_right
+    p.softcap = softcap
+    p.alibi_slopes = _describe_optional(alibi_slopes)
+    p.sinks = _describe_optional(sinks)
+    p.num_splits = num_splits
+
+    def call(lib, stream):
+        # The split plan depends only on sizes the host sees, so the query's answer holds for the launch.
+        workspace_bytes = int(lib.query(_capi.AOTK_OP_DECODE, p).workspace_bytes)
+        if workspace_bytes == 0:  # no split: no workspace (the header allows NULL)
+            return lib.lib.aotk_attn_decode(ctypes.byref(p), None, 0, stream)
+        workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
+        return lib.lib.aotk_attn_decode(ctypes.byref(p), ctypes.c_void_p(workspace.data_ptr()), workspace_bytes,
+                                        stream)
+
+    _launch("aotk_attn_decode", q.device, call)
+    return out, lse
+
+
+@decode.register_fake
+def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, alibi_slopes, sinks, softmax_scale, causal,
+                 window_left, window_right, softcap, num_splits):
+    out_shape, lse_shape = _decode_out_shapes(q, v_cache)
+    return q.new_empty(out_shape), torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+
+
+@torch.library.custom_op("aotk::merge", mutates_args=(), device_types="cuda")
+def merge(out_partials: Tensor, lse_partials: Tensor, sinks: Optional[Tensor],
+          out_dtype: torch.dtype) -> Tuple[Tensor, Tensor]:
+    """aotk_attn_merge: (out, lse) from partials over disjoint key sets. out_partials [num_partials, batch,
+    seqlen_q, heads, head_dim] with lse_partials [num_partials, batch, heads, seqlen_q], or packed
+    [num_partials, total_q, heads, head_dim] with [num_partials, heads, total_q]; out is out_partials[0]'s
+    shape in out_dtype, lse lse_partials[0]'s shape in fp32."""
+    out = torch.empty(out_partials.shape[1:], dtype=out_dtype, device=out_partials.device)
+    lse = torch.empty(lse_partials.shape[1:], dtype=torch.float32, device=out_partials.device)
+    if out.numel() == 0:
+        return out, lse
+    if out_partials.shape[0] == 0:  # no partial, no key: out = 0, lse = -inf (or the sink's)
+        return out.zero_(), _fill_no_key_lse(lse, sinks)
+    p = _capi.merge_params()
+    p.out_partials, p.lse_partials = _describe(out_partials), _describe(lse_partials)
+    p.out, p.lse = _describe(out), _describe(lse)
+    p.sinks = _describe_optional(sinks)
+    _launch("aotk_attn_merge", out_partials.device,
+            lambda lib, stream: lib.lib.aotk_attn_merge(ctypes.byref(p), stream))
+    return out, lse
+
+
+@merge.register_fake
+def _merge_fake(out_partials, lse_partials, sinks, out_dtype):
+    return (out_partials.new_empty(out_partials.shape[1:], dtype=out_dtype),
+            torch.empty(lse_partials.shape[1:], dtype=torch.float32, device=out_partials.device))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -469,6 +576,16 @@ def _rng_state(dropout_p, device):
     return torch.randint(0, 2**62, (2,), dtype=torch.int64, device=device)
 
 
+def _with_attn_probs(out, lse, return_attn_probs):
+    """flash-attn's return convention: out, or with return_attn_probs=True (out, softmax_lse, S_dmask).
+    flash-attn fills S_dmask only when dropout_p > 0 (None otherwise); aotk never materializes the
+    probabilities, so it is always None here. lse is returned detached: aotk's backward takes no
+    gradient of lse (flash-attn's drops it silently), so none can flow back through it."""
+    if return_attn_probs:
+        return out, lse.detach(), None
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------
 # The front ends
 # ---------------------------------------------------------------------------------------------------
@@ -477,9 +594,6 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
                     alibi_slopes=None, deterministic=False, return_attn_probs=False):
     fn = "aotk.flash_attn_func"
     names = ("q", "k", "v")
-    if return_attn_probs:
-        raise NotImplementedError(f"{fn}: return_attn_probs=True is not supported: aotk returns no attention "
-                                  f"probabilities (flash-attn's S_dmask)")
     layout = "[batch, seqlen, heads, head_dim]"
     for name, t in zip(names, (q, k, v)):
         _check_tensor(fn, name, t, 4, layout)
@@ -497,10 +611,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     alibi_slopes = _check_alibi(fn, alibi_slopes, q.shape[0], q.shape[2])
     _check_device(fn, [("q", q), ("k", k), ("v", v), ("alibi_slopes", alibi_slopes)])
     q, k, v = _last_dim_contiguous(q), _last_dim_contiguous(k), _last_dim_contiguous(v)
-    out, _ = torch.ops.aotk.attn_fwd(q, k, v, None, None, 0, 0, scale, bool(causal), _capi.AOTK_ALIGN_BOTTOM_RIGHT,
-                                     window_left, window_right, softcap, alibi_slopes, dropout_p,
-                                     _rng_state(dropout_p, q.device), bool(deterministic))
-    return out
+    out, lse = torch.ops.aotk.attn_fwd(q, k, v, None, None, 0, 0, scale, bool(causal), _capi.AOTK_ALIGN_BOTTOM_RIGHT,
+                                       window_left, window_right, softcap, alibi_slopes, dropout_p,
+                                       _rng_state(dropout_p, q.device), bool(deterministic))
+    return _with_attn_probs(out, lse, return_attn_probs)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
@@ -508,11 +622,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            deterministic=False, return_attn_probs=False, block_table=None):
     fn = "aotk.flash_attn_varlen_func"
     names = ("q", "k", "v")
-    if return_attn_probs:
-        raise NotImplementedError(f"{fn}: return_attn_probs=True is not supported: aotk returns no attention "
-                                  f"probabilities (flash-attn's S_dmask)")
     if block_table is not None:
-        raise NotImplementedError(f"{fn}: block_table (paged KV) is not supported: aotk has no paged-KV kernels yet")
+        raise NotImplementedError(f"{fn}: block_table (a paged KV cache) is not supported here yet: libaotk has "
+                                  f"no paged prefill (aotk_attn_fwd reads k and v as packed tensors). Paged "
+                                  f"decoding, 1 to {_capi.AOTK_DECODE_MAX_SEQLEN_Q} new tokens per sequence, is "
+                                  f"aotk.flash_attn_with_kvcache(..., block_table=...)")
     layout = "[total_tokens, heads, head_dim]"
     for name, t in zip(names, (q, k, v)):
         _check_tensor(fn, name, t, 3, layout)
@@ -533,10 +647,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     _check_device(fn, [("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
                        ("alibi_slopes", alibi_slopes)])
     q, k, v = _last_dim_contiguous(q), _last_dim_contiguous(k), _last_dim_contiguous(v)
-    out, _ = torch.ops.aotk.attn_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale,
-                                     bool(causal), _capi.AOTK_ALIGN_BOTTOM_RIGHT, window_left, window_right, softcap,
-                                     alibi_slopes, dropout_p, _rng_state(dropout_p, q.device), bool(deterministic))
-    return out
+    out, lse = torch.ops.aotk.attn_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale,
+                                       bool(causal), _capi.AOTK_ALIGN_BOTTOM_RIGHT, window_left, window_right, softcap,
+                                       alibi_slopes, dropout_p, _rng_state(dropout_p, q.device), bool(deterministic))
+    return _with_attn_probs(out, lse, return_attn_probs)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -625,3 +739,200 @@ def selection_attention(q, k, v, block_idx, block_size, block_cnt=None, cu_seqle
     if return_lse:
         return out, lse.detach()
     return out
+
+
+def _check_int(fn, name, value, low, high=None):
+    """A host integer (not a bool; numpy integers accepted) in [low, high]."""
+    if isinstance(value, bool):
+        raise TypeError(f"{fn}: {name} must be an int, got bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{fn}: {name} must be an int, got {type(value).__name__}") from None
+    if value < low or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{fn}: {name} must be {bounds}, got {value}")
+    return value
+
+
+def _check_sinks(fn, sinks, heads):
+    if sinks is None:
+        return None
+    if not isinstance(sinks, torch.Tensor):
+        raise TypeError(f"{fn}: sinks must be a torch.Tensor or None")
+    if sinks.dtype != torch.float32:
+        raise NotImplementedError(f"{fn}: sinks.dtype is {sinks.dtype}: aotk takes torch.float32")
+    if tuple(sinks.shape) != (heads,):
+        raise ValueError(f"{fn}: sinks must have shape ({heads},) (one logit per query head), got {tuple(sinks.shape)}")
+    return sinks if sinks.stride(-1) == 1 else sinks.contiguous()
+
+
+def _append_to_cache(cache, new, cache_seqlens, block_table, capacity):
+    """cache[b, cache_seqlens[b] + i] = new[b, i] (paged: row (cache_seqlens[b] + i) % page_size of page
+    block_table[b, (cache_seqlens[b] + i) // page_size]), in place, as device-side index arithmetic and
+    one index_put_: no host synchronization, so it can be captured in a CUDA graph and traced by
+    torch.compile. Positions are clamped to the request's capacity: a step that overruns its cache (the
+    caller's error, as in flash-attn) overwrites the request's last slot and nothing outside its own
+    cache, where an unclamped index would write into another request's cache or fault."""
+    batch, seqlen_new = new.shape[0], new.shape[1]
+    positions = cache_seqlens.to(torch.int64).unsqueeze(1) + torch.arange(seqlen_new, device=new.device)
+    positions = positions.clamp(0, capacity - 1)  # [batch, seqlen_new]
+    if block_table is None:
+        requests = torch.arange(batch, device=new.device).unsqueeze(1).expand(batch, seqlen_new)
+        cache.index_put_((requests, positions), new)
+    else:
+        page_size = cache.shape[1]
+        pages = block_table.gather(1, positions // page_size).to(torch.int64)
+        cache.index_put_((pages, positions % page_size), new)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
+                            cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None,
+                            causal=False, window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
+                            alibi_slopes=None, num_splits=0, return_softmax_lse=False, sinks=None):
+    fn = "aotk.flash_attn_with_kvcache"
+    if rotary_cos is not None or rotary_sin is not None:
+        raise NotImplementedError(f"{fn}: rotary_cos/rotary_sin (rotary embedding applied inside the call) are not "
+                                  f"supported yet: apply the rotary embedding to q and k before the call")
+    if cache_batch_idx is not None:
+        raise NotImplementedError(f"{fn}: cache_batch_idx is not supported yet: request b uses k_cache[b]; to map "
+                                  f"requests onto cache slots, use a paged cache and its block_table")
+    if cache_leftpad is not None:
+        raise NotImplementedError(f"{fn}: cache_leftpad (left-padded caches) is not supported yet: each request's "
+                                  f"keys start at cache position 0")
+    names = ("q", "k_cache", "v_cache")
+    _check_tensor(fn, "q", q, 4, "[batch, seqlen_q, heads_q, head_dim]")
+    cache_layout = ("[batch, capacity, heads_kv, head_dim] (paged, with block_table: "
+                    "[num_pages, page_size, heads_kv, head_dim])")
+    _check_tensor(fn, "k_cache", k_cache, 4, cache_layout)
+    _check_tensor(fn, "v_cache", v_cache, 4, cache_layout)
+    _check_attn_dtypes(fn, names, q, k_cache, v_cache)
+    _check_attn_head_dims(fn, names, q, k_cache, v_cache)
+    batch, seqlen_q, heads_q = q.shape[0], q.shape[1], q.shape[2]
+    if seqlen_q > _capi.AOTK_DECODE_MAX_SEQLEN_Q:
+        raise NotImplementedError(f"{fn}: q has {seqlen_q} tokens per request: aotk's decoding kernel takes 1 to "
+                                  f"{_capi.AOTK_DECODE_MAX_SEQLEN_Q} (a decoding or speculative step); for a prefill "
+                                  f"use flash_attn_func or flash_attn_varlen_func")
+    if k_cache.shape[:3] != v_cache.shape[:3]:
+        raise ValueError(f"{fn}: k_cache and v_cache must share their first three dimensions: {tuple(k_cache.shape)} "
+                         f"and {tuple(v_cache.shape)}")
+    _check_heads(fn, names, heads_q, k_cache.shape[2])
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"{fn}: {name}'s last dimension must be contiguous (stride 1): the cache is read and "
+                             f"appended to in place, never copied")
+    if block_table is not None:
+        _check_tensor(fn, "block_table", block_table, 2, "[batch, max_pages_per_request]")
+        if block_table.dtype != torch.int32 or block_table.shape[0] != batch:
+            raise ValueError(f"{fn}: block_table must be int32 [batch={batch}, max_pages_per_request], got "
+                             f"{block_table.dtype} {tuple(block_table.shape)}")
+        if block_table.stride(-1) != 1:
+            block_table = block_table.contiguous()
+        capacity = block_table.shape[1] * k_cache.shape[1]
+    else:
+        if k_cache.shape[0] != batch:
+            raise ValueError(f"{fn}: k_cache holds {k_cache.shape[0]} requests but q has batch {batch} (a paged "
+                             f"cache needs block_table; cache_batch_idx is not supported)")
+        capacity = k_cache.shape[1]
+
+    if (k is None) != (v is None):
+        raise ValueError(f"{fn}: give both k and v (the new tokens' keys and values), or neither")
+    seqlen_new = 0
+    if k is not None:
+        _check_tensor(fn, "k", k, 4, "[batch, seqlen_new, heads_kv, head_dim]")
+        _check_tensor(fn, "v", v, 4, "[batch, seqlen_new, heads_kv, head_dim_v]")
+        for name, new, cache in (("k", k, k_cache), ("v", v, v_cache)):
+            expected = (batch, k.shape[1], cache.shape[2], cache.shape[3])
+            if tuple(new.shape) != expected:
+                raise ValueError(f"{fn}: {name} must have shape {expected} ([batch, seqlen_new, heads_kv, head_dim] of "
+                                 f"the cache), got {tuple(new.shape)}")
+            if new.dtype != cache.dtype:
+                raise ValueError(f"{fn}: {name}.dtype is {new.dtype} but the cache's is {cache.dtype}: they must match")
+        seqlen_new = k.shape[1]
+        if cache_seqlens is None:
+            raise ValueError(f"{fn}: appending k and v needs cache_seqlens (where each request's new tokens go), as "
+                             f"in flash-attn")
+        if seqlen_new > capacity:
+            raise ValueError(f"{fn}: k and v hold {seqlen_new} new tokens per request but the cache holds at most "
+                             f"{capacity}")
+
+    if cache_seqlens is None:  # every request attends to its whole cache
+        cache_seqlens = torch.full((batch,), capacity, dtype=torch.int32, device=q.device)
+    elif isinstance(cache_seqlens, torch.Tensor):
+        if cache_seqlens.dtype != torch.int32 or tuple(cache_seqlens.shape) != (batch,):
+            raise ValueError(f"{fn}: cache_seqlens must be an int or an int32 tensor [batch={batch}], got "
+                             f"{cache_seqlens.dtype} {tuple(cache_seqlens.shape)}")
+        if cache_seqlens.stride(0) != 1:
+            cache_seqlens = cache_seqlens.contiguous()
+    else:  # an int for every request, as flash-attn broadcasts it
+        length = _check_int(fn, "cache_seqlens", cache_seqlens, 0, capacity - seqlen_new)
+        cache_seqlens = torch.full((batch,), length, dtype=torch.int32, device=q.device)
+
+    scale = _scale(fn, softmax_scale)
+    window_left, window_right = _window(fn, window_size, causal)
+    softcap = _check_softcap(fn, softcap)
+    alibi_slopes = _check_alibi(fn, alibi_slopes, batch, heads_q)
+    sinks = _check_sinks(fn, sinks, heads_q)
+    num_splits = _check_int(fn, "num_splits", num_splits, 0, _capi.AOTK_DECODE_MAX_SPLITS)
+    _check_device(fn, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v),
+                       ("cache_seqlens", cache_seqlens), ("block_table", block_table), ("alibi_slopes", alibi_slopes),
+                       ("sinks", sinks)])
+    q = _last_dim_contiguous(q)
+    if seqlen_new > 0:
+        _append_to_cache(k_cache, k, cache_seqlens, block_table, capacity)
+        _append_to_cache(v_cache, v, cache_seqlens, block_table, capacity)
+        cache_seqlens = cache_seqlens + seqlen_new  # a new tensor: the caller's is left as it was (flash-attn's rule)
+    out, lse = torch.ops.aotk.decode(q, k_cache, v_cache, cache_seqlens, block_table, alibi_slopes, sinks, scale,
+                                     bool(causal), window_left, window_right, softcap, num_splits)
+    if return_softmax_lse:
+        return out, lse
+    return out
+
+
+_MERGE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _stack_partials(fn, name, partials):
+    if isinstance(partials, (list, tuple)):
+        if not partials or not all(isinstance(t, torch.Tensor) for t in partials):
+            raise TypeError(f"{fn}: {name} must be a tensor or a non-empty sequence of tensors")
+        return torch.stack(list(partials))
+    return partials
+
+
+def merge_attention_states(out_partials, lse_partials, sinks=None, out_dtype=None):
+    fn = "aotk.merge_attention_states"
+    out_partials = _stack_partials(fn, "out_partials", out_partials)
+    lse_partials = _stack_partials(fn, "lse_partials", lse_partials)
+    if not isinstance(out_partials, torch.Tensor):
+        raise TypeError(f"{fn}: out_partials must be a torch.Tensor, got {type(out_partials).__name__}")
+    if out_partials.dim() not in (4, 5):
+        raise ValueError(f"{fn}: out_partials must have 5 dimensions [num_partials, batch, seqlen_q, heads, head_dim] "
+                         f"or 4 [num_partials, total_q, heads, head_dim], got shape {tuple(out_partials.shape)}")
+    packed = out_partials.dim() == 4
+    if packed:
+        num_partials, total_q, heads, head_dim = out_partials.shape
+        lse_shape, lse_layout = (num_partials, heads, total_q), "[num_partials, heads, total_q]"
+    else:
+        num_partials, batch, seqlen_q, heads, head_dim = out_partials.shape
+        lse_shape, lse_layout = (num_partials, batch, heads, seqlen_q), "[num_partials, batch, heads, seqlen_q]"
+    _check_tensor(fn, "lse_partials", lse_partials, len(lse_shape), lse_layout)
+    if tuple(lse_partials.shape) != lse_shape:
+        raise ValueError(f"{fn}: lse_partials must have shape {lse_shape} {lse_layout} for out_partials of shape "
+                         f"{tuple(out_partials.shape)}, got {tuple(lse_partials.shape)}")
+    if out_partials.dtype not in _MERGE_DTYPES:
+        raise NotImplementedError(f"{fn}: out_partials.dtype is {out_partials.dtype}: aotk's merge takes "
+                                  f"torch.float32, torch.float16 or torch.bfloat16")
+    if lse_partials.dtype != torch.float32:
+        raise NotImplementedError(f"{fn}: lse_partials.dtype is {lse_partials.dtype}: aotk takes torch.float32 (what "
+                                  f"its attention calls return)")
+    out_dtype = out_partials.dtype if out_dtype is None else out_dtype
+    if out_dtype not in _MERGE_DTYPES:
+        raise NotImplementedError(f"{fn}: out_dtype is {out_dtype}: aotk's merge writes torch.float32, torch.float16 "
+                                  f"or torch.bfloat16")
+    if head_dim % 8 != 0:
+        raise NotImplementedError(f"{fn}: head_dim is {head_dim}: aotk's merge takes multiples of 8")
+    sinks = _check_sinks(fn, sinks, heads)
+    _check_device(fn, [("out_partials", out_partials), ("lse_partials", lse_partials), ("sinks", sinks)])
+    out_partials, lse_partials = _last_dim_contiguous(out_partials), _last_dim_contiguous(lse_partials)
+    return torch.ops.aotk.merge(out_partials, lse_partials, sinks, out_dtype)

@@ -1,7 +1,9 @@
-"""The Python package on a machine with no GPU: imports, version and build info, the ctypes structs
-against include/aotk.h, errors from the C side as AotkError, the argument checks of the torch front
-ends (with torch) or their ImportError (without), the fake implementations of the custom ops, and an
-install with pip. Passes with and without torch installed.
+"""The Python package on a machine with no GPU: imports, version and build info, the ctypes structs,
+constants and AOTK_..._INIT initializers against include/aotk.h, errors from the C side as AotkError
+(decoding and merge included), a library too old refused at load, the argument checks of the torch
+front ends (with torch) or their ImportError (without), the fake implementations of the custom ops and
+the front ends run on fake CUDA tensors (with torch), and an install with pip. Passes with and without
+torch installed.
 
     python3 tests/python/test_python_cpu.py --package-dir build/python --include-dir include [--cc cc]
 
@@ -174,6 +176,68 @@ def test_feature_names():
 
 
 @test
+def test_constants():
+    """Every integer constant _capi mirrors (AOTK_OP_*, AOTK_DTYPE_*, AOTK_DECODE_MAX_*, statuses, ...) has
+    the header's value: #define AOTK_NAME N, enumerators AOTK_NAME = N, and the status list's X(AOTK_NAME, N, ...)."""
+    from aotk import _capi
+    header = open(os.path.join(ARGS.include_dir, "aotk.h")).read()
+    values = {name: int(v) for name, v in re.findall(r"#define (AOTK_\w+) (\d+)\s*$", header, re.M)}
+    values.update({name: int(v) for name, v in re.findall(r"^\s*(AOTK_\w+) = (\d+),", header, re.M)})
+    values.update({name: int(v) for name, v in re.findall(r"X\((AOTK_\w+), (\d+),", header)})  # the status list
+    mirrored = [n for n in dir(_capi) if n.startswith("AOTK_") and isinstance(getattr(_capi, n), int)]
+    problems = [f"{n} = {getattr(_capi, n)}, the header's {values.get(n)}" for n in mirrored
+                if getattr(_capi, n) != values.get(n)]
+    for needed in ("AOTK_OP_DECODE", "AOTK_OP_MERGE", "AOTK_DECODE_MAX_SPLITS", "AOTK_DECODE_MAX_SEQLEN_Q"):
+        expect(needed in mirrored, f"_capi lacks {needed}")
+    expect(not problems, "; ".join(problems))
+    print(f"    {len(mirrored)} constants match")
+
+
+@test
+def test_init_macros():
+    """_capi's initializers (attn_params(), decode_params(), ...) make the bytes that the header's
+    AOTK_..._INIT macros make, compiled into static (so zero-padded) structs by the C compiler."""
+    from aotk import _capi
+    cc = ARGS.cc or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise Skip("no C compiler")
+    cases = (("aotk_attn_params", "AOTK_ATTN_PARAMS_INIT", _capi.attn_params),
+             ("aotk_sel_params", "AOTK_SEL_PARAMS_INIT", _capi.sel_params),
+             ("aotk_decode_params", "AOTK_DECODE_PARAMS_INIT", _capi.decode_params),
+             ("aotk_merge_params", "AOTK_MERGE_PARAMS_INIT", _capi.merge_params),
+             ("aotk_kernel_info", "AOTK_KERNEL_INFO_INIT", _capi.kernel_info))
+    src = ["#include <stdio.h>", '#include "aotk.h"',
+           "static void dump(const char *name, const void *p, size_t n) {",
+           '  printf("%s ", name);',
+           "  for (size_t i = 0; i < n; i++) printf(\"%02x\", ((const unsigned char *)p)[i]);",
+           '  printf("\\n");', "}", "int main(void) {"]
+    for cname, macro, _ in cases:
+        src += [f"  static const {cname} {macro.lower()} = {macro};",
+                f'  dump("{macro}", &{macro.lower()}, sizeof {macro.lower()});']
+    src.append("  return 0;\n}")
+    with tempfile.TemporaryDirectory() as tmp:
+        c_path, exe = os.path.join(tmp, "init_probe.c"), os.path.join(tmp, "init_probe")
+        with open(c_path, "w") as f:
+            f.write("\n".join(src) + "\n")
+        r = subprocess.run([cc, "-std=c11", "-I", ARGS.include_dir, c_path, "-o", exe], capture_output=True, text=True)
+        expect(r.returncode == 0, f"the probe did not compile:\n{r.stderr}")
+        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    c_bytes = dict(line.split() for line in out.splitlines())
+    problems = []
+    for cname, macro, init in cases:
+        p = init()
+        py_bytes = ctypes.string_at(ctypes.addressof(p), ctypes.sizeof(p)).hex()
+        if py_bytes != c_bytes[macro]:
+            fields = type(p)._fields_
+            spans = [(n, 2 * getattr(type(p), n).offset, 2 * (getattr(type(p), n).offset + getattr(type(p), n).size))
+                     for n, _ in fields]
+            differing = [n for n, a, b in spans if py_bytes[a:b] != c_bytes[macro][a:b]]
+            problems.append(f"{init.__name__}() differs from {macro} in {differing or 'padding'}")
+    expect(not problems, "; ".join(problems))
+    print(f"    {len(cases)} initializers match their macros")
+
+
+@test
 def test_c_errors_become_aotk_error():
     import aotk
     from aotk import _capi
@@ -185,20 +249,80 @@ def test_c_errors_become_aotk_error():
     expect(e.status == 2 and e.status_name == "AOTK_ERROR_STRUCT_SIZE", f"status {e.status} {e.status_name}")
 
     # A validation error names the argument (validation runs before the driver is needed).
-    def tensor(shape):
-        t = _capi.AotkTensor()
-        t.data, t.dtype, t.rank = 0x10000, _capi.AOTK_DTYPE_BFLOAT16, len(shape)
-        stride = 1
-        for i in reversed(range(len(shape))):
-            t.shape[i], t.strides[i] = shape[i], stride
-            stride *= shape[i]
-        return t
-
     p = _capi.attn_params()
-    p.q, p.k, p.v, p.out = tensor((1, 16, 2, 80)), tensor((1, 16, 2, 64)), tensor((1, 16, 2, 64)), tensor((1, 16, 2, 64))
+    p.q, p.k, p.v, p.out = (made_up_tensor(shape) for shape in ((1, 16, 2, 80), (1, 16, 2, 64), (1, 16, 2, 64),
+                                                                (1, 16, 2, 64)))
     e = expect_raises(aotk.AotkError, ["AOTK_ERROR_HEAD_DIM_MISMATCH", "q.shape[3] = 80"],
                       lambda: lib.check(lib.lib.aotk_attn_fwd(ctypes.byref(p), None), "aotk_attn_fwd"))
     expect(e.detail and e.hint, f"detail {e.detail!r}, hint {e.hint!r}")
+
+
+def made_up_tensor(shape, dtype=None, address=0x10000):
+    """An aotk_tensor describing a contiguous tensor at a made-up (16-byte-aligned) address: enough for
+    the validation, which runs before the driver is needed and never dereferences."""
+    from aotk import _capi
+    t = _capi.AotkTensor()
+    t.data, t.dtype, t.rank = address, dtype or _capi.AOTK_DTYPE_BFLOAT16, len(shape)
+    stride = 1
+    for i in reversed(range(len(shape))):
+        t.shape[i], t.strides[i] = shape[i], stride
+        stride *= shape[i]
+    return t
+
+
+def decode_params_for_test(seqlen_q=1):
+    from aotk import _capi
+    p = _capi.decode_params()
+    batch, heads_q, heads_kv, capacity, d = 2, 8, 2, 64, 64
+    p.q = made_up_tensor((batch, seqlen_q, heads_q, d))
+    p.k_cache = made_up_tensor((batch, capacity, heads_kv, d), address=0x100000)
+    p.v_cache = made_up_tensor((batch, capacity, heads_kv, d), address=0x200000)
+    p.cache_seqlens = made_up_tensor((batch,), _capi.AOTK_DTYPE_INT32, address=0x300000)
+    p.out = made_up_tensor((batch, seqlen_q, heads_q, d), address=0x400000)
+    return p
+
+
+def merge_params_for_test(lse_heads=4):
+    from aotk import _capi
+    p = _capi.merge_params()
+    p.out_partials = made_up_tensor((3, 2, 5, 4, 64), _capi.AOTK_DTYPE_FLOAT32)
+    p.lse_partials = made_up_tensor((3, 2, lse_heads, 5), _capi.AOTK_DTYPE_FLOAT32, address=0x100000)
+    p.out = made_up_tensor((2, 5, 4, 64), address=0x200000)
+    return p
+
+
+@test
+def test_decode_and_merge_errors():
+    """aotk_attn_decode, aotk_attn_merge and their queries through the ctypes signatures: a struct left
+    uninitialized, and validation errors naming the argument; a valid call gets as far as the driver."""
+    import aotk
+    from aotk import _capi
+    lib = _capi.library()
+    expect_raises(aotk.AotkError, ["aotk_attn_decode", "AOTK_ERROR_STRUCT_SIZE", "AOTK_DECODE_PARAMS_INIT"],
+                  lambda: lib.check(lib.lib.aotk_attn_decode(ctypes.byref(_capi.AotkDecodeParams()), None, 0, None),
+                                    "aotk_attn_decode"))
+    expect_raises(aotk.AotkError, ["aotk_attn_merge", "AOTK_ERROR_STRUCT_SIZE", "AOTK_MERGE_PARAMS_INIT"],
+                  lambda: lib.check(lib.lib.aotk_attn_merge(ctypes.byref(_capi.AotkMergeParams()), None),
+                                    "aotk_attn_merge"))
+    too_long = decode_params_for_test(seqlen_q=_capi.AOTK_DECODE_MAX_SEQLEN_Q + 1)
+    expect_raises(aotk.AotkError, ["AOTK_ERROR_INVALID_VALUE", f"q.shape[1] = {_capi.AOTK_DECODE_MAX_SEQLEN_Q + 1}"],
+                  lambda: lib.check(lib.lib.aotk_attn_decode(ctypes.byref(too_long), None, 0, None),
+                                    "aotk_attn_decode"))
+    expect_raises(aotk.AotkError, ["aotk_decode_query", "AOTK_ERROR_INVALID_VALUE", "q.shape[1]"],
+                  lib.query, _capi.AOTK_OP_DECODE, too_long)
+    splits = decode_params_for_test()
+    splits.num_splits = _capi.AOTK_DECODE_MAX_SPLITS + 1
+    expect_raises(aotk.AotkError, ["aotk_decode_query", "num_splits"], lib.query, _capi.AOTK_OP_DECODE, splits)
+    expect_raises(aotk.AotkError, ["aotk_merge_query", "AOTK_ERROR_SHAPE_MISMATCH", "lse_partials"],
+                  lib.query, _capi.AOTK_OP_MERGE, merge_params_for_test(lse_heads=3))
+    for op, params in ((_capi.AOTK_OP_DECODE, decode_params_for_test()),
+                       (_capi.AOTK_OP_MERGE, merge_params_for_test())):
+        try:
+            info = lib.query(op, params)
+        except aotk.AotkError as e:
+            expect(e.status_name.startswith("AOTK_ERROR_NO_") or e.cuda_result, f"op {op}: unexpected {e}")
+        else:
+            print(f"    op {op}: {info.kernel_name.decode()}, {info.num_splits} splits (this machine has a GPU)")
 
 
 @test
@@ -231,23 +355,41 @@ def test_aotk_library_env():
 
 
 @test
+def test_library_too_old():
+    """A library that lacks the package's functions (here an empty one) is refused when loaded, naming
+    what it lacks and the version needed, not at the first call of a missing function."""
+    cc = ARGS.cc or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise Skip("no C compiler")
+    with tempfile.TemporaryDirectory() as tmp:
+        c_path, so = os.path.join(tmp, "empty.c"), os.path.join(tmp, "libaotk-empty.so")
+        with open(c_path, "w") as f:
+            f.write("int aotk_not_a_function(void) { return 0; }\n")
+        r = subprocess.run([cc, "-shared", "-fPIC", c_path, "-o", so], capture_output=True, text=True)
+        expect(r.returncode == 0, f"the empty library did not build:\n{r.stderr}")
+        rc, out = run_python("import aotk\n"
+                             "try:\n    aotk.version()\nexcept aotk.AotkError as e:\n    print('ERR', e)\n",
+                             {"AOTK_LIBRARY": so})
+    expect(rc == 0 and "ERR" in out and "aotk_attn_decode" in out and "0.4 or newer" in out, f"rc {rc}: {out}")
+
+
+@test
 def test_no_torch_error():
     """Without torch (hidden from the import system here, so this runs whether or not it is installed),
     the tensor functions raise ImportError naming PyTorch; the rest of the package works."""
     code = ("import sys\nsys.modules['torch'] = None  # makes `import torch` raise ImportError\n"
             "import aotk\nprint(aotk.version())\n"
-            "for name in ('flash_attn_func', 'flash_attn_varlen_func', 'scaled_dot_product_attention',"
-            " 'selection_attention'):\n"
-            "    fn = getattr(aotk, name)\n"
+            "calls = {'flash_attn_func': 3, 'flash_attn_varlen_func': 7, 'flash_attn_with_kvcache': 3,"
+            " 'merge_attention_states': 2, 'scaled_dot_product_attention': 3, 'selection_attention': 5}\n"
+            "for name, nargs in calls.items():\n"
             "    try:\n"
-            "        fn(*([None] * 7)) if name == 'flash_attn_varlen_func' else fn(None, None, None, None, 64)"
-            " if name == 'selection_attention' else fn(None, None, None)\n"
+            "        getattr(aotk, name)(*([None] * nargs))\n"
             "    except ImportError as e:\n"
             "        print('IMPORTERROR', name, e)\n")
     rc, out = run_python(code)
     expect(rc == 0, f"rc {rc}: {out}")
     lines = [l for l in out.splitlines() if l.startswith("IMPORTERROR")]
-    expect(len(lines) == 4 and all("PyTorch" in l for l in lines), f"expected 4 ImportErrors naming PyTorch: {out}")
+    expect(len(lines) == 6 and all("PyTorch" in l for l in lines), f"expected 6 ImportErrors naming PyTorch: {out}")
     print(f"    {lines[0]}")
 
 
@@ -264,7 +406,8 @@ def test_torch_argument_errors():
     q, k, v = t(2, 33, 4, 64), t(2, 40, 2, 64), t(2, 40, 2, 64)
     expect_raises(ValueError, ["q", "cpu", "CUDA"], aotk.flash_attn_func, q, k, v)
     expect_raises(ValueError, ["q", "CUDA"], aotk.flash_attn_func, q, k, v, causal=True, window_size=(8, 0))
-    expect_raises(NotImplementedError, ["return_attn_probs"], aotk.flash_attn_func, q, k, v, return_attn_probs=True)
+    # return_attn_probs is accepted now (flash-attn's (out, softmax_lse, None)): only the CPU tensors are refused.
+    expect_raises(ValueError, ["q", "CUDA"], aotk.flash_attn_func, q, k, v, return_attn_probs=True)
     expect_raises(NotImplementedError, ["q.dtype", "float32"], aotk.flash_attn_func, q.float(), k.float(), v.float())
     expect_raises(ValueError, ["k.dtype"], aotk.flash_attn_func, q, k.half(), v)
     expect_raises(NotImplementedError, ["head dim", "12"], aotk.flash_attn_func, t(2, 33, 4, 12), t(2, 40, 2, 12),
@@ -285,7 +428,10 @@ def test_torch_argument_errors():
     cu = torch.tensor([0, 20, 50], dtype=torch.int32)
     cuk = torch.tensor([0, 30, 60], dtype=torch.int32)
     expect_raises(ValueError, ["q", "CUDA"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 30, 30)
-    expect_raises(NotImplementedError, ["block_table"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 30, 30,
+    expect_raises(ValueError, ["q", "CUDA"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 30, 30,
+                  return_attn_probs=True)
+    expect_raises(NotImplementedError, ["block_table", "paged prefill", "flash_attn_with_kvcache"],
+                  aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 30, 30,
                   block_table=torch.zeros(2, 1, dtype=torch.int32))
     expect_raises(ValueError, ["cu_seqlens_q", "int32"], aotk.flash_attn_varlen_func, qv, kv, kv, cu.long(), cuk, 30, 30)
     expect_raises(ValueError, ["cu_seqlens_k", "entries"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk[:2], 30, 30)
@@ -298,6 +444,47 @@ def test_torch_argument_errors():
     expect_raises(ValueError, ["query", "CUDA"], aotk.scaled_dot_product_attention, query, key, key, enable_gqa=True)
     expect_raises(ValueError, ["scale"], aotk.scaled_dot_product_attention, query, key, key, scale=0.0,
                   enable_gqa=True)
+
+    kvcache = aotk.flash_attn_with_kvcache
+    qd, kc, vc = t(2, 1, 8, 64), t(2, 100, 2, 64), t(2, 100, 2, 64)
+    kn, vn = t(2, 1, 2, 64), t(2, 1, 2, 64)
+    expect_raises(ValueError, ["q", "CUDA"], kvcache, qd, kc, vc, cache_seqlens=5)
+    seqlens = torch.zeros(2, dtype=torch.int32)
+    expect_raises(ValueError, ["q", "CUDA"], kvcache, qd, kc, vc, k=kn, v=vn, cache_seqlens=seqlens)
+    expect_raises(NotImplementedError, ["rotary"], kvcache, qd, kc, vc, rotary_cos=t(100, 32), rotary_sin=t(100, 32))
+    expect_raises(NotImplementedError, ["cache_batch_idx", "block_table"], kvcache, qd, kc, vc,
+                  cache_batch_idx=torch.arange(2, dtype=torch.int32))
+    expect_raises(NotImplementedError, ["cache_leftpad"], kvcache, qd, kc, vc, cache_leftpad=seqlens)
+    expect_raises(NotImplementedError, ["17", "16", "flash_attn_varlen_func"], kvcache, t(2, 17, 8, 64), kc, vc)
+    expect_raises(NotImplementedError, ["q.dtype"], kvcache, qd.float(), kc.float(), vc.float())
+    expect_raises(ValueError, ["both k and v"], kvcache, qd, kc, vc, k=kn, cache_seqlens=5)
+    expect_raises(ValueError, ["cache_seqlens"], kvcache, qd, kc, vc, k=kn, v=vn)
+    expect_raises(ValueError, ["k must have shape"], kvcache, qd, kc, vc, k=t(2, 1, 4, 64), v=vn, cache_seqlens=5)
+    expect_raises(ValueError, ["k.dtype"], kvcache, qd, kc, vc, k=kn.half(), v=vn, cache_seqlens=5)
+    expect_raises(ValueError, ["cache_seqlens", "int32"], kvcache, qd, kc, vc, cache_seqlens=seqlens.long())
+    expect_raises(ValueError, ["cache_seqlens", "[0, 99]"], kvcache, qd, kc, vc, k=kn, v=vn, cache_seqlens=100)
+    expect_raises(TypeError, ["cache_seqlens", "int"], kvcache, qd, kc, vc, cache_seqlens=5.0)
+    expect_raises(ValueError, ["num_splits"], kvcache, qd, kc, vc, num_splits=257)
+    expect_raises(ValueError, ["k_cache", "batch 3"], kvcache, t(3, 1, 8, 64), kc, vc)
+    expect_raises(ValueError, ["block_table", "int32"], kvcache, qd, kc, vc, block_table=torch.zeros(2, 4))
+    expect_raises(ValueError, ["heads", "multiple"], kvcache, t(2, 1, 3, 64), kc, vc)
+    expect_raises(ValueError, ["k_cache", "contiguous"], kvcache, qd, t(2, 100, 2, 128)[..., ::2], vc)
+    expect_raises(ValueError, ["sinks", "shape"], kvcache, qd, kc, vc, sinks=torch.zeros(3))
+    expect_raises(ValueError, ["window_size"], kvcache, qd, kc, vc, window_size=3)
+
+    merge = aotk.merge_attention_states
+    parts, lses = torch.randn(3, 2, 5, 4, 64), torch.randn(3, 2, 4, 5)
+    expect_raises(ValueError, ["out_partials", "CUDA"], merge, parts, lses)
+    expect_raises(ValueError, ["out_partials", "CUDA"], merge, list(parts), list(lses))  # a sequence is stacked
+    expect_raises(ValueError, ["out_partials", "CUDA"], merge, torch.randn(3, 10, 4, 64), torch.randn(3, 4, 10))
+    expect_raises(ValueError, ["out_partials", "5 dimensions"], merge, torch.randn(3, 4, 64), lses)
+    expect_raises(ValueError, ["lse_partials", "(3, 2, 4, 5)"], merge, parts, torch.randn(3, 2, 5, 4))
+    expect_raises(NotImplementedError, ["lse_partials.dtype"], merge, parts, lses.double())
+    expect_raises(NotImplementedError, ["out_partials.dtype"], merge, parts.double(), lses)
+    expect_raises(NotImplementedError, ["head_dim", "12"], merge, torch.randn(3, 2, 5, 4, 12), lses)
+    expect_raises(NotImplementedError, ["out_dtype"], merge, parts, lses, out_dtype=torch.float64)
+    expect_raises(ValueError, ["sinks"], merge, parts, lses, sinks=torch.zeros(5))
+    expect_raises(TypeError, ["out_partials", "sequence"], merge, [], lses)
 
     qs, ks = t(50, 4, 128), t(50, 2, 128)
     idx = torch.zeros(50, 2, 4, dtype=torch.int32)
@@ -345,6 +532,68 @@ def test_torch_fake_implementations():
            f"sel out {out.shape} lse {lse.shape}")
     dq, dk, dv = torch.ops.aotk.sel_bwd(out, qs, ks, vs, out, lse, idx, None, None, None, 0, 64, 0.0)
     expect(dq.shape == qs.shape and dk.shape == ks.shape and dv.shape == vs.shape, "sel grads' shapes")
+    for name in ("decode", "merge"):
+        expect(hasattr(torch.ops.aotk, name), f"torch.ops.aotk.{name} is not registered")
+    q = torch.empty(3, 4, 8, 64, **m)
+    seqlens = torch.empty(3, device="meta", dtype=torch.int32)
+    for k_cache, v_cache, table in ((torch.empty(3, 100, 2, 64, **m), torch.empty(3, 100, 2, 32, **m), None),
+                                    (torch.empty(10, 16, 2, 64, **m), torch.empty(10, 16, 2, 32, **m),
+                                     torch.empty(3, 7, device="meta", dtype=torch.int32))):
+        out, lse = torch.ops.aotk.decode(q, k_cache, v_cache, seqlens, table, None, None, 0.0, True, -1, -1, 0.0, 0)
+        expect(out.shape == (3, 4, 8, 32) and out.dtype == torch.bfloat16, f"decode out {out.shape} {out.dtype}")
+        expect(lse.shape == (3, 8, 4) and lse.dtype == torch.float32, f"decode lse {lse.shape} {lse.dtype}")
+    for parts_shape, lse_shape in (((3, 2, 5, 4, 64), (3, 2, 4, 5)), ((3, 10, 4, 64), (3, 4, 10))):
+        parts = torch.empty(parts_shape, device="meta", dtype=torch.float32)
+        lses = torch.empty(lse_shape, device="meta", dtype=torch.float32)
+        out, lse = torch.ops.aotk.merge(parts, lses, None, torch.bfloat16)
+        expect(out.shape == parts_shape[1:] and out.dtype == torch.bfloat16, f"merge out {out.shape} {out.dtype}")
+        expect(lse.shape == lse_shape[1:] and lse.dtype == torch.float32, f"merge lse {lse.shape} {lse.dtype}")
+
+
+@test
+def test_torch_front_ends_on_fake_cuda_tensors():
+    """With torch: flash_attn_with_kvcache (contiguous and paged cache, appending k and v),
+    merge_attention_states and return_attn_probs run end to end on fake CUDA tensors (FakeTensorMode,
+    what torch.compile traces with), so the argument handling, the append's index arithmetic and the
+    ops' fake implementations are exercised with no GPU."""
+    torch = torch_or_skip()
+    import aotk
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    aotk._ops("flash_attn_func")
+    try:
+        with FakeTensorMode():
+            torch.empty(1, device="cuda")
+    except Exception as e:  # noqa: BLE001: any failure here means this torch build cannot fake CUDA
+        raise Skip(f"this torch cannot make fake CUDA tensors ({type(e).__name__}: {e})") from None
+    with FakeTensorMode():
+        c = dict(device="cuda", dtype=torch.bfloat16)
+        batch, seqlen_q, heads_q, heads_kv = 3, 4, 8, 2
+        q = torch.empty(batch, seqlen_q, heads_q, 64, **c)
+        k_new, v_new = torch.empty(batch, seqlen_q, heads_kv, 64, **c), torch.empty(batch, seqlen_q, heads_kv, 32, **c)
+        seqlens = torch.zeros(batch, dtype=torch.int32, device="cuda")
+        table = torch.zeros(batch, 7, dtype=torch.int32, device="cuda")
+        for k_cache, v_cache, block_table in ((torch.empty(batch, 100, heads_kv, 64, **c),
+                                               torch.empty(batch, 100, heads_kv, 32, **c), None),
+                                              (torch.empty(30, 16, heads_kv, 64, **c),
+                                               torch.empty(30, 16, heads_kv, 32, **c), table)):
+            for cache_seqlens in (seqlens, 5):
+                out, lse = aotk.flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new,
+                                                        cache_seqlens=cache_seqlens, block_table=block_table,
+                                                        causal=True, return_softmax_lse=True)
+                expect(out.shape == (batch, seqlen_q, heads_q, 32) and out.dtype == torch.bfloat16,
+                       f"out {out.shape} {out.dtype}")
+                expect(lse.shape == (batch, heads_q, seqlen_q) and lse.dtype == torch.float32, f"lse {lse.shape}")
+            out = aotk.flash_attn_with_kvcache(q, k_cache, v_cache, block_table=block_table)
+            expect(out.shape == (batch, seqlen_q, heads_q, 32), f"out without k/v {out.shape}")
+        parts = torch.empty(2, batch, seqlen_q, heads_q, 32, **c)
+        lses = torch.empty(2, batch, heads_q, seqlen_q, device="cuda", dtype=torch.float32)
+        out, lse = aotk.merge_attention_states(parts, lses, out_dtype=torch.float32)
+        expect(out.shape == parts.shape[1:] and out.dtype == torch.float32 and lse.shape == lses.shape[1:],
+               f"merge {out.shape} {out.dtype} {lse.shape}")
+        k = torch.empty(batch, 50, heads_kv, 64, **c)
+        result = aotk.flash_attn_func(q, k, k, causal=True, return_attn_probs=True)
+        expect(isinstance(result, tuple) and len(result) == 3 and result[2] is None, "return_attn_probs: not a triple")
+        expect(result[1].shape == (batch, heads_q, seqlen_q) and not result[1].requires_grad, "softmax_lse")
 
 
 @test

@@ -33,7 +33,7 @@ except ImportError as e:
     sys.exit(77)
 
 import aotk
-from aotk import _torch_ops
+from aotk import _capi, _torch_ops
 
 ARGS = None
 RESULTS = {"passed": 0, "failed": 0, "skipped": 0}
@@ -494,6 +494,350 @@ def test_backward_on_another_thread():
     expect(not errors, "\n".join(errors))
 
 
+# ---------------------------------------------------------------------------------------------------
+# Decoding over a KV cache (flash_attn_with_kvcache) and merging attention states
+# ---------------------------------------------------------------------------------------------------
+
+def lse_ref(q, k, *, scale=None, causal=False, window=(-1, -1), softcap=0.0, alibi_slopes=None):
+    """float64 log-sum-exp of one request's scores as they enter the softmax: q [seqlen_q, heads_q, d],
+    k [L, heads_kv, d], bottom-right aligned -> [heads_q, seqlen_q]; -inf where a row sees no key."""
+    seqlen_q, heads_q, d = q.shape
+    length, heads_kv = k.shape[0], k.shape[1]
+    kk = k.double().repeat_interleave(heads_q // heads_kv, dim=1)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    s = torch.einsum("thd,shd->hts", q.double() * scale, kk)
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    i = torch.arange(seqlen_q, device=q.device).view(-1, 1)
+    j = torch.arange(length, device=q.device).view(1, -1)
+    if alibi_slopes is not None:
+        s = s - alibi_slopes.double().view(heads_q, 1, 1) * (i + length - seqlen_q - j).abs().double()
+    visible = visible_mask(seqlen_q, length, causal, True, window[0], window[1], q.device)
+    return torch.logsumexp(s.masked_fill(~visible, float("-inf")), dim=-1)
+
+
+def with_sinks(out, lse, sinks):
+    """out [..., seqlen_q, heads, d] and lse [heads, seqlen_q] (float64) of a softmax without sinks, turned
+    into those with each head's sink logit joining the denominator (aotk.h's rule)."""
+    if sinks is None:
+        return out, lse
+    lse_sink = torch.logaddexp(lse, sinks.double().view(-1, 1))
+    factor = torch.exp(lse - lse_sink).transpose(0, 1).unsqueeze(-1)  # [seqlen_q, heads, 1]
+    return (out.double() * factor).to(out.dtype), lse_sink
+
+
+def decode_ref(q, keys, values, *, scale=None, causal=False, window=(-1, -1), softcap=0.0, alibi_slopes=None,
+               sinks=None, upcast=True):
+    """flash_attn_with_kvcache's result from each request's keys in order (keys[b], values[b]: [L_b,
+    heads_kv, d], the cache's first L_b rows after the append): token i of request b sits at position
+    L_b - seqlen_q + i, attention_ref's bottom-right diagonal. Returns (out [batch, seqlen_q, heads_q, d_v]:
+    float64 with upcast, else in q's dtype with its roundings; lse float64 [batch, heads_q, seqlen_q])."""
+    batch, seqlen_q, heads_q, _ = q.shape
+    outs, lses = [], []
+    for b in range(batch):
+        kb, vb = keys[b], values[b]
+        slopes = None if alibi_slopes is None else (alibi_slopes if alibi_slopes.dim() == 1 else alibi_slopes[b])
+        if kb.shape[0] == 0:
+            out = torch.zeros(seqlen_q, heads_q, vb.shape[-1], device=q.device,
+                              dtype=torch.float64 if upcast else q.dtype)
+            lse = torch.full((heads_q, seqlen_q), float("-inf"), dtype=torch.float64, device=q.device)
+        else:
+            out = attention_ref(q[b:b + 1], kb[None], vb[None], scale=scale, causal=causal, window=window,
+                                softcap=softcap, alibi_slopes=slopes, upcast=upcast)[0]
+            lse = lse_ref(q[b], kb, scale=scale, causal=causal, window=window, softcap=softcap, alibi_slopes=slopes)
+        out, lse = with_sinks(out, lse, sinks)
+        outs.append(out)
+        lses.append(lse)
+    return torch.stack(outs), torch.stack(lses)
+
+
+def equal_or_both_nan(a, b):
+    return a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+def make_caches(batch, capacity, heads_kv, d_qk, d_v, dtype, lengths, page_size=None):
+    """k and v caches whose request b holds `lengths[b]` random keys and values, NaN everywhere else, so
+    that a kernel reading past a request's length, or a page that is not its own, shows. Returns
+    (k_cache, v_cache, block_table, k_logical, v_logical), the logical views [batch, capacity, heads_kv,
+    d] being what each request sees. Contiguous: block_table None, the caches copies of the logical
+    views. Paged: the requests' pages shuffled among spare ones."""
+    logical = []
+    for d in (d_qk, d_v):
+        view = torch.full((batch, capacity, heads_kv, d), float("nan"), dtype=dtype, device=DEVICE)
+        for b, n in enumerate(lengths):
+            view[b, :n] = rand(n, heads_kv, d, dtype=dtype)
+        logical.append(view)
+    if page_size is None:
+        return logical[0].clone(), logical[1].clone(), None, logical[0], logical[1]
+    pages_per_request = (capacity + page_size - 1) // page_size
+    num_pages = batch * pages_per_request + 5
+    table = torch.randperm(num_pages, device=DEVICE)[:batch * pages_per_request].view(batch, pages_per_request).int()
+    positions = torch.arange(capacity, device=DEVICE)
+    caches = []
+    for view in logical:
+        cache = torch.full((num_pages, page_size) + view.shape[2:], float("nan"), dtype=dtype, device=DEVICE)
+        for b in range(batch):
+            cache[table[b, positions // page_size].long(), positions % page_size] = view[b]
+        caches.append(cache)
+    return caches[0], caches[1], table, logical[0], logical[1]
+
+
+def unused_table_entries_out_of_range(table, final_lengths, page_size, num_pages):
+    """block_table with the entries that no key of a request uses set far out of range: the header says
+    only the entries of a request's first cache_seqlens[b] keys are read."""
+    table = table.clone()
+    for b, n in enumerate(final_lengths):
+        table[b, (n + page_size - 1) // page_size:] = num_pages + (1 << 20)
+    return table
+
+
+def test_flash_attn_with_kvcache():
+    """flash_attn_with_kvcache against the float64 reference: contiguous and paged caches (odd page sizes),
+    appending k/v (checked in the caches: the new rows written, nothing else touched), GQA/MQA, causal or
+    not, seqlen_q 1 and 4, cache_seqlens as a tensor (0, full, ragged) or an int, forced and automatic
+    splits, windows, softcap, ALiBi, sinks, return_softmax_lse."""
+    rng = random.Random(ARGS.seed + 7)
+    worst, splits_seen = 0.0, set()
+    lib = _capi.library()
+    n = 10 if ARGS.quick else 24
+    for it in range(n):
+        dtype = rng.choice([torch.bfloat16, torch.float16])
+        batch = rng.choice([1, 3])
+        seqlen_q = rng.choice([1, 1, 4])
+        heads_q, heads_kv = rng.choice([(8, 2), (4, 4), (6, 1)])
+        d_qk, d_v = rng.choice([(64, 64), (128, 128), (96, 96), (192, 128)])
+        capacity = rng.choice([64, 300, 1100])
+        page_size = rng.choice([None, None, 16, 7, 64])
+        append = rng.random() < 0.7
+        seqlen_new = seqlen_q if append else 0
+        causal = rng.random() < 0.6
+        window = (-1, -1)
+        if rng.random() < 0.2:
+            window = (rng.choice([0, 5, 100]), -1 if causal else rng.choice([-1, 0, 3]))
+        softcap = rng.choice([0.0, 0.0, 0.0, 8.0])
+        alibi = torch.rand(heads_q, device=DEVICE) * 0.3 if rng.random() < 0.15 else None
+        sinks = torch.randn(heads_q, device=DEVICE) if rng.random() < 0.2 else None
+        scale = rng.choice([None, None, 0.2])
+        num_splits = rng.choice([0, 0, 1, 3])
+        as_int = batch == 1 and rng.random() < 0.5
+        room = capacity - seqlen_new
+        lengths = [rng.choice([0, 1, room, rng.randint(0, room)]) for _ in range(batch)]
+        if seqlen_new == 0 and rng.random() < 0.5:
+            lengths[0] = max(lengths[0], seqlen_q)  # the step's own keys already in the cache
+        final = [n_ + seqlen_new for n_ in lengths]
+        label = (f"#{it} {str(dtype)[6:]} b{batch} sq{seqlen_q} h{heads_q}/{heads_kv} d{d_qk}/{d_v} cap{capacity} "
+                 f"page={page_size} lengths={lengths} append={append} causal={causal} window={window} "
+                 f"softcap={softcap} alibi={alibi is not None} sinks={sinks is not None} scale={scale} "
+                 f"splits={num_splits} int={as_int}")
+        try:
+            k_cache, v_cache, table, k_logical, v_logical = make_caches(batch, capacity, heads_kv, d_qk, d_v, dtype,
+                                                                        lengths, page_size)
+            if table is not None:
+                table = unused_table_entries_out_of_range(table, final, page_size, k_cache.shape[0])
+            q = rand(batch, seqlen_q, heads_q, d_qk, dtype=dtype)
+            k_new = rand(batch, seqlen_new, heads_kv, d_qk, dtype=dtype) if append else None
+            v_new = rand(batch, seqlen_new, heads_kv, d_v, dtype=dtype) if append else None
+            seqlens = lengths[0] if as_int else torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+            seqlens_before = None if as_int else seqlens.clone()
+            k_before, v_before = k_cache.clone(), v_cache.clone()
+            out, lse = aotk.flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, cache_seqlens=seqlens,
+                                                    block_table=table, softmax_scale=scale, causal=causal,
+                                                    window_size=window, softcap=softcap, alibi_slopes=alibi,
+                                                    num_splits=num_splits, return_softmax_lse=True, sinks=sinks)
+            # The caches: the new rows appended where each request's keys end, nothing else touched.
+            expected_k, expected_v = k_before, v_before
+            for b in range(batch):
+                if append:
+                    positions = torch.arange(lengths[b], final[b], device=DEVICE)
+                    if table is None:
+                        expected_k[b, positions], expected_v[b, positions] = k_new[b], v_new[b]
+                    else:
+                        pages = table[b, positions // page_size].long()
+                        expected_k[pages, positions % page_size] = k_new[b]
+                        expected_v[pages, positions % page_size] = v_new[b]
+                    k_logical[b, lengths[b]:final[b]], v_logical[b, lengths[b]:final[b]] = k_new[b], v_new[b]
+            expect(equal_or_both_nan(k_cache, expected_k) and equal_or_both_nan(v_cache, expected_v),
+                   "the caches after the append differ from the expected ones")
+            if seqlens_before is not None:
+                expect(torch.equal(seqlens, seqlens_before), "cache_seqlens was modified")
+            keys = [k_logical[b, :final[b]] for b in range(batch)]
+            values = [v_logical[b, :final[b]] for b in range(batch)]
+            kwargs = dict(scale=scale, causal=causal, window=window, softcap=softcap, alibi_slopes=alibi, sinks=sinks)
+            out64, lse64 = decode_ref(q, keys, values, upcast=True, **kwargs)
+            outlp, _ = decode_ref(q, keys, values, upcast=False, **kwargs)
+            worst = max(worst, check_close("out", out, out64, outlp))
+            expect(lse.shape == (batch, heads_q, seqlen_q) and lse.dtype == torch.float32, f"lse {lse.shape}")
+            finite = torch.isfinite(lse64)
+            expect(torch.equal(finite, torch.isfinite(lse)), "lse's -inf rows differ from the reference's")
+            lse_err = max_err(lse[finite], lse64[finite])
+            expect(lse_err < 1e-2, f"lse error {lse_err:.3e}")
+            # Which split the library chose (the query, as the op makes it).
+            p = _capi.decode_params()
+            p.q, p.k_cache, p.v_cache = (_torch_ops._describe(t) for t in (q, k_cache, v_cache))
+            p.block_table = _torch_ops._describe_optional(table)
+            p.cache_seqlens = _torch_ops._describe(torch.zeros(batch, dtype=torch.int32, device=DEVICE))
+            p.out = _torch_ops._describe(out)
+            p.num_splits = num_splits
+            splits_seen.add(lib.query(_capi.AOTK_OP_DECODE, p).num_splits)
+        except Exception as e:
+            raise AssertionError(f"{label}: {e}") from e
+    # Without k and v and with no cache_seqlens, every request attends to its whole cache.
+    k_cache, v_cache = rand(2, 40, 2, 64, dtype=torch.bfloat16), rand(2, 40, 2, 64, dtype=torch.bfloat16)
+    q = rand(2, 1, 4, 64, dtype=torch.bfloat16)
+    out = aotk.flash_attn_with_kvcache(q, k_cache, v_cache)
+    worst = max(worst, check_close("cache_seqlens=None", out, attention_ref(q, k_cache, v_cache),
+                                   attention_ref(q, k_cache, v_cache, upcast=False)))
+    return f"{n} cases, worst error {worst:.3f} of its bound; splits seen {sorted(splits_seen)}"
+
+
+def test_kvcache_cuda_graph():
+    """flash_attn_with_kvcache (appending k/v, causal, GQA, split-KV) captured in a CUDA graph after a
+    warm-up (torch's recipe), replayed with new q, k, v and new lengths written into the captured
+    cache_seqlens (0, 1 and the full capacity among them): each replay's out, lse and caches are
+    bit-identical to an eager call on copies of the caches. Contiguous and paged."""
+    aotk.preload()
+    dtype = torch.bfloat16
+    batch, heads_q, heads_kv, d, capacity, page_size = 4, 8, 2, 128, 2048, 64
+    details = []
+    for paged in (False, True):
+        if paged:
+            pages = batch * capacity // page_size
+            table = torch.randperm(pages, device=DEVICE).view(batch, capacity // page_size).int()
+            k_cache, v_cache = rand(pages, page_size, heads_kv, d, dtype=dtype), rand(pages, page_size, heads_kv, d,
+                                                                                      dtype=dtype)
+        else:
+            table = None
+            k_cache, v_cache = rand(batch, capacity, heads_kv, d, dtype=dtype), rand(batch, capacity, heads_kv, d,
+                                                                                    dtype=dtype)
+        q, k_new, v_new = (rand(batch, 1, h, d, dtype=dtype) for h in (heads_q, heads_kv, heads_kv))
+        seqlens = torch.tensor([5, 100, 1000, 2000], dtype=torch.int32, device=DEVICE)
+
+        def step(k_cache, v_cache):
+            return aotk.flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, cache_seqlens=seqlens,
+                                                block_table=table, causal=True, return_softmax_lse=True)
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step(k_cache, v_cache)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out, static_lse = step(k_cache, v_cache)
+        for lengths in ([0, 7, 513, capacity - 1], [capacity - 1, 1, 64, 300]):
+            seqlens.copy_(torch.tensor(lengths, dtype=torch.int32))
+            with torch.no_grad():
+                for t in (q, k_new, v_new):
+                    t.copy_(torch.randn_like(t))
+            eager_k, eager_v = k_cache.clone(), v_cache.clone()
+            graph.replay()
+            out, lse = step(eager_k, eager_v)
+            torch.cuda.synchronize()
+            expect(torch.equal(static_out, out) and torch.equal(static_lse, lse),
+                   f"paged={paged} lengths {lengths}: the replay's out/lse differ from the eager call's")
+            expect(torch.equal(k_cache, eager_k) and torch.equal(v_cache, eager_v),
+                   f"paged={paged} lengths {lengths}: the replay's caches differ from the eager call's")
+            expect(torch.isfinite(out).all().item() and lse[0].isfinite().all().item(), "non-finite results")
+        p = _capi.decode_params()
+        p.q, p.k_cache, p.v_cache = (_torch_ops._describe(t) for t in (q, k_cache, v_cache))
+        p.block_table = _torch_ops._describe_optional(table)
+        p.cache_seqlens, p.out = _torch_ops._describe(seqlens), _torch_ops._describe(out)
+        details.append(f"paged={paged}: {_capi.library().query(_capi.AOTK_OP_DECODE, p).num_splits} splits")
+    return "; ".join(details)
+
+
+def test_merge_attention_states():
+    """merge_attention_states against attention over all the keys: float64 partials (one range empty,
+    its out NaN: a -inf lse must add nothing) merged in fp32, with and without sinks; flash_attn_func's
+    bf16 partials (return_attn_probs=True) merged within the same-dtype bound; the packed layout from
+    flash_attn_varlen_func."""
+    worst = 0.0
+    batch, seqlen_q, heads_q, heads_kv, d = 2, 37, 8, 2, 64
+    cuts = (0, 50, 50, 130, 200)  # key ranges [0, 50), [50, 50) (empty), [50, 130), [130, 200)
+    q64 = rand(batch, seqlen_q, heads_q, d, dtype=torch.float64)
+    k64, v64 = rand(batch, 200, heads_kv, d, dtype=torch.float64), rand(batch, 200, heads_kv, d, dtype=torch.float64)
+    for sinks in (None, torch.randn(heads_q, device=DEVICE)):
+        outs, lses = [], []
+        for a, b in zip(cuts, cuts[1:]):
+            if a == b:
+                outs.append(torch.full((batch, seqlen_q, heads_q, d), float("nan"), dtype=torch.float64, device=DEVICE))
+                lses.append(torch.full((batch, heads_q, seqlen_q), float("-inf"), dtype=torch.float64, device=DEVICE))
+                continue
+            outs.append(attention_ref(q64, k64[:, a:b], v64[:, a:b]))
+            lses.append(torch.stack([lse_ref(q64[i], k64[i, a:b]) for i in range(batch)]))
+        out, lse = aotk.merge_attention_states(torch.stack(outs).float(), torch.stack(lses).float(), sinks=sinks)
+        ref = [with_sinks(attention_ref(q64[i:i + 1], k64[i:i + 1], v64[i:i + 1])[0], lse_ref(q64[i], k64[i]), sinks)
+               for i in range(batch)]
+        ref_out, ref_lse = torch.stack([r[0] for r in ref]), torch.stack([r[1] for r in ref])
+        expect(out.dtype == torch.float32 and lse.shape == (batch, heads_q, seqlen_q), f"{out.dtype} {lse.shape}")
+        err, lse_err = max_err(out, ref_out), max_err(lse, ref_lse)
+        expect(err < 1e-5 and lse_err < 1e-5,
+               f"sinks={sinks is not None}: fp32 merge error {err:.2e}, lse error {lse_err:.2e}")
+    # bf16 partials from flash_attn_func, merged into bf16 (a list of partials, stacked by the function).
+    q, k, v = q64.bfloat16(), k64.bfloat16(), v64.bfloat16()
+    parts = [aotk.flash_attn_func(q, k[:, a:b], v[:, a:b], return_attn_probs=True) for a, b in zip(cuts, cuts[1:])]
+    expect(all(p[2] is None and p[1].shape == (batch, heads_q, seqlen_q) for p in parts), "return_attn_probs")
+    out, lse = aotk.merge_attention_states([p[0] for p in parts], [p[1] for p in parts])
+    expect(out.dtype == torch.bfloat16, f"out dtype {out.dtype}")
+    worst = max(worst, check_close("bf16 merge", out, attention_ref(q, k, v), attention_ref(q, k, v, upcast=False)))
+    full_lse = torch.stack([lse_ref(q[i], k[i]) for i in range(batch)])
+    expect(max_err(lse, full_lse) < 1e-2, f"bf16 merge lse error {max_err(lse, full_lse):.2e}")
+    # The packed layout: two sequences, each one's keys cut in two, partials from flash_attn_varlen_func.
+    lens_q, lens_k, cut = [17, 30], [40, 90], [15, 60]
+    qv = rand(sum(lens_q), heads_q, d, dtype=torch.bfloat16)
+    kv, vv = rand(sum(lens_k), heads_kv, d, dtype=torch.bfloat16), rand(sum(lens_k), heads_kv, d, dtype=torch.bfloat16)
+    starts_k = [0, lens_k[0]]
+    cu_q = torch.tensor([0, lens_q[0], sum(lens_q)], dtype=torch.int32, device=DEVICE)
+    parts = []
+    for first in (True, False):
+        ranges = [(s, s + c) if first else (s + c, s + n) for s, c, n in zip(starts_k, cut, lens_k)]
+        idx = torch.cat([torch.arange(a, b, device=DEVICE) for a, b in ranges])
+        lengths = [b - a for a, b in ranges]
+        cu_k = torch.tensor([0, lengths[0], sum(lengths)], dtype=torch.int32, device=DEVICE)
+        parts.append(aotk.flash_attn_varlen_func(qv, kv[idx], vv[idx], cu_q, cu_k, max(lens_q), max(lengths),
+                                                 return_attn_probs=True))
+    expect(parts[0][1].shape == (heads_q, sum(lens_q)), f"varlen softmax_lse {parts[0][1].shape}")
+    out, lse = aotk.merge_attention_states(torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts]))
+    ref64, reflp = [], []
+    for i in range(2):
+        qs, ks = slice(sum(lens_q[:i]), sum(lens_q[:i + 1])), slice(starts_k[i], starts_k[i] + lens_k[i])
+        ref64.append(attention_ref(qv[None, qs], kv[None, ks], vv[None, ks])[0])
+        reflp.append(attention_ref(qv[None, qs], kv[None, ks], vv[None, ks], upcast=False)[0])
+    worst = max(worst, check_close("packed merge", out, torch.cat(ref64), torch.cat(reflp)))
+    expect(lse.shape == (heads_q, sum(lens_q)), f"packed lse {lse.shape}")
+    return f"worst error {worst:.3f} of its bound"
+
+
+def test_kvcache_torch_compile():
+    """torch.compile(fullgraph=True) traces flash_attn_with_kvcache (the in-place append included) and
+    merge_attention_states with no graph break; the compiled results and caches are bit-identical to
+    eager calls on copies."""
+    torch._dynamo.reset()
+    dtype = torch.bfloat16
+
+    def step(q, k_cache, v_cache, k_new, v_new, seqlens):
+        out, lse = aotk.flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, cache_seqlens=seqlens,
+                                                causal=True, return_softmax_lse=True)
+        merged, merged_lse = aotk.merge_attention_states(torch.stack([out, out]), torch.stack([lse, lse]))
+        return out, lse, merged, merged_lse
+
+    compiled = torch.compile(step, fullgraph=True)
+    k_cache, v_cache = rand(3, 500, 2, 128, dtype=dtype), rand(3, 500, 2, 128, dtype=dtype)
+    for lengths in ([0, 17, 400], [3, 490, 250]):
+        q, k_new, v_new = rand(3, 4, 8, 128, dtype=dtype), rand(3, 4, 2, 128, dtype=dtype), rand(3, 4, 2, 128,
+                                                                                               dtype=dtype)
+        seqlens = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+        eager_k, eager_v = k_cache.clone(), v_cache.clone()
+        got = compiled(q, k_cache, v_cache, k_new, v_new, seqlens)
+        want = step(q, eager_k, eager_v, k_new, v_new, seqlens)
+        for name, a, b in zip(("out", "lse", "merged", "merged lse"), got, want):
+            expect(torch.equal(a, b), f"lengths {lengths}: compiled {name} differs from eager")
+        expect(torch.equal(k_cache, eager_k) and torch.equal(v_cache, eager_v), "compiled caches differ from eager")
+        expect(torch.equal(got[2], got[0]), "merging two equal partials changed out")
+        expect(max_err(got[3], got[1] + math.log(2)) < 1e-5, "merging two equal partials: lse is not lse + log 2")
+    return "no graph break"
+
+
 class TinyAttention(torch.nn.Module):
     def __init__(self, fn):
         super().__init__()
@@ -717,7 +1061,8 @@ def main():
     for fn in (test_reference_matches_torch_math_sdpa, test_flash_attn_func_random, test_flash_attn_func_strided_inputs,
                test_flash_attn_varlen_func, test_scaled_dot_product_attention, test_dropout, test_selection_attention,
                test_aotk_error_from_the_library, test_edge_sizes, test_backward_on_another_thread, test_torch_compile,
-               test_torch_compile_import_order, test_cuda_graph, test_transformer_training):
+               test_torch_compile_import_order, test_cuda_graph, test_flash_attn_with_kvcache, test_kvcache_cuda_graph,
+               test_merge_attention_states, test_kvcache_torch_compile, test_transformer_training):
         case(fn)
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed, {RESULTS['skipped']} skipped")
     return 1 if RESULTS["failed"] else 0
