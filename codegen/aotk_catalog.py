@@ -234,8 +234,15 @@ ATTN_DECODE_PARAMS = (
     + _decode_strides((("qb", "qs", "qh"), ("kp", "ks", "kh"), ("vp", "vs", "vh"), ("ob", "os", "oh")))
     + [(n, "i64", False) for n in ("stride_lb", "stride_lh", "stride_tb", "stride_ab")]
     + _ints(("batch_size", "seqlen_q", "heads_q", "group_size", "capacity", "page_size", "num_splits", "split_keys",
-             "row_chunks", "head_dim_qk8", "head_dim_v8", "window_left", "window_right", "flags"))
+             "row_chunks", "head_dim_qk8", "head_dim_v8", "window_left", "window_right", "flags", "seqlen_new"))
     + _SCORE_SCALARS
+)
+# Appending the step's keys and values into the cache (the decode's alignment rule: hinted throughout).
+ATTN_CACHE_APPEND_PARAMS = (
+    _pointers(("KNew", "VNew", "K", "V")) + _pointers(("BlockTable", "CacheSeqlens"), "*i32", False)
+    + _decode_strides((("nb", "ns", "nh"), ("wb", "ws", "wh"), ("kp", "ks", "kh"), ("vp", "vs", "vh")))
+    + [("stride_tb", "i64", False)]
+    + _ints(("seqlen_new", "heads_kv", "capacity", "page_size", "head_dim_qk8", "head_dim_v8", "flags"))
 )
 # The merge: partials and output in any of fp32, fp16 and bf16, chosen at run time by which of each
 # typed triple is non-NULL; any strides (int64).
@@ -382,6 +389,7 @@ def _decode_configs(arch, dqk, dv):
 
 
 MERGE_CONFIG = T(16, 64, 4, 1)  # rows per program x head-dim chunk
+APPEND_CONFIG = T(8, 0, 4, 1)   # kv heads per step
 SEL_INDEX_CONFIG = T(1024, 0, 4, 1)   # ENTRIES: index entries per program (count, scatter)
 SEL_ORDER_CONFIG = T(8192, 1024, 4, 1)  # SORT_TILE (lists sorted in registers) x ENTRIES (the long-list scan)
 SEL_SCAN_CONFIG = T(1024, 0, 4, 1)
@@ -413,6 +421,8 @@ FAMILIES = {
                             ("dtype", "hopper_bwd_dims")),
     "attn_decode": ("attn_decode.py", "attn_decode", ATTN_DECODE_PARAMS, ("dtype", "dims", "aligned_only")),
     "attn_merge": ("attn_decode.py", "attn_merge", ATTN_MERGE_PARAMS, ("align",)),
+    "attn_cache_append": ("attn_decode.py", "attn_cache_append", ATTN_CACHE_APPEND_PARAMS,
+                          ("dtype", "dims", "aligned_only")),
     "sel_fwd": ("sel_attn.py", "sel_fwd", SEL_FWD_PARAMS, ("dtype", "sel_dims", "sel_block", "align")),
     "sel_bwd_dq": ("sel_attn.py", "sel_bwd_dq", SEL_BWD_DQ_PARAMS, ("dtype", "sel_dims", "sel_block")),
     "sel_bwd_dkdv": ("sel_attn.py", "sel_bwd_dkdv", SEL_BWD_DKDV_PARAMS, ("dtype", "sel_dims", "sel_block", "align")),
@@ -475,6 +485,8 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
         return _decode_configs(arch, dqk, dv)
     if family == "attn_merge":
         return ((1, MERGE_CONFIG),)
+    if family == "attn_cache_append":
+        return ((1, APPEND_CONFIG),)
     if family in ("sel_index_count", "sel_index_scatter"):
         return ((1, SEL_INDEX_CONFIG),)
     if family == "sel_index_order":
@@ -521,6 +533,7 @@ CONSTEXPRS = {
     "attn_bwd_dq": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
     "attn_decode": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N"),
     "attn_merge": ("BLOCK_M", "BLOCK_N"),
+    "attn_cache_append": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M"),
     "sel_fwd": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),
     "sel_bwd_dq": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),
     "sel_bwd_dkdv": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_R", "BLOCK_N", "BLOCK_SIZE"),

@@ -359,6 +359,7 @@ typedef struct aotk_kernel_info {
  * (num_splits > 1: a merge follows the decoding kernel). */
 #define AOTK_FEATURE_PAGED_KV (1u << 12)
 #define AOTK_FEATURE_SPLIT_KV (1u << 13)
+#define AOTK_FEATURE_APPEND_KV (1u << 14) /* k_new and v_new are written into the cache first */
 
 #define AOTK_KERNEL_INFO_INIT {.struct_size = sizeof(aotk_kernel_info)}
 
@@ -497,13 +498,14 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   paged: [num_pages, page_size, heads_kv, head_dim_qk], any page_size >= 1. q's dtype.
  *   v_cache    in   like k_cache with head_dim_v (same capacity or page count and page size).
  *   block_table in  optional int32 [batch, max_pages_per_seq]: request b's key j is row j % page_size of
- *                   page block_table[b, j / page_size]. Only the entries of a request's first
- *                   cache_seqlens[b] keys are read; they must be valid pages (not checked: a page id
- *                   outside [0, num_pages) reads outside k_cache). capacity = max_pages_per_seq * page_size.
+ *                   page block_table[b, j / page_size]. Only the entries of a request's first L_b
+ *                   keys are read; they must be valid pages (not checked: a page id outside
+ *                   [0, num_pages) reads outside k_cache). capacity = max_pages_per_seq * page_size.
  *   cache_seqlens in int32 [batch] in device memory: request b attends to its keys 0 .. L_b - 1,
- *                   L_b = cache_seqlens[b] (the new tokens' own keys already written, at the end), read
- *                   by the kernel when it runs. Values outside [0, capacity] are clamped to it; L_b = 0
- *                   gives out = 0 and lse = -inf (or the sink's) for that request.
+ *                   L_b = cache_seqlens[b] (the new tokens' own keys already written, at the end; with
+ *                   k_new below, the length before them), read by the kernels when they run. Values
+ *                   outside [0, capacity] are clamped to it; L_b = 0 gives out = 0 and lse = -inf (or the
+ *                   sink's) for that request.
  *   out        out  [batch, seqlen_q, heads_q, head_dim_v], q's dtype.
  *   lse        out  optional fp32 [batch, heads_q, seqlen_q], natural log, as aotk_attn_params' lse.
  *   softmax_scale, softcap, alibi_slopes ([heads_q] or [batch, heads_q]) and sinks ([heads_q]) as in
@@ -518,6 +520,13 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   whose partial results are merged; aotk_decode_query reports the count.
  *   max_seqlen_k    0 (default): capacity; else a host-side bound on every L_b that aotk's choice of
  *                   num_splits uses (a request longer than it is still computed in full, only slower).
+ *   k_new, v_new in optional, given together (appending, as flash_attn_with_kvcache's k and v):
+ *                   [batch, seqlen_new, heads_kv, head_dim_qk] and [..., head_dim_v], q's dtype, not
+ *                   overlapping the caches. A first kernel writes new token i of request b into the cache
+ *                   row at position max(cache_seqlens[b], 0) + i (through block_table when paged; a
+ *                   position at or past the capacity is not written), then the request attends to
+ *                   L_b = min(max(cache_seqlens[b], 0) + seqlen_new, capacity) keys: cache_seqlens then
+ *                   holds the lengths before the step, and is not changed (the caller advances it).
  * Program layout: one program per (request, kv head, split) holds all G = heads_q / heads_kv query
  * heads of the group times seqlen_q tokens, so K and V are read once per group (a group of more than 64
  * such rows runs in chunks of 64, each reading them again). When batch * heads_kv
@@ -555,12 +564,15 @@ typedef struct aotk_decode_params {
   aotk_tensor sinks;
   int32_t num_splits;
   int32_t max_seqlen_k;
+  aotk_tensor k_new;
+  aotk_tensor v_new;
 } aotk_decode_params;
 
 #define AOTK_DECODE_PARAMS_INIT {.struct_size = sizeof(aotk_decode_params), .window_left = -1, .window_right = -1}
 
 /*
- * The decoding forward. One kernel on `stream`, two when the keys are split (the merge). `workspace`:
+ * The decoding forward. One kernel on `stream`, one more when the keys are split (the merge), one more
+ * (first) when appending. `workspace`:
  * device memory of at least the workspace_bytes aotk_decode_query reports (0 without splits: workspace
  * may then be NULL), 16-byte aligned: num_splits * batch * seqlen_q * heads_q * (4 * round_up(head_dim_v,
  * 16) + 4) bytes, the partial outputs then the partial LSEs, each part rounded up to 16 bytes.

@@ -21,6 +21,9 @@ window_right (causal: window_right = 0; -1 unbounded) and j < L. Softcap, ALiBi 
 are run-time flags: decoding is bound by memory, and their arithmetic is hidden under the loads. A
 sink joins the softmax once: in this kernel's epilogue without splits, else in the merge.
 
+attn_cache_append: writes the step's new keys and values into the cache (contiguous or paged) at
+each request's cache_seqlens, before attn_decode reads them (flash_attn_with_kvcache's k and v).
+
 attn_merge: out and lse of num_partials attentions of the same queries over disjoint key sets:
 lse = log sum_p exp(lse_p) (+ exp(sink)), out = sum_p exp(lse_p - lse) out_p. A partial whose lse is
 -inf contributes nothing; a row with no key in any partial (and no sink) gets out = 0 and lse = -inf.
@@ -65,7 +68,7 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks,
                 stride_ob, stride_os, stride_oh,
                 stride_lb, stride_lh, stride_tb, stride_ab,
                 batch_size, seqlen_q, heads_q, group_size, capacity, page_size, num_splits, split_keys, row_chunks,
-                head_dim_qk8, head_dim_v8, window_left, window_right, flags,
+                head_dim_qk8, head_dim_v8, window_left, window_right, flags, seqlen_new,
                 qk_scale_log2, softcap_scale, softcap_log2,
                 HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # Grid: (split, row chunk, kv head, request), split fastest: the splits of one group run side by
@@ -80,7 +83,9 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks,
     batch = rest // heads_kv
     batch64 = batch.to(tl.int64)
 
-    length = tl.minimum(tl.maximum(tl.load(CacheSeqlens + batch), 0), capacity)
+    # With appending (seqlen_new > 0), cache_seqlens holds the length before the step's keys were
+    # written (by attn_cache_append, launched first), as in flash-attn.
+    length = tl.minimum(tl.maximum(tl.load(CacheSeqlens + batch), 0) + seqlen_new, capacity)
     rows = chunk * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < group_size * seqlen_q
     token = rows % seqlen_q
@@ -242,3 +247,41 @@ def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Ou
         lse = tl.where(has_keys, m_safe + tl.math.log(total), float("-inf"))
         lse = tl.where(nan, float("nan"), lse)
         tl.store(Lse + batch * stride_lb + head * stride_lh + token * stride_ls, lse, mask=row_ok)
+
+
+@triton.jit
+def attn_cache_append(KNew, VNew, K, V, BlockTable, CacheSeqlens,
+                      stride_nb, stride_ns, stride_nh, stride_wb, stride_ws, stride_wh,
+                      stride_kp, stride_ks, stride_kh, stride_vp, stride_vs, stride_vh, stride_tb,
+                      seqlen_new, heads_kv, capacity, page_size, head_dim_qk8, head_dim_v8, flags,
+                      HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr):
+    # Appending: new token i of request b (k_new, v_new [batch, seqlen_new, heads_kv, d]) goes to the
+    # cache row at position max(cache_seqlens[b], 0) + i, through the block table when paged. A
+    # position at or past the capacity is not written. One program per (request, new token), BLOCK_M kv
+    # heads at a time. Launched before attn_decode on the same stream, which then reads these rows.
+    pid = tl.program_id(0)
+    token = pid % seqlen_new
+    batch64 = (pid // seqlen_new).to(tl.int64)
+    position = tl.maximum(tl.load(CacheSeqlens + batch64), 0).to(tl.int64) + token
+    if position < capacity:
+        if (flags & FLAG_PAGED) != 0:
+            page = tl.load(BlockTable + batch64 * stride_tb + position // page_size).to(tl.int64)
+            row = position % page_size
+        else:
+            page = batch64
+            row = position
+        heads = tl.arange(0, BLOCK_M)
+        offs_k = tl.arange(0, HEAD_DIM_QK)
+        offs_v = tl.arange(0, HEAD_DIM_V)
+        k_row = K + page * stride_kp + row * stride_ks
+        v_row = V + page * stride_vp + row * stride_vs
+        k_src = KNew + batch64 * stride_nb + token.to(tl.int64) * stride_ns
+        v_src = VNew + batch64 * stride_wb + token.to(tl.int64) * stride_ws
+        for h0 in range(0, heads_kv, BLOCK_M):
+            h = (h0 + heads).to(tl.int64)
+            mask_k = (h < heads_kv)[:, None] & (offs_k < head_dim_qk8 * 8)[None, :]
+            mask_v = (h < heads_kv)[:, None] & (offs_v < head_dim_v8 * 8)[None, :]
+            x = tl.load(k_src + h[:, None] * stride_nh + offs_k[None, :], mask=mask_k)
+            tl.store(k_row + h[:, None] * stride_kh + offs_k[None, :], x, mask=mask_k)
+            y = tl.load(v_src + h[:, None] * stride_wh + offs_v[None, :], mask=mask_v)
+            tl.store(v_row + h[:, None] * stride_vh + offs_v[None, :], y, mask=mask_v)

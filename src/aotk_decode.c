@@ -36,6 +36,8 @@ typedef struct decode_problem {
   int sinks;
   int write_lse;
   int32_t num_splits_asked; /* 0: aotk chooses */
+  int append;               /* k_new and v_new given: attn_cache_append writes them first */
+  int64_t seqlen_new;       /* their tokens per request; 0 without */
 } decode_problem;
 
 static const char *const q_layout = "[batch, seqlen_q, heads_q, head_dim_qk]";
@@ -260,9 +262,48 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
   }
   p->size_hint = params->max_seqlen_k > 0 && params->max_seqlen_k < p->capacity ? params->max_seqlen_k : p->capacity;
 
+  /* Appending: k_new [batch, seqlen_new, heads_kv, head_dim_qk] and v_new (head_dim_v), given together. */
+  const aotk_tensor *k_new = &params->k_new, *v_new = &params->v_new;
+  p->append = k_new->data != NULL || v_new->data != NULL;
+  if (p->append) {
+    static const char *const new_layouts[2] = {"[batch, seqlen_new, heads_kv, head_dim_qk]",
+                                               "[batch, seqlen_new, heads_kv, head_dim_v]"};
+    const aotk_tensor *news[2] = {k_new, v_new};
+    static const char *const names[2] = {"k_new", "v_new"};
+    for (int t = 0; t < 2; t++) {
+      if ((status = aotk__check_tensor(news[t], names[t], 4, new_layouts[t])) != AOTK_OK) return status;
+      if (news[t]->dtype != p->dtype) {
+        return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", names[t],
+                          aotk__dtype_name(news[t]->dtype), aotk__dtype_name(p->dtype));
+      }
+      const int64_t expected[4] = {p->batch, k_new->shape[1], p->heads_kv, t == 0 ? p->head_dim_qk : p->head_dim_v};
+      static const char *const what[4] = {"batch (q.shape[0])", "seqlen_new (k_new.shape[1])", "heads_kv",
+                                          "the cache's head dim"};
+      for (int d = 0; d < 4; d++) {
+        if ((status = check_dim(news[t], names[t], d, expected[d], what[d],
+                                d == 3 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+          return status;
+        }
+      }
+    }
+    p->seqlen_new = k_new->shape[1];
+    int64_t programs;
+    if (p->seqlen_new > AOTK_DECODE_MAX_CAPACITY || __builtin_mul_overflow(p->batch, p->seqlen_new, &programs) ||
+        programs > INT32_MAX) {
+      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
+                        "k_new.shape[1] = %lld new tokens per request: more than AOTK_DECODE_MAX_CAPACITY, or "
+                        "batch * seqlen_new exceeds 2^31 - 1",
+                        (long long)p->seqlen_new);
+    }
+  }
+
   /* Last: the 16-byte alignment the compiled kernels assume (the shape errors above are more useful). */
   if ((status = check_aligned(q, "q")) != AOTK_OK || (status = check_aligned(k, "k_cache")) != AOTK_OK ||
       (status = check_aligned(v, "v_cache")) != AOTK_OK || (status = check_aligned(out, "out")) != AOTK_OK) {
+    return status;
+  }
+  if (p->append &&
+      ((status = check_aligned(k_new, "k_new")) != AOTK_OK || (status = check_aligned(v_new, "v_new")) != AOTK_OK)) {
     return status;
   }
   /* The grid: batch * heads_kv * row chunks * splits programs, each factor small, checked as a whole
@@ -277,6 +318,7 @@ typedef struct decode_plan {
   aotk__device_info device;
   aotk__image_kind kind;
   int decode_row, merge_row;  /* merge_row < 0 without splits */
+  int append_row;             /* < 0 without appending */
   int64_t row_chunks;         /* programs per group: ceil(G * seqlen_q / block_m) */
   int64_t num_splits, split_keys;
   int64_t programs;           /* the decoding grid */
@@ -355,6 +397,11 @@ static aotk_status plan_decode(const decode_problem *p, decode_plan *plan) {
                       "batch * heads_kv * ceil(G * seqlen_q / %d) * num_splits = %lld programs exceeds the grid limit of 2^31 - 1",
                       (int)e->block_m, (long long)programs * plan->num_splits);
   }
+  plan->append_row = -1;
+  if (p->append && (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_CACHE_APPEND, &ap, 1, &plan->device,
+                                                 &plan->append_row, &plan->kind)) != AOTK_OK) {
+    return status;
+  }
   plan->merge_row = -1;
   if (plan->num_splits > 1) {
     plan->workspace_bytes = partial_out_bytes(p, plan->num_splits) + partial_lse_bytes(p, plan->num_splits);
@@ -381,6 +428,7 @@ static uint32_t decode_features(const decode_problem *p, const decode_plan *plan
   if (e->head_dim_qk > p->head_dim_qk || e->head_dim_v > p->head_dim_v) f |= AOTK_FEATURE_PADDED_HEAD_DIM;
   if (p->paged) f |= AOTK_FEATURE_PAGED_KV;
   if (plan->num_splits > 1) f |= AOTK_FEATURE_SPLIT_KV;
+  if (p->append) f |= AOTK_FEATURE_APPEND_KV;
   return f;
 }
 
@@ -393,8 +441,9 @@ static void set_num_splits(aotk_kernel_info *info, int64_t num_splits) {
 /* --- launches ------------------------------------------------------------------------------------ */
 
 /* Parameter kinds, in the catalog's order (codegen/aotk_catalog.py): p pointer, l int64, i int32, f fp32. */
-static const char decode_param_kinds[] = "ppppp" "pp" "pp" "pp" "llllllllllll" "llll" "iiiiiiiiiiiiii" "fff";
+static const char decode_param_kinds[] = "ppppp" "pp" "pp" "pp" "llllllllllll" "llll" "iiiiiiiiiiiiiii" "fff";
 static const char merge_param_kinds[] = "ppp" "p" "ppp" "pp" "llllllllllllll" "iiiiii";
+static const char append_param_kinds[] = "pppp" "pp" "llllllllllll" "l" "iiiiiii";
 
 /* attn_common.py's flags, and attn_decode.py's. */
 enum {
@@ -439,11 +488,14 @@ static aotk_status launch_merge(const aotk__driver *driver, int row, CUkernel ke
 
 static aotk_status launch_decode(const aotk_decode_params *params, const decode_problem *p, const decode_plan *plan,
                                  void *workspace, aotk_stream stream) {
-  const int rows[2] = {plan->decode_row, plan->merge_row};
-  const char *const kinds[2] = {decode_param_kinds, merge_param_kinds};
-  CUkernel kernels[2];
-  aotk_status status = aotk__load_rows(plan->driver, rows, kinds, plan->merge_row >= 0 ? 2 : 1, plan->kind,
-                                       plan->device.device, kernels);
+  /* Every kernel is loaded before the first launch: a load failure launches nothing. */
+  int rows[3] = {plan->decode_row, 0, 0};
+  const char *kinds[3] = {decode_param_kinds, NULL, NULL};
+  int count = 1, merge_index = 0, append_index = 0;
+  if (plan->merge_row >= 0) merge_index = count, rows[count] = plan->merge_row, kinds[count++] = merge_param_kinds;
+  if (plan->append_row >= 0) append_index = count, rows[count] = plan->append_row, kinds[count++] = append_param_kinds;
+  CUkernel kernels[3];
+  aotk_status status = aotk__load_rows(plan->driver, rows, kinds, count, plan->kind, plan->device.device, kernels);
   if (status != AOTK_OK) return status;
   const int split = plan->num_splits > 1;
   CUdeviceptr q = (CUdeviceptr)(uintptr_t)params->q.data, k = (CUdeviceptr)(uintptr_t)params->k_cache.data;
@@ -460,10 +512,10 @@ static aotk_status launch_decode(const aotk_decode_params *params, const decode_
                          vt->strides[0], vt->strides[1], vt->strides[2], ot->strides[0], ot->strides[1], ot->strides[2],
                          p->write_lse ? params->lse.strides[0] : 0, p->write_lse ? params->lse.strides[1] : 0,
                          p->paged ? params->block_table.strides[0] : 0, p->alibi_batch_stride};
-  int32_t ints[14] = {(int32_t)p->batch, (int32_t)p->seqlen_q, (int32_t)p->heads_q, (int32_t)p->group_size,
+  int32_t ints[15] = {(int32_t)p->batch, (int32_t)p->seqlen_q, (int32_t)p->heads_q, (int32_t)p->group_size,
                       (int32_t)p->capacity, (int32_t)p->page_size, (int32_t)plan->num_splits,
                       (int32_t)plan->split_keys, (int32_t)plan->row_chunks, (int32_t)(p->head_dim_qk / 8),
-                      (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0};
+                      (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0, (int32_t)p->seqlen_new};
   ints[13] = (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (p->alibi ? FLAG_ALIBI : 0) |
              (p->sinks ? FLAG_SINKS : 0) | (p->paged ? FLAG_PAGED : 0) | (split ? FLAG_SPLIT : 0);
   float qk_scale_log2 = p->softmax_scale * 1.4426950408889634f;
@@ -473,9 +525,32 @@ static aotk_status launch_decode(const aotk_decode_params *params, const decode_
                   &strides[0], &strides[1], &strides[2], &strides[3], &strides[4], &strides[5], &strides[6],
                   &strides[7], &strides[8], &strides[9], &strides[10], &strides[11], &strides[12], &strides[13],
                   &strides[14], &strides[15], &ints[0], &ints[1], &ints[2], &ints[3], &ints[4], &ints[5], &ints[6],
-                  &ints[7], &ints[8], &ints[9], &ints[10], &ints[11], &ints[12], &ints[13], &qk_scale_log2,
-                  &softcap_scale, &softcap_log2};
+                  &ints[7], &ints[8], &ints[9], &ints[10], &ints[11], &ints[12], &ints[13], &ints[14],
+                  &qk_scale_log2, &softcap_scale, &softcap_log2};
   _Static_assert(sizeof args / sizeof args[0] == sizeof decode_param_kinds - 1, "one argument per parameter");
+  if (p->append) {
+    /* The step's keys and values into the cache first; the decoding kernel, next on the stream, reads them. */
+    const aotk_tensor *kn = &params->k_new, *vn = &params->v_new;
+    CUdeviceptr k_new = (CUdeviceptr)(uintptr_t)kn->data, v_new = (CUdeviceptr)(uintptr_t)vn->data;
+    int64_t append_strides[13] = {kn->strides[0], kn->strides[1], kn->strides[2], vn->strides[0], vn->strides[1],
+                                  vn->strides[2], strides[3], strides[4], strides[5], strides[6], strides[7],
+                                  strides[8], strides[14]};
+    int32_t append_ints[7] = {(int32_t)p->seqlen_new, (int32_t)p->heads_kv, (int32_t)p->capacity, (int32_t)p->page_size,
+                              (int32_t)(p->head_dim_qk / 8), (int32_t)(p->head_dim_v / 8), p->paged ? FLAG_PAGED : 0};
+    void *append_args[] = {&k_new, &v_new, &k, &v, &table, &seqlens, &append_strides[0], &append_strides[1],
+                           &append_strides[2], &append_strides[3], &append_strides[4], &append_strides[5],
+                           &append_strides[6], &append_strides[7], &append_strides[8], &append_strides[9],
+                           &append_strides[10], &append_strides[11], &append_strides[12], &append_ints[0],
+                           &append_ints[1], &append_ints[2], &append_ints[3], &append_ints[4], &append_ints[5],
+                           &append_ints[6]};
+    _Static_assert(sizeof append_args / sizeof append_args[0] == sizeof append_param_kinds - 1,
+                   "one argument per parameter");
+    if ((status = aotk__launch_row(plan->driver, plan->append_row, kernels[append_index],
+                                   sizeof append_args / sizeof append_args[0], append_args, p->batch * p->seqlen_new,
+                                   stream)) != AOTK_OK) {
+      return status;
+    }
+  }
   if ((status = aotk__launch_row(plan->driver, plan->decode_row, kernels[0], sizeof args / sizeof args[0], args,
                                  plan->programs, stream)) != AOTK_OK || !split) {
     return status;
@@ -501,7 +576,7 @@ static aotk_status launch_decode(const aotk_decode_params *params, const decode_
   m.num_rows = (int32_t)partial_rows(p);
   m.head_dim8 = (int32_t)(p->head_dim_v / 8);
   m.flags = out_flag(p->dtype) | (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->sinks ? FLAG_SINKS : 0);
-  return launch_merge(plan->driver, plan->merge_row, kernels[1], &m, stream);
+  return launch_merge(plan->driver, plan->merge_row, kernels[merge_index], &m, stream);
 }
 
 /* --- decoding: the public calls ------------------------------------------------------------------ */
@@ -550,7 +625,7 @@ aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *caller_param
   aotk_status status = decode_validate(caller_params, &params, &problem);
   if (status != AOTK_OK || (status = plan_decode(&problem, &plan)) != AOTK_OK) return status;
   aotk__fill_info(&aotk__kernel_table[plan.decode_row], plan.kind, plan.programs, plan.workspace_bytes,
-                  plan.num_splits > 1 ? 2 : 1, decode_features(&problem, &plan), info);
+                  1 + (plan.num_splits > 1) + problem.append, decode_features(&problem, &plan), info);
   set_num_splits(info, plan.num_splits);
   return AOTK_OK;
 }

@@ -34,6 +34,7 @@ enum {
   AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 = 21,
   AOTK__FAMILY_ATTN_DECODE = 22,
   AOTK__FAMILY_ATTN_MERGE = 23,
+  AOTK__FAMILY_ATTN_CACHE_APPEND = 24,
 };
 
 /* A host-side TMA descriptor's layout, as the compiler chose it: the CUtensorMapSwizzle mode and the
