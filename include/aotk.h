@@ -494,7 +494,8 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  * with each request's length read on the device, so that a captured CUDA graph replays with new lengths.
  *   q          in   [batch, seqlen_q, heads_q, head_dim_qk], fp16 or bf16; seqlen_q from 1 to 16 (one
  *                   token, or a speculative/multi-token step).
- *   k_cache    in   contiguous (block_table.data == NULL): [batch, capacity, heads_kv, head_dim_qk];
+ *   k_cache    in   (in and out when appending) contiguous (block_table.data == NULL): [batch, capacity,
+ *                   heads_kv, head_dim_qk];
  *                   paged: [num_pages, page_size, heads_kv, head_dim_qk], any page_size >= 1. q's dtype.
  *   v_cache    in   like k_cache with head_dim_v (same capacity or page count and page size).
  *   block_table in  optional int32 [batch, max_pages_per_seq]: request b's key j is row j % page_size of
@@ -534,12 +535,13 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  * partial outputs and LSEs to the workspace and a merge kernel (aotk_attn_merge's) combines them, in a
  * fixed order (bitwise deterministic). The number of splits depends only on the sizes the host sees
  * (batch, heads, capacity or max_seqlen_k, the GPU's SM count), never on cache_seqlens.
- * Alignment: q, k_cache, v_cache and out must be 16-byte aligned with every stride but the last a
+ * Alignment: q, k_cache, v_cache, out (and k_new, v_new) must be 16-byte aligned with every stride but the last a
  * multiple of 16 elements (contiguous tensors with head dims that are multiples of 16 are), else
  * AOTK_ERROR_MISALIGNED_POINTER. Head dims: multiples of 8 up to 256, run in the compiled pairs.
- * Sizes: batch * seqlen_q * heads_q < 2^31 and capacity <= AOTK_DECODE_MAX_CAPACITY keys per request
- * (AOTK_ERROR_SIZE_OVERFLOW otherwise); the caches themselves may span any number of elements: the
- * kernels address them with 64-bit offsets.
+ * Sizes: batch * seqlen_q * heads_q < 2^31, capacity and seqlen_new <= AOTK_DECODE_MAX_CAPACITY keys
+ * per request, batch * seqlen_new < 2^31 (AOTK_ERROR_SIZE_OVERFLOW otherwise); the caches themselves may
+ * span any number of elements: the kernels address them with 64-bit offsets. When appending, the
+ * caches are outputs: no stride 0 on a dimension larger than 1.
  */
 #define AOTK_DECODE_MAX_SPLITS 256
 #define AOTK_DECODE_MAX_SEQLEN_Q 16
@@ -572,7 +574,8 @@ typedef struct aotk_decode_params {
 
 /*
  * The decoding forward. One kernel on `stream`, one more when the keys are split (the merge), one more
- * (first) when appending. `workspace`:
+ * (first) when appending; every kernel is loaded before the first launch, so only a driver failure of
+ * a later launch itself (AOTK_ERROR_CUDA) can leave the append done and out undefined. `workspace`:
  * device memory of at least the workspace_bytes aotk_decode_query reports (0 without splits: workspace
  * may then be NULL), 16-byte aligned: num_splits * batch * seqlen_q * heads_q * (4 * round_up(head_dim_v,
  * 16) + 4) bytes, the partial outputs then the partial LSEs, each part rounded up to 16 bytes.

@@ -85,7 +85,8 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks,
 
     # With appending (seqlen_new > 0), cache_seqlens holds the length before the step's keys were
     # written (by attn_cache_append, launched first), as in flash-attn.
-    length = tl.minimum(tl.maximum(tl.load(CacheSeqlens + batch), 0) + seqlen_new, capacity)
+    # (In int64: a length near 2^31 plus the new tokens must clamp to the capacity, not wrap.)
+    length = tl.minimum(tl.maximum(tl.load(CacheSeqlens + batch), 0).to(tl.int64) + seqlen_new, capacity).to(tl.int32)
     rows = chunk * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < group_size * seqlen_q
     token = rows % seqlen_q

@@ -295,6 +295,11 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
                         "batch * seqlen_new exceeds 2^31 - 1",
                         (long long)p->seqlen_new);
     }
+    /* The caches are outputs now: a stride 0 would make requests (or heads, or rows) write one row. */
+    if ((status = aotk__check_output_strides(k, "k_cache")) != AOTK_OK ||
+        (status = aotk__check_output_strides(v, "v_cache")) != AOTK_OK) {
+      return status;
+    }
   }
 
   /* Last: the 16-byte alignment the compiled kernels assume (the shape errors above are more useful). */

@@ -5,8 +5,8 @@
  *
  * Each input decodes into one call. A small problem is built valid first (shapes, contiguous strides,
  * dtypes, the features a byte turns on: causal, windows, softcap, ALiBi, sinks, dropout, varlen,
- * block_cnt; for decoding a contiguous or paged cache, seqlen_q 1..16, GQA, splits forced or chosen;
- * for the merge dense or packed partials of any float dtype, in place or not) and then a run of edits
+ * block_cnt; for decoding a contiguous or paged cache, seqlen_q 1..16, GQA, splits forced or chosen,
+ * appending (k_new and v_new) or not; for the merge dense or packed partials of any float dtype, in place or not) and then a run of edits
  * overwrites any field with a decoded value: a shape or stride entry (small, near a power of two,
  * negative or huge), a rank, a dtype, a pointer (NULL, moved by a few bytes, another tensor's), a
  * scalar's bits (NaN and the infinities included), num_splits, max_seqlen_k, struct_size, the
@@ -24,12 +24,14 @@
  *   tensor's bytes as its shape, strides and dtype say, the workspace), or encodes a TMA descriptor, or
  *   sets or copies memory, reaching past one;
  * - a refusal for want of a kernel (AOTK_ERROR_KERNEL_NOT_BUILT) in a build made without a filter;
- * - for the decoding and merge kernels, more: the whole byte range each pointer argument can reach,
- *   worked out from the packed arguments as kernels/attn_decode.py indexes (grid, sizes, strides,
- *   flags), must lie inside one span; the arguments must describe the caller's problem (no size cut to
- *   int32, a grid that covers every row and no more, the alignment the compiled variant assumes); and
- *   the call must agree with its query (the same refusal, the launches, grid and splits it announced),
- *   the query writing no byte past info->struct_size.
+ * - for the decoding, appending and merge kernels, more: the whole byte range each pointer argument can
+ *   reach, worked out from the packed arguments as kernels/attn_decode.py indexes (grid, sizes, strides,
+ *   flags), must lie inside one span (the appending kernel's cache writes inside the cache's own); the
+ *   arguments must describe the caller's problem (no size cut to int32, a grid that covers every row
+ *   and no more, the alignment the compiled variant assumes); the appending kernel runs before the
+ *   decoding kernel, which is told seqlen_new; and the call must agree with its query (the same
+ *   refusal, the launches, grid and splits it announced, the launches the header counts), the query
+ *   writing no byte past info->struct_size.
  * What it does not check yet: the same full reach for the attention and selection kernels (see
  * check_launch_extent; tests/test_api.c checks those per family on chosen cases).
  *
@@ -126,6 +128,7 @@ static _Thread_local struct {
   aotk_kernel_info announced_info;
   bool announced;
   int64_t decode_splits;
+  int decode_launches, append_launches; /* of this call, in the order they came */
 } seen;
 
 static void fail(const char *what) {
@@ -197,6 +200,21 @@ static void check_reach(uintptr_t address, unsigned __int128 bytes, const char *
     }
     fprintf(stderr, "\n");
   }
+  abort();
+}
+
+/* [address, address + bytes) inside the span of tensor `t` itself (a kernel's writes into it). */
+static void check_reach_in(uintptr_t address, unsigned __int128 bytes, const aotk_tensor *t, const char *what) {
+  for (int i = 0; i < seen.span_count; i++) {
+    const span *s = &seen.spans[i];
+    if (s->tensor != t) continue;
+    if (address >= s->lo && address < s->hi && bytes <= (unsigned __int128)(s->hi - address)) return;
+    fprintf(stderr, "fuzz_api: %s reaches %#lx + %llu bytes, outside %s [%#lx, %#lx)\n", what, (unsigned long)address,
+            (unsigned long long)bytes, s->what, (unsigned long)s->lo, (unsigned long)s->hi);
+    abort();
+  }
+  fprintf(stderr, "fuzz_api: %s reaches %#lx + %llu bytes of a tensor without a span\n", what, (unsigned long)address,
+          (unsigned long long)bytes);
   abort();
 }
 
@@ -283,9 +301,10 @@ static bool rows_offsets(int64_t num_rows, int64_t seqlen_q, int64_t heads, int6
   return any;
 }
 
-/* Elements lo .. hi (offsets from `base`, `element` bytes each) inside one span. */
-static void check_offsets(uintptr_t base, __int128 lo, __int128 hi, size_t element, const char *kernel,
-                          const char *argument) {
+/* Elements lo .. hi (offsets from `base`, `element` bytes each) inside one span, or inside tensor
+ * `within`'s own span when it is not NULL. */
+static void check_offsets_in(uintptr_t base, __int128 lo, __int128 hi, size_t element, const char *kernel,
+                             const char *argument, const aotk_tensor *within) {
   char what[160];
   snprintf(what, sizeof what, "%s's %s (elements %lld .. %lld of %zu bytes)", kernel, argument, (long long)lo,
            (long long)hi, element);
@@ -294,13 +313,28 @@ static void check_offsets(uintptr_t base, __int128 lo, __int128 hi, size_t eleme
     fprintf(stderr, "fuzz_api: %s runs outside the address space from %#lx\n", what, (unsigned long)base);
     abort();
   }
-  check_reach((uintptr_t)first, (unsigned __int128)(end - first), what);
+  if (within != NULL) {
+    check_reach_in((uintptr_t)first, (unsigned __int128)(end - first), within, what);
+  } else {
+    check_reach((uintptr_t)first, (unsigned __int128)(end - first), what);
+  }
+}
+
+static void check_offsets(uintptr_t base, __int128 lo, __int128 hi, size_t element, const char *kernel,
+                          const char *argument) {
+  check_offsets_in(base, lo, hi, element, kernel, argument, NULL);
 }
 
 static void check_box(uintptr_t base, const axis *axes, int count, size_t element, const char *kernel,
                       const char *argument) {
   __int128 lo, hi;
   if (box_offsets(axes, count, &lo, &hi)) check_offsets(base, lo, hi, element, kernel, argument);
+}
+
+static void check_box_in(uintptr_t base, const axis *axes, int count, size_t element, const char *kernel,
+                         const char *argument, const aotk_tensor *within) {
+  __int128 lo, hi;
+  if (box_offsets(axes, count, &lo, &hi)) check_offsets_in(base, lo, hi, element, kernel, argument, within);
 }
 
 static void check_rows(uintptr_t base, int64_t num_rows, int64_t seqlen_q, int64_t heads, int64_t stride_b,
@@ -338,13 +372,23 @@ enum {
 };
 
 /* attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks, OutPartial, LsePartial,
- * 12 int64 q/k/v/out strides, stride_lb, stride_lh, stride_tb, stride_ab, 14 int32 sizes and flags, 3
- * floats), its grid (split fastest, then row chunk, kv head, request). */
+ * 12 int64 q/k/v/out strides, stride_lb, stride_lh, stride_tb, stride_ab, 15 int32 sizes and flags
+ * (seqlen_new last), 3 floats), its grid (split fastest, then row chunk, kv head, request). */
 static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
-  EXPECT(strcmp(e->param_kinds, "ppppppppppplllllllllllllllliiiiiiiiiiiiiifff") == 0,
+  EXPECT(strcmp(e->param_kinds, "ppppppppppplllllllllllllllliiiiiiiiiiiiiiifff") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of attn_decode is out of date", e->param_kinds);
   const aotk_decode_params *d = seen.decode;
   EXPECT(d != NULL, "launched by a call other than aotk_attn_decode");
+  /* Appending (include/aotk.h): the new keys are written first, and the decoding kernel attends to
+   * seqlen_new more keys per request. */
+  const bool append = d->k_new.data != NULL;
+  const int64_t seqlen_new = arg_i32(a, 41);
+  EXPECT(seqlen_new == (append ? d->k_new.shape[1] : 0), "seqlen_new = %lld for k_new of %lld tokens (data %p)",
+         (long long)seqlen_new, (long long)d->k_new.shape[1], d->k_new.data);
+  EXPECT(seen.decode_launches == 0 && seen.append_launches == (append ? 1 : 0),
+         "launched after %d decoding and %d appending launches of the same call", seen.decode_launches,
+         seen.append_launches);
+  seen.decode_launches++;
   enum { Q, K, V, OUT, LSE, TABLE, SEQLENS, ALIBI, SINKS, OUT_PARTIAL, LSE_PARTIAL };
   enum { QB = 11, QS, QH, KP, KS, KH, VP, VS, VH, OB, OS, OH, LB, LH, TB, AB };
   const int64_t batch = arg_i32(a, 27), seqlen_q = arg_i32(a, 28), heads_q = arg_i32(a, 29);
@@ -487,6 +531,7 @@ static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void 
   } else {
     const aotk_decode_params *d = seen.decode;
     EXPECT(d != NULL, "launched by a call other than aotk_attn_merge and aotk_attn_decode");
+    EXPECT(seen.decode_launches == 1, "the merge of a decoding call after %d decoding launches", seen.decode_launches);
     batch = d->q.shape[0];
     EXPECT(num_partials == seen.decode_splits && seqlen_q == d->q.shape[1] && heads == d->q.shape[2] &&
                head_dim == d->v_cache.shape[3],
@@ -553,6 +598,100 @@ static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void 
   }
 }
 
+/* attn_cache_append(KNew, VNew, K, V, BlockTable, CacheSeqlens, k_new's and v_new's (batch, token, head)
+ * strides, the caches' (page, row, head) strides, stride_tb, 7 int32: seqlen_new, heads_kv, capacity,
+ * page_size, head_dim_qk8, head_dim_v8, flags), one program per (request, new token). It reads every
+ * row of k_new and v_new, the request's cache_seqlens entry and, paged, the block table's entries of
+ * positions below the capacity; it writes rows of the caches at positions below the capacity: anywhere
+ * in rows 0 .. capacity - 1 of the request (contiguous), or in rows 0 .. page_size - 1 of any page the
+ * caller described (paged: page ids are device data, valid by contract). */
+static void check_append_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "ppppppllllllllllllliiiiiii") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_cache_append is out of date", e->param_kinds);
+  const aotk_decode_params *d = seen.decode;
+  EXPECT(d != NULL && d->k_new.data != NULL && d->v_new.data != NULL,
+         "launched by a call other than aotk_attn_decode with k_new and v_new");
+  EXPECT(seen.append_launches == 0 && seen.decode_launches == 0,
+         "launched after %d appending and %d decoding launches of the same call", seen.append_launches,
+         seen.decode_launches);
+  seen.append_launches++;
+  enum { K_NEW, V_NEW, K, V, TABLE, SEQLENS };
+  enum { NB = 6, NS, NH, WB, WS, WH, KP, KS, KH, VP, VS, VH, TB };
+  const int64_t seqlen_new = arg_i32(a, 19), heads_kv = arg_i32(a, 20), capacity = arg_i32(a, 21);
+  const int64_t page_size = arg_i32(a, 22), head_dim_qk = 8 * (int64_t)arg_i32(a, 23);
+  const int64_t head_dim_v = 8 * (int64_t)arg_i32(a, 24);
+  const int32_t flags = arg_i32(a, 25);
+  const bool paged = flags & DECODE_PAGED;
+  const int64_t batch = d->q.shape[0];
+
+  /* The caller's problem, untruncated. */
+  EXPECT((flags & ~DECODE_PAGED) == 0 && paged == (d->block_table.data != NULL), "flags = %#x", (unsigned)flags);
+  EXPECT(seqlen_new == d->k_new.shape[1] && seqlen_new == d->v_new.shape[1] && seqlen_new >= 1 &&
+             seqlen_new <= AOTK_DECODE_MAX_CAPACITY,
+         "seqlen_new = %lld for k_new of %lld and v_new of %lld tokens", (long long)seqlen_new,
+         (long long)d->k_new.shape[1], (long long)d->v_new.shape[1]);
+  EXPECT(heads_kv == d->k_cache.shape[2] && heads_kv == d->k_new.shape[2] && heads_kv == d->v_new.shape[2],
+         "heads_kv = %lld for caches of %lld heads, k_new of %lld and v_new of %lld", (long long)heads_kv,
+         (long long)d->k_cache.shape[2], (long long)d->k_new.shape[2], (long long)d->v_new.shape[2]);
+  EXPECT(head_dim_qk == d->k_new.shape[3] && head_dim_qk == d->k_cache.shape[3] && head_dim_v == d->v_new.shape[3] &&
+             head_dim_v == d->v_cache.shape[3],
+         "head dims %lld, %lld for k_new's %lld and v_new's %lld", (long long)head_dim_qk, (long long)head_dim_v,
+         (long long)d->k_new.shape[3], (long long)d->v_new.shape[3]);
+  const __int128 expected_capacity =
+      paged ? (__int128)d->block_table.shape[1] * d->k_cache.shape[1] : (__int128)d->k_cache.shape[1];
+  EXPECT(capacity == expected_capacity && page_size == (paged ? d->k_cache.shape[1] : 0),
+         "capacity = %lld, page_size = %lld for a cache of %lld rows per page or request", (long long)capacity,
+         (long long)page_size, (long long)d->k_cache.shape[1]);
+  EXPECT((__int128)grid == (__int128)batch * seqlen_new, "a grid of %u programs for %lld requests x %lld new tokens",
+         grid, (long long)batch, (long long)seqlen_new);
+  /* The caller's tensors, not others of the same shape. */
+  EXPECT(arg_pointer(a, K_NEW) == (uintptr_t)d->k_new.data && arg_pointer(a, V_NEW) == (uintptr_t)d->v_new.data &&
+             arg_pointer(a, K) == (uintptr_t)d->k_cache.data && arg_pointer(a, V) == (uintptr_t)d->v_cache.data &&
+             arg_pointer(a, TABLE) == (uintptr_t)(paged ? d->block_table.data : NULL) &&
+             arg_pointer(a, SEQLENS) == (uintptr_t)d->cache_seqlens.data,
+         "pointers %#lx %#lx %#lx %#lx %#lx %#lx", (unsigned long)arg_pointer(a, K_NEW),
+         (unsigned long)arg_pointer(a, V_NEW), (unsigned long)arg_pointer(a, K), (unsigned long)arg_pointer(a, V),
+         (unsigned long)arg_pointer(a, TABLE), (unsigned long)arg_pointer(a, SEQLENS));
+  const aotk_tensor *strided[4] = {&d->k_new, &d->v_new, &d->k_cache, &d->v_cache};
+  for (int t = 0; t < 4; t++) {
+    for (int i = 0; i < 3; i++) {
+      EXPECT(arg_i64(a, NB + 3 * t + i) == strided[t]->strides[i], "stride argument %d = %lld, the tensor's %lld",
+             NB + 3 * t + i, (long long)arg_i64(a, NB + 3 * t + i), (long long)strided[t]->strides[i]);
+    }
+  }
+  EXPECT(!paged || arg_i64(a, TB) == d->block_table.strides[0], "stride_tb = %lld, the block table's %lld",
+         (long long)arg_i64(a, TB), (long long)d->block_table.strides[0]);
+  /* What the kernel assumes (hinted throughout, as attn_decode). */
+  for (int i = K_NEW; i <= V; i++) {
+    EXPECT(arg_pointer(a, i) % 16 == 0, "pointer argument %d = %#lx", i, (unsigned long)arg_pointer(a, i));
+  }
+  for (int i = NB; i <= VH; i++) EXPECT(arg_i64(a, i) % 16 == 0, "stride argument %d = %lld", i, (long long)arg_i64(a, i));
+
+  /* The reach, from the packed arguments. */
+  const axis columns_qk = {0, head_dim_qk, 1}, columns_v = {0, head_dim_v, 1};
+  const axis k_new_axes[] = {{0, batch, arg_i64(a, NB)}, {0, seqlen_new, arg_i64(a, NS)}, {0, heads_kv, arg_i64(a, NH)},
+                             columns_qk};
+  const axis v_new_axes[] = {{0, batch, arg_i64(a, WB)}, {0, seqlen_new, arg_i64(a, WS)}, {0, heads_kv, arg_i64(a, WH)},
+                             columns_v};
+  check_box(arg_pointer(a, K_NEW), k_new_axes, 4, 2, e->function_name, "KNew");
+  check_box(arg_pointer(a, V_NEW), v_new_axes, 4, 2, e->function_name, "VNew");
+  const int64_t pages_k = paged ? d->k_cache.shape[0] : batch, pages_v = paged ? d->v_cache.shape[0] : batch;
+  const int64_t cache_rows = paged ? (page_size < capacity ? page_size : capacity) : capacity;
+  const axis k_axes[] = {{0, pages_k, arg_i64(a, KP)}, {0, cache_rows, arg_i64(a, KS)}, {0, heads_kv, arg_i64(a, KH)},
+                         columns_qk};
+  const axis v_axes[] = {{0, pages_v, arg_i64(a, VP)}, {0, cache_rows, arg_i64(a, VS)}, {0, heads_kv, arg_i64(a, VH)},
+                         columns_v};
+  check_box_in(arg_pointer(a, K), k_axes, 4, 2, e->function_name, "K (written)", &d->k_cache);
+  check_box_in(arg_pointer(a, V), v_axes, 4, 2, e->function_name, "V (written)", &d->v_cache);
+  if (paged) {
+    EXPECT(page_size >= 1, "page_size = %lld", (long long)page_size);
+    const axis table_axes[] = {{0, batch, arg_i64(a, TB)}, {0, capacity >= 1 ? (capacity - 1) / page_size + 1 : 0, 1}};
+    check_box(arg_pointer(a, TABLE), table_axes, 2, 4, e->function_name, "BlockTable");
+  }
+  const axis seqlens_axes[] = {{0, batch, 1}};
+  check_box(arg_pointer(a, SEQLENS), seqlens_axes, 1, 4, e->function_name, "CacheSeqlens");
+}
+
 /* The full reach of a launch, where fuzz_api.c models its kernel.
  * TODO: the attention and selection families. Their reach depends on device data for varlen (the
  * cu_seqlens offsets) and selection (block_idx), on the tile (BLOCK_M rows past the sequence, masked,
@@ -562,6 +701,7 @@ static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void 
 static void check_launch_extent(const aotk__kernel_entry *e, unsigned grid, void **params) {
   if (e->family == AOTK__FAMILY_ATTN_DECODE) check_decode_launch(e, grid, params);
   if (e->family == AOTK__FAMILY_ATTN_MERGE) check_merge_launch(e, grid, params);
+  if (e->family == AOTK__FAMILY_ATTN_CACHE_APPEND) check_append_launch(e, grid, params);
 }
 #undef EXPECT
 
@@ -785,7 +925,7 @@ static const aotk__driver fake_driver = {
 /* ---- building a call ---------------------------------------------------------------------------- */
 
 enum { T_Q, T_K, T_V, T_OUT, T_LSE, T_DOUT, T_DQ, T_DK, T_DV, T_CU_Q, T_CU_K, T_ALIBI, T_SINKS, T_DSINKS, T_RNG,
-       T_MASK, T_IDX, T_CNT, T_TABLE, T_SEQLENS, T_PARTIALS, T_LSE_PARTIALS, TENSOR_SLOTS };
+       T_MASK, T_IDX, T_CNT, T_TABLE, T_SEQLENS, T_PARTIALS, T_LSE_PARTIALS, T_K_NEW, T_V_NEW, TENSOR_SLOTS };
 
 static void *region(int slot) { return (void *)(REGION_BASE + (uintptr_t)slot * REGION_STRIDE); }
 
@@ -1009,6 +1149,11 @@ static aotk_decode_params decode_problem(reader *r) {
       p.max_seqlen_k = (int32_t)take_range(r, 1, capacity);
       break;
   }
+  if (features & 2048) { /* appending: a few tokens, or up to past the capacity (the rest is dropped) */
+    const int64_t seqlen_new = take(r, 1) % 4 == 0 ? take_range(r, 1, capacity + 20) : take_range(r, 1, 16);
+    p.k_new = make_rows(T_K_NEW, dtype, 4, (int64_t[]){batch, seqlen_new, hk, dqk}, row_qk);
+    p.v_new = make_rows(T_V_NEW, dtype, 4, (int64_t[]){batch, seqlen_new, hk, dv}, row_v);
+  }
   return p;
 }
 
@@ -1086,9 +1231,10 @@ static void sel_spans(const aotk_sel_params *p) {
 
 static void decode_spans(const aotk_decode_params *p) {
   const aotk_tensor *t[] = {&p->q,   &p->k_cache, &p->v_cache,      &p->block_table, &p->cache_seqlens,
-                            &p->out, &p->lse,     &p->alibi_slopes, &p->sinks};
+                            &p->out, &p->lse,     &p->alibi_slopes, &p->sinks,       &p->k_new,
+                            &p->v_new};
   static const char *const names[] = {"q", "k_cache", "v_cache", "block_table", "cache_seqlens", "out", "lse",
-                                      "alibi_slopes", "sinks"};
+                                      "alibi_slopes", "sinks", "k_new", "v_new"};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_tensor_span(t[i], names[i]);
 }
 
@@ -1152,9 +1298,10 @@ static void edit_sel(reader *r, aotk_sel_params *p) {
 
 static void edit_decode(reader *r, aotk_decode_params *p) {
   aotk_tensor *const all[] = {&p->q,   &p->k_cache, &p->v_cache,      &p->block_table, &p->cache_seqlens,
-                              &p->out, &p->lse,     &p->alibi_slopes, &p->sinks};
+                              &p->out, &p->lse,     &p->alibi_slopes, &p->sinks,       &p->k_new,
+                              &p->v_new};
   const int count = (int)(sizeof all / sizeof all[0]);
-  switch (take(r, 1) % 6) {
+  switch (take(r, 1) % 7) {
     case 0:
     case 1:
       edit_tensor(r, all[take(r, 1) % (unsigned)count], all, count);
@@ -1169,6 +1316,19 @@ static void edit_decode(reader *r, aotk_decode_params *p) {
       break;
     case 4:
       *(take(r, 1) % 2 ? &p->softmax_scale : &p->softcap) = take_float(r);
+      break;
+    case 5: /* appending turned off (one or both dropped), or on with the caches' layout */
+      if (p->k_new.data != NULL || p->v_new.data != NULL) {
+        const unsigned which = (unsigned)take(r, 1) % 3;
+        if (which != 1) p->k_new.data = NULL;
+        if (which != 0) p->v_new.data = NULL;
+      } else {
+        const int64_t seqlen_new = take_size(r);
+        p->k_new = p->k_cache, p->v_new = p->v_cache;
+        p->k_new.data = region(T_K_NEW), p->v_new.data = region(T_V_NEW);
+        p->k_new.shape[0] = p->v_new.shape[0] = p->q.shape[0];
+        p->k_new.shape[1] = p->v_new.shape[1] = seqlen_new;
+      }
       break;
     default:
       p->struct_size = take(r, 1) % 2 ? (size_t)take_range(r, 0, sizeof *p + 8) : (size_t)take(r, 8);
@@ -1329,6 +1489,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       add_span(workspace, workspace_bytes, "workspace");
       status = aotk_attn_decode(&p, (void *)workspace, workspace_bytes, stream);
       check_agrees_with_query(asked, status, true);
+      /* The launches the header counts: the decoding kernel, the merge after a split, the appending
+       * kernel with k_new and v_new (announced by AOTK_FEATURE_APPEND_KV). */
+      const bool append = p.k_new.data != NULL;
+      if (status == AOTK_OK &&
+          (seen.launches != 1 + (seen.announced_info.num_splits > 1) + append || seen.decode_launches != 1 ||
+           seen.append_launches != append ||
+           ((seen.announced_info.features & AOTK_FEATURE_APPEND_KV) != 0) != append)) {
+        fprintf(stderr, "fuzz_api: %d launches (%d decoding, %d appending), %d splits, features %#x, k_new %p\n",
+                seen.launches, seen.decode_launches, seen.append_launches, (int)seen.announced_info.num_splits,
+                (unsigned)seen.announced_info.features, p.k_new.data);
+        fail("a decoding call's launches are not the header's");
+      }
     } else {
       const aotk_op asked_op = take(r, 1) % 8 == 7 ? (aotk_op)take_range(r, -1, 8) : AOTK_OP_DECODE;
       size_t info_bytes = 0;

@@ -62,6 +62,8 @@
 #define FAKE_CACHE_SEQLENS ((void *)(uintptr_t)0xA8000000u)
 #define FAKE_PARTIALS ((void *)(uintptr_t)0x68000000u)
 #define FAKE_LSE_PARTIALS ((void *)(uintptr_t)0x78000000u)
+#define FAKE_K_NEW ((void *)(uintptr_t)0x88000000u)
+#define FAKE_V_NEW ((void *)(uintptr_t)0x98000000u)
 #define FAKE_STREAM ((aotk_stream)(uintptr_t)0x5000u)
 #define FAKE_CONTEXT ((CUcontext)(uintptr_t)0x6000u)
 #define FAKE_LIBRARY_BASE 0x7000u
@@ -124,12 +126,15 @@ static const char *const driver_function_names[] = {
 /* Decoding and the merge (kernels/attn_decode.py): every stride is int64. attn_decode: Q, K, V, Out, Lse,
  * BlockTable, CacheSeqlens, AlibiSlopes, Sinks, OutPartial, LsePartial; the (batch or page, sequence,
  * head) strides of q, k, v and out; lse's (batch, head), the block table's and ALiBi's batch strides;
- * 14 ints; the three score scalars. attn_merge: three typed partial pointers (fp32, fp16, bf16), the
- * partial lse, three typed outputs, lse, sinks; the partials' (partial, batch, token, head) strides, the
- * partial lse's (partial, batch, head, token), out's (batch, token, head), lse's (batch, head, token); six
- * ints. */
-#define ATTN_DECODE_KINDS "ppppp" "pp" "pp" "pp" "lll" "lll" "lll" "lll" "ll" "ll" "iiiiiiiiiiiiii" "fff"
+ * 15 ints (the last, seqlen_new, 0 unless appending); the three score scalars. attn_merge: three typed
+ * partial pointers (fp32, fp16, bf16), the partial lse, three typed outputs, lse, sinks; the partials'
+ * (partial, batch, token, head) strides, the partial lse's (partial, batch, head, token), out's (batch,
+ * token, head), lse's (batch, head, token); six ints. attn_cache_append: KNew, VNew, K, V, BlockTable,
+ * CacheSeqlens; the (batch, token, head) strides of k_new and v_new, the (page, row, head) strides of the
+ * k and v caches, the block table's batch stride; seven ints. */
+#define ATTN_DECODE_KINDS "ppppp" "pp" "pp" "pp" "lll" "lll" "lll" "lll" "ll" "ll" "iiiiiiiiiiiiiii" "fff"
 #define ATTN_MERGE_KINDS "ppp" "p" "ppp" "pp" "llll" "llll" "lll" "lll" "iiiiii"
+#define ATTN_CACHE_APPEND_KINDS "pppp" "pp" "lll" "lll" "lll" "lll" "l" "iiiiiii"
 
 /* The kernels the fake driver knows, by their .entry name. */
 enum kernel_id {
@@ -156,6 +161,7 @@ enum kernel_id {
   KERNEL_BWD_DQ_CONVERT,
   KERNEL_ATTN_DECODE,
   KERNEL_ATTN_MERGE,
+  KERNEL_ATTN_CACHE_APPEND,
   KERNEL_COUNT
 };
 static const struct kernel_signature {
@@ -193,6 +199,7 @@ static const struct kernel_signature {
     {"attn_bwd_dq_convert", AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, ATTN_BWD_DQ_CONVERT_KINDS HIDDEN_KINDS},
     {"attn_decode", AOTK__FAMILY_ATTN_DECODE, ATTN_DECODE_KINDS HIDDEN_KINDS},
     {"attn_merge", AOTK__FAMILY_ATTN_MERGE, ATTN_MERGE_KINDS HIDDEN_KINDS},
+    {"attn_cache_append", AOTK__FAMILY_ATTN_CACHE_APPEND, ATTN_CACHE_APPEND_KINDS HIDDEN_KINDS},
 };
 
 /* Bits of the kernels' flags argument (kernels/attn_common.py). */
@@ -430,7 +437,7 @@ enum decode_param {
   DECODE_STRIDE_LB, DECODE_STRIDE_LH, DECODE_STRIDE_TB, DECODE_STRIDE_AB,
   DECODE_BATCH, DECODE_SEQLEN_Q, DECODE_HEADS_Q, DECODE_GROUP_SIZE, DECODE_CAPACITY, DECODE_PAGE_SIZE,
   DECODE_NUM_SPLITS, DECODE_SPLIT_KEYS, DECODE_ROW_CHUNKS, DECODE_HEAD_DIM_QK8, DECODE_HEAD_DIM_V8,
-  DECODE_WINDOW_LEFT, DECODE_WINDOW_RIGHT, DECODE_FLAGS,
+  DECODE_WINDOW_LEFT, DECODE_WINDOW_RIGHT, DECODE_FLAGS, DECODE_SEQLEN_NEW,
   DECODE_QK_SCALE_LOG2, DECODE_SOFTCAP_SCALE, DECODE_SOFTCAP_LOG2,
   DECODE_GLOBAL_SCRATCH, DECODE_PROFILE_SCRATCH,
   DECODE_PARAM_COUNT
@@ -447,6 +454,21 @@ enum merge_param {
   MERGE_NUM_PARTIALS, MERGE_SEQLEN_Q, MERGE_HEADS, MERGE_NUM_ROWS, MERGE_HEAD_DIM8, MERGE_FLAGS,
   MERGE_GLOBAL_SCRATCH, MERGE_PROFILE_SCRATCH,
   MERGE_PARAM_COUNT
+};
+
+/* attn_cache_append: one program per (request, new token), the token fastest; it writes k_new's and
+ * v_new's rows into the cache (kernels/attn_decode.py). */
+enum append_param {
+  APPEND_K_NEW, APPEND_V_NEW, APPEND_K, APPEND_V, APPEND_BLOCK_TABLE, APPEND_CACHE_SEQLENS,
+  APPEND_STRIDE_NB, APPEND_STRIDE_NS, APPEND_STRIDE_NH,
+  APPEND_STRIDE_WB, APPEND_STRIDE_WS, APPEND_STRIDE_WH,
+  APPEND_STRIDE_KP, APPEND_STRIDE_KS, APPEND_STRIDE_KH,
+  APPEND_STRIDE_VP, APPEND_STRIDE_VS, APPEND_STRIDE_VH,
+  APPEND_STRIDE_TB,
+  APPEND_SEQLEN_NEW, APPEND_HEADS_KV, APPEND_CAPACITY, APPEND_PAGE_SIZE, APPEND_HEAD_DIM_QK8, APPEND_HEAD_DIM_V8,
+  APPEND_FLAGS,
+  APPEND_GLOBAL_SCRATCH, APPEND_PROFILE_SCRATCH,
+  APPEND_PARAM_COUNT
 };
 
 /* Bits of attn_decode's and attn_merge's flags beyond attn_common.py's (kernels/attn_decode.py): a paged
@@ -491,6 +513,8 @@ _Static_assert((int)SEL_SCAN_PARAM_COUNT == sizeof SEL_INDEX_SCAN_KINDS HIDDEN_K
 _Static_assert((int)SEL_CHECK_PARAM_COUNT == sizeof SEL_CHECK_INDICES_KINDS HIDDEN_KINDS - 1, "sel_check_indices list");
 _Static_assert((int)DECODE_PARAM_COUNT == sizeof ATTN_DECODE_KINDS HIDDEN_KINDS - 1, "attn_decode parameter list");
 _Static_assert((int)MERGE_PARAM_COUNT == sizeof ATTN_MERGE_KINDS HIDDEN_KINDS - 1, "attn_merge parameter list");
+_Static_assert((int)APPEND_PARAM_COUNT == sizeof ATTN_CACHE_APPEND_KINDS HIDDEN_KINDS - 1,
+               "attn_cache_append parameter list");
 _Static_assert((int)DECODE_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for attn_decode's list");
 _Static_assert((int)DKDV_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the longest list");
 _Static_assert((int)SEL_DQ_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the selection's longest list");
@@ -7689,6 +7713,25 @@ static aotk_decode_params strided_decode_params(decode_shape s) {
   return params;
 }
 
+/* Appending (include/aotk.h, k_new and v_new): seqlen_new new keys and values per request,
+ * [batch, seqlen_new, heads_kv, head_dim], contiguous at their own fake addresses. */
+static void add_new_kv(aotk_decode_params *params, const decode_shape *s, int64_t seqlen_new) {
+  params->k_new = aotk_tensor_4d(FAKE_K_NEW, s->dtype, s->batch, seqlen_new, s->heads_kv, s->head_dim_qk);
+  params->v_new = aotk_tensor_4d(FAKE_V_NEW, s->dtype, s->batch, seqlen_new, s->heads_kv, s->head_dim_v);
+}
+
+/* The same laid out differently from each other and from the caches, every stride distinct and a
+ * multiple of 16 elements: k_new with padded heads and a gap between requests, v_new heads-major. */
+static void add_strided_new_kv(aotk_decode_params *params, const decode_shape *s, int64_t seqlen_new) {
+  add_new_kv(params, s, seqlen_new);
+  const int64_t dqk = round_up_to(s->head_dim_qk, 16), dv = round_up_to(s->head_dim_v, 16);
+  aotk_tensor *k_new = &params->k_new, *v_new = &params->v_new;
+  k_new->strides[2] = dqk + 32, k_new->strides[1] = s->heads_kv * (dqk + 32);
+  k_new->strides[0] = seqlen_new * k_new->strides[1] + 112;
+  v_new->strides[2] = seqlen_new * (dv + 16), v_new->strides[1] = dv + 16;
+  v_new->strides[0] = s->heads_kv * seqlen_new * (dv + 16) + 144;
+}
+
 /* The one merge row for a target and alignment (the family has no dtype or head-dim axis). */
 static const aotk__kernel_entry *merge_row_for(int arch, int aligned) {
   for (int i = 0; i < aotk__kernel_count; i++) {
@@ -7715,12 +7758,53 @@ static void check_i64(const char *what, const char *kernel, const recorded_launc
             (long long)arg_i64(launch, index), (long long)expected);
 }
 
+/* The appending kernel's launch (include/aotk.h, k_new and v_new; kernels/attn_decode.py,
+ * attn_cache_append): the row of the problem's dtype and compiled head dims, one program per (request,
+ * new token); the new keys and values, the caches, the block table (NULL when contiguous) and the lengths
+ * before the step; k_new's and v_new's (batch, token, head) strides, the caches' (page or request, row,
+ * head) strides, the block table's batch stride (0 when contiguous); seqlen_new, heads_kv, the capacity,
+ * the page size (0 when contiguous), the head dims over 8, and of the flags only PAGED. */
+static void check_append_launch(const char *what, const recorded_launch *launch, const aotk_decode_params *params,
+                                const decode_shape *s, const aotk__kernel_entry *row, int64_t capacity) {
+  const char *kernel = "attn_cache_append";
+  const bool paged = params->block_table.data != NULL;
+  const int64_t seqlen_new = params->k_new.shape[1];
+  check_sel_launch_shape(what, launch, KERNEL_ATTN_CACHE_APPEND, row, s->batch * seqlen_new, APPEND_GLOBAL_SCRATCH);
+  if (launch->kernel != KERNEL_ATTN_CACHE_APPEND) return;
+  check_pointer(what, kernel, launch, APPEND_K_NEW, params->k_new.data, "k_new");
+  check_pointer(what, kernel, launch, APPEND_V_NEW, params->v_new.data, "v_new");
+  check_pointer(what, kernel, launch, APPEND_K, params->k_cache.data, "k_cache");
+  check_pointer(what, kernel, launch, APPEND_V, params->v_cache.data, "v_cache");
+  check_pointer(what, kernel, launch, APPEND_BLOCK_TABLE, paged ? params->block_table.data : NULL, "block_table");
+  check_pointer(what, kernel, launch, APPEND_CACHE_SEQLENS, params->cache_seqlens.data, "cache_seqlens");
+  const aotk_tensor *tensors[4] = {&params->k_new, &params->v_new, &params->k_cache, &params->v_cache};
+  static const char *const names[4] = {"k_new", "v_new", "k_cache", "v_cache"};
+  for (int t = 0; t < 4; t++) {
+    for (int d = 0; d < 3; d++) {
+      char name[32];
+      snprintf(name, sizeof name, "%s.strides[%d]", names[t], d);
+      check_i64(what, kernel, launch, APPEND_STRIDE_NB + 3 * t + d, tensors[t]->strides[d], name);
+    }
+  }
+  check_i64(what, kernel, launch, APPEND_STRIDE_TB, paged ? params->block_table.strides[0] : 0, "block table stride");
+  check_int(what, kernel, launch, APPEND_SEQLEN_NEW, seqlen_new, "seqlen_new");
+  check_int(what, kernel, launch, APPEND_HEADS_KV, s->heads_kv, "heads_kv");
+  check_int(what, kernel, launch, APPEND_CAPACITY, capacity, "capacity");
+  check_int(what, kernel, launch, APPEND_PAGE_SIZE, paged ? params->k_cache.shape[1] : 0, "page_size");
+  check_int(what, kernel, launch, APPEND_HEAD_DIM_QK8, s->head_dim_qk / 8, "head_dim_qk8");
+  check_int(what, kernel, launch, APPEND_HEAD_DIM_V8, s->head_dim_v / 8, "head_dim_v8");
+  CHECK_MSG(arg_i32(launch, APPEND_FLAGS) == (paged ? DECODE_FLAG_PAGED : 0), "%s: attn_cache_append's flags %#x, "
+            "expected %#x", what, (unsigned)arg_i32(launch, APPEND_FLAGS), paged ? (unsigned)DECODE_FLAG_PAGED : 0u);
+}
+
 /* What a decoding call's query reports and its call launches, worked out from the header: the decoding
  * kernel is the row of the problem's dtype and (padded) head dims whose tile the group's rows (G *
  * seqlen_q) call for, on a grid of batch * heads_kv * ceil(G * seqlen_q / block_m) * splits programs;
  * with `splits` > 1 the fp32 partials lie in the workspace and the merge follows, one program per
- * block_m of the batch * seqlen_q * heads_q rows. `splits` and `split_keys` are the caller's (worked by
- * hand); split_keys 0: one split (whose length does not matter). */
+ * block_m of the batch * seqlen_q * heads_q rows. With k_new and v_new the appending kernel runs first
+ * (check_append_launch) and the decoding kernel is told seqlen_new; the split and the workspace do not
+ * change. `splits` and `split_keys` are the caller's (worked by hand); split_keys 0: one split (whose
+ * length does not matter). */
 static void check_decode(const char *what, const aotk_decode_params *params, const decode_shape *s, const gpu *g,
                          int64_t splits, int64_t split_keys, void *workspace) {
   aotk_kernel_info info;
@@ -7738,6 +7822,13 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d attn_decode or attn_merge row", what, g->arch);
   if (row == NULL || merge == NULL) return;
   const bool split = splits > 1, paged = params->block_table.data != NULL, causal = params->causal == 1;
+  const bool append = params->k_new.data != NULL;
+  const int64_t seqlen_new = append ? params->k_new.shape[1] : 0;
+  const int launches = 1 + split + append, first = append; /* the decoding launch's index */
+  const aotk__kernel_entry *append_row =
+      expected_row(AOTK__FAMILY_ATTN_CACHE_APPEND, g->arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, 1);
+  CHECK_MSG(!append || append_row != NULL, "%s: no sm_%d attn_cache_append row", what, g->arch);
+  if (append && append_row == NULL) return;
   const int64_t row_chunks = ceil_div(group_rows, row->block_m);
   const int64_t grid = s->batch * s->heads_kv * row_chunks * splits;
   const size_t workspace_bytes = decode_workspace_bytes(s, splits);
@@ -7749,7 +7840,8 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
       (params->alibi_slopes.data != NULL ? AOTK_FEATURE_ALIBI : 0) |
       (params->sinks.data != NULL ? AOTK_FEATURE_SINKS : 0) |
       (row->head_dim_qk > s->head_dim_qk || row->head_dim_v > s->head_dim_v ? AOTK_FEATURE_PADDED_HEAD_DIM : 0) |
-      (paged ? AOTK_FEATURE_PAGED_KV : 0) | (split ? AOTK_FEATURE_SPLIT_KV : 0);
+      (paged ? AOTK_FEATURE_PAGED_KV : 0) | (split ? AOTK_FEATURE_SPLIT_KV : 0) |
+      (append ? AOTK_FEATURE_APPEND_KV : 0);
   CHECK(info.struct_size == sizeof info);
   CHECK_MSG(strcmp(info.kernel_name, row->name) == 0, "%s: aotk_decode_query names %s, expected %s", what,
             info.kernel_name, row->name);
@@ -7764,7 +7856,8 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
             (long long)row_chunks, (long long)splits);
   CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected %zu", what,
             info.workspace_bytes, workspace_bytes);
-  CHECK_MSG(info.launches == (split ? 2 : 1), "%s: %d launches", what, info.launches);
+  CHECK_MSG(info.launches == launches, "%s: the query announces %d launches, expected %d", what, info.launches,
+            launches);
   CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
 
   reset_launch_log();
@@ -7772,11 +7865,13 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   status = aotk_attn_decode(params, workspace, workspace_bytes, FAKE_STREAM);
   CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_decode %s (%s)", what, aotk_status_name(status), aotk_last_error());
   CHECK_MSG(aotk_last_error()[0] == '\0', "%s: a success left the message \"%s\"", what, aotk_last_error());
-  CHECK_MSG(fake.launches == launches_before + (split ? 2 : 1), "%s: %d launches", what,
-            fake.launches - launches_before);
-  if (status != AOTK_OK || fake.logged_launches != (split ? 2 : 1)) return;
+  CHECK_MSG(fake.launches == launches_before + launches, "%s: %d launches, expected %d", what,
+            fake.launches - launches_before, launches);
+  if (status != AOTK_OK || fake.logged_launches != launches) return;
 
-  const recorded_launch *launch = &fake.launch_log[0];
+  /* The order: appending first (the decoding kernel reads the rows it writes), the merge last. */
+  if (append) check_append_launch(what, &fake.launch_log[0], params, s, append_row, capacity);
+  const recorded_launch *launch = &fake.launch_log[first];
   const char *kernel = "attn_decode";
   check_sel_launch_shape(what, launch, KERNEL_ATTN_DECODE, row, grid, DECODE_GLOBAL_SCRATCH);
   if (launch->kernel != KERNEL_ATTN_DECODE) return;
@@ -7844,6 +7939,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
                         (split ? DECODE_FLAG_SPLIT : 0);
   CHECK_MSG(arg_i32(launch, DECODE_FLAGS) == flags, "%s: attn_decode's flags %#x, expected %#x", what,
             (unsigned)arg_i32(launch, DECODE_FLAGS), (unsigned)flags);
+  check_int(what, kernel, launch, DECODE_SEQLEN_NEW, seqlen_new, "seqlen_new");
   const double scale = params->softmax_scale != 0.0f ? params->softmax_scale : 1.0 / sqrt((double)s->head_dim_qk);
   check_float(what, kernel, launch, DECODE_QK_SCALE_LOG2, scale / log(2.0), "qk_scale_log2");
   check_float(what, kernel, launch, DECODE_SOFTCAP_SCALE, params->softcap > 0.0f ? scale / params->softcap : 0.0,
@@ -7853,7 +7949,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
 
   /* The merge reads the partials as [split, batch, seqlen_q, heads_q, round_up(head_dim_v, 16)] and
    * [split, batch, heads_q, seqlen_q], and writes out and lse in the caller's layout; the sinks join here. */
-  launch = &fake.launch_log[1];
+  launch = &fake.launch_log[first + 1];
   kernel = "attn_merge";
   const int64_t rows = decode_rows(s);
   check_sel_launch_shape(what, launch, KERNEL_ATTN_MERGE, merge, ceil_div(rows, merge->block_m), MERGE_GLOBAL_SCRATCH);
@@ -8090,6 +8186,63 @@ static void dec_head_dims_72(aotk_decode_params *p) { /* contiguous rows of 72 e
   *p = decode_params_for(s);
 }
 static void dec_misaligned_q_and_causal_2(aotk_decode_params *p) { dec_q_two_bytes_off(p), dec_causal_2(p); }
+/* Appending: three new tokens per request, then one change. */
+static void dec_append(aotk_decode_params *p) { add_new_kv(p, &default_decode_shape, 3); }
+static void dec_paged_append(aotk_decode_params *p) { make_paged(p), add_new_kv(p, &default_paged_shape, 3); }
+static void dec_k_new_only(aotk_decode_params *p) { dec_append(p), p->v_new = (aotk_tensor){0}; }
+static void dec_v_new_only(aotk_decode_params *p) { dec_append(p), p->k_new = (aotk_tensor){0}; }
+static void dec_k_new_only_garbage_v_new(aotk_decode_params *p) { /* v_new's other fields set, its data NULL */
+  dec_append(p), p->v_new.data = NULL;
+}
+static void dec_k_new_rank_3(aotk_decode_params *p) {
+  dec_append(p), p->k_new = aotk_tensor_3d(FAKE_K_NEW, AOTK_DTYPE_BFLOAT16, 9, 2, 128);
+}
+static void dec_v_new_rank_5(aotk_decode_params *p) { dec_append(p), p->v_new.rank = 5; }
+static void dec_v_new_rank_0(aotk_decode_params *p) { dec_append(p), p->v_new.rank = 0; }
+static void dec_k_new_float16(aotk_decode_params *p) { dec_append(p), p->k_new.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_v_new_float32(aotk_decode_params *p) { dec_append(p), p->v_new.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_k_new_dtype_garbage(aotk_decode_params *p) { dec_append(p), p->k_new.dtype = (aotk_dtype)99; }
+static void dec_k_new_batch(aotk_decode_params *p) { dec_append(p), p->k_new.shape[0] += 1; }
+static void dec_v_new_batch(aotk_decode_params *p) { dec_append(p), p->v_new.shape[0] = 1; }
+static void dec_k_new_seqlen_zero(aotk_decode_params *p) { dec_append(p), p->k_new.shape[1] = 0; }
+static void dec_v_new_seqlen(aotk_decode_params *p) { dec_append(p), p->v_new.shape[1] = 4; }
+static void dec_both_new_seqlen(aotk_decode_params *p) { /* k_new sets seqlen_new: v_new's 3 is then wrong */
+  dec_append(p), p->k_new.shape[1] = 2;
+}
+static void dec_k_new_heads_q(aotk_decode_params *p) { dec_append(p), p->k_new.shape[2] = 8; }
+static void dec_v_new_heads(aotk_decode_params *p) { dec_append(p), p->v_new.shape[2] = 1; }
+static void dec_k_new_head_dim(aotk_decode_params *p) { dec_append(p), p->k_new.shape[3] = 64; }
+static void dec_v_new_head_dim(aotk_decode_params *p) { dec_append(p), p->v_new.shape[3] = 136; }
+static void dec_new_head_dims_swapped(aotk_decode_params *p) { /* head dims (256, 128): k_new given v's 128 */
+  decode_shape s = default_decode_shape;
+  s.head_dim_qk = 256;
+  *p = decode_params_for(s);
+  add_new_kv(p, &s, 3);
+  p->k_new.shape[3] = 128, p->v_new.shape[3] = 256;
+}
+static void dec_k_new_last_stride_2(aotk_decode_params *p) { dec_append(p), p->k_new.strides[3] = 2; }
+static void dec_v_new_stride_negative(aotk_decode_params *p) { dec_append(p), p->v_new.strides[1] = -256; }
+static void dec_k_new_odd_address(aotk_decode_params *p) { dec_append(p), p->k_new.data = byte_offset(FAKE_K_NEW, 1); }
+static void dec_k_new_eight_bytes_off(aotk_decode_params *p) {
+  dec_append(p), p->k_new.data = byte_offset(FAKE_K_NEW, 8);
+}
+static void dec_v_new_two_bytes_off(aotk_decode_params *p) {
+  dec_append(p), p->v_new.data = byte_offset(FAKE_V_NEW, 2);
+}
+static void dec_k_new_token_stride_8_past(aotk_decode_params *p) { dec_append(p), p->k_new.strides[1] += 8; }
+static void dec_v_new_heads_stride_136(aotk_decode_params *p) { dec_append(p), p->v_new.strides[2] = 136; }
+static void dec_v_new_batch_stride_8_past(aotk_decode_params *p) { dec_append(p), p->v_new.strides[0] += 8; }
+static void dec_paged_k_new_heads(aotk_decode_params *p) { dec_paged_append(p), p->k_new.shape[2] = 3; }
+static void dec_paged_v_new_misaligned(aotk_decode_params *p) {
+  dec_paged_append(p), p->v_new.data = byte_offset(FAKE_V_NEW, 4);
+}
+static void dec_k_new_at_the_top(aotk_decode_params *p) { dec_append(p), p->k_new.data = (void *)(UINTPTR_MAX - 15); }
+static void dec_misaligned_k_new_and_bad_v_new_heads(aotk_decode_params *p) { /* the shape first */
+  dec_k_new_eight_bytes_off(p), p->v_new.shape[2] = 4;
+}
+static void dec_misaligned_q_and_bad_k_new(aotk_decode_params *p) { /* k_new's shape before q's alignment */
+  dec_q_two_bytes_off(p), dec_append(p), p->k_new.shape[0] = 2;
+}
 
 static const decode_bad_input decode_bad_inputs[] = {
     {"params NULL", NULL, AOTK_ERROR_NULL_POINTER, "params"},
@@ -8229,6 +8382,43 @@ static const decode_bad_input decode_bad_inputs[] = {
     {"out heads stride 136", dec_out_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
     {"head dims 72, contiguous (rows 144 bytes apart)", dec_head_dims_72, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
     {"misaligned q and causal 2: the value first", dec_misaligned_q_and_causal_2, AOTK_ERROR_INVALID_VALUE, "causal"},
+    {"k_new without v_new", dec_k_new_only, AOTK_ERROR_NULL_POINTER, "v_new.data"},
+    {"v_new without k_new", dec_v_new_only, AOTK_ERROR_NULL_POINTER, "k_new.data"},
+    {"k_new with a described v_new whose data is NULL", dec_k_new_only_garbage_v_new, AOTK_ERROR_NULL_POINTER,
+     "v_new.data"},
+    {"k_new rank 3", dec_k_new_rank_3, AOTK_ERROR_RANK, "k_new.rank"},
+    {"v_new rank 5", dec_v_new_rank_5, AOTK_ERROR_RANK, "v_new.rank"},
+    {"v_new rank 0", dec_v_new_rank_0, AOTK_ERROR_RANK, "v_new.rank"},
+    {"k_new float16, q bfloat16", dec_k_new_float16, AOTK_ERROR_DTYPE_MISMATCH, "k_new.dtype"},
+    {"v_new float32, q bfloat16", dec_v_new_float32, AOTK_ERROR_DTYPE_MISMATCH, "v_new.dtype"},
+    {"k_new dtype garbage", dec_k_new_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "k_new.dtype"},
+    {"k_new batch + 1", dec_k_new_batch, AOTK_ERROR_SHAPE_MISMATCH, "k_new.shape[0]"},
+    {"v_new batch 1, q 3", dec_v_new_batch, AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[0]"},
+    {"k_new seqlen_new 0", dec_k_new_seqlen_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "k_new.shape[1]"},
+    {"v_new 4 new tokens, k_new 3", dec_v_new_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[1]"},
+    {"k_new 2 new tokens, v_new 3", dec_both_new_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[1]"},
+    {"k_new with heads_q heads", dec_k_new_heads_q, AOTK_ERROR_SHAPE_MISMATCH, "k_new.shape[2]"},
+    {"v_new one head, heads_kv 2", dec_v_new_heads, AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[2]"},
+    {"k_new head_dim 64, q 128", dec_k_new_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "k_new.shape[3]"},
+    {"v_new head_dim 136, v_cache 128", dec_v_new_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "v_new.shape[3]"},
+    {"k_new and v_new head dims swapped (256, 128)", dec_new_head_dims_swapped, AOTK_ERROR_HEAD_DIM_MISMATCH,
+     "k_new.shape[3]"},
+    {"k_new last stride 2", dec_k_new_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "k_new.strides[3]"},
+    {"v_new stride negative", dec_v_new_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE, "v_new.strides[1]"},
+    {"k_new past the end of the address space", dec_k_new_at_the_top, AOTK_ERROR_SIZE_OVERFLOW,
+     "end of the address space"},
+    {"k_new odd address", dec_k_new_odd_address, AOTK_ERROR_MISALIGNED_POINTER, "k_new.data"},
+    {"k_new 8 bytes past 16", dec_k_new_eight_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "k_new: decoding"},
+    {"v_new 2 bytes past 16", dec_v_new_two_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "v_new: decoding"},
+    {"k_new token stride 8 past", dec_k_new_token_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "k_new: decoding"},
+    {"v_new heads stride 136", dec_v_new_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "v_new: decoding"},
+    {"v_new batch stride 8 past", dec_v_new_batch_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "v_new: decoding"},
+    {"paged: k_new 3 heads, heads_kv 2", dec_paged_k_new_heads, AOTK_ERROR_SHAPE_MISMATCH, "k_new.shape[2]"},
+    {"paged: v_new 4 bytes past 16", dec_paged_v_new_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "v_new: decoding"},
+    {"misaligned k_new and v_new heads: the shape first", dec_misaligned_k_new_and_bad_v_new_heads,
+     AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[2]"},
+    {"misaligned q and k_new batch: the shape first", dec_misaligned_q_and_bad_k_new, AOTK_ERROR_SHAPE_MISMATCH,
+     "k_new.shape[0]"},
 };
 
 /* Runs one bad input through aotk_attn_decode (with an ample workspace) and aotk_decode_query with the
@@ -8266,7 +8456,8 @@ static void check_decode_bad_input(const decode_bad_input *c) {
 static void test_decode_validation_rejects_bad_inputs(void) {
   install_fake_gpu(90, SHARED_SM90);
   /* The bases are valid, so each failure below is due to its one change. */
-  void (*const bases[])(aotk_decode_params *) = {make_paged, dec_alibi, dec_alibi_per_batch, dec_sinks};
+  void (*const bases[])(aotk_decode_params *) = {make_paged, dec_alibi, dec_alibi_per_batch, dec_sinks, dec_append,
+                                                  dec_paged_append};
   for (size_t i = 0; i <= sizeof bases / sizeof bases[0]; i++) {
     aotk_decode_params params = valid_decode_params();
     if (i > 0) bases[i - 1](&params);
@@ -8313,11 +8504,75 @@ static void dec_split_rows_2_31(aotk_decode_params *p) {
   p->num_splits = 2;
 }
 
+/* Appending seqlen_new tokens per request to broadcast_decode_params' problem, k_new and v_new broadcast
+ * too. The appending kernel's grid is batch * seqlen_new programs (int32), and seqlen_new is at most
+ * AOTK_DECODE_MAX_CAPACITY (no request holds more). */
+static void add_broadcast_new_kv(aotk_decode_params *p, int64_t seqlen_new) {
+  const aotk_tensor k_new = {FAKE_K_NEW, AOTK_DTYPE_BFLOAT16, 4, {p->q.shape[0], seqlen_new, p->k_cache.shape[2], 64},
+                             {0, 0, 0, 1}};
+  p->k_new = k_new;
+  p->v_new = k_new;
+  p->v_new.data = FAKE_V_NEW;
+}
+static void dec_seqlen_new_max_plus_1(aotk_decode_params *p) {
+  *p = broadcast_decode_params(1, 1, 1, 1);
+  add_broadcast_new_kv(p, AOTK_DECODE_MAX_CAPACITY + 1);
+}
+static void dec_seqlen_new_2_62(aotk_decode_params *p) {
+  *p = broadcast_decode_params(3, 1, 1, 1);
+  add_broadcast_new_kv(p, (int64_t)1 << 62);
+}
+static void dec_seqlen_new_2_62_one_request(aotk_decode_params *p) {
+  *p = broadcast_decode_params(1, 1, 1, 1);
+  add_broadcast_new_kv(p, (int64_t)1 << 62);
+}
+/* 3 requests x 2^30 new tokens: each within AOTK_DECODE_MAX_CAPACITY, 3 x 2^30 programs are not. */
+static void dec_append_programs_3_2_30(aotk_decode_params *p) {
+  *p = broadcast_decode_params(3, 1, 1, 1);
+  add_broadcast_new_kv(p, AOTK_DECODE_MAX_CAPACITY);
+}
+/* 2^31 - 1 requests (the most query rows) x 2 new tokens. */
+static void dec_append_programs_2_32(aotk_decode_params *p) {
+  *p = broadcast_decode_params(INT32_MAX, 1, 1, 1);
+  add_broadcast_new_kv(p, 2);
+}
+/* 2^31 requests: the query rows overflow first. */
+static void dec_append_requests_2_31(aotk_decode_params *p) {
+  *p = broadcast_decode_params((int64_t)1 << 31, 1, 1, 1);
+  add_broadcast_new_kv(p, 1);
+}
+
+/* Appending into caches broadcast over the requests: every request would write the same rows. */
+static void dec_append_into_broadcast_cache(aotk_decode_params *p) {
+  *p = broadcast_decode_params(3, 1, 1, 1);
+  add_broadcast_new_kv(p, 1);
+  p->k_cache.strides[1] = p->v_cache.strides[1] = 64;
+}
+static void dec_append_into_broadcast_v_cache(aotk_decode_params *p) {
+  dec_append_into_broadcast_cache(p);
+  p->k_cache.strides[0] = 128 * 64;
+}
+
 static const decode_bad_input decode_overflowing_inputs[] = {
+    {"appending into a k_cache broadcast over the requests", dec_append_into_broadcast_cache, AOTK_ERROR_INVALID_VALUE,
+     "k_cache.strides[0] = 0"},
+    {"appending into a v_cache broadcast over the requests", dec_append_into_broadcast_v_cache,
+     AOTK_ERROR_INVALID_VALUE, "v_cache.strides[0] = 0"},
     {"batch * heads_kv overflows int64", dec_programs_overflow_int64, AOTK_ERROR_SIZE_OVERFLOW,
      "batch * seqlen_q * heads_q"},
     {"heads_q 2^31", dec_heads_q_2_31, AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads_q"},
     {"2^31 query rows in two splits", dec_split_rows_2_31, AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads_q"},
+    {"appending 2^30 + 1 tokens to one request", dec_seqlen_new_max_plus_1, AOTK_ERROR_SIZE_OVERFLOW,
+     "AOTK_DECODE_MAX_CAPACITY"},
+    {"appending 2^62 tokens to one request", dec_seqlen_new_2_62_one_request, AOTK_ERROR_SIZE_OVERFLOW,
+     "k_new.shape[1]"},
+    {"appending 2^62 tokens to 3 requests (the product overflows int64)", dec_seqlen_new_2_62,
+     AOTK_ERROR_SIZE_OVERFLOW, "k_new.shape[1]"},
+    {"appending 2^30 tokens to 3 requests", dec_append_programs_3_2_30, AOTK_ERROR_SIZE_OVERFLOW,
+     "batch * seqlen_new"},
+    {"appending 2 tokens to 2^31 - 1 requests", dec_append_programs_2_32, AOTK_ERROR_SIZE_OVERFLOW,
+     "batch * seqlen_new"},
+    {"appending to 2^31 requests", dec_append_requests_2_31, AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads_q"},
 };
 
 static void test_decode_validation_overflow(void) {
@@ -8332,6 +8587,43 @@ static void test_decode_validation_overflow(void) {
   aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
   CHECK_MSG(status == AOTK_OK, "2^31 - 16 query rows: %s (%s)", aotk_status_name(status), aotk_last_error());
   CHECK(info.num_splits == 2 && info.grid == 2 * (((int64_t)1 << 27) - 1));
+
+  /* Appending at the limits: accepted, the appending kernel on batch * seqlen_new programs, first. */
+  static const struct {
+    const char *what;
+    int64_t batch, seqlen_new;
+  } appends[] = {
+      {"one request x 2^30 new tokens (AOTK_DECODE_MAX_CAPACITY)", 1, AOTK_DECODE_MAX_CAPACITY},
+      {"2 requests x (2^30 - 1) new tokens: 2^31 - 2 programs", 2, AOTK_DECODE_MAX_CAPACITY - 1},
+      {"2^31 - 1 requests x 1 new token: 2^31 - 1 programs", INT32_MAX, 1},
+  };
+  for (size_t i = 0; i < sizeof appends / sizeof appends[0]; i++) {
+    params = broadcast_decode_params(appends[i].batch, 1, 1, 1);
+    add_broadcast_new_kv(&params, appends[i].seqlen_new);
+    /* Appending writes the caches: they need their own rows (no stride 0), unlike the inputs. */
+    const int64_t contiguous[4] = {128 * 64, 64, 64, 1};
+    memcpy(params.k_cache.strides, contiguous, sizeof contiguous);
+    memcpy(params.v_cache.strides, contiguous, sizeof contiguous);
+    info = (aotk_kernel_info)AOTK_KERNEL_INFO_INIT;
+    status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK && info.launches == 2 && info.num_splits == 1, "%s: %s (%s), %d launches",
+              appends[i].what, aotk_status_name(status), aotk_last_error(), info.launches);
+    reset_launch_log();
+    status = aotk_attn_decode(&params, NULL, 0, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK && fake.logged_launches == 2, "%s: aotk_attn_decode %s (%s), %d launches",
+              appends[i].what, aotk_status_name(status), aotk_last_error(), fake.logged_launches);
+    if (status != AOTK_OK || fake.logged_launches != 2) continue;
+    const recorded_launch *append = &fake.launch_log[0], *decode = &fake.launch_log[1];
+    CHECK_MSG(append->kernel == KERNEL_ATTN_CACHE_APPEND &&
+                  append->grid[0] == (unsigned)(appends[i].batch * appends[i].seqlen_new) &&
+                  arg_i32(append, APPEND_SEQLEN_NEW) == appends[i].seqlen_new,
+              "%s: launched %s first on %u programs, seqlen_new %d", appends[i].what,
+              kernel_signatures[append->kernel].function, append->grid[0], arg_i32(append, APPEND_SEQLEN_NEW));
+    CHECK_MSG(decode->kernel == KERNEL_ATTN_DECODE && decode->grid[0] == (unsigned)appends[i].batch &&
+                  arg_i32(decode, DECODE_SEQLEN_NEW) == appends[i].seqlen_new,
+              "%s: then %s on %u programs, seqlen_new %d", appends[i].what,
+              kernel_signatures[decode->kernel].function, decode->grid[0], arg_i32(decode, DECODE_SEQLEN_NEW));
+  }
   uninstall_fake_gpu();
 }
 
@@ -8357,7 +8649,7 @@ static aotk_decode_params *add_decode_edge_case(decode_edge_case *cases, int *co
 
 static void test_decode_validation_accepts_edge_inputs(void) {
   install_fake_gpu(90, SHARED_SM90);
-  static decode_edge_case cases[32];
+  static decode_edge_case cases[48];
   int count = 0;
   decode_shape s = default_decode_shape;
   s.seqlen_q = 16;
@@ -8413,6 +8705,43 @@ static void test_decode_validation_accepts_edge_inputs(void) {
   add_decode_edge_case(cases, &count, "max_seqlen_k 1", default_decode_shape)->max_seqlen_k = 1;
   add_decode_edge_case(cases, &count, "a struct_size larger than this header's (a newer caller)",
                        default_decode_shape)->struct_size = sizeof(aotk_decode_params) + 64;
+  /* Appending. */
+  s = default_decode_shape;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending one token", s), &s, 1);
+  s.seqlen_q = 1;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending 16 tokens for one query token", s), &s, 16);
+  s = default_decode_shape;
+  s.capacity = 10;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending 50 tokens to a cache of 10 keys (the rest dropped)", s),
+             &s, 50);
+  s = default_decode_shape;
+  s.batch = 1, s.seqlen_q = 1, s.heads_q = s.heads_kv = 1, s.capacity = 1;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending one token to a cache of one key", s), &s, 1);
+  s = default_decode_shape;
+  s.head_dim_qk = 192, s.head_dim_v = 64;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending, head dims (192, 64)", s), &s, 2);
+  s = default_paged_shape;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending to a paged cache", s), &s, 5);
+  s.page_size = 1, s.capacity = 1000, s.num_pages = 5000;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending to pages of one key", s), &s, 16);
+  s = default_decode_shape;
+  p = add_decode_edge_case(cases, &count, "appending k_new and v_new broadcast (strides 0)", s);
+  add_new_kv(p, &s, 4);
+  memset(p->k_new.strides, 0, 3 * sizeof p->k_new.strides[0]);
+  memset(p->v_new.strides, 0, 3 * sizeof p->v_new.strides[0]);
+  p = add_decode_edge_case(cases, &count, "appending with 4 splits", s);
+  add_new_kv(p, &s, 2);
+  p->num_splits = 4;
+  p = add_decode_edge_case(cases, &count, "appending, float16, every feature", s);
+  dec_alibi_per_batch(p), dec_sinks(p), p->softcap = 50.0f, p->causal = 1, p->window_left = 7;
+  p->q.dtype = p->k_cache.dtype = p->v_cache.dtype = p->out.dtype = AOTK_DTYPE_FLOAT16;
+  add_new_kv(p, &s, 3);
+  p->k_new.dtype = p->v_new.dtype = AOTK_DTYPE_FLOAT16;
+  /* Not appending: k_new and v_new NULL, whatever their other fields hold. */
+  p = add_decode_edge_case(cases, &count, "k_new and v_new NULL, their other fields garbage", s);
+  memset(&p->k_new, 0xEE, sizeof p->k_new);
+  memset(&p->v_new, 0x5A, sizeof p->v_new);
+  p->k_new.data = p->v_new.data = NULL;
 
   for (int i = 0; i < count; i++) {
     const aotk_decode_params *params = &cases[i].call.params;
@@ -8420,9 +8749,11 @@ static void test_decode_validation_accepts_edge_inputs(void) {
     aotk_status status = aotk_decode_query(AOTK_OP_DECODE, params, &info);
     CHECK_MSG(status == AOTK_OK, "%s: aotk_decode_query %s (%s)", cases[i].what, aotk_status_name(status),
               aotk_last_error());
-    CHECK_MSG(info.launches == (info.num_splits > 1 ? 2 : 1) && (info.workspace_bytes > 0) == (info.num_splits > 1),
-              "%s: %d launches, %d splits, %zu bytes of workspace", cases[i].what, info.launches, info.num_splits,
-              info.workspace_bytes);
+    const int launches = 1 + (info.num_splits > 1) + (params->k_new.data != NULL);
+    CHECK_MSG(info.launches == launches && (info.workspace_bytes > 0) == (info.num_splits > 1) &&
+                  ((info.features & AOTK_FEATURE_APPEND_KV) != 0) == (params->k_new.data != NULL),
+              "%s: %d launches, %d splits, %zu bytes of workspace, features %#x", cases[i].what, info.launches,
+              info.num_splits, info.workspace_bytes, info.features);
     reset_calls();
     void *workspace = info.workspace_bytes > 0 ? FAKE_WORKSPACE : NULL;
     status = aotk_attn_decode(params, workspace, info.workspace_bytes, FAKE_STREAM);
@@ -8494,10 +8825,15 @@ static void test_decode_split_choice(void) {
     CHECK_MSG(((info.features & AOTK_FEATURE_SPLIT_KV) != 0) == (cases[i].splits > 1) &&
                   info.launches == (cases[i].splits > 1 ? 2 : 1),
               "%s: features %#x, %d launches", cases[i].what, info.features, info.launches);
-    char what[160];
+    char what[200];
     snprintf(what, sizeof what, "split choice: %s", cases[i].what);
     check_decode(what, &params, &s, &sel_sm90, cases[i].splits, cases[i].split_keys,
                  FAKE_WORKSPACE);
+    /* The split depends on sizes the host sees, not on the new tokens: appending keeps it (and the
+     * workspace), one launch more. */
+    add_new_kv(&params, &s, 1 + (int64_t)i % 5);
+    snprintf(what, sizeof what, "split choice, appending %lld tokens: %s", 1 + (long long)i % 5, cases[i].what);
+    check_decode(what, &params, &s, &sel_sm90, cases[i].splits, cases[i].split_keys, FAKE_WORKSPACE);
   }
   /* The workspace formula's two parts, by hand: 15 splits x 1 request x 1 token x 32 heads = 480 rows of
    * 128 floats (245760 bytes) and 480 LSEs (1920 bytes). */
@@ -8562,6 +8898,40 @@ static void test_decode_launch_arguments(void) {
   check_decode("MQA, 128 rows in two 64-row chunks, d64, 5 splits", &params, &s, &sel_sm90, 5, 832, FAKE_WORKSPACE);
   uninstall_fake_gpu();
 
+  /* Appending: the appending kernel first, then the decoding kernel (told seqlen_new), then the merge. */
+  install_fake_gpu(90, SHARED_SM90);
+  s = default_decode_shape;
+  params = strided_decode_params(s);
+  add_strided_new_kv(&params, &s, 3);
+  params.num_splits = 1;
+  check_decode("appending 3 tokens, contiguous, strided, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+  CHECK_MSG(fake.loaded_images == 2, "loaded %d images, expected the appending and the decoding kernels",
+            fake.loaded_images);
+  params.num_splits = 3;
+  check_decode("appending 3 tokens, contiguous, 3 splits", &params, &s, &sel_sm90, 3, 384, FAKE_WORKSPACE);
+  CHECK_MSG(fake.loaded_images == 3, "loaded %d images, expected the merge too", fake.loaded_images);
+  add_new_kv(&params, &s, 1);
+  check_decode("appending one token, contiguous (k_new and v_new contiguous), 3 splits", &params, &s, &sel_sm90, 3,
+               384, FAKE_WORKSPACE);
+  s = default_paged_shape;
+  params = strided_decode_params(s);
+  add_strided_new_kv(&params, &s, 7);
+  params.num_splits = 1;
+  check_decode("appending 7 tokens, paged, strided, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+  params.num_splits = 4;
+  check_decode("appending 7 tokens, paged, 4 splits", &params, &s, &sel_sm90, 4, 256, FAKE_WORKSPACE);
+  /* Head dims (192, 64) in the (256, 128) pair, fp16, every feature, no lse, 2 splits. */
+  s = (decode_shape){AOTK_DTYPE_FLOAT16, 2, 1, 6, 3, 192, 64, 640, 0, 0, false};
+  params = strided_decode_params(s);
+  add_strided_new_kv(&params, &s, 16);
+  params.causal = 1, params.window_left = 40, params.softcap = 30.0f;
+  params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 6);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 6);
+  params.num_splits = 2;
+  check_decode("appending 16 tokens, fp16, head dims (192, 64), every feature, 2 splits", &params, &s, &sel_sm90, 2,
+               320, FAKE_WORKSPACE);
+  uninstall_fake_gpu();
+
   /* The other targets: sm_80 cubins on sm_80 and sm_86, the sm_80 PTX on sm_120. */
   static const gpu gpus[] = {{80, SHARED_SM80, 80, 0}, {86, SHARED_SM86, 80, 0}, {120, SHARED_SM120, 80, 1}};
   for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
@@ -8574,6 +8944,11 @@ static void test_decode_launch_arguments(void) {
     check_decode(what, &params, &s, &gpus[g], 4, 256, FAKE_WORKSPACE);
     CHECK_MSG(gpus[g].from_ptx ? fake.loaded_ptx == 2 : fake.loaded_elf == 2, "%s: loaded %d ELF, %d PTX", what,
               fake.loaded_elf, fake.loaded_ptx);
+    snprintf(what, sizeof what, "cc %d, paged, appending, 4 splits", gpus[g].compute_capability);
+    add_strided_new_kv(&params, &s, 2);
+    check_decode(what, &params, &s, &gpus[g], 4, 256, FAKE_WORKSPACE);
+    CHECK_MSG(gpus[g].from_ptx ? fake.loaded_ptx == 3 : fake.loaded_elf == 3, "%s: loaded %d ELF, %d PTX", what,
+              fake.loaded_elf, fake.loaded_ptx);
   }
   uninstall_fake_gpu();
 }
@@ -8583,7 +8958,7 @@ static void test_decode_features(void) {
   install_fake_gpu(90, SHARED_SM90);
   enum { F_CAUSAL = AOTK_FEATURE_CAUSAL, F_WINDOW = AOTK_FEATURE_WINDOW, F_SOFTCAP = AOTK_FEATURE_SOFTCAP };
   enum { F_ALIBI = AOTK_FEATURE_ALIBI, F_SINKS = AOTK_FEATURE_SINKS, F_PADDED = AOTK_FEATURE_PADDED_HEAD_DIM };
-  enum { F_PAGED = AOTK_FEATURE_PAGED_KV, F_SPLIT = AOTK_FEATURE_SPLIT_KV };
+  enum { F_PAGED = AOTK_FEATURE_PAGED_KV, F_SPLIT = AOTK_FEATURE_SPLIT_KV, F_APPEND = AOTK_FEATURE_APPEND_KV };
   static const struct {
     const char *what;
     bool paged;
@@ -8593,27 +8968,33 @@ static void test_decode_features(void) {
     bool alibi, sinks;
     uint32_t features;
     int32_t splits;
+    int64_t seqlen_new; /* appending: k_new and v_new of this many tokens; 0: none */
   } cases[] = {
-      {"nothing", false, 128, 128, 0, -1, -1, 1, 0.0f, false, false, 0, 1},
-      {"causal", false, 128, 128, 1, -1, -1, 1, 0.0f, false, false, F_CAUSAL, 1},
-      {"causal, window_right 0", false, 128, 128, 1, -1, 0, 1, 0.0f, false, false, F_CAUSAL, 1},
-      {"causal, window_left 100", false, 128, 128, 1, 100, -1, 1, 0.0f, false, false, F_CAUSAL | F_WINDOW, 1},
-      {"window_left 100", false, 128, 128, 0, 100, -1, 1, 0.0f, false, false, F_WINDOW, 1},
-      {"window_right 5", false, 128, 128, 0, -1, 5, 1, 0.0f, false, false, F_WINDOW, 1},
-      {"window 0, 0", false, 128, 128, 0, 0, 0, 1, 0.0f, false, false, F_WINDOW, 1},
-      {"softcap", false, 128, 128, 0, -1, -1, 1, 30.0f, false, false, F_SOFTCAP, 1},
-      {"ALiBi", false, 128, 128, 0, -1, -1, 1, 0.0f, true, false, F_ALIBI, 1},
-      {"sinks", false, 128, 128, 0, -1, -1, 1, 0.0f, false, true, F_SINKS, 1},
-      {"head dims 80 (in 128)", false, 80, 80, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1},
-      {"head dims (256, 128): compiled", false, 256, 128, 0, -1, -1, 1, 0.0f, false, false, 0, 1},
-      {"head dims (192, 128) (in (256, 128))", false, 192, 128, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1},
-      {"head dims (64, 128) (in (128, 128))", false, 64, 128, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1},
-      {"paged", true, 128, 128, 0, -1, -1, 1, 0.0f, false, false, F_PAGED, 1},
-      {"4 splits", false, 128, 128, 0, -1, -1, 4, 0.0f, false, false, F_SPLIT, 4},
+      {"nothing", false, 128, 128, 0, -1, -1, 1, 0.0f, false, false, 0, 1, 0},
+      {"causal", false, 128, 128, 1, -1, -1, 1, 0.0f, false, false, F_CAUSAL, 1, 0},
+      {"causal, window_right 0", false, 128, 128, 1, -1, 0, 1, 0.0f, false, false, F_CAUSAL, 1, 0},
+      {"causal, window_left 100", false, 128, 128, 1, 100, -1, 1, 0.0f, false, false, F_CAUSAL | F_WINDOW, 1, 0},
+      {"window_left 100", false, 128, 128, 0, 100, -1, 1, 0.0f, false, false, F_WINDOW, 1, 0},
+      {"window_right 5", false, 128, 128, 0, -1, 5, 1, 0.0f, false, false, F_WINDOW, 1, 0},
+      {"window 0, 0", false, 128, 128, 0, 0, 0, 1, 0.0f, false, false, F_WINDOW, 1, 0},
+      {"softcap", false, 128, 128, 0, -1, -1, 1, 30.0f, false, false, F_SOFTCAP, 1, 0},
+      {"ALiBi", false, 128, 128, 0, -1, -1, 1, 0.0f, true, false, F_ALIBI, 1, 0},
+      {"sinks", false, 128, 128, 0, -1, -1, 1, 0.0f, false, true, F_SINKS, 1, 0},
+      {"head dims 80 (in 128)", false, 80, 80, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1, 0},
+      {"head dims (256, 128): compiled", false, 256, 128, 0, -1, -1, 1, 0.0f, false, false, 0, 1, 0},
+      {"head dims (192, 128) (in (256, 128))", false, 192, 128, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1, 0},
+      {"head dims (64, 128) (in (128, 128))", false, 64, 128, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1, 0},
+      {"paged", true, 128, 128, 0, -1, -1, 1, 0.0f, false, false, F_PAGED, 1, 0},
+      {"4 splits", false, 128, 128, 0, -1, -1, 4, 0.0f, false, false, F_SPLIT, 4, 0},
       {"paged, 4 splits, causal, sinks", true, 128, 128, 1, -1, -1, 4, 0.0f, false, true,
-       F_PAGED | F_SPLIT | F_CAUSAL | F_SINKS, 4},
+       F_PAGED | F_SPLIT | F_CAUSAL | F_SINKS, 4, 0},
       {"everything", true, 48, 48, 1, 9, 0, 2, 10.0f, true, true,
-       F_PAGED | F_SPLIT | F_CAUSAL | F_WINDOW | F_SOFTCAP | F_ALIBI | F_SINKS | F_PADDED, 2},
+       F_PAGED | F_SPLIT | F_CAUSAL | F_WINDOW | F_SOFTCAP | F_ALIBI | F_SINKS | F_PADDED, 2, 0},
+      {"appending", false, 128, 128, 0, -1, -1, 1, 0.0f, false, false, F_APPEND, 1, 1},
+      {"appending 16 tokens, paged", true, 128, 128, 0, -1, -1, 1, 0.0f, false, false, F_PAGED | F_APPEND, 1, 16},
+      {"appending, 4 splits", false, 128, 128, 0, -1, -1, 4, 0.0f, false, false, F_SPLIT | F_APPEND, 4, 3},
+      {"appending, everything", true, 48, 48, 1, 9, 0, 2, 10.0f, true, true,
+       F_PAGED | F_SPLIT | F_CAUSAL | F_WINDOW | F_SOFTCAP | F_ALIBI | F_SINKS | F_PADDED | F_APPEND, 2, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     decode_shape s = cases[i].paged ? default_paged_shape : default_decode_shape;
@@ -8624,13 +9005,15 @@ static void test_decode_features(void) {
     params.softcap = cases[i].softcap;
     if (cases[i].alibi) dec_alibi(&params);
     if (cases[i].sinks) dec_sinks(&params);
+    if (cases[i].seqlen_new > 0) add_new_kv(&params, &s, cases[i].seqlen_new);
     aotk_kernel_info info;
     poison_info(&info);
     aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
     CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
-    CHECK_MSG(info.features == cases[i].features && info.num_splits == cases[i].splits,
-              "%s: features %#x, %d splits; expected %#x, %d", cases[i].what, info.features, info.num_splits,
-              cases[i].features, cases[i].splits);
+    const int launches = 1 + (cases[i].splits > 1) + (cases[i].seqlen_new > 0);
+    CHECK_MSG(info.features == cases[i].features && info.num_splits == cases[i].splits && info.launches == launches,
+              "%s: features %#x, %d splits, %d launches; expected %#x, %d, %d", cases[i].what, info.features,
+              info.num_splits, info.launches, cases[i].features, cases[i].splits, launches);
   }
   uninstall_fake_gpu();
 }
@@ -8793,6 +9176,24 @@ static void test_decode_workspace(void) {
     CHECK_MSG(status == AOTK_OK && fake.logged_launches == 1, "no split, workspace %p of %zu bytes: %s (%s)",
               ignored[w].workspace, ignored[w].bytes, aotk_status_name(status), aotk_last_error());
   }
+  /* Appending takes no workspace of its own: the same size, the same checks. */
+  add_new_kv(&params, &default_decode_shape, 5);
+  params.num_splits = 4;
+  poison_info(&info);
+  info.struct_size = sizeof info;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK);
+  CHECK_MSG(info.workspace_bytes == needed && info.num_splits == 4 && info.launches == 3,
+            "appending: workspace_bytes %zu, %d splits, %d launches", info.workspace_bytes, info.num_splits,
+            info.launches);
+  reset_calls();
+  CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, needed - 1, FAKE_STREAM) == AOTK_ERROR_WORKSPACE_TOO_SMALL &&
+        fake.calls[CALL_cuLaunchKernel] == 0 && fake.calls[CALL_cuLibraryLoadData] == 0);
+  reset_launch_log();
+  CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, needed, FAKE_STREAM) == AOTK_OK && fake.logged_launches == 3);
+  params.num_splits = 1;
+  reset_launch_log();
+  CHECK(aotk_attn_decode(&params, NULL, 0, FAKE_STREAM) == AOTK_OK && fake.logged_launches == 2);
+  params.k_new = params.v_new = (aotk_tensor){0};
   /* Bad params are reported before a bad workspace, without the driver. */
   params.num_splits = 4, params.causal = 2;
   reset_calls();
@@ -8852,6 +9253,51 @@ static void test_decode_faults(void) {
     fake.fail_launch_call = 0;
     CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK &&
           aotk_last_cuda_result() == 0);
+  }
+
+  /* Appending, with and without the split: three kernels (two), each loaded before the first launch, so
+   * a failing load of any of them, the appending kernel's included, launches nothing; a failing launch
+   * of the appending kernel, the first, stops the call there, and one of the later kernels leaves the
+   * launches before it enqueued. */
+  add_new_kv(&params, &default_decode_shape, 2);
+  static const char *const append_launched[3] = {"attn_cache_append_", "attn_decode_", "attn_merge_"};
+  for (int split = 0; split <= 1; split++) {
+    params.num_splits = split ? 4 : 1;
+    const int kernels = 2 + split;
+    for (int failing = 1; failing <= kernels; failing++) {
+      install_fake_gpu(90, SHARED_SM90);
+      fake.library_load_result = CUDA_ERROR_OUT_OF_MEMORY;
+      fake.fail_library_load_call = failing;
+      aotk_status status = aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuLibraryLoadData"),
+                "appending, %d splits, load %d fails: %s (%s)", (int)params.num_splits, failing,
+                aotk_status_name(status), aotk_last_error());
+      CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "appending, %d splits, load %d fails: %d launches",
+                (int)params.num_splits, failing, fake.calls[CALL_cuLaunchKernel]);
+      fake.library_load_result = CUDA_SUCCESS;
+      CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK &&
+            fake.launches == kernels && fake.loaded_images == kernels);
+    }
+    for (int failing = 1; failing <= kernels; failing++) {
+      install_fake_gpu(90, SHARED_SM90);
+      fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+      fake.fail_launch_call = failing;
+      aotk_status status = aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuLaunchKernel") &&
+                    message_mentions(append_launched[failing - 1]),
+                "appending, %d splits, launch %d fails: %s (%s)", (int)params.num_splits, failing,
+                aotk_status_name(status), aotk_last_error());
+      CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
+      CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == failing && fake.launches == failing - 1,
+                "appending, %d splits, launch %d fails: cuLaunchKernel called %d times, %d went through",
+                (int)params.num_splits, failing, fake.calls[CALL_cuLaunchKernel], fake.launches);
+      fake.launch_result = CUDA_SUCCESS;
+      fake.fail_launch_call = 0;
+      reset_launch_log();
+      CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK &&
+            aotk_last_cuda_result() == 0 && fake.logged_launches == kernels &&
+            fake.launch_log[0].kernel == KERNEL_ATTN_CACHE_APPEND);
+    }
   }
   uninstall_fake_gpu();
 }

@@ -4,7 +4,7 @@
  * include/aotk.h's "Decoding" and "Merging partial attentions" sections. Exits 77 (skipped) on a machine
  * with no GPU.
  *
- * Decoding, 38 cases (decode_rows below): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
+ * Decoding, 45 cases (decode_rows below): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
  * (192,128) (runs in the compiled (256,128)), (256,128), (80,80) and (96,64) (padded into (128,128)),
  * (32,32), and (40,40) in padded strides (its rows cannot be 16-element aligned contiguously);
  * contiguous caches and paged caches with page sizes 1, 3, 16, 64 and 256, whose block tables give each
@@ -22,13 +22,28 @@
  * q's padding is NaN: a kernel that reads past a length, a page it was not given or a padded head-dim
  * column makes NaNs, not small errors.
  *
+ * Appending (k_new, v_new; 7 of those cases): contiguous and paged caches (page sizes 1, 16, 64,
+ * shuffled pages), seqlen_new = seqlen_q (1 and 4), 3 new tokens for 1 query token and 2 for 4 (the
+ * early query tokens then sit at old positions, or negative ones), with and without splits, causal,
+ * GQA and not, head dims (64,64), (128,128), (192,128), (256,128), both dtypes, padded strides, a CUDA
+ * graph. cache_seqlens per request, in turn: random with room for the new tokens, 0, the capacity minus
+ * half the new tokens (an append that crosses the capacity: the tokens past it are dropped), exactly the
+ * capacity (all dropped), random up to the capacity, -3 (written from position 0), capacity + 5; and one
+ * case with INT32_MAX and INT32_MAX - 1 (nothing written; L_b = capacity). Before each call the caches
+ * hold NaN at the rows the append writes; after it, every byte of both caches (spare pages, other
+ * requests' pages, padding included) is compared with what it should be: the old contents with exactly
+ * the rows at positions max(cache_seqlens[b], 0) + i < capacity replaced by k_new / v_new's bits. The
+ * reference runs on that expected cache with L_b = min(max(cache_seqlens[b], 0) + seqlen_new, capacity).
+ * Every run starts from the caches as first uploaded, so each checks its own append. Every case without
+ * appending checks that the caches come back unchanged.
+ *
  * Each decoding case, on the same inputs:
  * - aotk_decode_query: the kernel's dtype and (compiled) head dims, num_splits (1 .. the number asked;
  *   exactly the number asked where the key ranges are whole 64-key blocks; > 1 where the case expects
  *   the automatic choice to split: one request x 2 kv heads at capacity 8192, and 2 x 1 paged),
- *   launches (2 with splits), workspace_bytes against the header's formula, the grid (batch x kv heads x
- *   row chunks x splits) and the AOTK_FEATURE_* bits; the workspace is exactly that many bytes, poisoned
- *   (NULL when it is 0);
+ *   launches (1, + 1 with splits, + 1 when appending), workspace_bytes against the header's formula,
+ *   the grid (batch x kv heads x row chunks x splits) and the AOTK_FEATURE_* bits; the workspace is
+ *   exactly that many bytes, poisoned (NULL when it is 0);
  * - out (and lse) poisoned before every run: every element written, padding and lse padding untouched;
  * - out within 2 x the error of a same-precision emulation (fp32 scores and softmax, P rounded to the
  *   dtype before P.V, fp32 accumulation) + AOTK__CHECK_ERROR_FLOOR of the float64 reference; lse within
@@ -39,9 +54,11 @@
  *   lse, with lse added: lse against the reference);
  * - (some cases) num_splits 1 and 3, each against the reference and within the sum of their bounds of
  *   each other;
- * - (two cases) the call captured in a CUDA graph: replayed, the direct call's bits; replayed after new
- *   cache_seqlens were copied in, the reference for the new lengths and the bits of a direct call with
- *   them.
+ * - (three cases, one appending) the call captured in a CUDA graph: replayed, the direct call's bits;
+ *   replayed after new cache_seqlens were copied in, the reference for the new lengths (appending: the
+ *   caches as that append should leave them) and the bits of a direct call with them.
+ * - the caches after every run (base, again, lse dropped or added, splits, graph replays): as expected,
+ *   byte for byte.
  *
  * Merging, 13 cases (merge_rows below): 1, 2 and 5 partials; partials fp32, fp16 and bf16 merged into
  * out fp32, fp16 and bf16 (all 9 pairs); head dims 8, 40, 64, 72, 96, 128, 200, 256; the rank-5 layout
@@ -56,9 +73,10 @@
  * 2 x (a float32 merge of the stored partials rounded to out's dtype) + the floor; the query's kernel
  * (aligned or any), grid and num_splits (= partials); the same call twice gives the same bits.
  *
- * Then the refusals on the GPU: a workspace one byte short, a NULL workspace and a misaligned one,
- * misaligned q, k_cache stride and out, and causal with window_right 3, each refused with nothing
- * written (out, lse, workspace keep their poison); a merge with head_dim 12.
+ * Then the refusals on the GPU, of an appending call: a workspace one byte short, a NULL workspace and a
+ * misaligned one, misaligned q, k_cache stride, out, k_new and v_new's stride, and causal with
+ * window_right 3, each refused with nothing written (out, lse, workspace keep their poison; the caches
+ * their first bytes: no append ran); a merge with head_dim 12.
  *
  * Cost: the references are ~10^8 multiply-adds in all, spread over the machine's cores; the GPU work is a
  * few hundred small launches (the first use of each kernel loads its image).
@@ -387,9 +405,18 @@ typedef enum lengths_kind {
   LENGTHS_RANDOM, /* random in [1, capacity] */
   LENGTHS_FULL,   /* capacity */
   LENGTHS_SHORT,  /* random in [0, seqlen_q]: most tokens at negative positions */
+  LENGTHS_APPEND, /* (appending) per request, in turn: random in [0, capacity - seqlen_new], 0,
+                     capacity - ceil(seqlen_new / 2) (crosses the capacity), capacity (nothing written),
+                     random in [seqlen_new, capacity], -3, capacity + 5. The requests after the crossing
+                     one and the full one hold old keys in their first seqlen_new rows, which their own
+                     appends do not cover: a token written at the capacity of a contiguous cache lands
+                     there, and so does one written through the block table's next entry (the next
+                     request's first page). */
+  LENGTHS_HUGE,   /* (appending) per request, in turn: INT32_MAX, INT32_MAX - 1, random in
+                     [0, capacity - seqlen_new]: max(cache_seqlens, 0) + seqlen_new exceeds int32 */
 } lengths_kind;
 
-static const char *const lengths_names[] = {"mixed", "random", "full", "short"};
+static const char *const lengths_names[] = {"mixed", "random", "full", "short", "append", "huge"};
 
 enum {
   EXTRA_SPLITS = 1,     /* also num_splits 1 and 3, against each other */
@@ -400,6 +427,7 @@ enum {
 typedef struct decode_case {
   aotk_dtype dtype;
   int64_t head_dim_qk, head_dim_v, batch, heads_kv, group, seqlen_q, capacity, page_size; /* page_size 0: contiguous */
+  int64_t seqlen_new; /* > 0: k_new and v_new of that many tokens per request are appended */
   lengths_kind lengths;
   int causal;
   int32_t window_left, window_right;
@@ -415,7 +443,7 @@ typedef struct decode_case {
 /* One row of the matrix; window 0 means none (-1, -1 passed). */
 typedef struct decode_row {
   int bf16;
-  int64_t dqk, dv, batch, heads_kv, group, seqlen_q, capacity, page_size;
+  int64_t dqk, dv, batch, heads_kv, group, seqlen_q, capacity, page_size, seqlen_new;
   lengths_kind lengths;
   int causal, window;
   int32_t window_left, window_right;
@@ -515,6 +543,22 @@ static const decode_row decode_rows[] = {
     /* A batch of 16 x 8 kv heads. */
     {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 16, .heads_kv = 8, .group = 1, .seqlen_q = 1, .capacity = 256,
      .page_size = 16, .lengths = LENGTHS_MIXED, .causal = 1, .lse = 1},
+    /* Appending: contiguous and paged (1, 16, 64), seqlen_new = seqlen_q (1, 4) or not (3 for 1, 2 for 4),
+     * splits, a graph, and lengths past int32 once the new tokens are added. */
+    {.bf16 = 0, .dqk = 128, .dv = 128, .batch = 7, .heads_kv = 2, .group = 4, .seqlen_q = 1, .capacity = 300,
+     .seqlen_new = 1, .lengths = LENGTHS_APPEND, .causal = 1, .lse = 1, .extra = EXTRA_SPLITS},
+    {.bf16 = 1, .dqk = 64, .dv = 64, .batch = 7, .heads_kv = 2, .group = 4, .seqlen_q = 4, .capacity = 200,
+     .page_size = 16, .seqlen_new = 4, .lengths = LENGTHS_APPEND, .causal = 1, .lse = 1, .num_splits = 3},
+    {.bf16 = 0, .dqk = 192, .dv = 128, .batch = 7, .heads_kv = 1, .group = 8, .seqlen_q = 4, .capacity = 130,
+     .page_size = 1, .seqlen_new = 4, .lengths = LENGTHS_APPEND, .causal = 1, .lse = 1},
+    {.bf16 = 1, .dqk = 256, .dv = 128, .batch = 7, .heads_kv = 2, .group = 2, .seqlen_q = 1, .capacity = 256,
+     .page_size = 64, .seqlen_new = 3, .lengths = LENGTHS_APPEND, .causal = 1, .lse = 1, .num_splits = 3},
+    {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 4, .heads_kv = 2, .group = 1, .seqlen_q = 4, .capacity = 100,
+     .seqlen_new = 2, .lengths = LENGTHS_APPEND, .causal = 1, .padded = 1},
+    {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 4, .heads_kv = 2, .group = 4, .seqlen_q = 1, .capacity = 1024,
+     .page_size = 16, .seqlen_new = 1, .lengths = LENGTHS_APPEND, .causal = 1, .lse = 1, .extra = EXTRA_GRAPH},
+    {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 3, .heads_kv = 1, .group = 2, .seqlen_q = 1, .capacity = 100,
+     .seqlen_new = 2, .lengths = LENGTHS_HUGE, .causal = 1, .lse = 1},
 };
 
 static void make_decode_case(decode_case *c, const decode_row *row, int index) {
@@ -528,6 +572,7 @@ static void make_decode_case(decode_case *c, const decode_row *row, int index) {
   c->seqlen_q = row->seqlen_q;
   c->capacity = row->capacity;
   c->page_size = row->page_size;
+  c->seqlen_new = row->seqlen_new;
   c->lengths = row->lengths;
   c->causal = row->causal;
   c->window_left = row->window ? row->window_left : -1;
@@ -554,6 +599,7 @@ static void make_decode_case(decode_case *c, const decode_row *row, int index) {
     int written = used < sizeof extras ? snprintf(extras + used, sizeof extras - used, __VA_ARGS__) : 0; \
     if (written > 0) used += (size_t)written;                                                    \
   } while (0)
+  if (c->seqlen_new > 0) APPEND(" +append %lld", (long long)c->seqlen_new);
   if (row->window) APPEND(" window %d/%d", (int)c->window_left, (int)c->window_right);
   if (c->softcap > 0.0f) APPEND(" softcap %g", (double)c->softcap);
   if (c->alibi) APPEND(" alibi[%s]", c->alibi == 2 ? "b,h" : "h");
@@ -579,9 +625,12 @@ typedef struct decode_run {
   int64_t heads_q, capacity, page_size, pages_per_seq, num_pages;
   int paged;
   float softmax_scale; /* resolved as the library does: 1/sqrt(head_dim_qk) in float32 */
-  strided q, k, v, out, lse;
-  buffer q_buffer, k_buffer, v_buffer, out_buffer, lse_buffer;
-  float *q_values, *k_values, *v_values; /* the input buffers as floats (exact), for the reference */
+  strided q, k, v, out, lse, k_new, v_new;
+  buffer q_buffer, k_buffer, v_buffer, out_buffer, lse_buffer, k_new_buffer, v_new_buffer;
+  /* The caches' bytes as first uploaded (every run starts from them), and as a call with the lengths
+   * last given to expect_caches must leave them (the same bytes without appending). */
+  void *k_initial, *v_initial, *k_expected, *v_expected;
+  float *q_values, *k_values, *v_values; /* q and the expected caches as floats (exact), for the reference */
   int32_t *table;                        /* [batch, pages_per_seq] */
   int32_t seqlens[MAX_BATCH];            /* as passed: some outside [0, capacity] */
   int32_t replay_seqlens[MAX_BATCH];     /* the graph replay's */
@@ -612,8 +661,19 @@ static int64_t clamp_length(const decode_run *x, int32_t length) {
   return length < 0 ? 0 : length > x->capacity ? x->capacity : length;
 }
 
+/* include/aotk.h: the first new token goes to position max(cache_seqlens[b], 0) (none without appending). */
+static int64_t append_start(int32_t length) { return length < 0 ? 0 : (int64_t)length; }
+
+/* The keys request b attends to: L_b = min(max(cache_seqlens[b], 0) + seqlen_new, capacity), in int64
+ * (cache_seqlens + seqlen_new may pass INT32_MAX). */
+static int64_t attended_length(const decode_run *x, int32_t length) {
+  const int64_t end = append_start(length) + x->c->seqlen_new;
+  return end > x->capacity ? x->capacity : end;
+}
+
 static int32_t draw_length(decode_run *x, int64_t b) {
-  const int64_t cap = x->capacity, S = x->c->seqlen_q;
+  const int64_t cap = x->capacity, S = x->c->seqlen_q, N = x->c->seqlen_new;
+  const int64_t room = cap > N ? cap - N : 0;
   switch (x->c->lengths) {
     case LENGTHS_FULL:
       return (int32_t)cap;
@@ -621,6 +681,15 @@ static int32_t draw_length(decode_run *x, int64_t b) {
       return (int32_t)aotk__random_int(&x->state, 0, S);
     case LENGTHS_RANDOM:
       return (int32_t)aotk__random_int(&x->state, 1, cap);
+    case LENGTHS_APPEND: {
+      const int32_t lengths[7] = {(int32_t)aotk__random_int(&x->state, 0, room), 0, (int32_t)(cap - (N + 1) / 2),
+                                  (int32_t)cap, (int32_t)aotk__random_int(&x->state, N, cap), -3, (int32_t)cap + 5};
+      return lengths[b % 7];
+    }
+    case LENGTHS_HUGE: {
+      const int32_t lengths[3] = {INT32_MAX, INT32_MAX - 1, (int32_t)aotk__random_int(&x->state, 0, room)};
+      return lengths[b % 3];
+    }
     case LENGTHS_MIXED:
       break;
   }
@@ -662,9 +731,88 @@ static float *float_copy(const buffer *b, aotk_dtype dtype) {
   return values;
 }
 
+static void *bytes_copy(const buffer *b) {
+  void *copy = host_alloc(b->elements, b->element_size);
+  if (copy != NULL) memcpy(copy, b->host, buffer_bytes(b));
+  return copy;
+}
+
+/* The caches as a call with lengths `seqlens` must leave them: the first bytes, with new token i of
+ * request b (k_new, v_new's bits, head-dim columns only) at position max(seqlens[b], 0) + i where that is
+ * below the capacity; and their floats, which the reference reads. */
+static void expect_caches(decode_run *x, const int32_t *seqlens) {
+  const decode_case *c = x->c;
+  const size_t size = x->k_buffer.element_size;
+  memcpy(x->k_expected, x->k_initial, buffer_bytes(&x->k_buffer));
+  memcpy(x->v_expected, x->v_initial, buffer_bytes(&x->v_buffer));
+  for (int64_t b = 0; b < c->batch; b++)
+    for (int64_t i = 0; i < c->seqlen_new; i++) {
+      const int64_t position = append_start(seqlens[b]) + i;
+      if (position >= x->capacity) break;
+      for (int64_t h = 0; h < c->heads_kv; h++) {
+        const int64_t new_row = (b * c->seqlen_new + i) * c->heads_kv + h; /* k_new[b, i, h] */
+        memcpy((char *)x->k_expected + (size_t)cache_index(x, &x->k, b, position, h) * size,
+               (const char *)x->k_new_buffer.host + (size_t)strided_at(&x->k_new, new_row * c->head_dim_qk) * size,
+               (size_t)c->head_dim_qk * size);
+        memcpy((char *)x->v_expected + (size_t)cache_index(x, &x->v, b, position, h) * size,
+               (const char *)x->v_new_buffer.host + (size_t)strided_at(&x->v_new, new_row * c->head_dim_v) * size,
+               (size_t)c->head_dim_v * size);
+      }
+    }
+  for (int64_t e = 0; e < x->k_buffer.elements; e++) {
+    x->k_values[e] = aotk__dtype_value(((const uint16_t *)x->k_expected)[e], c->dtype);
+  }
+  for (int64_t e = 0; e < x->v_buffer.elements; e++) {
+    x->v_values[e] = aotk__dtype_value(((const uint16_t *)x->v_expected)[e], c->dtype);
+  }
+}
+
+/* Every run starts from the caches as first uploaded, so that it writes (and is checked for) its own
+ * append; without appending nothing writes them. */
+static bool restore_caches(decode_run *x) {
+  if (x->c->seqlen_new == 0) return true;
+  memcpy(x->k_buffer.host, x->k_initial, buffer_bytes(&x->k_buffer));
+  memcpy(x->v_buffer.host, x->v_initial, buffer_bytes(&x->v_buffer));
+  return buffer_upload(&x->k_buffer) && buffer_upload(&x->v_buffer);
+}
+
+/* The caches, downloaded, against `k_want` and `v_want` byte for byte: the first difference named by its
+ * block (request or page), row, kv head and column. */
+static void check_caches_equal(decode_run *x, const void *k_want, const void *v_want, const char *label) {
+  if (!buffer_download(&x->k_buffer) || !buffer_download(&x->v_buffer)) return;
+  const buffer *buffers[2] = {&x->k_buffer, &x->v_buffer};
+  const void *wanted[2] = {k_want, v_want};
+  const strided *views[2] = {&x->k, &x->v};
+  static const char *const names[2] = {"k_cache", "v_cache"};
+  for (int t = 0; t < 2; t++) {
+    const uint16_t *got = buffers[t]->host, *want = wanted[t];
+    int64_t differences = 0, first = -1;
+    for (int64_t e = 0; e < buffers[t]->elements; e++) {
+      if (got[e] != want[e]) {
+        if (first < 0) first = e;
+        differences++;
+      }
+    }
+    if (differences == 0) continue;
+    const strided *view = views[t];
+    const int64_t at = first - view->offset;
+    CHECK_MSG(false,
+              "%s: %s: %lld elements differ from what the call should leave, first at buffer element %lld "
+              "(block %lld, row %lld, kv head %lld, column %lld): 0x%04x, expected 0x%04x",
+              label, names[t], (long long)differences, (long long)first, (long long)(at / view->strides[0]),
+              (long long)(at % view->strides[0] / view->strides[1]), (long long)(at % view->strides[1] / view->strides[2]),
+              (long long)(at % view->strides[2]), (unsigned)got[first], (unsigned)want[first]);
+  }
+}
+
 static void decode_run_destroy(decode_run *x) {
-  buffer *buffers[] = {&x->q_buffer, &x->k_buffer, &x->v_buffer, &x->out_buffer, &x->lse_buffer};
+  buffer *buffers[] = {&x->q_buffer,   &x->k_buffer,     &x->v_buffer,    &x->out_buffer,
+                       &x->lse_buffer, &x->k_new_buffer, &x->v_new_buffer};
   for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) buffer_destroy(buffers[i]);
+  free(x->k_initial);
+  free(x->v_initial);
+  free(x->k_expected);
+  free(x->v_expected);
   free(x->q_values);
   free(x->k_values);
   free(x->v_values);
@@ -691,21 +839,27 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
   x->capacity = x->paged ? x->pages_per_seq * c->page_size : c->capacity;
   x->softmax_scale = c->softmax_scale != 0.0f ? c->softmax_scale : 1.0f / sqrtf((float)DQK);
 
-  /* Lengths; the cache holds keys up to the longest length a run will use, NaN past it. */
-  int64_t filled[MAX_BATCH];
+  /* Lengths; the cache holds keys up to the longest length a run will use, NaN past it (appending: NaN
+   * where the new keys go, unless a graph replay's longer length holds keys there). */
+  int64_t filled[MAX_BATCH], reached[MAX_BATCH];
   for (int64_t b = 0; b < B; b++) {
     x->seqlens[b] = draw_length(x, b);
     x->replay_seqlens[b] = (int32_t)aotk__random_int(&x->state, -1, x->capacity + 2);
     filled[b] = clamp_length(x, x->seqlens[b]);
+    reached[b] = attended_length(x, x->seqlens[b]);
     const int64_t replay = clamp_length(x, x->replay_seqlens[b]);
     if ((c->extra & EXTRA_GRAPH) && replay > filled[b]) filled[b] = replay;
+    if ((c->extra & EXTRA_GRAPH) && attended_length(x, x->replay_seqlens[b]) > reached[b]) {
+      reached[b] = attended_length(x, x->replay_seqlens[b]);
+    }
+    if (filled[b] > reached[b]) reached[b] = filled[b];
   }
 
-  /* Pages: the ones holding keys, shuffled over all requests; slots past a request's keys point at
-   * spare pages, which hold only NaN. */
+  /* Pages: the ones a run reads or appends to, shuffled over all requests; slots past them point at
+   * spare pages, which hold only NaN (and which no append may write). */
   if (x->paged) {
     int64_t used[MAX_BATCH], total = 0;
-    for (int64_t b = 0; b < B; b++) total += used[b] = ceil_div(filled[b], c->page_size);
+    for (int64_t b = 0; b < B; b++) total += used[b] = ceil_div(reached[b], c->page_size);
     x->num_pages = total + SPARE_PAGES;
     int32_t *order = host_alloc(x->num_pages, sizeof(int32_t));
     x->table = host_alloc(B * x->pages_per_seq, sizeof(int32_t));
@@ -754,10 +908,38 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
         for (int64_t d = 0; d < DQK; d++) store_value(&x->k_buffer, dtype, k_row + d, aotk__random_normal(&x->state));
         for (int64_t d = 0; d < DV; d++) store_value(&x->v_buffer, dtype, v_row + d, aotk__random_normal(&x->state));
       }
+  /* The new keys and values N(0, 1); their padding a finite value the caches' padding (NaN) does not
+   * hold, so that a padding column copied into the cache shows. */
+  if (c->seqlen_new > 0) {
+    const int64_t k_new_shape[4] = {B, c->seqlen_new, HKV, DQK}, v_new_shape[4] = {B, c->seqlen_new, HKV, DV};
+    x->k_new = make_layout(4, k_new_shape, slack);
+    x->v_new = make_layout(4, v_new_shape, slack);
+    if (!buffer_create(&x->k_new_buffer, strided_span(&x->k_new), 2) ||
+        !buffer_create(&x->v_new_buffer, strided_span(&x->v_new), 2)) {
+      return false;
+    }
+    buffer *news[2] = {&x->k_new_buffer, &x->v_new_buffer};
+    const strided *views[2] = {&x->k_new, &x->v_new};
+    for (int t = 0; t < 2; t++) {
+      for (int64_t e = 0; e < news[t]->elements; e++) store_value(news[t], dtype, e, 77.0f);
+      for (int64_t flat = 0; flat < strided_count(views[t]); flat++) {
+        store_value(news[t], dtype, strided_at(views[t], flat), aotk__random_normal(&x->state));
+      }
+    }
+    if (!buffer_upload(&x->k_new_buffer) || !buffer_upload(&x->v_new_buffer)) return false;
+  }
+  x->k_initial = bytes_copy(&x->k_buffer);
+  x->v_initial = bytes_copy(&x->v_buffer);
+  x->k_expected = bytes_copy(&x->k_buffer);
+  x->v_expected = bytes_copy(&x->v_buffer);
   x->q_values = float_copy(&x->q_buffer, dtype);
-  x->k_values = float_copy(&x->k_buffer, dtype);
-  x->v_values = float_copy(&x->v_buffer, dtype);
-  if (x->q_values == NULL || x->k_values == NULL || x->v_values == NULL) return false;
+  x->k_values = host_alloc(x->k_buffer.elements, sizeof(float));
+  x->v_values = host_alloc(x->v_buffer.elements, sizeof(float));
+  if (x->k_initial == NULL || x->v_initial == NULL || x->k_expected == NULL || x->v_expected == NULL ||
+      x->q_values == NULL || x->k_values == NULL || x->v_values == NULL) {
+    return false;
+  }
+  expect_caches(x, x->seqlens);
   if (!buffer_upload(&x->q_buffer) || !buffer_upload(&x->k_buffer) || !buffer_upload(&x->v_buffer)) return false;
   if (!upload(&x->seqlens_device, x->seqlens, (size_t)B * sizeof(int32_t))) return false;
   if (x->paged && !upload(&x->table_device, x->table, (size_t)(B * x->pages_per_seq) * sizeof(int32_t))) return false;
@@ -798,6 +980,10 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
   if (c->sinks) params.sinks = aotk_tensor_1d((void *)(uintptr_t)x->sinks_device, AOTK_DTYPE_FLOAT32, HQ);
   params.num_splits = c->num_splits;
   params.max_seqlen_k = c->max_seqlen_k;
+  if (c->seqlen_new > 0) {
+    params.k_new = tensor_of(&x->k_new_buffer, &x->k_new, dtype);
+    params.v_new = tensor_of(&x->v_new_buffer, &x->v_new, dtype);
+  }
   x->params = params;
   return settle();
 }
@@ -846,7 +1032,7 @@ static void decode_reference_item(void *context, int64_t item, void *scratch) {
   const int64_t S = c->seqlen_q, HQ = x->heads_q, DQK = c->head_dim_qk, DV = c->head_dim_v;
   const int64_t b = item / (HQ * S), h = item / S % HQ, token = item % S, head_kv = h / c->group;
   int64_t first, last, position;
-  visible_keys(c, clamp_length(x, job->seqlens[b]), token, &first, &last, &position);
+  visible_keys(c, attended_length(x, job->seqlens[b]), token, &first, &last, &position);
   const int64_t keys = last >= first ? last - first + 1 : 0;
   double *scores = scratch, *acc = scores + x->capacity;
   float *scores_f32 = (float *)(acc + DV), *acc_f32 = scores_f32 + x->capacity;
@@ -916,7 +1102,8 @@ static void decode_reference_destroy(decode_reference *ref) {
   memset(ref, 0, sizeof *ref);
 }
 
-/* The reference for the lengths `seqlens`, and its bound: 2 x the emulation's largest error + the floor. */
+/* The reference for the lengths `seqlens` (on the caches expect_caches last made: for these lengths),
+ * and its bound: 2 x the emulation's largest error + the floor. */
 static bool compute_decode_reference(const decode_run *x, const int32_t *seqlens, decode_reference *ref) {
   memset(ref, 0, sizeof *ref);
   ref->out = host_alloc(out_count(x), sizeof(double));
@@ -1061,8 +1248,9 @@ static void check_decode_query(const decode_run *x, const aotk_decode_params *pa
     CHECK_MSG(splits > 1, "%s: the automatic choice did not split (%lld programs before the split)", label,
               (long long)(info->grid / (splits > 0 ? splits : 1)));
   }
-  CHECK_MSG(info->launches == (splits > 1 ? 2 : 1), "%s: %d launches with %lld splits", label, (int)info->launches,
-            (long long)splits);
+  const int launches = 1 + (splits > 1) + (c->seqlen_new > 0);
+  CHECK_MSG(info->launches == launches, "%s: %d launches with %lld splits%s, expected %d", label, (int)info->launches,
+            (long long)splits, c->seqlen_new > 0 ? " and appending" : "", launches);
   const int64_t rows = c->batch * c->seqlen_q * x->heads_q;
   const size_t documented = splits > 1 ? round_up16((size_t)(splits * rows * round_up(c->head_dim_v, 16)) * 4) +
                                              round_up16((size_t)(splits * rows) * 4)
@@ -1082,13 +1270,15 @@ static void check_decode_query(const decode_run *x, const aotk_decode_params *pa
   if (info->head_dim_qk > c->head_dim_qk || info->head_dim_v > c->head_dim_v) expected |= AOTK_FEATURE_PADDED_HEAD_DIM;
   if (x->paged) expected |= AOTK_FEATURE_PAGED_KV;
   if (splits > 1) expected |= AOTK_FEATURE_SPLIT_KV;
+  if (c->seqlen_new > 0) expected |= AOTK_FEATURE_APPEND_KV;
   CHECK_MSG(info->features == expected, "%s: features 0x%x, expected 0x%x", label, (unsigned)info->features,
             (unsigned)expected);
 }
 
 /* Queries, allocates exactly the workspace the query reports (poisoned; none when it is 0), poisons out
- * and lse, runs, downloads, checks that every element of out (and of lse when asked for) was written
- * and nothing around them, and unpacks into r. */
+ * and lse, restores the caches' first bytes, runs, downloads, checks that every element of out (and of
+ * lse when asked for) was written and nothing around them, and the caches byte for byte (what
+ * expect_caches last made), and unpacks into r. */
 static bool run_decode(decode_run *x, const aotk_decode_params *params, decode_results *r, aotk_kernel_info *info_out,
                        const char *label) {
   aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
@@ -1099,13 +1289,14 @@ static bool run_decode(decode_run *x, const aotk_decode_params *params, decode_r
   CUdeviceptr workspace = 0;
   bool ok = info.workspace_bytes == 0 ||
             (device_alloc(&workspace, info.workspace_bytes) && poison(workspace, info.workspace_bytes));
-  ok = ok && buffer_poison(&x->out_buffer) && buffer_poison(&x->lse_buffer) && settle();
+  ok = ok && buffer_poison(&x->out_buffer) && buffer_poison(&x->lse_buffer) && restore_caches(x) && settle();
   if (ok) {
     status = aotk_attn_decode(params, (void *)(uintptr_t)workspace, info.workspace_bytes, (aotk_stream)stream);
     CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_decode: %s: %s", label, aotk_status_name(status), aotk_last_error());
     ok = status == AOTK_OK && synchronize(label);
   }
   ok = ok && download_and_check(x, params, r, label);
+  if (ok) check_caches_equal(x, x->k_expected, x->v_expected, label);
   device_free(&workspace);
   return ok;
 }
@@ -1174,13 +1365,15 @@ static void check_graph_replay(decode_run *x, const decode_results *base) {
       ok = driver->cuMemcpyHtoD(x->seqlens_device, x->replay_seqlens, (size_t)c->batch * sizeof(int32_t)) ==
            CUDA_SUCCESS;
       CHECK_MSG(ok, "copying the new lengths failed");
+      expect_caches(x, x->replay_seqlens); /* appending: the new lengths move the rows the replay writes */
     }
     ok = ok && buffer_poison(&x->out_buffer) && buffer_poison(&x->lse_buffer) &&
-         (workspace == 0 || poison(workspace, info.workspace_bytes)) && settle();
+         (workspace == 0 || poison(workspace, info.workspace_bytes)) && restore_caches(x) && settle();
     if (!ok) break;
     CUresult result = driver->cuGraphLaunch(exec, stream);
     CHECK_MSG(result == CUDA_SUCCESS, "%s: cuGraphLaunch = %d", label, (int)result);
     ok = result == CUDA_SUCCESS && synchronize(label) && download_and_check(x, &x->params, &replay, label);
+    if (ok) check_caches_equal(x, x->k_expected, x->v_expected, label);
     if (ok && round == 0) compare_decode_runs(x, base, &replay, 0.0, c->with_lse, "graph replay against the direct call");
   }
   if (ok) ok = compute_decode_reference(x, x->replay_seqlens, &ref);
@@ -1199,10 +1392,11 @@ static void check_graph_replay(decode_run *x, const decode_results *base) {
     }
     printf("    graph: %d splits, lengths %s\n", (int)info.num_splits, lengths);
   }
-  /* The lengths the other checks assume. */
+  /* The lengths (and expected caches) the other checks assume. */
   if (driver->cuMemcpyHtoD(x->seqlens_device, x->seqlens, (size_t)c->batch * sizeof(int32_t)) != CUDA_SUCCESS) {
     CHECK_MSG(false, "restoring the lengths failed");
   }
+  expect_caches(x, x->seqlens);
   if (exec) driver->cuGraphExecDestroy(exec);
   if (graph) driver->cuGraphDestroy(graph);
   device_free(&workspace);
@@ -1258,13 +1452,14 @@ done:
 
 /* ---- decoding: refusals ----------------------------------------------------------------------------- */
 
-/* A split call (it needs a workspace) refused for its workspace or a misaligned tensor: the right status,
- * and nothing written (out, lse and the workspace keep their poison). */
+/* A split, appending call (it needs a workspace) refused for its workspace or a misaligned tensor: the
+ * right status, and nothing written (out, lse and the workspace keep their poison, the caches their
+ * first bytes: the append did not run either). */
 static void test_decode_refusals(void) {
   decode_case c;
   const decode_row row = {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 2, .heads_kv = 2, .group = 2, .seqlen_q = 2,
-                          .capacity = 512, .page_size = 16, .lengths = LENGTHS_RANDOM, .causal = 1, .lse = 1,
-                          .num_splits = 3};
+                          .capacity = 512, .page_size = 16, .seqlen_new = 2, .lengths = LENGTHS_APPEND, .causal = 1,
+                          .lse = 1, .num_splits = 3};
   make_decode_case(&c, &row, 9001);
   decode_run x;
   CUdeviceptr workspace = 0;
@@ -1312,9 +1507,20 @@ static void test_decode_refusals(void) {
   CHECK_MSG(status == AOTK_ERROR_MISALIGNED_POINTER, "out + 8 bytes: %s", aotk_status_name(status));
   status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
   CHECK_MSG(status == AOTK_ERROR_MISALIGNED_POINTER, "the query of out + 8 bytes: %s", aotk_status_name(status));
+  /* k_new and v_new: the decode's alignment rule (include/aotk.h). */
+  params = x.params;
+  params.k_new.data = (char *)params.k_new.data + 8;
+  status = aotk_attn_decode(&params, ws, bytes, (aotk_stream)stream);
+  CHECK_MSG(status == AOTK_ERROR_MISALIGNED_POINTER, "k_new + 8 bytes: %s", aotk_status_name(status));
+  params = x.params;
+  params.v_new.strides[1] -= 8;
+  status = aotk_attn_decode(&params, ws, bytes, (aotk_stream)stream);
+  CHECK_MSG(status == AOTK_ERROR_MISALIGNED_POINTER, "v_new token stride %lld: %s", (long long)params.v_new.strides[1],
+            aotk_status_name(status));
   if (!synchronize("refused calls") || !buffer_download(&x.out_buffer) || !buffer_download(&x.lse_buffer)) goto done;
   check_coverage(&x.out_buffer, &x.out, false, "refused calls", "out");
   check_coverage(&x.lse_buffer, &x.lse, false, "refused calls", "lse");
+  check_caches_equal(&x, x.k_initial, x.v_initial, "refused calls");
   uint8_t *host = host_alloc((int64_t)bytes + 16, 1);
   if (host != NULL && driver->cuMemcpyDtoH(host, workspace, bytes + 16) == CUDA_SUCCESS) {
     int64_t written = 0;

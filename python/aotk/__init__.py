@@ -198,24 +198,29 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     AOTK_ERROR_MISALIGNED_POINTER). heads_q a multiple of heads_kv (GQA/MQA).
 
     cache_seqlens: an int for every request, or an int32 tensor [batch] on the GPU: the keys already in
-    each request's cache (None: the whole capacity). It is read on the GPU, never on the host, so a
-    captured CUDA graph replays with the lengths the tensor then holds.
+    each request's cache (None: the whole capacity; a tensor's values outside [0, capacity] are clamped
+    to it). It is read on the GPU, never on the host, so a captured CUDA graph replays with the lengths
+    the tensor then holds.
 
-    k, v [batch, seqlen_new, heads_kv, head_dim]: new keys and values, written into the caches in place at
-    positions cache_seqlens[b] .. cache_seqlens[b] + seqlen_new - 1 (through block_table when paged),
-    then attended to with the cache: request b sees cache_seqlens[b] + seqlen_new keys. aotk's kernel
-    does not append yet: this function does it first with device-side index arithmetic and index_put_
-    (no host synchronization; CUDA graphs and torch.compile take it). cache_seqlens itself is not
-    updated (as in flash-attn). A request whose new tokens run past its capacity is the caller's error:
-    they land in the request's last slot, never in another request's cache.
+    k, v [batch, seqlen_new, heads_kv, head_dim]: new keys and values, appended in place by the library
+    within the same call (a first kernel, before the attention's; no host synchronization, so CUDA
+    graphs capture it, and torch.compile sees k_cache and v_cache as mutated): new token i of request b
+    goes to position max(cache_seqlens[b], 0) + i (through block_table when paged), then request b
+    attends to L_b = min(max(cache_seqlens[b], 0) + seqlen_new, capacity) keys (without k and v, L_b is
+    cache_seqlens[b] clamped). cache_seqlens is the length before the step and is not updated (as in
+    flash-attn): the caller advances it. New tokens that would land at or past a request's capacity are
+    dropped (not written, not attended to), never written into another request's cache; an int
+    cache_seqlens that would overrun (more than capacity - seqlen_new) is refused with ValueError.
+    Nothing else of the caches is written. k and v need not be aligned (they are copied when the kernel
+    could not read them in place).
 
-    causal: token i of the step sits at position cache_seqlens[b] + seqlen_new - seqlen_q + i and sees the
-    keys up to it (bottom-right, flash-attn's). softmax_scale, window_size, softcap and alibi_slopes
-    ([heads_q] or [batch, heads_q] fp32) as flash_attn_func. num_splits: 0 lets aotk choose how many
-    ranges to cut each request's keys into (flash-decoding, when batch x heads_kv cannot fill the GPU;
-    the choice depends on the sizes, never on cache_seqlens); 1 to 256 forces it. sinks (an aotk
-    extension, gpt-oss's attention sinks): optional fp32 [heads_q], one logit per head joining each
-    row's softmax denominator.
+    causal: token i of the step sits at position L_b - seqlen_q + i and sees the keys up to it
+    (bottom-right, flash-attn's). softmax_scale, window_size, softcap and alibi_slopes ([heads_q] or
+    [batch, heads_q] fp32) as flash_attn_func. num_splits: 0 lets aotk choose how many ranges to cut
+    each request's keys into (flash-decoding, when batch x heads_kv cannot fill the GPU; the choice
+    depends on the sizes, never on cache_seqlens); 1 to 256 forces it. sinks (an aotk extension,
+    gpt-oss's attention sinks): optional fp32 [heads_q], one logit per head joining each row's softmax
+    denominator.
 
     Returns out [batch, seqlen_q, heads_q, head_dim_v], or (out, softmax_lse) with return_softmax_lse=True:
     softmax_lse fp32 [batch, heads_q, seqlen_q], natural log (-inf for a request with no key). Not

@@ -37,7 +37,7 @@ AOTK_IMAGE_POLICY_SM80_PTX = 1
 
 # AOTK_FEATURE_* bit i is FEATURE_NAMES[i].
 FEATURE_NAMES = ("varlen", "causal", "window", "softcap", "alibi", "sinks", "dropout", "padded_head_dim",
-                 "extras_kernel", "tma", "warp_specialized", "nondeterministic", "paged_kv", "split_kv")
+                 "extras_kernel", "tma", "warp_specialized", "nondeterministic", "paged_kv", "split_kv", "append_kv")
 
 LIBRARY_ENV = "AOTK_LIBRARY"
 LIBRARY_FILE = "libaotk.so"
@@ -129,6 +129,9 @@ class AotkDecodeParams(ctypes.Structure):
         ("sinks", AotkTensor),
         ("num_splits", ctypes.c_int32),
         ("max_seqlen_k", ctypes.c_int32),
+        # Appending (given together): the step's keys and values, written into the caches first.
+        ("k_new", AotkTensor),
+        ("v_new", AotkTensor),
     ]
 
 

@@ -9,6 +9,7 @@ namespace "aotk":
     aotk::sel_fwd   (q, k, v, block_idx, ...) -> (out, lse)          aotk_sel_fwd
     aotk::sel_bwd   (dout, q, k, v, out, lse, ...) -> (dq, dk, dv)   aotk_sel_bwd
     aotk::decode    (q, k_cache, v_cache, cache_seqlens, ...) -> (out, lse)   aotk_attn_decode
+                    (mutates k_cache and v_cache: appends k_new and v_new when given)
     aotk::merge     (out_partials, lse_partials, ...) -> (out, lse)  aotk_attn_merge
 
 Each op has a fake (meta) implementation, so torch.compile traces it as a single node, without graph
@@ -342,9 +343,20 @@ sel_fwd.register_autograd(_sel_backward, setup_context=_sel_setup_context)
 # ---------------------------------------------------------------------------------------------------
 
 def _aligned16(t):
-    """What aotk's decoding kernels assume of q, the caches and out: a 16-byte-aligned pointer and every
-    stride but the last a multiple of 16 elements (include/aotk.h, aotk_decode_params)."""
+    """What aotk's decoding kernels assume of q, the caches, out, k_new and v_new: a 16-byte-aligned
+    pointer and every stride but the last a multiple of 16 elements (include/aotk.h, aotk_decode_params)."""
     return t.data_ptr() % 16 == 0 and all(s % 16 == 0 for s in t.stride()[:-1])
+
+
+def _as_aligned16(t):
+    """t itself when _aligned16, else a copy in a layout that is: rows padded to a multiple of 16
+    elements (a contiguous copy is not enough when the head dim is not a multiple of 16, e.g. 40).
+    For the small tensors only (q, k_new, v_new): the caches are never copied."""
+    if _aligned16(t):
+        return t
+    head_dim = t.shape[-1]
+    padded = t.new_empty(tuple(t.shape[:-1]) + ((head_dim + 15) // 16 * 16,))
+    return padded[..., :head_dim].copy_(t)
 
 
 def _decode_out_shapes(q, v_cache):
@@ -360,29 +372,51 @@ def _fill_no_key_lse(lse, sinks):
     return lse.copy_(sinks.view(-1, 1).expand(lse.shape))
 
 
-@torch.library.custom_op("aotk::decode", mutates_args=(), device_types="cuda")
+_APPEND_KV = 1 << _capi.FEATURE_NAMES.index("append_kv")  # AOTK_FEATURE_APPEND_KV
+
+
+@torch.library.custom_op("aotk::decode", mutates_args=("k_cache", "v_cache"), device_types="cuda")
 def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, block_table: Optional[Tensor],
            alibi_slopes: Optional[Tensor], sinks: Optional[Tensor], softmax_scale: float, causal: bool,
-           window_left: int, window_right: int, softcap: float, num_splits: int) -> Tuple[Tensor, Tensor]:
+           window_left: int, window_right: int, softcap: float, num_splits: int, k_new: Optional[Tensor] = None,
+           v_new: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """aotk_attn_decode: (out [batch, seqlen_q, heads_q, head_dim_v], lse [batch, heads_q, seqlen_q] fp32).
-    cache_seqlens (int32 [batch]) counts each request's keys, the step's own already in the cache; it is
-    read by the kernel, so a CUDA graph replays with whatever the tensor then holds. The split-KV
-    workspace comes from torch's caching allocator on the current stream."""
+
+    Without k_new and v_new, cache_seqlens (int32 [batch]) counts each request's keys, the step's own
+    already in the cache. With them ([batch, seqlen_new, heads_kv, head_dim_qk / head_dim_v], given
+    together), the library appends in-kernel, in place: cache_seqlens holds the lengths before the step,
+    new token i of request b goes to position max(cache_seqlens[b], 0) + i (through block_table when
+    paged; a position at or past the capacity is not written), and the request attends to
+    min(max(cache_seqlens[b], 0) + seqlen_new, capacity) keys. cache_seqlens itself is not changed. It is
+    read by the kernels, so a CUDA graph replays with whatever the tensor then holds. k_cache and
+    v_cache are declared mutated whether or not this call appends (a custom op's schema is fixed), so
+    torch.compile orders the op against other reads and writes of the caches. The split-KV workspace
+    comes from torch's caching allocator on the current stream."""
     out_shape, lse_shape = _decode_out_shapes(q, v_cache)
     out = q.new_empty(out_shape)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-    if out.numel() == 0:
-        return out, lse
+    append = k_new is not None and k_new.numel() > 0
     capacity = k_cache.shape[1] * (block_table.shape[1] if block_table is not None else 1)
-    if capacity == 0:  # no request can hold a key: the header's out = 0, lse = -inf (or the sink's)
+    if capacity == 0:  # no key, old or new, fits: the header's out = 0, lse = -inf (or the sink's)
         return out.zero_(), _fill_no_key_lse(lse, sinks)
-    if not _aligned16(q):  # q is small: a copy in the layout the kernel assumes (the caches cannot be copied)
-        q = torch.empty(q.shape, dtype=q.dtype, device=q.device).copy_(q)
+    run_q, run_out, run_lse = q, out, lse
+    if out.numel() == 0:
+        if not append:
+            return out, lse
+        # No query row (seqlen_q or heads_q is 0) but keys to append: the library takes no empty q, so
+        # one zero query token per request and kv head attends and is dropped; the append is the kernel's.
+        batch, heads_kv = q.shape[0], k_cache.shape[2]
+        run_q = q.new_zeros((batch, 1, heads_kv, k_cache.shape[3]))
+        run_out, run_lse = q.new_empty((batch, 1, heads_kv, v_cache.shape[3])), None
+    # Every tensor described below stays referenced by a local until the launches are enqueued.
+    run_q = _as_aligned16(run_q)  # q is small: a copy in the layout the kernel assumes (the caches cannot be copied)
+    if append:
+        k_new, v_new = _as_aligned16(k_new), _as_aligned16(v_new)
     p = _capi.decode_params()
-    p.q, p.k_cache, p.v_cache = _describe(q), _describe(k_cache), _describe(v_cache)
+    p.q, p.k_cache, p.v_cache = _describe(run_q), _describe(k_cache), _describe(v_cache)
     p.block_table = _describe_optional(block_table)
     p.cache_seqlens = _describe(cache_seqlens)
-    p.out, p.lse = _describe(out), _describe(lse)
+    p.out, p.lse = _describe(run_out), _describe_optional(run_lse)
     p.softmax_scale = softmax_scale
     p.causal = 1 if causal else 0
     p.window_left = window_left
@@ -391,10 +425,18 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
     p.alibi_slopes = _describe_optional(alibi_slopes)
     p.sinks = _describe_optional(sinks)
     p.num_splits = num_splits
+    if append:
+        p.k_new, p.v_new = _describe(k_new), _describe(v_new)
 
     def call(lib, stream):
         # The split plan depends only on sizes the host sees, so the query's answer holds for the launch.
-        workspace_bytes = int(lib.query(_capi.AOTK_OP_DECODE, p).workspace_bytes)
+        info = lib.query(_capi.AOTK_OP_DECODE, p)
+        if append and not info.features & _APPEND_KV:
+            # A library from before appending (the same version number during 0.4's development) takes
+            # the larger struct and ignores k_new: refuse rather than attend to rows never written.
+            raise _capi.AotkError(f"{lib.path} does not append k_new/v_new (no AOTK_FEATURE_APPEND_KV): "
+                                  f"use a libaotk built with appending")
+        workspace_bytes = int(info.workspace_bytes)
         if workspace_bytes == 0:  # no split: no workspace (the header allows NULL)
             return lib.lib.aotk_attn_decode(ctypes.byref(p), None, 0, stream)
         workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
@@ -407,7 +449,8 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
 
 @decode.register_fake
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, alibi_slopes, sinks, softmax_scale, causal,
-                 window_left, window_right, softcap, num_splits):
+                 window_left, window_right, softcap, num_splits, k_new=None, v_new=None):
+    # The caches' mutation needs no fake counterpart: they keep their shapes, dtypes and strides.
     out_shape, lse_shape = _decode_out_shapes(q, v_cache)
     return q.new_empty(out_shape), torch.empty(lse_shape, dtype=torch.float32, device=q.device)
 
@@ -767,25 +810,6 @@ def _check_sinks(fn, sinks, heads):
     return sinks if sinks.stride(-1) == 1 else sinks.contiguous()
 
 
-def _append_to_cache(cache, new, cache_seqlens, block_table, capacity):
-    """cache[b, cache_seqlens[b] + i] = new[b, i] (paged: row (cache_seqlens[b] + i) % page_size of page
-    block_table[b, (cache_seqlens[b] + i) // page_size]), in place, as device-side index arithmetic and
-    one index_put_: no host synchronization, so it can be captured in a CUDA graph and traced by
-    torch.compile. Positions are clamped to the request's capacity: a step that overruns its cache (the
-    caller's error, as in flash-attn) overwrites the request's last slot and nothing outside its own
-    cache, where an unclamped index would write into another request's cache or fault."""
-    batch, seqlen_new = new.shape[0], new.shape[1]
-    positions = cache_seqlens.to(torch.int64).unsqueeze(1) + torch.arange(seqlen_new, device=new.device)
-    positions = positions.clamp(0, capacity - 1)  # [batch, seqlen_new]
-    if block_table is None:
-        requests = torch.arange(batch, device=new.device).unsqueeze(1).expand(batch, seqlen_new)
-        cache.index_put_((requests, positions), new)
-    else:
-        page_size = cache.shape[1]
-        pages = block_table.gather(1, positions // page_size).to(torch.int64)
-        cache.index_put_((pages, positions % page_size), new)
-
-
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
                             cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None,
                             causal=False, window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
@@ -855,6 +879,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if seqlen_new > capacity:
             raise ValueError(f"{fn}: k and v hold {seqlen_new} new tokens per request but the cache holds at most "
                              f"{capacity}")
+        if seqlen_new == 0:  # nothing to append (and the library takes no empty tensor)
+            k = v = None
 
     if cache_seqlens is None:  # every request attends to its whole cache
         cache_seqlens = torch.full((batch,), capacity, dtype=torch.int32, device=q.device)
@@ -878,12 +904,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                        ("cache_seqlens", cache_seqlens), ("block_table", block_table), ("alibi_slopes", alibi_slopes),
                        ("sinks", sinks)])
     q = _last_dim_contiguous(q)
-    if seqlen_new > 0:
-        _append_to_cache(k_cache, k, cache_seqlens, block_table, capacity)
-        _append_to_cache(v_cache, v, cache_seqlens, block_table, capacity)
-        cache_seqlens = cache_seqlens + seqlen_new  # a new tensor: the caller's is left as it was (flash-attn's rule)
+    # Appending is the library's (in-kernel, before the attention, in the same call): cache_seqlens goes in
+    # as the lengths before the step, and neither it nor anything but the new rows of the caches changes.
     out, lse = torch.ops.aotk.decode(q, k_cache, v_cache, cache_seqlens, block_table, alibi_slopes, sinks, scale,
-                                     bool(causal), window_left, window_right, softcap, num_splits)
+                                     bool(causal), window_left, window_right, softcap, num_splits, k, v)
     if return_softmax_lse:
         return out, lse
     return out

@@ -1,9 +1,11 @@
 """The Python package on a machine with no GPU: imports, version and build info, the ctypes structs,
 constants and AOTK_..._INIT initializers against include/aotk.h, errors from the C side as AotkError
-(decoding and merge included), a library too old refused at load, the argument checks of the torch
-front ends (with torch) or their ImportError (without), the fake implementations of the custom ops and
-the front ends run on fake CUDA tensors (with torch), and an install with pip. Passes with and without
-torch installed.
+(decoding, its appending fields and merge included), a library too old refused at load, the argument
+checks of the torch front ends (with torch) or their ImportError (without), the fake implementations
+of the custom ops, aotk::decode's declared cache mutation (its schema, and what torch.export's
+functional graph makes of it), the front ends run on fake CUDA tensors (with torch: appending goes to
+the library through aotk::decode, nothing else writes the caches), and an install with pip. Passes with
+and without torch installed.
 
     python3 tests/python/test_python_cpu.py --package-dir build/python --include-dir include [--cc cc]
 
@@ -315,7 +317,17 @@ def test_decode_and_merge_errors():
     expect_raises(aotk.AotkError, ["aotk_decode_query", "num_splits"], lib.query, _capi.AOTK_OP_DECODE, splits)
     expect_raises(aotk.AotkError, ["aotk_merge_query", "AOTK_ERROR_SHAPE_MISMATCH", "lse_partials"],
                   lib.query, _capi.AOTK_OP_MERGE, merge_params_for_test(lse_heads=3))
-    for op, params in ((_capi.AOTK_OP_DECODE, decode_params_for_test()),
+    # Appending: k_new and v_new, the struct's trailing fields, reach the library (a v_new missing or of
+    # the wrong heads is refused naming it).
+    append = decode_params_for_test()
+    append.k_new = made_up_tensor((2, 1, 2, 64), address=0x500000)
+    expect_raises(aotk.AotkError, ["aotk_decode_query", "AOTK_ERROR_NULL_POINTER", "v_new.data is NULL"],
+                  lib.query, _capi.AOTK_OP_DECODE, append)
+    append.v_new = made_up_tensor((2, 1, 3, 64), address=0x600000)
+    expect_raises(aotk.AotkError, ["AOTK_ERROR_SHAPE_MISMATCH", "v_new.shape[2] = 3", "heads_kv = 2"],
+                  lambda: lib.check(lib.lib.aotk_attn_decode(ctypes.byref(append), None, 0, None), "aotk_attn_decode"))
+    append.v_new = made_up_tensor((2, 1, 2, 64), address=0x600000)
+    for op, params in ((_capi.AOTK_OP_DECODE, decode_params_for_test()), (_capi.AOTK_OP_DECODE, append),
                        (_capi.AOTK_OP_MERGE, merge_params_for_test())):
         try:
             info = lib.query(op, params)
@@ -323,6 +335,8 @@ def test_decode_and_merge_errors():
             expect(e.status_name.startswith("AOTK_ERROR_NO_") or e.cuda_result, f"op {op}: unexpected {e}")
         else:
             print(f"    op {op}: {info.kernel_name.decode()}, {info.num_splits} splits (this machine has a GPU)")
+            expect(op != _capi.AOTK_OP_DECODE or params is not append or
+                   info.features & (1 << _capi.FEATURE_NAMES.index("append_kv")), "appending without append_kv")
 
 
 @test
@@ -539,9 +553,20 @@ def test_torch_fake_implementations():
     for k_cache, v_cache, table in ((torch.empty(3, 100, 2, 64, **m), torch.empty(3, 100, 2, 32, **m), None),
                                     (torch.empty(10, 16, 2, 64, **m), torch.empty(10, 16, 2, 32, **m),
                                      torch.empty(3, 7, device="meta", dtype=torch.int32))):
-        out, lse = torch.ops.aotk.decode(q, k_cache, v_cache, seqlens, table, None, None, 0.0, True, -1, -1, 0.0, 0)
-        expect(out.shape == (3, 4, 8, 32) and out.dtype == torch.bfloat16, f"decode out {out.shape} {out.dtype}")
-        expect(lse.shape == (3, 8, 4) and lse.dtype == torch.float32, f"decode lse {lse.shape} {lse.dtype}")
+        k_new, v_new = torch.empty(3, 2, 2, 64, **m), torch.empty(3, 2, 2, 32, **m)
+        for new in ((), (k_new, v_new)):  # without appending, and appending 2 tokens per request
+            out, lse = torch.ops.aotk.decode(q, k_cache, v_cache, seqlens, table, None, None, 0.0, True, -1, -1, 0.0,
+                                             0, *new)
+            expect(out.shape == (3, 4, 8, 32) and out.dtype == torch.bfloat16, f"decode out {out.shape} {out.dtype}")
+            expect(lse.shape == (3, 8, 4) and lse.dtype == torch.float32, f"decode lse {lse.shape} {lse.dtype}")
+    # aotk::decode appends in place: its schema marks k_cache and v_cache written ("Tensor(a!)") and no
+    # other argument; k_new and v_new are optional (None: no appending), last, so that a call without
+    # them reads as before.
+    schema = torch.ops.aotk.decode.default._schema
+    written = sorted(a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write)
+    expect(written == ["k_cache", "v_cache"], f"aotk::decode declares {written} written: {schema}")
+    defaulted = [(a.name, a.default_value) for a in schema.arguments if a.has_default_value()]
+    expect(defaulted == [("k_new", None), ("v_new", None)], f"aotk::decode's defaulted arguments {defaulted}")
     for parts_shape, lse_shape in (((3, 2, 5, 4, 64), (3, 2, 4, 5)), ((3, 10, 4, 64), (3, 4, 10))):
         parts = torch.empty(parts_shape, device="meta", dtype=torch.float32)
         lses = torch.empty(lse_shape, device="meta", dtype=torch.float32)
@@ -550,21 +575,44 @@ def test_torch_fake_implementations():
         expect(lse.shape == lse_shape[1:] and lse.dtype == torch.float32, f"merge lse {lse.shape} {lse.dtype}")
 
 
-@test
-def test_torch_front_ends_on_fake_cuda_tensors():
-    """With torch: flash_attn_with_kvcache (contiguous and paged cache, appending k and v),
-    merge_attention_states and return_attn_probs run end to end on fake CUDA tensors (FakeTensorMode,
-    what torch.compile traces with), so the argument handling, the append's index arithmetic and the
-    ops' fake implementations are exercised with no GPU."""
-    torch = torch_or_skip()
-    import aotk
+def fake_cuda_or_skip(torch):
+    """FakeTensorMode, once this torch build is seen to make fake CUDA tensors on a machine with no GPU."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    aotk._ops("flash_attn_func")
     try:
         with FakeTensorMode():
             torch.empty(1, device="cuda")
     except Exception as e:  # noqa: BLE001: any failure here means this torch build cannot fake CUDA
         raise Skip(f"this torch cannot make fake CUDA tensors ({type(e).__name__}: {e})") from None
+    return FakeTensorMode
+
+
+def op_log(torch):
+    """A dispatch mode recording every operator call under it as (op, args): [(op, args), ...] in .calls."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpLog(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.calls.append((func, args))
+            return func(*args, **(kwargs or {}))
+
+    return OpLog()
+
+
+@test
+def test_torch_front_ends_on_fake_cuda_tensors():
+    """With torch: flash_attn_with_kvcache (contiguous and paged cache, appending k and v),
+    merge_attention_states and return_attn_probs run end to end on fake CUDA tensors (FakeTensorMode,
+    what torch.compile traces with), so the argument handling and the ops' fake implementations are
+    exercised with no GPU. The append is the library's: the step is one aotk::decode call given k and v,
+    and no other operator touches the caches (the Python index_put_ it replaced is gone)."""
+    torch = torch_or_skip()
+    import aotk
+    aotk._ops("flash_attn_func")
+    FakeTensorMode = fake_cuda_or_skip(torch)
     with FakeTensorMode():
         c = dict(device="cuda", dtype=torch.bfloat16)
         batch, seqlen_q, heads_q, heads_kv = 3, 4, 8, 2
@@ -577,9 +625,17 @@ def test_torch_front_ends_on_fake_cuda_tensors():
                                               (torch.empty(30, 16, heads_kv, 64, **c),
                                                torch.empty(30, 16, heads_kv, 32, **c), table)):
             for cache_seqlens in (seqlens, 5):
-                out, lse = aotk.flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new,
-                                                        cache_seqlens=cache_seqlens, block_table=block_table,
-                                                        causal=True, return_softmax_lse=True)
+                with op_log(torch) as log:
+                    out, lse = aotk.flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new,
+                                                            cache_seqlens=cache_seqlens, block_table=block_table,
+                                                            causal=True, return_softmax_lse=True)
+                decodes = [args for op, args in log.calls if op is torch.ops.aotk.decode.default]
+                expect(len(decodes) == 1 and len(decodes[0]) == 15 and decodes[0][13] is k_new and
+                       decodes[0][14] is v_new,
+                       f"expected one aotk::decode given k and v, got {[str(op) for op, _ in log.calls]}")
+                touching = [str(op) for op, args in log.calls if op is not torch.ops.aotk.decode.default and
+                            any(a is k_cache or a is v_cache for a in args)]
+                expect(not touching, f"operators besides aotk::decode given the caches: {touching}")
                 expect(out.shape == (batch, seqlen_q, heads_q, 32) and out.dtype == torch.bfloat16,
                        f"out {out.shape} {out.dtype}")
                 expect(lse.shape == (batch, heads_q, seqlen_q) and lse.dtype == torch.float32, f"lse {lse.shape}")
@@ -594,6 +650,38 @@ def test_torch_front_ends_on_fake_cuda_tensors():
         result = aotk.flash_attn_func(q, k, k, causal=True, return_attn_probs=True)
         expect(isinstance(result, tuple) and len(result) == 3 and result[2] is None, "return_attn_probs: not a triple")
         expect(result[1].shape == (batch, heads_q, seqlen_q) and not result[1].requires_grad, "softmax_lse")
+
+
+@test
+def test_torch_export_sees_cache_mutation():
+    """With torch: torch.export's functional graph of an appending step (the IR torch.compile's
+    AOTAutograd also makes) turns aotk::decode into auto_functionalized and reports k_cache and v_cache,
+    and only them, as the user inputs it mutates: the compiler knows the caches change."""
+    torch = torch_or_skip()
+    import aotk
+    aotk._ops("flash_attn_func")
+    FakeTensorMode = fake_cuda_or_skip(torch)
+
+    class Step(torch.nn.Module):
+        def forward(self, q, k_cache, v_cache, k_new, v_new, cache_seqlens):
+            return aotk.flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, cache_seqlens=cache_seqlens,
+                                                causal=True)
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        c = dict(device="cuda", dtype=torch.bfloat16)
+        inputs = (torch.empty(3, 1, 8, 64, **c), torch.empty(3, 100, 2, 64, **c), torch.empty(3, 100, 2, 32, **c),
+                  torch.empty(3, 1, 2, 64, **c), torch.empty(3, 1, 2, 32, **c),
+                  torch.zeros(3, dtype=torch.int32, device="cuda"))
+    try:
+        exported = torch.export.export(Step(), inputs).run_decompositions()
+    except Exception as e:  # noqa: BLE001: shown whole; an export that cannot run here says so
+        raise AssertionError(f"torch.export of an appending step failed: {type(e).__name__}: {e}") from e
+    mutated = sorted(exported.graph_signature.user_inputs_to_mutate.values())
+    expect(mutated == ["k_cache", "v_cache"], f"torch.export sees the inputs {mutated} mutated:\n"
+           f"{exported.graph_module.code}")
+    code = exported.graph_module.code
+    expect("auto_functionalized" in code and "aotk.decode" in code, f"no auto_functionalized aotk.decode:\n{code}")
+    print(f"    mutated inputs: {mutated}")
 
 
 @test

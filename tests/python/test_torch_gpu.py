@@ -593,7 +593,9 @@ def unused_table_entries_out_of_range(table, final_lengths, page_size, num_pages
 
 def test_flash_attn_with_kvcache():
     """flash_attn_with_kvcache against the float64 reference: contiguous and paged caches (odd page sizes),
-    appending k/v (checked in the caches: the new rows written, nothing else touched), GQA/MQA, causal or
+    appending k/v in the library (seqlen_new = seqlen_q or 3; checked in the caches: the new rows written,
+    nothing else touched, and tokens that would land at or past the capacity dropped: a tensor's
+    cache_seqlens of capacity - 1, capacity or -2 appends across, past or from 0), GQA/MQA, causal or
     not, seqlen_q 1 and 4, cache_seqlens as a tensor (0, full, ragged) or an int, forced and automatic
     splits, windows, softcap, ALiBi, sinks, return_softmax_lse."""
     rng = random.Random(ARGS.seed + 7)
@@ -608,8 +610,11 @@ def test_flash_attn_with_kvcache():
         d_qk, d_v = rng.choice([(64, 64), (128, 128), (96, 96), (192, 128)])
         capacity = rng.choice([64, 300, 1100])
         page_size = rng.choice([None, None, 16, 7, 64])
+        if page_size is not None:  # the front end's capacity: whole pages
+            capacity = -(-capacity // page_size) * page_size
         append = rng.random() < 0.7
-        seqlen_new = seqlen_q if append else 0
+        seqlen_new = rng.choice([seqlen_q, seqlen_q, 3]) if append else 0
+        strided_new = append and rng.random() < 0.3  # k and v as views the kernel cannot read in place
         causal = rng.random() < 0.6
         window = (-1, -1)
         if rng.random() < 0.2:
@@ -621,22 +626,30 @@ def test_flash_attn_with_kvcache():
         num_splits = rng.choice([0, 0, 1, 3])
         as_int = batch == 1 and rng.random() < 0.5
         room = capacity - seqlen_new
-        lengths = [rng.choice([0, 1, room, rng.randint(0, room)]) for _ in range(batch)]
+        choices = [0, 1, room, rng.randint(0, room)]
+        if append and not as_int:  # across the capacity, all past it, from position 0 (an int is refused)
+            choices += [capacity - 1, capacity, -2]
+        lengths = [rng.choice(choices) for _ in range(batch)]
         if seqlen_new == 0 and rng.random() < 0.5:
             lengths[0] = max(lengths[0], seqlen_q)  # the step's own keys already in the cache
-        final = [n_ + seqlen_new for n_ in lengths]
+        starts = [max(n_, 0) for n_ in lengths]  # where each request's new tokens go
+        final = [min(n_ + seqlen_new, capacity) for n_ in starts]  # L_b: the keys each request sees
         label = (f"#{it} {str(dtype)[6:]} b{batch} sq{seqlen_q} h{heads_q}/{heads_kv} d{d_qk}/{d_v} cap{capacity} "
-                 f"page={page_size} lengths={lengths} append={append} causal={causal} window={window} "
+                 f"page={page_size} lengths={lengths} new={seqlen_new}{' strided' if strided_new else ''} "
+                 f"causal={causal} window={window} "
                  f"softcap={softcap} alibi={alibi is not None} sinks={sinks is not None} scale={scale} "
                  f"splits={num_splits} int={as_int}")
         try:
             k_cache, v_cache, table, k_logical, v_logical = make_caches(batch, capacity, heads_kv, d_qk, d_v, dtype,
-                                                                        lengths, page_size)
+                                                                        starts, page_size)
             if table is not None:
                 table = unused_table_entries_out_of_range(table, final, page_size, k_cache.shape[0])
             q = rand(batch, seqlen_q, heads_q, d_qk, dtype=dtype)
             k_new = rand(batch, seqlen_new, heads_kv, d_qk, dtype=dtype) if append else None
             v_new = rand(batch, seqlen_new, heads_kv, d_v, dtype=dtype) if append else None
+            if strided_new:  # row strides d + 8: not multiples of 16, so the op copies them first
+                k_new = rand(batch, seqlen_new, heads_kv, d_qk + 8, dtype=dtype)[..., 8:].copy_(k_new)
+                v_new = rand(batch, seqlen_new, heads_kv, d_v + 8, dtype=dtype)[..., 8:].copy_(v_new)
             seqlens = lengths[0] if as_int else torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
             seqlens_before = None if as_int else seqlens.clone()
             k_before, v_before = k_cache.clone(), v_cache.clone()
@@ -644,18 +657,21 @@ def test_flash_attn_with_kvcache():
                                                     block_table=table, softmax_scale=scale, causal=causal,
                                                     window_size=window, softcap=softcap, alibi_slopes=alibi,
                                                     num_splits=num_splits, return_softmax_lse=True, sinks=sinks)
-            # The caches: the new rows appended where each request's keys end, nothing else touched.
+            # The caches: the new rows appended where each request's keys end, up to the capacity (the
+            # tokens past it dropped), nothing else touched.
             expected_k, expected_v = k_before, v_before
             for b in range(batch):
                 if append:
-                    positions = torch.arange(lengths[b], final[b], device=DEVICE)
+                    written = final[b] - starts[b]
+                    positions = torch.arange(starts[b], final[b], device=DEVICE)
                     if table is None:
-                        expected_k[b, positions], expected_v[b, positions] = k_new[b], v_new[b]
+                        expected_k[b, positions], expected_v[b, positions] = k_new[b, :written], v_new[b, :written]
                     else:
                         pages = table[b, positions // page_size].long()
-                        expected_k[pages, positions % page_size] = k_new[b]
-                        expected_v[pages, positions % page_size] = v_new[b]
-                    k_logical[b, lengths[b]:final[b]], v_logical[b, lengths[b]:final[b]] = k_new[b], v_new[b]
+                        expected_k[pages, positions % page_size] = k_new[b, :written]
+                        expected_v[pages, positions % page_size] = v_new[b, :written]
+                    k_logical[b, starts[b]:final[b]] = k_new[b, :written]
+                    v_logical[b, starts[b]:final[b]] = v_new[b, :written]
             expect(equal_or_both_nan(k_cache, expected_k) and equal_or_both_nan(v_cache, expected_v),
                    "the caches after the append differ from the expected ones")
             if seqlens_before is not None:
@@ -681,6 +697,18 @@ def test_flash_attn_with_kvcache():
             splits_seen.add(lib.query(_capi.AOTK_OP_DECODE, p).num_splits)
         except Exception as e:
             raise AssertionError(f"{label}: {e}") from e
+    # A step with no query token still appends (the op runs the library's append on a stand-in query):
+    # request 0 from position 3, request 1 at its last slot (its second token dropped).
+    k_cache, v_cache = rand(2, 40, 2, 64, dtype=torch.bfloat16), rand(2, 40, 2, 32, dtype=torch.bfloat16)
+    k_new, v_new = rand(2, 2, 2, 64, dtype=torch.bfloat16), rand(2, 2, 2, 32, dtype=torch.bfloat16)
+    expected_k, expected_v = k_cache.clone(), v_cache.clone()
+    expected_k[0, 3:5], expected_v[0, 3:5] = k_new[0], v_new[0]
+    expected_k[1, 39], expected_v[1, 39] = k_new[1, 0], v_new[1, 0]
+    out = aotk.flash_attn_with_kvcache(rand(2, 0, 4, 64, dtype=torch.bfloat16), k_cache, v_cache, k=k_new, v=v_new,
+                                       cache_seqlens=torch.tensor([3, 39], dtype=torch.int32, device=DEVICE))
+    expect(out.shape == (2, 0, 4, 32), f"no query token: out {tuple(out.shape)}")
+    expect(torch.equal(k_cache, expected_k) and torch.equal(v_cache, expected_v),
+           "no query token: the caches differ from the expected append")
     # Without k and v and with no cache_seqlens, every request attends to its whole cache.
     k_cache, v_cache = rand(2, 40, 2, 64, dtype=torch.bfloat16), rand(2, 40, 2, 64, dtype=torch.bfloat16)
     q = rand(2, 1, 4, 64, dtype=torch.bfloat16)
@@ -691,10 +719,12 @@ def test_flash_attn_with_kvcache():
 
 
 def test_kvcache_cuda_graph():
-    """flash_attn_with_kvcache (appending k/v, causal, GQA, split-KV) captured in a CUDA graph after a
-    warm-up (torch's recipe), replayed with new q, k, v and new lengths written into the captured
-    cache_seqlens (0, 1 and the full capacity among them): each replay's out, lse and caches are
-    bit-identical to an eager call on copies of the caches. Contiguous and paged."""
+    """flash_attn_with_kvcache (appending k/v in the library, causal, GQA, split-KV) captured in a CUDA
+    graph after a warm-up (torch's recipe), replayed with new q, k, v and new lengths written into the
+    captured cache_seqlens (0, 1, the last slot, the full capacity and -2 among them): each replay's out,
+    lse and caches are bit-identical to an eager call on copies of the caches, and the caches differ from
+    before the replay in exactly the appended rows (none for the request at its capacity; row 0 for -2).
+    Contiguous and paged."""
     aotk.preload()
     dtype = torch.bfloat16
     batch, heads_q, heads_kv, d, capacity, page_size = 4, 8, 2, 128, 2048, 64
@@ -724,12 +754,20 @@ def test_kvcache_cuda_graph():
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             static_out, static_lse = step(k_cache, v_cache)
-        for lengths in ([0, 7, 513, capacity - 1], [capacity - 1, 1, 64, 300]):
+        for lengths in ([0, 7, 513, capacity - 1], [capacity, 1, -2, 300]):
             seqlens.copy_(torch.tensor(lengths, dtype=torch.int32))
             with torch.no_grad():
                 for t in (q, k_new, v_new):
                     t.copy_(torch.randn_like(t))
             eager_k, eager_v = k_cache.clone(), v_cache.clone()
+            expected_k, expected_v = k_cache.clone(), v_cache.clone()
+            for b, n in enumerate(lengths):
+                position = max(n, 0)
+                if position >= capacity:  # the new token is dropped
+                    continue
+                page, row = (b, position) if table is None else (int(table[b, position // page_size]),
+                                                                 position % page_size)
+                expected_k[page, row], expected_v[page, row] = k_new[b, 0], v_new[b, 0]
             graph.replay()
             out, lse = step(eager_k, eager_v)
             torch.cuda.synchronize()
@@ -737,6 +775,9 @@ def test_kvcache_cuda_graph():
                    f"paged={paged} lengths {lengths}: the replay's out/lse differ from the eager call's")
             expect(torch.equal(k_cache, eager_k) and torch.equal(v_cache, eager_v),
                    f"paged={paged} lengths {lengths}: the replay's caches differ from the eager call's")
+            expect(torch.equal(k_cache, expected_k) and torch.equal(v_cache, expected_v),
+                   f"paged={paged} lengths {lengths}: the caches differ from before the replay in other than "
+                   f"the appended rows")
             expect(torch.isfinite(out).all().item() and lse[0].isfinite().all().item(), "non-finite results")
         p = _capi.decode_params()
         p.q, p.k_cache, p.v_cache = (_torch_ops._describe(t) for t in (q, k_cache, v_cache))
@@ -809,9 +850,9 @@ def test_merge_attention_states():
 
 
 def test_kvcache_torch_compile():
-    """torch.compile(fullgraph=True) traces flash_attn_with_kvcache (the in-place append included) and
-    merge_attention_states with no graph break; the compiled results and caches are bit-identical to
-    eager calls on copies."""
+    """torch.compile(fullgraph=True) traces flash_attn_with_kvcache (appending: aotk::decode declared
+    mutating the caches) and merge_attention_states with no graph break; the compiled results and caches
+    (one request's append crossing the capacity) are bit-identical to eager calls on copies."""
     torch._dynamo.reset()
     dtype = torch.bfloat16
 
@@ -823,7 +864,7 @@ def test_kvcache_torch_compile():
 
     compiled = torch.compile(step, fullgraph=True)
     k_cache, v_cache = rand(3, 500, 2, 128, dtype=dtype), rand(3, 500, 2, 128, dtype=dtype)
-    for lengths in ([0, 17, 400], [3, 490, 250]):
+    for lengths in ([0, 17, 400], [3, 498, 250]):
         q, k_new, v_new = rand(3, 4, 8, 128, dtype=dtype), rand(3, 4, 2, 128, dtype=dtype), rand(3, 4, 2, 128,
                                                                                                dtype=dtype)
         seqlens = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
