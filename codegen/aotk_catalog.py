@@ -229,8 +229,8 @@ def _decode_strides(tensors, hinted=True):
 
 ATTN_DECODE_PARAMS = (
     _pointers(("Q", "K", "V", "Out")) + _pointers(("Lse",), "*fp32", False)
-    + _pointers(("BlockTable", "CacheSeqlens"), "*i32", False) + _pointers(("AlibiSlopes", "Sinks"), "*fp32", False)
-    + _pointers(("OutPartial", "LsePartial"), "*fp32", ALWAYS)
+    + _pointers(("BlockTable", "CacheSeqlens", "CuSeqlensQ"), "*i32", False)
+    + _pointers(("AlibiSlopes", "Sinks"), "*fp32", False) + _pointers(("OutPartial", "LsePartial"), "*fp32", ALWAYS)
     + _decode_strides((("qb", "qs", "qh"), ("kp", "ks", "kh"), ("vp", "vs", "vh"), ("ob", "os", "oh")))
     + [(n, "i64", False) for n in ("stride_lb", "stride_lh", "stride_tb", "stride_ab")]
     + _ints(("batch_size", "seqlen_q", "heads_q", "group_size", "capacity", "page_size", "num_splits", "split_keys",

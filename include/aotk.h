@@ -493,7 +493,7 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  * Decoding (added in 0.4): a few new query tokens per request against a KV cache, contiguous or paged,
  * with each request's length read on the device, so that a captured CUDA graph replays with new lengths.
  *   q          in   [batch, seqlen_q, heads_q, head_dim_qk], fp16 or bf16; seqlen_q from 1 to 16 (one
- *                   token, or a speculative/multi-token step).
+ *                   token, or a speculative/multi-token step); packed, any length (cu_seqlens_q below).
  *   k_cache    in   (in and out when appending) contiguous (block_table.data == NULL): [batch, capacity,
  *                   heads_kv, head_dim_qk];
  *                   paged: [num_pages, page_size, heads_kv, head_dim_qk], any page_size >= 1. q's dtype.
@@ -528,6 +528,16 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   position at or past the capacity is not written), then the request attends to
  *                   L_b = min(max(cache_seqlens[b], 0) + seqlen_new, capacity) keys: cache_seqlens then
  *                   holds the lengths before the step, and is not changed (the caller advances it).
+ *   cu_seqlens_q    optional int32 [batch + 1] in device memory: packed queries, a prefill over the cache
+ *                   (chunked prefill, prefix caching) with any number of tokens per request. q is then
+ *                   [total_q, heads_q, head_dim_qk] with request b's rows cu_seqlens_q[b] ..
+ *                   cu_seqlens_q[b+1] - 1 (len_q_b of them, at most max_seqlen_q >= 1; more are cut), out
+ *                   [total_q, heads_q, head_dim_v] and lse [heads_q, total_q] (the varlen forward's
+ *                   layouts). Token i sits at position L_b - len_q_b + i. Runs unsplit (num_splits 0 or
+ *                   1), without appending, in 64-row tiles of the group's (head, token) rows, head-major
+ *                   (so K and V are read about once per query head, as the prefill kernel does, and
+ *                   the grid is sized by max_seqlen_q); every key block is masked, so over a
+ *                   contiguous cache without a prefix aotk_attn_fwd's varlen forward is faster.
  * Program layout: one program per (request, kv head, split) holds all G = heads_q / heads_kv query
  * heads of the group times seqlen_q tokens, so K and V are read once per group (a group of more than 64
  * such rows runs in chunks of 64, each reading them again). When batch * heads_kv
@@ -568,6 +578,8 @@ typedef struct aotk_decode_params {
   int32_t max_seqlen_k;
   aotk_tensor k_new;
   aotk_tensor v_new;
+  aotk_tensor cu_seqlens_q;
+  int32_t max_seqlen_q;
 } aotk_decode_params;
 
 #define AOTK_DECODE_PARAMS_INIT {.struct_size = sizeof(aotk_decode_params), .window_left = -1, .window_right = -1}

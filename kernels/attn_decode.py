@@ -1,6 +1,7 @@
 """Decoding over a KV cache (contiguous or paged), split-KV, and the merge of partial attentions.
 
-attn_decode: a few new query tokens per request (seqlen_q from 1 to 16) against request b's first
+attn_decode: a few new query tokens per request (seqlen_q from 1 to 16; or, packed with cu_seqlens_q,
+any number: a prefill over the cache, for chunked prefill and prefix caching) against request b's first
 L_b = cache_seqlens[b] cache rows, read on the device (so a captured graph replays with new lengths).
 One program holds every query row of one kv head's group: the G query heads times the seqlen_q tokens,
 row r = g * seqlen_q + i, so K and V are read once per group rather than once per query head (the
@@ -36,7 +37,7 @@ attention does step by step).
 import triton
 import triton.language as tl
 
-from attn_common import FLAG_ALIBI, FLAG_SINKS, FLAG_SOFTCAP, FLAG_WRITE_LSE, LN2, LOG2E, modified_scores
+from attn_common import FLAG_ALIBI, FLAG_SINKS, FLAG_SOFTCAP, FLAG_VARLEN, FLAG_WRITE_LSE, LN2, LOG2E, modified_scores
 
 # Bits of attn_decode's `flags` beyond attn_common's (src/aotk_decode.c sets them).
 FLAG_PAGED = tl.constexpr(256)
@@ -61,7 +62,7 @@ def _decode_cache_rows(BlockTable, table_base, batch64, cols, col_ok, page_size,
 
 
 @triton.jit
-def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks, OutPartial, LsePartial,
+def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSlopes, Sinks, OutPartial, LsePartial,
                 stride_qb, stride_qs, stride_qh,
                 stride_kp, stride_ks, stride_kh,
                 stride_vp, stride_vs, stride_vh,
@@ -87,9 +88,16 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks,
     # written (by attn_cache_append, launched first), as in flash-attn.
     # (In int64: a length near 2^31 plus the new tokens must clamp to the capacity, not wrap.)
     length = tl.minimum(tl.maximum(tl.load(CacheSeqlens + batch), 0).to(tl.int64) + seqlen_new, capacity).to(tl.int32)
+    # Queries: dense [batch, seqlen_q, heads_q, d], or packed (FLAG_VARLEN, a prefill over the cache)
+    # [total_q, heads_q, d] with request b's rows from CuSeqlensQ[b] and seqlen_q their maximum.
+    q_start = batch64 * 0
+    sq = seqlen_q
+    if (flags & FLAG_VARLEN) != 0:
+        q_start = tl.load(CuSeqlensQ + batch).to(tl.int64)
+        sq = tl.minimum(tl.load(CuSeqlensQ + batch + 1) - q_start, seqlen_q).to(tl.int32)
     rows = chunk * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < group_size * seqlen_q
     token = rows % seqlen_q
+    row_ok = (rows < group_size * seqlen_q) & (token < sq)
     head_q = head_kv * group_size + rows // seqlen_q
     offs_n = tl.arange(0, BLOCK_N)
     offs_dqk = tl.arange(0, HEAD_DIM_QK)
@@ -97,12 +105,12 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks,
     dqk_ok = offs_dqk < head_dim_qk8 * 8
     dv_ok = offs_dv < head_dim_v8 * 8
 
-    q_rows = Q + batch64 * stride_qb + token.to(tl.int64) * stride_qs + head_q.to(tl.int64) * stride_qh
+    q_rows = Q + batch64 * stride_qb + (q_start + token) * stride_qs + head_q.to(tl.int64) * stride_qh
     q = tl.load(q_rows[:, None] + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :], other=0.0)
 
     # Each row's visible keys [first, last], in int64 so that unbounded windows cannot overflow, then
     # cut to this split's range; the last split runs to the request's end whatever its length.
-    position = (length - seqlen_q + token).to(tl.int64)
+    position = (length - sq + token).to(tl.int64)
     split_lo = split * split_keys
     split_hi = tl.where(split == num_splits - 1, length, tl.minimum(split_lo + split_keys, length))
     first = tl.where(window_left >= 0, position - window_left, 0)
@@ -167,11 +175,11 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks,
             m_i = m_fin
         has_keys = l_i > 0.0
         out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
-        o_rows = Out + batch64 * stride_ob + token.to(tl.int64) * stride_os + head_q.to(tl.int64) * stride_oh
+        o_rows = Out + batch64 * stride_ob + (q_start + token) * stride_os + head_q.to(tl.int64) * stride_oh
         tl.store(o_rows[:, None] + offs_dv[None, :], out.to(Out.dtype.element_ty), mask=row_ok[:, None] & dv_ok[None, :])
         if (flags & FLAG_WRITE_LSE) != 0:
             lse = tl.where(has_keys, (m_i + tl.math.log2(l_i)) * LN2, float("-inf"))
-            tl.store(Lse + batch64 * stride_lb + head_q.to(tl.int64) * stride_lh + token, lse, mask=row_ok)
+            tl.store(Lse + batch64 * stride_lb + head_q.to(tl.int64) * stride_lh + q_start + token, lse, mask=row_ok)
 
 
 @triton.jit

@@ -37,12 +37,16 @@ typedef struct decode_problem {
   int write_lse;
   int32_t num_splits_asked; /* 0: aotk chooses */
   int append;               /* k_new and v_new given: attn_cache_append writes them first */
+  int varlen;               /* cu_seqlens_q given: packed q, out [total_q, ...], lse [heads_q, total_q] */
+  int64_t total_q;          /* varlen: q.shape[0] */
   int64_t seqlen_new;       /* their tokens per request; 0 without */
 } decode_problem;
 
 static const char *const q_layout = "[batch, seqlen_q, heads_q, head_dim_qk]";
 static const char *const cache_layout = "[batch, capacity, heads_kv, head_dim] (paged: [num_pages, page_size, heads_kv, head_dim])";
 static const char *const out_layout = "[batch, seqlen_q, heads_q, head_dim_v]";
+static const char *const varlen_q_layout = "[total_q, heads_q, head_dim_qk] (with cu_seqlens_q)";
+static const char *const varlen_out_layout = "[total_q, heads_q, head_dim_v] (with cu_seqlens_q)";
 
 static aotk_status check_head_dim(int64_t head_dim, const char *name) {
   if (head_dim % 8 != 0 || head_dim > 256) {
@@ -94,23 +98,47 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
   aotk_status status;
   const aotk_tensor *q = &params->q, *k = &params->k_cache, *v = &params->v_cache, *out = &params->out;
 
-  if ((status = aotk__check_tensor(q, "q", 4, q_layout)) != AOTK_OK) return status;
+  /* Packed queries (cu_seqlens_q): a prefill over the cache, any number of tokens per request. */
+  p->varlen = params->cu_seqlens_q.data != NULL;
+  if (p->varlen) {
+    if ((status = aotk__check_cu_seqlens(&params->cu_seqlens_q, "cu_seqlens_q")) != AOTK_OK) return status;
+    if ((status = aotk__check_tensor(q, "q", 3, varlen_q_layout)) != AOTK_OK) return status;
+  } else if ((status = aotk__check_tensor(q, "q", 4, q_layout)) != AOTK_OK) {
+    return status;
+  }
   if (q->dtype != AOTK_DTYPE_FLOAT16 && q->dtype != AOTK_DTYPE_BFLOAT16) {
     return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype = %s; decoding takes float16 or bfloat16",
                       aotk__dtype_name(q->dtype));
   }
   p->dtype = q->dtype;
-  p->batch = q->shape[0];
-  p->seqlen_q = q->shape[1];
-  p->heads_q = q->shape[2];
-  p->head_dim_qk = q->shape[3];
-  if (p->seqlen_q > AOTK_DECODE_MAX_SEQLEN_Q) {
+  if (p->varlen) {
+    p->batch = params->cu_seqlens_q.shape[0] - 1;
+    p->total_q = q->shape[0];
+    p->heads_q = q->shape[1];
+    p->head_dim_qk = q->shape[2];
+    if (params->max_seqlen_q < 1) {
+      return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q = %d: with cu_seqlens_q it must be >= 1",
+                        (int)params->max_seqlen_q);
+    }
+    p->seqlen_q = params->max_seqlen_q;
+  } else {
+    p->batch = q->shape[0];
+    p->seqlen_q = q->shape[1];
+    p->heads_q = q->shape[2];
+    p->head_dim_qk = q->shape[3];
+  }
+  if (!p->varlen && p->seqlen_q > AOTK_DECODE_MAX_SEQLEN_Q) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE,
-                      "q.shape[1] = %lld new tokens; decoding takes 1 to %d per request (use aotk_attn_fwd for a prefill)",
+                      "q.shape[1] = %lld new tokens; decoding takes 1 to %d per request (pack longer steps with "
+                      "cu_seqlens_q, or use aotk_attn_fwd for a prefill without a cache)",
                       (long long)p->seqlen_q, AOTK_DECODE_MAX_SEQLEN_Q);
   }
-  if ((status = check_head_dim(p->head_dim_qk, "q.shape[3] (head_dim_qk)")) != AOTK_OK) return status;
+  if ((status = check_head_dim(p->head_dim_qk, p->varlen ? "q.shape[2] (head_dim_qk)" : "q.shape[3] (head_dim_qk)")) !=
+      AOTK_OK) {
+    return status;
+  }
 
+  const char *const batch_source = p->varlen ? "batch (cu_seqlens_q.shape[0] - 1)" : "batch (q.shape[0])";
   p->paged = params->block_table.data != NULL;
   if ((status = aotk__check_tensor(k, "k_cache", 4, cache_layout)) != AOTK_OK) return status;
   if (k->dtype != p->dtype) {
@@ -118,7 +146,7 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
                       aotk__dtype_name(p->dtype));
   }
   p->heads_kv = k->shape[2];
-  if ((status = check_dim(k, "k_cache", 3, p->head_dim_qk, "head_dim_qk (q.shape[3])", AOTK_ERROR_HEAD_DIM_MISMATCH)) !=
+  if ((status = check_dim(k, "k_cache", 3, p->head_dim_qk, "head_dim_qk (q's last dimension)", AOTK_ERROR_HEAD_DIM_MISMATCH)) !=
       AOTK_OK) {
     return status;
   }
@@ -153,7 +181,7 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
   if (p->paged) {
     const aotk_tensor *table = &params->block_table;
     if ((status = check_int32_vector(table, "block_table", 2, "[batch, max_pages_per_seq]")) != AOTK_OK) return status;
-    if ((status = check_dim(table, "block_table", 0, p->batch, "batch (q.shape[0])", AOTK_ERROR_SHAPE_MISMATCH)) !=
+    if ((status = check_dim(table, "block_table", 0, p->batch, batch_source, AOTK_ERROR_SHAPE_MISMATCH)) !=
         AOTK_OK) {
       return status;
     }
@@ -166,8 +194,8 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
   } else {
     if (k->shape[0] != p->batch) {
       return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH,
-                        "k_cache.shape[0] = %lld but batch (q.shape[0]) = %lld (a paged cache needs block_table)",
-                        (long long)k->shape[0], (long long)p->batch);
+                        "k_cache.shape[0] = %lld but %s = %lld (a paged cache needs block_table)",
+                        (long long)k->shape[0], batch_source, (long long)p->batch);
     }
     p->capacity = k->shape[1];
     p->page_size = 0;
@@ -177,21 +205,27 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
     }
   }
   if ((status = check_int32_vector(&params->cache_seqlens, "cache_seqlens", 1, "[batch]")) != AOTK_OK) return status;
-  if ((status = check_dim(&params->cache_seqlens, "cache_seqlens", 0, p->batch, "batch (q.shape[0])",
+  if ((status = check_dim(&params->cache_seqlens, "cache_seqlens", 0, p->batch, batch_source,
                           AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
     return status;
   }
 
-  if ((status = aotk__check_tensor(out, "out", 4, out_layout)) != AOTK_OK) return status;
+  const int out_rank = p->varlen ? 3 : 4;
+  if ((status = aotk__check_tensor(out, "out", out_rank, p->varlen ? varlen_out_layout : out_layout)) != AOTK_OK) {
+    return status;
+  }
   if (out->dtype != p->dtype) {
     return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "out.dtype = %s but q.dtype = %s", aotk__dtype_name(out->dtype),
                       aotk__dtype_name(p->dtype));
   }
-  const int64_t out_shape[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_v};
-  static const char *const out_dims[] = {"batch", "seqlen_q", "heads_q", "head_dim_v"};
-  for (int d = 0; d < 4; d++) {
-    if ((status = check_dim(out, "out", d, out_shape[d], out_dims[d],
-                            d == 3 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+  const int64_t dense_out_shape[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_v};
+  const int64_t varlen_out_shape[3] = {p->total_q, p->heads_q, p->head_dim_v};
+  static const char *const dense_out_dims[] = {"batch", "seqlen_q", "heads_q", "head_dim_v"};
+  static const char *const varlen_out_dims[] = {"total_q (q.shape[0])", "heads_q", "head_dim_v"};
+  for (int d = 0; d < out_rank; d++) {
+    if ((status = check_dim(out, "out", d, p->varlen ? varlen_out_shape[d] : dense_out_shape[d],
+                            p->varlen ? varlen_out_dims[d] : dense_out_dims[d],
+                            d == out_rank - 1 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
       return status;
     }
   }
@@ -199,14 +233,23 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
   const aotk_tensor *lse = &params->lse;
   p->write_lse = lse->data != NULL;
   if (p->write_lse) {
-    if ((status = aotk__check_tensor(lse, "lse", 3, "[batch, heads_q, seqlen_q]")) != AOTK_OK) return status;
+    const int lse_rank = p->varlen ? 2 : 3;
+    if ((status = aotk__check_tensor(lse, "lse", lse_rank,
+                                     p->varlen ? "[heads_q, total_q] (with cu_seqlens_q)" : "[batch, heads_q, seqlen_q]")) !=
+        AOTK_OK) {
+      return status;
+    }
     if (lse->dtype != AOTK_DTYPE_FLOAT32) {
       return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; it is float32", aotk__dtype_name(lse->dtype));
     }
-    const int64_t lse_shape[3] = {p->batch, p->heads_q, p->seqlen_q};
-    static const char *const lse_dims[] = {"batch", "heads_q", "seqlen_q"};
-    for (int d = 0; d < 3; d++) {
-      if ((status = check_dim(lse, "lse", d, lse_shape[d], lse_dims[d], AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+    const int64_t dense_lse_shape[3] = {p->batch, p->heads_q, p->seqlen_q};
+    const int64_t varlen_lse_shape[2] = {p->heads_q, p->total_q};
+    static const char *const dense_lse_dims[] = {"batch", "heads_q", "seqlen_q"};
+    static const char *const varlen_lse_dims[] = {"heads_q", "total_q (q.shape[0])"};
+    for (int d = 0; d < lse_rank; d++) {
+      if ((status = check_dim(lse, "lse", d, p->varlen ? varlen_lse_shape[d] : dense_lse_shape[d],
+                              p->varlen ? varlen_lse_dims[d] : dense_lse_dims[d], AOTK_ERROR_SHAPE_MISMATCH)) !=
+          AOTK_OK) {
         return status;
       }
     }
@@ -256,6 +299,11 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
                       (int)params->num_splits, AOTK_DECODE_MAX_SPLITS);
   }
   p->num_splits_asked = params->num_splits;
+  if (p->varlen && params->num_splits > 1) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE,
+                      "num_splits = %d with cu_seqlens_q; a prefill over the cache runs unsplit (use 0 or 1)",
+                      (int)params->num_splits);
+  }
   if (params->max_seqlen_k < 0) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "max_seqlen_k = %d; use 0 (the capacity) or a bound >= 1",
                       (int)params->max_seqlen_k);
@@ -265,6 +313,11 @@ static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk
   /* Appending: k_new [batch, seqlen_new, heads_kv, head_dim_qk] and v_new (head_dim_v), given together. */
   const aotk_tensor *k_new = &params->k_new, *v_new = &params->v_new;
   p->append = k_new->data != NULL || v_new->data != NULL;
+  if (p->append && p->varlen) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE,
+                      "k_new and v_new with cu_seqlens_q: appending is for the dense decoding step only (write a "
+                      "prefill chunk's keys into the cache first)");
+  }
   if (p->append) {
     static const char *const new_layouts[2] = {"[batch, seqlen_new, heads_kv, head_dim_qk]",
                                                "[batch, seqlen_new, heads_kv, head_dim_v]"};
@@ -391,8 +444,9 @@ static aotk_status plan_decode(const decode_problem *p, decode_plan *plan) {
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
   plan->row_chunks = ceil_div(group_rows, e->block_m);
   const int64_t programs = p->batch * p->heads_kv * plan->row_chunks;
-  int64_t splits = p->num_splits_asked > 0 ? p->num_splits_asked
-                                           : choose_splits(programs, p->size_hint, e->block_n, plan->device.multiprocessors);
+  int64_t splits = p->varlen ? 1
+                   : p->num_splits_asked > 0 ? p->num_splits_asked
+                                             : choose_splits(programs, p->size_hint, e->block_n, plan->device.multiprocessors);
   /* Split lengths are whole key blocks; asking for more splits than blocks gives one block each. */
   plan->split_keys = round_up(ceil_div(p->size_hint, splits), e->block_n);
   plan->num_splits = ceil_div(p->size_hint, plan->split_keys);
@@ -434,6 +488,7 @@ static uint32_t decode_features(const decode_problem *p, const decode_plan *plan
   if (p->paged) f |= AOTK_FEATURE_PAGED_KV;
   if (plan->num_splits > 1) f |= AOTK_FEATURE_SPLIT_KV;
   if (p->append) f |= AOTK_FEATURE_APPEND_KV;
+  if (p->varlen) f |= AOTK_FEATURE_VARLEN;
   return f;
 }
 
@@ -446,13 +501,14 @@ static void set_num_splits(aotk_kernel_info *info, int64_t num_splits) {
 /* --- launches ------------------------------------------------------------------------------------ */
 
 /* Parameter kinds, in the catalog's order (codegen/aotk_catalog.py): p pointer, l int64, i int32, f fp32. */
-static const char decode_param_kinds[] = "ppppp" "pp" "pp" "pp" "llllllllllll" "llll" "iiiiiiiiiiiiiii" "fff";
+static const char decode_param_kinds[] = "ppppp" "ppp" "pp" "pp" "llllllllllll" "llll" "iiiiiiiiiiiiiii" "fff";
 static const char merge_param_kinds[] = "ppp" "p" "ppp" "pp" "llllllllllllll" "iiiiii";
 static const char append_param_kinds[] = "pppp" "pp" "llllllllllll" "l" "iiiiiii";
 
 /* attn_common.py's flags, and attn_decode.py's. */
 enum {
   FLAG_WRITE_LSE = 1,
+  FLAG_VARLEN = 2,
   FLAG_SOFTCAP = 8,
   FLAG_ALIBI = 16,
   FLAG_SINKS = 32,
@@ -508,6 +564,7 @@ static aotk_status launch_decode(const aotk_decode_params *params, const decode_
   CUdeviceptr lse = p->write_lse ? (CUdeviceptr)(uintptr_t)params->lse.data : 0;
   CUdeviceptr table = p->paged ? (CUdeviceptr)(uintptr_t)params->block_table.data : 0;
   CUdeviceptr seqlens = (CUdeviceptr)(uintptr_t)params->cache_seqlens.data;
+  CUdeviceptr cu_seqlens_q = p->varlen ? (CUdeviceptr)(uintptr_t)params->cu_seqlens_q.data : 0;
   CUdeviceptr alibi = p->alibi ? (CUdeviceptr)(uintptr_t)params->alibi_slopes.data : 0;
   CUdeviceptr sinks = p->sinks ? (CUdeviceptr)(uintptr_t)params->sinks.data : 0;
   CUdeviceptr out_partial = split ? (CUdeviceptr)(uintptr_t)workspace : 0;
@@ -517,16 +574,26 @@ static aotk_status launch_decode(const aotk_decode_params *params, const decode_
                          vt->strides[0], vt->strides[1], vt->strides[2], ot->strides[0], ot->strides[1], ot->strides[2],
                          p->write_lse ? params->lse.strides[0] : 0, p->write_lse ? params->lse.strides[1] : 0,
                          p->paged ? params->block_table.strides[0] : 0, p->alibi_batch_stride};
+  if (p->varlen) {
+    /* The kernel's view of packed q, out [total_q, heads_q, d] and lse [heads_q, total_q]: batch strides 0,
+     * each request's first row read from cu_seqlens_q. */
+    const int64_t packed[6] = {0, qt->strides[0], qt->strides[1], 0, ot->strides[0], ot->strides[1]};
+    memcpy(strides, packed, 3 * sizeof(int64_t));
+    memcpy(strides + 9, packed + 3, 3 * sizeof(int64_t));
+    strides[12] = 0;
+    strides[13] = p->write_lse ? params->lse.strides[0] : 0;
+  }
   int32_t ints[15] = {(int32_t)p->batch, (int32_t)p->seqlen_q, (int32_t)p->heads_q, (int32_t)p->group_size,
                       (int32_t)p->capacity, (int32_t)p->page_size, (int32_t)plan->num_splits,
                       (int32_t)plan->split_keys, (int32_t)plan->row_chunks, (int32_t)(p->head_dim_qk / 8),
                       (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0, (int32_t)p->seqlen_new};
   ints[13] = (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (p->alibi ? FLAG_ALIBI : 0) |
-             (p->sinks ? FLAG_SINKS : 0) | (p->paged ? FLAG_PAGED : 0) | (split ? FLAG_SPLIT : 0);
+             (p->sinks ? FLAG_SINKS : 0) | (p->paged ? FLAG_PAGED : 0) | (split ? FLAG_SPLIT : 0) |
+             (p->varlen ? FLAG_VARLEN : 0);
   float qk_scale_log2 = p->softmax_scale * 1.4426950408889634f;
   float softcap_scale = p->softcap > 0.0f ? p->softmax_scale / p->softcap : 0.0f;
   float softcap_log2 = p->softcap * 1.4426950408889634f;
-  void *args[] = {&q, &k, &v, &out, &lse, &table, &seqlens, &alibi, &sinks, &out_partial, &lse_partial,
+  void *args[] = {&q, &k, &v, &out, &lse, &table, &seqlens, &cu_seqlens_q, &alibi, &sinks, &out_partial, &lse_partial,
                   &strides[0], &strides[1], &strides[2], &strides[3], &strides[4], &strides[5], &strides[6],
                   &strides[7], &strides[8], &strides[9], &strides[10], &strides[11], &strides[12], &strides[13],
                   &strides[14], &strides[15], &ints[0], &ints[1], &ints[2], &ints[3], &ints[4], &ints[5], &ints[6],

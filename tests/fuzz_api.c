@@ -5,15 +5,17 @@
  *
  * Each input decodes into one call. A small problem is built valid first (shapes, contiguous strides,
  * dtypes, the features a byte turns on: causal, windows, softcap, ALiBi, sinks, dropout, varlen,
- * block_cnt; for decoding a contiguous or paged cache, seqlen_q 1..16, GQA, splits forced or chosen,
- * appending (k_new and v_new) or not; for the merge dense or packed partials of any float dtype, in place or not) and then a run of edits
+ * block_cnt; for decoding a contiguous or paged cache, seqlen_q 1..16 or packed queries (cu_seqlens_q,
+ * max_seqlen_q up to 5000), GQA, splits forced or chosen, appending (k_new and v_new) or not; for the
+ * merge dense or packed partials of any float dtype, in place or not) and then a run of edits
  * overwrites any field with a decoded value: a shape or stride entry (small, near a power of two,
  * negative or huge), a rank, a dtype, a pointer (NULL, moved by a few bytes, another tensor's), a
- * scalar's bits (NaN and the infinities included), num_splits, max_seqlen_k, struct_size, the
- * workspace's size and address. Nothing is dereferenced: the pointers are fake, so sizes far past any
- * GPU's memory are fine, and the library runs over a fake driver table that records what reaches it,
- * with four devices (sm_90, sm_80, sm_86 and sm_120: the cubins with TMA, the sm_80 cubins, less shared
- * memory, the PTX), the input's last byte choosing whose context is current.
+ * scalar's bits (NaN and the infinities included), num_splits, max_seqlen_k, max_seqlen_q, a dense
+ * decoding call repacked (or a packed one unpacked), struct_size, the workspace's size and address.
+ * Nothing is dereferenced: the pointers are fake, so sizes far past any GPU's memory are fine, and the
+ * library runs over a fake driver table that records what reaches it, with four devices (sm_90, sm_80,
+ * sm_86 and sm_120: the cubins with TMA, the sm_80 cubins, less shared memory, the PTX), the input's
+ * last byte choosing whose context is current.
  *
  * The target aborts (a finding) on
  * - a crash or a sanitizer report (the build adds AddressSanitizer and UndefinedBehaviorSanitizer);
@@ -26,7 +28,8 @@
  * - a refusal for want of a kernel (AOTK_ERROR_KERNEL_NOT_BUILT) in a build made without a filter;
  * - for the decoding, appending and merge kernels, more: the whole byte range each pointer argument can
  *   reach, worked out from the packed arguments as kernels/attn_decode.py indexes (grid, sizes, strides,
- *   flags), must lie inside one span (the appending kernel's cache writes inside the cache's own); the
+ *   flags; packed queries' rows, offsets read on the device, by the header's contract: q's own rows),
+ *   must lie inside one span (the appending kernel's cache writes inside the cache's own); the
  *   arguments must describe the caller's problem (no size cut to int32, a grid that covers every row
  *   and no more, the alignment the compiled variant assumes); the appending kernel runs before the
  *   decoding kernel, which is told seqlen_new; and the call must agree with its query (the same
@@ -361,6 +364,7 @@ static void entry_block_m(const aotk__kernel_entry *e, int64_t *smallest, int64_
 /* kernels/attn_decode.py's flags (src/aotk_decode.c sets them). */
 enum {
   DECODE_WRITE_LSE = 1,
+  DECODE_VARLEN = 2,
   DECODE_ALIBI = 16,
   DECODE_SINKS = 32,
   DECODE_PAGED = 256,
@@ -371,43 +375,61 @@ enum {
   MERGE_OUT_BF16 = 8192,
 };
 
-/* attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, AlibiSlopes, Sinks, OutPartial, LsePartial,
- * 12 int64 q/k/v/out strides, stride_lb, stride_lh, stride_tb, stride_ab, 15 int32 sizes and flags
- * (seqlen_new last), 3 floats), its grid (split fastest, then row chunk, kv head, request). */
+/* attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSlopes, Sinks, OutPartial,
+ * LsePartial, 12 int64 q/k/v/out strides, stride_lb, stride_lh, stride_tb, stride_ab, 15 int32 sizes and
+ * flags (seqlen_new last), 3 floats), its grid (split fastest, then row chunk, kv head, request). With
+ * FLAG_VARLEN, q and out are packed [total_q, heads_q, d] (batch strides 0) and lse [heads_q, total_q],
+ * request b's rows starting at CuSeqlensQ[b], read on the device. */
 static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
-  EXPECT(strcmp(e->param_kinds, "ppppppppppplllllllllllllllliiiiiiiiiiiiiiifff") == 0,
+  EXPECT(strcmp(e->param_kinds, "pppppppppppplllllllllllllllliiiiiiiiiiiiiiifff") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of attn_decode is out of date", e->param_kinds);
   const aotk_decode_params *d = seen.decode;
   EXPECT(d != NULL, "launched by a call other than aotk_attn_decode");
   /* Appending (include/aotk.h): the new keys are written first, and the decoding kernel attends to
    * seqlen_new more keys per request. */
   const bool append = d->k_new.data != NULL;
-  const int64_t seqlen_new = arg_i32(a, 41);
+  const int64_t seqlen_new = arg_i32(a, 42);
   EXPECT(seqlen_new == (append ? d->k_new.shape[1] : 0), "seqlen_new = %lld for k_new of %lld tokens (data %p)",
          (long long)seqlen_new, (long long)d->k_new.shape[1], d->k_new.data);
   EXPECT(seen.decode_launches == 0 && seen.append_launches == (append ? 1 : 0),
          "launched after %d decoding and %d appending launches of the same call", seen.decode_launches,
          seen.append_launches);
   seen.decode_launches++;
-  enum { Q, K, V, OUT, LSE, TABLE, SEQLENS, ALIBI, SINKS, OUT_PARTIAL, LSE_PARTIAL };
-  enum { QB = 11, QS, QH, KP, KS, KH, VP, VS, VH, OB, OS, OH, LB, LH, TB, AB };
-  const int64_t batch = arg_i32(a, 27), seqlen_q = arg_i32(a, 28), heads_q = arg_i32(a, 29);
-  const int64_t group_size = arg_i32(a, 30), capacity = arg_i32(a, 31), page_size = arg_i32(a, 32);
-  const int64_t num_splits = arg_i32(a, 33), split_keys = arg_i32(a, 34), row_chunks = arg_i32(a, 35);
-  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, 36), head_dim_v = 8 * (int64_t)arg_i32(a, 37);
-  const int32_t flags = arg_i32(a, 40);
-  const bool paged = flags & DECODE_PAGED, split = flags & DECODE_SPLIT;
+  enum { Q, K, V, OUT, LSE, TABLE, SEQLENS, CU_SEQLENS_Q, ALIBI, SINKS, OUT_PARTIAL, LSE_PARTIAL };
+  enum { QB = 12, QS, QH, KP, KS, KH, VP, VS, VH, OB, OS, OH, LB, LH, TB, AB };
+  const int64_t batch = arg_i32(a, 28), seqlen_q = arg_i32(a, 29), heads_q = arg_i32(a, 30);
+  const int64_t group_size = arg_i32(a, 31), capacity = arg_i32(a, 32), page_size = arg_i32(a, 33);
+  const int64_t num_splits = arg_i32(a, 34), split_keys = arg_i32(a, 35), row_chunks = arg_i32(a, 36);
+  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, 37), head_dim_v = 8 * (int64_t)arg_i32(a, 38);
+  const int32_t flags = arg_i32(a, 41);
+  const bool paged = flags & DECODE_PAGED, split = flags & DECODE_SPLIT, varlen = flags & DECODE_VARLEN;
 
-  /* The arguments describe the caller's problem (a size cut to int32 would not). */
-  EXPECT(batch == d->q.shape[0] && seqlen_q == d->q.shape[1] && heads_q == d->q.shape[2],
-         "batch, seqlen_q, heads_q = %lld, %lld, %lld for q of shape [%lld, %lld, %lld, %lld]", (long long)batch,
-         (long long)seqlen_q, (long long)heads_q, (long long)d->q.shape[0], (long long)d->q.shape[1],
-         (long long)d->q.shape[2], (long long)d->q.shape[3]);
+  /* The arguments describe the caller's problem (a size cut to int32 would not): dense q [batch,
+   * seqlen_q, heads_q, d], or packed q [total_q, heads_q, d] with batch = cu_seqlens_q.shape[0] - 1 and
+   * seqlen_q = max_seqlen_q, unsplit, without appending. */
+  EXPECT(varlen == (d->cu_seqlens_q.data != NULL) &&
+             arg_pointer(a, CU_SEQLENS_Q) == (uintptr_t)(varlen ? d->cu_seqlens_q.data : NULL),
+         "flags = %#x, CuSeqlensQ = %#lx for cu_seqlens_q.data %p", (unsigned)flags,
+         (unsigned long)arg_pointer(a, CU_SEQLENS_Q), d->cu_seqlens_q.data);
+  if (varlen) {
+    EXPECT(batch == d->cu_seqlens_q.shape[0] - 1 && seqlen_q == d->max_seqlen_q && heads_q == d->q.shape[1],
+           "batch, seqlen_q, heads_q = %lld, %lld, %lld for cu_seqlens_q of %lld, max_seqlen_q %d, q of %lld heads",
+           (long long)batch, (long long)seqlen_q, (long long)heads_q, (long long)d->cu_seqlens_q.shape[0],
+           (int)d->max_seqlen_q, (long long)d->q.shape[1]);
+    EXPECT(seqlen_q >= 1 && num_splits == 1 && !append, "max_seqlen_q %lld, %lld splits, appending %d",
+           (long long)seqlen_q, (long long)num_splits, (int)append);
+  } else {
+    EXPECT(batch == d->q.shape[0] && seqlen_q == d->q.shape[1] && heads_q == d->q.shape[2],
+           "batch, seqlen_q, heads_q = %lld, %lld, %lld for q of shape [%lld, %lld, %lld, %lld]", (long long)batch,
+           (long long)seqlen_q, (long long)heads_q, (long long)d->q.shape[0], (long long)d->q.shape[1],
+           (long long)d->q.shape[2], (long long)d->q.shape[3]);
+  }
   EXPECT(group_size >= 1 && heads_q % group_size == 0 && heads_q / group_size == d->k_cache.shape[2],
          "group_size = %lld with heads_q = %lld and %lld kv heads", (long long)group_size, (long long)heads_q,
          (long long)d->k_cache.shape[2]);
-  EXPECT(head_dim_qk == d->q.shape[3] && head_dim_v == d->v_cache.shape[3], "head dims %lld, %lld for %lld, %lld",
-         (long long)head_dim_qk, (long long)head_dim_v, (long long)d->q.shape[3], (long long)d->v_cache.shape[3]);
+  const int64_t q_head_dim = d->q.shape[varlen ? 2 : 3];
+  EXPECT(head_dim_qk == q_head_dim && head_dim_v == d->v_cache.shape[3], "head dims %lld, %lld for %lld, %lld",
+         (long long)head_dim_qk, (long long)head_dim_v, (long long)q_head_dim, (long long)d->v_cache.shape[3]);
   EXPECT(paged == (d->block_table.data != NULL), "flags = %#x", (unsigned)flags);
   const __int128 expected_capacity =
       paged ? (__int128)d->block_table.shape[1] * d->k_cache.shape[1] : (__int128)d->k_cache.shape[1];
@@ -420,12 +442,13 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
          "num_splits = %lld, split_keys = %lld, flags = %#x, capacity %lld", (long long)num_splits,
          (long long)split_keys, (unsigned)flags, (long long)capacity);
   /* Every query row of a group in some program, no program past the last request, and the int32 row
-   * numbers (chunk * BLOCK_M + i < group_size * seqlen_q) free of overflow. */
+   * numbers (chunk * BLOCK_M + i < group_size * seqlen_q, at most row_chunks * BLOCK_M - 1) free of
+   * overflow. */
   int64_t block_m_smallest, block_m_largest;
   entry_block_m(e, &block_m_smallest, &block_m_largest);
   const int64_t group_rows = group_size * seqlen_q;
   EXPECT(row_chunks >= 1 && row_chunks * block_m_largest >= group_rows &&
-             row_chunks * block_m_largest <= (int64_t)INT32_MAX,
+             row_chunks * block_m_largest - 1 <= (int64_t)INT32_MAX,
          "row_chunks = %lld for %lld rows per group", (long long)row_chunks, (long long)group_rows);
   const int64_t heads_kv = heads_q / group_size;
   EXPECT((__int128)grid == (__int128)batch * heads_kv * row_chunks * num_splits,
@@ -450,11 +473,30 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
 
   /* The reach. Rows (request, token, query head): all of them, the grid being whole. Keys: rows
    * 0 .. capacity - 1 of the request (contiguous), or rows 0 .. page_size - 1 of any page the caller
-   * described (paged: the page ids are device data, valid by contract). */
+   * described (paged: the page ids are device data, valid by contract). Packed queries: request b's
+   * tokens are rows cu_seqlens_q[b] + i for i < min(cu_seqlens_q[b + 1] - cu_seqlens_q[b], max_seqlen_q),
+   * device data the header asks to be offsets into q (0 <= cu_seqlens_q[b] <= cu_seqlens_q[b + 1] <=
+   * total_q), so by contract every token row lies in 0 .. total_q - 1 (q's own rows, which out and lse
+   * must match); the host cannot see more, so that whole box is what must fit. */
   const int64_t rows = batch * seqlen_q * heads_q; /* under 2^38: the grid is whole, 2^32 programs at most */
   const axis columns_qk = {0, head_dim_qk, 1}, columns_v = {0, head_dim_v, 1};
-  check_rows(arg_pointer(a, Q), rows, seqlen_q, heads_q, arg_i64(a, QB), arg_i64(a, QS), arg_i64(a, QH), &columns_qk,
-             1, 2, e->function_name, "Q");
+  const int64_t total_q = d->q.shape[0];
+  if (varlen) {
+    const bool lse = flags & DECODE_WRITE_LSE;
+    EXPECT(arg_i64(a, QB) == 0 && arg_i64(a, OB) == 0 && arg_i64(a, LB) == 0 && arg_i64(a, QS) == d->q.strides[0] &&
+               arg_i64(a, QH) == d->q.strides[1] && arg_i64(a, OS) == d->out.strides[0] &&
+               arg_i64(a, OH) == d->out.strides[1] && (!lse || arg_i64(a, LH) == d->lse.strides[0]),
+           "packed strides q (%lld, %lld, %lld), out (%lld, %lld, %lld), lse (%lld, %lld)", (long long)arg_i64(a, QB),
+           (long long)arg_i64(a, QS), (long long)arg_i64(a, QH), (long long)arg_i64(a, OB), (long long)arg_i64(a, OS),
+           (long long)arg_i64(a, OH), (long long)arg_i64(a, LB), (long long)arg_i64(a, LH));
+    const axis cu_axes[] = {{0, batch + 1, 1}};
+    check_box(arg_pointer(a, CU_SEQLENS_Q), cu_axes, 1, 4, e->function_name, "CuSeqlensQ");
+    const axis q_axes[] = {{0, total_q, arg_i64(a, QS)}, {0, heads_q, arg_i64(a, QH)}, columns_qk};
+    check_box(arg_pointer(a, Q), q_axes, 3, 2, e->function_name, "Q (packed)");
+  } else {
+    check_rows(arg_pointer(a, Q), rows, seqlen_q, heads_q, arg_i64(a, QB), arg_i64(a, QS), arg_i64(a, QH),
+               &columns_qk, 1, 2, e->function_name, "Q");
+  }
   const int64_t pages_k = paged ? d->k_cache.shape[0] : batch, pages_v = paged ? d->v_cache.shape[0] : batch;
   const int64_t cache_rows = paged ? (page_size < capacity ? page_size : capacity) : capacity;
   const axis k_axes[] = {{0, pages_k, arg_i64(a, KP)}, {0, cache_rows, arg_i64(a, KS)}, {0, heads_kv, arg_i64(a, KH)},
@@ -487,6 +529,17 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
            "the partial outputs at %#lx and their LSEs at %#lx overlap", (unsigned long)arg_pointer(a, OUT_PARTIAL),
            (unsigned long)arg_pointer(a, LSE_PARTIAL));
     seen.decode_splits = num_splits;
+  } else if (varlen) {
+    const axis out_axes[] = {{0, total_q, arg_i64(a, OS)}, {0, heads_q, arg_i64(a, OH)}, columns_v};
+    check_box(arg_pointer(a, OUT), out_axes, 3, 2, e->function_name, "Out (packed)");
+    if (flags & DECODE_WRITE_LSE) {
+      const axis lse_axes[] = {{0, heads_q, arg_i64(a, LH)}, {0, total_q, 1}};
+      check_box(arg_pointer(a, LSE), lse_axes, 2, 4, e->function_name, "Lse (packed)");
+    }
+    if (flags & DECODE_SINKS) {
+      const axis sink_axes[] = {{0, heads_q, 1}};
+      check_box(arg_pointer(a, SINKS), sink_axes, 1, 4, e->function_name, "Sinks");
+    }
   } else {
     check_rows(arg_pointer(a, OUT), rows, seqlen_q, heads_q, arg_i64(a, OB), arg_i64(a, OS), arg_i64(a, OH),
                &columns_v, 1, 2, e->function_name, "Out");
@@ -609,8 +662,8 @@ static void check_append_launch(const aotk__kernel_entry *e, unsigned grid, void
   EXPECT(strcmp(e->param_kinds, "ppppppllllllllllllliiiiiii") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of attn_cache_append is out of date", e->param_kinds);
   const aotk_decode_params *d = seen.decode;
-  EXPECT(d != NULL && d->k_new.data != NULL && d->v_new.data != NULL,
-         "launched by a call other than aotk_attn_decode with k_new and v_new");
+  EXPECT(d != NULL && d->k_new.data != NULL && d->v_new.data != NULL && d->cu_seqlens_q.data == NULL,
+         "launched by a call other than a dense aotk_attn_decode with k_new and v_new");
   EXPECT(seen.append_launches == 0 && seen.decode_launches == 0,
          "launched after %d appending and %d decoding launches of the same call", seen.append_launches,
          seen.decode_launches);
@@ -1108,7 +1161,18 @@ static aotk_decode_params decode_problem(reader *r) {
   const unsigned features = (unsigned)take(r, 2);
   const bool padded = (features & 1) || dqk % 16 != 0 || dv % 16 != 0;
   const int64_t row_qk = padded ? round_up16(dqk + 8) : dqk, row_v = padded ? round_up16(dv + 8) : dv;
-  p.q = make_rows(T_Q, dtype, 4, (int64_t[]){batch, seqlen_q, hq, dqk}, row_qk);
+  /* Packed queries (a prefill over the cache): total_q tokens, at most max_seqlen_q per request, which
+   * has no 16-token limit. */
+  const bool varlen = features & 4096;
+  int64_t total_q = 0;
+  if (varlen) {
+    p.max_seqlen_q = (int32_t)(take(r, 1) % 2 ? take_range(r, 1, 32) : take_range(r, 1, 5000));
+    total_q = take(r, 1) % 4 == 0 ? take_range(r, 1, 3) : take_range(r, 1, batch * p.max_seqlen_q);
+    p.cu_seqlens_q = make(T_CU_Q, AOTK_DTYPE_INT32, 1, (int64_t[]){batch + 1});
+    p.q = make_rows(T_Q, dtype, 3, (int64_t[]){total_q, hq, dqk}, row_qk);
+  } else {
+    p.q = make_rows(T_Q, dtype, 4, (int64_t[]){batch, seqlen_q, hq, dqk}, row_qk);
+  }
   int64_t capacity;
   if (features & 2) {
     static const int64_t page_sizes[] = {16, 64, 256, 1, 2, 3, 17, 128};
@@ -1124,8 +1188,13 @@ static aotk_decode_params decode_problem(reader *r) {
     p.v_cache = make_rows(T_V, dtype, 4, (int64_t[]){batch, capacity, hk, dv}, row_v);
   }
   p.cache_seqlens = make(T_SEQLENS, AOTK_DTYPE_INT32, 1, (int64_t[]){batch});
-  p.out = make_rows(T_OUT, dtype, 4, (int64_t[]){batch, seqlen_q, hq, dv}, row_v);
-  if (!(features & 4)) p.lse = make(T_LSE, AOTK_DTYPE_FLOAT32, 3, (int64_t[]){batch, hq, seqlen_q});
+  if (varlen) {
+    p.out = make_rows(T_OUT, dtype, 3, (int64_t[]){total_q, hq, dv}, row_v);
+    if (!(features & 4)) p.lse = make(T_LSE, AOTK_DTYPE_FLOAT32, 2, (int64_t[]){hq, total_q});
+  } else {
+    p.out = make_rows(T_OUT, dtype, 4, (int64_t[]){batch, seqlen_q, hq, dv}, row_v);
+    if (!(features & 4)) p.lse = make(T_LSE, AOTK_DTYPE_FLOAT32, 3, (int64_t[]){batch, hq, seqlen_q});
+  }
   p.causal = (features >> 3) & 1;
   if (features & 16) {
     p.window_left = (int32_t)take_range(r, -1, 300);
@@ -1149,7 +1218,10 @@ static aotk_decode_params decode_problem(reader *r) {
       p.max_seqlen_k = (int32_t)take_range(r, 1, capacity);
       break;
   }
-  if (features & 2048) { /* appending: a few tokens, or up to past the capacity (the rest is dropped) */
+  /* Packed queries run unsplit and without appending: mostly valid (0 or 1), sometimes a refusal. */
+  if (varlen && p.num_splits > 1 && take(r, 1) % 8 != 0) p.num_splits = (int32_t)(take(r, 1) % 2);
+  const bool append = (features & 2048) && (!varlen || take(r, 1) % 8 == 0);
+  if (append) { /* appending: a few tokens, or up to past the capacity (the rest is dropped) */
     const int64_t seqlen_new = take(r, 1) % 4 == 0 ? take_range(r, 1, capacity + 20) : take_range(r, 1, 16);
     p.k_new = make_rows(T_K_NEW, dtype, 4, (int64_t[]){batch, seqlen_new, hk, dqk}, row_qk);
     p.v_new = make_rows(T_V_NEW, dtype, 4, (int64_t[]){batch, seqlen_new, hk, dv}, row_v);
@@ -1232,9 +1304,9 @@ static void sel_spans(const aotk_sel_params *p) {
 static void decode_spans(const aotk_decode_params *p) {
   const aotk_tensor *t[] = {&p->q,   &p->k_cache, &p->v_cache,      &p->block_table, &p->cache_seqlens,
                             &p->out, &p->lse,     &p->alibi_slopes, &p->sinks,       &p->k_new,
-                            &p->v_new};
+                            &p->v_new, &p->cu_seqlens_q};
   static const char *const names[] = {"q", "k_cache", "v_cache", "block_table", "cache_seqlens", "out", "lse",
-                                      "alibi_slopes", "sinks", "k_new", "v_new"};
+                                      "alibi_slopes", "sinks", "k_new", "v_new", "cu_seqlens_q"};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_tensor_span(t[i], names[i]);
 }
 
@@ -1296,21 +1368,72 @@ static void edit_sel(reader *r, aotk_sel_params *p) {
   }
 }
 
+/* A dense decoding call's q, out and lse as packed ones (each request seqlen_q tokens in a row), or a
+ * packed call's back as dense ones of max_seqlen_q tokens per request, over the same caches: mostly
+ * valid when the layouts allow it, a refusal when they do not. */
+/* Sizes make() can lay out: each >= 1, their product (its strides) far from overflowing int64. */
+static bool repackable(const int64_t *sizes, int count) {
+  int64_t product = 1;
+  for (int i = 0; i < count; i++) {
+    if (sizes[i] < 1 || __builtin_mul_overflow(product, sizes[i], &product) || product > (int64_t)1 << 48) return false;
+  }
+  return true;
+}
+
+static void repack_decode(reader *r, aotk_decode_params *p) {
+  if (p->cu_seqlens_q.data == NULL) {
+    const int64_t batch = p->q.shape[0], seqlen_q = p->q.shape[1];
+    if (!repackable((const int64_t[]){batch, seqlen_q, p->q.shape[2]}, 3)) return;
+    const int64_t total_q = batch * seqlen_q;
+    const aotk_tensor q = p->q, out = p->out;
+    p->q.rank = p->out.rank = 3;
+    p->q.shape[0] = p->out.shape[0] = total_q;
+    for (int d = 1; d < 3; d++) {
+      p->q.shape[d] = q.shape[d + 1], p->q.strides[d - 1] = q.strides[d];
+      p->out.shape[d] = out.shape[d + 1], p->out.strides[d - 1] = out.strides[d];
+    }
+    p->q.strides[2] = q.strides[3], p->out.strides[2] = out.strides[3];
+    p->q.shape[3] = p->q.strides[3] = p->out.shape[3] = p->out.strides[3] = 0;
+    if (p->lse.data != NULL) p->lse = make(T_LSE, AOTK_DTYPE_FLOAT32, 2, (int64_t[]){q.shape[2], total_q});
+    p->cu_seqlens_q = make(T_CU_Q, AOTK_DTYPE_INT32, 1, (int64_t[]){batch + 1});
+    p->max_seqlen_q = (int32_t)(take(r, 1) % 2 ? seqlen_q : take_size(r));
+  } else {
+    const int64_t batch = p->cu_seqlens_q.shape[0] - 1, seqlen_q = p->max_seqlen_q;
+    const int64_t heads_q = p->q.shape[1], dqk = p->q.shape[2], dv = p->out.shape[2];
+    if (!repackable((const int64_t[]){batch, seqlen_q, heads_q, dqk}, 4) ||
+        !repackable((const int64_t[]){batch, seqlen_q, heads_q, dv}, 4)) {
+      p->cu_seqlens_q.data = NULL;
+      return;
+    }
+    p->q = make(T_Q, p->q.dtype, 4, (int64_t[]){batch, seqlen_q, heads_q, dqk});
+    p->out = make(T_OUT, p->out.dtype, 4, (int64_t[]){batch, seqlen_q, heads_q, dv});
+    if (p->lse.data != NULL) p->lse = make(T_LSE, AOTK_DTYPE_FLOAT32, 3, (int64_t[]){batch, heads_q, seqlen_q});
+    if (take(r, 1) % 4 != 0) p->cu_seqlens_q.data = NULL; /* else: the dense layouts with cu_seqlens_q */
+  }
+}
+
 static void edit_decode(reader *r, aotk_decode_params *p) {
   aotk_tensor *const all[] = {&p->q,   &p->k_cache, &p->v_cache,      &p->block_table, &p->cache_seqlens,
                               &p->out, &p->lse,     &p->alibi_slopes, &p->sinks,       &p->k_new,
-                              &p->v_new};
+                              &p->v_new, &p->cu_seqlens_q};
   const int count = (int)(sizeof all / sizeof all[0]);
-  switch (take(r, 1) % 7) {
+  switch (take(r, 1) % 9) {
     case 0:
     case 1:
       edit_tensor(r, all[take(r, 1) % (unsigned)count], all, count);
       break;
     case 2: {
-      int32_t *ints[] = {&p->causal, &p->window_left, &p->window_right, &p->num_splits, &p->max_seqlen_k};
-      *ints[take(r, 1) % 5] = (int32_t)take_size(r);
+      int32_t *ints[] = {&p->causal,     &p->window_left,  &p->window_right,
+                         &p->num_splits, &p->max_seqlen_k, &p->max_seqlen_q};
+      *ints[take(r, 1) % 6] = (int32_t)take_size(r);
       break;
     }
+    case 7: /* max_seqlen_q near its bounds: 0, 1, the old 16-token limit, 2^31 - 1 */
+      p->max_seqlen_q = (int32_t)(take(r, 1) % 2 ? take_range(r, -1, 18) : INT32_MAX - take_range(r, 0, 2));
+      break;
+    case 8:
+      repack_decode(r, p);
+      break;
     case 3: /* near the bounds */
       *(take(r, 1) % 2 ? &p->num_splits : &p->max_seqlen_k) = (int32_t)take_range(r, -1, AOTK_DECODE_MAX_SPLITS + 1);
       break;

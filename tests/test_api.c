@@ -124,15 +124,16 @@ static const char *const driver_function_names[] = {
 #define SEL_INDEX_ORDER_KINDS "pp" "pp" "pp" PACKED PACKED "il" "iiiiiii"
 #define SEL_CHECK_INDICES_KINDS "pp" "pp" "p" PACKED PACKED "iiiiiiii"
 /* Decoding and the merge (kernels/attn_decode.py): every stride is int64. attn_decode: Q, K, V, Out, Lse,
- * BlockTable, CacheSeqlens, AlibiSlopes, Sinks, OutPartial, LsePartial; the (batch or page, sequence,
- * head) strides of q, k, v and out; lse's (batch, head), the block table's and ALiBi's batch strides;
- * 15 ints (the last, seqlen_new, 0 unless appending); the three score scalars. attn_merge: three typed
- * partial pointers (fp32, fp16, bf16), the partial lse, three typed outputs, lse, sinks; the partials'
- * (partial, batch, token, head) strides, the partial lse's (partial, batch, head, token), out's (batch,
- * token, head), lse's (batch, head, token); six ints. attn_cache_append: KNew, VNew, K, V, BlockTable,
- * CacheSeqlens; the (batch, token, head) strides of k_new and v_new, the (page, row, head) strides of the
- * k and v caches, the block table's batch stride; seven ints. */
-#define ATTN_DECODE_KINDS "ppppp" "pp" "pp" "pp" "lll" "lll" "lll" "lll" "ll" "ll" "iiiiiiiiiiiiiii" "fff"
+ * BlockTable, CacheSeqlens, CuSeqlensQ (NULL unless q is packed), AlibiSlopes, Sinks, OutPartial,
+ * LsePartial; the (batch or page, sequence, head) strides of q, k, v and out; lse's (batch, head), the
+ * block table's and ALiBi's batch strides; 15 ints (the last, seqlen_new, 0 unless appending); the three
+ * score scalars. attn_merge: three typed partial pointers (fp32, fp16, bf16), the partial lse, three
+ * typed outputs, lse, sinks; the partials' (partial, batch, token, head) strides, the partial lse's
+ * (partial, batch, head, token), out's (batch, token, head), lse's (batch, head, token); six ints.
+ * attn_cache_append: KNew, VNew, K, V, BlockTable, CacheSeqlens; the (batch, token, head) strides of
+ * k_new and v_new, the (page, row, head) strides of the k and v caches, the block table's batch stride;
+ * seven ints. */
+#define ATTN_DECODE_KINDS "ppppp" "ppp" "pp" "pp" "lll" "lll" "lll" "lll" "ll" "ll" "iiiiiiiiiiiiiii" "fff"
 #define ATTN_MERGE_KINDS "ppp" "p" "ppp" "pp" "llll" "llll" "lll" "lll" "iiiiii"
 #define ATTN_CACHE_APPEND_KINDS "pppp" "pp" "lll" "lll" "lll" "lll" "l" "iiiiiii"
 
@@ -429,7 +430,8 @@ enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256, SE
 /* attn_decode: one program per (request, kv head, row chunk, split), the split fastest. */
 enum decode_param {
   DECODE_Q, DECODE_K, DECODE_V, DECODE_OUT, DECODE_LSE,
-  DECODE_BLOCK_TABLE, DECODE_CACHE_SEQLENS, DECODE_ALIBI_SLOPES, DECODE_SINKS, DECODE_OUT_PARTIAL, DECODE_LSE_PARTIAL,
+  DECODE_BLOCK_TABLE, DECODE_CACHE_SEQLENS, DECODE_CU_SEQLENS_Q, DECODE_ALIBI_SLOPES, DECODE_SINKS,
+  DECODE_OUT_PARTIAL, DECODE_LSE_PARTIAL,
   DECODE_STRIDE_QB, DECODE_STRIDE_QS, DECODE_STRIDE_QH,
   DECODE_STRIDE_KP, DECODE_STRIDE_KS, DECODE_STRIDE_KH,
   DECODE_STRIDE_VP, DECODE_STRIDE_VS, DECODE_STRIDE_VH,
@@ -7643,18 +7645,26 @@ static void test_sel_after_preload(void) {
 
 /* A decoding problem (include/aotk.h, aotk_decode_params): seqlen_q new tokens per request against a
  * cache of `capacity` keys per request, contiguous ([batch, capacity, heads_kv, d]) or, with page_size
- * > 0, paged ([num_pages, page_size, heads_kv, d], and a block table [batch, capacity / page_size]). */
+ * > 0, paged ([num_pages, page_size, heads_kv, d], and a block table [batch, capacity / page_size]).
+ * With total_q > 0 the queries are packed (cu_seqlens_q [batch + 1]): q [total_q, heads_q, d], out
+ * [total_q, heads_q, d_v], lse [heads_q, total_q], and seqlen_q is max_seqlen_q. */
 typedef struct decode_shape {
   aotk_dtype dtype;
   int64_t batch, seqlen_q, heads_q, heads_kv, head_dim_qk, head_dim_v;
   int64_t capacity, page_size, num_pages;
   bool with_lse;
+  int64_t total_q; /* 0: dense q [batch, seqlen_q, heads_q, d] */
 } decode_shape;
 
 /* GQA (group 4), two new tokens, lse written. */
-static const decode_shape default_decode_shape = {AOTK_DTYPE_BFLOAT16, 3, 2, 8, 2, 128, 128, 1000, 0, 0, true};
+static const decode_shape default_decode_shape = {AOTK_DTYPE_BFLOAT16, 3, 2, 8, 2, 128, 128, 1000, 0, 0, true, 0};
 /* The same with 64 pages of 16 keys per request, out of a pool of 200 pages. */
-static const decode_shape default_paged_shape = {AOTK_DTYPE_BFLOAT16, 3, 2, 8, 2, 128, 128, 1024, 16, 200, true};
+static const decode_shape default_paged_shape = {AOTK_DTYPE_BFLOAT16, 3, 2, 8, 2, 128, 128, 1024, 16, 200, true, 0};
+/* Packed: 3 requests' 100 query tokens, at most 40 each, over the default caches: G 4 x 40 = 160 rows per
+ * (request, kv head), the 64-row tile in 3 chunks. */
+static const decode_shape default_varlen_shape = {AOTK_DTYPE_BFLOAT16, 3, 40, 8, 2, 128, 128, 1000, 0, 0, true, 100};
+static const decode_shape default_varlen_paged_shape = {AOTK_DTYPE_BFLOAT16, 3, 40, 8, 2, 128, 128, 1024, 16, 200,
+                                                        true, 100};
 
 /* Contiguous tensors at the fake addresses. */
 static aotk_decode_params decode_params_for(decode_shape s) {
@@ -7670,6 +7680,13 @@ static aotk_decode_params decode_params_for(decode_shape s) {
   params.cache_seqlens = aotk_tensor_1d(FAKE_CACHE_SEQLENS, AOTK_DTYPE_INT32, s.batch);
   params.out = aotk_tensor_4d(FAKE_OUT, s.dtype, s.batch, s.seqlen_q, s.heads_q, s.head_dim_v);
   if (s.with_lse) params.lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, s.batch, s.heads_q, s.seqlen_q);
+  if (s.total_q > 0) {
+    params.q = aotk_tensor_3d(FAKE_Q, s.dtype, s.total_q, s.heads_q, s.head_dim_qk);
+    params.out = aotk_tensor_3d(FAKE_OUT, s.dtype, s.total_q, s.heads_q, s.head_dim_v);
+    if (s.with_lse) params.lse = aotk_tensor_2d(FAKE_LSE, AOTK_DTYPE_FLOAT32, s.heads_q, s.total_q);
+    params.cu_seqlens_q = aotk_tensor_1d(FAKE_CU_SEQLENS_Q, AOTK_DTYPE_INT32, s.batch + 1);
+    params.max_seqlen_q = (int32_t)s.seqlen_q;
+  }
   return params;
 }
 
@@ -7703,12 +7720,18 @@ static aotk_decode_params strided_decode_params(decode_shape s) {
   const int64_t row_keys = paged ? s.page_size : s.capacity;
   const int64_t dqk = round_up_to(s.head_dim_qk, 16), dv = round_up_to(s.head_dim_v, 16);
   aotk_tensor *q = &params.q, *k = &params.k_cache, *v = &params.v_cache, *out = &params.out;
-  q->strides[2] = s.seqlen_q * dqk, q->strides[1] = dqk, q->strides[0] = s.heads_q * s.seqlen_q * dqk + 32;
   k->strides[2] = dqk, k->strides[1] = s.heads_kv * dqk + 48, k->strides[0] = row_keys * k->strides[1] + 64;
   v->strides[2] = row_keys * dv, v->strides[1] = dv, v->strides[0] = s.heads_kv * row_keys * dv + 80;
-  out->strides[2] = dv + 16, out->strides[1] = s.heads_q * (dv + 16);
-  out->strides[0] = s.seqlen_q * out->strides[1] + 96;
-  if (s.with_lse) params.lse.strides[1] = s.seqlen_q + 5, params.lse.strides[0] = s.heads_q * (s.seqlen_q + 5) + 7;
+  if (s.total_q > 0) { /* packed: q and out with padded heads and a gap between tokens, lse with padded rows */
+    q->strides[1] = dqk + 16, q->strides[0] = s.heads_q * (dqk + 16) + 32;
+    out->strides[1] = dv + 32, out->strides[0] = s.heads_q * (dv + 32) + 48;
+    if (s.with_lse) params.lse.strides[0] = s.total_q + 5;
+  } else {
+    q->strides[2] = s.seqlen_q * dqk, q->strides[1] = dqk, q->strides[0] = s.heads_q * s.seqlen_q * dqk + 32;
+    out->strides[2] = dv + 16, out->strides[1] = s.heads_q * (dv + 16);
+    out->strides[0] = s.seqlen_q * out->strides[1] + 96;
+    if (s.with_lse) params.lse.strides[1] = s.seqlen_q + 5, params.lse.strides[0] = s.heads_q * (s.seqlen_q + 5) + 7;
+  }
   if (paged) params.block_table.strides[0] = s.capacity / s.page_size + 3;
   return params;
 }
@@ -7803,8 +7826,10 @@ static void check_append_launch(const char *what, const recorded_launch *launch,
  * with `splits` > 1 the fp32 partials lie in the workspace and the merge follows, one program per
  * block_m of the batch * seqlen_q * heads_q rows. With k_new and v_new the appending kernel runs first
  * (check_append_launch) and the decoding kernel is told seqlen_new; the split and the workspace do not
- * change. `splits` and `split_keys` are the caller's (worked by hand); split_keys 0: one split (whose
- * length does not matter). */
+ * change. Packed queries (cu_seqlens_q) run unsplit with the kernel seeing q and out as [1, total_q,
+ * heads_q, d] (batch strides 0; each request's first row read from cu_seqlens_q on the device), lse as
+ * [1, heads_q, total_q], seqlen_q = max_seqlen_q and FLAG_VARLEN. `splits` and `split_keys` are the
+ * caller's (worked by hand); split_keys 0: one split (whose length does not matter). */
 static void check_decode(const char *what, const aotk_decode_params *params, const decode_shape *s, const gpu *g,
                          int64_t splits, int64_t split_keys, void *workspace) {
   aotk_kernel_info info;
@@ -7822,7 +7847,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d attn_decode or attn_merge row", what, g->arch);
   if (row == NULL || merge == NULL) return;
   const bool split = splits > 1, paged = params->block_table.data != NULL, causal = params->causal == 1;
-  const bool append = params->k_new.data != NULL;
+  const bool append = params->k_new.data != NULL, varlen = params->cu_seqlens_q.data != NULL;
   const int64_t seqlen_new = append ? params->k_new.shape[1] : 0;
   const int launches = 1 + split + append, first = append; /* the decoding launch's index */
   const aotk__kernel_entry *append_row =
@@ -7841,7 +7866,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
       (params->sinks.data != NULL ? AOTK_FEATURE_SINKS : 0) |
       (row->head_dim_qk > s->head_dim_qk || row->head_dim_v > s->head_dim_v ? AOTK_FEATURE_PADDED_HEAD_DIM : 0) |
       (paged ? AOTK_FEATURE_PAGED_KV : 0) | (split ? AOTK_FEATURE_SPLIT_KV : 0) |
-      (append ? AOTK_FEATURE_APPEND_KV : 0);
+      (append ? AOTK_FEATURE_APPEND_KV : 0) | (varlen ? AOTK_FEATURE_VARLEN : 0);
   CHECK(info.struct_size == sizeof info);
   CHECK_MSG(strcmp(info.kernel_name, row->name) == 0, "%s: aotk_decode_query names %s, expected %s", what,
             info.kernel_name, row->name);
@@ -7882,6 +7907,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   check_pointer(what, kernel, launch, DECODE_LSE, params->lse.data, "lse");
   check_pointer(what, kernel, launch, DECODE_BLOCK_TABLE, params->block_table.data, "block_table");
   check_pointer(what, kernel, launch, DECODE_CACHE_SEQLENS, params->cache_seqlens.data, "cache_seqlens");
+  check_pointer(what, kernel, launch, DECODE_CU_SEQLENS_Q, params->cu_seqlens_q.data, "cu_seqlens_q");
   check_pointer(what, kernel, launch, DECODE_ALIBI_SLOPES, params->alibi_slopes.data, "alibi_slopes");
   check_pointer(what, kernel, launch, DECODE_SINKS, params->sinks.data, "sinks");
   /* The partials: the outputs at the workspace's start, the LSEs after them at a 16-byte boundary, both
@@ -7902,15 +7928,21 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   const aotk_tensor *tensors[4] = {&params->q, &params->k_cache, &params->v_cache, &params->out};
   static const char *const names[4] = {"q", "k_cache", "v_cache", "out"};
   for (int t = 0; t < 4; t++) {
+    const bool packed = varlen && (t == 0 || t == 3); /* (0, token, head) */
     for (int d = 0; d < 3; d++) {
-      char name[32];
-      snprintf(name, sizeof name, "%s.strides[%d]", names[t], d);
-      check_i64(what, kernel, launch, DECODE_STRIDE_QB + 3 * t + d, tensors[t]->strides[d], name);
+      char name[48];
+      if (packed && d == 0) {
+        snprintf(name, sizeof name, "packed %s's batch stride", names[t]);
+      } else {
+        snprintf(name, sizeof name, "%s.strides[%d]", names[t], packed ? d - 1 : d);
+      }
+      const int64_t expected = packed ? (d == 0 ? 0 : tensors[t]->strides[d - 1]) : tensors[t]->strides[d];
+      check_i64(what, kernel, launch, DECODE_STRIDE_QB + 3 * t + d, expected, name);
     }
   }
   const bool lse = params->lse.data != NULL;
-  check_i64(what, kernel, launch, DECODE_STRIDE_LB, lse ? params->lse.strides[0] : 0, "lse batch stride");
-  check_i64(what, kernel, launch, DECODE_STRIDE_LH, lse ? params->lse.strides[1] : 0, "lse head stride");
+  check_i64(what, kernel, launch, DECODE_STRIDE_LB, lse && !varlen ? params->lse.strides[0] : 0, "lse batch stride");
+  check_i64(what, kernel, launch, DECODE_STRIDE_LH, lse ? params->lse.strides[varlen ? 0 : 1] : 0, "lse head stride");
   check_i64(what, kernel, launch, DECODE_STRIDE_TB, paged ? params->block_table.strides[0] : 0, "block table stride");
   const bool alibi_per_batch = params->alibi_slopes.data != NULL && params->alibi_slopes.rank == 2;
   check_i64(what, kernel, launch, DECODE_STRIDE_AB, alibi_per_batch ? params->alibi_slopes.strides[0] : 0,
@@ -7936,7 +7968,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   const int32_t flags = (lse ? FLAG_WRITE_LSE : 0) | (params->softcap > 0.0f ? FLAG_SOFTCAP : 0) |
                         (params->alibi_slopes.data != NULL ? FLAG_ALIBI : 0) |
                         (params->sinks.data != NULL ? FLAG_SINKS : 0) | (paged ? DECODE_FLAG_PAGED : 0) |
-                        (split ? DECODE_FLAG_SPLIT : 0);
+                        (split ? DECODE_FLAG_SPLIT : 0) | (varlen ? FLAG_VARLEN : 0);
   CHECK_MSG(arg_i32(launch, DECODE_FLAGS) == flags, "%s: attn_decode's flags %#x, expected %#x", what,
             (unsigned)arg_i32(launch, DECODE_FLAGS), (unsigned)flags);
   check_int(what, kernel, launch, DECODE_SEQLEN_NEW, seqlen_new, "seqlen_new");
@@ -8243,6 +8275,113 @@ static void dec_misaligned_k_new_and_bad_v_new_heads(aotk_decode_params *p) { /*
 static void dec_misaligned_q_and_bad_k_new(aotk_decode_params *p) { /* k_new's shape before q's alignment */
   dec_q_two_bytes_off(p), dec_append(p), p->k_new.shape[0] = 2;
 }
+/* Packed queries (cu_seqlens_q): default_varlen_shape, 3 requests' 100 tokens, G 4, at most 40 each. */
+static void make_varlen_decode(aotk_decode_params *p) { *p = decode_params_for(default_varlen_shape); }
+static void make_varlen_paged_decode(aotk_decode_params *p) { *p = decode_params_for(default_varlen_paged_shape); }
+static void dec_cu_rank_2(aotk_decode_params *p) {
+  make_varlen_decode(p), p->cu_seqlens_q = aotk_tensor_2d(FAKE_CU_SEQLENS_Q, AOTK_DTYPE_INT32, 1, 4);
+}
+static void dec_cu_rank_0(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.rank = 0; }
+static void dec_cu_int64(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.dtype = AOTK_DTYPE_INT64; }
+static void dec_cu_float32(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_cu_dtype_garbage(aotk_decode_params *p) {
+  make_varlen_decode(p), p->cu_seqlens_q.dtype = (aotk_dtype)77;
+}
+static void dec_cu_one_offset(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.shape[0] = 1; }
+static void dec_cu_no_offsets(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.shape[0] = 0; }
+static void dec_cu_negative_size(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.shape[0] = -4; }
+static void dec_cu_stride_2(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.strides[0] = 2; }
+static void dec_cu_misaligned(aotk_decode_params *p) {
+  make_varlen_decode(p), p->cu_seqlens_q.data = byte_offset(FAKE_CU_SEQLENS_Q, 2);
+}
+static void dec_cu_at_the_top(aotk_decode_params *p) {
+  make_varlen_decode(p), p->cu_seqlens_q.data = (void *)(UINTPTR_MAX - 7);
+}
+static void dec_cu_batch_plus_1(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.shape[0] += 1; }
+static void dec_cu_batch_minus_1(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.shape[0] -= 1; }
+static void dec_paged_cu_batch_plus_1(aotk_decode_params *p) {
+  make_varlen_paged_decode(p), p->cu_seqlens_q.shape[0] += 1;
+}
+static void dec_cu_null_fields_set(aotk_decode_params *p) { /* dense then: q's rank 3 is wrong */
+  make_varlen_decode(p), p->cu_seqlens_q.data = NULL;
+}
+static void dec_varlen_q_rank_4(aotk_decode_params *p) {
+  make_varlen_decode(p), p->q = aotk_tensor_4d(FAKE_Q, AOTK_DTYPE_BFLOAT16, 3, 40, 8, 128);
+}
+static void dec_varlen_q_rank_2(aotk_decode_params *p) { make_varlen_decode(p), p->q.rank = 2; }
+static void dec_varlen_q_null(aotk_decode_params *p) { make_varlen_decode(p), p->q.data = NULL; }
+static void dec_varlen_q_total_zero(aotk_decode_params *p) { make_varlen_decode(p), p->q.shape[0] = 0; }
+static void dec_varlen_q_float32(aotk_decode_params *p) { make_varlen_decode(p), p->q.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_varlen_q_last_stride_2(aotk_decode_params *p) { make_varlen_decode(p), p->q.strides[2] = 2; }
+static void dec_varlen_head_dim_100(aotk_decode_params *p) { make_varlen_decode(p), p->q.shape[2] = 100; }
+static void dec_varlen_head_dim_264(aotk_decode_params *p) { make_varlen_decode(p), p->q.shape[2] = 264; }
+static void dec_varlen_head_dim_4(aotk_decode_params *p) { make_varlen_decode(p), p->q.shape[2] = 4; }
+static void dec_varlen_k_head_dim_64(aotk_decode_params *p) { make_varlen_decode(p), p->k_cache.shape[3] = 64; }
+static void dec_varlen_heads_q_6(aotk_decode_params *p) { /* 6 query heads over 4 kv heads */
+  make_varlen_decode(p), p->q.shape[1] = p->out.shape[1] = p->lse.shape[0] = 6;
+  p->k_cache.shape[2] = p->v_cache.shape[2] = 4;
+}
+static void dec_varlen_out_rank_4(aotk_decode_params *p) {
+  make_varlen_decode(p), p->out = aotk_tensor_4d(FAKE_OUT, AOTK_DTYPE_BFLOAT16, 3, 40, 8, 128);
+}
+static void dec_varlen_out_rank_2(aotk_decode_params *p) { make_varlen_decode(p), p->out.rank = 2; }
+static void dec_varlen_out_total_plus_1(aotk_decode_params *p) { make_varlen_decode(p), p->out.shape[0] += 1; }
+static void dec_varlen_out_batch_rows(aotk_decode_params *p) { /* [batch * max_seqlen_q, ...]: not q's rows */
+  make_varlen_decode(p), p->out.shape[0] = 3 * 40;
+}
+static void dec_varlen_out_heads_kv(aotk_decode_params *p) { make_varlen_decode(p), p->out.shape[1] = 2; }
+static void dec_varlen_out_head_dim(aotk_decode_params *p) { make_varlen_decode(p), p->out.shape[2] = 64; }
+static void dec_varlen_out_float16(aotk_decode_params *p) { make_varlen_decode(p), p->out.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_varlen_out_token_stride_zero(aotk_decode_params *p) { make_varlen_decode(p), p->out.strides[0] = 0; }
+static void dec_varlen_out_heads_stride_zero(aotk_decode_params *p) { make_varlen_decode(p), p->out.strides[1] = 0; }
+static void dec_varlen_out_last_stride_2(aotk_decode_params *p) { make_varlen_decode(p), p->out.strides[2] = 2; }
+static void dec_varlen_lse_rank_3(aotk_decode_params *p) { /* the dense layout [batch, heads_q, max_seqlen_q] */
+  make_varlen_decode(p), p->lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 3, 8, 40);
+}
+static void dec_varlen_lse_rank_1(aotk_decode_params *p) { make_varlen_decode(p), p->lse.rank = 1; }
+static void dec_varlen_lse_like_out(aotk_decode_params *p) { /* [total_q, heads_q]: out's order */
+  make_varlen_decode(p), p->lse = aotk_tensor_2d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 100, 8);
+}
+static void dec_varlen_lse_heads_kv(aotk_decode_params *p) { make_varlen_decode(p), p->lse.shape[0] = 2; }
+static void dec_varlen_lse_total_minus_1(aotk_decode_params *p) { make_varlen_decode(p), p->lse.shape[1] -= 1; }
+static void dec_varlen_lse_float16(aotk_decode_params *p) { make_varlen_decode(p), p->lse.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_varlen_lse_heads_stride_zero(aotk_decode_params *p) { make_varlen_decode(p), p->lse.strides[0] = 0; }
+static void dec_varlen_lse_last_stride_2(aotk_decode_params *p) { make_varlen_decode(p), p->lse.strides[1] = 2; }
+static void dec_max_seqlen_q_zero(aotk_decode_params *p) { make_varlen_decode(p), p->max_seqlen_q = 0; }
+static void dec_max_seqlen_q_negative(aotk_decode_params *p) { make_varlen_decode(p), p->max_seqlen_q = -1; }
+static void dec_max_seqlen_q_min(aotk_decode_params *p) { make_varlen_decode(p), p->max_seqlen_q = INT32_MIN; }
+static void dec_varlen_num_splits_2(aotk_decode_params *p) { make_varlen_decode(p), p->num_splits = 2; }
+static void dec_varlen_num_splits_256(aotk_decode_params *p) {
+  make_varlen_decode(p), p->num_splits = AOTK_DECODE_MAX_SPLITS;
+}
+static void dec_varlen_paged_num_splits_2(aotk_decode_params *p) { make_varlen_paged_decode(p), p->num_splits = 2; }
+static void dec_varlen_append(aotk_decode_params *p) {
+  make_varlen_decode(p), add_new_kv(p, &default_varlen_shape, 1);
+}
+static void dec_varlen_paged_append(aotk_decode_params *p) {
+  make_varlen_paged_decode(p), add_new_kv(p, &default_varlen_paged_shape, 3);
+}
+static void dec_varlen_k_new_only(aotk_decode_params *p) { dec_varlen_append(p), p->v_new = (aotk_tensor){0}; }
+static void dec_varlen_v_new_only(aotk_decode_params *p) { dec_varlen_append(p), p->k_new = (aotk_tensor){0}; }
+static void dec_varlen_alibi_batch_plus_1(aotk_decode_params *p) {
+  make_varlen_decode(p), p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 4, 8);
+}
+static void dec_varlen_alibi_total_q_rows(aotk_decode_params *p) { /* per token, not per request */
+  make_varlen_decode(p), p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 100, 8);
+}
+static void dec_varlen_q_token_stride_8_past(aotk_decode_params *p) { make_varlen_decode(p), p->q.strides[0] += 8; }
+static void dec_varlen_q_heads_stride_136(aotk_decode_params *p) {
+  make_varlen_decode(p), p->q.strides[1] = 136, p->q.strides[0] = 8 * 136 + 8;
+}
+static void dec_varlen_out_heads_stride_136(aotk_decode_params *p) {
+  make_varlen_decode(p), p->out.strides[1] = 136, p->out.strides[0] = 8 * 136 + 8;
+}
+static void dec_varlen_out_two_bytes_off(aotk_decode_params *p) {
+  make_varlen_decode(p), p->out.data = byte_offset(FAKE_OUT, 2);
+}
+static void dec_varlen_misaligned_q_and_splits_2(aotk_decode_params *p) { /* the value first */
+  dec_varlen_q_token_stride_8_past(p), p->num_splits = 2;
+}
 
 static const decode_bad_input decode_bad_inputs[] = {
     {"params NULL", NULL, AOTK_ERROR_NULL_POINTER, "params"},
@@ -8419,6 +8558,75 @@ static const decode_bad_input decode_bad_inputs[] = {
      AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[2]"},
     {"misaligned q and k_new batch: the shape first", dec_misaligned_q_and_bad_k_new, AOTK_ERROR_SHAPE_MISMATCH,
      "k_new.shape[0]"},
+    {"varlen: cu_seqlens_q rank 2", dec_cu_rank_2, AOTK_ERROR_RANK, "cu_seqlens_q.rank"},
+    {"varlen: cu_seqlens_q rank 0", dec_cu_rank_0, AOTK_ERROR_RANK, "cu_seqlens_q.rank"},
+    {"varlen: cu_seqlens_q int64", dec_cu_int64, AOTK_ERROR_UNSUPPORTED_DTYPE, "cu_seqlens_q.dtype"},
+    {"varlen: cu_seqlens_q float32", dec_cu_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "cu_seqlens_q.dtype"},
+    {"varlen: cu_seqlens_q dtype garbage", dec_cu_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "cu_seqlens_q.dtype"},
+    {"varlen: cu_seqlens_q of one offset (no request)", dec_cu_one_offset, AOTK_ERROR_NONPOSITIVE_SIZE,
+     "cu_seqlens_q.shape[0]"},
+    {"varlen: cu_seqlens_q of no offsets", dec_cu_no_offsets, AOTK_ERROR_NONPOSITIVE_SIZE, "cu_seqlens_q.shape[0]"},
+    {"varlen: cu_seqlens_q of -4 offsets", dec_cu_negative_size, AOTK_ERROR_NONPOSITIVE_SIZE, "cu_seqlens_q.shape[0]"},
+    {"varlen: cu_seqlens_q stride 2", dec_cu_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "cu_seqlens_q.strides[0]"},
+    {"varlen: cu_seqlens_q misaligned", dec_cu_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "cu_seqlens_q.data"},
+    {"varlen: cu_seqlens_q past the end of the address space", dec_cu_at_the_top, AOTK_ERROR_SIZE_OVERFLOW,
+     "end of the address space"},
+    {"varlen: cu_seqlens_q of 4 requests, caches of 3", dec_cu_batch_plus_1, AOTK_ERROR_SHAPE_MISMATCH,
+     "k_cache.shape[0]"},
+    {"varlen: cu_seqlens_q of 2 requests, caches of 3", dec_cu_batch_minus_1, AOTK_ERROR_SHAPE_MISMATCH,
+     "k_cache.shape[0]"},
+    {"varlen, paged: cu_seqlens_q of 4 requests, block_table of 3", dec_paged_cu_batch_plus_1,
+     AOTK_ERROR_SHAPE_MISMATCH, "block_table.shape[0]"},
+    {"varlen: cu_seqlens_q.data NULL (dense), q rank 3", dec_cu_null_fields_set, AOTK_ERROR_RANK, "q.rank"},
+    {"varlen: q rank 4", dec_varlen_q_rank_4, AOTK_ERROR_RANK, "q.rank"},
+    {"varlen: q rank 2", dec_varlen_q_rank_2, AOTK_ERROR_RANK, "q.rank"},
+    {"varlen: q.data NULL", dec_varlen_q_null, AOTK_ERROR_NULL_POINTER, "q.data"},
+    {"varlen: total_q 0", dec_varlen_q_total_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "q.shape[0]"},
+    {"varlen: q float32", dec_varlen_q_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"varlen: q last stride 2", dec_varlen_q_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "q.strides[2]"},
+    {"varlen: head_dim_qk 100", dec_varlen_head_dim_100, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[2]"},
+    {"varlen: head_dim_qk 264", dec_varlen_head_dim_264, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[2]"},
+    {"varlen: head_dim_qk 4", dec_varlen_head_dim_4, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[2]"},
+    {"varlen: k_cache head_dim 64, q 128", dec_varlen_k_head_dim_64, AOTK_ERROR_HEAD_DIM_MISMATCH, "k_cache.shape[3]"},
+    {"varlen: heads_q 6, heads_kv 4", dec_varlen_heads_q_6, AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_kv"},
+    {"varlen: out rank 4", dec_varlen_out_rank_4, AOTK_ERROR_RANK, "out.rank"},
+    {"varlen: out rank 2", dec_varlen_out_rank_2, AOTK_ERROR_RANK, "out.rank"},
+    {"varlen: out total_q + 1", dec_varlen_out_total_plus_1, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0]"},
+    {"varlen: out of batch * max_seqlen_q rows", dec_varlen_out_batch_rows, AOTK_ERROR_SHAPE_MISMATCH, "total_q"},
+    {"varlen: out heads_kv", dec_varlen_out_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[1]"},
+    {"varlen: out head_dim 64, v 128", dec_varlen_out_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[2]"},
+    {"varlen: out float16, q bfloat16", dec_varlen_out_float16, AOTK_ERROR_DTYPE_MISMATCH, "out.dtype"},
+    {"varlen: out token stride 0", dec_varlen_out_token_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[0]"},
+    {"varlen: out heads stride 0", dec_varlen_out_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[1]"},
+    {"varlen: out last stride 2", dec_varlen_out_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "out.strides[2]"},
+    {"varlen: lse rank 3 (the dense layout)", dec_varlen_lse_rank_3, AOTK_ERROR_RANK, "lse.rank"},
+    {"varlen: lse rank 1", dec_varlen_lse_rank_1, AOTK_ERROR_RANK, "lse.rank"},
+    {"varlen: lse [total_q, heads_q]", dec_varlen_lse_like_out, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"varlen: lse heads_kv", dec_varlen_lse_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"varlen: lse total_q - 1", dec_varlen_lse_total_minus_1, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"varlen: lse float16", dec_varlen_lse_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype"},
+    {"varlen: lse heads stride 0", dec_varlen_lse_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "lse.strides[0]"},
+    {"varlen: lse last stride 2", dec_varlen_lse_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "lse.strides[1]"},
+    {"varlen: max_seqlen_q 0", dec_max_seqlen_q_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q"},
+    {"varlen: max_seqlen_q -1", dec_max_seqlen_q_negative, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q"},
+    {"varlen: max_seqlen_q INT32_MIN", dec_max_seqlen_q_min, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q"},
+    {"varlen: num_splits 2", dec_varlen_num_splits_2, AOTK_ERROR_INVALID_VALUE, "num_splits = 2 with cu_seqlens_q"},
+    {"varlen: num_splits 256", dec_varlen_num_splits_256, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen, paged: num_splits 2", dec_varlen_paged_num_splits_2, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen: appending (k_new and v_new)", dec_varlen_append, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen, paged: appending", dec_varlen_paged_append, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen: k_new without v_new", dec_varlen_k_new_only, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen: v_new without k_new", dec_varlen_v_new_only, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen: alibi_slopes [batch + 1, heads_q]", dec_varlen_alibi_batch_plus_1, AOTK_ERROR_SHAPE_MISMATCH,
+     "alibi_slopes.shape[0]"},
+    {"varlen: alibi_slopes [total_q, heads_q]", dec_varlen_alibi_total_q_rows, AOTK_ERROR_SHAPE_MISMATCH,
+     "alibi_slopes.shape[0]"},
+    {"varlen: q token stride 8 past", dec_varlen_q_token_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"varlen: q heads stride 136", dec_varlen_q_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"varlen: out heads stride 136", dec_varlen_out_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
+    {"varlen: out 2 bytes past 16", dec_varlen_out_two_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
+    {"varlen: misaligned q and num_splits 2: the value first", dec_varlen_misaligned_q_and_splits_2,
+     AOTK_ERROR_INVALID_VALUE, "num_splits"},
 };
 
 /* Runs one bad input through aotk_attn_decode (with an ample workspace) and aotk_decode_query with the
@@ -8456,8 +8664,9 @@ static void check_decode_bad_input(const decode_bad_input *c) {
 static void test_decode_validation_rejects_bad_inputs(void) {
   install_fake_gpu(90, SHARED_SM90);
   /* The bases are valid, so each failure below is due to its one change. */
-  void (*const bases[])(aotk_decode_params *) = {make_paged, dec_alibi, dec_alibi_per_batch, dec_sinks, dec_append,
-                                                  dec_paged_append};
+  void (*const bases[])(aotk_decode_params *) = {make_paged,         dec_alibi,          dec_alibi_per_batch,
+                                                  dec_sinks,          dec_append,         dec_paged_append,
+                                                  make_varlen_decode, make_varlen_paged_decode};
   for (size_t i = 0; i <= sizeof bases / sizeof bases[0]; i++) {
     aotk_decode_params params = valid_decode_params();
     if (i > 0) bases[i - 1](&params);
@@ -8649,7 +8858,7 @@ static aotk_decode_params *add_decode_edge_case(decode_edge_case *cases, int *co
 
 static void test_decode_validation_accepts_edge_inputs(void) {
   install_fake_gpu(90, SHARED_SM90);
-  static decode_edge_case cases[48];
+  static decode_edge_case cases[64];
   int count = 0;
   decode_shape s = default_decode_shape;
   s.seqlen_q = 16;
@@ -8742,6 +8951,42 @@ static void test_decode_validation_accepts_edge_inputs(void) {
   memset(&p->k_new, 0xEE, sizeof p->k_new);
   memset(&p->v_new, 0x5A, sizeof p->v_new);
   p->k_new.data = p->v_new.data = NULL;
+  /* Packed queries (cu_seqlens_q). */
+  add_decode_edge_case(cases, &count, "varlen, 100 tokens, at most 40", default_varlen_shape);
+  add_decode_edge_case(cases, &count, "varlen, paged", default_varlen_paged_shape);
+  s = default_varlen_shape;
+  s.seqlen_q = 5000, s.total_q = 12000;
+  add_decode_edge_case(cases, &count, "varlen, max_seqlen_q 5000 (no 16-token limit)", s);
+  s = default_varlen_shape;
+  s.seqlen_q = 1, s.total_q = 1, s.batch = 1, s.heads_q = s.heads_kv = 1;
+  add_decode_edge_case(cases, &count, "varlen, one request of one token, one head", s);
+  s.seqlen_q = INT32_MAX;
+  add_decode_edge_case(cases, &count, "varlen, max_seqlen_q 2^31 - 1, one head (2^31 - 1 query rows)", s);
+  s = default_varlen_shape;
+  s.seqlen_q = 1;
+  add_decode_edge_case(cases, &count, "varlen, max_seqlen_q 1 below total_q / batch (tokens cut)", s);
+  add_decode_edge_case(cases, &count, "varlen, num_splits 1", default_varlen_shape)->num_splits = 1;
+  add_decode_edge_case(cases, &count, "varlen, max_seqlen_k 300", default_varlen_shape)->max_seqlen_k = 300;
+  s = default_varlen_shape;
+  s.dtype = AOTK_DTYPE_FLOAT16, s.with_lse = false, s.head_dim_qk = 192, s.head_dim_v = 64;
+  p = add_decode_edge_case(cases, &count, "varlen, fp16, no lse, head dims (192, 64), every feature", s);
+  dec_alibi_per_batch(p), dec_sinks(p), p->softcap = 50.0f, p->causal = 1, p->window_left = 7;
+  p = add_decode_edge_case(cases, &count, "varlen, out stride 0 over one head", default_varlen_shape);
+  p->q.shape[1] = p->out.shape[1] = p->lse.shape[0] = 1, p->out.strides[1] = 0;
+  p->k_cache.shape[2] = p->v_cache.shape[2] = 1;
+  p = add_decode_edge_case(cases, &count, "varlen, q broadcast over tokens (stride 0)", default_varlen_shape);
+  p->q.strides[0] = 0;
+  p = add_decode_edge_case(cases, &count, "varlen, k_new and v_new NULL, their other fields garbage",
+                           default_varlen_shape);
+  memset(&p->k_new, 0xEE, sizeof p->k_new);
+  memset(&p->v_new, 0x5A, sizeof p->v_new);
+  p->k_new.data = p->v_new.data = NULL;
+  /* Dense: max_seqlen_q is read only with cu_seqlens_q, and cu_seqlens_q's other fields without its data. */
+  add_decode_edge_case(cases, &count, "dense, max_seqlen_q -5 (unread)", default_decode_shape)->max_seqlen_q = -5;
+  p = add_decode_edge_case(cases, &count, "dense, cu_seqlens_q.data NULL, its other fields garbage",
+                           default_decode_shape);
+  memset(&p->cu_seqlens_q, 0xEE, sizeof p->cu_seqlens_q);
+  p->cu_seqlens_q.data = NULL;
 
   for (int i = 0; i < count; i++) {
     const aotk_decode_params *params = &cases[i].call.params;
@@ -8751,7 +8996,9 @@ static void test_decode_validation_accepts_edge_inputs(void) {
               aotk_last_error());
     const int launches = 1 + (info.num_splits > 1) + (params->k_new.data != NULL);
     CHECK_MSG(info.launches == launches && (info.workspace_bytes > 0) == (info.num_splits > 1) &&
-                  ((info.features & AOTK_FEATURE_APPEND_KV) != 0) == (params->k_new.data != NULL),
+                  ((info.features & AOTK_FEATURE_APPEND_KV) != 0) == (params->k_new.data != NULL) &&
+                  ((info.features & AOTK_FEATURE_VARLEN) != 0) == (params->cu_seqlens_q.data != NULL) &&
+                  (params->cu_seqlens_q.data == NULL || info.num_splits == 1),
               "%s: %d launches, %d splits, %zu bytes of workspace, features %#x", cases[i].what, info.launches,
               info.num_splits, info.workspace_bytes, info.features);
     reset_calls();
@@ -8810,7 +9057,7 @@ static void test_decode_split_choice(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     decode_shape s = {AOTK_DTYPE_BFLOAT16, cases[i].batch, cases[i].seqlen_q, cases[i].heads_q, cases[i].heads_kv,
-                      128, 128, cases[i].capacity, cases[i].page_size, 0, true};
+                      128, 128, cases[i].capacity, cases[i].page_size, 0, true, 0};
     if (s.page_size > 0) s.num_pages = s.capacity / s.page_size;
     aotk_decode_params params = decode_params_for(s);
     params.num_splits = cases[i].num_splits, params.max_seqlen_k = cases[i].max_seqlen_k;
@@ -8837,13 +9084,13 @@ static void test_decode_split_choice(void) {
   }
   /* The workspace formula's two parts, by hand: 15 splits x 1 request x 1 token x 32 heads = 480 rows of
    * 128 floats (245760 bytes) and 480 LSEs (1920 bytes). */
-  decode_shape s = {AOTK_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 128, 32768, 0, 0, true};
+  decode_shape s = {AOTK_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 128, 32768, 0, 0, true, 0};
   CHECK(decode_workspace_bytes(&s, 15) == 245760 + 1920);
   /* head_dim_v 72 pads partial rows to 80 floats, and 13 x 1 x 3 x 5 = 195 LSEs (780 bytes) pad to 784:
    * one program (a group of 5 x 3 tokens in one 16-row chunk), 4096 keys allow 16 splits of 256, the
    * rule takes 14 (n / 132 within 85% of 16 / 132), of ceil(4096 / 14) = 293 keys, 320 in whole blocks:
    * 13 splits. */
-  s = (decode_shape){AOTK_DTYPE_FLOAT16, 1, 3, 5, 1, 64, 72, 4096, 0, 0, true};
+  s = (decode_shape){AOTK_DTYPE_FLOAT16, 1, 3, 5, 1, 64, 72, 4096, 0, 0, true, 0};
   CHECK(decode_workspace_bytes(&s, 13) == 62400 + 784);
   aotk_decode_params params = strided_decode_params(s);
   check_decode("head dims (64, 72), 3 tokens of a group of 5", &params, &s, &sel_sm90, 13, 320,
@@ -8892,7 +9139,7 @@ static void test_decode_launch_arguments(void) {
   check_decode("paged, fp16, window_right 7, ALiBi per head, sinks, no split", &params, &s, &sel_sm90, 1, 0, NULL);
 
   /* MQA, a group of 32 query heads x 4 tokens = 128 rows: the 64-row tile, two chunks per request. */
-  s = (decode_shape){AOTK_DTYPE_BFLOAT16, 2, 4, 32, 1, 64, 64, 4096, 0, 0, true};
+  s = (decode_shape){AOTK_DTYPE_BFLOAT16, 2, 4, 32, 1, 64, 64, 4096, 0, 0, true, 0};
   params = strided_decode_params(s);
   params.num_splits = 5;
   check_decode("MQA, 128 rows in two 64-row chunks, d64, 5 splits", &params, &s, &sel_sm90, 5, 832, FAKE_WORKSPACE);
@@ -8921,7 +9168,7 @@ static void test_decode_launch_arguments(void) {
   params.num_splits = 4;
   check_decode("appending 7 tokens, paged, 4 splits", &params, &s, &sel_sm90, 4, 256, FAKE_WORKSPACE);
   /* Head dims (192, 64) in the (256, 128) pair, fp16, every feature, no lse, 2 splits. */
-  s = (decode_shape){AOTK_DTYPE_FLOAT16, 2, 1, 6, 3, 192, 64, 640, 0, 0, false};
+  s = (decode_shape){AOTK_DTYPE_FLOAT16, 2, 1, 6, 3, 192, 64, 640, 0, 0, false, 0};
   params = strided_decode_params(s);
   add_strided_new_kv(&params, &s, 16);
   params.causal = 1, params.window_left = 40, params.softcap = 30.0f;
@@ -8951,6 +9198,114 @@ static void test_decode_launch_arguments(void) {
               fake.loaded_elf, fake.loaded_ptx);
   }
   uninstall_fake_gpu();
+}
+
+/* Packed queries (include/aotk.h, cu_seqlens_q): a prefill over the cache, one launch, unsplit, no
+ * workspace, the tile chosen by G * max_seqlen_q (the 64-row one above 16 rows), on a grid of batch *
+ * heads_kv * ceil(G * max_seqlen_q / block_m); check_decode checks the packed strides, the CuSeqlensQ
+ * pointer and FLAG_VARLEN. The literals are worked by hand. */
+static void test_decode_varlen(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const struct {
+    const char *what;
+    int64_t batch, max_seqlen_q, heads_q, heads_kv, total_q, page_size;
+    int32_t block_m;
+    int64_t grid;
+  } cases[] = {
+      {"G 4 x 40 tokens = 160 rows: three 64-row chunks x 3 requests x 2 kv heads", 3, 40, 8, 2, 100, 0, 64, 18},
+      {"the same over 64 pages of 16 keys", 3, 40, 8, 2, 100, 16, 64, 18},
+      {"G 4 x 4 tokens = 16 rows: one 16-row chunk", 3, 4, 8, 2, 10, 0, 16, 6},
+      {"G 1 x 16 tokens = 16 rows: the 16-row tile", 2, 16, 4, 4, 20, 0, 16, 8},
+      {"G 1 x 17 tokens = 17 rows: the 64-row tile (dense refuses 17 tokens)", 2, 17, 4, 4, 20, 0, 64, 8},
+      {"G 8 x 3 tokens = 24 rows: the 64-row tile", 1, 3, 8, 1, 3, 0, 64, 1},
+      {"MQA, G 32 x 5000 tokens: 2500 chunks x 2 requests", 2, 5000, 32, 1, 9000, 0, 64, 5000},
+      {"paged, 5000 tokens, G 1: 79 chunks x 4 requests x 8 kv heads", 4, 5000, 8, 8, 12345, 16, 64, 2528},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    decode_shape s = cases[i].page_size > 0 ? default_varlen_paged_shape : default_varlen_shape;
+    s.batch = cases[i].batch, s.seqlen_q = cases[i].max_seqlen_q, s.heads_q = cases[i].heads_q;
+    s.heads_kv = cases[i].heads_kv, s.total_q = cases[i].total_q;
+    aotk_decode_params params = strided_decode_params(s);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(info.block_m == cases[i].block_m && info.grid == cases[i].grid && info.num_splits == 1 &&
+                  info.launches == 1 && info.workspace_bytes == 0 && (info.features & AOTK_FEATURE_VARLEN) != 0,
+              "%s: block_m %d, grid %lld, %d splits, %d launches, %zu bytes, features %#x", cases[i].what,
+              info.block_m, (long long)info.grid, info.num_splits, info.launches, info.workspace_bytes,
+              info.features);
+    char what[200];
+    snprintf(what, sizeof what, "varlen: %s", cases[i].what);
+    check_decode(what, &params, &s, &sel_sm90, 1, 0, NULL);
+    /* num_splits 0 (aotk chooses) and 1 are the same call. */
+    params.num_splits = 1;
+    snprintf(what, sizeof what, "varlen, num_splits 1: %s", cases[i].what);
+    check_decode(what, &params, &s, &sel_sm90, 1, 0, NULL);
+  }
+
+  /* Where the dense call splits (1 request x 8 kv heads over 32768 keys: 15 splits), the packed one does
+   * not: one launch, no workspace, and a NULL workspace is fine. */
+  decode_shape s = {AOTK_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 128, 32768, 0, 0, true, 0};
+  aotk_decode_params params = decode_params_for(s);
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK && info.num_splits == 15);
+  s.total_q = 1;
+  params = decode_params_for(s);
+  check_decode("varlen, one token where the dense call takes 15 splits", &params, &s, &sel_sm90, 1, 0, NULL);
+
+  /* Every run-time feature at once, float16, no lse, ALiBi per request, head dims (192, 64). */
+  s = default_varlen_paged_shape;
+  s.dtype = AOTK_DTYPE_FLOAT16, s.with_lse = false, s.head_dim_qk = 192, s.head_dim_v = 64;
+  params = strided_decode_params(s);
+  params.causal = 1, params.window_left = 40, params.softcap = 30.0f, params.softmax_scale = 0.05f;
+  params.alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 8);
+  params.alibi_slopes.strides[0] = 16;
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8);
+  check_decode("varlen, paged, fp16, (192, 64), causal, window, softcap, ALiBi, sinks, no lse", &params, &s,
+               &sel_sm90, 1, 0, NULL);
+
+  /* max_seqlen_q 5000 is a prefill chunk; the same 5000 or even 17 tokens dense are refused. */
+  s = default_varlen_shape;
+  s.seqlen_q = 5000, s.total_q = 12000;
+  params = decode_params_for(s);
+  info = (aotk_kernel_info)AOTK_KERNEL_INFO_INIT;
+  aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+  CHECK_MSG(status == AOTK_OK && info.grid == 3 * 2 * 313, "max_seqlen_q 5000: %s (%s), grid %lld",
+            aotk_status_name(status), aotk_last_error(), (long long)info.grid);
+  static const int64_t dense_tokens[] = {17, 5000};
+  for (size_t i = 0; i < sizeof dense_tokens / sizeof dense_tokens[0]; i++) {
+    s = default_decode_shape;
+    s.seqlen_q = dense_tokens[i];
+    params = decode_params_for(s);
+    params.max_seqlen_q = (int32_t)dense_tokens[i]; /* unread without cu_seqlens_q */
+    reset_calls();
+    status = aotk_attn_decode(&params, NULL, 0, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE && message_mentions("cu_seqlens_q") && total_calls() == 0,
+              "dense seqlen_q %lld: %s (%s)", (long long)dense_tokens[i], aotk_status_name(status), aotk_last_error());
+  }
+  /* Query rows past int32: 3 requests x 2^31 - 1 tokens x 8 heads. */
+  s = default_varlen_shape;
+  s.seqlen_q = INT32_MAX;
+  params = decode_params_for(s);
+  status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+  CHECK_MSG(status == AOTK_ERROR_SIZE_OVERFLOW && message_mentions("batch * seqlen_q * heads_q"),
+            "varlen, max_seqlen_q 2^31 - 1 x 3 requests x 8 heads: %s (%s)", aotk_status_name(status),
+            aotk_last_error());
+  uninstall_fake_gpu();
+
+  /* The other targets: sm_80 cubins on sm_80 and sm_86, the sm_80 PTX on sm_120. */
+  static const gpu gpus[] = {{80, SHARED_SM80, 80, 0}, {86, SHARED_SM86, 80, 0}, {120, SHARED_SM120, 80, 1}};
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    char what[64];
+    snprintf(what, sizeof what, "cc %d, varlen, paged", gpus[g].compute_capability);
+    s = default_varlen_paged_shape;
+    params = strided_decode_params(s);
+    check_decode(what, &params, &s, &gpus[g], 1, 0, NULL);
+    CHECK_MSG(gpus[g].from_ptx ? fake.loaded_ptx == 1 : fake.loaded_elf == 1, "%s: loaded %d ELF, %d PTX", what,
+              fake.loaded_elf, fake.loaded_ptx);
+    uninstall_fake_gpu();
+  }
 }
 
 /* The feature bits and split counts aotk_decode_query reports, as literals. */
@@ -9857,6 +10212,7 @@ int main(void) {
   RUN_TEST(test_decode_validation_accepts_edge_inputs);
   RUN_TEST(test_decode_split_choice);
   RUN_TEST(test_decode_launch_arguments);
+  RUN_TEST(test_decode_varlen);
   RUN_TEST(test_decode_features);
   RUN_TEST(test_decode_query_arguments);
   RUN_TEST(test_decode_workspace);

@@ -4,7 +4,7 @@
  * include/aotk.h's "Decoding" and "Merging partial attentions" sections. Exits 77 (skipped) on a machine
  * with no GPU.
  *
- * Decoding, 45 cases (decode_rows below): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
+ * Decoding, 51 cases (decode_rows below): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
  * (192,128) (runs in the compiled (256,128)), (256,128), (80,80) and (96,64) (padded into (128,128)),
  * (32,32), and (40,40) in padded strides (its rows cannot be 16-element aligned contiguously);
  * contiguous caches and paged caches with page sizes 1, 3, 16, 64 and 256, whose block tables give each
@@ -36,6 +36,16 @@
  * reference runs on that expected cache with L_b = min(max(cache_seqlens[b], 0) + seqlen_new, capacity).
  * Every run starts from the caches as first uploaded, so each checks its own append. Every case without
  * appending checks that the caches come back unchanged.
+ *
+ * Packed queries (cu_seqlens_q, a prefill over the cache; 6 of those cases): contiguous and paged caches
+ * (page sizes 1, 16, 64, shuffled pages), max_seqlen_q 100 to 300, batch 6 with len_q per request, in
+ * turn, 0, 1, 17, 100 (over exactly 100 keys: a prefill from an empty cache), max_seqlen_q (over up to
+ * 3000 keys) and 5 over 2 keys (its first 3 tokens sit before position 0: out 0 and lse -inf under
+ * causal), the others over random lengths from len_q to the capacity; 3 pad rows after
+ * cu_seqlens_q[batch], which must keep their poison in out and in lse ([heads_q, total_q]); GQA 1 and 4,
+ * causal and not, a left window and a left + right one, sinks, both dtypes, head dims (64,64),
+ * (128,128), (192,128), padded strides, one case without lse (then added), one graph replayed with new
+ * cache_seqlens. The query must report no split, one launch, no workspace and AOTK_FEATURE_VARLEN.
  *
  * Each decoding case, on the same inputs:
  * - aotk_decode_query: the kernel's dtype and (compiled) head dims, num_splits (1 .. the number asked;
@@ -414,9 +424,14 @@ typedef enum lengths_kind {
                      request's first page). */
   LENGTHS_HUGE,   /* (appending) per request, in turn: INT32_MAX, INT32_MAX - 1, random in
                      [0, capacity - seqlen_new]: max(cache_seqlens, 0) + seqlen_new exceeds int32 */
+  LENGTHS_PREFILL, /* (packed queries) per request, in turn, len_q and L_b: 0 and random in [0, capacity];
+                      1 and random in [1, capacity]; 17 and random in [17, capacity]; min(100, seqlen_q)
+                      and exactly that (a prefill from an empty cache); seqlen_q (max_seqlen_q) and random
+                      in [seqlen_q, capacity]; 5 and 2 (len_q > L_b: the first 3 tokens sit before
+                      position 0); then 3 pad rows after cu_seqlens_q[batch] */
 } lengths_kind;
 
-static const char *const lengths_names[] = {"mixed", "random", "full", "short", "append", "huge"};
+static const char *const lengths_names[] = {"mixed", "random", "full", "short", "append", "huge", "prefill"};
 
 enum {
   EXTRA_SPLITS = 1,     /* also num_splits 1 and 3, against each other */
@@ -428,6 +443,7 @@ typedef struct decode_case {
   aotk_dtype dtype;
   int64_t head_dim_qk, head_dim_v, batch, heads_kv, group, seqlen_q, capacity, page_size; /* page_size 0: contiguous */
   int64_t seqlen_new; /* > 0: k_new and v_new of that many tokens per request are appended */
+  int varlen;         /* packed queries (cu_seqlens_q, max_seqlen_q = seqlen_q): LENGTHS_PREFILL */
   lengths_kind lengths;
   int causal;
   int32_t window_left, window_right;
@@ -444,6 +460,7 @@ typedef struct decode_case {
 typedef struct decode_row {
   int bf16;
   int64_t dqk, dv, batch, heads_kv, group, seqlen_q, capacity, page_size, seqlen_new;
+  int varlen; /* seqlen_q is then max_seqlen_q */
   lengths_kind lengths;
   int causal, window;
   int32_t window_left, window_right;
@@ -559,6 +576,21 @@ static const decode_row decode_rows[] = {
      .page_size = 16, .seqlen_new = 1, .lengths = LENGTHS_APPEND, .causal = 1, .lse = 1, .extra = EXTRA_GRAPH},
     {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 3, .heads_kv = 1, .group = 2, .seqlen_q = 1, .capacity = 100,
      .seqlen_new = 2, .lengths = LENGTHS_HUGE, .causal = 1, .lse = 1},
+    /* Packed queries (cu_seqlens_q): a prefill over the cache, contiguous and paged (1, 16, 64), up to 300
+     * tokens per request, GQA 1 and 4, causal and not, windows, sinks, a graph replayed with new lengths. */
+    {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 6, .heads_kv = 2, .group = 4, .seqlen_q = 300, .capacity = 2000,
+     .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .lse = 1},
+    {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 6, .heads_kv = 4, .group = 1, .seqlen_q = 120, .capacity = 700,
+     .page_size = 1, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .window = 1, .window_left = 100,
+     .window_right = -1, .lse = 1},
+    {.bf16 = 0, .dqk = 192, .dv = 128, .batch = 6, .heads_kv = 1, .group = 4, .seqlen_q = 300, .capacity = 1500,
+     .page_size = 64, .varlen = 1, .lengths = LENGTHS_PREFILL, .sinks = 1, .lse = 1},
+    {.bf16 = 1, .dqk = 64, .dv = 64, .batch = 6, .heads_kv = 2, .group = 1, .seqlen_q = 200, .capacity = 3000,
+     .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .sinks = 1, .lse = 1, .extra = EXTRA_GRAPH},
+    {.bf16 = 1, .dqk = 192, .dv = 128, .batch = 6, .heads_kv = 2, .group = 4, .seqlen_q = 100, .capacity = 600,
+     .varlen = 1, .lengths = LENGTHS_PREFILL, .window = 1, .window_left = 50, .window_right = 20, .lse = 1},
+    {.bf16 = 0, .dqk = 128, .dv = 128, .batch = 6, .heads_kv = 2, .group = 4, .seqlen_q = 150, .capacity = 1000,
+     .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .padded = 1},
 };
 
 static void make_decode_case(decode_case *c, const decode_row *row, int index) {
@@ -573,6 +605,7 @@ static void make_decode_case(decode_case *c, const decode_row *row, int index) {
   c->capacity = row->capacity;
   c->page_size = row->page_size;
   c->seqlen_new = row->seqlen_new;
+  c->varlen = row->varlen;
   c->lengths = row->lengths;
   c->causal = row->causal;
   c->window_left = row->window ? row->window_left : -1;
@@ -600,6 +633,7 @@ static void make_decode_case(decode_case *c, const decode_row *row, int index) {
     if (written > 0) used += (size_t)written;                                                    \
   } while (0)
   if (c->seqlen_new > 0) APPEND(" +append %lld", (long long)c->seqlen_new);
+  if (c->varlen) APPEND(" packed (cu_seqlens_q)");
   if (row->window) APPEND(" window %d/%d", (int)c->window_left, (int)c->window_right);
   if (c->softcap > 0.0f) APPEND(" softcap %g", (double)c->softcap);
   if (c->alibi) APPEND(" alibi[%s]", c->alibi == 2 ? "b,h" : "h");
@@ -634,6 +668,12 @@ typedef struct decode_run {
   int32_t *table;                        /* [batch, pages_per_seq] */
   int32_t seqlens[MAX_BATCH];            /* as passed: some outside [0, capacity] */
   int32_t replay_seqlens[MAX_BATCH];     /* the graph replay's */
+  /* Packed queries: request b's len_q and first row (cu_seqlens_q), total_q (with the pad rows), and the
+   * parts of out [total_q, heads_q, head_dim_v] and lse [heads_q, total_q] the call writes. */
+  int32_t q_lengths[MAX_BATCH], cu_seqlens_q[MAX_BATCH + 1];
+  int64_t total_q;
+  strided out_written, lse_written;
+  CUdeviceptr cu_seqlens_q_device;
   float *alibi, *sinks;
   CUdeviceptr table_device, seqlens_device, alibi_device, sinks_device;
   aotk_decode_params params;
@@ -656,6 +696,15 @@ static int64_t out_count(const decode_run *x) {
   return x->c->batch * x->c->seqlen_q * x->heads_q * x->c->head_dim_v;
 }
 static int64_t row_count(const decode_run *x) { return x->c->batch * x->heads_q * x->c->seqlen_q; }
+
+/* The row of q and out holding token `token` of request b: b * seqlen_q + token, or packed
+ * cu_seqlens_q[b] + token. The results and references keep the dense [batch, seqlen_q, ...] order either
+ * way; packed, a token at or past len_q_b is no row (out 0 and lse -inf there on both sides). */
+static int64_t token_row(const decode_run *x, int64_t b, int64_t token) {
+  return x->c->varlen ? x->cu_seqlens_q[b] + token : b * x->c->seqlen_q + token;
+}
+
+static int64_t tokens_of(const decode_run *x, int64_t b) { return x->c->varlen ? x->q_lengths[b] : x->c->seqlen_q; }
 
 static int64_t clamp_length(const decode_run *x, int32_t length) {
   return length < 0 ? 0 : length > x->capacity ? x->capacity : length;
@@ -689,6 +738,10 @@ static int32_t draw_length(decode_run *x, int64_t b) {
     case LENGTHS_HUGE: {
       const int32_t lengths[3] = {INT32_MAX, INT32_MAX - 1, (int32_t)aotk__random_int(&x->state, 0, room)};
       return lengths[b % 3];
+    }
+    case LENGTHS_PREFILL: {
+      const int64_t len_q = x->q_lengths[b];
+      return (int32_t)(b % 6 == 3 ? len_q : b % 6 == 5 ? 2 : aotk__random_int(&x->state, len_q, cap));
     }
     case LENGTHS_MIXED:
       break;
@@ -819,7 +872,8 @@ static void decode_run_destroy(decode_run *x) {
   free(x->table);
   free(x->alibi);
   free(x->sinks);
-  CUdeviceptr *devices[] = {&x->table_device, &x->seqlens_device, &x->alibi_device, &x->sinks_device};
+  CUdeviceptr *devices[] = {&x->table_device, &x->seqlens_device, &x->alibi_device, &x->sinks_device,
+                            &x->cu_seqlens_q_device};
   for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++) device_free(devices[i]);
 }
 
@@ -842,6 +896,15 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
   /* Lengths; the cache holds keys up to the longest length a run will use, NaN past it (appending: NaN
    * where the new keys go, unless a graph replay's longer length holds keys there). */
   int64_t filled[MAX_BATCH], reached[MAX_BATCH];
+  if (c->varlen) {
+    const int64_t pattern[6] = {0, 1, 17, S < 100 ? S : 100, S, 5};
+    x->cu_seqlens_q[0] = 0;
+    for (int64_t b = 0; b < B; b++) {
+      x->q_lengths[b] = (int32_t)(pattern[b % 6] < S ? pattern[b % 6] : S);
+      x->cu_seqlens_q[b + 1] = x->cu_seqlens_q[b] + x->q_lengths[b];
+    }
+    x->total_q = x->cu_seqlens_q[B] + 3;
+  }
   for (int64_t b = 0; b < B; b++) {
     x->seqlens[b] = draw_length(x, b);
     x->replay_seqlens[b] = (int32_t)aotk__random_int(&x->state, -1, x->capacity + 2);
@@ -887,6 +950,19 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
   x->v = make_layout(4, v_shape, slack);
   x->out = make_layout(4, out_shape, slack);
   x->lse = make_layout(3, lse_shape, c->padded ? 3 : 0);
+  x->out_written = x->out;
+  x->lse_written = x->lse;
+  if (c->varlen) { /* q, out [total_q, heads_q, d], lse [heads_q, total_q]; the pad rows written by no one */
+    const int64_t packed_q[3] = {x->total_q, HQ, DQK}, packed_out[3] = {x->total_q, HQ, DV};
+    const int64_t packed_lse[2] = {HQ, x->total_q};
+    x->q = make_layout(3, packed_q, slack);
+    x->out = make_layout(3, packed_out, slack);
+    x->lse = make_layout(2, packed_lse, c->padded ? 3 : 0);
+    x->out_written = x->out;
+    x->out_written.shape[0] = x->cu_seqlens_q[B];
+    x->lse_written = x->lse;
+    x->lse_written.shape[1] = x->cu_seqlens_q[B];
+  }
   if (!buffer_create(&x->q_buffer, strided_span(&x->q), 2) || !buffer_create(&x->k_buffer, strided_span(&x->k), 2) ||
       !buffer_create(&x->v_buffer, strided_span(&x->v), 2) ||
       !buffer_create(&x->out_buffer, strided_span(&x->out), 2) ||
@@ -984,6 +1060,11 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
     params.k_new = tensor_of(&x->k_new_buffer, &x->k_new, dtype);
     params.v_new = tensor_of(&x->v_new_buffer, &x->v_new, dtype);
   }
+  if (c->varlen) {
+    if (!upload(&x->cu_seqlens_q_device, x->cu_seqlens_q, (size_t)(B + 1) * sizeof(int32_t))) return false;
+    params.cu_seqlens_q = aotk_tensor_1d((void *)(uintptr_t)x->cu_seqlens_q_device, AOTK_DTYPE_INT32, B + 1);
+    params.max_seqlen_q = (int32_t)S;
+  }
   x->params = params;
   return settle();
 }
@@ -1002,12 +1083,12 @@ static void decode_results_destroy(decode_results *r) {
 
 /* ---- decoding: the reference ---------------------------------------------------------------------- */
 
-/* The keys [*first, *last] token `token` sees in a request of (clamped) length `length`, at position
- * *position = length - seqlen_q + token: j <= p under causal, p - window_left <= j <= p + window_right
- * where bounded, 0 <= j < length. Empty when *last < *first. */
-static void visible_keys(const decode_case *c, int64_t length, int64_t token, int64_t *first, int64_t *last,
-                         int64_t *position) {
-  const int64_t p = length - c->seqlen_q + token;
+/* The keys [*first, *last] token `token` of `tokens` sees in a request of (clamped) length `length`, at
+ * position *position = length - tokens + token: j <= p under causal, p - window_left <= j <= p +
+ * window_right where bounded, 0 <= j < length. Empty when *last < *first. */
+static void visible_keys(const decode_case *c, int64_t length, int64_t tokens, int64_t token, int64_t *first,
+                         int64_t *last, int64_t *position) {
+  const int64_t p = length - tokens + token;
   const int64_t right = c->causal ? 0 : c->window_right;
   *first = c->window_left >= 0 && p - c->window_left > 0 ? p - c->window_left : 0;
   *last = right >= 0 && p + right < length - 1 ? p + right : length - 1;
@@ -1031,12 +1112,21 @@ static void decode_reference_item(void *context, int64_t item, void *scratch) {
   decode_reference *ref = job->ref;
   const int64_t S = c->seqlen_q, HQ = x->heads_q, DQK = c->head_dim_qk, DV = c->head_dim_v;
   const int64_t b = item / (HQ * S), h = item / S % HQ, token = item % S, head_kv = h / c->group;
+  if (token >= tokens_of(x, b)) { /* packed: no such token (nothing written; unpack_decode reads 0, -inf) */
+    for (int64_t d = 0; d < DV; d++) {
+      ref->out[((b * S + token) * HQ + h) * DV + d] = 0.0;
+      ref->lowp[((b * S + token) * HQ + h) * DV + d] = 0.0f;
+    }
+    ref->keys[item] = 0;
+    ref->lse[item] = -(double)INFINITY;
+    return;
+  }
   int64_t first, last, position;
-  visible_keys(c, attended_length(x, job->seqlens[b]), token, &first, &last, &position);
+  visible_keys(c, attended_length(x, job->seqlens[b]), tokens_of(x, b), token, &first, &last, &position);
   const int64_t keys = last >= first ? last - first + 1 : 0;
   double *scores = scratch, *acc = scores + x->capacity;
   float *scores_f32 = (float *)(acc + DV), *acc_f32 = scores_f32 + x->capacity;
-  const float *q_row = x->q_values + strided_at(&x->q, ((b * S + token) * HQ + h) * DQK);
+  const float *q_row = x->q_values + strided_at(&x->q, (token_row(x, b, token) * HQ + h) * DQK);
   const double scale = x->softmax_scale, softcap = c->softcap;
   const float slope = c->alibi ? x->alibi[(c->alibi == 2 ? b * HQ : 0) + h] : 0.0f;
   const bool sink = c->sinks != 0;
@@ -1203,18 +1293,38 @@ static void compare_decode_runs(const decode_run *x, const decode_results *a, co
 
 /* ---- decoding: running ---------------------------------------------------------------------------- */
 
+/* out and lse into the dense [batch, seqlen_q, heads_q, head_dim_v] and [batch, heads_q, seqlen_q] order
+ * (packed: each request's rows from cu_seqlens_q[b], out 0 and lse -inf past its len_q). */
 static void unpack_decode(const decode_run *x, decode_results *r) {
-  const aotk_dtype dtype = x->c->dtype;
-  for (int64_t e = 0; e < out_count(x); e++) r->out[e] = load_value(&x->out_buffer, dtype, strided_at(&x->out, e));
-  for (int64_t e = 0; e < row_count(x); e++) {
-    r->lse[e] = load_value(&x->lse_buffer, AOTK_DTYPE_FLOAT32, strided_at(&x->lse, e));
+  const decode_case *c = x->c;
+  const aotk_dtype dtype = c->dtype;
+  if (!c->varlen) {
+    for (int64_t e = 0; e < out_count(x); e++) r->out[e] = load_value(&x->out_buffer, dtype, strided_at(&x->out, e));
+    for (int64_t e = 0; e < row_count(x); e++) {
+      r->lse[e] = load_value(&x->lse_buffer, AOTK_DTYPE_FLOAT32, strided_at(&x->lse, e));
+    }
+    return;
   }
+  const int64_t S = c->seqlen_q, HQ = x->heads_q, DV = c->head_dim_v;
+  for (int64_t b = 0; b < c->batch; b++)
+    for (int64_t token = 0; token < S; token++)
+      for (int64_t h = 0; h < HQ; h++) {
+        const bool present = token < x->q_lengths[b];
+        const int64_t row = token_row(x, b, token);
+        for (int64_t d = 0; d < DV; d++) {
+          r->out[((b * S + token) * HQ + h) * DV + d] =
+              present ? load_value(&x->out_buffer, dtype, strided_at(&x->out, (row * HQ + h) * DV + d)) : 0.0;
+        }
+        r->lse[(b * HQ + h) * S + token] =
+            present ? load_value(&x->lse_buffer, AOTK_DTYPE_FLOAT32, strided_at(&x->lse, h * x->total_q + row))
+                    : -(double)INFINITY;
+      }
 }
 
 static bool download_and_check(decode_run *x, const aotk_decode_params *params, decode_results *r, const char *label) {
   if (!buffer_download(&x->out_buffer) || !buffer_download(&x->lse_buffer)) return false;
-  check_coverage(&x->out_buffer, &x->out, true, label, "out");
-  check_coverage(&x->lse_buffer, &x->lse, params->lse.data != NULL, label, "lse");
+  check_coverage(&x->out_buffer, &x->out_written, true, label, "out");
+  check_coverage(&x->lse_buffer, &x->lse_written, params->lse.data != NULL, label, "lse");
   unpack_decode(x, r);
   return true;
 }
@@ -1271,6 +1381,9 @@ static void check_decode_query(const decode_run *x, const aotk_decode_params *pa
   if (x->paged) expected |= AOTK_FEATURE_PAGED_KV;
   if (splits > 1) expected |= AOTK_FEATURE_SPLIT_KV;
   if (c->seqlen_new > 0) expected |= AOTK_FEATURE_APPEND_KV;
+  if (c->varlen) expected |= AOTK_FEATURE_VARLEN;
+  CHECK_MSG(!c->varlen || splits == 1, "%s: packed queries run unsplit, the query says %lld splits", label,
+            (long long)splits);
   CHECK_MSG(info->features == expected, "%s: features 0x%x, expected 0x%x", label, (unsigned)info->features,
             (unsigned)expected);
 }

@@ -171,6 +171,17 @@ static const struct family {
      HEAD_DIMS_NONE, false, false, true, 0, 0, false, false},
     {AOTK__FAMILY_SEL_CHECK_INDICES, "sel_check_indices", "ppppp" "li" "li" "iiiiiiii", false, false,
      HEAD_DIMS_NONE, false, false, false, 0, 0, false, false},
+    /* Decoding (kernels/attn_decode.py): the compiled head-dim pairs, the aligned variant only; a group's
+     * rows (block_m) against key blocks (block_n). */
+    {AOTK__FAMILY_ATTN_DECODE, "attn_decode", "pppppppppppp" "llllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false,
+     HEAD_DIMS_PAIRS, false, false, true, 0, 0, true, false},
+    /* The merge: no dtype (typed pointer triples chosen at run time), aligned or any; 16 rows by 64
+     * head-dim columns per step. */
+    {AOTK__FAMILY_ATTN_MERGE, "attn_merge", "ppppppppp" "llllllllllllll" "iiiiii", false, true, HEAD_DIMS_NONE, false,
+     false, true, 16, 0, false, false},
+    /* Appending the step's keys and values: 8 kv heads per step (block_m). */
+    {AOTK__FAMILY_ATTN_CACHE_APPEND, "attn_cache_append", "pppppp" "lllllllllllll" "iiiiiii", true, false,
+     HEAD_DIMS_PAIRS, false, false, false, 8, 0, true, false},
 };
 enum { FAMILY_COUNT = sizeof families / sizeof families[0] };
 
@@ -325,7 +336,7 @@ static void expected_name(const aotk__kernel_entry *e, const char *family_name, 
   }
   if (e->block_size != 0) {
     used += snprintf(name + used, size - used, "_bs%d%s", e->block_size, e->aligned ? "g16" : "");
-  } else if (e->dtype != 0) {
+  } else if (e->dtype != 0 || e->family == AOTK__FAMILY_ATTN_MERGE) { /* the merge: no dtype, but both variants */
     used += snprintf(name + used, size - used, "_%s", e->aligned ? "aligned" : "any");
   }
   if (e->extras) used += snprintf(name + used, size - used, "_extras");

@@ -172,8 +172,16 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     sequence's length (they size the grid; a longer sequence is only partly computed). Returns out
     [total_q, heads_q, head_dim_v]; rows outside every sequence are 0. alibi_slopes: fp32 [heads_q] or
     [num_seqs, heads_q]. Other arguments as flash_attn_func; return_attn_probs=True gives (out,
-    softmax_lse [heads_q, total_q], None). block_table (a paged KV cache) is not supported here yet
-    (NotImplementedError): libaotk has no paged prefill; flash_attn_with_kvcache decodes from a paged cache.
+    softmax_lse [heads_q, total_q], None).
+
+    With block_table (int32 [num_seqs, max_pages_per_seq]), as in flash-attn: k and v are paged KV caches
+    [num_pages, page_size, heads_kv, head_dim] (key j of sequence b in page block_table[b, j // page_size],
+    row j % page_size), and cu_seqlens_k gives each sequence's key count (cu_seqlens_k[b+1] -
+    cu_seqlens_k[b], taken on the GPU without a host synchronization). Sequence b's query tokens are its
+    last ones: token i sits at position L_b - len_q_b + i (causal aligned bottom-right; a token before
+    position 0 sees no key: out 0, lse -inf). This is a prefill over the cache (chunked prefill, prefix
+    caching), run by aotk_attn_decode with packed queries; it is forward only (inputs that require grad
+    are refused with NotImplementedError), dropout_p must be 0, and no split is used.
     """
     return _ops("flash_attn_varlen_func").flash_attn_varlen_func(
         q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal,

@@ -132,6 +132,9 @@ class AotkDecodeParams(ctypes.Structure):
         # Appending (given together): the step's keys and values, written into the caches first.
         ("k_new", AotkTensor),
         ("v_new", AotkTensor),
+        # Packed queries (a prefill over the cache): int32 [batch + 1], and the longest request's tokens.
+        ("cu_seqlens_q", AotkTensor),
+        ("max_seqlen_q", ctypes.c_int32),
     ]
 
 

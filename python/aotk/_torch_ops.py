@@ -9,7 +9,8 @@ namespace "aotk":
     aotk::sel_fwd   (q, k, v, block_idx, ...) -> (out, lse)          aotk_sel_fwd
     aotk::sel_bwd   (dout, q, k, v, out, lse, ...) -> (dq, dk, dv)   aotk_sel_bwd
     aotk::decode    (q, k_cache, v_cache, cache_seqlens, ...) -> (out, lse)   aotk_attn_decode
-                    (mutates k_cache and v_cache: appends k_new and v_new when given)
+                    (mutates k_cache and v_cache: appends k_new and v_new when given; with cu_seqlens_q,
+                    packed queries: a prefill over the cache)
     aotk::merge     (out_partials, lse_partials, ...) -> (out, lse)  aotk_attn_merge
 
 Each op has a fake (meta) implementation, so torch.compile traces it as a single node, without graph
@@ -359,7 +360,9 @@ def _as_aligned16(t):
     return padded[..., :head_dim].copy_(t)
 
 
-def _decode_out_shapes(q, v_cache):
+def _decode_out_shapes(q, v_cache, varlen):
+    if varlen:  # q [total_q, heads_q, d]: the varlen forward's layouts
+        return (q.shape[0], q.shape[1], v_cache.shape[-1]), (q.shape[1], q.shape[0])
     batch, seqlen_q, heads_q = q.shape[0], q.shape[1], q.shape[2]
     return (batch, seqlen_q, heads_q, v_cache.shape[-1]), (batch, heads_q, seqlen_q)
 
@@ -373,14 +376,24 @@ def _fill_no_key_lse(lse, sinks):
 
 
 _APPEND_KV = 1 << _capi.FEATURE_NAMES.index("append_kv")  # AOTK_FEATURE_APPEND_KV
+_VARLEN = 1 << _capi.FEATURE_NAMES.index("varlen")  # AOTK_FEATURE_VARLEN
 
 
 @torch.library.custom_op("aotk::decode", mutates_args=("k_cache", "v_cache"), device_types="cuda")
 def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, block_table: Optional[Tensor],
            alibi_slopes: Optional[Tensor], sinks: Optional[Tensor], softmax_scale: float, causal: bool,
            window_left: int, window_right: int, softcap: float, num_splits: int, k_new: Optional[Tensor] = None,
-           v_new: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+           v_new: Optional[Tensor] = None, cu_seqlens_q: Optional[Tensor] = None,
+           max_seqlen_q: int = 0) -> Tuple[Tensor, Tensor]:
     """aotk_attn_decode: (out [batch, seqlen_q, heads_q, head_dim_v], lse [batch, heads_q, seqlen_q] fp32).
+
+    With cu_seqlens_q (int32 [batch + 1]) and max_seqlen_q (>= 1), the queries are packed, a prefill over
+    the cache (chunked prefill, prefix caching): q [total_q, heads_q, head_dim_qk], out [total_q, heads_q,
+    head_dim_v], lse [heads_q, total_q]; request b's rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 (at
+    most max_seqlen_q of them) are its last tokens, at positions cache_seqlens[b] - len_q_b + i (causal
+    aligned bottom-right). Rows outside every request are not written by the library: out is zeroed
+    first (no host read of the offsets), lse then holds whatever the allocator gave. No appending with
+    it, and no split (num_splits 0 or 1).
 
     Without k_new and v_new, cache_seqlens (int32 [batch]) counts each request's keys, the step's own
     already in the cache. With them ([batch, seqlen_new, heads_kv, head_dim_qk / head_dim_v], given
@@ -392,8 +405,9 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
     v_cache are declared mutated whether or not this call appends (a custom op's schema is fixed), so
     torch.compile orders the op against other reads and writes of the caches. The split-KV workspace
     comes from torch's caching allocator on the current stream."""
-    out_shape, lse_shape = _decode_out_shapes(q, v_cache)
-    out = q.new_empty(out_shape)
+    varlen = cu_seqlens_q is not None
+    out_shape, lse_shape = _decode_out_shapes(q, v_cache, varlen)
+    out = _new_output(q, out_shape, varlen)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
     append = k_new is not None and k_new.numel() > 0
     capacity = k_cache.shape[1] * (block_table.shape[1] if block_table is not None else 1)
@@ -427,6 +441,9 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
     p.num_splits = num_splits
     if append:
         p.k_new, p.v_new = _describe(k_new), _describe(v_new)
+    if varlen:
+        p.cu_seqlens_q = _describe(cu_seqlens_q)
+        p.max_seqlen_q = max_seqlen_q
 
     def call(lib, stream):
         # The split plan depends only on sizes the host sees, so the query's answer holds for the launch.
@@ -436,6 +453,10 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
             # the larger struct and ignores k_new: refuse rather than attend to rows never written.
             raise _capi.AotkError(f"{lib.path} does not append k_new/v_new (no AOTK_FEATURE_APPEND_KV): "
                                   f"use a libaotk built with appending")
+        if varlen and not info.features & _VARLEN:
+            # Likewise a library from before packed queries would read q as [batch, seqlen_q, ...].
+            raise _capi.AotkError(f"{lib.path} takes no cu_seqlens_q in aotk_attn_decode (no AOTK_FEATURE_VARLEN): "
+                                  f"use a libaotk built with the prefill over the cache")
         workspace_bytes = int(info.workspace_bytes)
         if workspace_bytes == 0:  # no split: no workspace (the header allows NULL)
             return lib.lib.aotk_attn_decode(ctypes.byref(p), None, 0, stream)
@@ -449,9 +470,10 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
 
 @decode.register_fake
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, alibi_slopes, sinks, softmax_scale, causal,
-                 window_left, window_right, softcap, num_splits, k_new=None, v_new=None):
+                 window_left, window_right, softcap, num_splits, k_new=None, v_new=None, cu_seqlens_q=None,
+                 max_seqlen_q=0):
     # The caches' mutation needs no fake counterpart: they keep their shapes, dtypes and strides.
-    out_shape, lse_shape = _decode_out_shapes(q, v_cache)
+    out_shape, lse_shape = _decode_out_shapes(q, v_cache, cu_seqlens_q is not None)
     return q.new_empty(out_shape), torch.empty(lse_shape, dtype=torch.float32, device=q.device)
 
 
@@ -663,13 +685,19 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                            deterministic=False, return_attn_probs=False, block_table=None):
+    """flash-attn's flash_attn_varlen_func. Without block_table: the packed forward (aotk_attn_fwd), with
+    a backward. With block_table (int32 [batch, max_pages_per_request]), as in flash-attn, k and v are paged
+    caches [num_pages, page_size, heads_kv, head_dim] and cu_seqlens_k gives each request's key count
+    (cu_seqlens_k[b+1] - cu_seqlens_k[b], computed on the device, no host synchronization): a prefill over
+    the cache (chunked prefill, prefix caching) through aotk_attn_decode's packed queries, request b's
+    tokens the last ones of its keys (causal aligned bottom-right). That path is forward only: it has no
+    backward, so inputs that require grad are refused, and dropout_p must be 0."""
     fn = "aotk.flash_attn_varlen_func"
     names = ("q", "k", "v")
     if block_table is not None:
-        raise NotImplementedError(f"{fn}: block_table (a paged KV cache) is not supported here yet: libaotk has "
-                                  f"no paged prefill (aotk_attn_fwd reads k and v as packed tensors). Paged "
-                                  f"decoding, 1 to {_capi.AOTK_DECODE_MAX_SEQLEN_Q} new tokens per sequence, is "
-                                  f"aotk.flash_attn_with_kvcache(..., block_table=...)")
+        return _paged_varlen_prefill(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                                     softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs,
+                                     block_table)
     layout = "[total_tokens, heads, head_dim]"
     for name, t in zip(names, (q, k, v)):
         _check_tensor(fn, name, t, 3, layout)
@@ -693,6 +721,56 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     out, lse = torch.ops.aotk.attn_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale,
                                        bool(causal), _capi.AOTK_ALIGN_BOTTOM_RIGHT, window_left, window_right, softcap,
                                        alibi_slopes, dropout_p, _rng_state(dropout_p, q.device), bool(deterministic))
+    return _with_attn_probs(out, lse, return_attn_probs)
+
+
+def _paged_varlen_prefill(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                          softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table):
+    """flash_attn_varlen_func(..., block_table=...): aotk::decode with packed queries."""
+    names = ("q", "k", "v")
+    _check_tensor(fn, "q", q, 3, "[total_q, heads_q, head_dim]")
+    cache_layout = "[num_pages, page_size, heads_kv, head_dim] (a paged cache, with block_table)"
+    _check_tensor(fn, "k", k, 4, cache_layout)
+    _check_tensor(fn, "v", v, 4, cache_layout)
+    _check_attn_dtypes(fn, names, q, k, v)
+    _check_attn_head_dims(fn, names, q, k, v)
+    if k.shape[:3] != v.shape[:3]:
+        raise ValueError(f"{fn}: k and v must share their first three dimensions: {tuple(k.shape)} and "
+                         f"{tuple(v.shape)}")
+    _check_heads(fn, names, q.shape[1], k.shape[2])
+    for name, t in (("k", k), ("v", v)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"{fn}: {name}'s last dimension must be contiguous (stride 1): the paged cache is read "
+                             f"in place, never copied")
+    if any(isinstance(t, torch.Tensor) and t.requires_grad for t in (q, k, v)):
+        raise NotImplementedError(f"{fn}: with block_table (a prefill over a paged cache) aotk has no backward: "
+                                  f"call it under torch.no_grad() or on detached tensors; for training use "
+                                  f"packed k and v without block_table")
+    cu_seqlens_q = _check_cu_seqlens(fn, "cu_seqlens_q", cu_seqlens_q)
+    batch = cu_seqlens_q.shape[0] - 1
+    cu_seqlens_k = _check_cu_seqlens(fn, "cu_seqlens_k", cu_seqlens_k, batch)
+    max_seqlen_q = _check_max_seqlen(fn, "max_seqlen_q", max_seqlen_q)
+    _check_max_seqlen(fn, "max_seqlen_k", max_seqlen_k)  # flash-attn's argument; aotk reads the lengths on the device
+    _check_tensor(fn, "block_table", block_table, 2, "[batch, max_pages_per_request]")
+    if block_table.dtype != torch.int32 or block_table.shape[0] != batch:
+        raise ValueError(f"{fn}: block_table must be int32 [batch={batch}, max_pages_per_request], got "
+                         f"{block_table.dtype} {tuple(block_table.shape)}")
+    if block_table.stride(-1) != 1:
+        block_table = block_table.contiguous()
+    if _check_dropout(fn, dropout_p) != 0.0:
+        raise NotImplementedError(f"{fn}: dropout_p = {dropout_p} with block_table: the prefill over a paged cache "
+                                  f"is for inference and has no dropout")
+    scale = _scale(fn, softmax_scale)
+    window_left, window_right = _window(fn, window_size, causal)
+    softcap = _check_softcap(fn, softcap)
+    alibi_slopes = _check_alibi(fn, alibi_slopes, batch, q.shape[1])
+    _check_device(fn, [("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k),
+                       ("block_table", block_table), ("alibi_slopes", alibi_slopes)])
+    q = _last_dim_contiguous(q)
+    # Each request's key count, on the device (no synchronization; a CUDA graph replays with new offsets).
+    cache_seqlens = (cu_seqlens_k[1:] - cu_seqlens_k[:-1]).to(torch.int32)
+    out, lse = torch.ops.aotk.decode(q, k, v, cache_seqlens, block_table, alibi_slopes, None, scale, bool(causal),
+                                     window_left, window_right, softcap, 0, None, None, cu_seqlens_q, max_seqlen_q)
     return _with_attn_probs(out, lse, return_attn_probs)
 
 

@@ -79,7 +79,8 @@ def run_decode(q, kc, vc, table, seqlens, causal=0, wl=-1, wr=-1, softcap=0.0, s
     D8 = -(-D // 8) * 8
     HD = 1 << (max(D, 32) - 1).bit_length(); HDV = 1 << (max(DV, 32) - 1).bit_length()
     grid = (B * HK * row_chunks * nsplit,)
-    K.attn_decode[grid](q, kc, vc, out, lse, table if paged else dummyi, seqlens, slopes if slopes is not None else dummy32,
+    K.attn_decode[grid](q, kc, vc, out, lse, table if paged else dummyi, seqlens, dummyi,
+                        slopes if slopes is not None else dummy32,
                         sinks if sinks is not None else dummy32, op, lp,
                         *q.stride()[:3], *kc.stride()[:3], *vc.stride()[:3], *out.stride()[:3],
                         lse.stride(0), lse.stride(1), table.stride(0) if paged else 0,
@@ -123,6 +124,63 @@ def check(name, **kw):
     ok = eo < 2e-2 and el < 1e-3 and not torch.isnan(out).any()
     print(("ok  " if ok else "FAIL"), name, "splits", nsplit, "err out", round(eo, 5), "lse", round(el, 6), "lens", seqlens.tolist())
     return ok
+
+def ref_prefill(qb, kk, vv, L, causal, scale, G):
+    # qb [sq, hq, d], kk/vv [L, hk, d]
+    sq, hq, d = qb.shape
+    out = torch.zeros(sq, hq, vv.shape[-1], dtype=torch.float64); lse = torch.full((hq, sq), -math.inf, dtype=torch.float64)
+    js = torch.arange(L)
+    for h in range(hq):
+        for i in range(sq):
+            p = L - sq + i
+            s = (qb[i, h].double() @ kk[:, h // G].double().T) * scale
+            ok = js <= p if causal else torch.ones(L, dtype=torch.bool)
+            s = torch.where(ok, s, torch.tensor(-math.inf, dtype=torch.float64))
+            if torch.isinf(s).all(): continue
+            m = s.max(); ls = m + torch.log(torch.exp(s - m).sum()); lse[h, i] = ls
+            out[i, h] = torch.exp(s - ls) @ vv[:, h // G].double()
+    return out, lse
+
+def check_varlen_prefill():
+    """Packed queries (cu_seqlens_q): a prefill of 70, 1 and 0 tokens over a paged cache, causal and not."""
+    torch.manual_seed(3)
+    B, HQ, HK, D, ps, cap = 3, 4, 2, 64, 16, 192
+    G = HQ // HK
+    lens_k = [150, 33, 10]
+    cu = torch.tensor([0, 70, 71, 71], dtype=torch.int32); total = 71; maxq = 70
+    q = torch.randn(total, HQ, D).half()
+    npg = cap // ps; table = torch.randperm(B * npg)[:B * npg].view(B, npg).int().contiguous()
+    kc = torch.randn(B * npg, ps, HK, D).half(); vc = torch.randn(B * npg, ps, HK, D).half()
+    seql = torch.tensor(lens_k, dtype=torch.int32)
+    out = torch.full((total, HQ, D), float("nan")).half(); lse = torch.full((HQ, total), float("nan"))
+    BLOCK_M = 64; chunks = -(-(G * maxq) // BLOCK_M)
+    d32 = torch.zeros(1)
+    scale = 1 / math.sqrt(D)
+    ok = True
+    for causal in (1, 0):
+        out.fill_(float("nan")); lse.fill_(float("nan"))
+        K.attn_decode[(B * HK * chunks,)](q, kc, vc, out, lse, table, seql, cu, d32, d32, d32, d32,
+            0, q.stride(0), q.stride(1), *kc.stride()[:3], *vc.stride()[:3], 0, out.stride(0), out.stride(1),
+            0, lse.stride(0), table.stride(0), 0,
+            B, maxq, HQ, G, cap, ps, 1, -(-cap // 64) * 64, chunks, D // 8, D // 8, -1, 0 if causal else -1,
+            1 | 2 | 256, 0, scale * 1.4426950408889634, 0.0, 0.0,
+            HEAD_DIM_QK=64, HEAD_DIM_V=64, BLOCK_M=BLOCK_M, BLOCK_N=64)
+        worst = 0.0
+        for b in range(B):
+            s0, sq = int(cu[b]), int(cu[b + 1] - cu[b])
+            if sq == 0: continue
+            L = lens_k[b]; js = torch.arange(L)
+            kk = kc[table[b, js // ps].long(), js % ps]; vv = vc[table[b, js // ps].long(), js % ps]
+            ro, rl = ref_prefill(q[s0:s0 + sq], kk, vv, L, causal, scale, G)
+            worst = max(worst, (out[s0:s0 + sq].double() - ro).abs().max().item())
+            lw = (lse[:, s0:s0 + sq].double() - rl).abs(); lw = torch.where(lse[:, s0:s0 + sq].double() == rl, 0, lw)
+            worst = max(worst, lw.max().item())
+        good = worst < 2e-2 and not out.isnan().any().item()
+        ok &= good
+        print(("ok  " if good else "FAIL"), "varlen prefill over a paged cache", "causal" if causal else "full",
+              "err", round(worst, 6))
+    return ok
+
 
 def check_append(name, paged, dt=torch.float16):
     torch.manual_seed(7)
@@ -171,6 +229,8 @@ res.append(check("sinks nosplit len0", shape=(2, 1, 4, 2, 64, 64), cap=64, sinks
 res.append(check("mqa 64 rows chunks", shape=(1, 3, 32, 1, 64, 64), cap=130, causal=1, BLOCK_M=64))
 res.append(check("dv differs 96/64 paged", shape=(2, 2, 4, 2, 96, 64), cap=90, page_size=16, causal=1, splits=2))
 res.append(check("over capacity clamp", shape=(2, 1, 2, 1, 32, 32), cap=64, seqlens=[1000, -5]))
+if not only or "varlen" in only:
+    res.append(check_varlen_prefill())
 if not only or "append" in only:
     res.append(check_append("append contiguous", False)); res.append(check_append("append paged", True))
 print(sum(res), "of", len(res))

@@ -444,9 +444,28 @@ def test_torch_argument_errors():
     expect_raises(ValueError, ["q", "CUDA"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 30, 30)
     expect_raises(ValueError, ["q", "CUDA"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 30, 30,
                   return_attn_probs=True)
-    expect_raises(NotImplementedError, ["block_table", "paged prefill", "flash_attn_with_kvcache"],
-                  aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 30, 30,
-                  block_table=torch.zeros(2, 1, dtype=torch.int32))
+    # block_table: k and v are paged caches [num_pages, page_size, heads_kv, d]; the prefill over the cache.
+    kp, table = t(8, 16, 2, 64), torch.zeros(2, 4, dtype=torch.int32)
+    paged = dict(block_table=table)
+    expect_raises(ValueError, ["q", "CUDA"], aotk.flash_attn_varlen_func, qv, kp, kp, cu, cuk, 30, 30, **paged)
+    expect_raises(ValueError, ["k", "4 dimensions", "paged"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 30,
+                  30, **paged)
+    expect_raises(NotImplementedError, ["block_table", "no backward", "no_grad"], aotk.flash_attn_varlen_func,
+                  qv.clone().requires_grad_(), kp, kp, cu, cuk, 30, 30, **paged)
+    expect_raises(NotImplementedError, ["dropout_p", "block_table"], aotk.flash_attn_varlen_func, qv, kp, kp, cu, cuk,
+                  30, 30, dropout_p=0.1, **paged)
+    expect_raises(ValueError, ["block_table", "int32"], aotk.flash_attn_varlen_func, qv, kp, kp, cu, cuk, 30, 30,
+                  block_table=table.long())
+    expect_raises(ValueError, ["block_table", "batch=2"], aotk.flash_attn_varlen_func, qv, kp, kp, cu, cuk, 30, 30,
+                  block_table=torch.zeros(3, 4, dtype=torch.int32))
+    expect_raises(ValueError, ["cu_seqlens_k", "entries"], aotk.flash_attn_varlen_func, qv, kp, kp, cu, cuk[:2], 30,
+                  30, **paged)
+    expect_raises(ValueError, ["max_seqlen_q"], aotk.flash_attn_varlen_func, qv, kp, kp, cu, cuk, 0, 30, **paged)
+    expect_raises(ValueError, ["max_seqlen_k"], aotk.flash_attn_varlen_func, qv, kp, kp, cu, cuk, 30, 0, **paged)
+    expect_raises(ValueError, ["heads", "multiple"], aotk.flash_attn_varlen_func, t(50, 3, 64), kp, kp, cu, cuk, 30,
+                  30, **paged)
+    expect_raises(ValueError, ["k and v", "first three"], aotk.flash_attn_varlen_func, qv, kp, t(8, 8, 2, 64), cu,
+                  cuk, 30, 30, **paged)
     expect_raises(ValueError, ["cu_seqlens_q", "int32"], aotk.flash_attn_varlen_func, qv, kv, kv, cu.long(), cuk, 30, 30)
     expect_raises(ValueError, ["cu_seqlens_k", "entries"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk[:2], 30, 30)
     expect_raises(ValueError, ["max_seqlen_q"], aotk.flash_attn_varlen_func, qv, kv, kv, cu, cuk, 0, 30)
@@ -559,14 +578,21 @@ def test_torch_fake_implementations():
                                              0, *new)
             expect(out.shape == (3, 4, 8, 32) and out.dtype == torch.bfloat16, f"decode out {out.shape} {out.dtype}")
             expect(lse.shape == (3, 8, 4) and lse.dtype == torch.float32, f"decode lse {lse.shape} {lse.dtype}")
+        # Packed queries (cu_seqlens_q, a prefill over the cache): the varlen forward's layouts.
+        qp, cu = torch.empty(50, 8, 64, **m), torch.empty(4, device="meta", dtype=torch.int32)
+        out, lse = torch.ops.aotk.decode(qp, k_cache, v_cache, seqlens, table, None, None, 0.0, True, -1, -1, 0.0, 0,
+                                         None, None, cu, 30)
+        expect(out.shape == (50, 8, 32) and out.dtype == torch.bfloat16, f"packed decode out {out.shape} {out.dtype}")
+        expect(lse.shape == (8, 50) and lse.dtype == torch.float32, f"packed decode lse {lse.shape} {lse.dtype}")
     # aotk::decode appends in place: its schema marks k_cache and v_cache written ("Tensor(a!)") and no
-    # other argument; k_new and v_new are optional (None: no appending), last, so that a call without
-    # them reads as before.
+    # other argument; k_new and v_new are optional (None: no appending), then cu_seqlens_q and max_seqlen_q
+    # (None, 0: dense queries), last, so that a call without them reads as before.
     schema = torch.ops.aotk.decode.default._schema
     written = sorted(a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write)
     expect(written == ["k_cache", "v_cache"], f"aotk::decode declares {written} written: {schema}")
     defaulted = [(a.name, a.default_value) for a in schema.arguments if a.has_default_value()]
-    expect(defaulted == [("k_new", None), ("v_new", None)], f"aotk::decode's defaulted arguments {defaulted}")
+    expect(defaulted == [("k_new", None), ("v_new", None), ("cu_seqlens_q", None), ("max_seqlen_q", 0)],
+           f"aotk::decode's defaulted arguments {defaulted}")
     for parts_shape, lse_shape in (((3, 2, 5, 4, 64), (3, 2, 4, 5)), ((3, 10, 4, 64), (3, 4, 10))):
         parts = torch.empty(parts_shape, device="meta", dtype=torch.float32)
         lses = torch.empty(lse_shape, device="meta", dtype=torch.float32)
@@ -646,6 +672,24 @@ def test_torch_front_ends_on_fake_cuda_tensors():
         out, lse = aotk.merge_attention_states(parts, lses, out_dtype=torch.float32)
         expect(out.shape == parts.shape[1:] and out.dtype == torch.float32 and lse.shape == lses.shape[1:],
                f"merge {out.shape} {out.dtype} {lse.shape}")
+        # flash_attn_varlen_func with block_table: one aotk::decode with packed queries, cache_seqlens the
+        # differences of cu_seqlens_k taken on the device (no host read), nothing given the caches but it.
+        k_pages, v_pages = torch.empty(30, 16, heads_kv, 64, **c), torch.empty(30, 16, heads_kv, 32, **c)
+        q_packed = torch.empty(70, heads_q, 64, **c)
+        cu_q = torch.tensor([0, 3, 3, 70], dtype=torch.int32, device="cuda")
+        cu_k = torch.tensor([0, 40, 45, 140], dtype=torch.int32, device="cuda")
+        with op_log(torch) as log:
+            out, lse, probs = aotk.flash_attn_varlen_func(q_packed, k_pages, v_pages, cu_q, cu_k, 67, 95, causal=True,
+                                                          block_table=table, return_attn_probs=True)
+        decodes = [args for op, args in log.calls if op is torch.ops.aotk.decode.default]
+        expect(len(decodes) == 1 and decodes[0][15] is cu_q and decodes[0][16] == 67 and decodes[0][4] is table,
+               f"expected one aotk::decode given cu_seqlens_q and max_seqlen_q, got {[str(op) for op, _ in log.calls]}")
+        touching = [str(op) for op, args in log.calls if op is not torch.ops.aotk.decode.default and
+                    any(a is k_pages or a is v_pages for a in args)]
+        expect(not touching, f"operators besides aotk::decode given the paged caches: {touching}")
+        expect(out.shape == (70, heads_q, 32) and out.dtype == torch.bfloat16 and probs is None,
+               f"paged varlen out {out.shape} {out.dtype}")
+        expect(lse.shape == (heads_q, 70) and lse.dtype == torch.float32, f"paged varlen lse {lse.shape}")
         k = torch.empty(batch, 50, heads_kv, 64, **c)
         result = aotk.flash_attn_func(q, k, k, causal=True, return_attn_probs=True)
         expect(isinstance(result, tuple) and len(result) == 3 and result[2] is None, "return_attn_probs: not a triple")

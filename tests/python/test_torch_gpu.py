@@ -718,6 +718,82 @@ def test_flash_attn_with_kvcache():
     return f"{n} cases, worst error {worst:.3f} of its bound; splits seen {sorted(splits_seen)}"
 
 
+def test_flash_attn_varlen_paged_prefill():
+    """flash_attn_varlen_func(..., block_table=...), a prefill over a paged cache (aotk_attn_decode with
+    packed queries), against the float64 reference: requests with 0, 1, 17 and up to ~200 query tokens
+    over ragged key counts (cu_seqlens_k), one with more query tokens than keys (its early tokens see no
+    key: out 0, lse -inf), causal and not, GQA 1 and 4, page sizes 1, 16, 64, both dtypes; pad rows past
+    cu_seqlens_q[-1] come back 0; the same call twice gives the same bits; inputs that require grad are
+    refused (no backward)."""
+    rng = random.Random(ARGS.seed + 11)
+    worst = 0.0
+    n = 4 if ARGS.quick else 8
+    for it in range(n):
+        dtype = (torch.bfloat16, torch.float16)[it % 2]
+        causal = it % 4 < 2 or it == n - 1
+        heads_q, heads_kv = ((4, 4), (8, 2))[(it // 2) % 2]
+        d_qk, d_v = ((64, 64), (128, 128), (192, 128))[it % 3]
+        page_size = (1, 16, 64)[it % 3]
+        len_q = [0, 1, 17, rng.randint(30, 200), 5]
+        len_k = [rng.randint(0, 50), rng.randint(1, 300), rng.randint(17, 1000), 0, 3]
+        len_k[3] = len_q[3] + rng.randint(0, 500)
+        batch, pad = len(len_q), 3
+        cu_q = torch.tensor([0] + list(itertools.accumulate(len_q)), dtype=torch.int32, device=DEVICE)
+        cu_k = torch.tensor([0] + list(itertools.accumulate(len_k)), dtype=torch.int32, device=DEVICE)
+        total_q = int(cu_q[-1]) + pad
+        capacity = -(-max(len_k) // page_size) * page_size
+        label = (f"#{it} {str(dtype)[6:]} h{heads_q}/{heads_kv} d{d_qk}/{d_v} page={page_size} len_q={len_q} "
+                 f"len_k={len_k} causal={causal}")
+        try:
+            k_pages, v_pages, table, k_logical, v_logical = make_caches(batch, capacity, heads_kv, d_qk, d_v, dtype,
+                                                                        len_k, page_size)
+            table = unused_table_entries_out_of_range(table, len_k, page_size, k_pages.shape[0])
+            q = rand(total_q, heads_q, d_qk, dtype=dtype)
+            k_before, v_before = k_pages.clone(), v_pages.clone()
+            runs = [aotk.flash_attn_varlen_func(q, k_pages, v_pages, cu_q, cu_k, max(len_q), max(len_k),
+                                                causal=causal, block_table=table, return_attn_probs=True)
+                    for _ in range(2)]
+            out, lse, probs = runs[0]
+            expect(probs is None and out.shape == (total_q, heads_q, d_v) and lse.shape == (heads_q, total_q),
+                   f"shapes out {tuple(out.shape)} lse {tuple(lse.shape)}")
+            expect(torch.equal(out, runs[1][0]) and torch.equal(lse, runs[1][1]), "the same call twice differs")
+            expect(equal_or_both_nan(k_pages, k_before) and equal_or_both_nan(v_pages, v_before),
+                   "the paged caches changed")
+            expect(bool((out[total_q - pad:] == 0).all()), "rows past cu_seqlens_q[-1] are not 0")
+            for b in range(batch):
+                lo, hi = int(cu_q[b]), int(cu_q[b + 1])
+                if hi == lo:
+                    continue
+                keys, values = [k_logical[b, :len_k[b]]], [v_logical[b, :len_k[b]]]
+                qb = q[lo:hi].unsqueeze(0)
+                out64, lse64 = decode_ref(qb, keys, values, causal=causal, upcast=True)
+                outlp, _ = decode_ref(qb, keys, values, causal=causal, upcast=False)
+                worst = max(worst, check_close(f"request {b} out", out[lo:hi], out64[0], outlp[0]))
+                got_lse, want_lse = lse[:, lo:hi], lse64[0]
+                finite = torch.isfinite(want_lse)
+                expect(torch.equal(finite, torch.isfinite(got_lse)) and bool((got_lse[~finite] == -math.inf).all()),
+                       f"request {b}: lse's -inf entries differ from the reference's")
+                lse_err = max_err(got_lse[finite], want_lse[finite])
+                expect(lse_err < 1e-2, f"request {b}: lse error {lse_err:.3e}")
+                if len_q[b] > len_k[b] and causal:  # the tokens before position 0 see no key
+                    early = len_q[b] - len_k[b]
+                    expect(bool((out[lo:lo + early] == 0).all()), f"request {b}: tokens before position 0 not 0")
+        except Exception as e:
+            raise AssertionError(f"{label}: {e}") from e
+    # No backward on the cache path: refused before any work.
+    q = rand(5, 4, 64, dtype=torch.bfloat16).requires_grad_()
+    k_pages = rand(4, 16, 4, 64, dtype=torch.bfloat16)
+    table = torch.arange(4, dtype=torch.int32, device=DEVICE).view(1, 4)
+    cu = torch.tensor([0, 5], dtype=torch.int32, device=DEVICE)
+    try:
+        aotk.flash_attn_varlen_func(q, k_pages, k_pages, cu, torch.tensor([0, 40], dtype=torch.int32, device=DEVICE),
+                                    5, 40, causal=True, block_table=table)
+        raise AssertionError("q requiring grad was not refused")
+    except NotImplementedError as e:
+        expect("no backward" in str(e), f"the refusal does not say why: {e}")
+    return f"{n} cases, worst error {worst:.3f} of its bound"
+
+
 def test_kvcache_cuda_graph():
     """flash_attn_with_kvcache (appending k/v in the library, causal, GQA, split-KV) captured in a CUDA
     graph after a warm-up (torch's recipe), replayed with new q, k, v and new lengths written into the
@@ -1102,7 +1178,8 @@ def main():
     for fn in (test_reference_matches_torch_math_sdpa, test_flash_attn_func_random, test_flash_attn_func_strided_inputs,
                test_flash_attn_varlen_func, test_scaled_dot_product_attention, test_dropout, test_selection_attention,
                test_aotk_error_from_the_library, test_edge_sizes, test_backward_on_another_thread, test_torch_compile,
-               test_torch_compile_import_order, test_cuda_graph, test_flash_attn_with_kvcache, test_kvcache_cuda_graph,
+               test_torch_compile_import_order, test_cuda_graph, test_flash_attn_with_kvcache, test_flash_attn_varlen_paged_prefill,
+               test_kvcache_cuda_graph,
                test_merge_attention_states, test_kvcache_torch_compile, test_transformer_training):
         case(fn)
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed, {RESULTS['skipped']} skipped")
