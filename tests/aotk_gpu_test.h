@@ -48,6 +48,53 @@ static bool aotk_gpu_test_setup(void) {
   return true;
 }
 
+/* Device memory for the GPU tests, each failure a failed check: allocation, copies, poison (0xff
+ * bytes), and the two waits. */
+static bool aotk_gpu_test_alloc(CUdeviceptr *pointer, size_t bytes) {
+  CUresult result = driver->cuMemAlloc(pointer, bytes > 0 ? bytes : 16);
+  CHECK_MSG(result == CUDA_SUCCESS, "cuMemAlloc(%zu) = %d", bytes, (int)result);
+  if (result != CUDA_SUCCESS) *pointer = 0;
+  return result == CUDA_SUCCESS;
+}
+
+static bool aotk_gpu_test_upload(CUdeviceptr *pointer, const void *host, size_t bytes) {
+  if (!aotk_gpu_test_alloc(pointer, bytes)) return false;
+  CUresult result = driver->cuMemcpyHtoD(*pointer, host, bytes);
+  CHECK_MSG(result == CUDA_SUCCESS, "cuMemcpyHtoD = %d", (int)result);
+  return result == CUDA_SUCCESS;
+}
+
+static bool aotk_gpu_test_download(void *host, CUdeviceptr pointer, size_t bytes) {
+  CUresult result = driver->cuMemcpyDtoH(host, pointer, bytes);
+  CHECK_MSG(result == CUDA_SUCCESS, "cuMemcpyDtoH = %d", (int)result);
+  return result == CUDA_SUCCESS;
+}
+
+static void aotk_gpu_test_free(CUdeviceptr *pointer) {
+  if (*pointer) driver->cuMemFree(*pointer);
+  *pointer = 0;
+}
+
+/* cuMemsetD8 and cuMemcpyHtoD run on the legacy stream, which the test's non-blocking stream does not
+ * wait for: wait for them before launching. */
+static bool aotk_gpu_test_settle(void) {
+  CUresult result = driver->cuCtxSynchronize();
+  CHECK_MSG(result == CUDA_SUCCESS, "cuCtxSynchronize = %d", (int)result);
+  return result == CUDA_SUCCESS;
+}
+
+static bool aotk_gpu_test_poison(CUdeviceptr pointer, size_t bytes) {
+  CUresult result = driver->cuMemsetD8(pointer, 0xff, bytes);
+  CHECK_MSG(result == CUDA_SUCCESS, "cuMemsetD8 = %d", (int)result);
+  return result == CUDA_SUCCESS;
+}
+
+static bool aotk_gpu_test_synchronize(const char *after) {
+  CUresult result = driver->cuStreamSynchronize(stream);
+  CHECK_MSG(result == CUDA_SUCCESS, "cuStreamSynchronize after %s = %d", after, (int)result);
+  return result == CUDA_SUCCESS;
+}
+
 static void aotk_gpu_test_no_gpu(void) { TEST_SKIP("no GPU on this machine"); }
 
 static int aotk_gpu_test_skip_all(void) {

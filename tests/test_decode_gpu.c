@@ -123,45 +123,6 @@ static void *host_alloc(int64_t count, size_t size) {
   return pointer;
 }
 
-static bool device_alloc(CUdeviceptr *pointer, size_t bytes) {
-  CUresult result = driver->cuMemAlloc(pointer, bytes > 0 ? bytes : 16);
-  CHECK_MSG(result == CUDA_SUCCESS, "cuMemAlloc(%zu) = %d", bytes, (int)result);
-  if (result != CUDA_SUCCESS) *pointer = 0;
-  return result == CUDA_SUCCESS;
-}
-
-static bool upload(CUdeviceptr *pointer, const void *host, size_t bytes) {
-  if (!device_alloc(pointer, bytes)) return false;
-  CUresult result = driver->cuMemcpyHtoD(*pointer, host, bytes);
-  CHECK_MSG(result == CUDA_SUCCESS, "cuMemcpyHtoD = %d", (int)result);
-  return result == CUDA_SUCCESS;
-}
-
-static void device_free(CUdeviceptr *pointer) {
-  if (*pointer) driver->cuMemFree(*pointer);
-  *pointer = 0;
-}
-
-/* cuMemsetD8 and cuMemcpyHtoD run on the legacy stream, which the test's non-blocking stream does not
- * wait for: wait for them before launching. */
-static bool settle(void) {
-  CUresult result = driver->cuCtxSynchronize();
-  CHECK_MSG(result == CUDA_SUCCESS, "cuCtxSynchronize = %d", (int)result);
-  return result == CUDA_SUCCESS;
-}
-
-static bool poison(CUdeviceptr pointer, size_t bytes) {
-  CUresult result = driver->cuMemsetD8(pointer, 0xff, bytes);
-  CHECK_MSG(result == CUDA_SUCCESS, "cuMemsetD8 = %d", (int)result);
-  return result == CUDA_SUCCESS;
-}
-
-static bool synchronize(const char *after) {
-  CUresult result = driver->cuStreamSynchronize(stream);
-  CHECK_MSG(result == CUDA_SUCCESS, "cuStreamSynchronize after %s = %d", after, (int)result);
-  return result == CUDA_SUCCESS;
-}
-
 /* A host array and its device copy, `elements` of `element_size` bytes. */
 typedef struct buffer {
   int64_t elements;
@@ -174,7 +135,7 @@ static bool buffer_create(buffer *b, int64_t elements, size_t element_size) {
   b->elements = elements;
   b->element_size = element_size;
   b->host = host_alloc(elements, element_size);
-  return b->host != NULL && device_alloc(&b->device, (size_t)elements * element_size);
+  return b->host != NULL && aotk_gpu_test_alloc(&b->device, (size_t)elements * element_size);
 }
 
 static size_t buffer_bytes(const buffer *b) { return (size_t)b->elements * b->element_size; }
@@ -191,11 +152,11 @@ static bool buffer_download(buffer *b) {
   return result == CUDA_SUCCESS;
 }
 
-static bool buffer_poison(buffer *b) { return poison(b->device, buffer_bytes(b)); }
+static bool buffer_poison(buffer *b) { return aotk_gpu_test_poison(b->device, buffer_bytes(b)); }
 
 static void buffer_destroy(buffer *b) {
   free(b->host);
-  device_free(&b->device);
+  aotk_gpu_test_free(&b->device);
   memset(b, 0, sizeof *b);
 }
 
@@ -874,7 +835,7 @@ static void decode_run_destroy(decode_run *x) {
   free(x->sinks);
   CUdeviceptr *devices[] = {&x->table_device, &x->seqlens_device, &x->alibi_device, &x->sinks_device,
                             &x->cu_seqlens_q_device};
-  for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++) device_free(devices[i]);
+  for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++) aotk_gpu_test_free(devices[i]);
 }
 
 static bool decode_run_create(decode_run *x, const decode_case *c) {
@@ -1017,21 +978,21 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
   }
   expect_caches(x, x->seqlens);
   if (!buffer_upload(&x->q_buffer) || !buffer_upload(&x->k_buffer) || !buffer_upload(&x->v_buffer)) return false;
-  if (!upload(&x->seqlens_device, x->seqlens, (size_t)B * sizeof(int32_t))) return false;
-  if (x->paged && !upload(&x->table_device, x->table, (size_t)(B * x->pages_per_seq) * sizeof(int32_t))) return false;
+  if (!aotk_gpu_test_upload(&x->seqlens_device, x->seqlens, (size_t)B * sizeof(int32_t))) return false;
+  if (x->paged && !aotk_gpu_test_upload(&x->table_device, x->table, (size_t)(B * x->pages_per_seq) * sizeof(int32_t))) return false;
   if (c->alibi) {
     const int64_t count = c->alibi == 2 ? B * HQ : HQ;
     x->alibi = host_alloc(count, sizeof(float));
     if (x->alibi == NULL) return false;
     for (int64_t i = 0; i < count; i++) x->alibi[i] = (float)(0.25 * aotk__random_uniform(&x->state));
-    if (!upload(&x->alibi_device, x->alibi, (size_t)count * sizeof(float))) return false;
+    if (!aotk_gpu_test_upload(&x->alibi_device, x->alibi, (size_t)count * sizeof(float))) return false;
   }
   if (c->sinks) {
     x->sinks = host_alloc(HQ, sizeof(float));
     if (x->sinks == NULL) return false;
     for (int64_t h = 0; h < HQ; h++) x->sinks[h] = 1.5f * aotk__random_normal(&x->state);
     x->sinks[0] = 4.0f; /* one sink that outweighs most rows' keys */
-    if (!upload(&x->sinks_device, x->sinks, (size_t)HQ * sizeof(float))) return false;
+    if (!aotk_gpu_test_upload(&x->sinks_device, x->sinks, (size_t)HQ * sizeof(float))) return false;
   }
 
   aotk_decode_params params = AOTK_DECODE_PARAMS_INIT;
@@ -1061,12 +1022,12 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
     params.v_new = tensor_of(&x->v_new_buffer, &x->v_new, dtype);
   }
   if (c->varlen) {
-    if (!upload(&x->cu_seqlens_q_device, x->cu_seqlens_q, (size_t)(B + 1) * sizeof(int32_t))) return false;
+    if (!aotk_gpu_test_upload(&x->cu_seqlens_q_device, x->cu_seqlens_q, (size_t)(B + 1) * sizeof(int32_t))) return false;
     params.cu_seqlens_q = aotk_tensor_1d((void *)(uintptr_t)x->cu_seqlens_q_device, AOTK_DTYPE_INT32, B + 1);
     params.max_seqlen_q = (int32_t)S;
   }
   x->params = params;
-  return settle();
+  return aotk_gpu_test_settle();
 }
 
 static bool decode_results_create(const decode_run *x, decode_results *r) {
@@ -1401,16 +1362,16 @@ static bool run_decode(decode_run *x, const aotk_decode_params *params, decode_r
   if (info_out != NULL) *info_out = info;
   CUdeviceptr workspace = 0;
   bool ok = info.workspace_bytes == 0 ||
-            (device_alloc(&workspace, info.workspace_bytes) && poison(workspace, info.workspace_bytes));
-  ok = ok && buffer_poison(&x->out_buffer) && buffer_poison(&x->lse_buffer) && restore_caches(x) && settle();
+            (aotk_gpu_test_alloc(&workspace, info.workspace_bytes) && aotk_gpu_test_poison(workspace, info.workspace_bytes));
+  ok = ok && buffer_poison(&x->out_buffer) && buffer_poison(&x->lse_buffer) && restore_caches(x) && aotk_gpu_test_settle();
   if (ok) {
     status = aotk_attn_decode(params, (void *)(uintptr_t)workspace, info.workspace_bytes, (aotk_stream)stream);
     CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_decode: %s: %s", label, aotk_status_name(status), aotk_last_error());
-    ok = status == AOTK_OK && synchronize(label);
+    ok = status == AOTK_OK && aotk_gpu_test_synchronize(label);
   }
   ok = ok && download_and_check(x, params, r, label);
   if (ok) check_caches_equal(x, x->k_expected, x->v_expected, label);
-  device_free(&workspace);
+  aotk_gpu_test_free(&workspace);
   return ok;
 }
 
@@ -1455,7 +1416,7 @@ static void check_graph_replay(decode_run *x, const decode_results *base) {
   aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &x->params, &info);
   CHECK_MSG(status == AOTK_OK, "graph: query: %s: %s", aotk_status_name(status), aotk_last_error());
   bool ok = status == AOTK_OK && decode_results_create(x, &replay) && decode_results_create(x, &direct);
-  ok = ok && (info.workspace_bytes == 0 || device_alloc(&workspace, info.workspace_bytes)) && settle();
+  ok = ok && (info.workspace_bytes == 0 || aotk_gpu_test_alloc(&workspace, info.workspace_bytes)) && aotk_gpu_test_settle();
   if (ok) {
     CUresult result = driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     CHECK_MSG(result == CUDA_SUCCESS, "cuStreamBeginCapture = %d", (int)result);
@@ -1481,11 +1442,11 @@ static void check_graph_replay(decode_run *x, const decode_results *base) {
       expect_caches(x, x->replay_seqlens); /* appending: the new lengths move the rows the replay writes */
     }
     ok = ok && buffer_poison(&x->out_buffer) && buffer_poison(&x->lse_buffer) &&
-         (workspace == 0 || poison(workspace, info.workspace_bytes)) && restore_caches(x) && settle();
+         (workspace == 0 || aotk_gpu_test_poison(workspace, info.workspace_bytes)) && restore_caches(x) && aotk_gpu_test_settle();
     if (!ok) break;
     CUresult result = driver->cuGraphLaunch(exec, stream);
     CHECK_MSG(result == CUDA_SUCCESS, "%s: cuGraphLaunch = %d", label, (int)result);
-    ok = result == CUDA_SUCCESS && synchronize(label) && download_and_check(x, &x->params, &replay, label);
+    ok = result == CUDA_SUCCESS && aotk_gpu_test_synchronize(label) && download_and_check(x, &x->params, &replay, label);
     if (ok) check_caches_equal(x, x->k_expected, x->v_expected, label);
     if (ok && round == 0) compare_decode_runs(x, base, &replay, 0.0, c->with_lse, "graph replay against the direct call");
   }
@@ -1512,7 +1473,7 @@ static void check_graph_replay(decode_run *x, const decode_results *base) {
   expect_caches(x, x->seqlens);
   if (exec) driver->cuGraphExecDestroy(exec);
   if (graph) driver->cuGraphDestroy(graph);
-  device_free(&workspace);
+  aotk_gpu_test_free(&workspace);
   decode_results_destroy(&replay);
   decode_results_destroy(&direct);
   decode_reference_destroy(&ref);
@@ -1583,8 +1544,8 @@ static void test_decode_refusals(void) {
             info.workspace_bytes);
   if (status != AOTK_OK || info.workspace_bytes == 0) goto done;
   const size_t bytes = info.workspace_bytes;
-  if (!device_alloc(&workspace, bytes + 16) || !poison(workspace, bytes + 16) || !buffer_poison(&x.out_buffer) ||
-      !buffer_poison(&x.lse_buffer) || !settle()) {
+  if (!aotk_gpu_test_alloc(&workspace, bytes + 16) || !aotk_gpu_test_poison(workspace, bytes + 16) || !buffer_poison(&x.out_buffer) ||
+      !buffer_poison(&x.lse_buffer) || !aotk_gpu_test_settle()) {
     goto done;
   }
   void *ws = (void *)(uintptr_t)workspace;
@@ -1630,7 +1591,7 @@ static void test_decode_refusals(void) {
   status = aotk_attn_decode(&params, ws, bytes, (aotk_stream)stream);
   CHECK_MSG(status == AOTK_ERROR_MISALIGNED_POINTER, "v_new token stride %lld: %s", (long long)params.v_new.strides[1],
             aotk_status_name(status));
-  if (!synchronize("refused calls") || !buffer_download(&x.out_buffer) || !buffer_download(&x.lse_buffer)) goto done;
+  if (!aotk_gpu_test_synchronize("refused calls") || !buffer_download(&x.out_buffer) || !buffer_download(&x.lse_buffer)) goto done;
   check_coverage(&x.out_buffer, &x.out, false, "refused calls", "out");
   check_coverage(&x.lse_buffer, &x.lse, false, "refused calls", "lse");
   check_caches_equal(&x, x.k_initial, x.v_initial, "refused calls");
@@ -1642,7 +1603,7 @@ static void test_decode_refusals(void) {
   }
   free(host);
 done:
-  device_free(&workspace);
+  aotk_gpu_test_free(&workspace);
   decode_run_destroy(&x);
 }
 
@@ -1795,7 +1756,7 @@ static void merge_run_destroy(merge_run *x) {
   free(x->part_input);
   free(x->lpart_input);
   free(x->sinks);
-  device_free(&x->sinks_device);
+  aotk_gpu_test_free(&x->sinks_device);
   free(x->kinds);
   free(x->ref_out);
   free(x->ref_lse);
@@ -1917,7 +1878,7 @@ static bool merge_run_create(merge_run *x, const merge_case *c) {
     x->sinks = host_alloc(c->heads, sizeof(float));
     ok = x->sinks != NULL;
     for (int64_t h = 0; ok && h < c->heads; h++) x->sinks[h] = 1.5f * aotk__random_normal(&state);
-    ok = ok && upload(&x->sinks_device, x->sinks, (size_t)c->heads * sizeof(float));
+    ok = ok && aotk_gpu_test_upload(&x->sinks_device, x->sinks, (size_t)c->heads * sizeof(float));
   }
   if (ok) {
     /* Every element of the buffers (padding too) starts as a value nothing may read or write. */
@@ -1943,7 +1904,7 @@ static bool merge_run_create(merge_run *x, const merge_case *c) {
   if (ok) {
     memcpy(x->part_input, x->part_buffer.host, buffer_bytes(&x->part_buffer));
     memcpy(x->lpart_input, x->lpart_buffer.host, buffer_bytes(&x->lpart_buffer));
-    ok = buffer_upload(&x->part_buffer) && buffer_upload(&x->lpart_buffer) && settle();
+    ok = buffer_upload(&x->part_buffer) && buffer_upload(&x->lpart_buffer) && aotk_gpu_test_settle();
   }
   free(scores);
   free(values);
@@ -1967,11 +1928,11 @@ static bool run_merge(merge_run *x, const aotk_merge_params *params, double *out
   } else {
     ok = buffer_poison(&x->out_buffer) && buffer_poison(&x->lse_buffer);
   }
-  ok = ok && settle();
+  ok = ok && aotk_gpu_test_settle();
   if (!ok) return false;
   aotk_status status = aotk_attn_merge(params, (aotk_stream)stream);
   CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_merge: %s: %s", label, aotk_status_name(status), aotk_last_error());
-  if (status != AOTK_OK || !synchronize(label)) return false;
+  if (status != AOTK_OK || !aotk_gpu_test_synchronize(label)) return false;
   if (!buffer_download(x->out_storage) || !buffer_download(x->lse_storage)) return false;
   const bool lse_written = params->lse.data != NULL;
   if (in_place) {
@@ -2150,10 +2111,10 @@ static void test_merge_refusal(void) {
   merge_case c;
   make_merge_case(&c, &row, 9002);
   merge_run x;
-  if (merge_run_create(&x, &c) && buffer_poison(&x.out_buffer) && buffer_poison(&x.lse_buffer) && settle()) {
+  if (merge_run_create(&x, &c) && buffer_poison(&x.out_buffer) && buffer_poison(&x.lse_buffer) && aotk_gpu_test_settle()) {
     aotk_status status = aotk_attn_merge(&x.params, (aotk_stream)stream);
     CHECK_MSG(status == AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "head_dim 12: %s", aotk_status_name(status));
-    if (synchronize("a refused merge") && buffer_download(&x.out_buffer) && buffer_download(&x.lse_buffer)) {
+    if (aotk_gpu_test_synchronize("a refused merge") && buffer_download(&x.out_buffer) && buffer_download(&x.lse_buffer)) {
       check_coverage(&x.out_buffer, &x.out, false, "a refused merge", "out");
       check_coverage(&x.lse_buffer, &x.lse, false, "a refused merge", "lse");
     }

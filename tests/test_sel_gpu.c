@@ -170,51 +170,6 @@ static void *host_alloc(int64_t count, size_t size) {
   return pointer;
 }
 
-static bool device_alloc(CUdeviceptr *pointer, size_t bytes) {
-  CUresult result = driver->cuMemAlloc(pointer, bytes > 0 ? bytes : 16);
-  CHECK_MSG(result == CUDA_SUCCESS, "cuMemAlloc(%zu) = %d", bytes, (int)result);
-  if (result != CUDA_SUCCESS) *pointer = 0;
-  return result == CUDA_SUCCESS;
-}
-
-static bool upload(CUdeviceptr *pointer, const void *host, size_t bytes) {
-  if (!device_alloc(pointer, bytes)) return false;
-  CUresult result = driver->cuMemcpyHtoD(*pointer, host, bytes);
-  CHECK_MSG(result == CUDA_SUCCESS, "cuMemcpyHtoD = %d", (int)result);
-  return result == CUDA_SUCCESS;
-}
-
-static bool download(void *host, CUdeviceptr pointer, size_t bytes) {
-  CUresult result = driver->cuMemcpyDtoH(host, pointer, bytes);
-  CHECK_MSG(result == CUDA_SUCCESS, "cuMemcpyDtoH = %d", (int)result);
-  return result == CUDA_SUCCESS;
-}
-
-static void device_free(CUdeviceptr *pointer) {
-  if (*pointer) driver->cuMemFree(*pointer);
-  *pointer = 0;
-}
-
-/* cuMemsetD8 and cuMemcpyHtoD run on the legacy stream, which the test's non-blocking stream does not
- * wait for: wait for them before launching. */
-static bool settle(void) {
-  CUresult result = driver->cuCtxSynchronize();
-  CHECK_MSG(result == CUDA_SUCCESS, "cuCtxSynchronize = %d", (int)result);
-  return result == CUDA_SUCCESS;
-}
-
-static bool poison(CUdeviceptr pointer, size_t bytes) {
-  CUresult result = driver->cuMemsetD8(pointer, 0xff, bytes);
-  CHECK_MSG(result == CUDA_SUCCESS, "cuMemsetD8 = %d", (int)result);
-  return result == CUDA_SUCCESS;
-}
-
-static bool synchronize(const char *after) {
-  CUresult result = driver->cuStreamSynchronize(stream);
-  CHECK_MSG(result == CUDA_SUCCESS, "cuStreamSynchronize after %s = %d", after, (int)result);
-  return result == CUDA_SUCCESS;
-}
-
 static int64_t element_index(const view *v, int64_t row, int64_t head, int64_t d) {
   return v->offset + row * v->token_stride + head * v->head_stride + d;
 }
@@ -461,7 +416,7 @@ static void fill_selection(sel_run *x) {
 static void sel_run_destroy(sel_run *x) {
   for (int s = 0; s < x->storage_count; s++) {
     free(x->storages[s].host);
-    device_free(&x->storages[s].device);
+    aotk_gpu_test_free(&x->storages[s].device);
   }
   for (int i = 0; i < 4; i++) free(x->inputs[i]);
   free(x->idx);
@@ -469,7 +424,7 @@ static void sel_run_destroy(sel_run *x) {
   free(x->lse_host);
   CUdeviceptr *devices[] = {&x->idx_device, &x->cnt_device, &x->cu_q_device, &x->cu_k_device, &x->lse_device,
                             &x->workspace};
-  for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++) device_free(devices[i]);
+  for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++) aotk_gpu_test_free(devices[i]);
   for (int i = 0; i < RESULTS; i++) {
     free(x->ref[i]);
     free(x->lowp[i]);
@@ -511,11 +466,11 @@ static bool sel_run_create(sel_run *x, const sel_case *c) {
     st->host = host_alloc(st->elements, sizeof(uint16_t));
     if (st->host == NULL) return false;
     if (st->is_output) {
-      if (!device_alloc(&st->device, (size_t)st->elements * 2)) return false;
+      if (!aotk_gpu_test_alloc(&st->device, (size_t)st->elements * 2)) return false;
       continue;
     }
     for (int64_t e = 0; e < st->elements; e++) st->host[e] = aotk__dtype_bits(aotk__random_normal(&x->state), dtype);
-    if (!upload(&st->device, st->host, (size_t)st->elements * 2)) return false;
+    if (!aotk_gpu_test_upload(&st->device, st->host, (size_t)st->elements * 2)) return false;
   }
   for (int t = T_Q; t <= T_DOUT; t++) {
     const view *v = &x->views[t];
@@ -562,19 +517,19 @@ static bool sel_run_create(sel_run *x, const sel_case *c) {
   p->block_cnt = x->cnt;
   fill_selection(x);
 
-  if (!upload(&x->idx_device, x->idx, (size_t)(x->rows_q * x->heads_kv * x->slots) * 4)) return false;
-  if (x->cnt && !upload(&x->cnt_device, x->cnt, (size_t)(x->rows_q * x->heads_kv) * 4)) return false;
+  if (!aotk_gpu_test_upload(&x->idx_device, x->idx, (size_t)(x->rows_q * x->heads_kv * x->slots) * 4)) return false;
+  if (x->cnt && !aotk_gpu_test_upload(&x->cnt_device, x->cnt, (size_t)(x->rows_q * x->heads_kv) * 4)) return false;
   int32_t cu32[2][MAX_SEQS + 1];
   for (int64_t n = 0; n <= x->num_seqs; n++) {
     cu32[0][n] = (int32_t)x->cu_q[n];
     cu32[1][n] = (int32_t)x->cu_k[n];
   }
   /* Always on the device: the dense attention of the every-block identity takes the varlen layout. */
-  if (!upload(&x->cu_q_device, cu32[0], (size_t)(x->num_seqs + 1) * 4) ||
-      !upload(&x->cu_k_device, cu32[1], (size_t)(x->num_seqs + 1) * 4)) {
+  if (!aotk_gpu_test_upload(&x->cu_q_device, cu32[0], (size_t)(x->num_seqs + 1) * 4) ||
+      !aotk_gpu_test_upload(&x->cu_k_device, cu32[1], (size_t)(x->num_seqs + 1) * 4)) {
     return false;
   }
-  if (!device_alloc(&x->lse_device, (size_t)(x->rows_q * x->heads_q) * 4)) return false;
+  if (!aotk_gpu_test_alloc(&x->lse_device, (size_t)(x->rows_q * x->heads_q) * 4)) return false;
   x->lse_host = host_alloc(x->rows_q * x->heads_q, sizeof(float));
   if (x->lse_host == NULL) return false;
 
@@ -615,7 +570,7 @@ static bool sel_run_create(sel_run *x, const sel_case *c) {
             (int)info.launches);
   x->bwd_launches = info.launches;
   x->workspace_bytes = info.workspace_bytes;
-  return device_alloc(&x->workspace, x->workspace_bytes);
+  return aotk_gpu_test_alloc(&x->workspace, x->workspace_bytes);
 }
 
 /* ---- running ---------------------------------------------------------------------------------- */
@@ -693,11 +648,11 @@ static bool run_sel(sel_run *x, const aotk_sel_params *params, unsigned what, re
   for (int s = 0; s < x->storage_count; s++) {
     bool written = false;
     for (int t = T_OUT; t < TENSORS; t++) written |= x->views[t].storage == s && is_result_tensor_of(t, what);
-    if (written && !poison(x->storages[s].device, (size_t)x->storages[s].elements * 2)) return false;
+    if (written && !aotk_gpu_test_poison(x->storages[s].device, (size_t)x->storages[s].elements * 2)) return false;
   }
-  if ((what & RUN_FWD) && !poison(x->lse_device, (size_t)(x->rows_q * x->heads_q) * 4)) return false;
-  if ((what & RUN_BWD) && !poison(x->workspace, x->workspace_bytes)) return false;
-  if (!settle()) return false;
+  if ((what & RUN_FWD) && !aotk_gpu_test_poison(x->lse_device, (size_t)(x->rows_q * x->heads_q) * 4)) return false;
+  if ((what & RUN_BWD) && !aotk_gpu_test_poison(x->workspace, x->workspace_bytes)) return false;
+  if (!aotk_gpu_test_settle()) return false;
   aotk_status status;
   if (what & RUN_FWD) {
     status = aotk_sel_fwd(params, (aotk_stream)stream);
@@ -709,15 +664,15 @@ static bool run_sel(sel_run *x, const aotk_sel_params *params, unsigned what, re
     CHECK_MSG(status == AOTK_OK, "%s: aotk_sel_bwd: %s: %s", label, aotk_status_name(status), aotk_last_error());
     if (status != AOTK_OK) return false;
   }
-  if (!synchronize(label)) return false;
+  if (!aotk_gpu_test_synchronize(label)) return false;
   for (int s = 0; s < x->storage_count; s++) {
     bool written = false;
     for (int t = T_OUT; t < TENSORS; t++) written |= x->views[t].storage == s && is_result_tensor_of(t, what);
-    if (written && !download(x->storages[s].host, x->storages[s].device, (size_t)x->storages[s].elements * 2)) {
+    if (written && !aotk_gpu_test_download(x->storages[s].host, x->storages[s].device, (size_t)x->storages[s].elements * 2)) {
       return false;
     }
   }
-  if ((what & RUN_FWD) && !download(x->lse_host, x->lse_device, (size_t)(x->rows_q * x->heads_q) * 4)) return false;
+  if ((what & RUN_FWD) && !aotk_gpu_test_download(x->lse_host, x->lse_device, (size_t)(x->rows_q * x->heads_q) * 4)) return false;
   check_coverage(x, what, (what & RUN_FWD) && params->lse.data != NULL, label);
   if (r != NULL) unpack(x, r);
   return true;
@@ -961,14 +916,14 @@ static void identity_permuted(sel_run *x, const results *base) {
     for (int64_t h = 0; h < H; h++) {
       aotk__random_shuffle_int32(idx + (token * H + h) * S, aotk__sel_reference_count(&x->problem, token, h), &x->state);
     }
-  if (!upload(&device, idx, (size_t)(x->rows_q * H * S) * 4)) goto done;
+  if (!aotk_gpu_test_upload(&device, idx, (size_t)(x->rows_q * H * S) * 4)) goto done;
   aotk_sel_params params = x->params;
   params.block_idx.data = (void *)(uintptr_t)device;
   if (!run_sel(x, &params, RUN_FWD | RUN_BWD, &r, "slots permuted")) goto done;
   compare_with_reference(x, &r, RUN_FWD | RUN_BWD, false, "slots permuted");
   compare_runs(x, base, &r, RUN_FWD | RUN_BWD, false, "slots permuted against the base run");
 done:
-  device_free(&device);
+  aotk_gpu_test_free(&device);
   free(idx);
   results_destroy(&r);
 }
@@ -985,14 +940,14 @@ static void identity_padding(sel_run *x, const results *base) {
   for (int64_t token = 0; token < x->total_q; token++)
     for (int64_t h = 0; h < H; h++)
       for (int64_t s = aotk__sel_reference_count(&x->problem, token, h); s < S; s++) idx[(token * H + h) * S + s] = -1;
-  if (!upload(&device, idx, (size_t)(x->rows_q * H * S) * 4)) goto done;
+  if (!aotk_gpu_test_upload(&device, idx, (size_t)(x->rows_q * H * S) * 4)) goto done;
   aotk_sel_params params = x->params;
   params.block_idx.data = (void *)(uintptr_t)device;
   memset(&params.block_cnt, 0, sizeof params.block_cnt);
   if (!run_sel(x, &params, RUN_FWD | RUN_BWD, &r, "-1 padding")) goto done;
   compare_runs(x, base, &r, RUN_FWD | RUN_BWD, true, "-1 padding instead of block_cnt");
 done:
-  device_free(&device);
+  aotk_gpu_test_free(&device);
   free(idx);
   results_destroy(&r);
 }
@@ -1043,14 +998,14 @@ static void identity_separate_calls(sel_run *x, const results *base) {
               host[t][(row * heads[t] + h) * dims[t] + d] =
                   x->storages[v->storage].host[element_index(v, first[t] + row, h, d)];
             }
-        ok = upload(&dev[t], host[t], count * 2);
+        ok = aotk_gpu_test_upload(&dev[t], host[t], count * 2);
       } else {
-        ok = device_alloc(&dev[t], count * 2) && poison(dev[t], count * 2);
+        ok = aotk_gpu_test_alloc(&dev[t], count * 2) && aotk_gpu_test_poison(dev[t], count * 2);
       }
     }
-    ok = ok && upload(&dev[SIDX], x->idx + q0 * HKV * S, (size_t)(lq * HKV * S) * 4);
-    ok = ok && (x->cnt == NULL || upload(&dev[SCNT], x->cnt + q0 * HKV, (size_t)(lq * HKV) * 4));
-    ok = ok && device_alloc(&dev[SLSE], (size_t)(lq * HQ) * 4) && poison(dev[SLSE], (size_t)(lq * HQ) * 4);
+    ok = ok && aotk_gpu_test_upload(&dev[SIDX], x->idx + q0 * HKV * S, (size_t)(lq * HKV * S) * 4);
+    ok = ok && (x->cnt == NULL || aotk_gpu_test_upload(&dev[SCNT], x->cnt + q0 * HKV, (size_t)(lq * HKV) * 4));
+    ok = ok && aotk_gpu_test_alloc(&dev[SLSE], (size_t)(lq * HQ) * 4) && aotk_gpu_test_poison(dev[SLSE], (size_t)(lq * HQ) * 4);
     aotk_sel_params params = AOTK_SEL_PARAMS_INIT;
     aotk_tensor *const tensors[8] = {&params.q, &params.k, &params.v, &params.dout,
                                      &params.out, &params.dq, &params.dk, &params.dv};
@@ -1069,8 +1024,8 @@ static void identity_separate_calls(sel_run *x, const results *base) {
       if (status == AOTK_OK) status = aotk_sel_query(AOTK_OP_SEL_BWD, &params, &bwd_info);
       CHECK_MSG(status == AOTK_OK, "sequence %lld alone: query: %s: %s", (long long)n, aotk_status_name(status),
                 aotk_last_error());
-      ok = status == AOTK_OK && device_alloc(&dev[SWORK], bwd_info.workspace_bytes) &&
-           poison(dev[SWORK], bwd_info.workspace_bytes) && settle();
+      ok = status == AOTK_OK && aotk_gpu_test_alloc(&dev[SWORK], bwd_info.workspace_bytes) &&
+           aotk_gpu_test_poison(dev[SWORK], bwd_info.workspace_bytes) && aotk_gpu_test_settle();
     }
     if (ok) {
       /* The dK/dV split's chunk size follows the whole problem's size: the same bits only where neither
@@ -1084,14 +1039,14 @@ static void identity_separate_calls(sel_run *x, const results *base) {
       }
       CHECK_MSG(status == AOTK_OK, "sequence %lld alone: %s: %s", (long long)n, aotk_status_name(status),
                 aotk_last_error());
-      ok = status == AOTK_OK && synchronize("a sequence alone");
+      ok = status == AOTK_OK && aotk_gpu_test_synchronize("a sequence alone");
     }
     float *lse = host_alloc(lq * HQ, sizeof(float));
-    ok = ok && lse != NULL && download(lse, dev[SLSE], (size_t)(lq * HQ) * 4);
+    ok = ok && lse != NULL && aotk_gpu_test_download(lse, dev[SLSE], (size_t)(lq * HQ) * 4);
     int64_t poison_left = 0;
     for (int t = 4; t < 8 && ok; t++) {
       const size_t count = (size_t)(rows[t] * heads[t] * dims[t]);
-      ok = download(host[t], dev[t], count * 2);
+      ok = aotk_gpu_test_download(host[t], dev[t], count * 2);
       const int r_index = t - 4;
       const int64_t start = r_index == R_OUT || r_index == R_DQ ? q0 : k0;
       for (size_t e = 0; ok && e < count; e++) {
@@ -1105,7 +1060,7 @@ static void identity_separate_calls(sel_run *x, const results *base) {
     calls += ok;
     free(lse);
     for (int t = 0; t < 8; t++) free(host[t]);
-    for (int b = 0; b < SBUFFERS; b++) device_free(&dev[b]);
+    for (int b = 0; b < SBUFFERS; b++) aotk_gpu_test_free(&dev[b]);
   }
   if (calls > 0 && aotk_test_state.case_failures == 0) {
     char label[96];
@@ -1131,8 +1086,8 @@ static void identity_dense(sel_run *x, const results *base) {
   uint16_t *host = NULL;
   float *lse = NULL;
   bool ok = true;
-  for (int t = 0; t < 4 && ok; t++) ok = device_alloc(&dev[t], (size_t)(rows[t] * heads[t] * dims[t]) * 2);
-  ok = ok && device_alloc(&dev[DLSE], (size_t)(HQ * x->rows_q) * 4);
+  for (int t = 0; t < 4 && ok; t++) ok = aotk_gpu_test_alloc(&dev[t], (size_t)(rows[t] * heads[t] * dims[t]) * 2);
+  ok = ok && aotk_gpu_test_alloc(&dev[DLSE], (size_t)(HQ * x->rows_q) * 4);
   aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
   params.q = view_tensor(x, T_Q);
   params.k = view_tensor(x, T_K);
@@ -1154,7 +1109,7 @@ static void identity_dense(sel_run *x, const results *base) {
   if (ok) {
     status = aotk_query(AOTK_OP_ATTN_BWD, &params, &info);
     CHECK_MSG(status == AOTK_OK, "dense attention: query: %s: %s", aotk_status_name(status), aotk_last_error());
-    ok = status == AOTK_OK && device_alloc(&dev[DWORK], info.workspace_bytes);
+    ok = status == AOTK_OK && aotk_gpu_test_alloc(&dev[DWORK], info.workspace_bytes);
   }
   if (ok) {
     status = aotk_attn_fwd(&params, (aotk_stream)stream);
@@ -1162,24 +1117,24 @@ static void identity_dense(sel_run *x, const results *base) {
       status = aotk_attn_bwd(&params, (void *)(uintptr_t)dev[DWORK], info.workspace_bytes, (aotk_stream)stream);
     }
     CHECK_MSG(status == AOTK_OK, "dense attention: %s: %s", aotk_status_name(status), aotk_last_error());
-    ok = status == AOTK_OK && synchronize("dense attention");
+    ok = status == AOTK_OK && aotk_gpu_test_synchronize("dense attention");
   }
   for (int t = 0; t < 4 && ok; t++) {
     const int64_t count = rows[t] * heads[t] * dims[t];
     free(host);
     host = host_alloc(count, sizeof(uint16_t));
-    ok = host != NULL && download(host, dev[t], (size_t)count * 2);
+    ok = host != NULL && aotk_gpu_test_download(host, dev[t], (size_t)count * 2);
     const int64_t used_rows = result_rows(x, t);
     for (int64_t e = 0; ok && e < used_rows * heads[t] * dims[t]; e++) r.values[t][e] = aotk__dtype_value(host[e], dtype);
   }
   lse = host_alloc(HQ * x->rows_q, sizeof(float));
-  ok = ok && lse != NULL && download(lse, dev[DLSE], (size_t)(HQ * x->rows_q) * 4);
+  ok = ok && lse != NULL && aotk_gpu_test_download(lse, dev[DLSE], (size_t)(HQ * x->rows_q) * 4);
   for (int64_t token = 0; ok && token < x->total_q; token++)
     for (int64_t h = 0; h < HQ; h++) r.lse[token * HQ + h] = lse[h * x->rows_q + token];
   if (ok) compare_runs(x, base, &r, RUN_FWD | RUN_BWD, false, "every block against dense causal attention");
   free(host);
   free(lse);
-  for (int b = 0; b < DBUFFERS; b++) device_free(&dev[b]);
+  for (int b = 0; b < DBUFFERS; b++) aotk_gpu_test_free(&dev[b]);
   results_destroy(&r);
 }
 
@@ -1359,11 +1314,11 @@ static int64_t written_count(sel_run *x) {
   int64_t poisoned = 0, total = 0;
   for (int s = 0; s < x->storage_count; s++) {
     storage *st = &x->storages[s];
-    if (!st->is_output || !download(st->host, st->device, (size_t)st->elements * 2)) continue;
+    if (!st->is_output || !aotk_gpu_test_download(st->host, st->device, (size_t)st->elements * 2)) continue;
     for (int64_t e = 0; e < st->elements; e++) poisoned += st->host[e] == 0xffff;
     total += st->elements;
   }
-  if (download(x->lse_host, x->lse_device, (size_t)(x->rows_q * x->heads_q) * 4)) {
+  if (aotk_gpu_test_download(x->lse_host, x->lse_device, (size_t)(x->rows_q * x->heads_q) * 4)) {
     for (int64_t e = 0; e < x->rows_q * x->heads_q; e++) {
       uint32_t bits;
       memcpy(&bits, &x->lse_host[e], 4);
@@ -1385,10 +1340,10 @@ static void test_refusals(void) {
     return;
   }
   for (int s = 0; s < x.storage_count; s++) {
-    if (x.storages[s].is_output) poison(x.storages[s].device, (size_t)x.storages[s].elements * 2);
+    if (x.storages[s].is_output) aotk_gpu_test_poison(x.storages[s].device, (size_t)x.storages[s].elements * 2);
   }
-  poison(x.lse_device, (size_t)(x.rows_q * x.heads_q) * 4);
-  settle();
+  aotk_gpu_test_poison(x.lse_device, (size_t)(x.rows_q * x.heads_q) * 4);
+  aotk_gpu_test_settle();
   void *workspace = (void *)(uintptr_t)x.workspace;
   aotk_status status = aotk_sel_bwd(&x.params, workspace, x.workspace_bytes - 4, (aotk_stream)stream);
   CHECK_MSG(status == AOTK_ERROR_WORKSPACE_TOO_SMALL, "4 bytes short: %s", aotk_status_name(status));
@@ -1419,7 +1374,7 @@ static void test_refusals(void) {
   params.block_size = 16;
   status = aotk_sel_fwd(&params, (aotk_stream)stream);
   CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE, "block_size 16: %s", aotk_status_name(status));
-  synchronize("refused calls");
+  aotk_gpu_test_synchronize("refused calls");
   int64_t written = written_count(&x);
   CHECK_MSG(written == 0, "refused calls wrote %lld output elements", (long long)written);
   sel_run_destroy(&x);
@@ -1495,15 +1450,15 @@ static void expect_invalid(sel_run *x, const int32_t *idx, const int32_t *cnt, i
                            const char *what) {
   const int64_t H = x->heads_kv, S = x->slots;
   CUdeviceptr idx_device = 0, cnt_device = 0;
-  if (!upload(&idx_device, idx, (size_t)(x->rows_q * H * S) * 4)) return;
+  if (!aotk_gpu_test_upload(&idx_device, idx, (size_t)(x->rows_q * H * S) * 4)) return;
   aotk_sel_params params = x->params;
   params.block_idx.data = (void *)(uintptr_t)idx_device;
   if (cnt == NULL) {
     memset(&params.block_cnt, 0, sizeof params.block_cnt);
-  } else if (upload(&cnt_device, cnt, (size_t)(x->rows_q * H) * 4)) {
+  } else if (aotk_gpu_test_upload(&cnt_device, cnt, (size_t)(x->rows_q * H) * 4)) {
     params.block_cnt.data = (void *)(uintptr_t)cnt_device;
   }
-  if (settle()) {
+  if (aotk_gpu_test_settle()) {
     aotk_status status = aotk_sel_check_indices(&params, (void *)(uintptr_t)x->workspace, 16, (aotk_stream)stream);
     if (token < 0) {
       CHECK_MSG(status == AOTK_OK, "%s: %s: %s", what, aotk_status_name(status), aotk_last_error());
@@ -1516,8 +1471,8 @@ static void expect_invalid(sel_run *x, const int32_t *idx, const int32_t *cnt, i
       printf("    %s: %s\n", what, message);
     }
   }
-  device_free(&idx_device);
-  device_free(&cnt_device);
+  aotk_gpu_test_free(&idx_device);
+  aotk_gpu_test_free(&cnt_device);
 }
 
 /* The debug check: a clean index passes (with -1s, future blocks, duplicates and bad ids only past
