@@ -110,7 +110,7 @@ static row_view view_row(const aotk__attn_reference_problem *p, int64_t batch, i
  * running sum would wait on the adder's latency at every element. The order of a float64 sum of
  * float products does not matter at the precision checked; the emulation's order was never the
  * kernels' (tensor cores) anyway. */
-static double dot_f64(const float *a, const float *b, int64_t n) {
+double aotk__reference_dot_f64(const float *a, const float *b, int64_t n) {
   double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   int64_t d = 0;
   for (; d + 4 <= n; d += 4) {
@@ -123,7 +123,7 @@ static double dot_f64(const float *a, const float *b, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-static float dot_f32(const float *a, const float *b, int64_t n) {
+float aotk__reference_dot_f32(const float *a, const float *b, int64_t n) {
   float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
   int64_t d = 0;
   for (; d + 4 <= n; d += 4) {
@@ -141,7 +141,7 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
  * 1 - tanh^2 (1 without softcap; ALiBi only shifts s). */
 static double score_f64(const aotk__attn_reference_problem *p, const float *q_row, const float *k_row,
                         int64_t head_q, int64_t row, int64_t key, double *score_derivative) {
-  double score = dot_f64(q_row, k_row, p->head_dim) * p->softmax_scale;
+  double score = aotk__reference_dot_f64(q_row, k_row, p->head_dim) * p->softmax_scale;
   double derivative = 1.0;
   if (p->softcap > 0.0) {
     double t = tanh(score / p->softcap);
@@ -155,7 +155,7 @@ static double score_f64(const aotk__attn_reference_problem *p, const float *q_ro
 
 static float score_f32(const aotk__attn_reference_problem *p, const float *q_row, const float *k_row,
                        int64_t head_q, int64_t row, int64_t key, float *score_derivative) {
-  float score = dot_f32(q_row, k_row, p->head_dim) * (float)p->softmax_scale;
+  float score = aotk__reference_dot_f32(q_row, k_row, p->head_dim) * (float)p->softmax_scale;
   float derivative = 1.0f;
   if (p->softcap > 0.0) {
     float softcap = (float)p->softcap;
@@ -276,7 +276,7 @@ void aotk__attn_reference_bwd_dq_row_f64(const aotk__attn_reference_problem *p, 
     const float *k_row = k_row_of(&view, key);
     double score_derivative;
     double probability = exp(score_f64(p, view.q_row, k_row, head_q, row, key, &score_derivative) - lse);
-    double dp = dot_f64(dout_row, v_row_of(&view, key), head_dim_v) * dropout_factor(p, batch, head_q, row, key);
+    double dp = aotk__reference_dot_f64(dout_row, v_row_of(&view, key), head_dim_v) * dropout_factor(p, batch, head_q, row, key);
     double dx = probability * (dp - delta) * score_derivative;
     for (int64_t d = 0; d < head_dim; d++) dq_row[d] += dx * (double)k_row[d];
   }
@@ -301,7 +301,7 @@ void aotk__attn_reference_bwd_dkdv_row_f64(const aotk__attn_reference_problem *p
       double score_derivative;
       double probability = exp(score_f64(p, q_row, k_row, head_q, row, key, &score_derivative) - lse[stat]);
       double dropout = dropout_factor(p, batch, head_q, row, key);
-      double dx = probability * (dot_f64(dout_row, v_row, head_dim_v) * dropout - delta[stat]) * score_derivative;
+      double dx = probability * (aotk__reference_dot_f64(dout_row, v_row, head_dim_v) * dropout - delta[stat]) * score_derivative;
       double dropped_probability = probability * dropout;
       for (int64_t d = 0; d < head_dim_v; d++) dv_row[d] += dropped_probability * (double)dout_row[d];
       for (int64_t d = 0; d < head_dim; d++) dk_row[d] += dx * (double)q_row[d];
@@ -359,7 +359,7 @@ void aotk__attn_reference_bwd_dq_row_lowp(const aotk__attn_reference_problem *p,
     float score_derivative;
     float probability = expf(score_f32(p, view.q_row, k_row, head_q, row, key, &score_derivative) - lse);
     float dropout = is_kept(p, batch, head_q, row, key) ? keep_scale : 0.0f;
-    float dp = dot_f32(dout_row, v_row_of(&view, key), head_dim_v) * dropout;
+    float dp = aotk__reference_dot_f32(dout_row, v_row_of(&view, key), head_dim_v) * dropout;
     float dx = probability * (dp - delta) * score_derivative;
     float dx_in_dtype = aotk__round_to_dtype(dx, dtype);
     for (int64_t d = 0; d < head_dim; d++) dq_row[d] += dx_in_dtype * k_row[d];
@@ -386,7 +386,7 @@ void aotk__attn_reference_bwd_dkdv_row_lowp(const aotk__attn_reference_problem *
       float score_derivative;
       float probability = expf(score_f32(p, q_row, k_row, head_q, row, key, &score_derivative) - lse[stat]);
       float dropout = is_kept(p, batch, head_q, row, key) ? keep_scale : 0.0f;
-      float dx = probability * (dot_f32(dout_row, v_row, head_dim_v) * dropout - delta[stat]) * score_derivative;
+      float dx = probability * (aotk__reference_dot_f32(dout_row, v_row, head_dim_v) * dropout - delta[stat]) * score_derivative;
       float dropped_probability_in_dtype = aotk__round_to_dtype(probability * dropout, dtype);
       float dx_in_dtype = aotk__round_to_dtype(dx, dtype);
       for (int64_t d = 0; d < head_dim_v; d++) dv_row[d] += dropped_probability_in_dtype * dout_row[d];

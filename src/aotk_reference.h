@@ -169,4 +169,9 @@ void aotk__attn_reference_bwd_dkdv_row_lowp(const aotk__attn_reference_problem *
 float aotk__attn_reference_bwd_dsink_lowp(const aotk__attn_reference_problem *p, int64_t head_q, const float *lse,
                                           const float *delta);
 
+/* The dot products the references use: float64 with four partial sums, and float32 with four (the
+ * same-precision references' order). Shared with the tests' own references. */
+double aotk__reference_dot_f64(const float *a, const float *b, int64_t n);
+float aotk__reference_dot_f32(const float *a, const float *b, int64_t n);
+
 #endif /* AOTK_REFERENCE_H */

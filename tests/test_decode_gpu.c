@@ -106,6 +106,7 @@
 #include "aotk_driver.h"
 #include "aotk_half.h"
 #include "aotk_random.h"
+#include "aotk_reference.h"
 #include "aotk_test_harness.h"
 #include "aotk_gpu_test.h"
 
@@ -329,30 +330,6 @@ static bool parallel_for(int64_t count, size_t scratch_bytes, item_function func
   const bool done = atomic_load(&job.next) >= count;
   CHECK_MSG(done, "the reference's workers could not get scratch memory (%zu bytes)", scratch_bytes);
   return done;
-}
-
-static double dot_f64(const float *a, const float *b, int64_t n) {
-  double s0 = 0.0, s1 = 0.0;
-  int64_t d = 0;
-  for (; d + 2 <= n; d += 2) {
-    s0 += (double)a[d] * (double)b[d];
-    s1 += (double)a[d + 1] * (double)b[d + 1];
-  }
-  for (; d < n; d++) s0 += (double)a[d] * (double)b[d];
-  return s0 + s1;
-}
-
-static float dot_f32(const float *a, const float *b, int64_t n) {
-  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-  int64_t d = 0;
-  for (; d + 4 <= n; d += 4) {
-    s0 += a[d] * b[d];
-    s1 += a[d + 1] * b[d + 1];
-    s2 += a[d + 2] * b[d + 2];
-    s3 += a[d + 3] * b[d + 3];
-  }
-  for (; d < n; d++) s0 += a[d] * b[d];
-  return (s0 + s1) + (s2 + s3);
 }
 
 static double lse_tolerance(double reference) { return AOTK__CHECK_LSE_ABS + AOTK__CHECK_LSE_REL * fabs(reference); }
@@ -1097,8 +1074,8 @@ static void decode_reference_item(void *context, int64_t item, void *scratch) {
   for (int64_t i = 0; i < keys; i++) {
     const int64_t key = first + i;
     const float *k_row = x->k_values + cache_index(x, &x->k, b, key, head_kv);
-    double s = dot_f64(q_row, k_row, DQK) * scale;
-    float s_f32 = dot_f32(q_row, k_row, DQK) * x->softmax_scale;
+    double s = aotk__reference_dot_f64(q_row, k_row, DQK) * scale;
+    float s_f32 = aotk__reference_dot_f32(q_row, k_row, DQK) * x->softmax_scale;
     if (softcap > 0.0) {
       s = softcap * tanh(s / softcap);
       s_f32 = c->softcap * tanhf(s_f32 / c->softcap);
