@@ -170,7 +170,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     head_dim_v]: sequences packed one after another; cu_seqlens_q/_k int32 [num_seqs + 1] on the GPU
     (sequence b is rows cu_seqlens[b] .. cu_seqlens[b+1]-1); max_seqlen_q/_k ints bounding every
     sequence's length (they size the grid; a longer sequence is only partly computed). Returns out
-    [total_q, heads_q, head_dim_v]; rows outside every sequence are 0. alibi_slopes: fp32 [heads_q] or
+    [total_q, heads_q, head_dim_v]; rows outside every sequence read as rows that saw no key (out 0,
+    lse -inf). alibi_slopes: fp32 [heads_q] or
     [num_seqs, heads_q]. Other arguments as flash_attn_func; return_attn_probs=True gives (out,
     softmax_lse [heads_q, total_q], None).
 

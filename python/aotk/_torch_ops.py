@@ -121,6 +121,14 @@ def _new_output(q, shape, varlen):
     return q.new_zeros(shape) if varlen else q.new_empty(shape)
 
 
+def _new_lse(q, shape, varlen):
+    # Likewise for the lse: a row outside every sequence reads as a row that saw no key (-inf, with its
+    # out 0), so that two identical calls return identical tensors, pad rows included.
+    if varlen:
+        return torch.full(shape, -math.inf, dtype=torch.float32, device=q.device)
+    return torch.empty(shape, dtype=torch.float32, device=q.device)
+
+
 def _no_keys(k, varlen):
     return k.shape[0] == 0 if varlen else k.shape[1] == 0
 
@@ -140,7 +148,7 @@ def attn_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu
     varlen = cu_seqlens_q is not None
     out_shape, lse_shape = _attn_out_shapes(q, v, varlen)
     out = _new_output(q, out_shape, varlen)
-    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    lse = _new_lse(q, lse_shape, varlen)
     if out.numel() == 0:
         return out, lse
     if _no_keys(k, varlen):  # every row sees no key: the header's out = 0, lse = -inf
@@ -408,7 +416,7 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
     varlen = cu_seqlens_q is not None
     out_shape, lse_shape = _decode_out_shapes(q, v_cache, varlen)
     out = _new_output(q, out_shape, varlen)
-    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    lse = _new_lse(q, lse_shape, varlen)
     append = k_new is not None and k_new.numel() > 0
     capacity = k_cache.shape[1] * (block_table.shape[1] if block_table is not None else 1)
     if capacity == 0:  # no key, old or new, fits: the header's out = 0, lse = -inf (or the sink's)

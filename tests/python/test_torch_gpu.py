@@ -283,6 +283,18 @@ def test_flash_attn_varlen_func():
             worst = max(worst, run_and_check(label, f_aotk, f_ref, (q, k, v)))
         except Exception as e:
             raise AssertionError(f"{label}: {e}") from e
+    # Rows past cu_seqlens_q[-1] (a padded batch) read as rows that saw no key: out 0, lse -inf, so the
+    # same call twice gives the same bits, pad rows included.
+    q, k, v = rand(20, 4, 64, dtype=torch.bfloat16), rand(12, 4, 64, dtype=torch.bfloat16), \
+        rand(12, 4, 64, dtype=torch.bfloat16)
+    cu_q = torch.tensor([0, 7, 15], dtype=torch.int32, device=DEVICE)
+    cu_k = torch.tensor([0, 5, 12], dtype=torch.int32, device=DEVICE)
+    runs = [aotk.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 8, 7, causal=True, return_attn_probs=True)
+            for _ in range(2)]
+    out, lse, _ = runs[0]
+    expect(bool((out[15:] == 0).all()) and bool((lse[:, 15:] == -math.inf).all()),
+           "rows past cu_seqlens_q[-1] are not out 0, lse -inf")
+    expect(torch.equal(out, runs[1][0]) and torch.equal(lse, runs[1][1]), "the same call twice differs")
     return f"worst error {worst:.3f} of its bound"
 
 
@@ -723,7 +735,7 @@ def test_flash_attn_varlen_paged_prefill():
     packed queries), against the float64 reference: requests with 0, 1, 17 and up to ~200 query tokens
     over ragged key counts (cu_seqlens_k), one with more query tokens than keys (its early tokens see no
     key: out 0, lse -inf), causal and not, GQA 1 and 4, page sizes 1, 16, 64, both dtypes; pad rows past
-    cu_seqlens_q[-1] come back 0; the same call twice gives the same bits; inputs that require grad are
+    cu_seqlens_q[-1] come back out 0, lse -inf; the same call twice gives the same bits; inputs that require grad are
     refused (no backward)."""
     rng = random.Random(ARGS.seed + 11)
     worst = 0.0
@@ -759,7 +771,8 @@ def test_flash_attn_varlen_paged_prefill():
             expect(torch.equal(out, runs[1][0]) and torch.equal(lse, runs[1][1]), "the same call twice differs")
             expect(equal_or_both_nan(k_pages, k_before) and equal_or_both_nan(v_pages, v_before),
                    "the paged caches changed")
-            expect(bool((out[total_q - pad:] == 0).all()), "rows past cu_seqlens_q[-1] are not 0")
+            expect(bool((out[total_q - pad:] == 0).all()) and bool((lse[:, total_q - pad:] == -math.inf).all()),
+                   "rows past cu_seqlens_q[-1] are not out 0, lse -inf")
             for b in range(batch):
                 lo, hi = int(cu_q[b]), int(cu_q[b + 1])
                 if hi == lo:
@@ -1167,6 +1180,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=int(os.environ.get("AOTK_TEST_SEED", random.randrange(1 << 30))))
     ap.add_argument("--quick", action="store_true", help="fewer random cases")
+    ap.add_argument("--filter", default=os.environ.get("AOTK_TEST_FILTER", ""),
+                    help="run only the cases whose names contain this text (default: $AOTK_TEST_FILTER)")
     ARGS = ap.parse_args()
     if not torch.cuda.is_available():
         print("torch sees no CUDA device")
@@ -1181,7 +1196,8 @@ def main():
                test_torch_compile_import_order, test_cuda_graph, test_flash_attn_with_kvcache, test_flash_attn_varlen_paged_prefill,
                test_kvcache_cuda_graph,
                test_merge_attention_states, test_kvcache_torch_compile, test_transformer_training):
-        case(fn)
+        if ARGS.filter in fn.__name__:
+            case(fn)
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed, {RESULTS['skipped']} skipped")
     return 1 if RESULTS["failed"] else 0
 
