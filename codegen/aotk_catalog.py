@@ -380,15 +380,33 @@ def _sel_dkdv_config(arch, dqk, block_size):
     return ((1, T(64, block_n, 4, 2 if arch == 90 else 1)),)
 
 
-# Decoding: a group's query rows (G x seqlen_q) in a 16-row tile up to 16 rows, else 64-row tiles; 64 keys
-# per step. The size key is G x seqlen_q. First picks sized to shared memory (K and V stages), not yet
-# tuned on the GPU.
+# Decoding: one kernel function, three families by how a key row is found (PAGE_MODE, a constexpr: a
+# run-time branch in the key loop kept Triton from pipelining the paged loads): contiguous (0), paged
+# with a lookup per key row (1), paged with one lookup per block of keys (2: the page size is a multiple
+# of BLOCK_N, chosen by the host).
+DECODE_PAGE_MODES = {"attn_decode": 0, "attn_decode_paged": 1, "attn_decode_paged_blocks": 2}
+
+
+# A group's query rows (G x seqlen_q) in a 16-row tile up to 16 rows, a 32-row tile up to 32 (MQA at 32
+# query heads), else 64-row tiles; the size key is G x seqlen_q. 128 keys per step up to head dim 128
+# (measured on the H100 through bench/tune_decode_jit.py, bf16 d128, the kernel and its merge: against
+# 64 keys, within 4% either way on contiguous caches (64 keys ahead when split at batch 1, behind at
+# batch 64), 10-25% faster on 16- and 256-key pages, 1.4x on MQA); 64 at 256, where 128 keys of K and V
+# take 128 KB a stage. More warps or stages measured no better; filling two program slots per SM with
+# splits (264 programs) was 5-25% slower than one.
 def _decode_configs(arch, dqk, dv):
-    stages = (3 if dqk <= 128 else 2) if arch == 90 else (2 if dqk <= 128 else 1)
-    return ((1, T(16, 64, 4, stages)), (17, T(64, 64, 4 if dqk <= 128 else 8, min(stages, 2))))
+    wide = dqk <= 128 and dv <= 128
+    stages = (3 if wide else 2) if arch == 90 else (2 if wide else 1)
+    block_n = 128 if wide else 64
+    return ((1, T(16, block_n, 4, stages)), (17, T(32, block_n, 4, stages)),
+            (33, T(64, 64, 4 if wide else 8, min(stages, 2))))
 
 
-MERGE_CONFIG = T(16, 64, 4, 1)  # rows per program x head-dim chunk
+# The merge: 8 rows x 32 head-dim columns per program, 2 warps, 3 stages (the partials' loads pipelined).
+# Split-KV merges few rows from many partials, so small tiles keep more SMs loading: on the H100
+# (bench/tune_decode_jit.py, bf16 d128) 8x32 against 16x64 took a batch-1 128k-token MQA step from 78 to
+# 64 us with 103 partials, and never lost.
+MERGE_CONFIG = T(8, 32, 2, 3)
 APPEND_CONFIG = T(8, 0, 4, 1)   # kv heads per step
 SEL_INDEX_CONFIG = T(1024, 0, 4, 1)   # ENTRIES: index entries per program (count, scatter)
 SEL_ORDER_CONFIG = T(8192, 1024, 4, 1)  # SORT_TILE (lists sorted in registers) x ENTRIES (the long-list scan)
@@ -420,6 +438,9 @@ FAMILIES = {
     "attn_bwd_dq_convert": ("attn_bwd.py", "attn_bwd_dq_convert", ATTN_BWD_DQ_CONVERT_PARAMS,
                             ("dtype", "hopper_bwd_dims")),
     "attn_decode": ("attn_decode.py", "attn_decode", ATTN_DECODE_PARAMS, ("dtype", "dims", "aligned_only")),
+    "attn_decode_paged": ("attn_decode.py", "attn_decode", ATTN_DECODE_PARAMS, ("dtype", "dims", "aligned_only")),
+    "attn_decode_paged_blocks": ("attn_decode.py", "attn_decode", ATTN_DECODE_PARAMS,
+                                 ("dtype", "dims", "aligned_only")),
     "attn_merge": ("attn_decode.py", "attn_merge", ATTN_MERGE_PARAMS, ("align",)),
     "attn_cache_append": ("attn_decode.py", "attn_cache_append", ATTN_CACHE_APPEND_PARAMS,
                           ("dtype", "dims", "aligned_only")),
@@ -481,7 +502,7 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
         return _sel_group_configs(arch, dqk, block_size)
     if family == "sel_bwd_dkdv":
         return _sel_dkdv_config(arch, dqk, block_size)
-    if family == "attn_decode":
+    if family in DECODE_PAGE_MODES:
         return _decode_configs(arch, dqk, dv)
     if family == "attn_merge":
         return ((1, MERGE_CONFIG),)
@@ -506,8 +527,8 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
     return ((1, HELPER_CONFIG),)
 
 
-def _constexprs(function_params, dqk, dv, config, extras, block_size=0):
-    values = {"HEAD_DIM_QK": dqk, "HEAD_DIM_V": dv, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
+def _constexprs(function_params, dqk, dv, config, extras, block_size=0, page_mode=0):
+    values = {"PAGE_MODE": page_mode, "HEAD_DIM_QK": dqk, "HEAD_DIM_V": dv, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
               "EXTRAS": extras, "BLOCK": config.block_m, "HEAD_DIM": dqk, "STAGES": config.num_stages,
               # setmaxnreg: three consumer warpgroups (192-row tiles) share the file at 160 each
               "PRODUCER_REGS": 24, "CONSUMER_REGS": 160 if config.block_m == 192 else 240,
@@ -531,7 +552,9 @@ CONSTEXPRS = {
     "attn_bwd_sink_reduce": ("BLOCK",),
     "attn_bwd_dkdv": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
     "attn_bwd_dq": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
-    "attn_decode": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N"),
+    "attn_decode": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "PAGE_MODE"),
+    "attn_decode_paged": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "PAGE_MODE"),
+    "attn_decode_paged_blocks": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "PAGE_MODE"),
     "attn_merge": ("BLOCK_M", "BLOCK_N"),
     "attn_cache_append": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M"),
     "sel_fwd": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),
@@ -592,7 +615,7 @@ def catalog():
                                 kernels.append(Kernel(
                                     family=family, source=source, function=function, params=params,
                                     constexprs=_constexprs(CONSTEXPRS[family], dqk, dv, config, extras,
-                                                           block_size),
+                                                           block_size, DECODE_PAGE_MODES.get(family, 0)),
                                     arch=arch, dtype=dtype, head_dim_qk=dqk, head_dim_v=dv, aligned=aligned,
                                     extras=extras, block_size=block_size, config=config,
                                     min_seqlen=min_seqlen))

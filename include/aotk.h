@@ -590,8 +590,9 @@ typedef struct aotk_decode_params {
  * a later launch itself (AOTK_ERROR_CUDA) can leave the append done and out undefined. `workspace`:
  * device memory of at least the workspace_bytes aotk_decode_query reports (0 without splits: workspace
  * may then be NULL), 16-byte aligned: num_splits * batch * seqlen_q * heads_q * (4 * round_up(head_dim_v,
- * 16) + 4) bytes, the partial outputs then the partial LSEs, each part rounded up to 16 bytes.
- * Statuses: as aotk_attn_bwd.
+ * 16) + 4) bytes, the partial outputs then the partial LSEs, each part rounded up to 16 bytes. The
+ * workspace must not overlap any tensor of the call (the library does not check it: the results are
+ * then undefined). Statuses: as aotk_attn_bwd.
  */
 AOTK_API aotk_status aotk_attn_decode(const aotk_decode_params *params, void *workspace, size_t workspace_bytes,
                                       aotk_stream stream);
@@ -616,10 +617,11 @@ AOTK_API aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *par
  *   lse         out  optional, fp32 [batch, heads, seqlen_q] (packed: [heads, total_q]).
  *   sinks       in   optional fp32 [heads]: each head's sink logit joins the denominator once (for
  *                    partials computed without it).
- * head_dim is a multiple of 8 up to 2^30. Each program reads every partial of its rows before writing
- * them, so out and lse may be exactly the memory of the first partial (the same layout and dtype): an
- * in-place update. Any other overlap between outputs and inputs is the caller's error. One kernel on
- * `stream`. Statuses: as aotk_attn_fwd.
+ * head_dim is a multiple of 8 up to 2^30. Every element is read from all partials before it is written
+ * (when lse is written over the partials' lse, each row's program covers the whole head dim), so out
+ * and lse may be exactly the memory of the first partial (the same layout and dtype): an in-place
+ * update. Any other overlap between outputs and inputs is the caller's error. One kernel on `stream`.
+ * Statuses: as aotk_attn_fwd.
  */
 typedef struct aotk_merge_params {
   size_t struct_size;

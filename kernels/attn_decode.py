@@ -10,11 +10,16 @@ keys are cut into num_splits ranges of split_keys keys (the host chooses both fr
 from device data); split s writes an fp32 partial output and its log-sum-exp, and attn_merge combines
 them.
 
-Cache layouts: contiguous, [batch, capacity, heads_kv, d] (the "page" of key j is the request, its row
-j); paged (FLAG_PAGED), [num_pages, page_size, heads_kv, d] with key j of request b in page
-BlockTable[b, j / page_size], row j % page_size. Every page size from 1 up is one code path: each key
-row of a block looks its page up (BLOCK_N int32 loads per block, against BLOCK_N * d * 4 bytes of K and
-V). Addresses are computed in int64 throughout: a cache is allowed to span more than 2^31 elements.
+Cache layouts, chosen at compile time (PAGE_MODE; the catalog's attn_decode, attn_decode_paged and
+attn_decode_paged_blocks families): contiguous (0), [batch, capacity, heads_kv, d] (the "page" of key j
+is the request, its row j); paged, [num_pages, page_size, heads_kv, d] with key j of request b in page
+BlockTable[b, j / page_size], row j % page_size. Any page size from 1 up runs with a lookup per key row
+(1: BLOCK_N int32 loads per block, against BLOCK_N * d * 4 bytes of K and V); a page size that is a
+multiple of BLOCK_N runs with one lookup per block (2: the block lies in one page). The mode was a
+run-time flag first: the branch inside the key loop kept Triton from pipelining the paged loads, and
+16-key pages ran at 0.74-0.86 of the contiguous speed on the H100 (now 0.80-0.90; 256-key pages
+0.95-1.02). Addresses are computed in int64 throughout: a cache is allowed to span more than 2^31
+elements.
 
 Masks: token i sits at position p_i = L - seqlen_q + i (its own key is the cache's row p_i, bottom-right
 as flash-attn's flash_attn_with_kvcache); it sees key j when p_i - window_left <= j <= p_i +
@@ -29,8 +34,10 @@ attn_merge: out and lse of num_partials attentions of the same queries over disj
 lse = log sum_p exp(lse_p) (+ exp(sink)), out = sum_p exp(lse_p - lse) out_p. A partial whose lse is
 -inf contributes nothing; a row with no key in any partial (and no sink) gets out = 0 and lse = -inf.
 The partials' and the output's dtypes are run-time choices (one pointer of each triple is non-NULL), so
-one compiled kernel serves fp32, fp16 and bf16 on both sides. A program reads every partial of its rows
-before it writes them, so out and lse may be the first partial's memory (an in-place update, as ring
+one compiled kernel serves fp32, fp16 and bf16 on both sides. A program covers BLOCK_M rows and BLOCK_N
+head-dim columns and reads every partial of them before it writes them; when lse is written over the
+partials' lse, the host asks for whole rows (FLAG_WHOLE_ROWS) so that no program overwrites an lse that
+another still reads. So out and lse may be the first partial's memory (an in-place update, as ring
 attention does step by step).
 """
 
@@ -47,17 +54,24 @@ FLAG_PARTIAL_FP16 = tl.constexpr(1024)
 FLAG_PARTIAL_BF16 = tl.constexpr(2048)
 FLAG_OUT_FP16 = tl.constexpr(4096)
 FLAG_OUT_BF16 = tl.constexpr(8192)
+FLAG_WHOLE_ROWS = tl.constexpr(16384)  # attn_merge: one program per row block, every column chunk
 
 
 @triton.jit
-def _decode_cache_rows(BlockTable, table_base, batch64, cols, col_ok, page_size, flags):
-    """(page, row in page) of keys `cols`, both int64: the request and the key itself when contiguous."""
-    if (flags & FLAG_PAGED) != 0:
+def _decode_cache_rows(BlockTable, table_base, batch64, start_n, offs_n, col_ok, page_size, PAGE_MODE: tl.constexpr):
+    """(page, row in page) of keys start_n + offs_n, in int64: the request and the key itself when
+    contiguous (PAGE_MODE 0); looked up per key row (1); or, when the page size is a multiple of
+    BLOCK_N so that a block of keys lies in one page, one lookup per block (2: page is a scalar)."""
+    if PAGE_MODE == 1:
+        cols = start_n + offs_n
         page = tl.load(BlockTable + table_base + cols // page_size, mask=col_ok, other=0).to(tl.int64)
         row = (cols % page_size).to(tl.int64)
+    elif PAGE_MODE == 2:
+        page = tl.load(BlockTable + table_base + start_n // page_size).to(tl.int64)
+        row = (start_n % page_size + offs_n).to(tl.int64)
     else:
-        page = tl.zeros_like(cols).to(tl.int64) + batch64
-        row = cols.to(tl.int64)
+        page = batch64
+        row = (start_n + offs_n).to(tl.int64)
     return page, row
 
 
@@ -71,7 +85,8 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSl
                 batch_size, seqlen_q, heads_q, group_size, capacity, page_size, num_splits, split_keys, row_chunks,
                 head_dim_qk8, head_dim_v8, window_left, window_right, flags, seqlen_new,
                 qk_scale_log2, softcap_scale, softcap_log2,
-                HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                PAGE_MODE: tl.constexpr):
     # Grid: (split, row chunk, kv head, request), split fastest: the splits of one group run side by
     # side and the group's query rows stay in L2.
     pid = tl.program_id(0)
@@ -135,7 +150,7 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSl
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         col_ok = cols < hi
-        page, row = _decode_cache_rows(BlockTable, table_base, batch64, cols, col_ok, page_size, flags)
+        page, row = _decode_cache_rows(BlockTable, table_base, batch64, start_n, offs_n, col_ok, page_size, PAGE_MODE)
         k_ptrs = K + (page * stride_kp + row * stride_ks + k_head)[:, None] + offs_dqk[None, :]
         k = tl.load(k_ptrs, mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
         qk = tl.dot(q, tl.trans(k))
@@ -184,12 +199,17 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSl
 
 @triton.jit
 def _merge_load(P32, P16, PB16, offsets, mask, flags):
-    if (flags & FLAG_PARTIAL_FP16) != 0:
-        x = tl.load(P16 + offsets, mask=mask, other=0.0).to(tl.float32)
-    elif (flags & FLAG_PARTIAL_BF16) != 0:
-        x = tl.load(PB16 + offsets, mask=mask, other=0.0).to(tl.float32)
-    else:
-        x = tl.load(P32 + offsets, mask=mask, other=0.0)
+    # The partials in whichever dtype the flags name. Three masked loads rather than a branch: a loop
+    # whose loads sit inside an if is not pipelined by Triton, and the loads of the dtypes not chosen
+    # are masked off (no memory is touched; their pointers may be NULL).
+    # (The flags broadcast to the tile before the tests: the interpreter takes no scalar in a mask.)
+    tile_flags = flags + tl.zeros_like(offsets).to(tl.int32)
+    is32 = (tile_flags & (FLAG_PARTIAL_FP16 | FLAG_PARTIAL_BF16)) == 0
+    is16 = (tile_flags & FLAG_PARTIAL_FP16) != 0
+    isb16 = (tile_flags & FLAG_PARTIAL_BF16) != 0
+    x = tl.load(P32 + offsets, mask=mask & is32, other=0.0)
+    x += tl.load(P16 + offsets, mask=mask & is16, other=0.0).to(tl.float32)
+    x += tl.load(PB16 + offsets, mask=mask & isb16, other=0.0).to(tl.float32)
     return x
 
 
@@ -201,17 +221,28 @@ def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Ou
                stride_lb, stride_lh, stride_ls,
                num_partials, seqlen_q, heads, num_rows, head_dim8, flags,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # One program per BLOCK_M rows (batch, token, head), flattened with the head fastest; it walks the
-    # head dim in BLOCK_N-wide chunks. All strides are int64 (the partials of a long prefill may span
-    # more than 2^31 elements).
+    # One program per BLOCK_M rows (batch, token, head; flattened with the head fastest) and BLOCK_N
+    # columns of the head dim (the column chunk fastest in the grid), so that a merge of few rows still
+    # spreads over several programs; with FLAG_WHOLE_ROWS one program per BLOCK_M rows walks every
+    # chunk (the host asks for it when lse is written over the partials' lse, an in-place merge: the
+    # programs of one row must not write the lse that another one still reads). The loops over the
+    # partials carry no branch, so Triton pipelines their loads (num_stages): split-KV at batch 1
+    # merges up to 256 partials of a few rows, which is bound by load latency, not bandwidth. All
+    # strides are int64 (the partials of a long prefill may span more than 2^31 elements).
     pid = tl.program_id(0)
-    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    chunks = (head_dim8 * 8 + BLOCK_N - 1) // BLOCK_N
+    whole = (flags & FLAG_WHOLE_ROWS) != 0
+    chunk_lo = tl.where(whole, 0, pid % chunks)
+    chunk_hi = tl.where(whole, chunks, chunk_lo + 1)
+    row_block = tl.where(whole, pid, pid // chunks)
+    # (In int64: the last block's rows may pass 2^31 - 1 when num_rows is near it.)
+    rows = row_block.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < num_rows
-    head = (rows % heads).to(tl.int64)
-    token = ((rows // heads) % seqlen_q).to(tl.int64)
-    batch = (rows // heads // seqlen_q).to(tl.int64)
+    head = rows % heads
+    token = (rows // heads) % seqlen_q
+    batch = rows // heads // seqlen_q
     lse_rows = LsePartial + batch * stride_lpb + head * stride_lph + token * stride_lps
-    # The largest lse of each row (the sink's too), then the denominator relative to it.
+    # The largest lse of each row (the sink's too), then the weights relative to it.
     m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     nan = tl.zeros([BLOCK_M], dtype=tl.int1)
     for p in range(0, num_partials):
@@ -223,26 +254,24 @@ def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Ou
         sink = tl.load(Sinks + head, mask=row_ok, other=float("-inf"))
         m = tl.maximum(m, sink)
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    total = tl.math.exp(sink - m_safe)
-    for p in range(0, num_partials):
-        total += tl.math.exp(tl.load(lse_rows + p * stride_lpp, mask=row_ok, other=float("-inf")) - m_safe)
-    has_keys = total > 0.0
-    scale = 1.0 / tl.where(has_keys, total, 1.0)
     p_rows = batch * stride_pb + token * stride_ps + head * stride_ph
     o_rows = batch * stride_ob + token * stride_os + head * stride_oh
-    offs_d = tl.arange(0, BLOCK_N)
-    # head_dim8 * 8: the mask is then constant over 8-element runs, and the loads stay 16 bytes wide.
-    for d0 in range(0, head_dim8 * 8, BLOCK_N):
-        cols = d0 + offs_d
+    total = tl.math.exp(sink - m_safe)
+    for chunk in range(chunk_lo, chunk_hi):
+        cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+        # head_dim8 * 8: the mask is then constant over 8-element runs, and the loads stay 16 bytes wide.
         mask = row_ok[:, None] & (cols < head_dim8 * 8)[None, :]
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        total = tl.math.exp(sink - m_safe)
         for p in range(0, num_partials):
-            weight = tl.math.exp(tl.load(lse_rows + p * stride_lpp, mask=row_ok, other=float("-inf")) - m_safe) * scale
-            x = _merge_load(OutPartial32, OutPartial16, OutPartialBF16, (p_rows + p * stride_pp)[:, None] + cols[None, :],
-                            mask, flags)
-            # A partial with no keys has weight 0 and, by the contract, out 0; where() keeps a NaN
-            # or garbage out of a weightless partial from reaching the sum.
+            weight = tl.math.exp(tl.load(lse_rows + p * stride_lpp, mask=row_ok, other=float("-inf")) - m_safe)
+            total += weight
+            x = _merge_load(OutPartial32, OutPartial16, OutPartialBF16,
+                            (p_rows + p * stride_pp)[:, None] + cols[None, :], mask, flags)
+            # A partial with no keys has weight 0 and, by the contract, out 0; where() keeps a NaN or
+            # garbage out of a weightless partial from reaching the sum.
             acc += tl.where(weight[:, None] > 0.0, x * weight[:, None], 0.0)
+        acc = acc * (1.0 / tl.where(total > 0.0, total, 1.0))[:, None]
         # A NaN lse poisons its row (max and the weights above would otherwise drop it).
         acc = tl.where(nan[:, None], float("nan"), acc)
         offsets = o_rows[:, None] + cols[None, :]
@@ -252,8 +281,8 @@ def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Ou
             tl.store(OutBF16 + offsets, acc.to(tl.bfloat16), mask=mask)
         else:
             tl.store(Out32 + offsets, acc, mask=mask)
-    if (flags & FLAG_WRITE_LSE) != 0:
-        lse = tl.where(has_keys, m_safe + tl.math.log(total), float("-inf"))
+    if (flags & FLAG_WRITE_LSE) != 0 and chunk_lo == 0:
+        lse = tl.where(total > 0.0, m_safe + tl.math.log(total), float("-inf"))
         lse = tl.where(nan, float("nan"), lse)
         tl.store(Lse + batch * stride_lb + head * stride_lh + token * stride_ls, lse, mask=row_ok)
 

@@ -582,6 +582,10 @@ static const char *family_name(int family) {
       return "attn_bwd_sink_reduce";
     case AOTK__FAMILY_ATTN_DECODE:
       return "attn_decode";
+    case AOTK__FAMILY_ATTN_DECODE_PAGED:
+      return "attn_decode_paged";
+    case AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS:
+      return "attn_decode_paged_blocks";
     case AOTK__FAMILY_ATTN_MERGE:
       return "attn_merge";
   }

@@ -437,9 +437,24 @@ static aotk_status plan_decode(const decode_problem *p, decode_plan *plan) {
   aotk__attn_problem ap;
   as_attn_problem(p, &ap);
   const int64_t group_rows = p->group_size * p->seqlen_q;
-  if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE, &ap, group_rows, &plan->device, &plan->decode_row,
-                                    &plan->kind)) != AOTK_OK) {
-    return status;
+  /* A paged cache whose pages hold whole key blocks is read with one page lookup per block
+   * (attn_decode_paged_blocks); other page sizes look each key row up (attn_decode_paged). The block
+   * size is the chosen config's, so the test follows the choice; a build without the blocks family
+   * falls back to the rows one. */
+  status = AOTK_ERROR_KERNEL_NOT_BUILT;
+  if (p->paged) {
+    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, &ap, group_rows, &plan->device,
+                                 &plan->decode_row, &plan->kind);
+    if (status == AOTK_OK && p->page_size % aotk__kernel_table[plan->decode_row].block_n != 0) {
+      status = AOTK_ERROR_KERNEL_NOT_BUILT;
+    }
+  }
+  if (status != AOTK_OK) {
+    if ((status = aotk__choose_kernel(p->paged ? AOTK__FAMILY_ATTN_DECODE_PAGED : AOTK__FAMILY_ATTN_DECODE, &ap,
+                                      group_rows, &plan->device, &plan->decode_row, &plan->kind)) != AOTK_OK) {
+      return status;
+    }
+    aotk__clear_error(); /* a blocks family missing from a filtered build is no error once the rows one runs */
   }
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
   plan->row_chunks = ceil_div(group_rows, e->block_m);
@@ -518,6 +533,7 @@ enum {
   FLAG_PARTIAL_BF16 = 2048,
   FLAG_OUT_FP16 = 4096,
   FLAG_OUT_BF16 = 8192,
+  FLAG_WHOLE_ROWS = 16384,
 };
 
 /* The merge's arguments: partials and output as typed pointer triples plus int64 strides. */
@@ -535,6 +551,21 @@ static int out_flag(aotk_dtype dtype) {
   return dtype == AOTK_DTYPE_FLOAT16 ? FLAG_OUT_FP16 : dtype == AOTK_DTYPE_BFLOAT16 ? FLAG_OUT_BF16 : 0;
 }
 
+/* The merge's grid: a program per block_m rows and block_n head-dim columns, or per block_m rows with
+ * FLAG_WHOLE_ROWS (each walks every column chunk). */
+static int64_t merge_programs(int row, int64_t num_rows, int64_t head_dim, int whole_rows) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[row];
+  const int64_t row_blocks = ceil_div(num_rows, e->block_m);
+  return whole_rows ? row_blocks : row_blocks * ceil_div(head_dim, e->block_n);
+}
+
+/* Whether a program per column chunk would pass the grid limit of 2^31 - 1: 2^31 - 1 rows of head dim
+ * 2^30 (the most validation lets through) would ask 2^53 programs. Row blocks alone fit (2^28 at most),
+ * so such a merge runs whole rows. */
+static int merge_chunks_overflow(int row, int64_t num_rows, int64_t head_dim) {
+  return merge_programs(row, num_rows, head_dim, 0) > INT32_MAX;
+}
+
 static aotk_status launch_merge(const aotk__driver *driver, int row, CUkernel kernel, merge_args *a, aotk_stream stream) {
   void *args[] = {&a->partial[0], &a->partial[1], &a->partial[2], &a->lse_partial, &a->out[0], &a->out[1], &a->out[2],
                   &a->lse, &a->sinks, &a->strides[0], &a->strides[1], &a->strides[2], &a->strides[3],
@@ -542,9 +573,8 @@ static aotk_status launch_merge(const aotk__driver *driver, int row, CUkernel ke
                   &a->strides[10], &a->strides[11], &a->strides[12], &a->strides[13], &a->num_partials, &a->seqlen_q,
                   &a->heads, &a->num_rows, &a->head_dim8, &a->flags};
   _Static_assert(sizeof args / sizeof args[0] == sizeof merge_param_kinds - 1, "one argument per parameter");
-  const aotk__kernel_entry *e = &aotk__kernel_table[row];
-  return aotk__launch_row(driver, row, kernel, sizeof args / sizeof args[0], args, ceil_div(a->num_rows, e->block_m),
-                          stream);
+  return aotk__launch_row(driver, row, kernel, sizeof args / sizeof args[0], args,
+                          merge_programs(row, a->num_rows, (int64_t)a->head_dim8 * 8, a->flags & FLAG_WHOLE_ROWS), stream);
 }
 
 static aotk_status launch_decode(const aotk_decode_params *params, const decode_problem *p, const decode_plan *plan,
@@ -647,7 +677,8 @@ static aotk_status launch_decode(const aotk_decode_params *params, const decode_
   m.heads = (int32_t)p->heads_q;
   m.num_rows = (int32_t)partial_rows(p);
   m.head_dim8 = (int32_t)(p->head_dim_v / 8);
-  m.flags = out_flag(p->dtype) | (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->sinks ? FLAG_SINKS : 0);
+  m.flags = out_flag(p->dtype) | (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->sinks ? FLAG_SINKS : 0) |
+            (merge_chunks_overflow(plan->merge_row, m.num_rows, p->head_dim_v) ? FLAG_WHOLE_ROWS : 0);
   return launch_merge(plan->driver, plan->merge_row, kernels[merge_index], &m, stream);
 }
 
@@ -844,6 +875,26 @@ static aotk_status plan_merge(const merge_problem *p, merge_plan *plan) {
 
 static int64_t merge_rows(const merge_problem *p) { return p->batch * p->seqlen_q * p->heads; }
 
+/* One past the last byte a validated fp32 tensor reaches (its start when it has no element). */
+static uintptr_t fp32_tensor_end(const aotk_tensor *t) {
+  int64_t last = 0;
+  for (int d = 0; d < t->rank; d++) {
+    if (t->shape[d] == 0) return (uintptr_t)t->data;
+    last += (t->shape[d] - 1) * t->strides[d];
+  }
+  return (uintptr_t)t->data + (uintptr_t)(last + 1) * sizeof(float);
+}
+
+/* An in-place merge writes lse over the first partial's: then one program per row block walks every
+ * column chunk (FLAG_WHOLE_ROWS), so that no program writes an lse another still reads. So does a merge
+ * whose column chunks would pass the grid limit. */
+static int merge_whole_rows(const merge_problem *p, const aotk_merge_params *params, int row) {
+  if (merge_chunks_overflow(row, merge_rows(p), p->head_dim)) return 1;
+  if (!p->write_lse) return 0;
+  const uintptr_t lse = (uintptr_t)params->lse.data, parts = (uintptr_t)params->lse_partials.data;
+  return lse < fp32_tensor_end(&params->lse_partials) && parts < fp32_tensor_end(&params->lse);
+}
+
 aotk_status aotk_attn_merge(const aotk_merge_params *caller_params, aotk_stream stream) {
   aotk__clear_error();
   aotk_merge_params params;
@@ -885,7 +936,7 @@ aotk_status aotk_attn_merge(const aotk_merge_params *caller_params, aotk_stream 
   m.num_rows = (int32_t)merge_rows(&problem);
   m.head_dim8 = (int32_t)(problem.head_dim / 8);
   m.flags = partial_flag(parts->dtype) | out_flag(out->dtype) | (problem.write_lse ? FLAG_WRITE_LSE : 0) |
-            (problem.sinks ? FLAG_SINKS : 0);
+            (problem.sinks ? FLAG_SINKS : 0) | (merge_whole_rows(&problem, &params, plan.row) ? FLAG_WHOLE_ROWS : 0);
   return launch_merge(plan.driver, plan.row, kernel, &m, stream);
 }
 
@@ -904,8 +955,9 @@ aotk_status aotk_merge_query(aotk_op op, const aotk_merge_params *caller_params,
   aotk_status status = merge_validate(caller_params, &params, &problem);
   if (status != AOTK_OK || (status = plan_merge(&problem, &plan)) != AOTK_OK) return status;
   const aotk__kernel_entry *e = &aotk__kernel_table[plan.row];
-  aotk__fill_info(e, plan.kind, ceil_div(merge_rows(&problem), e->block_m), 0, 1, problem.sinks ? AOTK_FEATURE_SINKS : 0,
-                  info);
+  const int whole_rows = merge_whole_rows(&problem, &params, plan.row);
+  aotk__fill_info(e, plan.kind, merge_programs(plan.row, merge_rows(&problem), problem.head_dim, whole_rows), 0, 1,
+                  problem.sinks ? AOTK_FEATURE_SINKS : 0, info);
   set_num_splits(info, problem.num_partials);
   return AOTK_OK;
 }

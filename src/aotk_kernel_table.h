@@ -35,6 +35,8 @@ enum {
   AOTK__FAMILY_ATTN_DECODE = 22,
   AOTK__FAMILY_ATTN_MERGE = 23,
   AOTK__FAMILY_ATTN_CACHE_APPEND = 24,
+  AOTK__FAMILY_ATTN_DECODE_PAGED = 25,        /* attn_decode with PAGE_MODE 1: a page lookup per key row */
+  AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS = 26, /* PAGE_MODE 2: one per block (page size a multiple of block_n) */
 };
 
 /* A host-side TMA descriptor's layout, as the compiler chose it: the CUtensorMapSwizzle mode and the

@@ -373,13 +373,26 @@ enum {
   MERGE_PARTIAL_BF16 = 2048,
   MERGE_OUT_FP16 = 4096,
   MERGE_OUT_BF16 = 8192,
+  MERGE_WHOLE_ROWS = 16384,
 };
+
+/* The table row a query announced: its name on its target (names repeat across targets). */
+static const aotk__kernel_entry *announced_row(const aotk_kernel_info *info) {
+  for (int row = 0; row < aotk__kernel_count; row++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[row];
+    if (e->arch == info->arch && strcmp(e->name, info->kernel_name) == 0) return e;
+  }
+  return NULL;
+}
 
 /* attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSlopes, Sinks, OutPartial,
  * LsePartial, 12 int64 q/k/v/out strides, stride_lb, stride_lh, stride_tb, stride_ab, 15 int32 sizes and
  * flags (seqlen_new last), 3 floats), its grid (split fastest, then row chunk, kv head, request). With
  * FLAG_VARLEN, q and out are packed [total_q, heads_q, d] (batch strides 0) and lse [heads_q, total_q],
- * request b's rows starting at CuSeqlensQ[b], read on the device. */
+ * request b's rows starting at CuSeqlensQ[b], read on the device. Three families share the function
+ * (a constexpr PAGE_MODE apart: attn_decode, attn_decode_paged, attn_decode_paged_blocks), so the fake
+ * driver's handle names an attn_decode row whichever ran; the query's announcement names the one that
+ * did. */
 static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
   EXPECT(strcmp(e->param_kinds, "pppppppppppplllllllllllllllliiiiiiiiiiiiiiifff") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of attn_decode is out of date", e->param_kinds);
@@ -462,6 +475,18 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
            "row chunks",
            (long long)info->grid, (int)info->num_splits, (int)info->block_m, grid, (long long)num_splits,
            (long long)row_chunks);
+    /* The family follows the cache. One page lookup per key block (PAGE_MODE 2) reads the block's keys
+     * as rows start_n % page_size + 0 .. BLOCK_N - 1 of one page: inside it only when the page size is
+     * a multiple of BLOCK_N (start_n is one: the loop starts at a multiple and steps by BLOCK_N). */
+    const aotk__kernel_entry *ran = announced_row(info);
+    EXPECT(ran != NULL && strcmp(ran->function_name, e->function_name) == 0,
+           "aotk_decode_query announced %s on sm_%d, no attn_decode row", info->kernel_name, (int)info->arch);
+    EXPECT(paged ? ran->family == AOTK__FAMILY_ATTN_DECODE_PAGED || ran->family == AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS
+                 : ran->family == AOTK__FAMILY_ATTN_DECODE,
+           "%s (family %d) for a %s cache", ran->name, ran->family, paged ? "paged" : "contiguous");
+    EXPECT(ran->family != AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS || page_size % ran->block_n == 0,
+           "%s looks pages up per block of %d keys; pages of %lld keys", ran->name, ran->block_n,
+           (long long)page_size);
   }
   /* What the aligned-only kernel assumes: 16-byte pointers, strides multiples of 16 elements. */
   static const int aligned_pointers[] = {Q, K, V, OUT, OUT_PARTIAL, LSE_PARTIAL};
@@ -473,7 +498,10 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
 
   /* The reach. Rows (request, token, query head): all of them, the grid being whole. Keys: rows
    * 0 .. capacity - 1 of the request (contiguous), or rows 0 .. page_size - 1 of any page the caller
-   * described (paged: the page ids are device data, valid by contract). Packed queries: request b's
+   * described (paged: the page ids are device data, valid by contract; per block, the rows of one page
+   * as above). The block table: entries key / page_size of the keys below the capacity, whether looked
+   * up per key row or once per block (at its first key, start_n < the request's length <= capacity,
+   * an unmasked load). Packed queries: request b's
    * tokens are rows cu_seqlens_q[b] + i for i < min(cu_seqlens_q[b + 1] - cu_seqlens_q[b], max_seqlen_q),
    * device data the header asks to be offsets into q (0 <= cu_seqlens_q[b] <= cu_seqlens_q[b + 1] <=
    * total_q), so by contract every token row lies in 0 .. total_q - 1 (q's own rows, which out and lse
@@ -555,8 +583,9 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
 }
 
 /* attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Out16, OutBF16, Lse, Sinks,
- * 14 int64 strides, 6 int32), one program per BLOCK_M rows; from aotk_attn_merge or after a split
- * decoding launch. */
+ * 14 int64 strides, 6 int32), one program per BLOCK_M rows and BLOCK_N head-dim columns (the column
+ * chunk fastest), or per BLOCK_M rows walking every chunk with FLAG_WHOLE_ROWS; from aotk_attn_merge or
+ * after a split decoding launch. */
 static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
   EXPECT(strcmp(e->param_kinds, "ppppppppplllllllllllllliiiiii") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of attn_merge is out of date", e->param_kinds);
@@ -605,17 +634,50 @@ static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void 
     EXPECT((arg_pointer(a, 4 + slot) != 0) == (slot == out_slot), "output pointer %d = %#lx with flags %#x", slot,
            (unsigned long)arg_pointer(a, 4 + slot), (unsigned)flags);
   }
-  /* Rows pid * BLOCK_M + i: every row in some program, and no int32 wrap (a wrapped row is negative,
-   * passes the row < num_rows mask and indexes before every tensor). */
-  int64_t block_m_smallest, block_m_largest;
-  entry_block_m(e, &block_m_smallest, &block_m_largest);
-  EXPECT((int64_t)grid * block_m_smallest >= num_rows && (int64_t)grid * block_m_largest - 1 <= (int64_t)INT32_MAX &&
-             ((int64_t)grid - 1) * block_m_smallest < num_rows,
-         "a grid of %u programs of %lld to %lld rows for %lld rows", grid, (long long)block_m_smallest,
-         (long long)block_m_largest, (long long)num_rows);
+  /* Program pid covers rows (pid / chunks) * BLOCK_M + i and columns (pid % chunks) * BLOCK_N + j, chunks
+   * = ceil(head_dim / BLOCK_N), or rows pid * BLOCK_M + i and every chunk with FLAG_WHOLE_ROWS; rows and
+   * columns past the ends are masked off. So the grid must be ceil(num_rows / BLOCK_M) programs times
+   * the chunks (fewer leaves rows or columns unwritten), within the launch limit of 2^31 - 1, and no
+   * int32 row or column number may wrap (a wrapped one is negative, passes the masks and indexes before
+   * every tensor). BLOCK_M and BLOCK_N: some row's sharing the .entry (the fake's handle names the first
+   * of them), the announced row's for aotk_attn_merge. */
+  const bool whole_rows = flags & MERGE_WHOLE_ROWS;
+  const aotk__kernel_entry *announced = seen.merge != NULL && seen.announced ? announced_row(&seen.announced_info) : NULL;
   if (seen.merge != NULL && seen.announced) {
-    EXPECT(seen.announced_info.grid == (int64_t)grid, "aotk_merge_query announced a grid of %lld; launched %u",
+    EXPECT(announced != NULL && strcmp(announced->function_name, e->function_name) == 0 &&
+               seen.announced_info.grid == (int64_t)grid,
+           "aotk_merge_query announced %s with a grid of %lld; launched %u", seen.announced_info.kernel_name,
            (long long)seen.announced_info.grid, grid);
+  }
+  bool grid_covers = false;
+  for (int row = 0; row < aotk__kernel_count && !grid_covers; row++) {
+    const aotk__kernel_entry *other = &aotk__kernel_table[row];
+    if (strcmp(other->function_name, e->function_name) != 0 || (announced != NULL && other != announced)) continue;
+    const int64_t row_blocks = (num_rows + other->block_m - 1) / other->block_m;
+    const int64_t chunks = whole_rows ? 1 : (head_dim + other->block_n - 1) / other->block_n;
+    grid_covers = (int64_t)grid == row_blocks * chunks && row_blocks * other->block_m - 1 <= (int64_t)INT32_MAX &&
+                  head_dim + other->block_n - 1 <= (int64_t)INT32_MAX;
+  }
+  EXPECT(grid <= (unsigned)INT32_MAX && grid_covers,
+         "a grid of %u programs for %lld rows x %lld columns (whole rows %d) fits no attn_merge tile", grid,
+         (long long)num_rows, (long long)head_dim, (int)whole_rows);
+  /* Written over the partials' LSEs (in place, aotk_attn_merge's contract), lse must be written by the one
+   * program that reads a row's partial LSEs for every column chunk: else a row's chunk programs race, one
+   * writing the lse another still reads. (Split-KV's own merge reads the workspace: an lse overlapping
+   * it is the caller's error, include/aotk.h.) */
+  if (seen.merge != NULL && (flags & DECODE_WRITE_LSE)) {
+    const axis lse_extra[] = {{0, num_partials, arg_i64(a, LPP)}};
+    __int128 lse_lo, lse_hi, parts_lo, parts_hi;
+    if (rows_offsets(num_rows, seqlen_q, heads, arg_i64(a, LB), arg_i64(a, LS), arg_i64(a, LH), NULL, 0, &lse_lo,
+                     &lse_hi) &&
+        rows_offsets(num_rows, seqlen_q, heads, arg_i64(a, LPB), arg_i64(a, LPS), arg_i64(a, LPH), lse_extra, 1,
+                     &parts_lo, &parts_hi)) {
+      const __int128 lse_base = arg_pointer(a, LSE), parts_base = arg_pointer(a, LSE_PARTIAL);
+      const bool overlap = lse_base + 4 * lse_lo < parts_base + 4 * (parts_hi + 1) &&
+                           parts_base + 4 * parts_lo < lse_base + 4 * (lse_hi + 1);
+      EXPECT(!overlap || whole_rows, "lse at %#lx over the partials' LSEs at %#lx, flags %#x",
+             (unsigned long)arg_pointer(a, LSE), (unsigned long)arg_pointer(a, LSE_PARTIAL), (unsigned)flags);
+    }
   }
   /* The aligned variant's assumptions: the split's own partials always qualify (so src/aotk_decode.c
    * always takes it there); for aotk_attn_merge, where its query named it. */
@@ -752,7 +814,10 @@ static void check_append_launch(const aotk__kernel_entry *e, unsigned grid, void
  * encoded; each family needs its own model, as tests/test_api.c has per case. Until then their pointer
  * arguments are only checked to lie in a span. */
 static void check_launch_extent(const aotk__kernel_entry *e, unsigned grid, void **params) {
-  if (e->family == AOTK__FAMILY_ATTN_DECODE) check_decode_launch(e, grid, params);
+  if (e->family == AOTK__FAMILY_ATTN_DECODE || e->family == AOTK__FAMILY_ATTN_DECODE_PAGED ||
+      e->family == AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS) {
+    check_decode_launch(e, grid, params);
+  }
   if (e->family == AOTK__FAMILY_ATTN_MERGE) check_merge_launch(e, grid, params);
   if (e->family == AOTK__FAMILY_ATTN_CACHE_APPEND) check_append_launch(e, grid, params);
 }

@@ -163,6 +163,8 @@ enum kernel_id {
   KERNEL_ATTN_DECODE,
   KERNEL_ATTN_MERGE,
   KERNEL_ATTN_CACHE_APPEND,
+  KERNEL_ATTN_DECODE_PAGED,
+  KERNEL_ATTN_DECODE_PAGED_BLOCKS,
   KERNEL_COUNT
 };
 static const struct kernel_signature {
@@ -201,6 +203,11 @@ static const struct kernel_signature {
     {"attn_decode", AOTK__FAMILY_ATTN_DECODE, ATTN_DECODE_KINDS HIDDEN_KINDS},
     {"attn_merge", AOTK__FAMILY_ATTN_MERGE, ATTN_MERGE_KINDS HIDDEN_KINDS},
     {"attn_cache_append", AOTK__FAMILY_ATTN_CACHE_APPEND, ATTN_CACHE_APPEND_KINDS HIDDEN_KINDS},
+    /* The paged decoding families compile the same function (a constexpr PAGE_MODE apart), so their rows
+     * name attn_decode: the driver finds that name first and hands out KERNEL_ATTN_DECODE for all three;
+     * the row (the query's name, the block and shared memory of the launch) tells them apart. */
+    {"attn_decode", AOTK__FAMILY_ATTN_DECODE_PAGED, ATTN_DECODE_KINDS HIDDEN_KINDS},
+    {"attn_decode", AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, ATTN_DECODE_KINDS HIDDEN_KINDS},
 };
 
 /* Bits of the kernels' flags argument (kernels/attn_common.py). */
@@ -474,8 +481,9 @@ enum append_param {
 };
 
 /* Bits of attn_decode's and attn_merge's flags beyond attn_common.py's (kernels/attn_decode.py): a paged
- * cache, split keys (fp32 partials into the workspace), and which typed pointer of the merge's triples
- * holds the partials and the output (neither bit: fp32). */
+ * cache, split keys (fp32 partials into the workspace), which typed pointer of the merge's triples
+ * holds the partials and the output (neither bit: fp32), and a merge whose programs each cover whole
+ * rows (an in-place merge that writes lse over the partials' lse). */
 enum {
   DECODE_FLAG_PAGED = 256,
   DECODE_FLAG_SPLIT = 512,
@@ -483,6 +491,7 @@ enum {
   MERGE_FLAG_PARTIAL_BF16 = 2048,
   MERGE_FLAG_OUT_FP16 = 4096,
   MERGE_FLAG_OUT_BF16 = 8192,
+  MERGE_FLAG_WHOLE_ROWS = 16384,
 };
 
 enum { FAKE_MULTIPROCESSORS = 132 }; /* the fake device's SMs, an H100's */
@@ -7820,11 +7829,28 @@ static void check_append_launch(const char *what, const recorded_launch *launch,
             "expected %#x", what, (unsigned)arg_i32(launch, APPEND_FLAGS), paged ? (unsigned)DECODE_FLAG_PAGED : 0u);
 }
 
+/* The decoding row for a cache of pages of `page_size` keys (0: contiguous), on target `arch`, for the
+ * group's `group_rows` (G * seqlen_q): the row of the problem's dtype and (padded) head dims whose tile
+ * those rows call for, in the family the cache calls for: attn_decode for a contiguous cache;
+ * attn_decode_paged_blocks (one page lookup per key block) when the page size is a multiple of that
+ * family's row's block_n, so that no block of keys straddles two pages; else attn_decode_paged (a
+ * lookup per key row). */
+static const aotk__kernel_entry *expected_decode_row(const decode_shape *s, int arch, int64_t page_size,
+                                                     int64_t group_rows) {
+  if (page_size == 0) {
+    return expected_row(AOTK__FAMILY_ATTN_DECODE, arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
+  }
+  const aotk__kernel_entry *blocks = expected_row(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, arch, s->dtype,
+                                                  s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
+  if (blocks != NULL && page_size % blocks->block_n == 0) return blocks;
+  return expected_row(AOTK__FAMILY_ATTN_DECODE_PAGED, arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
+}
+
 /* What a decoding call's query reports and its call launches, worked out from the header: the decoding
- * kernel is the row of the problem's dtype and (padded) head dims whose tile the group's rows (G *
- * seqlen_q) call for, on a grid of batch * heads_kv * ceil(G * seqlen_q / block_m) * splits programs;
- * with `splits` > 1 the fp32 partials lie in the workspace and the merge follows, one program per
- * block_m of the batch * seqlen_q * heads_q rows. With k_new and v_new the appending kernel runs first
+ * kernel is expected_decode_row's, on a grid of batch * heads_kv * ceil(G * seqlen_q / block_m) * splits
+ * programs; with `splits` > 1 the fp32 partials lie in the workspace and the merge follows, one program
+ * per block_m of the batch * seqlen_q * heads_q rows and block_n of the head_dim_v columns (whole rows
+ * only past the grid limit, check_merge's rule: the partials are not the outputs). With k_new and v_new the appending kernel runs first
  * (check_append_launch) and the decoding kernel is told seqlen_new; the split and the workspace do not
  * change. Packed queries (cu_seqlens_q) run unsplit with the kernel seeing q and out as [1, total_q,
  * heads_q, d] (batch strides 0; each request's first row read from cu_seqlens_q on the device), lse as
@@ -7841,12 +7867,11 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
             "%s: aotk_decode_query loaded or launched (%s)", what, called_functions());
   const int64_t group = decode_group(s), group_rows = group * s->seqlen_q;
-  const aotk__kernel_entry *row =
-      expected_row(AOTK__FAMILY_ATTN_DECODE, g->arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
-  const aotk__kernel_entry *merge = merge_row_for(g->arch, 1);
-  CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d attn_decode or attn_merge row", what, g->arch);
-  if (row == NULL || merge == NULL) return;
   const bool split = splits > 1, paged = params->block_table.data != NULL, causal = params->causal == 1;
+  const aotk__kernel_entry *row = expected_decode_row(s, g->arch, paged ? params->k_cache.shape[1] : 0, group_rows);
+  const aotk__kernel_entry *merge = merge_row_for(g->arch, 1);
+  CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d decoding or attn_merge row", what, g->arch);
+  if (row == NULL || merge == NULL) return;
   const bool append = params->k_new.data != NULL, varlen = params->cu_seqlens_q.data != NULL;
   const int64_t seqlen_new = append ? params->k_new.shape[1] : 0;
   const int launches = 1 + split + append, first = append; /* the decoding launch's index */
@@ -7984,7 +8009,10 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   launch = &fake.launch_log[first + 1];
   kernel = "attn_merge";
   const int64_t rows = decode_rows(s);
-  check_sel_launch_shape(what, launch, KERNEL_ATTN_MERGE, merge, ceil_div(rows, merge->block_m), MERGE_GLOBAL_SCRATCH);
+  const int64_t row_blocks = ceil_div(rows, merge->block_m);
+  const bool merge_whole_rows = row_blocks * ceil_div(s->head_dim_v, merge->block_n) > INT32_MAX;
+  const int64_t merge_grid = row_blocks * (merge_whole_rows ? 1 : ceil_div(s->head_dim_v, merge->block_n));
+  check_sel_launch_shape(what, launch, KERNEL_ATTN_MERGE, merge, merge_grid, MERGE_GLOBAL_SCRATCH);
   if (launch->kernel != KERNEL_ATTN_MERGE) return;
   CHECK_MSG(arg_pointer(launch, MERGE_PARTIAL32) == out_partial && arg_pointer(launch, MERGE_PARTIAL16) == 0 &&
                 arg_pointer(launch, MERGE_PARTIAL_BF16) == 0 && arg_pointer(launch, MERGE_LSE_PARTIAL) == lse_partial,
@@ -8016,7 +8044,8 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   check_int(what, kernel, launch, MERGE_NUM_ROWS, rows, "num_rows");
   check_int(what, kernel, launch, MERGE_HEAD_DIM8, s->head_dim_v / 8, "head_dim8");
   const int32_t merge_flags = merge_dtype_flags(AOTK_DTYPE_FLOAT32, s->dtype) | (lse ? FLAG_WRITE_LSE : 0) |
-                              (params->sinks.data != NULL ? FLAG_SINKS : 0);
+                              (params->sinks.data != NULL ? FLAG_SINKS : 0) |
+                              (merge_whole_rows ? MERGE_FLAG_WHOLE_ROWS : 0);
   CHECK_MSG(arg_i32(launch, MERGE_FLAGS) == merge_flags, "%s: attn_merge's flags %#x, expected %#x", what,
             (unsigned)arg_i32(launch, MERGE_FLAGS), (unsigned)merge_flags);
 }
@@ -8706,10 +8735,11 @@ static void dec_programs_overflow_int64(aotk_decode_params *p) {
 /* One request, one kv head with a group of 2^31 query heads: 2^25 programs (a valid grid), but heads_q
  * and group_size do not fit the kernel's int32. */
 static void dec_heads_q_2_31(aotk_decode_params *p) { *p = broadcast_decode_params(1, 1, (int64_t)1 << 31, 1); }
-/* 2^27 requests of 16 tokens and one head, two splits: 2^28 programs, but the merge's 2^31 rows do not
- * fit its int32 row count. */
+/* 2^27 requests of 16 tokens and one head, two splits (of 128 keys: the cache holds 256): 2^28
+ * programs, but the merge's 2^31 rows do not fit its int32 row count. */
 static void dec_split_rows_2_31(aotk_decode_params *p) {
   *p = broadcast_decode_params((int64_t)1 << 27, 16, 1, 1);
+  p->k_cache.shape[1] = p->v_cache.shape[1] = 256;
   p->num_splits = 2;
 }
 
@@ -8789,8 +8819,10 @@ static void test_decode_validation_overflow(void) {
   for (size_t i = 0; i < sizeof decode_overflowing_inputs / sizeof decode_overflowing_inputs[0]; i++) {
     check_decode_bad_input(&decode_overflowing_inputs[i]);
   }
-  /* One row fewer than the limit: accepted, the merge's rows and the grid in range. */
+  /* One row fewer than the limit: accepted, the merge's rows and the grid in range (two splits of one
+   * 128-key block each). */
   aotk_decode_params params = broadcast_decode_params(((int64_t)1 << 27) - 1, 16, 1, 1);
+  params.k_cache.shape[1] = params.v_cache.shape[1] = 256;
   params.num_splits = 2;
   aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
   aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
@@ -9019,8 +9051,9 @@ static void test_decode_validation_accepts_edge_inputs(void) {
  * src/aotk_decode.c's comment (flash-attn's num_splits_heuristic): split only when batch * heads_kv *
  * row chunks programs are fewer than 4/5 of the SMs; the efficiency of n splits is programs * n over the
  * SMs of the waves they take; take the smallest n within 85% of the best; each split keeps at least 256
- * keys (and at most 256 splits). Split lengths are whole 64-key blocks, so the count is then what
- * ceil(keys / split_keys) gives. A forced num_splits skips the rule but not the blocks. */
+ * keys (and at most 256 splits). Split lengths are whole key blocks (block_n: 128 keys for these head
+ * dims of 128, whatever the row tile), so the count is then what ceil(keys / split_keys) gives. A forced
+ * num_splits skips the rule but not the blocks. */
 static void test_decode_split_choice(void) {
   install_fake_gpu(90, SHARED_SM90);
   static const struct {
@@ -9031,10 +9064,10 @@ static void test_decode_split_choice(void) {
   } cases[] = {
       {"64 requests x 8 kv heads = 512 programs fill 132 SMs: no split", 64, 32, 8, 1, 32768, 0, 0, 0, 1, 0},
       {"105 programs (132 x 4/5): no split", 105, 4, 1, 1, 32768, 0, 0, 0, 1, 0},
-      {"104 programs: 5 splits (520 in 4 waves, 98%; 1 to 4 give 79%; 33 give 100%)", 13, 32, 8, 1, 32768, 0, 0, 0,
-       5, 6592},
-      {"1 request x 8 kv heads, 32768 keys: 15 splits (120 of 132 SMs, 91%; 14 give 84.8% of the best, 33's 100%)", 1,
-       32, 8, 1, 32768, 0, 0, 0, 15, 2240},
+      {"104 programs: 5 splits (520 in 4 waves, 98%; 1 to 4 give 79%; 33 give 100%) of ceil(32768 / 5) = 6554 keys, "
+       "6656 in whole blocks", 13, 32, 8, 1, 32768, 0, 0, 0, 5, 6656},
+      {"1 request x 8 kv heads, 32768 keys: 15 splits (120 of 132 SMs, 91%; 14 give 84.8% of the best, 33's 100%) of "
+       "2185 keys, 2304 in whole blocks", 1, 32, 8, 1, 32768, 0, 0, 0, 15, 2304},
       {"the comment's example, 2 requests x 8 kv heads: 8 splits (128 programs, 97%)", 2, 16, 8, 1, 65536, 0, 0, 0, 8,
        8192},
       {"a group of 128 x 16 tokens is 32 row chunks of 64: 32 programs, 4 splits (97%)", 1, 128, 1, 16, 32768, 0, 0,
@@ -9043,15 +9076,18 @@ static void test_decode_split_choice(void) {
       {"300 keys: two splits would hold fewer than 256 each", 1, 32, 8, 1, 300, 0, 0, 0, 1, 0},
       {"1024 keys, 16 programs: 4 splits of 256 (the most that keep 256 each)", 2, 32, 8, 1, 1024, 0, 0, 0, 4, 256},
       {"max_seqlen_k 300 bounds a 32768-key cache: no split", 1, 32, 8, 1, 32768, 0, 0, 300, 1, 0},
-      {"max_seqlen_k 4096: 14 splits asked (85%), 320-key splits make 13", 1, 32, 8, 1, 32768, 0, 0, 4096, 13, 320},
-      {"max_seqlen_k above the capacity: the capacity", 1, 32, 8, 1, 32768, 0, 0, 100000, 15, 2240},
-      {"forced 64 splits of 200 keys: one 64-key block each, 4", 1, 32, 8, 1, 200, 0, 64, 0, 4, 64},
+      {"max_seqlen_k 4096: 14 splits asked (85%) of 293 keys, 384-key splits make 11", 1, 32, 8, 1, 32768, 0, 0, 4096,
+       11, 384},
+      {"max_seqlen_k above the capacity: the capacity", 1, 32, 8, 1, 32768, 0, 0, 100000, 15, 2304},
+      {"forced 64 splits of 200 keys: one 128-key block each, 2", 1, 32, 8, 1, 200, 0, 64, 0, 2, 128},
       {"forced 256 splits of 32768 keys: 128 keys each", 1, 32, 8, 1, 32768, 0, 256, 0, 256, 128},
-      {"forced 7 splits of 1000 keys: 192 keys each, so 6", 3, 8, 2, 2, 1000, 0, 7, 0, 6, 192},
+      {"forced 7 splits of 1000 keys: 143 keys, 256 in whole blocks, so 4", 3, 8, 2, 2, 1000, 0, 7, 0, 4, 256},
       {"forced 3 splits of 1000 keys: 384 keys each", 3, 8, 2, 2, 1000, 0, 3, 0, 3, 384},
       {"forced 1 split where the rule would take 15", 1, 32, 8, 1, 32768, 0, 1, 0, 1, 0},
       {"forced 2 splits of 64 keys: one block, one split", 1, 32, 8, 1, 64, 0, 2, 0, 1, 0},
-      {"paged, 2048 pages of 16 keys: as the contiguous 32768", 1, 32, 8, 1, 32768, 16, 0, 0, 15, 2240},
+      {"paged, 2048 pages of 16 keys: as the contiguous 32768", 1, 32, 8, 1, 32768, 16, 0, 0, 15, 2304},
+      {"paged, 128 pages of 256 keys (whole blocks, one lookup each): as the contiguous 32768", 1, 32, 8, 1, 32768,
+       256, 0, 0, 15, 2304},
       {"paged, 64 pages of 100 keys: 25 splits allowed, the best 16's 97%, 14 within 85% of it, 512-key splits: 13",
        1, 32, 8, 1, 6400, 100, 0, 0, 13, 512},
   };
@@ -9086,14 +9122,14 @@ static void test_decode_split_choice(void) {
    * 128 floats (245760 bytes) and 480 LSEs (1920 bytes). */
   decode_shape s = {AOTK_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 128, 32768, 0, 0, true, 0};
   CHECK(decode_workspace_bytes(&s, 15) == 245760 + 1920);
-  /* head_dim_v 72 pads partial rows to 80 floats, and 13 x 1 x 3 x 5 = 195 LSEs (780 bytes) pad to 784:
-   * one program (a group of 5 x 3 tokens in one 16-row chunk), 4096 keys allow 16 splits of 256, the
-   * rule takes 14 (n / 132 within 85% of 16 / 132), of ceil(4096 / 14) = 293 keys, 320 in whole blocks:
-   * 13 splits. */
+  /* head_dim_v 72 pads partial rows to 80 floats: 11 x 1 x 3 x 5 = 165 rows of them (52800 bytes), and
+   * 165 LSEs (660 bytes) pad to 672: one program (a group of 5 x 3 tokens in one 16-row chunk of 128-key
+   * blocks), 4096 keys allow 16 splits of 256, the rule takes 14 (n / 132 within 85% of 16 / 132), of
+   * ceil(4096 / 14) = 293 keys, 384 in whole blocks: 11 splits. */
   s = (decode_shape){AOTK_DTYPE_FLOAT16, 1, 3, 5, 1, 64, 72, 4096, 0, 0, true, 0};
-  CHECK(decode_workspace_bytes(&s, 13) == 62400 + 784);
+  CHECK(decode_workspace_bytes(&s, 11) == 52800 + 672);
   aotk_decode_params params = strided_decode_params(s);
-  check_decode("head dims (64, 72), 3 tokens of a group of 5", &params, &s, &sel_sm90, 13, 320,
+  check_decode("head dims (64, 72), 3 tokens of a group of 5", &params, &s, &sel_sm90, 11, 384,
                FAKE_WORKSPACE);
   uninstall_fake_gpu();
 }
@@ -9201,9 +9237,9 @@ static void test_decode_launch_arguments(void) {
 }
 
 /* Packed queries (include/aotk.h, cu_seqlens_q): a prefill over the cache, one launch, unsplit, no
- * workspace, the tile chosen by G * max_seqlen_q (the 64-row one above 16 rows), on a grid of batch *
- * heads_kv * ceil(G * max_seqlen_q / block_m); check_decode checks the packed strides, the CuSeqlensQ
- * pointer and FLAG_VARLEN. The literals are worked by hand. */
+ * workspace, the tile chosen by G * max_seqlen_q (the 32-row one above 16 rows, the 64-row one above
+ * 32), on a grid of batch * heads_kv * ceil(G * max_seqlen_q / block_m); check_decode checks the packed
+ * strides, the CuSeqlensQ pointer and FLAG_VARLEN. The literals are worked by hand. */
 static void test_decode_varlen(void) {
   install_fake_gpu(90, SHARED_SM90);
   static const struct {
@@ -9216,13 +9252,16 @@ static void test_decode_varlen(void) {
       {"the same over 64 pages of 16 keys", 3, 40, 8, 2, 100, 16, 64, 18},
       {"G 4 x 4 tokens = 16 rows: one 16-row chunk", 3, 4, 8, 2, 10, 0, 16, 6},
       {"G 1 x 16 tokens = 16 rows: the 16-row tile", 2, 16, 4, 4, 20, 0, 16, 8},
-      {"G 1 x 17 tokens = 17 rows: the 64-row tile (dense refuses 17 tokens)", 2, 17, 4, 4, 20, 0, 64, 8},
-      {"G 8 x 3 tokens = 24 rows: the 64-row tile", 1, 3, 8, 1, 3, 0, 64, 1},
+      {"G 1 x 17 tokens = 17 rows: the 32-row tile (dense refuses 17 tokens)", 2, 17, 4, 4, 20, 0, 32, 8},
+      {"G 8 x 3 tokens = 24 rows: the 32-row tile", 1, 3, 8, 1, 3, 0, 32, 1},
+      {"G 11 x 3 tokens = 33 rows: the 64-row tile", 1, 3, 11, 1, 3, 0, 64, 1},
+      {"G 4 x 8 tokens = 32 rows over 4 pages of 256 keys: the 32-row tile", 3, 8, 8, 2, 20, 256, 32, 6},
       {"MQA, G 32 x 5000 tokens: 2500 chunks x 2 requests", 2, 5000, 32, 1, 9000, 0, 64, 5000},
       {"paged, 5000 tokens, G 1: 79 chunks x 4 requests x 8 kv heads", 4, 5000, 8, 8, 12345, 16, 64, 2528},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     decode_shape s = cases[i].page_size > 0 ? default_varlen_paged_shape : default_varlen_shape;
+    if (s.page_size > 0) s.page_size = cases[i].page_size; /* a pool of 200 pages, whatever their size */
     s.batch = cases[i].batch, s.seqlen_q = cases[i].max_seqlen_q, s.heads_q = cases[i].heads_q;
     s.heads_kv = cases[i].heads_kv, s.total_q = cases[i].total_q;
     aotk_decode_params params = strided_decode_params(s);
@@ -9306,6 +9345,62 @@ static void test_decode_varlen(void) {
               fake.loaded_elf, fake.loaded_ptx);
     uninstall_fake_gpu();
   }
+}
+
+/* The decoding family, as literals (src/aotk_decode.c, plan_decode): a contiguous cache runs
+ * attn_decode; a paged one runs attn_decode_paged_blocks (one page lookup per block of keys) when its
+ * page size is a multiple of the chosen row's block_n (128 keys up to head dim 128, 64 at 256), else
+ * attn_decode_paged (a lookup per key row). The tile is chosen by G * seqlen_q: 16 rows up to 16, 32 up
+ * to 32, then 64 (with 64-key blocks). check_decode then checks the launches, the split's merge too. */
+static void test_decode_family_choice(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const struct {
+    const char *what;
+    int64_t heads_q, head_dim, page_size; /* 3 requests x 2 tokens, 2 kv heads, 1024 keys */
+    int32_t num_splits;
+    const char *family; /* the name's prefix, through the dtype */
+    int32_t block_m, block_n;
+    int64_t splits, split_keys;
+  } cases[] = {
+      {"contiguous, G 4 x 2 tokens", 8, 128, 0, 1, "attn_decode_bf16_", 16, 128, 1, 0},
+      {"contiguous, 4 splits of 256 keys", 8, 128, 0, 4, "attn_decode_bf16_", 16, 128, 4, 256},
+      {"pages of 16 keys: a lookup per key row", 8, 128, 16, 1, "attn_decode_paged_bf16_", 16, 128, 1, 0},
+      {"pages of 64 keys hold half a 128-key block: a lookup per key row", 8, 128, 64, 1, "attn_decode_paged_bf16_",
+       16, 128, 1, 0},
+      {"pages of 256 keys (two 128-key blocks): a lookup per block", 8, 128, 256, 1, "attn_decode_paged_blocks_bf16_",
+       16, 128, 1, 0},
+      {"pages of 256 keys, 4 splits of 256 keys", 8, 128, 256, 4, "attn_decode_paged_blocks_bf16_", 16, 128, 4, 256},
+      {"pages of 128 keys, G 16 x 2 tokens = 32 rows: the 32-row tile", 32, 128, 128, 1,
+       "attn_decode_paged_blocks_bf16_", 32, 128, 1, 0},
+      {"pages of 128 keys, G 32 x 2 tokens = 64 rows: the 64-row tile of 64-key blocks", 64, 128, 128, 1,
+       "attn_decode_paged_blocks_bf16_", 64, 64, 1, 0},
+      {"head dim 256, pages of 64 keys (one 64-key block): a lookup per block", 8, 256, 64, 1,
+       "attn_decode_paged_blocks_bf16_d256_", 16, 64, 1, 0},
+      {"head dim 256, pages of 64 keys, 7 splits forced: 147 keys, 192 in whole 64-key blocks, so 6", 8, 256, 64, 7,
+       "attn_decode_paged_blocks_bf16_d256_", 16, 64, 6, 192},
+      {"head dim 256, pages of 16 keys: a lookup per key row", 8, 256, 16, 1, "attn_decode_paged_bf16_d256_", 16, 64,
+       1, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    decode_shape s = default_decode_shape;
+    s.heads_q = cases[i].heads_q, s.head_dim_qk = s.head_dim_v = cases[i].head_dim, s.capacity = 1024;
+    if (cases[i].page_size > 0) s.page_size = cases[i].page_size, s.num_pages = 3 * 1024 / cases[i].page_size;
+    aotk_decode_params params = strided_decode_params(s);
+    params.num_splits = cases[i].num_splits;
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(strncmp(info.kernel_name, cases[i].family, strlen(cases[i].family)) == 0 &&
+                  info.block_m == cases[i].block_m && info.block_n == cases[i].block_n &&
+                  info.num_splits == cases[i].splits,
+              "%s: %s (block %d x %d, %d splits), expected %s... (block %d x %d, %lld splits)", cases[i].what,
+              info.kernel_name, info.block_m, info.block_n, info.num_splits, cases[i].family, cases[i].block_m,
+              cases[i].block_n, (long long)cases[i].splits);
+    char what[160];
+    snprintf(what, sizeof what, "family choice: %s", cases[i].what);
+    check_decode(what, &params, &s, &sel_sm90, cases[i].splits, cases[i].split_keys, FAKE_WORKSPACE);
+  }
+  uninstall_fake_gpu();
 }
 
 /* The feature bits and split counts aotk_decode_query reports, as literals. */
@@ -9721,11 +9816,36 @@ static aotk_merge_params strided_merge_params(merge_shape s, bool unaligned) {
   return params;
 }
 
+/* The bytes [first, end) an fp32 tensor's elements lie in (strides are never negative; no element: none). */
+static void fp32_byte_range(const aotk_tensor *t, uint64_t *first, uint64_t *end) {
+  uint64_t last = 0;
+  *first = *end = (uint64_t)(uintptr_t)t->data;
+  for (int d = 0; d < t->rank; d++) {
+    if (t->shape[d] == 0) return;
+    last += (uint64_t)(t->shape[d] - 1) * (uint64_t)t->strides[d];
+  }
+  *end = *first + 4 * (last + 1);
+}
+
+/* Whether a merge writes lse over memory of lse_partials (an in-place merge): then each program must
+ * cover whole rows (FLAG_WHOLE_ROWS), or one row's program could write the lse another one of the same
+ * row still reads. Without lse nothing is written that a program reads: out is read-before-write per
+ * element. */
+static bool merge_writes_lse_in_place(const aotk_merge_params *params) {
+  if (params->lse.data == NULL) return false;
+  uint64_t lse_first, lse_end, parts_first, parts_end;
+  fp32_byte_range(&params->lse, &lse_first, &lse_end);
+  fp32_byte_range(&params->lse_partials, &parts_first, &parts_end);
+  return lse_first < parts_end && parts_first < lse_end;
+}
+
 /* What aotk_merge_query reports and aotk_attn_merge launches, from the header: the merge row of the
  * GPU's target for the alignment (partials and out 16-byte aligned with strides multiples of 16
- * elements), one program per block_m of the batch * seqlen_q * heads rows; the typed pointer slots of the
- * partials' and out's dtypes; the strides of the kernel's [partial, batch, token, head] view (packed
- * tensors: batch stride 0). */
+ * elements), one program per block_m of the batch * seqlen_q * heads rows and block_n of the head_dim
+ * columns, or per block_m rows alone with FLAG_WHOLE_ROWS when lse is written in place or the column
+ * chunks would pass the grid limit of 2^31 - 1; the typed
+ * pointer slots of the partials' and out's dtypes; the strides of the kernel's [partial, batch, token,
+ * head] view (packed tensors: batch stride 0). */
 static void check_merge(const char *what, const aotk_merge_params *params, const merge_shape *s, const gpu *g,
                         int aligned) {
   aotk_kernel_info info;
@@ -9739,12 +9859,16 @@ static void check_merge(const char *what, const aotk_merge_params *params, const
   const aotk__kernel_entry *row = merge_row_for(g->arch, aligned);
   CHECK_MSG(row != NULL, "%s: no sm_%d attn_merge row (aligned %d)", what, g->arch, aligned);
   if (row == NULL) return;
-  const int64_t rows = s->batch * s->seqlen_q * s->heads, grid = ceil_div(rows, row->block_m);
+  const int64_t rows = s->batch * s->seqlen_q * s->heads;
+  const bool whole_rows = merge_writes_lse_in_place(params) ||
+                          ceil_div(rows, row->block_m) * ceil_div(s->head_dim, row->block_n) > INT32_MAX;
+  const int64_t column_chunks = whole_rows ? 1 : ceil_div(s->head_dim, row->block_n);
+  const int64_t grid = ceil_div(rows, row->block_m) * column_chunks;
   CHECK_MSG(strcmp(info.kernel_name, row->name) == 0 && info.aligned == aligned,
             "%s: aotk_merge_query names %s (aligned %d), expected %s", what, info.kernel_name, info.aligned, row->name);
   CHECK(info.arch == g->arch && info.from_ptx == g->from_ptx);
-  CHECK_MSG(info.grid == grid, "%s: grid %lld, expected ceil(%lld rows / %d) = %lld", what, (long long)info.grid,
-            (long long)rows, row->block_m, (long long)grid);
+  CHECK_MSG(info.grid == grid, "%s: grid %lld, expected ceil(%lld rows / %d) x %lld column chunks = %lld", what,
+            (long long)info.grid, (long long)rows, row->block_m, (long long)column_chunks, (long long)grid);
   CHECK(info.launches == 1 && info.workspace_bytes == 0 && info.num_splits == s->num_partials);
   const uint32_t features = s->with_sinks ? AOTK_FEATURE_SINKS : 0;
   CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
@@ -9799,7 +9923,7 @@ static void check_merge(const char *what, const aotk_merge_params *params, const
   check_int(what, kernel, launch, MERGE_NUM_ROWS, rows, "num_rows");
   check_int(what, kernel, launch, MERGE_HEAD_DIM8, s->head_dim / 8, "head_dim8");
   const int32_t flags = merge_dtype_flags(s->partial_dtype, s->out_dtype) | (s->with_lse ? FLAG_WRITE_LSE : 0) |
-                        (s->with_sinks ? FLAG_SINKS : 0);
+                        (s->with_sinks ? FLAG_SINKS : 0) | (whole_rows ? MERGE_FLAG_WHOLE_ROWS : 0);
   CHECK_MSG(arg_i32(launch, MERGE_FLAGS) == flags, "%s: flags %#x, expected %#x", what,
             (unsigned)arg_i32(launch, MERGE_FLAGS), (unsigned)flags);
 }
@@ -10142,6 +10266,85 @@ static void test_merge_validation_accepts_edge_inputs(void) {
   uninstall_fake_gpu();
 }
 
+/* The merge's grid, as literals (8 rows x 32 head-dim columns per program): the default problem's 3 x 5
+ * x 8 = 120 rows of 128 columns take 15 row blocks x 4 column chunks = 60 programs, unless lse is
+ * written over the partials' lse (in place), where one program per row block walks the 4 chunks
+ * (FLAG_WHOLE_ROWS, 15 programs): the programs of a row would otherwise write the lse that the others
+ * still read. An in-place merge without lse, or an lse that only borders the partials' lse (on either
+ * side), keeps the chunks. */
+static void test_merge_in_place_grid(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  merge_shape s = default_merge_shape;
+  s.out_dtype = AOTK_DTYPE_FLOAT32;
+  aotk_merge_params in_place = merge_params_for(s);
+  in_place.out.data = in_place.out_partials.data;
+  memcpy(in_place.out.strides, in_place.out_partials.strides + 1, 4 * sizeof(int64_t));
+  in_place.lse.data = in_place.lse_partials.data;
+  memcpy(in_place.lse.strides, in_place.lse_partials.strides + 1, 3 * sizeof(int64_t));
+  aotk_merge_params no_lse = in_place;
+  no_lse.lse.data = NULL;
+  /* lse (120 floats) right after the partials' lse (4 x 120 floats from FAKE_LSE_PARTIALS), and right
+   * before it. */
+  aotk_merge_params after = merge_params_for(s), before = merge_params_for(s);
+  after.lse.data = byte_offset(FAKE_LSE_PARTIALS, 4 * 4 * 120);
+  before.lse.data = (void *)((uintptr_t)FAKE_LSE_PARTIALS - 4 * 120);
+  const struct {
+    const char *what;
+    const aotk_merge_params *params;
+    bool with_lse, whole_rows;
+    int64_t grid;
+  } cases[] = {
+      {"out of place", NULL, true, false, 60},
+      {"in place, lse over the first partial's", &in_place, true, true, 15},
+      {"in place, no lse", &no_lse, false, false, 60},
+      {"lse right after the partials' lse", &after, true, false, 60},
+      {"lse right before the partials' lse", &before, true, false, 60},
+  };
+  /* 2^31 - 1 rows (1 x (2^31 - 1) tokens x 1 head, the partials broadcast) of head dim 1024: 2^28 row
+   * blocks x 32 column chunks = 2^33 programs would pass the grid limit of 2^31 - 1, so whole rows, 2^28
+   * programs, though nothing is in place. */
+  aotk_merge_params huge = AOTK_MERGE_PARAMS_INIT;
+  huge.out_partials = (aotk_tensor){FAKE_PARTIALS, AOTK_DTYPE_FLOAT32, 4, {2, INT32_MAX, 1, 1024, 0, 0},
+                                    {0, 0, 1024, 1, 0, 0}};
+  huge.lse_partials = (aotk_tensor){FAKE_LSE_PARTIALS, AOTK_DTYPE_FLOAT32, 3, {2, 1, INT32_MAX, 0, 0, 0},
+                                    {0, 0, 1, 0, 0, 0}};
+  huge.out = aotk_tensor_3d(FAKE_OUT, AOTK_DTYPE_FLOAT16, INT32_MAX, 1, 1024);
+  const merge_shape huge_shape = {AOTK_DTYPE_FLOAT32, AOTK_DTYPE_FLOAT16, 2, 1, INT32_MAX, 1, 1024, true, false, false};
+  aotk_kernel_info huge_info = AOTK_KERNEL_INFO_INIT;
+  aotk_status huge_status = aotk_merge_query(AOTK_OP_MERGE, &huge, &huge_info);
+  CHECK_MSG(huge_status == AOTK_OK && huge_info.grid == (int64_t)1 << 28, "2^31 - 1 rows of head dim 1024: %s (%s), "
+            "grid %lld", aotk_status_name(huge_status), aotk_last_error(), (long long)huge_info.grid);
+  reset_launch_log();
+  huge_status = aotk_attn_merge(&huge, FAKE_STREAM);
+  CHECK_MSG(huge_status == AOTK_OK && fake.logged_launches == 1 && fake.launch_log[0].grid[0] == 1u << 28 &&
+                arg_i32(&fake.launch_log[0], MERGE_FLAGS) == (MERGE_FLAG_OUT_FP16 | MERGE_FLAG_WHOLE_ROWS),
+            "2^31 - 1 rows of head dim 1024: %s (%s), %d launches", aotk_status_name(huge_status), aotk_last_error(),
+            fake.logged_launches);
+  check_merge("2^31 - 1 rows of head dim 1024", &huge, &huge_shape, &sel_sm90, 1);
+  const aotk_merge_params out_of_place = merge_params_for(s);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const aotk_merge_params *params = cases[i].params != NULL ? cases[i].params : &out_of_place;
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_merge_query(AOTK_OP_MERGE, params, &info);
+    CHECK_MSG(status == AOTK_OK && info.block_m == 8 && info.block_n == 32 && info.grid == cases[i].grid,
+              "%s: %s (%s), block %d x %d, grid %lld, expected 8 x 32, %lld", cases[i].what, aotk_status_name(status),
+              aotk_last_error(), info.block_m, info.block_n, (long long)info.grid, (long long)cases[i].grid);
+    reset_launch_log();
+    status = aotk_attn_merge(params, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK && fake.logged_launches == 1, "%s: %s (%s), %d launches", cases[i].what,
+              aotk_status_name(status), aotk_last_error(), fake.logged_launches);
+    if (status != AOTK_OK || fake.logged_launches != 1) continue;
+    const recorded_launch *launch = &fake.launch_log[0];
+    const int32_t flags = (cases[i].with_lse ? FLAG_WRITE_LSE : 0) | (cases[i].whole_rows ? MERGE_FLAG_WHOLE_ROWS : 0);
+    CHECK_MSG(launch->grid[0] == (unsigned)cases[i].grid && arg_i32(launch, MERGE_FLAGS) == flags,
+              "%s: grid %u, flags %#x, expected %lld, %#x", cases[i].what, launch->grid[0],
+              (unsigned)arg_i32(launch, MERGE_FLAGS), (long long)cases[i].grid, (unsigned)flags);
+    s.with_lse = cases[i].with_lse;
+    check_merge(cases[i].what, params, &s, &sel_sm90, 1);
+  }
+  uninstall_fake_gpu();
+}
+
 int main(void) {
   RUN_TEST(test_status_names_and_strings);
   RUN_TEST(test_version);
@@ -10213,12 +10416,14 @@ int main(void) {
   RUN_TEST(test_decode_split_choice);
   RUN_TEST(test_decode_launch_arguments);
   RUN_TEST(test_decode_varlen);
+  RUN_TEST(test_decode_family_choice);
   RUN_TEST(test_decode_features);
   RUN_TEST(test_decode_query_arguments);
   RUN_TEST(test_decode_workspace);
   RUN_TEST(test_decode_faults);
   RUN_TEST(test_merge_validation_rejects_bad_inputs);
   RUN_TEST(test_merge_validation_accepts_edge_inputs);
+  RUN_TEST(test_merge_in_place_grid);
   RUN_TEST(test_merge_launch_arguments);
   aotk__driver_set_for_testing(NULL);
   aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);

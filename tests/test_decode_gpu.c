@@ -1272,8 +1272,13 @@ static bool download_and_check(decode_run *x, const aotk_decode_params *params, 
 static void check_decode_query(const decode_run *x, const aotk_decode_params *params, const aotk_kernel_info *info,
                                const char *label) {
   const decode_case *c = x->c;
-  char prefix[32];
-  snprintf(prefix, sizeof prefix, "attn_decode_%s_", aotk_gpu_test_dtype_label(c->dtype));
+  /* The family follows the cache: contiguous, paged with a lookup per key row, or paged with pages that
+   * hold whole key blocks (one lookup per block). */
+  char prefix[48];
+  const char *family = c->page_size == 0                      ? "attn_decode"
+                       : info->block_n > 0 && c->page_size % info->block_n == 0 ? "attn_decode_paged_blocks"
+                                                                                 : "attn_decode_paged";
+  snprintf(prefix, sizeof prefix, "%s_%s_", family, aotk_gpu_test_dtype_label(c->dtype));
   CHECK_MSG(strncmp(info->kernel_name, prefix, strlen(prefix)) == 0, "%s: the query names %s", label, info->kernel_name);
   CHECK_MSG(info->head_dim_qk >= c->head_dim_qk && info->head_dim_v >= c->head_dim_v && info->head_dim_qk <= 256 &&
                 info->head_dim_v <= 256,
@@ -2012,12 +2017,19 @@ static void run_merge_case(const void *argument) {
                 info.aligned == (int32_t)aligned,
             "the query names %s (aligned %d), expected the %s kernel", info.kernel_name, (int)info.aligned,
             aligned ? "aligned" : "any");
+  /* A program per block_m rows and block_n head-dim columns; per block_m rows when lse is written over
+   * the partials' lse (in place). */
+  const bool whole_rows = x.params.lse.data != NULL && x.params.lse.data == x.params.lse_partials.data;
+  const int64_t merge_grid = info.block_m > 0 && info.block_n > 0
+                                 ? ceil_div(x.rows, info.block_m) * (whole_rows ? 1 : ceil_div(D, info.block_n))
+                                 : -1;
   CHECK_MSG(info.num_splits == c->num_partials && info.launches == 1 && info.workspace_bytes == 0 &&
-                info.block_m > 0 && info.grid == ceil_div(x.rows, info.block_m) &&
+                info.block_m > 0 && info.grid == merge_grid &&
                 info.features == (c->sinks ? AOTK_FEATURE_SINKS : 0u),
-            "query: num_splits %d, launches %d, workspace %zu, grid %lld for %lld rows of %d, features 0x%x",
+            "query: num_splits %d, launches %d, workspace %zu, grid %lld for %lld rows of %d by %lld columns of %d, "
+            "features 0x%x",
             (int)info.num_splits, (int)info.launches, info.workspace_bytes, (long long)info.grid, (long long)x.rows,
-            (int)info.block_m, (unsigned)info.features);
+            (int)info.block_m, (long long)D, (int)info.block_n, (unsigned)info.features);
   printf("    %s, grid %lld\n", info.kernel_name, (long long)info.grid);
   if (!run_merge(&x, &x.params, out[0], lse[0], "merge")) goto done;
   compare_merge(&x, out[0], lse[0], c->with_lse, "merge");

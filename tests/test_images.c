@@ -96,7 +96,7 @@ enum head_dim_axis {
 };
 static const struct family {
   int32_t id;
-  const char *name; /* the catalog's family name: the kernel names' prefix and the .entry's name */
+  const char *name; /* the catalog's family name: the kernel names' prefix and (see entry_name) the .entry's */
   const char *param_kinds;
   bool has_dtype;      /* fp16/bf16 */
   bool has_alignment;  /* aligned/any (only with a dtype), or for selection g16 or not */
@@ -175,10 +175,16 @@ static const struct family {
      * rows (block_m) against key blocks (block_n). */
     {AOTK__FAMILY_ATTN_DECODE, "attn_decode", "pppppppppppp" "llllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false,
      HEAD_DIMS_PAIRS, false, false, true, 0, 0, true, false},
-    /* The merge: no dtype (typed pointer triples chosen at run time), aligned or any; 16 rows by 64
-     * head-dim columns per step. */
+    /* The same kernel over a paged cache: a page lookup per key row, or one per key block. */
+    {AOTK__FAMILY_ATTN_DECODE_PAGED, "attn_decode_paged", "pppppppppppp" "llllllllllllllll" "iiiiiiiiiiiiiii" "fff",
+     true, false, HEAD_DIMS_PAIRS, false, false, true, 0, 0, true, false},
+    {AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, "attn_decode_paged_blocks",
+     "pppppppppppp" "llllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false, HEAD_DIMS_PAIRS, false, false, true, 0, 0,
+     true, false},
+    /* The merge: no dtype (typed pointer triples chosen at run time), aligned or any; 8 rows by 32
+     * head-dim columns per program. */
     {AOTK__FAMILY_ATTN_MERGE, "attn_merge", "ppppppppp" "llllllllllllll" "iiiiii", false, true, HEAD_DIMS_NONE, false,
-     false, true, 16, 0, false, false},
+     false, true, 8, 0, false, false},
     /* Appending the step's keys and values: 8 kv heads per step (block_m). */
     {AOTK__FAMILY_ATTN_CACHE_APPEND, "attn_cache_append", "pppppp" "lllllllllllll" "iiiiiii", true, false,
      HEAD_DIMS_PAIRS, false, false, false, 8, 0, true, false},
@@ -208,6 +214,14 @@ enum { SEL_BLOCK_SIZE_COUNT = sizeof sel_block_sizes / sizeof sel_block_sizes[0]
 
 static const int32_t archs[] = {80, 90};
 static const int32_t dtypes[] = {AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
+
+/* The .entry's name: the family's, except where families compile one function with different constexprs
+ * (the paged decoding families are attn_decode with PAGE_MODE 1 and 2). */
+static const char *entry_name(const struct family *family) {
+  return family->id == AOTK__FAMILY_ATTN_DECODE_PAGED || family->id == AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS
+             ? "attn_decode"
+             : family->name;
+}
 
 static const struct family *family_of(const aotk__kernel_entry *e) {
   for (int f = 0; f < FAMILY_COUNT; f++) {
@@ -564,9 +578,9 @@ static void test_table_rows_describe_valid_configs(void) {
     CHECK_MSG(e->shared_bytes >= 0 && e->shared_bytes <= shared_limit,
               "row %d sm_%d %s: shared_bytes %d, the target allows %d", i, e->arch, e->name, e->shared_bytes,
               shared_limit);
-    CHECK_MSG(e->function_name != NULL && strcmp(e->function_name, family->name) == 0,
+    CHECK_MSG(e->function_name != NULL && strcmp(e->function_name, entry_name(family)) == 0,
               "row %d %s: function name \"%s\", expected \"%s\"", i, e->name,
-              e->function_name ? e->function_name : "(null)", family->name);
+              e->function_name ? e->function_name : "(null)", entry_name(family));
     CHECK_MSG(e->param_kinds != NULL && strcmp(e->param_kinds, family->param_kinds) == 0,
               "row %d %s: param_kinds \"%s\", expected \"%s\"", i, e->name, e->param_kinds ? e->param_kinds : "(null)",
               family->param_kinds);

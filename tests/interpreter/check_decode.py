@@ -87,13 +87,14 @@ def run_decode(q, kc, vc, table, seqlens, causal=0, wl=-1, wr=-1, softcap=0.0, s
                         (slopes.stride(0) if slopes is not None and slopes.dim() == 2 else 0),
                         B, S, HQ, G, cap, page_size, nsplit, split_keys, row_chunks, D // 8, DV // 8, wl, 0 if causal else wr, flags, seqlen_new,
                         scale * 1.4426950408889634, scale / softcap if softcap > 0 else 0.0, softcap * 1.4426950408889634,
-                        HEAD_DIM_QK=HD, HEAD_DIM_V=HDV, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+                        HEAD_DIM_QK=HD, HEAD_DIM_V=HDV, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                        PAGE_MODE=(2 if page_size % BLOCK_N == 0 else 1) if paged else 0)
     if nsplit > 1:
         rowsn = B * S * HQ
         o16 = out if out.dtype == torch.float16 else dummy32.half()
         ob16 = out if out.dtype == torch.bfloat16 else dummy32.bfloat16()
         mflags = (1 if write_lse else 0) | (32 if sinks is not None else 0) | (4096 if out.dtype == torch.float16 else 8192)
-        K.attn_merge[(-(-rowsn // 16),)](op, dummy32.half(), dummy32.bfloat16(), lp, dummy32, o16, ob16, lse,
+        K.attn_merge[(-(-rowsn // 16) * -(-DV // 64),)](op, dummy32.half(), dummy32.bfloat16(), lp, dummy32, o16, ob16, lse,
                                          sinks if sinks is not None else dummy32,
                                          B * S * HQ * pd, S * HQ * pd, HQ * pd, pd, B * HQ * S, HQ * S, S, 1,
                                          *out.stride()[:3], lse.stride(0), lse.stride(1), 1,
@@ -164,7 +165,7 @@ def check_varlen_prefill():
             0, lse.stride(0), table.stride(0), 0,
             B, maxq, HQ, G, cap, ps, 1, -(-cap // 64) * 64, chunks, D // 8, D // 8, -1, 0 if causal else -1,
             1 | 2 | 256, 0, scale * 1.4426950408889634, 0.0, 0.0,
-            HEAD_DIM_QK=64, HEAD_DIM_V=64, BLOCK_M=BLOCK_M, BLOCK_N=64)
+            HEAD_DIM_QK=64, HEAD_DIM_V=64, BLOCK_M=BLOCK_M, BLOCK_N=64, PAGE_MODE=2 if ps % 64 == 0 else 1)
         worst = 0.0
         for b in range(B):
             s0, sq = int(cu[b]), int(cu[b + 1] - cu[b])
@@ -228,6 +229,9 @@ res.append(check("softcap alibi sinks split4", shape=(2, 2, 8, 2, 64, 64), cap=3
 res.append(check("sinks nosplit len0", shape=(2, 1, 4, 2, 64, 64), cap=64, sinks=torch.randn(4), seqlens=[0, 64]))
 res.append(check("mqa 64 rows chunks", shape=(1, 3, 32, 1, 64, 64), cap=130, causal=1, BLOCK_M=64))
 res.append(check("dv differs 96/64 paged", shape=(2, 2, 4, 2, 96, 64), cap=90, page_size=16, causal=1, splits=2))
+res.append(check("paged ps64 page blocks split2", shape=(2, 2, 4, 2, 64, 64), cap=300, page_size=64, causal=1, splits=2,
+                 seqlens=[0, 250]))
+res.append(check("paged ps128 page blocks window", shape=(2, 1, 8, 2, 64, 64), cap=400, page_size=128, wl=90, wr=0))
 res.append(check("over capacity clamp", shape=(2, 1, 2, 1, 32, 32), cap=64, seqlens=[1000, -5]))
 if not only or "varlen" in only:
     res.append(check_varlen_prefill())

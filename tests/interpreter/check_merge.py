@@ -9,7 +9,7 @@ import os, sys, math; os.environ["TRITON_INTERPRET"]="1"
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels"))
 import torch, attn_decode as K
 d32 = torch.zeros(1); 
-def merge(parts, lparts, out, lse, sinks=None, packed=False):
+def merge(parts, lparts, out, lse, sinks=None, packed=False, whole_rows=False):
     P = parts.shape[0]
     if packed:
         _, T, H, D = parts.shape; B, S = 1, T
@@ -21,7 +21,9 @@ def merge(parts, lparts, out, lse, sinks=None, packed=False):
     slot = lambda t, dt: t if t.dtype == dt else d32.to(dt)
     flags = {torch.float16: 1024, torch.bfloat16: 2048, torch.float32: 0}[parts.dtype] | {torch.float16: 4096, torch.bfloat16: 8192, torch.float32: 0}[out.dtype] | (1 if lse is not None else 0) | (32 if sinks is not None else 0)
     rows = B * S * H
-    K.attn_merge[(-(-rows // 16),)](slot(parts, torch.float32), slot(parts, torch.float16), slot(parts, torch.bfloat16), lparts,
+    # One program per 16 rows and 64 columns, or (in place, FLAG_WHOLE_ROWS) per 16 rows.
+    flags |= 16384 if whole_rows else 0
+    K.attn_merge[(-(-rows // 16) * (1 if whole_rows else -(-D // 64)),)](slot(parts, torch.float32), slot(parts, torch.float16), slot(parts, torch.bfloat16), lparts,
         slot(out, torch.float32), slot(out, torch.float16), slot(out, torch.bfloat16), lse if lse is not None else d32, sinks if sinks is not None else d32,
         *ps, *ls, *os_, *lo, P, S, H, rows, D // 8, flags, BLOCK_M=16, BLOCK_N=64)
 def ref(parts, lparts, sinks=None, packed=False):
@@ -62,7 +64,7 @@ for pdt, odt, P, D, packed in ((torch.float32, torch.float16, 3, 64, False), (to
 # NaN lse and in place
 parts = torch.randn(2, 1, 2, 3, 64); lparts = torch.randn(2, 1, 3, 2); lparts[1, 0, 1, 0] = float("nan")
 ro, rl = ref(parts.clone(), lparts.clone())
-merge(parts, lparts, parts[0], lparts[0])
+merge(parts, lparts, parts[0], lparts[0], whole_rows=True)
 inplace_err = (parts[0].double() - ro).abs().nan_to_num(0).max().item()
 nan_row = parts[0][0, 0, 1].isnan().all().item() and math.isnan(lparts[0][0, 1, 0].item())
 ok &= inplace_err < 1e-5 and nan_row
