@@ -2,19 +2,26 @@
 
     python3 bench/bench_decode.py --package-dir build/python --out-dir bench/results [--quick]
 
-Issue 13's rows: bf16, GQA 32 query heads over 8 kv heads, head_dim 128, one new token per request
-(and a 4-token speculative step), every request at the full cache length L so that the anchors, which
-take no per-request lengths, do the same work: batch 64 x 4k, 16 x 32k, 2 x 128k. Columns, in one
-process on the same inputs:
-  aotk           aotk_attn_decode over a contiguous cache (the split count aotk chooses)
-  aotk-paged16   the same cache as 16-token pages in shuffled order (block_table)
-  aotk-paged256  ... as 256-token pages
-  aotk-prefill   the prefill kernel on the same problem (aotk_attn_fwd: what 0.3 decoded with)
+Issue 13's rows and bars: bf16, head_dim 128, one new token per request (and a 4-token speculative
+step), every request at the full cache length L so that the anchors, which take no per-request
+lengths, do the same work. GQA 32/8 over batch 1-256 x cache 1k-128k; GQA 64/8 and MQA (32/1) where
+batch x L >= 64k tokens. Implementations, in one process on the same inputs:
+  aotk           aotk_attn_decode over a contiguous cache (the split count aotk chooses, and its merge)
+  aotk-paged16   the same cache as 16-key pages in shuffled order (block_table)
+  aotk-paged256  ... as 256-key pages
+  aotk-prefill   the prefill kernel on the same problem (aotk_attn_fwd: how 0.3 decoded), issue rows only
   sdpa-flash     torch SDPA's flash backend, enable_gqa=True, q [b, hq, s, d] and the cache viewed
   sdpa-cudnn     [b, hkv, L, d] (a transpose, no copy): the anchors of notes/anchors.md
-Each aotk column is checked against SDPA's output before it is timed. Bandwidth counts the K and V
-bytes read once (batch x L x hkv x d x 2 tensors x 2 bytes). Prints a table and writes
-<out-dir>/<gpu>-<date>-decode.json.
+  copy           a device-to-device copy of 2 GiB (torch's copy_), the bandwidth anchor: its GB/s count
+                 the bytes read and the bytes written
+Each aotk column is checked against SDPA's output before it is timed. Every implementation is timed
+by CUDA-graph replay (triton.testing.do_bench_cudagraph, median), as an inference engine runs a
+decoding step, so that no column pays Python's launch overhead. GB/s of a decode counts the K and V
+bytes read once (batch x L x heads_kv x d x 2 tensors x 2 bytes).
+
+Prints a table and the bars' verdicts, and writes <out-dir>/<gpu>-<date>-decode.json: one row per
+(shape, implementation) with "op": "decode", "impl", "page_size" (0 for contiguous), "ms" and "gbps",
+and one "impl": "copy" row.
 """
 import argparse
 import datetime
@@ -23,18 +30,28 @@ import math
 import os
 import sys
 
-ROWS = [  # (batch, seqlen_k, seqlen_q)
-    (64, 4096, 1), (16, 32768, 1), (2, 131072, 1), (8, 8192, 1), (16, 32768, 4),
-]
-QUICK_ROWS = [(64, 4096, 1), (2, 131072, 1)]
-HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
+HEAD_DIM = 128
+# (batch, seqlen_k, heads_q, heads_kv, seqlen_q)
+GQA_GRID = [(b, L, 32, 8, 1) for b, L in (
+    (1, 1024), (1, 4096), (1, 16384), (1, 32768), (1, 131072),
+    (4, 1024), (4, 4096), (4, 16384), (4, 32768), (4, 131072),
+    (16, 1024), (16, 4096), (16, 16384), (16, 32768), (16, 131072),
+    (64, 1024), (64, 4096), (64, 16384), (64, 32768),
+    (256, 1024), (256, 4096), (256, 8192))]
+OTHER_ROWS = [(b, L, hq, hkv, 1) for hq, hkv in ((64, 8), (32, 1)) for b, L in (
+    (1, 131072), (8, 8192), (16, 32768), (64, 4096))] + [(16, 32768, 32, 8, 4), (64, 4096, 32, 8, 4)]
+ISSUE_ROWS = {(64, 4096, 32, 8, 1), (16, 32768, 32, 8, 1), (2, 131072, 32, 8, 1), (16, 32768, 32, 8, 4)}
+ROWS = GQA_GRID + [(2, 131072, 32, 8, 1)] + OTHER_ROWS
+QUICK_ROWS = [(64, 4096, 32, 8, 1), (2, 131072, 32, 8, 1), (1, 131072, 32, 1, 1)]
+PAGE_SIZES = (16, 256)
+COPY_BYTES = 2 << 30
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--package-dir", required=True, help="directory holding the aotk package (build/python)")
     ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
-    ap.add_argument("--quick", action="store_true", help="two rows only")
+    ap.add_argument("--quick", action="store_true", help="three rows only")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.path.abspath(args.package_dir))
     import torch
@@ -45,36 +62,52 @@ def main(argv=None):
 
     dev = "cuda"
     gpu = torch.cuda.get_device_name()
+
+    def bench(fn):
+        fn()
+        return triton.testing.do_bench_cudagraph(fn, rep=100, return_mode="median")
+
     results = []
-    print(f"{gpu}; aotk {aotk.version()}; torch {torch.__version__}")
-    print(f"{'batch':>5} {'L':>7} {'sq':>3} | " + " ".join(f"{n:>14}" for n in
-          ("aotk", "aotk-paged16", "aotk-paged256", "aotk-prefill", "sdpa-flash", "sdpa-cudnn")) + " | aotk/cudnn")
-    for batch, seqlen_k, seqlen_q in (QUICK_ROWS if args.quick else ROWS):
+    print(f"{gpu}; aotk {aotk.version()}; torch {torch.__version__}", flush=True)
+    src = torch.empty(COPY_BYTES, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
+    t_copy = bench(lambda: dst.copy_(src))
+    copy_gbps = 2 * COPY_BYTES / (t_copy * 1e-3) / 1e9
+    del src, dst
+    print(f"copy: {COPY_BYTES >> 30} GiB in {t_copy * 1e3:.1f} us, {copy_gbps:.0f} GB/s (read + written)", flush=True)
+    results.append({"op": "decode", "impl": "copy", "bytes": COPY_BYTES, "ms": t_copy, "gbps": copy_gbps,
+                    "note": "device-to-device copy_; gbps counts the bytes read and the bytes written"})
+    names = ("aotk", "aotk-paged16", "aotk-paged256", "aotk-prefill", "sdpa-flash", "sdpa-cudnn")
+    print(f"{'batch':>5} {'L':>7} {'hq/hkv':>6} {'sq':>2} | " + " ".join(f"{n:>13}" for n in names) +
+          " | aotk GB/s  /cudnn /flash  paged16/256 vs contiguous", flush=True)
+    for batch, seqlen_k, heads_q, heads_kv, seqlen_q in (QUICK_ROWS if args.quick else ROWS):
         torch.manual_seed(0)
-        q = torch.randn(batch, seqlen_q, HEADS_Q, HEAD_DIM, device=dev, dtype=torch.bfloat16)
-        k = torch.randn(batch, seqlen_k, HEADS_KV, HEAD_DIM, device=dev, dtype=torch.bfloat16)
-        v = torch.randn(batch, seqlen_k, HEADS_KV, HEAD_DIM, device=dev, dtype=torch.bfloat16)
+        q = torch.randn(batch, seqlen_q, heads_q, HEAD_DIM, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(batch, seqlen_k, heads_kv, HEAD_DIM, device=dev, dtype=torch.bfloat16)
+        v = torch.randn(batch, seqlen_k, heads_kv, HEAD_DIM, device=dev, dtype=torch.bfloat16)
         lens = torch.full((batch,), seqlen_k, dtype=torch.int32, device=dev)
         scale = 1.0 / math.sqrt(HEAD_DIM)
         causal = seqlen_q > 1  # bottom-right: the step's tokens see the cache and their predecessors
 
         def paged(page_size):
             pages = batch * seqlen_k // page_size
-            order = torch.randperm(pages, device=dev).to(torch.int32)
-            kp = torch.empty(pages, page_size, HEADS_KV, HEAD_DIM, device=dev, dtype=torch.bfloat16)
+            order = torch.randperm(pages, device=dev)
+            kp = torch.empty(pages, page_size, heads_kv, HEAD_DIM, device=dev, dtype=torch.bfloat16)
             vp = torch.empty_like(kp)
-            kp[order.long()] = k.reshape(pages, page_size, HEADS_KV, HEAD_DIM)
-            vp[order.long()] = v.reshape(pages, page_size, HEADS_KV, HEAD_DIM)
-            return kp, vp, order.view(batch, seqlen_k // page_size).contiguous()
+            kp[order] = k.reshape(pages, page_size, heads_kv, HEAD_DIM)
+            vp[order] = v.reshape(pages, page_size, heads_kv, HEAD_DIM)
+            return kp, vp, order.to(torch.int32).view(batch, seqlen_k // page_size).contiguous()
 
         impls = {
             "aotk": lambda: torch.ops.aotk.decode(q, k, v, lens, None, None, None, scale, causal, -1, -1, 0.0, 0)[0],
         }
-        for page_size in (16, 256):
-            kp, vp, table = paged(page_size)
-            impls[f"aotk-paged{page_size}"] = (lambda kp=kp, vp=vp, table=table: torch.ops.aotk.decode(
-                q, kp, vp, lens, table, None, None, scale, causal, -1, -1, 0.0, 0)[0])
-        impls["aotk-prefill"] = lambda: aotk.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
+        caches = {}
+        for page_size in PAGE_SIZES:
+            caches[page_size] = paged(page_size)
+            impls[f"aotk-paged{page_size}"] = (lambda c=caches[page_size]: torch.ops.aotk.decode(
+                q, c[0], c[1], lens, c[2], None, None, scale, causal, -1, -1, 0.0, 0)[0])
+        if (batch, seqlen_k, heads_q, heads_kv, seqlen_q) in ISSUE_ROWS:
+            impls["aotk-prefill"] = lambda: aotk.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
         qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         # SDPA's is_causal is top-left; the bottom-right mask of a step of seqlen_q tokens over L keys is
         # an explicit one (only for seqlen_q > 1; with one token there is no mask).
@@ -105,29 +138,83 @@ def main(argv=None):
                     if not err < 2e-2:
                         notes[name] = f"max |aotk - SDPA| = {err}: not timed"
                         continue
-                times[name] = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+                times[name] = bench(fn)
             except RuntimeError as e:
                 notes[name] = str(e).splitlines()[0][:120]
-        kv_bytes = batch * seqlen_k * HEADS_KV * HEAD_DIM * 2 * 2
-        ratio = times["sdpa-cudnn"] / times["aotk"] if "aotk" in times and "sdpa-cudnn" in times else float("nan")
-        print(f"{batch:>5} {seqlen_k:>7} {seqlen_q:>3} | " +
-              " ".join(f"{times[n] * 1e3:>9.1f} us" if n in times else f"{'-':>14}" for n in impls) +
-              f" | {ratio:.2f}", flush=True)
+        kv_bytes = batch * seqlen_k * heads_kv * HEAD_DIM * 2 * 2
+        gbps = {n: kv_bytes / (t * 1e-3) / 1e9 for n, t in times.items()}
+
+        def ratio(a, b):
+            return times[b] / times[a] if a in times and b in times else float("nan")
+        print(f"{batch:>5} {seqlen_k:>7} {heads_q:>3}/{heads_kv:<2} {seqlen_q:>2} | " +
+              " ".join(f"{times[n] * 1e3:>10.1f} us" if n in times else f"{'-':>13}" for n in names) +
+              f" | {gbps.get('aotk', float('nan')):>9.0f}  {ratio('aotk', 'sdpa-cudnn'):>6.2f} "
+              f"{ratio('aotk', 'sdpa-flash'):>6.2f}  {ratio('aotk-paged16', 'aotk'):>6.2f} "
+              f"{ratio('aotk-paged256', 'aotk'):>5.2f}", flush=True)
         for name, text in notes.items():
             print(f"  note: {name}: {text}")
         params, _out = _decode_params_for_query(q, k, v, lens, scale, causal)
         info = aotk._capi.library().query(aotk._capi.AOTK_OP_DECODE, params)
-        results.append({"op": "decode", "batch": batch, "seqlen_k": seqlen_k, "seqlen_q": seqlen_q,
-                        "heads_q": HEADS_Q, "heads_kv": HEADS_KV, "head_dim": HEAD_DIM, "dtype": "bf16",
-                        "causal": causal, "ms": times, "tb_per_s": {n: kv_bytes / (t * 1e-3) / 1e12 for n, t in times.items()},
-                        "aotk_over_cudnn_speed": ratio, "num_splits": int(info.num_splits),
-                        "kernel": info.kernel_name.decode(), "notes": notes})
+        shape = {"batch": batch, "seqlen_k": seqlen_k, "seqlen_q": seqlen_q, "heads_q": heads_q, "heads_kv": heads_kv,
+                 "head_dim": HEAD_DIM, "dtype": "bf16", "causal": causal}
+        for name, t in times.items():
+            row = {"op": "decode", "impl": name, **shape, "page_size": int(name[10:]) if "paged" in name else 0,
+                   "ms": t, "gbps": gbps[name]}
+            if name.startswith("aotk") and name != "aotk-prefill":
+                row.update({"num_splits": int(info.num_splits), "kernel": info.kernel_name.decode()})
+                for anchor in ("sdpa-cudnn", "sdpa-flash"):
+                    if anchor in times:
+                        row[f"speed_vs_{anchor[5:]}"] = times[anchor] / t
+                if name != "aotk" and "aotk" in times:
+                    row["speed_vs_contiguous"] = times["aotk"] / t
+            results.append(row)
+        for name, text in notes.items():
+            results.append({"op": "decode", "impl": name, **shape, "note": text})
+        del q, k, v, caches, impls
+        torch.cuda.empty_cache()
+    verdicts = bars(results, copy_gbps)
+    for line in verdicts:
+        print(line)
     os.makedirs(args.out_dir, exist_ok=True)
     slug = "".join(c if c.isalnum() else "-" for c in gpu.lower()).strip("-")
     path = os.path.join(args.out_dir, f"{slug}-{datetime.date.today().isoformat()}-decode.json")
     with open(path, "w") as f:
-        json.dump({"gpu": gpu, "torch": torch.__version__, "aotk": aotk.version(), "rows": results}, f, indent=1)
+        json.dump({"gpu": gpu, "torch": torch.__version__, "aotk": aotk.version(), "bars": verdicts,
+                   "rows": results}, f, indent=1)
     print(f"wrote {path}")
+
+
+def bars(results, copy_gbps):
+    """Issue 13's three bars over the rows of this run, as lines of text."""
+    rows = [r for r in results if r.get("impl", "").startswith("aotk") and "ms" in r and r["impl"] != "aotk-prefill"]
+    lines = []
+    big = [r for r in rows if r["batch"] * r["seqlen_k"] >= 65536 and r["seqlen_q"] == 1]
+    if big:
+        worst = min(big, key=lambda r: r["gbps"])
+        ok = all(r["gbps"] >= 0.85 * copy_gbps for r in big)
+        lines.append(f"bandwidth (batch x L >= 64k, every layout): {len(big)} rows, worst {worst['gbps']:.0f} GB/s = "
+                     f"{worst['gbps'] / copy_gbps:.2f} of the copy's {copy_gbps:.0f} ({_label(worst)}): "
+                     f"{'PASS' if ok else 'FAIL'} (bar 0.85)")
+    for anchor in ("cudnn", "flash"):
+        key = f"speed_vs_{anchor}"
+        contiguous = [r for r in rows if r["impl"] == "aotk" and key in r]
+        if contiguous:
+            worst = min(contiguous, key=lambda r: r[key])
+            gm = math.exp(sum(math.log(r[key]) for r in contiguous) / len(contiguous))
+            lines.append(f"contiguous vs SDPA {anchor}: {len(contiguous)} rows, geomean {gm:.2f}, worst {worst[key]:.2f} "
+                         f"({_label(worst)}): {'PASS' if worst[key] >= 1.0 else 'FAIL'} (bar 1.0 on every row)")
+    paged = [r for r in rows if "speed_vs_contiguous" in r]
+    if paged:
+        worst = min(paged, key=lambda r: r["speed_vs_contiguous"])
+        lines.append(f"paged vs contiguous: {len(paged)} rows, worst {worst['speed_vs_contiguous']:.2f} "
+                     f"({_label(worst)}): {'PASS' if worst['speed_vs_contiguous'] >= 1 / 1.1 else 'FAIL'} "
+                     f"(bar: within 10%)")
+    return lines
+
+
+def _label(r):
+    return (f"{r['impl']} batch {r['batch']} L {r['seqlen_k']} {r['heads_q']}/{r['heads_kv']}"
+            + (f" sq {r['seqlen_q']}" if r["seqlen_q"] > 1 else ""))
 
 
 def _decode_params_for_query(q, k, v, lens, scale, causal):

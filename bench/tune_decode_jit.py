@@ -1,0 +1,168 @@
+"""Config sweep for kernels/attn_decode.py through Triton's JIT, on the GPU machine.
+
+    python3 bench/tune_decode_jit.py [--configs 16x128x4x3,16x64x4x3] [--layouts 0,16,256] [--quick]
+
+Times the decoding kernel and, where it splits, the merge, launched as src/aotk_decode.c launches them
+(the same split count, from the same rule; PAGE_MODE 0 for a contiguous cache, 2 for pages holding
+whole key blocks, else 1), over issue 13's rows (bf16, head_dim 128, one new token per request, every
+request at its full length) on a contiguous cache and on 16- and 256-key pages in shuffled order.
+Each config's output is checked against SDPA's before it is timed (CUDA-graph replay, median).
+Configs are BLOCK_MxBLOCK_NxwarpsxSTAGES. Not part of the build.
+"""
+import argparse
+import itertools
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KERNELS = os.path.join(HERE, "..", "kernels")
+sys.path.insert(0, KERNELS)
+import attn_decode as K  # noqa: E402
+
+ROWS = [  # (batch, seqlen_k, heads_q, heads_kv)
+    (64, 4096, 32, 8), (16, 32768, 32, 8), (2, 131072, 32, 8), (1, 131072, 32, 8), (1, 4096, 32, 8),
+    (4, 4096, 32, 8), (16, 1024, 32, 8), (1, 131072, 32, 1), (16, 32768, 32, 1), (8, 8192, 32, 1),
+]
+QUICK_ROWS = [(64, 4096, 32, 8), (2, 131072, 32, 8)]
+FLAG_SPLIT, FLAG_OUT_BF16 = 512, 8192
+MERGE_CONFIG = (8, 32, 2, 3)  # codegen/aotk_catalog.py's MERGE_CONFIG
+SMS = 132
+
+
+def choose_splits(programs, keys, block_n, sms=SMS, min_keys=256):
+    """src/aotk_decode.c's choose_splits (sms: the program slots to fill; min_keys: the fewest keys a
+    split may have)."""
+    if programs >= sms * 4 // 5:
+        return 1
+    most = min(keys // min_keys, 256, -(-keys // block_n))
+    if most <= 1:
+        return 1
+    eff = {}
+    for n in range(1, most + 1):
+        work = programs * n
+        eff[n] = work / (-(-work // sms) * sms)
+    best = max(eff.values())
+    return next(n for n in range(1, most + 1) if eff[n] >= 0.85 * best)
+
+
+def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=MERGE_CONFIG, min_keys=256):
+    block_m, block_n, warps, stages = cfg
+    batch, seqlen_q, heads_q, d = q.shape
+    heads_kv = kc.shape[2]
+    group = heads_q // heads_kv
+    row_chunks = -(-group * seqlen_q // block_m)
+    programs = batch * heads_kv * row_chunks
+    splits = choose_splits(programs, capacity, block_n, slots, min_keys)
+    split_keys = -(-(-(-capacity // splits)) // block_n) * block_n
+    splits = -(-capacity // split_keys)
+    out = torch.empty_like(q)
+    rows = batch * seqlen_q * heads_q
+    part = torch.empty(splits * rows * d, device=q.device, dtype=torch.float32)
+    lsep = torch.empty(splits * rows, device=q.device, dtype=torch.float32)
+    flags = FLAG_SPLIT if splits > 1 else 0
+    tbl = table if table is not None else lens
+    stride_tb = table.stride(0) if table is not None else 0
+    page_mode = 0 if table is None else 2 if page_size % block_n == 0 else 1
+    scale_log2 = 1.0 / math.sqrt(d) * 1.4426950408889634
+
+    def run():
+        K.attn_decode[(programs * splits,)](
+            q, kc, vc, out, lsep, tbl, lens, lens, lsep, lsep, part, lsep,
+            q.stride(0), q.stride(1), q.stride(2), kc.stride(0), kc.stride(1), kc.stride(2),
+            vc.stride(0), vc.stride(1), vc.stride(2), out.stride(0), out.stride(1), out.stride(2),
+            0, 0, stride_tb, 0,
+            batch, seqlen_q, heads_q, group, capacity, page_size, splits, split_keys, row_chunks, d // 8, d // 8,
+            -1, -1, flags, 0, scale_log2, 0.0, 0.0,
+            HEAD_DIM_QK=d, HEAD_DIM_V=d, BLOCK_M=block_m, BLOCK_N=block_n, PAGE_MODE=page_mode,
+            num_warps=warps, num_stages=stages)
+        if splits > 1:
+            # Partials [split, batch, seqlen_q, heads_q, d] and lse [split, batch, heads_q, seqlen_q].
+            K.attn_merge[(-(-rows // mcfg[0]) * -(-d // mcfg[1]),)](
+                part, part, part, lsep, out, out, out, lsep, lsep,
+                rows * d, seqlen_q * heads_q * d, heads_q * d, d, rows, heads_q * seqlen_q, seqlen_q, 1,
+                out.stride(0), out.stride(1), out.stride(2), 0, 0, 0,
+                splits, seqlen_q, heads_q, rows, d // 8, FLAG_OUT_BF16,
+                BLOCK_M=mcfg[0], BLOCK_N=mcfg[1], num_warps=mcfg[2], num_stages=mcfg[3])
+
+    return run, out, splits
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--configs", default="16x128x4x3,16x64x4x3,32x128x4x3,64x64x4x2")
+    ap.add_argument("--layouts", default="0,16,256", help="page sizes; 0 = contiguous")
+    ap.add_argument("--slots", default="132", help="program slots the split rule fills (132: one per SM), list")
+    ap.add_argument("--min-keys", default="256", help="the fewest keys per split, list")
+    ap.add_argument("--merges", default="8x32x2x3", help="merge configs BLOCK_MxBLOCK_Nxwarpsxstages, list")
+    ap.add_argument("--rows", default="", help="batch:L:hq:hkv,... instead of the default rows")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
+    layouts = [int(x) for x in args.layouts.split(",")]
+    slot_list = [int(x) for x in args.slots.split(",")]
+    merges = [tuple(int(x) for x in c.split("x")) for c in args.merges.split(",")]
+    min_keys_list = [int(x) for x in args.min_keys.split(",")]
+    rows = [tuple(int(x) for x in r.split(":")) for r in args.rows.split(",")] if args.rows else \
+        (QUICK_ROWS if args.quick else ROWS)
+    print(f"{torch.cuda.get_device_name()}; triton {triton.__version__}; torch {torch.__version__}", flush=True)
+    for batch, seqlen_k, heads_q, heads_kv in rows:
+        torch.manual_seed(0)
+        d = 128
+        q = torch.randn(batch, 1, heads_q, d, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(batch, seqlen_k, heads_kv, d, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        lens = torch.full((batch,), seqlen_k, dtype=torch.int32, device="cuda")
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            ref = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                 enable_gqa=True).transpose(1, 2).float()
+            t_cudnn = triton.testing.do_bench_cudagraph(lambda: F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), enable_gqa=True), rep=100)
+        gb = batch * seqlen_k * heads_kv * d * 2 * 2 / 1e9
+        print(f"== batch {batch} L {seqlen_k} heads {heads_q}/{heads_kv}: {gb:.2f} GB of K and V; "
+              f"cuDNN {t_cudnn * 1e3:.1f} us ({gb / t_cudnn:.2f} TB/s)", flush=True)
+        for page_size in layouts:
+            if page_size == 0:
+                kc, vc, table = k, v, None
+            else:
+                pages = batch * seqlen_k // page_size
+                order = torch.randperm(pages, device="cuda")
+                kc = torch.empty(pages, page_size, heads_kv, d, device="cuda", dtype=torch.bfloat16)
+                vc = torch.empty_like(kc)
+                kc[order] = k.reshape(pages, page_size, heads_kv, d)
+                vc[order] = v.reshape(pages, page_size, heads_kv, d)
+                table = order.to(torch.int32).view(batch, seqlen_k // page_size).contiguous()
+            cells = []
+            for cfg in configs:
+                for slots, mcfg, min_keys in itertools.product(slot_list, merges, min_keys_list):
+                    name = "x".join(map(str, cfg)) + (f"@{slots}" if len(slot_list) > 1 else "") + \
+                        ("+m" + "x".join(map(str, mcfg)) if len(merges) > 1 else "") + \
+                        (f" k{min_keys}" if len(min_keys_list) > 1 else "")
+                    try:
+                        run, out, splits = launcher(q, kc, vc, table, lens, page_size or seqlen_k, seqlen_k, cfg,
+                                                    slots, mcfg, min_keys)
+                        if splits == 1 and mcfg != merges[0]:
+                            continue  # no merge: the same as the first merge config
+                        run()
+                        err = (out.float() - ref).abs().max().item()
+                        if not err < 2e-2:
+                            cells.append(f"{name}: err {err:.2e}")
+                            continue
+                        t = triton.testing.do_bench_cudagraph(run, rep=100)
+                        cells.append(f"{name}/s{splits} {t * 1e3:6.1f} us {gb / t:4.2f} TB/s")
+                    except Exception as e:  # noqa: BLE001: a config that does not compile or fit is reported
+                        cells.append(f"{name}: {type(e).__name__} {str(e)[:60]}")
+            print(f"  page {page_size:>3}: " + "\n            ".join(" | ".join(cells[i:i + 4])
+                                                          for i in range(0, len(cells), 4)), flush=True)
+            del kc, vc
+        del k, v
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
