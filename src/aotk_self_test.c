@@ -1,14 +1,16 @@
 /* aotk_self_test(): the forward and the backward on small random problems of every shipped dtype and
  * head dim, causal and not, one case per feature (variable length, a sliding window, softcap with
- * ALiBi and sinks, dropout, head dims 96 and 192/128), and selection attention (aotk_sel_fwd and
+ * ALiBi and sinks, dropout, head dims 96 and 192/128), selection attention (aotk_sel_fwd and
  * aotk_sel_bwd, and once against the dense causal attention it becomes when every block is selected),
- * checked against the float64 references. What `aotk check` runs. */
+ * and decoding (aotk_attn_decode over contiguous and paged caches, split and appending) with the public
+ * merge (aotk_attn_merge), checked against the float64 references. What `aotk check` runs. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "aotk.h"
 #include "aotk_check.h"
+#include "aotk_decode_check.h"
 #include "aotk_driver.h"
 #include "aotk_error.h"
 #include "aotk_sel_check.h"
@@ -116,6 +118,44 @@ static int selection_cases(selection_case *cases) {
   return n;
 }
 
+/* Decoding, one case per cache layout and kernel family, every element of out, lse and both caches
+ * compared: (1) a contiguous cache split into 3 key ranges, so the merge kernel runs, with sinks (which
+ * the splits leave to the merge); (2) a paged cache of 16-key pages in shuffled order (a lookup per key
+ * row), appending 2 tokens, with sinks; (3) head dims 192/128 (run in the compiled 256/128) over 64-key
+ * pages, whole key blocks of that kernel (one lookup per block), with a window, softcap and ALiBi.
+ * Lengths include 0, 1 with 2 tokens (the first token sits before position 0: it sees nothing), the
+ * full capacity and, appending, one that crosses the capacity, one at it (nothing written) and a
+ * negative one (written from position 0). Then the public merge: 3 float32 partials into bf16 with lse,
+ * some rows with a partial that got no key (lse -inf, out NaN), some with no key at all. The four
+ * references together cost a few milliseconds of one core. */
+typedef struct decoding_case {
+  const char *label;
+  aotk__decode_check_case c;
+} decoding_case;
+
+static int decoding_cases(decoding_case *cases) {
+  int n = 0;
+  cases[n++] = (decoding_case){"decode bf16 d128 G4 contiguous 4x384 2 tokens causal sinks lengths 0,384,1,random "
+                               "splits 3",
+                               {.dtype = AOTK_DTYPE_BFLOAT16, .head_dim_qk = 128, .head_dim_v = 128, .batch = 4,
+                                .heads_kv = 2, .group = 4, .seqlen_q = 2, .capacity = 384,
+                                .cache_seqlens = {0, 384, 1, AOTK__DECODE_CHECK_RANDOM_LENGTH}, .causal = 1,
+                                .sinks = 1, .num_splits = 3, .expect_split = 1}};
+  cases[n++] = (decoding_case){"decode fp16 d64 G4 paged(16) shuffled 5x208 append 2 causal sinks "
+                               "lengths random,0,207,208,-3",
+                               {.dtype = AOTK_DTYPE_FLOAT16, .head_dim_qk = 64, .head_dim_v = 64, .batch = 5,
+                                .heads_kv = 2, .group = 4, .seqlen_q = 2, .capacity = 208, .page_size = 16,
+                                .seqlen_new = 2, .cache_seqlens = {AOTK__DECODE_CHECK_RANDOM_LENGTH, 0, 207, 208, -3},
+                                .causal = 1, .sinks = 1}};
+  cases[n++] = (decoding_case){"decode bf16 d192/128 G8 paged(64) blocks 3x320 3 tokens causal window 50 "
+                               "softcap+alibi lengths random,320,2",
+                               {.dtype = AOTK_DTYPE_BFLOAT16, .head_dim_qk = 192, .head_dim_v = 128, .batch = 3,
+                                .heads_kv = 1, .group = 8, .seqlen_q = 3, .capacity = 320, .page_size = 64,
+                                .cache_seqlens = {AOTK__DECODE_CHECK_RANDOM_LENGTH, 320, 2}, .causal = 1, .window = 1,
+                                .window_left = 50, .window_right = -1, .softcap = 20.0f, .alibi = 2}};
+  return n;
+}
+
 aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes) {
   aotk__clear_error();
   if (report != NULL && report_bytes > 0) report[0] = '\0';
@@ -210,6 +250,24 @@ aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes
     aotk__sel_check_result r;
     aotk_status case_status = aotk__check_sel(driver, &c, &r);
     record_case(&log, selections[i].label, case_status, r.passed, r.kernel_name, r.detail);
+  }
+  decoding_case decodings[3];
+  const int decoding_count = decoding_cases(decodings);
+  for (int i = 0; i < decoding_count; i++) {
+    aotk__decode_check_case c = decodings[i].c;
+    c.seed = seed + (uint64_t)log.cases * 7919u;
+    aotk__decode_check_result r;
+    aotk_status case_status = aotk__check_decode(driver, &c, &r);
+    record_case(&log, decodings[i].label, case_status, r.passed, r.kernel_name, r.detail);
+  }
+  {
+    const aotk__merge_check_case c = {.partial_dtype = AOTK_DTYPE_FLOAT32, .out_dtype = AOTK_DTYPE_BFLOAT16,
+                                      .num_partials = 3, .batch = 2, .seqlen_q = 3, .heads = 8, .head_dim = 128,
+                                      .keys = 37, .with_lse = 1, .seed = seed + (uint64_t)log.cases * 7919u};
+    aotk__decode_check_result r;
+    aotk_status case_status = aotk__check_merge(driver, &c, &r);
+    record_case(&log, "merge 3 fp32 partials -> bf16 d128 2x3x8 rows lse, empty partials and rows", case_status,
+                r.passed, r.kernel_name, r.detail);
   }
   driver->cuCtxSetCurrent(previous);
   driver->cuDevicePrimaryCtxRelease(device);

@@ -1,8 +1,8 @@
 /*
  * Decoding over a KV cache (aotk_attn_decode, aotk_decode_query) and the merge of partial attentions
- * (aotk_attn_merge, aotk_merge_query) on the GPU, against float64 references written here from
- * include/aotk.h's "Decoding" and "Merging partial attentions" sections. Exits 77 (skipped) on a machine
- * with no GPU.
+ * (aotk_attn_merge, aotk_merge_query) on the GPU, against the float64 references of include/aotk.h's
+ * "Decoding" and "Merging partial attentions" sections in src/aotk_decode_reference.c (which
+ * aotk_self_test() shares). Exits 77 (skipped) on a machine with no GPU.
  *
  * Decoding, 51 cases (decode_rows below): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
  * (192,128) (runs in the compiled (256,128)), (256,128), (80,80) and (96,64) (padded into (128,128)),
@@ -103,10 +103,10 @@
 
 #include "aotk.h"
 #include "aotk_check.h"
+#include "aotk_decode_reference.h"
 #include "aotk_driver.h"
 #include "aotk_half.h"
 #include "aotk_random.h"
-#include "aotk_reference.h"
 #include "aotk_test_harness.h"
 #include "aotk_gpu_test.h"
 
@@ -615,6 +615,10 @@ typedef struct decode_run {
   float *alibi, *sinks;
   CUdeviceptr table_device, seqlens_device, alibi_device, sinks_device;
   aotk_decode_params params;
+  /* The run as src/aotk_decode_reference.h sees it, with the lengths as passed (a reference for other
+   * lengths swaps in its own cache_seqlens); its paging fields are set with the block table, the rest
+   * once the inputs exist. */
+  aotk__decode_reference_problem problem;
   uint64_t state;
 } decode_run;
 
@@ -642,20 +646,13 @@ static int64_t token_row(const decode_run *x, int64_t b, int64_t token) {
   return x->c->varlen ? x->cu_seqlens_q[b] + token : b * x->c->seqlen_q + token;
 }
 
-static int64_t tokens_of(const decode_run *x, int64_t b) { return x->c->varlen ? x->q_lengths[b] : x->c->seqlen_q; }
-
 static int64_t clamp_length(const decode_run *x, int32_t length) {
   return length < 0 ? 0 : length > x->capacity ? x->capacity : length;
 }
 
-/* include/aotk.h: the first new token goes to position max(cache_seqlens[b], 0) (none without appending). */
-static int64_t append_start(int32_t length) { return length < 0 ? 0 : (int64_t)length; }
-
-/* The keys request b attends to: L_b = min(max(cache_seqlens[b], 0) + seqlen_new, capacity), in int64
- * (cache_seqlens + seqlen_new may pass INT32_MAX). */
+/* The keys request b attends to: L_b (include/aotk.h; the reference's rule). */
 static int64_t attended_length(const decode_run *x, int32_t length) {
-  const int64_t end = append_start(length) + x->c->seqlen_new;
-  return end > x->capacity ? x->capacity : end;
+  return aotk__decode_reference_length(length, x->c->seqlen_new, x->capacity);
 }
 
 static int32_t draw_length(decode_run *x, int64_t b) {
@@ -704,14 +701,10 @@ static int32_t draw_length(decode_run *x, int64_t b) {
   }
 }
 
-/* Buffer index of element 0 of key `key` of request b, kv head h, in cache view `cache`. */
+/* Buffer index of element 0 of key `key` of request b, kv head h, in cache view `cache`: where the
+ * reference reads it (through the block table when paged). */
 static int64_t cache_index(const decode_run *x, const strided *cache, int64_t b, int64_t key, int64_t h) {
-  int64_t block = b, row = key;
-  if (x->paged) {
-    block = x->table[b * x->pages_per_seq + key / x->page_size];
-    row = key % x->page_size;
-  }
-  return cache->offset + block * cache->strides[0] + row * cache->strides[1] + h * cache->strides[2];
+  return cache->offset + aotk__decode_reference_cache_row(&x->problem, cache->strides, b, key, h);
 }
 
 static float *float_copy(const buffer *b, aotk_dtype dtype) {
@@ -738,7 +731,7 @@ static void expect_caches(decode_run *x, const int32_t *seqlens) {
   memcpy(x->v_expected, x->v_initial, buffer_bytes(&x->v_buffer));
   for (int64_t b = 0; b < c->batch; b++)
     for (int64_t i = 0; i < c->seqlen_new; i++) {
-      const int64_t position = append_start(seqlens[b]) + i;
+      const int64_t position = aotk__decode_reference_append_start(seqlens[b]) + i;
       if (position >= x->capacity) break;
       for (int64_t h = 0; h < c->heads_kv; h++) {
         const int64_t new_row = (b * c->seqlen_new + i) * c->heads_kv + h; /* k_new[b, i, h] */
@@ -877,6 +870,9 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
             slot < used[b] ? order[next++] : order[total + aotk__random_int(&x->state, 0, SPARE_PAGES - 1)];
       }
     free(order);
+    x->problem.block_table = x->table;
+    x->problem.block_table_stride = x->pages_per_seq;
+    x->problem.page_size = x->page_size;
   }
 
   const int64_t slack = c->padded ? 16 : 0;
@@ -972,6 +968,40 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
     if (!aotk_gpu_test_upload(&x->sinks_device, x->sinks, (size_t)HQ * sizeof(float))) return false;
   }
 
+  aotk__decode_reference_problem *problem = &x->problem;
+  problem->batch = B;
+  problem->seqlen_q = S;
+  problem->heads_q = HQ;
+  problem->heads_kv = HKV;
+  problem->head_dim_qk = DQK;
+  problem->head_dim_v = DV;
+  problem->q = x->q_values + x->q.offset;
+  if (c->varlen) { /* [total_q, heads_q, head_dim_qk]: rows cu_seqlens_q[b] + token */
+    problem->cu_seqlens_q = x->cu_seqlens_q;
+    problem->q_strides[1] = x->q.strides[0];
+    problem->q_strides[2] = x->q.strides[1];
+  } else {
+    for (int i = 0; i < 3; i++) problem->q_strides[i] = x->q.strides[i];
+  }
+  problem->k_cache = x->k_values + x->k.offset;
+  problem->v_cache = x->v_values + x->v.offset;
+  for (int i = 0; i < 3; i++) {
+    problem->k_strides[i] = x->k.strides[i];
+    problem->v_strides[i] = x->v.strides[i];
+  }
+  problem->capacity = x->capacity;
+  problem->cache_seqlens = x->seqlens;
+  problem->seqlen_new = c->seqlen_new;
+  problem->softmax_scale = x->softmax_scale;
+  problem->causal = c->causal;
+  problem->window_left = c->window_left;
+  problem->window_right = c->window_right;
+  problem->softcap = c->softcap;
+  problem->alibi_slopes = x->alibi;
+  problem->alibi_batch_stride = c->alibi == 2 ? HQ : 0;
+  problem->sinks = x->sinks;
+  problem->dtype = (int)dtype;
+
   aotk_decode_params params = AOTK_DECODE_PARAMS_INIT;
   params.q = tensor_of(&x->q_buffer, &x->q, dtype);
   params.k_cache = tensor_of(&x->k_buffer, &x->k, dtype);
@@ -1021,105 +1051,16 @@ static void decode_results_destroy(decode_results *r) {
 
 /* ---- decoding: the reference ---------------------------------------------------------------------- */
 
-/* The keys [*first, *last] token `token` of `tokens` sees in a request of (clamped) length `length`, at
- * position *position = length - tokens + token: j <= p under causal, p - window_left <= j <= p +
- * window_right where bounded, 0 <= j < length. Empty when *last < *first. */
-static void visible_keys(const decode_case *c, int64_t length, int64_t tokens, int64_t token, int64_t *first,
-                         int64_t *last, int64_t *position) {
-  const int64_t p = length - tokens + token;
-  const int64_t right = c->causal ? 0 : c->window_right;
-  *first = c->window_left >= 0 && p - c->window_left > 0 ? p - c->window_left : 0;
-  *last = right >= 0 && p + right < length - 1 ? p + right : length - 1;
-  *position = p;
-}
-
+/* The float64 reference and the same-precision emulation are src/aotk_decode_reference.c's (shared with
+ * aotk_self_test()), one row per item on every core. */
 typedef struct decode_reference_job {
-  const decode_run *x;
-  const int32_t *seqlens;
+  const aotk__decode_reference_problem *problem;
   decode_reference *ref;
 } decode_reference_job;
 
-/* Row `item` = (b, head, token) in lse's order: the float64 attention, and the emulation of what a
- * kernel of the dtype does (float32 scores, softcap, ALiBi and softmax; the probabilities rounded to the
- * dtype before they multiply V, accumulated in float32; divided by the float32 sum of the unrounded
- * ones, the sink included; rounded to the dtype). */
 static void decode_reference_item(void *context, int64_t item, void *scratch) {
   const decode_reference_job *job = context;
-  const decode_run *x = job->x;
-  const decode_case *c = x->c;
-  decode_reference *ref = job->ref;
-  const int64_t S = c->seqlen_q, HQ = x->heads_q, DQK = c->head_dim_qk, DV = c->head_dim_v;
-  const int64_t b = item / (HQ * S), h = item / S % HQ, token = item % S, head_kv = h / c->group;
-  if (token >= tokens_of(x, b)) { /* packed: no such token (nothing written; unpack_decode reads 0, -inf) */
-    for (int64_t d = 0; d < DV; d++) {
-      ref->out[((b * S + token) * HQ + h) * DV + d] = 0.0;
-      ref->lowp[((b * S + token) * HQ + h) * DV + d] = 0.0f;
-    }
-    ref->keys[item] = 0;
-    ref->lse[item] = -(double)INFINITY;
-    return;
-  }
-  int64_t first, last, position;
-  visible_keys(c, attended_length(x, job->seqlens[b]), tokens_of(x, b), token, &first, &last, &position);
-  const int64_t keys = last >= first ? last - first + 1 : 0;
-  double *scores = scratch, *acc = scores + x->capacity;
-  float *scores_f32 = (float *)(acc + DV), *acc_f32 = scores_f32 + x->capacity;
-  const float *q_row = x->q_values + strided_at(&x->q, (token_row(x, b, token) * HQ + h) * DQK);
-  const double scale = x->softmax_scale, softcap = c->softcap;
-  const float slope = c->alibi ? x->alibi[(c->alibi == 2 ? b * HQ : 0) + h] : 0.0f;
-  const bool sink = c->sinks != 0;
-  const float sink_value = sink ? x->sinks[h] : 0.0f;
-  double max_score = sink ? (double)sink_value : -(double)INFINITY;
-  float max_f32 = sink ? sink_value : -INFINITY;
-  for (int64_t i = 0; i < keys; i++) {
-    const int64_t key = first + i;
-    const float *k_row = x->k_values + cache_index(x, &x->k, b, key, head_kv);
-    double s = aotk__reference_dot_f64(q_row, k_row, DQK) * scale;
-    float s_f32 = aotk__reference_dot_f32(q_row, k_row, DQK) * x->softmax_scale;
-    if (softcap > 0.0) {
-      s = softcap * tanh(s / softcap);
-      s_f32 = c->softcap * tanhf(s_f32 / c->softcap);
-    }
-    const int64_t distance = position > key ? position - key : key - position;
-    s -= (double)slope * (double)distance;
-    s_f32 -= slope * (float)distance;
-    scores[i] = s;
-    scores_f32[i] = s_f32;
-    if (s > max_score) max_score = s;
-    if (s_f32 > max_f32) max_f32 = s_f32;
-  }
-  double *out_row = ref->out + ((b * S + token) * HQ + h) * DV;
-  float *lowp_row = ref->lowp + ((b * S + token) * HQ + h) * DV;
-  ref->keys[item] = keys;
-  for (int64_t d = 0; d < DV; d++) {
-    out_row[d] = 0.0;
-    lowp_row[d] = 0.0f;
-    acc[d] = 0.0;
-    acc_f32[d] = 0.0f;
-  }
-  if (max_score == -(double)INFINITY) { /* no key, no sink */
-    ref->lse[item] = -(double)INFINITY;
-    return;
-  }
-  double sum = sink ? exp((double)sink_value - max_score) : 0.0;
-  float sum_f32 = sink ? expf(sink_value - max_f32) : 0.0f;
-  for (int64_t i = 0; i < keys; i++) {
-    const float *v_row = x->v_values + cache_index(x, &x->v, b, first + i, head_kv);
-    const double weight = exp(scores[i] - max_score);
-    const float weight_f32 = expf(scores_f32[i] - max_f32);
-    const float weight_in_dtype = aotk__round_to_dtype(weight_f32, (int)c->dtype);
-    sum += weight;
-    sum_f32 += weight_f32;
-    for (int64_t d = 0; d < DV; d++) {
-      acc[d] += weight * (double)v_row[d];
-      acc_f32[d] += weight_in_dtype * v_row[d];
-    }
-  }
-  for (int64_t d = 0; d < DV; d++) {
-    out_row[d] = acc[d] / sum;
-    lowp_row[d] = aotk__round_to_dtype(acc_f32[d] / sum_f32, (int)c->dtype);
-  }
-  ref->lse[item] = max_score + log(sum);
+  aotk__decode_reference_row(job->problem, item, scratch, job->ref->out, job->ref->lowp, job->ref->lse, job->ref->keys);
 }
 
 static void decode_reference_destroy(decode_reference *ref) {
@@ -1139,9 +1080,12 @@ static bool compute_decode_reference(const decode_run *x, const int32_t *seqlens
   ref->lowp = host_alloc(out_count(x), sizeof(float));
   ref->keys = host_alloc(row_count(x), sizeof(int64_t));
   if (ref->out == NULL || ref->lse == NULL || ref->lowp == NULL || ref->keys == NULL) return false;
-  decode_reference_job job = {x, seqlens, ref};
-  const size_t scratch = (size_t)(x->capacity + x->c->head_dim_v) * (sizeof(double) + sizeof(float));
-  if (!parallel_for(row_count(x), scratch, decode_reference_item, &job)) return false;
+  aotk__decode_reference_problem problem = x->problem;
+  problem.cache_seqlens = seqlens;
+  decode_reference_job job = {&problem, ref};
+  if (!parallel_for(row_count(x), aotk__decode_reference_scratch_bytes(&problem), decode_reference_item, &job)) {
+    return false;
+  }
   for (int64_t e = 0; e < out_count(x); e++) {
     double error = fabs((double)ref->lowp[e] - ref->out[e]);
     if (!(error <= ref->lowp_error)) ref->lowp_error = isnan(error) ? INFINITY : error;
@@ -1749,7 +1693,8 @@ static void merge_run_destroy(merge_run *x) {
  * each partial's float64 attention stored in the partial dtype (garbage where it got no key), the
  * float64 attention over all keys (the sink joining once), and the float32 merge of the stored partials
  * rounded to out's dtype. */
-static void merge_row_data(merge_run *x, int64_t row, double *scores, int32_t *dealt, double *values, double *acc) {
+static void merge_row_data(merge_run *x, int64_t row, double *scores, int32_t *dealt, double *values, double *partial,
+                           float *stored) {
   const merge_case *c = x->c;
   const int64_t P = c->num_partials, D = c->head_dim, H = c->heads;
   uint64_t state = c->seed ^ ((uint64_t)(row + 1) * 0x9e3779b97f4a7c15ull);
@@ -1764,62 +1709,27 @@ static void merge_row_data(merge_run *x, int64_t row, double *scores, int32_t *d
     for (int64_t d = 0; d < D; d++) values[j * D + d] = aotk__random_normal(&state);
   }
   for (int64_t p = 0; p < P; p++) {
-    double max_score = -(double)INFINITY, sum = 0.0;
-    for (int64_t j = 0; j < keys; j++) {
-      if (dealt[j] == p && scores[j] > max_score) max_score = scores[j];
-    }
-    for (int64_t d = 0; d < D; d++) acc[d] = 0.0;
-    for (int64_t j = 0; j < keys; j++) {
-      if (dealt[j] != p) continue;
-      const double weight = exp(scores[j] - max_score);
-      sum += weight;
-      for (int64_t d = 0; d < D; d++) acc[d] += weight * values[j * D + d];
-    }
-    const bool empty = sum == 0.0;
-    float lse = empty ? -INFINITY : (float)(max_score + log(sum));
+    const double partial_lse = aotk__merge_reference_partial_f64(scores, values, dealt, keys, (int32_t)p, D, partial);
+    const bool empty = partial_lse == -(double)INFINITY;
+    float lse = empty ? -INFINITY : (float)partial_lse;
     if (kind == ROW_NAN_LSE && p == row % P) lse = NAN;
     store_value(&x->lpart_buffer, AOTK_DTYPE_FLOAT32, merge_lse_index(x, &x->lpart, p, row), lse);
     for (int64_t d = 0; d < D; d++) {
-      const float value = empty ? garbage(c->partial_dtype, row + d + p) : (float)(acc[d] / sum);
+      const float value = empty ? garbage(c->partial_dtype, row + d + p) : (float)partial[d];
       store_value(&x->part_buffer, c->partial_dtype, merge_part_index(x, p, row, d), value);
     }
   }
-  /* The float64 attention over every key. */
+  /* The float64 attention over every key, and the float32 merge of what was stored. */
   const float sink = c->sinks ? x->sinks[row % H] : -INFINITY;
-  double max_score = (double)sink;
-  for (int64_t j = 0; j < keys; j++) max_score = scores[j] > max_score ? scores[j] : max_score;
-  double *out_row = x->ref_out + row * D;
-  for (int64_t d = 0; d < D; d++) out_row[d] = 0.0;
-  if (max_score == -(double)INFINITY) {
-    x->ref_lse[row] = -(double)INFINITY;
-  } else {
-    double sum = exp((double)sink - max_score);
-    for (int64_t j = 0; j < keys; j++) sum += exp(scores[j] - max_score);
-    const double lse = max_score + log(sum);
-    for (int64_t j = 0; j < keys; j++) {
-      const double weight = exp(scores[j] - lse);
-      for (int64_t d = 0; d < D; d++) out_row[d] += weight * values[j * D + d];
-    }
-    x->ref_lse[row] = lse;
-  }
-  /* The float32 merge of what was stored. */
-  float m = sink, lse_p[MAX_PARTIALS];
+  x->ref_lse[row] = aotk__merge_reference_attention_f64(scores, values, keys, D, sink, x->ref_out + row * D);
+  float lse_p[MAX_PARTIALS];
   for (int64_t p = 0; p < P; p++) {
     lse_p[p] = load_value(&x->lpart_buffer, AOTK_DTYPE_FLOAT32, merge_lse_index(x, &x->lpart, p, row));
-    if (lse_p[p] > m) m = lse_p[p];
-  }
-  const float m_safe = m == -INFINITY ? 0.0f : m;
-  float total = expf(sink - m_safe);
-  for (int64_t p = 0; p < P; p++) total += expf(lse_p[p] - m_safe);
-  float *lowp_row = x->lowp_out + row * D;
-  for (int64_t d = 0; d < D; d++) {
-    float sum = 0.0f;
-    for (int64_t p = 0; p < P; p++) {
-      if (lse_p[p] == -INFINITY) continue;
-      sum += expf(lse_p[p] - m_safe) / total * load_value(&x->part_buffer, c->partial_dtype, merge_part_index(x, p, row, d));
+    for (int64_t d = 0; d < D; d++) {
+      stored[p * D + d] = load_value(&x->part_buffer, c->partial_dtype, merge_part_index(x, p, row, d));
     }
-    lowp_row[d] = total > 0.0f ? aotk__round_to_dtype(sum, (int)c->out_dtype) : 0.0f;
   }
+  aotk__merge_reference_lowp(lse_p, stored, P, D, sink, (int)c->out_dtype, x->lowp_out + row * D);
 }
 
 static bool merge_run_create(merge_run *x, const merge_case *c) {
@@ -1851,10 +1761,11 @@ static bool merge_run_create(merge_run *x, const merge_case *c) {
   x->ref_lse = host_alloc(x->rows, sizeof(double));
   x->lowp_out = host_alloc(x->rows * D, sizeof(float));
   double *scores = host_alloc(c->keys, sizeof(double)), *values = host_alloc(c->keys * D, sizeof(double));
-  double *acc = host_alloc(D, sizeof(double));
+  double *partial = host_alloc(D, sizeof(double));
+  float *stored = host_alloc(P * D, sizeof(float));
   int32_t *dealt = host_alloc(c->keys, sizeof(int32_t));
   bool ok = x->kinds != NULL && x->ref_out != NULL && x->ref_lse != NULL && x->lowp_out != NULL && scores != NULL &&
-            values != NULL && acc != NULL && dealt != NULL;
+            values != NULL && partial != NULL && stored != NULL && dealt != NULL;
   if (ok && c->sinks) {
     uint64_t state = c->seed ^ 0x51ull;
     x->sinks = host_alloc(c->heads, sizeof(float));
@@ -1871,7 +1782,7 @@ static bool merge_run_create(merge_run *x, const merge_case *c) {
                       : row % 11 == 6        ? ROW_ALL_EMPTY
                       : row % 13 == 8        ? ROW_NAN_LSE
                                              : ROW_NORMAL;
-      merge_row_data(x, row, scores, dealt, values, acc);
+      merge_row_data(x, row, scores, dealt, values, partial, stored);
     }
     for (int64_t e = 0; e < x->rows * D; e++) {
       if (x->kinds[e / D] == ROW_ALL_EMPTY || x->kinds[e / D] == ROW_NAN_LSE) continue;
@@ -1890,7 +1801,8 @@ static bool merge_run_create(merge_run *x, const merge_case *c) {
   }
   free(scores);
   free(values);
-  free(acc);
+  free(partial);
+  free(stored);
   free(dealt);
   merge_params(x);
   return ok;

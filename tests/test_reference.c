@@ -13,14 +13,23 @@
  * Edits that must change nothing (an unbounded window, causal as a window's right bound 0, top-left on
  * a square, a huge cap, a vanishing sink, dropout that keeps everything) are checked on both
  * references' every output. The emulation's error against float64 must stay the dtype's rounding.
+ *
+ * The decoding reference (src/aotk_decode_reference.c, which aotk_self_test() and test_decode_gpu
+ * share) is checked against this dense reference, request by request (bottom-right at each request's
+ * L_b keys: lengths 0, 1, the capacity, clamped ones, after an append), with every feature; a paged
+ * copy of the cache in shuffled pages and packed queries must give the same bits as the contiguous
+ * cache; and its merge functions against each other (the merge of the partials is the attention over
+ * every key).
  */
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "aotk.h"
+#include "aotk_decode_reference.h"
 #include "aotk_half.h"
 #include "aotk_reference.h"
 #include "aotk_test_harness.h"
@@ -1675,6 +1684,288 @@ static void test_reference_bwd_lowp_error_fp32(void) {
   check_bwd_lowp_error(AOTK_DTYPE_FLOAT32, "fp32", 0.0, 1e-5, 10);
 }
 
+/* ---- the decoding reference ----------------------------------------------------------------------- */
+
+enum { DECODE_BATCH = 6, DECODE_CAPACITY = 40, DECODE_PAGE = 8, DECODE_TOKENS = 3, DECODE_HEADS_KV = 2 };
+
+/* The float64 rows of the decoding reference against the dense reference of each request (seqlen_q its
+ * tokens, seqlen_k its L_b, bottom-right), for one set of features; then the same problem over a paged
+ * copy of the cache and with packed queries, which must give the same bits. */
+static void check_decode_reference(random_generator *generator, int64_t group, int64_t seqlen_new, int causal,
+                                   int window, int features, const char *name) {
+  const int64_t B = DECODE_BATCH, S = DECODE_TOKENS, HKV = DECODE_HEADS_KV, HQ = HKV * group, DQK = 24, DV = 16;
+  const int64_t CAP = DECODE_CAPACITY, PAGES_PER_SEQ = CAP / DECODE_PAGE;
+  const int64_t q_count = B * S * HQ * DQK, k_count = B * CAP * HKV * DQK, v_count = B * CAP * HKV * DV;
+  const int64_t out_count = B * S * HQ * DV, rows = B * HQ * S;
+  float *q = calloc((size_t)q_count, sizeof(float)), *k = calloc((size_t)k_count, sizeof(float));
+  float *v = calloc((size_t)v_count, sizeof(float)), *k_paged = calloc((size_t)k_count, sizeof(float));
+  float *v_paged = calloc((size_t)v_count, sizeof(float)), *lowp[3];
+  double *out[3], *lse[3], *dense_out = calloc((size_t)DV, sizeof(double));
+  int64_t *keys[3];
+  bool allocated = q && k && v && k_paged && v_paged && dense_out;
+  for (int i = 0; i < 3; i++) {
+    out[i] = calloc((size_t)out_count, sizeof(double));
+    lse[i] = calloc((size_t)rows, sizeof(double));
+    lowp[i] = calloc((size_t)out_count, sizeof(float));
+    keys[i] = calloc((size_t)rows, sizeof(int64_t));
+    allocated = allocated && out[i] && lse[i] && lowp[i] && keys[i];
+  }
+  int32_t table[DECODE_BATCH * (DECODE_CAPACITY / DECODE_PAGE)], cu_seqlens_q[DECODE_BATCH + 1];
+  /* Lengths: 0, 1, the capacity, past it and negative (both clamp), and a random one. */
+  const int32_t seqlens[DECODE_BATCH] = {0, 1, (int32_t)CAP, (int32_t)CAP + 5, -3,
+                                         (int32_t)random_int(generator, 2, CAP - 2)};
+  float slopes[DECODE_BATCH * 8], sinks[8];
+  void *scratch = NULL;
+  CHECK_MSG(allocated && HQ <= 8, "%s: out of memory", name);
+  if (!allocated || HQ > 8) goto done;
+  for (int64_t e = 0; e < q_count; e++) q[e] = (float)random_normal(generator);
+  for (int64_t e = 0; e < k_count; e++) k[e] = (float)random_normal(generator);
+  for (int64_t e = 0; e < v_count; e++) v[e] = (float)random_normal(generator);
+  for (int64_t i = 0; i < B * HQ; i++) slopes[i] = (float)(0.25 * random_uniform(generator));
+  for (int64_t h = 0; h < HQ; h++) sinks[h] = (float)(1.5 * random_normal(generator));
+
+  aotk__decode_reference_problem p;
+  memset(&p, 0, sizeof p);
+  p.batch = B;
+  p.seqlen_q = S;
+  p.heads_q = HQ;
+  p.heads_kv = HKV;
+  p.head_dim_qk = DQK;
+  p.head_dim_v = DV;
+  p.q = q;
+  p.q_strides[0] = S * HQ * DQK;
+  p.q_strides[1] = HQ * DQK;
+  p.q_strides[2] = DQK;
+  p.k_cache = k;
+  p.v_cache = v;
+  p.k_strides[0] = CAP * HKV * DQK;
+  p.k_strides[1] = HKV * DQK;
+  p.k_strides[2] = DQK;
+  p.v_strides[0] = CAP * HKV * DV;
+  p.v_strides[1] = HKV * DV;
+  p.v_strides[2] = DV;
+  p.capacity = CAP;
+  p.cache_seqlens = seqlens;
+  p.seqlen_new = seqlen_new;
+  p.softmax_scale = 1.0f / sqrtf((float)DQK);
+  p.causal = causal;
+  p.window_left = window ? 7 : -1;
+  p.window_right = window && !causal ? 2 : -1;
+  p.softcap = features ? 4.0f : 0.0f;
+  p.alibi_slopes = features ? slopes : NULL;
+  p.alibi_batch_stride = HQ;
+  p.sinks = features ? sinks : NULL;
+  p.dtype = AOTK_DTYPE_BFLOAT16;
+  scratch = malloc(aotk__decode_reference_scratch_bytes(&p));
+  CHECK_MSG(scratch != NULL, "%s: out of memory", name);
+  if (scratch == NULL) goto done;
+  aotk__decode_reference(&p, scratch, out[0], lowp[0], lse[0], keys[0]);
+
+  /* Request by request against the dense reference: batch entry 0 pointed at the request's rows. */
+  double worst = 0.0;
+  int64_t empty = 0;
+  for (int64_t b = 0; b < B; b++) {
+    aotk__attn_reference_problem dense;
+    memset(&dense, 0, sizeof dense);
+    dense.seqlen_q = S;
+    const int64_t end = (seqlens[b] > 0 ? seqlens[b] : 0) + seqlen_new; /* L_b, as include/aotk.h defines it */
+    dense.seqlen_k = end < CAP ? end : CAP;
+    dense.heads_q = HQ;
+    dense.heads_kv = HKV;
+    dense.head_dim = DQK;
+    dense.head_dim_v = DV;
+    dense.q = q + b * p.q_strides[0];
+    dense.k = k + b * p.k_strides[0];
+    dense.v = v + b * p.v_strides[0];
+    for (int i = 0; i < 3; i++) {
+      dense.q_strides[i] = p.q_strides[i];
+      dense.k_strides[i] = p.k_strides[i];
+      dense.v_strides[i] = p.v_strides[i];
+    }
+    dense.softmax_scale = (double)p.softmax_scale;
+    dense.causal = causal;
+    dense.has_window = window;
+    dense.window_left = p.window_left;
+    dense.window_right = p.window_right;
+    dense.softcap = (double)p.softcap;
+    dense.alibi_slopes = features ? slopes + b * HQ : NULL;
+    dense.sinks = features ? sinks : NULL;
+    for (int64_t h = 0; h < HQ; h++) {
+      for (int64_t token = 0; token < S; token++) {
+        double dense_lse;
+        aotk__attn_reference_row_f64(&dense, 0, h, token, dense_out, &dense_lse);
+        const int64_t row = (b * HQ + h) * S + token;
+        const double *got = out[0] + ((b * S + token) * HQ + h) * DV;
+        empty += keys[0][row] == 0;
+        CHECK_MSG(same_value(lse[0][row], dense_lse) || fabs(lse[0][row] - dense_lse) <= 1e-12 * fabs(dense_lse),
+                  "%s: request %lld (length %d), head %lld, token %lld: lse %.17g, dense %.17g", name, (long long)b,
+                  (int)seqlens[b], (long long)h, (long long)token, lse[0][row], dense_lse);
+        for (int64_t d = 0; d < DV; d++) {
+          const double difference = fabs(got[d] - dense_out[d]);
+          if (!(difference <= worst)) worst = isnan(difference) ? INFINITY : difference;
+        }
+      }
+    }
+  }
+  CHECK_MSG(worst <= 1e-12, "%s: out differs from the dense reference by %.3g", name, worst);
+
+  /* The same keys in shuffled pages: the same bits. */
+  for (int64_t i = 0; i < B * PAGES_PER_SEQ; i++) table[i] = (int32_t)i;
+  for (int64_t i = B * PAGES_PER_SEQ - 1; i > 0; i--) {
+    const int64_t j = random_int(generator, 0, i);
+    const int32_t swap = table[i];
+    table[i] = table[j];
+    table[j] = swap;
+  }
+  aotk__decode_reference_problem paged = p;
+  paged.block_table = table;
+  paged.block_table_stride = PAGES_PER_SEQ;
+  paged.page_size = DECODE_PAGE;
+  paged.k_cache = k_paged;
+  paged.v_cache = v_paged;
+  paged.k_strides[0] = DECODE_PAGE * HKV * DQK;
+  paged.v_strides[0] = DECODE_PAGE * HKV * DV;
+  for (int64_t b = 0; b < B; b++) /* key j of request b: row j % page of page table[b, j / page] */
+    for (int64_t key = 0; key < CAP; key++)
+      for (int64_t h = 0; h < HKV; h++) {
+        const int64_t page = table[b * PAGES_PER_SEQ + key / DECODE_PAGE], row = key % DECODE_PAGE;
+        memcpy(k_paged + page * paged.k_strides[0] + row * paged.k_strides[1] + h * DQK,
+               k + b * p.k_strides[0] + key * p.k_strides[1] + h * DQK, (size_t)DQK * sizeof(float));
+        memcpy(v_paged + page * paged.v_strides[0] + row * paged.v_strides[1] + h * DV,
+               v + b * p.v_strides[0] + key * p.v_strides[1] + h * DV, (size_t)DV * sizeof(float));
+      }
+  aotk__decode_reference(&paged, scratch, out[1], lowp[1], lse[1], keys[1]);
+  /* Packed queries, every request with all its tokens: rows cu_seqlens_q[b] + token of q. */
+  aotk__decode_reference_problem packed = p;
+  for (int64_t b = 0; b <= B; b++) cu_seqlens_q[b] = (int32_t)(b * S);
+  packed.cu_seqlens_q = cu_seqlens_q;
+  packed.q_strides[0] = 0;
+  aotk__decode_reference(&packed, scratch, out[2], lowp[2], lse[2], keys[2]);
+  for (int i = 1; i < 3; i++) {
+    CHECK_MSG(memcmp(out[0], out[i], (size_t)out_count * sizeof(double)) == 0 &&
+                  memcmp(lse[0], lse[i], (size_t)rows * sizeof(double)) == 0 &&
+                  memcmp(lowp[0], lowp[i], (size_t)out_count * sizeof(float)) == 0 &&
+                  memcmp(keys[0], keys[i], (size_t)rows * sizeof(int64_t)) == 0,
+              "%s: the %s problem gives other bits than the contiguous one", name, i == 1 ? "paged" : "packed");
+  }
+  /* Packed with fewer tokens in some requests: their tokens sit at L_b - len_q + i (the dense reference
+   * of those tokens alone), and the missing ones are no rows (out 0, lse -inf). */
+  static const int32_t short_lengths[DECODE_BATCH] = {3, 0, 1, 2, 3, 2};
+  cu_seqlens_q[0] = 0;
+  for (int64_t b = 0; b < B; b++) cu_seqlens_q[b + 1] = cu_seqlens_q[b] + short_lengths[b];
+  aotk__decode_reference(&packed, scratch, out[2], lowp[2], lse[2], keys[2]);
+  for (int64_t b = 0; b < B; b++) {
+    /* Request b's tokens alone: a dense problem of one request with len_q tokens. */
+    const int64_t len_q = short_lengths[b];
+    aotk__decode_reference_problem alone = p;
+    alone.batch = 1;
+    alone.seqlen_q = len_q > 0 ? len_q : 1;
+    alone.q = q + cu_seqlens_q[b] * p.q_strides[1];
+    alone.k_cache = k + b * p.k_strides[0];
+    alone.v_cache = v + b * p.v_strides[0];
+    alone.cache_seqlens = seqlens + b;
+    alone.alibi_slopes = features ? slopes + b * HQ : NULL;
+    double alone_out[DECODE_TOKENS * 8 * 16], alone_lse[DECODE_TOKENS * 8];
+    float alone_lowp[DECODE_TOKENS * 8 * 16];
+    int64_t alone_keys[DECODE_TOKENS * 8];
+    aotk__decode_reference(&alone, scratch, alone_out, alone_lowp, alone_lse, alone_keys);
+    for (int64_t h = 0; h < HQ; h++) {
+      for (int64_t token = 0; token < S; token++) {
+        const int64_t row = (b * HQ + h) * S + token, alone_row = h * alone.seqlen_q + token;
+        const double *got = out[2] + ((b * S + token) * HQ + h) * DV;
+        if (token >= len_q) {
+          bool zero = true;
+          for (int64_t d = 0; d < DV; d++) zero = zero && got[d] == 0.0;
+          CHECK_MSG(zero && lse[2][row] == -INFINITY && keys[2][row] == 0,
+                    "%s: packed request %lld has no token %lld, but out/lse/keys are not 0/-inf/0", name, (long long)b,
+                    (long long)token);
+          continue;
+        }
+        CHECK_MSG(memcmp(got, alone_out + (token * HQ + h) * DV, (size_t)DV * sizeof(double)) == 0 &&
+                      same_value(lse[2][row], alone_lse[alone_row]) && keys[2][row] == alone_keys[alone_row],
+                  "%s: packed request %lld (%d tokens), head %lld, token %lld: not the request's own reference", name,
+                  (long long)b, (int)len_q, (long long)h, (long long)token);
+      }
+    }
+  }
+  printf("    %s: %lld rows without a key, out within %.3g of the dense reference\n", name, (long long)empty, worst);
+done:
+  free(q);
+  free(k);
+  free(v);
+  free(k_paged);
+  free(v_paged);
+  free(dense_out);
+  free(scratch);
+  for (int i = 0; i < 3; i++) {
+    free(out[i]);
+    free(lse[i]);
+    free(lowp[i]);
+    free(keys[i]);
+  }
+}
+
+static void test_decode_reference_matches_dense(void) {
+  random_generator generator = random_for_case(40);
+  check_decode_reference(&generator, 1, 0, 0, 0, 0, "plain");
+  check_decode_reference(&generator, 3, 0, 1, 0, 0, "causal, GQA 3");
+  check_decode_reference(&generator, 2, 0, 1, 1, 1, "causal, window 7, softcap, ALiBi, sinks");
+  check_decode_reference(&generator, 4, 0, 0, 1, 1, "window 7/2, softcap, ALiBi, sinks");
+  check_decode_reference(&generator, 2, 2, 1, 0, 1, "appending 2, causal, softcap, ALiBi, sinks");
+  check_decode_reference(&generator, 1, 5, 0, 1, 0, "appending 5, window 7/2");
+}
+
+/* The merge: each partial's attention over its keys, merged in float64 by the header's formula, is the
+ * attention over every key; the float32 merge (to fp32) is within float32 rounding of it; a partial
+ * without a key has lse -inf and adds nothing, whatever its out holds. */
+static void test_merge_reference(void) {
+  random_generator generator = random_for_case(41);
+  enum { KEYS = 23, DIM = 16, PARTIALS = 3 };
+  double scores[KEYS], values[KEYS * DIM], partial_out[PARTIALS][DIM], exact[DIM], merged[DIM];
+  float lse_f32[PARTIALS], out_f32[PARTIALS * DIM], lowp[DIM];
+  int32_t dealt[KEYS];
+  for (int trial = 0; trial < 40; trial++) {
+    const int keys = trial % 10 == 9 ? 0 : KEYS; /* some rows without a key */
+    const int emptied = trial % 3;               /* a partial that gets no key */
+    const float sink = trial % 2 ? (float)random_normal(&generator) : -INFINITY;
+    for (int j = 0; j < keys; j++) {
+      scores[j] = 2.0 * random_normal(&generator);
+      int p = (int)random_int(&generator, 0, PARTIALS - 1);
+      dealt[j] = p == emptied ? (p + 1) % PARTIALS : p;
+      for (int d = 0; d < DIM; d++) values[j * DIM + d] = random_normal(&generator);
+    }
+    double partial_lse[PARTIALS], total = sink == -INFINITY ? 0.0 : exp((double)sink);
+    for (int p = 0; p < PARTIALS; p++) {
+      partial_lse[p] = aotk__merge_reference_partial_f64(scores, values, dealt, keys, p, DIM, partial_out[p]);
+      total += exp(partial_lse[p]);
+      lse_f32[p] = (float)partial_lse[p];
+      for (int d = 0; d < DIM; d++) out_f32[p * DIM + d] = p == emptied || keys == 0 ? NAN : (float)partial_out[p][d];
+    }
+    CHECK_MSG(partial_lse[emptied] == -INFINITY, "trial %d: the emptied partial has lse %g", trial,
+              partial_lse[emptied]);
+    const double lse = aotk__merge_reference_attention_f64(scores, values, keys, DIM, sink, exact);
+    const double merged_lse = total > 0.0 ? log(total) : -INFINITY;
+    double worst = 0.0, worst_lowp = 0.0;
+    for (int d = 0; d < DIM; d++) {
+      merged[d] = 0.0;
+      for (int p = 0; p < PARTIALS; p++) {
+        if (partial_lse[p] != -INFINITY) merged[d] += exp(partial_lse[p] - merged_lse) * partial_out[p][d];
+      }
+      const double error = fabs(merged[d] - exact[d]);
+      if (!(error <= worst)) worst = isnan(error) ? INFINITY : error;
+    }
+    aotk__merge_reference_lowp(lse_f32, out_f32, PARTIALS, DIM, sink, AOTK_DTYPE_FLOAT32, lowp);
+    for (int d = 0; d < DIM; d++) {
+      const double error = fabs((double)lowp[d] - exact[d]);
+      if (!(error <= worst_lowp)) worst_lowp = isnan(error) ? INFINITY : error;
+    }
+    CHECK_MSG(same_value(lse, merged_lse) || fabs(lse - merged_lse) <= 1e-12 * fabs(lse),
+              "trial %d: lse %.17g, merged %.17g", trial, lse, merged_lse);
+    CHECK_MSG(worst <= 1e-12 && worst_lowp <= 1e-5, "trial %d (%d keys): merged out off by %.3g, float32 merge by %.3g",
+              trial, keys, worst, worst_lowp);
+  }
+}
+
 int main(void) {
   run_seed = aotk_test_seed();
   RUN_TEST(test_bf16_every_pattern);
@@ -1702,5 +1993,7 @@ int main(void) {
   RUN_TEST(test_reference_bwd_lowp_error_bf16);
   RUN_TEST(test_reference_bwd_lowp_error_fp16);
   RUN_TEST(test_reference_bwd_lowp_error_fp32);
+  RUN_TEST(test_decode_reference_matches_dense);
+  RUN_TEST(test_merge_reference);
   return aotk_test_finish();
 }

@@ -9,7 +9,8 @@ static int usage(FILE *to) {
   fprintf(to,
           "usage: aotk <command>\n"
           "  info               version, the Triton and ptxas that compiled the kernels, kernels per target\n"
-          "  check [--device N] a GPU self-test of the forward and backward against a float64 reference: pass or fail\n"
+          "  check [--device N] a GPU self-test (attention forward and backward, selection, decoding and the merge)\n"
+          "                     against float64 references: pass or fail\n"
           "  version            the library version\n");
   return to == stdout ? 0 : 2;
 }

@@ -105,9 +105,10 @@ def set_image_policy(policy):
 
 
 def self_test(device=0):
-    """aotk_self_test on GPU `device`: small forward and backward problems of every dtype and head dim
-    against a float64 reference. Returns the report (one line per case); raises AotkError, with the
-    report in its message, on a failure. Allocates and synchronizes: not for the training loop."""
+    """aotk_self_test on GPU `device`: small forward and backward problems of every dtype and head dim,
+    selection attention, decoding (contiguous, paged, split and appending) and the merge, against
+    float64 references. Returns the report (one line per case); raises AotkError, with the report in
+    its message, on a failure. Allocates and synchronizes: not for the training loop."""
     lib = _capi.library()
     report = ctypes.create_string_buffer(1 << 16)
     status = lib.lib.aotk_self_test(int(device), report, ctypes.sizeof(report))
