@@ -26,17 +26,24 @@
  *   tensor's bytes as its shape, strides and dtype say, the workspace), or encodes a TMA descriptor, or
  *   sets or copies memory, reaching past one;
  * - a refusal for want of a kernel (AOTK_ERROR_KERNEL_NOT_BUILT) in a build made without a filter;
- * - for the decoding, appending and merge kernels, more: the whole byte range each pointer argument can
- *   reach, worked out from the packed arguments as kernels/attn_decode.py indexes (grid, sizes, strides,
- *   flags; packed queries' rows, offsets read on the device, by the header's contract: q's own rows),
- *   must lie inside one span (the appending kernel's cache writes inside the cache's own); the
- *   arguments must describe the caller's problem (no size cut to int32, a grid that covers every row
- *   and no more, the alignment the compiled variant assumes); the appending kernel runs before the
- *   decoding kernel, which is told seqlen_new; and the call must agree with its query (the same
- *   refusal, the launches, grid and splits it announced, the launches the header counts), the query
- *   writing no byte past info->struct_size.
- * What it does not check yet: the same full reach for the attention and selection kernels (see
- * check_launch_extent; tests/test_api.c checks those per family on chosen cases).
+ * - for every kernel, more: the whole byte range each pointer argument can reach, worked out from the
+ *   packed arguments as the kernel indexes (grid, sizes, strides, flags; the fake driver tells the
+ *   table row that runs from its image, for its tiles and compiled head dims), must lie inside one span
+ *   (writes inside the output's own; workspace pointers inside the workspace, its parts apart); the
+ *   arguments must describe the caller's problem (the caller's pointers and strides, no size cut to
+ *   int32, no 32-bit offset that wraps, a grid that covers every row and no more, the alignment the
+ *   compiled variant assumes). The masks (causal, windows) are ignored: the reach checked is every row.
+ *   Offsets read on the device are bounded by the header's contract: packed rows (cu_seqlens) by the
+ *   packed tensor's own rows, selection's block ids by the kernels' range checks, the inverse index's
+ *   list positions by its construction (each entry in at most one list of its kv head's row);
+ * - a TMA descriptor that cuTensorMapEncodeTiled would refuse, or whose tensor reaches past one span; at
+ *   the launch, a map this call did not encode, or one whose shape, strides, box or swizzle are not the
+ *   packed and compiled ones, whose box exceeds the kernel's tile, or which describes another tensor
+ *   than the kernel's pointer argument (the hardware clips boxes at the described tensor: that is all
+ *   it can reach);
+ * - for decoding: the appending kernel runs before the decoding kernel, which is told seqlen_new; and
+ *   the call must agree with its query (the same refusal, the launches, grid and splits it announced,
+ *   the launches the header counts), the query writing no byte past info->struct_size.
  *
  * `make test` runs it for AOTK_FUZZ_SECONDS (60) from the committed corpus (tests/fuzz_corpus), which a
  * longer run grows: build/tests/fuzz_api build/fuzz-corpus tests/fuzz_corpus -max_total_time=N.
@@ -132,6 +139,25 @@ static _Thread_local struct {
   bool announced;
   int64_t decode_splits;
   int decode_launches, append_launches; /* of this call, in the order they came */
+  /* The attention or selection call in flight: the params as the library reads them (an attention
+   * caller's first struct_size bytes, the rest AOTK_ATTN_PARAMS_INIT's), for the launches' checks. */
+  const aotk_attn_params *attn;
+  const aotk_sel_params *sel;
+  /* The TMA descriptors this call encoded (fake_cuTensorMapEncodeTiled), which a launch's maps name. */
+  struct encoded_map {
+    uintptr_t address;
+    unsigned element_bytes, rank, swizzle;
+    uint64_t dims[5], strides_bytes[4]; /* innermost first, as the driver takes them */
+    unsigned box[5];
+  } maps[8];
+  int map_count;
+  /* The workspace parts this call's launches reached, by name, each the union of its reaches: no two
+   * may overlap (a part's bytes are its own for the whole call). */
+  struct workspace_part {
+    const char *name;
+    __int128 first, end;
+  } parts[12];
+  int part_count;
 } seen;
 
 static void fail(const char *what) {
@@ -178,10 +204,13 @@ static void add_tensor_span(const aotk_tensor *t, const char *what) {
   s->tensor = t;
 }
 
+/* The workspace's span names this in place of a tensor, so that reaches can be required inside it. */
+static const aotk_tensor workspace_marker = {0};
+
 static void add_span(uintptr_t lo, size_t bytes, const char *what) {
   if (lo == 0 || bytes == 0 || seen.span_count == MAX_SPANS) return;
   const uintptr_t hi = bytes > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + bytes; /* a caller may claim that much */
-  seen.spans[seen.span_count++] = (span){lo, hi, what, NULL};
+  seen.spans[seen.span_count++] = (span){lo, hi, what, &workspace_marker};
 }
 
 /* [address, address + bytes) inside one span. */
@@ -195,7 +224,7 @@ static void check_reach(uintptr_t address, unsigned __int128 bytes, const char *
   for (int i = 0; i < seen.span_count; i++) {
     const span *s = &seen.spans[i];
     fprintf(stderr, "  %-14s [%#lx, %#lx)", s->what, (unsigned long)s->lo, (unsigned long)s->hi);
-    if (s->tensor != NULL) {
+    if (s->tensor != NULL && s->tensor != &workspace_marker) {
       fprintf(stderr, " data %p dtype %d rank %d shape", s->tensor->data, (int)s->tensor->dtype, s->tensor->rank);
       for (int d = 0; d < AOTK_TENSOR_MAX_RANK; d++) fprintf(stderr, " %lld", (long long)s->tensor->shape[d]);
       fprintf(stderr, " strides");
@@ -223,7 +252,7 @@ static void check_reach_in(uintptr_t address, unsigned __int128 bytes, const aot
 
 /* ---- how far the decoding and merge kernels reach ------------------------------------------------ */
 
-/* A failed expectation about a launch: what kernels/attn_decode.py would do with these arguments. */
+/* A failed expectation about a launch: what its kernel (in kernels/) would do with these arguments. */
 #define EXPECT(condition, ...)                                   \
   do {                                                           \
     if (!(condition)) {                                          \
@@ -349,8 +378,7 @@ static void check_rows(uintptr_t base, int64_t num_rows, int64_t seqlen_q, int64
   }
 }
 
-/* The smallest and largest block_m of the table rows sharing a kernel's .entry (the fake driver's handle
- * names the first of them). */
+/* The smallest and largest block_m of the table rows sharing a kernel's .entry. */
 static void entry_block_m(const aotk__kernel_entry *e, int64_t *smallest, int64_t *largest) {
   *smallest = INT64_MAX, *largest = 0;
   for (int row = 0; row < aotk__kernel_count; row++) {
@@ -390,9 +418,8 @@ static const aotk__kernel_entry *announced_row(const aotk_kernel_info *info) {
  * flags (seqlen_new last), 3 floats), its grid (split fastest, then row chunk, kv head, request). With
  * FLAG_VARLEN, q and out are packed [total_q, heads_q, d] (batch strides 0) and lse [heads_q, total_q],
  * request b's rows starting at CuSeqlensQ[b], read on the device. Three families share the function
- * (a constexpr PAGE_MODE apart: attn_decode, attn_decode_paged, attn_decode_paged_blocks), so the fake
- * driver's handle names an attn_decode row whichever ran; the query's announcement names the one that
- * did. */
+ * (a constexpr PAGE_MODE apart: attn_decode, attn_decode_paged, attn_decode_paged_blocks); the fake
+ * driver's handle names the row that ran (by its image), and so does the query's announcement. */
 static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
   EXPECT(strcmp(e->param_kinds, "pppppppppppplllllllllllllllliiiiiiiiiiiiiiifff") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of attn_decode is out of date", e->param_kinds);
@@ -639,8 +666,8 @@ static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void 
    * columns past the ends are masked off. So the grid must be ceil(num_rows / BLOCK_M) programs times
    * the chunks (fewer leaves rows or columns unwritten), within the launch limit of 2^31 - 1, and no
    * int32 row or column number may wrap (a wrapped one is negative, passes the masks and indexes before
-   * every tensor). BLOCK_M and BLOCK_N: some row's sharing the .entry (the fake's handle names the first
-   * of them), the announced row's for aotk_attn_merge. */
+   * every tensor). BLOCK_M and BLOCK_N: some row's sharing the .entry, the announced row's for
+   * aotk_attn_merge. */
   const bool whole_rows = flags & MERGE_WHOLE_ROWS;
   const aotk__kernel_entry *announced = seen.merge != NULL && seen.announced ? announced_row(&seen.announced_info) : NULL;
   if (seen.merge != NULL && seen.announced) {
@@ -807,26 +834,952 @@ static void check_append_launch(const aotk__kernel_entry *e, unsigned grid, void
   check_box(arg_pointer(a, SEQLENS), seqlens_axes, 1, 4, e->function_name, "CacheSeqlens");
 }
 
-/* The full reach of a launch, where fuzz_api.c models its kernel.
- * TODO: the attention and selection families. Their reach depends on device data for varlen (the
- * cu_seqlens offsets) and selection (block_idx), on the tile (BLOCK_M rows past the sequence, masked,
- * with 32-bit sequence and head strides) and, for the TMA kernels, on descriptors checked when
- * encoded; each family needs its own model, as tests/test_api.c has per case. Until then their pointer
- * arguments are only checked to lie in a span. */
-static void check_launch_extent(const aotk__kernel_entry *e, unsigned grid, void **params) {
-  if (e->family == AOTK__FAMILY_ATTN_DECODE || e->family == AOTK__FAMILY_ATTN_DECODE_PAGED ||
-      e->family == AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS) {
-    check_decode_launch(e, grid, params);
+/* ---- how far the attention and selection kernels reach ------------------------------------------ */
+
+/* kernels/attn_common.py's flags (src/aotk_attn.c sets them) and selection's own (kernels/sel_attn.py,
+ * src/aotk_sel.c). */
+enum {
+  ATTN_WRITE_LSE = 1,
+  ATTN_VARLEN = 2,
+  ATTN_ALIBI = 16,
+  ATTN_SINKS = 32,
+  ATTN_DROPOUT = 64,
+  SEL_BLOCK_CNT = 256,
+  SEL_DKDV_REDUCE = 512,
+};
+
+static int64_t ceil_div(int64_t n, int64_t d) { return (n + d - 1) / d; }
+static int64_t magnitude(int64_t n) { return n < 0 ? -n : n; }
+
+/* A packed stride is the caller's where the kernel uses it: along a dimension of more than one index (a
+ * size-1 dimension's stride multiplies only 0, and the packing may cut it to int32). */
+static bool same_stride(int64_t packed, int64_t caller, int64_t count) { return count <= 1 || packed == caller; }
+
+/* What codegen/aotk_catalog.py hints (divisible by 16, in the aligned variant or ALWAYS) the compiler
+ * takes as given: a 16-byte-aligned pointer argument, an integer argument a multiple of 16. */
+static void expect_aligned(const aotk__kernel_entry *e, void **a, int pointer, const char *argument) {
+  EXPECT(arg_pointer(a, pointer) % 16 == 0, "%s = %#lx, hinted 16-byte aligned", argument,
+         (unsigned long)arg_pointer(a, pointer));
+}
+
+/* The bytes [*first, *end) the elements of a box reach from `base`; false when the box is empty. */
+static bool box_bytes(uintptr_t base, const axis *axes, int count, size_t element, __int128 *first, __int128 *end) {
+  __int128 lo, hi;
+  if (!box_offsets(axes, count, &lo, &hi)) return false;
+  *first = (__int128)base + lo * (__int128)element;
+  *end = (__int128)base + (hi + 1) * (__int128)element;
+  return true;
+}
+
+/* Bytes [first, end) of the workspace part `name` (the union of its reaches in this call so far), apart
+ * from every other part: the parts are carved from one workspace, each used by several launches. */
+static void note_workspace_part(const aotk__kernel_entry *e, const char *name, __int128 first, __int128 end) {
+  int i = 0;
+  while (i < seen.part_count && strcmp(seen.parts[i].name, name) != 0) i++;
+  if (i == seen.part_count) {
+    EXPECT(i < (int)(sizeof seen.parts / sizeof seen.parts[0]), "more workspace parts than fuzz_api.c keeps");
+    seen.parts[seen.part_count++] = (struct workspace_part){name, first, end};
+  } else {
+    seen.parts[i].first = first < seen.parts[i].first ? first : seen.parts[i].first;
+    seen.parts[i].end = end > seen.parts[i].end ? end : seen.parts[i].end;
   }
-  if (e->family == AOTK__FAMILY_ATTN_MERGE) check_merge_launch(e, grid, params);
-  if (e->family == AOTK__FAMILY_ATTN_CACHE_APPEND) check_append_launch(e, grid, params);
+  for (int j = 0; j < seen.part_count; j++) {
+    const struct workspace_part *x = &seen.parts[i], *y = &seen.parts[j];
+    EXPECT(j == i || x->end <= y->first || y->end <= x->first,
+           "the workspace's %s [%#llx, %#llx) overlaps its %s [%#llx, %#llx)", x->name, (unsigned long long)x->first,
+           (unsigned long long)x->end, y->name, (unsigned long long)y->first, (unsigned long long)y->end);
+  }
+}
+
+/* A box of a workspace part: inside the workspace, and apart from the other parts. */
+static void check_workspace_part(const aotk__kernel_entry *e, uintptr_t base, const axis *axes, int count,
+                                 size_t element, const char *part) {
+  __int128 first, end;
+  if (!box_bytes(base, axes, count, element, &first, &end)) return;
+  check_box_in(base, axes, count, element, e->function_name, part, &workspace_marker);
+  note_workspace_part(e, part, first, end);
+}
+
+/* `count` elements from pointer argument `pointer`. */
+static void check_vector(const aotk__kernel_entry *e, void **a, int pointer, int64_t count, size_t element,
+                         const char *argument) {
+  const axis axes[] = {{0, count, 1}};
+  check_box(arg_pointer(a, pointer), axes, 1, element, e->function_name, argument);
+}
+
+/* A host-side TMA descriptor argument (the map, then its 3 x int32 shape and 3 x int64 strides, outermost
+ * first, src/aotk_attn.c's packed_descriptor): the map must be one that this call encoded, the shape and
+ * strides beside it the encoded ones, its box and swizzle the compiled layout's (e->descriptors) and
+ * within the kernel's tile, and the tensor it describes the one the kernel's pointer argument `pointer`
+ * names (-1: the workspace part `name`). The hardware clips every box at the described tensor's bounds
+ * (zero fill; box > dims is allowed), so that tensor, checked inside a span, is all the loads and
+ * reduce-adds can reach. */
+typedef struct descriptor_role {
+  int pointer;
+  int64_t rows, columns; /* the kernel's tile: the box's rows and innermost extent at most */
+  unsigned element_bytes;
+  const char *name;
+} descriptor_role;
+
+#define FAKE_MAP_MAGIC 0x70616d2d656b6166ull /* "fake-map": the fake's maps hold it and their index */
+
+static void check_descriptors(const aotk__kernel_entry *e, void **a, int first, const descriptor_role *roles,
+                              int count) {
+  EXPECT(e->descriptor_count == count, "the table records %d descriptors, fuzz_api.c's model %d",
+         (int)e->descriptor_count, count);
+  for (int i = 0; i < count; i++) {
+    const descriptor_role *role = &roles[i];
+    const int slot = first + 7 * i;
+    CUtensorMap map;
+    memcpy(&map, a[slot], sizeof map);
+    EXPECT(map.opaque[0] == FAKE_MAP_MAGIC && map.opaque[1] < (uint64_t)seen.map_count,
+           "%s is no map this call encoded", role->name);
+    const struct encoded_map *m = &seen.maps[map.opaque[1]];
+    EXPECT(m->rank == 3 && m->element_bytes == role->element_bytes, "%s: rank %u, %u-byte elements", role->name,
+           m->rank, m->element_bytes);
+    for (int d = 0; d < 3; d++) {
+      EXPECT((uint64_t)(int64_t)arg_i32(a, slot + 1 + d) == m->dims[2 - d], "%s's shape[%d] = %d, encoded %llu",
+             role->name, d, (int)arg_i32(a, slot + 1 + d), (unsigned long long)m->dims[2 - d]);
+    }
+    EXPECT(arg_i64(a, slot + 6) == 1 && (uint64_t)arg_i64(a, slot + 5) * m->element_bytes == m->strides_bytes[0] &&
+               (uint64_t)arg_i64(a, slot + 4) * m->element_bytes == m->strides_bytes[1],
+           "%s's strides (%lld, %lld, %lld) elements, encoded (%llu, %llu) bytes", role->name,
+           (long long)arg_i64(a, slot + 4), (long long)arg_i64(a, slot + 5), (long long)arg_i64(a, slot + 6),
+           (unsigned long long)m->strides_bytes[1], (unsigned long long)m->strides_bytes[0]);
+    const aotk__tma_layout *layout = &e->descriptors[i];
+    EXPECT(m->swizzle == (unsigned)layout->swizzle && m->box[0] == (unsigned)layout->box[2] &&
+               m->box[1] == (unsigned)layout->box[1] && m->box[2] == (unsigned)layout->box[0],
+           "%s encoded with swizzle %u and box [%u, %u, %u]; compiled for %d and [%d, %d, %d]", role->name, m->swizzle,
+           m->box[2], m->box[1], m->box[0], (int)layout->swizzle, (int)layout->box[0], (int)layout->box[1],
+           (int)layout->box[2]);
+    EXPECT(m->box[2] == 1 && m->box[1] <= role->rows && m->box[0] <= role->columns,
+           "%s's box [%u, %u, %u] is not inside the kernel's tile of %lld rows x %lld columns", role->name, m->box[2],
+           m->box[1], m->box[0], (long long)role->rows, (long long)role->columns);
+    unsigned __int128 reach = (unsigned __int128)m->dims[0] * m->element_bytes;
+    for (int d = 1; d < 3; d++) reach += (unsigned __int128)(m->dims[d] - 1) * m->strides_bytes[d - 1];
+    char what[160];
+    snprintf(what, sizeof what, "%s's %s (the tensor its descriptor describes)", e->function_name, role->name);
+    if (role->pointer >= 0) {
+      EXPECT(m->address == arg_pointer(a, role->pointer), "%s describes %#lx; the pointer argument is %#lx",
+             role->name, (unsigned long)m->address, (unsigned long)arg_pointer(a, role->pointer));
+      check_reach(m->address, reach, what);
+    } else {
+      check_reach_in(m->address, reach, &workspace_marker, what);
+      note_workspace_part(e, role->name, (__int128)m->address, (__int128)m->address + (__int128)reach);
+    }
+  }
+}
+
+/* The caller's attention problem as src/aotk_attn.c reads it (validated: the call was accepted). */
+typedef struct attn_caller {
+  bool varlen;
+  int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v;
+  int64_t total_q, total_k; /* packed: q's and k's rows */
+} attn_caller;
+
+static attn_caller attn_caller_problem(const aotk_attn_params *p) {
+  attn_caller c;
+  c.varlen = p->cu_seqlens_q.data != NULL || p->cu_seqlens_k.data != NULL;
+  const int d = c.varlen ? 1 : 0; /* packed tensors have no batch dimension */
+  c.batch = c.varlen ? p->cu_seqlens_q.shape[0] - 1 : p->q.shape[0];
+  c.seqlen_q = c.varlen ? p->max_seqlen_q : p->q.shape[1];
+  c.seqlen_k = c.varlen ? p->max_seqlen_k : p->k.shape[1];
+  c.heads_q = p->q.shape[2 - d];
+  c.heads_kv = p->k.shape[2 - d];
+  c.head_dim_qk = p->q.shape[3 - d];
+  c.head_dim_v = p->v.shape[3 - d];
+  c.total_q = p->q.shape[0];
+  c.total_k = p->k.shape[0];
+  return c;
+}
+
+/* The sizes a launch packed are the caller's (a negative one: the kernel takes no such argument), the
+ * group size divides them, and the head dims (head_dim8 * 8) fit the compiled ones. */
+static void expect_attn_sizes(const aotk__kernel_entry *e, const attn_caller *c, int32_t flags, int64_t seqlen_q,
+                              int64_t seqlen_k, int64_t heads_q, int64_t group_size, int64_t head_dim_qk,
+                              int64_t head_dim_v) {
+  EXPECT(((flags & ATTN_VARLEN) != 0) == c->varlen, "flags = %#x for a %s call", (unsigned)flags,
+         c->varlen ? "varlen" : "dense");
+  EXPECT(seqlen_q == c->seqlen_q && (seqlen_k < 0 || seqlen_k == c->seqlen_k) && heads_q == c->heads_q,
+         "seqlen_q, seqlen_k, heads_q = %lld, %lld, %lld for the caller's %lld, %lld, %lld", (long long)seqlen_q,
+         (long long)seqlen_k, (long long)heads_q, (long long)c->seqlen_q, (long long)c->seqlen_k,
+         (long long)c->heads_q);
+  EXPECT(group_size < 0 || (group_size >= 1 && heads_q == c->heads_kv * group_size),
+         "group_size = %lld for %lld query and %lld kv heads", (long long)group_size, (long long)heads_q,
+         (long long)c->heads_kv);
+  EXPECT((head_dim_qk < 0 || (head_dim_qk == c->head_dim_qk && head_dim_qk <= e->head_dim_qk)) &&
+             (head_dim_v < 0 || (head_dim_v == c->head_dim_v && head_dim_v <= e->head_dim_v)),
+         "head dims %lld, %lld for the caller's %lld, %lld (compiled %d, %d)", (long long)head_dim_qk,
+         (long long)head_dim_v, (long long)c->head_dim_qk, (long long)c->head_dim_v, (int)e->head_dim_qk,
+         (int)e->head_dim_v);
+}
+
+/* num_blocks tiles of `block` rows cover `length` rows, the last one not empty. */
+static void expect_blocks(const aotk__kernel_entry *e, int64_t num_blocks, int64_t block, int64_t length,
+                          const char *what) {
+  EXPECT(num_blocks >= 1 && (num_blocks - 1) * block < length && num_blocks * block >= length,
+         "%s = %lld tiles of %lld rows for %lld rows", what, (long long)num_blocks, (long long)block,
+         (long long)length);
+}
+
+/* One of q, k, v, out, dout, dq, dk, dv as an attention kernel reaches it. Its pointer and (batch: int64,
+ * sequence: int32, head: int32) stride arguments are the caller's tensor's (src/aotk_attn.c's view_4d:
+ * packed, batch stride 0). A program touches rows 0 .. seqlen - 1 of its sequence (the masks bound
+ * nothing more: this is every row of every sequence and head, causal or windowed or not), `heads`
+ * heads, `columns` columns. Dense, that is rows 0 .. seqlen - 1 of each batch entry. Packed, a
+ * sequence's rows start at its cu_seqlens offset, device data that include/aotk.h makes the caller's
+ * promise ("offsets past total_q / total_k are the caller's error"): by that promise, and by nothing
+ * the host can see, rows 0 .. total - 1 of the packed tensor (q's rows for the query side, k's for the
+ * key side), which is the box checked. The Triton kernels add head * stride_h, and row * stride_s plus
+ * the column, in int32 (only the batch and a sequence's start are int64): with `int32_offsets`, neither
+ * may wrap at the rows they touch, or the model would not be the kernel. Writes (`output`) stay inside
+ * the tensor's own span. */
+static void check_attn_tensor(const aotk__kernel_entry *e, void **a, int pointer, int strides, const attn_caller *c,
+                              const aotk_tensor *t, bool key_side, int64_t heads, int64_t columns, bool int32_offsets,
+                              bool output, const char *argument) {
+  const int64_t stride_b = arg_i64(a, strides), stride_s = arg_i32(a, strides + 1), stride_h = arg_i32(a, strides + 2);
+  const int d = c->varlen ? 1 : 0;
+  const int64_t seqlen = key_side ? c->seqlen_k : c->seqlen_q;
+  const int64_t rows = c->varlen ? (key_side ? c->total_k : c->total_q) : seqlen;
+  EXPECT(arg_pointer(a, pointer) == (uintptr_t)t->data &&
+             (c->varlen ? stride_b == 0 : same_stride(stride_b, t->strides[0], c->batch)) &&
+             same_stride(stride_s, t->strides[1 - d], rows) && same_stride(stride_h, t->strides[2 - d], heads),
+         "%s = %#lx with strides (%lld, %lld, %lld) for the caller's %p with strides (%lld, %lld, %lld, %lld)",
+         argument, (unsigned long)arg_pointer(a, pointer), (long long)stride_b, (long long)stride_s,
+         (long long)stride_h, t->data, (long long)t->strides[0], (long long)t->strides[1], (long long)t->strides[2],
+         (long long)t->strides[3]);
+  EXPECT(!e->aligned || (arg_pointer(a, pointer) % 16 == 0 && stride_b % 16 == 0 && stride_s % 16 == 0 &&
+                         stride_h % 16 == 0),
+         "%s = %#lx with strides (%lld, %lld, %lld) for the aligned variant", argument,
+         (unsigned long)arg_pointer(a, pointer), (long long)stride_b, (long long)stride_s, (long long)stride_h);
+  if (int32_offsets) {
+    EXPECT((__int128)(heads - 1) * magnitude(stride_h) <= INT32_MAX &&
+               (__int128)(seqlen - 1) * magnitude(stride_s) + columns - 1 <= INT32_MAX,
+           "%s: %lld heads %lld apart, %lld rows %lld apart: its 32-bit offsets wrap", argument, (long long)heads,
+           (long long)stride_h, (long long)seqlen, (long long)stride_s);
+  }
+  const axis axes[] = {{0, c->varlen ? 1 : c->batch, stride_b}, {0, rows, stride_s}, {0, heads, stride_h},
+                       {0, columns, 1}};
+  check_box_in(arg_pointer(a, pointer), axes, 4, 2, e->function_name, argument, output ? t : NULL);
+}
+
+/* lse as the kernels index it: batch * stride_lb + head * stride_lh (int32 in the Triton kernels) + the
+ * sequence's first row + row; dense [batch, heads_q, seqlen_q], packed [heads_q, total_q] (stride_lb 0;
+ * rows by the promise above). */
+static void check_attn_lse(const aotk__kernel_entry *e, void **a, int pointer, int strides, const attn_caller *c,
+                           const aotk_tensor *t, bool int32_offsets, bool output) {
+  const int64_t stride_b = arg_i64(a, strides), stride_h = arg_i32(a, strides + 1);
+  EXPECT(arg_pointer(a, pointer) == (uintptr_t)t->data &&
+             (c->varlen ? stride_b == 0 : same_stride(stride_b, t->strides[0], c->batch)) &&
+             same_stride(stride_h, t->strides[c->varlen ? 0 : 1], c->heads_q),
+         "Lse = %#lx with strides (%lld, %lld) for the caller's %p with strides (%lld, %lld)",
+         (unsigned long)arg_pointer(a, pointer), (long long)stride_b, (long long)stride_h, t->data,
+         (long long)t->strides[0], (long long)t->strides[1]);
+  EXPECT(!int32_offsets || (__int128)(c->heads_q - 1) * magnitude(stride_h) <= INT32_MAX,
+         "Lse: %lld heads %lld apart: its 32-bit offsets wrap", (long long)c->heads_q, (long long)stride_h);
+  const axis axes[] = {{0, c->varlen ? 1 : c->batch, stride_b}, {0, c->heads_q, stride_h},
+                       {0, c->varlen ? c->total_q : c->seqlen_q, 1}};
+  check_box_in(arg_pointer(a, pointer), axes, 3, 4, e->function_name, "Lse", output ? t : NULL);
+}
+
+/* cu_seqlens (num_seqs + 1 offsets each, packed calls only), ALiBi slopes ([heads_q] or [batch, heads_q]
+ * by stride_ab), sinks ([heads_q]) and the RNG state ({seed, offset}) where the flags have the kernel
+ * read them: the caller's, as many as it reads (an argument index < 0: the kernel takes none). */
+static void check_attn_features(const aotk__kernel_entry *e, void **a, const attn_caller *c, const aotk_attn_params *p,
+                                int32_t flags, int cu_q, int cu_k, int alibi, int stride_ab, int sinks, int rng) {
+  const int cu[2] = {cu_q, cu_k};
+  const aotk_tensor *cu_tensors[2] = {&p->cu_seqlens_q, &p->cu_seqlens_k};
+  for (int i = 0; i < 2; i++) {
+    if (cu[i] < 0) continue;
+    EXPECT(arg_pointer(a, cu[i]) == (uintptr_t)cu_tensors[i]->data, "CuSeqlens%c = %#lx for the caller's %p",
+           i ? 'K' : 'Q', (unsigned long)arg_pointer(a, cu[i]), cu_tensors[i]->data);
+    if (c->varlen) check_vector(e, a, cu[i], c->batch + 1, 4, i ? "CuSeqlensK" : "CuSeqlensQ");
+  }
+  if (alibi >= 0 && (flags & ATTN_ALIBI)) {
+    const aotk_tensor *t = &p->alibi_slopes;
+    const int64_t packed_stride = arg_i64(a, stride_ab);
+    EXPECT(arg_pointer(a, alibi) == (uintptr_t)t->data &&
+               (t->rank == 2 ? same_stride(packed_stride, t->strides[0], c->batch) : packed_stride == 0),
+           "AlibiSlopes = %#lx, stride_ab = %lld for the caller's %p", (unsigned long)arg_pointer(a, alibi),
+           (long long)arg_i64(a, stride_ab), t->data);
+    const axis axes[] = {{0, c->batch, arg_i64(a, stride_ab)}, {0, c->heads_q, 1}};
+    check_box(arg_pointer(a, alibi), axes, 2, 4, e->function_name, "AlibiSlopes");
+  }
+  if (sinks >= 0 && (flags & ATTN_SINKS)) {
+    EXPECT(arg_pointer(a, sinks) == (uintptr_t)p->sinks.data, "Sinks = %#lx for the caller's %p",
+           (unsigned long)arg_pointer(a, sinks), p->sinks.data);
+    check_vector(e, a, sinks, c->heads_q, 4, "Sinks");
+  }
+  if (rng >= 0 && (flags & ATTN_DROPOUT)) {
+    EXPECT(arg_pointer(a, rng) == (uintptr_t)p->rng_state.data, "RngState = %#lx for the caller's %p",
+           (unsigned long)arg_pointer(a, rng), p->rng_state.data);
+    check_vector(e, a, rng, 2, 8, "RngState");
+  }
+}
+
+/* The forward: attn_fwd and attn_fwd_tma (kernels/attn_fwd.py), attn_fwd_hopper(_wg3)
+ * (kernels/attn_fwd_hopper.py). Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
+ * the q, k, v, out strides, stride_lb, stride_lh, stride_ab, 10 int32 (seqlen_q, seqlen_k, heads_q,
+ * group_size, num_m_blocks, head_dim_qk8, head_dim_v8, window_left, window_right, flags), 5 scalars;
+ * the TMA kernels then Q's, K's and V's descriptors, the Gluon ones num_tiles. Tiles (query block,
+ * sequence, query head), query block fastest: one program each, or for the persistent Gluon kernel at
+ * most num_tiles programs walking them. The Triton kernels mask the head dims at head_dim8 * 8; the
+ * Gluon kernel and the TMA boxes use the compiled ones, which the host chooses equal to the problem's
+ * (a wider one would read and write the next head's columns). The Gluon kernel reads nothing through
+ * Q, K and V (their descriptors instead) and the TMA one nothing through Q: checked all the same. */
+static void check_attn_fwd_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  const bool hopper = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
+  const bool tma = hopper || e->family == AOTK__FAMILY_ATTN_FWD_TMA;
+  enum { POINTER_KERNEL_PARAMS = 40 };
+  EXPECT(strncmp(e->param_kinds, "ppppp" "pp" "ppp" "liiliiliilii" "lil" "iiiii" "iiiii" "fff" "if",
+                 POINTER_KERNEL_PARAMS) == 0 &&
+             strcmp(e->param_kinds + POINTER_KERNEL_PARAMS, hopper ? "ttti" : tma ? "ttt" : "") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of the forward is out of date", e->param_kinds);
+  const aotk_attn_params *p = seen.attn;
+  EXPECT(p != NULL, "launched by a call other than aotk_attn_fwd");
+  enum { Q, K, V, OUT, LSE, CU_Q, CU_K, ALIBI, SINKS, RNG, QB, KB = 13, VB = 16, OB = 19, LB = 22, AB = 24, SEQLEN_Q,
+         SEQLEN_K, HEADS_Q, GROUP_SIZE, M_BLOCKS, DQK8, DV8, FLAGS = 34, DESCRIPTORS = 40, NUM_TILES = 61 };
+  const attn_caller c = attn_caller_problem(p);
+  const int64_t seqlen_q = arg_i32(a, SEQLEN_Q), heads_q = arg_i32(a, HEADS_Q), group_size = arg_i32(a, GROUP_SIZE);
+  const int64_t m_blocks = arg_i32(a, M_BLOCKS);
+  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, DQK8), head_dim_v = 8 * (int64_t)arg_i32(a, DV8);
+  const int32_t flags = arg_i32(a, FLAGS);
+  expect_attn_sizes(e, &c, flags, seqlen_q, arg_i32(a, SEQLEN_K), heads_q, group_size, head_dim_qk, head_dim_v);
+  EXPECT(!tma || (e->head_dim_qk == head_dim_qk && e->head_dim_v == head_dim_v),
+         "compiled for head dims %d, %d; the problem's are %lld, %lld", (int)e->head_dim_qk, (int)e->head_dim_v,
+         (long long)head_dim_qk, (long long)head_dim_v);
+  expect_blocks(e, m_blocks, e->block_m, seqlen_q, "num_m_blocks");
+  const int64_t tiles = hopper ? arg_i32(a, NUM_TILES) : (int64_t)grid;
+  EXPECT(tiles == c.batch * heads_q * m_blocks && (int64_t)grid <= tiles,
+         "%u programs over %lld tiles for %lld sequences x %lld heads x %lld query blocks", grid, (long long)tiles,
+         (long long)c.batch, (long long)heads_q, (long long)m_blocks);
+  EXPECT(((flags & ATTN_WRITE_LSE) != 0) == (p->lse.data != NULL), "flags = %#x, lse.data = %p", (unsigned)flags,
+         p->lse.data);
+
+  const int64_t heads_kv = heads_q / group_size;
+  check_attn_tensor(e, a, Q, QB, &c, &p->q, false, heads_q, head_dim_qk, true, false, "Q");
+  check_attn_tensor(e, a, K, KB, &c, &p->k, true, heads_kv, head_dim_qk, true, false, "K");
+  check_attn_tensor(e, a, V, VB, &c, &p->v, true, heads_kv, head_dim_v, true, false, "V");
+  check_attn_tensor(e, a, OUT, OB, &c, &p->out, false, heads_q, head_dim_v, !hopper, true, "Out");
+  if (flags & ATTN_WRITE_LSE) check_attn_lse(e, a, LSE, LB, &c, &p->lse, !hopper, true);
+  check_attn_features(e, a, &c, p, flags, CU_Q, CU_K, ALIBI, AB, SINKS, RNG);
+  if (tma) {
+    const descriptor_role roles[] = {{Q, hopper ? 64 : e->block_m, head_dim_qk, 2, "DescQ"},
+                                     {K, e->block_n, head_dim_qk, 2, "DescK"},
+                                     {V, e->block_n, head_dim_v, 2, "DescV"}};
+    check_descriptors(e, a, DESCRIPTORS, roles, 3);
+  }
+}
+
+/* attn_dropout_mask (kernels/attn_fwd.py): Mask, CuSeqlensQ, CuSeqlensK, RngState, the mask's batch,
+ * head and row strides (int64), 6 int32 (seqlen_q, seqlen_k, heads_q, num_m_blocks, flags, threshold);
+ * one program per (query block, sequence, head) writing rows < the sequence's query length and columns
+ * < its key length of the caller's [batch, heads_q, seqlen_q, seqlen_k] mask. */
+static void check_attn_dropout_mask_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "p" "pp" "p" "lll" "iiiiii") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_dropout_mask is out of date", e->param_kinds);
+  const aotk_attn_params *p = seen.attn;
+  EXPECT(p != NULL && p->dropout_mask.data != NULL, "launched by a call other than aotk_attn_fwd with dropout_mask");
+  enum { MASK, CU_Q, CU_K, RNG, MB, MH, MS, SEQLEN_Q, SEQLEN_K, HEADS_Q, M_BLOCKS, FLAGS };
+  const attn_caller c = attn_caller_problem(p);
+  const aotk_tensor *t = &p->dropout_mask;
+  const int64_t seqlen_q = arg_i32(a, SEQLEN_Q), seqlen_k = arg_i32(a, SEQLEN_K), heads_q = arg_i32(a, HEADS_Q);
+  const int64_t m_blocks = arg_i32(a, M_BLOCKS);
+  const int32_t flags = arg_i32(a, FLAGS);
+  expect_attn_sizes(e, &c, flags, seqlen_q, seqlen_k, heads_q, -1, -1, -1);
+  EXPECT((flags & ~ATTN_VARLEN) == 0 && (flags & ATTN_DROPOUT) == 0, "flags = %#x", (unsigned)flags);
+  expect_blocks(e, m_blocks, e->block_m, seqlen_q, "num_m_blocks");
+  EXPECT((int64_t)grid == m_blocks * c.batch * heads_q, "a grid of %u programs for %lld x %lld x %lld", grid,
+         (long long)m_blocks, (long long)c.batch, (long long)heads_q);
+  EXPECT(arg_pointer(a, MASK) == (uintptr_t)t->data && same_stride(arg_i64(a, MB), t->strides[0], c.batch) &&
+             same_stride(arg_i64(a, MH), t->strides[1], heads_q) &&
+             same_stride(arg_i64(a, MS), t->strides[2], seqlen_q),
+         "Mask = %#lx with strides (%lld, %lld, %lld) for the caller's %p", (unsigned long)arg_pointer(a, MASK),
+         (long long)arg_i64(a, MB), (long long)arg_i64(a, MH), (long long)arg_i64(a, MS), t->data);
+  const axis axes[] = {{0, c.batch, arg_i64(a, MB)}, {0, heads_q, arg_i64(a, MH)}, {0, seqlen_q, arg_i64(a, MS)},
+                       {0, seqlen_k, 1}};
+  check_box_in(arg_pointer(a, MASK), axes, 4, 1, e->function_name, "Mask", t);
+  check_attn_features(e, a, &c, p, ATTN_DROPOUT, CU_Q, CU_K, -1, -1, -1, RNG);
+}
+
+/* attn_bwd_preprocess (kernels/attn_bwd.py): Out, DOut, Lse, Delta, LseLog2, CuSeqlensQ, Sinks,
+ * SinkPartial, out's and dout's strides, stride_lb, stride_lh, 7 int32 (seqlen_q, heads_q, num_seqs,
+ * num_m_blocks, stats_stride, head_dim_v8, flags); one program per (block of statistics rows, sequence,
+ * query head). It reads out, dout and lse at the sequence's rows and writes every row of its block,
+ * padding included (unmasked), into the workspace's delta and lse * log2(e), [num_seqs * heads_q,
+ * stats_stride] fp32 each; with sinks, one partial per program into [heads_q, num_seqs, num_m_blocks]. */
+static void check_attn_preprocess_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "ppppp" "p" "pp" "liilii" "li" "iiii" "i" "ii") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_bwd_preprocess is out of date", e->param_kinds);
+  const aotk_attn_params *p = seen.attn;
+  EXPECT(p != NULL, "launched by a call other than aotk_attn_bwd");
+  enum { OUT, DOUT, LSE, DELTA, LSE_LOG2, CU_Q, SINKS, SINK_PARTIAL, OB, DB = 11, LB = 14, SEQLEN_Q = 16, HEADS_Q,
+         NUM_SEQS, M_BLOCKS, STATS_STRIDE, DV8, FLAGS };
+  const attn_caller c = attn_caller_problem(p);
+  const int64_t seqlen_q = arg_i32(a, SEQLEN_Q), heads_q = arg_i32(a, HEADS_Q), num_seqs = arg_i32(a, NUM_SEQS);
+  const int64_t m_blocks = arg_i32(a, M_BLOCKS), stats_stride = arg_i32(a, STATS_STRIDE);
+  const int64_t head_dim_v = 8 * (int64_t)arg_i32(a, DV8);
+  const int32_t flags = arg_i32(a, FLAGS);
+  expect_attn_sizes(e, &c, flags, seqlen_q, -1, heads_q, -1, -1, head_dim_v);
+  EXPECT((flags & ~(ATTN_VARLEN | ATTN_SINKS)) == 0 && ((flags & ATTN_SINKS) != 0) == (p->dsinks.data != NULL),
+         "flags = %#x, dsinks.data = %p", (unsigned)flags, p->dsinks.data);
+  /* Every statistics row of a sequence written, none past its own row. */
+  EXPECT(num_seqs == c.batch && m_blocks >= 1 && m_blocks * e->block_m >= seqlen_q &&
+             m_blocks * e->block_m <= stats_stride,
+         "num_seqs = %lld, %lld blocks of %d rows, stats_stride = %lld for %lld sequences of %lld rows",
+         (long long)num_seqs, (long long)m_blocks, (int)e->block_m, (long long)stats_stride, (long long)c.batch,
+         (long long)seqlen_q);
+  EXPECT((int64_t)grid == m_blocks * num_seqs * heads_q, "a grid of %u programs for %lld x %lld x %lld", grid,
+         (long long)m_blocks, (long long)num_seqs, (long long)heads_q);
+
+  check_attn_tensor(e, a, OUT, OB, &c, &p->out, false, heads_q, head_dim_v, true, false, "Out");
+  check_attn_tensor(e, a, DOUT, DB, &c, &p->dout, false, heads_q, head_dim_v, true, false, "DOut");
+  check_attn_lse(e, a, LSE, LB, &c, &p->lse, true, false);
+  EXPECT(stats_stride % 16 == 0, "stats_stride = %lld, hinted a multiple of 16", (long long)stats_stride);
+  expect_aligned(e, a, DELTA, "Delta");
+  expect_aligned(e, a, LSE_LOG2, "LseLog2");
+  const axis stats_axes[] = {{0, num_seqs * heads_q, stats_stride}, {0, m_blocks * e->block_m, 1}};
+  check_workspace_part(e, arg_pointer(a, DELTA), stats_axes, 2, 4, "Delta");
+  check_workspace_part(e, arg_pointer(a, LSE_LOG2), stats_axes, 2, 4, "LseLog2");
+  check_attn_features(e, a, &c, p, flags, CU_Q, -1, -1, -1, SINKS, -1);
+  if (flags & ATTN_SINKS) {
+    const axis partial_axes[] = {{0, heads_q * num_seqs * m_blocks, 1}};
+    check_workspace_part(e, arg_pointer(a, SINK_PARTIAL), partial_axes, 1, 4, "SinkPartial");
+  }
+}
+
+/* The statistics the dK/dV and dQ passes load, unmasked: rows below seqlen_q rounded up to the tile's
+ * BLOCK_M (the pre-pass padded them), of statistics rows sequence * heads_q + head. */
+static void check_attn_stats(const aotk__kernel_entry *e, void **a, const attn_caller *c, int lse_log2, int delta,
+                             int64_t stats_stride) {
+  const int64_t stats_rows = ceil_div(c->seqlen_q, e->block_m) * e->block_m;
+  EXPECT(stats_rows <= stats_stride && stats_stride % 16 == 0,
+         "stats_stride = %lld (hinted a multiple of 16) for %lld rows loaded per statistics row",
+         (long long)stats_stride, (long long)stats_rows);
+  expect_aligned(e, a, lse_log2, "LseLog2");
+  expect_aligned(e, a, delta, "Delta");
+  const axis axes[] = {{0, c->batch * c->heads_q, stats_stride}, {0, stats_rows, 1}};
+  check_workspace_part(e, arg_pointer(a, lse_log2), axes, 2, 4, "LseLog2");
+  check_workspace_part(e, arg_pointer(a, delta), axes, 2, 4, "Delta");
+}
+
+/* The dK/dV pass: attn_bwd_dkdv (kernels/attn_bwd.py) and the Gluon attn_bwd_dkdv_hopper and
+ * attn_bwd_fused_hopper (kernels/attn_bwd_hopper.py). Q, K, V, DOut, LseLog2, Delta, DK, DV,
+ * CuSeqlensQ, CuSeqlensK, AlibiSlopes, RngState, the q, k, v, dout, dk, dv strides, stride_ab, 7 int32
+ * (seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride), head_dim_qk8,
+ * head_dim_v8, window_left, window_right, flags, 7 scalars; the Gluon passes then Q's, K's, V's and dO's
+ * descriptors, the fused one the fp32 dQ accumulator's ([batch * heads_q, stats_stride, head_dim_qk] in
+ * the workspace, reduce-added into). One program per (key block, sequence, kv head): its keys' rows of
+ * k, v, dk and dv, every query row of its group's heads in q and dout, and their statistics. */
+static void check_attn_dkdv_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  const bool fused = e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
+  const bool hopper = fused || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
+  enum { POINTER_KERNEL_PARAMS = 49 };
+  EXPECT(strncmp(e->param_kinds, "pppppppp" "pp" "pp" "liiliiliiliiliilii" "l" "iiiiii" "i" "iiiii" "f" "fff" "if",
+                 POINTER_KERNEL_PARAMS) == 0 &&
+             strcmp(e->param_kinds + POINTER_KERNEL_PARAMS, fused ? "ttttt" : hopper ? "tttt" : "") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of the dK/dV pass is out of date", e->param_kinds);
+  const aotk_attn_params *p = seen.attn;
+  EXPECT(p != NULL, "launched by a call other than aotk_attn_bwd");
+  enum { Q, K, V, DOUT, LSE_LOG2, DELTA, DK, DV, CU_Q, CU_K, ALIBI, RNG, QB, KB = 15, VB = 18, DOB = 21, DKB = 24,
+         DVB = 27, AB = 30, SEQLEN_Q, SEQLEN_K, HEADS_Q, HEADS_KV, GROUP_SIZE, N_BLOCKS, STATS_STRIDE, DQK8, DV8,
+         FLAGS = 42, DESCRIPTORS = 49 };
+  const attn_caller c = attn_caller_problem(p);
+  const int64_t seqlen_k = arg_i32(a, SEQLEN_K), heads_q = arg_i32(a, HEADS_Q), heads_kv = arg_i32(a, HEADS_KV);
+  const int64_t n_blocks = arg_i32(a, N_BLOCKS);
+  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, DQK8), head_dim_v = 8 * (int64_t)arg_i32(a, DV8);
+  const int32_t flags = arg_i32(a, FLAGS);
+  expect_attn_sizes(e, &c, flags, arg_i32(a, SEQLEN_Q), seqlen_k, heads_q, arg_i32(a, GROUP_SIZE), head_dim_qk,
+                    head_dim_v);
+  EXPECT(heads_kv == c.heads_kv, "heads_kv = %lld for the caller's %lld", (long long)heads_kv, (long long)c.heads_kv);
+  EXPECT(!hopper || (e->head_dim_qk == head_dim_qk && e->head_dim_v == head_dim_v),
+         "compiled for head dims %d, %d; the problem's are %lld, %lld", (int)e->head_dim_qk, (int)e->head_dim_v,
+         (long long)head_dim_qk, (long long)head_dim_v);
+  expect_blocks(e, n_blocks, e->block_n, seqlen_k, "num_n_blocks");
+  EXPECT((int64_t)grid == n_blocks * c.batch * heads_kv, "a grid of %u programs for %lld x %lld x %lld", grid,
+         (long long)n_blocks, (long long)c.batch, (long long)heads_kv);
+
+  check_attn_tensor(e, a, Q, QB, &c, &p->q, false, heads_q, head_dim_qk, !hopper, false, "Q");
+  check_attn_tensor(e, a, K, KB, &c, &p->k, true, heads_kv, head_dim_qk, !hopper, false, "K");
+  check_attn_tensor(e, a, V, VB, &c, &p->v, true, heads_kv, head_dim_v, !hopper, false, "V");
+  check_attn_tensor(e, a, DOUT, DOB, &c, &p->dout, false, heads_q, head_dim_v, !hopper, false, "DOut");
+  check_attn_tensor(e, a, DK, DKB, &c, &p->dk, true, heads_kv, head_dim_qk, !hopper, true, "DK");
+  check_attn_tensor(e, a, DV, DVB, &c, &p->dv, true, heads_kv, head_dim_v, !hopper, true, "DV");
+  check_attn_stats(e, a, &c, LSE_LOG2, DELTA, arg_i32(a, STATS_STRIDE));
+  check_attn_features(e, a, &c, p, flags, CU_Q, CU_K, ALIBI, AB, -1, RNG);
+  if (hopper) {
+    const descriptor_role roles[] = {{Q, e->block_m, head_dim_qk, 2, "DescQ"},
+                                     {K, e->block_n, head_dim_qk, 2, "DescK"},
+                                     {V, e->block_n, head_dim_v, 2, "DescV"},
+                                     {DOUT, e->block_m, head_dim_v, 2, "DescDO"},
+                                     {-1, e->block_m, head_dim_qk, 4, "DQAcc"}};
+    check_descriptors(e, a, DESCRIPTORS, roles, fused ? 5 : 4);
+  }
+}
+
+/* attn_bwd_dq (kernels/attn_bwd.py): Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK,
+ * AlibiSlopes, RngState, the q, k, v, dout, dq strides, stride_ab, 6 int32 (seqlen_q, seqlen_k, heads_q,
+ * group_size, num_m_blocks, stats_stride), head_dim_qk8, head_dim_v8, window_left, window_right, flags,
+ * 7 scalars; one program per (query block, sequence, query head). */
+static void check_attn_dq_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "ppppppp" "pp" "pp" "liiliiliiliilii" "l" "iiiii" "i" "iiiii" "f" "fff" "if") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_bwd_dq is out of date", e->param_kinds);
+  const aotk_attn_params *p = seen.attn;
+  EXPECT(p != NULL, "launched by a call other than aotk_attn_bwd");
+  enum { Q, K, V, DOUT, LSE_LOG2, DELTA, DQ, CU_Q, CU_K, ALIBI, RNG, QB, KB = 14, VB = 17, DOB = 20, DQB = 23, AB = 26,
+         SEQLEN_Q, SEQLEN_K, HEADS_Q, GROUP_SIZE, M_BLOCKS, STATS_STRIDE, DQK8, DV8, FLAGS = 37 };
+  const attn_caller c = attn_caller_problem(p);
+  const int64_t seqlen_q = arg_i32(a, SEQLEN_Q), heads_q = arg_i32(a, HEADS_Q), group_size = arg_i32(a, GROUP_SIZE);
+  const int64_t m_blocks = arg_i32(a, M_BLOCKS);
+  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, DQK8), head_dim_v = 8 * (int64_t)arg_i32(a, DV8);
+  const int32_t flags = arg_i32(a, FLAGS);
+  expect_attn_sizes(e, &c, flags, seqlen_q, arg_i32(a, SEQLEN_K), heads_q, group_size, head_dim_qk, head_dim_v);
+  expect_blocks(e, m_blocks, e->block_m, seqlen_q, "num_m_blocks");
+  EXPECT((int64_t)grid == m_blocks * c.batch * heads_q, "a grid of %u programs for %lld x %lld x %lld", grid,
+         (long long)m_blocks, (long long)c.batch, (long long)heads_q);
+
+  const int64_t heads_kv = heads_q / group_size;
+  check_attn_tensor(e, a, Q, QB, &c, &p->q, false, heads_q, head_dim_qk, true, false, "Q");
+  check_attn_tensor(e, a, K, KB, &c, &p->k, true, heads_kv, head_dim_qk, true, false, "K");
+  check_attn_tensor(e, a, V, VB, &c, &p->v, true, heads_kv, head_dim_v, true, false, "V");
+  check_attn_tensor(e, a, DOUT, DOB, &c, &p->dout, false, heads_q, head_dim_v, true, false, "DOut");
+  check_attn_tensor(e, a, DQ, DQB, &c, &p->dq, false, heads_q, head_dim_qk, true, true, "DQ");
+  check_attn_stats(e, a, &c, LSE_LOG2, DELTA, arg_i32(a, STATS_STRIDE));
+  check_attn_features(e, a, &c, p, flags, CU_Q, CU_K, ALIBI, AB, -1, RNG);
+}
+
+/* attn_bwd_dq_convert (kernels/attn_bwd.py): DQAcc, DQ, CuSeqlensQ, dq's strides, 5 int32 (seqlen_q,
+ * heads_q, num_m_blocks, stats_stride, flags); one program per (query block, sequence, query head),
+ * loading its block of the accumulator unmasked, [batch * heads_q, stats_stride, HEAD_DIM] fp32, and
+ * storing the sequence's rows of dq, HEAD_DIM (compiled) columns, with 64-bit offsets. */
+static void check_attn_dq_convert_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "ppp" "lii" "iii" "i" "i") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_bwd_dq_convert is out of date", e->param_kinds);
+  const aotk_attn_params *p = seen.attn;
+  EXPECT(p != NULL, "launched by a call other than aotk_attn_bwd");
+  enum { DQ_ACC, DQ, CU_Q, QB, SEQLEN_Q = 6, HEADS_Q, M_BLOCKS, STATS_STRIDE, FLAGS };
+  const attn_caller c = attn_caller_problem(p);
+  const int64_t seqlen_q = arg_i32(a, SEQLEN_Q), heads_q = arg_i32(a, HEADS_Q), m_blocks = arg_i32(a, M_BLOCKS);
+  const int64_t stats_stride = arg_i32(a, STATS_STRIDE), head_dim = e->head_dim_qk;
+  const int32_t flags = arg_i32(a, FLAGS);
+  expect_attn_sizes(e, &c, flags, seqlen_q, -1, heads_q, -1, head_dim, -1);
+  EXPECT((flags & ~ATTN_VARLEN) == 0, "flags = %#x", (unsigned)flags);
+  expect_blocks(e, m_blocks, e->block_m, seqlen_q, "num_m_blocks");
+  EXPECT(m_blocks * e->block_m <= stats_stride && stats_stride % 16 == 0,
+         "%lld blocks of %d rows in accumulator rows of %lld (hinted a multiple of 16)", (long long)m_blocks,
+         (int)e->block_m, (long long)stats_stride);
+  expect_aligned(e, a, DQ_ACC, "DQAcc");
+  EXPECT((int64_t)grid == m_blocks * c.batch * heads_q, "a grid of %u programs for %lld x %lld x %lld", grid,
+         (long long)m_blocks, (long long)c.batch, (long long)heads_q);
+  const axis acc_axes[] = {{0, c.batch * heads_q, stats_stride * head_dim}, {0, m_blocks * e->block_m, head_dim},
+                           {0, head_dim, 1}};
+  check_workspace_part(e, arg_pointer(a, DQ_ACC), acc_axes, 3, 4, "DQAcc");
+  check_attn_tensor(e, a, DQ, QB, &c, &p->dq, false, heads_q, head_dim, false, true, "DQ");
+  check_attn_features(e, a, &c, p, flags, CU_Q, -1, -1, -1, -1, -1);
+}
+
+/* attn_bwd_sink_reduce (kernels/attn_bwd.py): SinkPartial, DSinks, count; one program per query head,
+ * reading its `count` partials and writing its dsinks entry. */
+static void check_attn_sink_reduce_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "ppi") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_bwd_sink_reduce is out of date", e->param_kinds);
+  const aotk_attn_params *p = seen.attn;
+  EXPECT(p != NULL && p->dsinks.data != NULL, "launched by a call other than aotk_attn_bwd with dsinks");
+  enum { SINK_PARTIAL, DSINKS, COUNT };
+  const attn_caller c = attn_caller_problem(p);
+  const int64_t count = arg_i32(a, COUNT);
+  EXPECT((int64_t)grid == c.heads_q && count >= 1, "a grid of %u programs and %lld partials for %lld heads", grid,
+         (long long)count, (long long)c.heads_q);
+  EXPECT(arg_pointer(a, DSINKS) == (uintptr_t)p->dsinks.data, "DSinks = %#lx for the caller's %p",
+         (unsigned long)arg_pointer(a, DSINKS), p->dsinks.data);
+  const axis partial_axes[] = {{0, c.heads_q, count}, {0, count, 1}};
+  check_workspace_part(e, arg_pointer(a, SINK_PARTIAL), partial_axes, 2, 4, "SinkPartial");
+  const axis dsinks_axes[] = {{0, c.heads_q, 1}};
+  check_box_in(arg_pointer(a, DSINKS), dsinks_axes, 1, 4, e->function_name, "DSinks", &p->dsinks);
+}
+
+/* The caller's selection problem, as src/aotk_sel.c's sel_validate reads it. */
+typedef struct sel_caller {
+  bool varlen;
+  int64_t num_seqs, total_q, total_k, max_seqlen_k, heads_q, heads_kv, group_size, slots, block_size;
+  int64_t head_dim_qk, head_dim_v;
+  int64_t index_slots; /* the inverse index's slots per kv head: num_seqs * ceil(max_seqlen_k / block_size) */
+} sel_caller;
+
+static sel_caller sel_caller_problem(const aotk_sel_params *p) {
+  sel_caller c;
+  c.varlen = p->cu_seqlens_q.data != NULL || p->cu_seqlens_k.data != NULL;
+  c.num_seqs = c.varlen ? p->cu_seqlens_q.shape[0] - 1 : 1;
+  c.total_q = p->q.shape[0];
+  c.total_k = p->k.shape[0];
+  c.max_seqlen_k = c.varlen ? p->max_seqlen_k : c.total_k;
+  c.heads_q = p->q.shape[1];
+  c.heads_kv = p->k.shape[1];
+  c.group_size = c.heads_q / c.heads_kv;
+  c.slots = p->block_idx.shape[2];
+  c.block_size = p->block_size;
+  c.head_dim_qk = p->q.shape[2];
+  c.head_dim_v = p->v.shape[2];
+  c.index_slots = c.num_seqs * ceil_div(c.max_seqlen_k, c.block_size);
+  return c;
+}
+
+/* What every selection kernel that takes them shares: num_seqs, total_q, total_k and max_seqlen_k (at
+ * `sizes`; max_seqlen_k is total_k without cu_seqlens, which bounds a dense call's keys) the caller's,
+ * cu_seqlens the caller's (num_seqs + 1 offsets read, packed calls only), and block_cnt's flag. */
+static void check_sel_common(const aotk__kernel_entry *e, void **a, const sel_caller *c, const aotk_sel_params *p,
+                             int cu_q, int cu_k, int sizes, int32_t flags) {
+  EXPECT(arg_i32(a, sizes) == c->num_seqs && arg_i32(a, sizes + 1) == c->total_q &&
+             arg_i32(a, sizes + 2) == c->total_k && arg_i32(a, sizes + 3) == c->max_seqlen_k,
+         "num_seqs, total_q, total_k, max_seqlen_k = %d, %d, %d, %d for the caller's %lld, %lld, %lld, %lld",
+         (int)arg_i32(a, sizes), (int)arg_i32(a, sizes + 1), (int)arg_i32(a, sizes + 2), (int)arg_i32(a, sizes + 3),
+         (long long)c->num_seqs, (long long)c->total_q, (long long)c->total_k, (long long)c->max_seqlen_k);
+  EXPECT(((flags & ATTN_VARLEN) != 0) == c->varlen && ((flags & SEL_BLOCK_CNT) != 0) == (p->block_cnt.data != NULL),
+         "flags = %#x, block_cnt.data = %p", (unsigned)flags, p->block_cnt.data);
+  EXPECT(arg_pointer(a, cu_q) == (uintptr_t)p->cu_seqlens_q.data &&
+             arg_pointer(a, cu_k) == (uintptr_t)p->cu_seqlens_k.data,
+         "CuSeqlensQ, CuSeqlensK = %#lx, %#lx for the caller's %p, %p", (unsigned long)arg_pointer(a, cu_q),
+         (unsigned long)arg_pointer(a, cu_k), p->cu_seqlens_q.data, p->cu_seqlens_k.data);
+  if (c->varlen) {
+    check_vector(e, a, cu_q, c->num_seqs + 1, 4, "CuSeqlensQ");
+    check_vector(e, a, cu_k, c->num_seqs + 1, 4, "CuSeqlensK");
+  }
+}
+
+/* One of selection's packed [rows, heads, columns] tensors (lse and block_cnt: one column): its pointer
+ * and (token: int64, head: int32) strides the caller's; rows 0 .. rows - 1, `heads` heads (head *
+ * stride_h is int32 in the kernels), `columns` columns; writes (`output`) inside its own span. */
+static void check_sel_tensor(const aotk__kernel_entry *e, void **a, int pointer, int strides, const aotk_tensor *t,
+                             int64_t rows, int64_t heads, int64_t columns, size_t element, bool output,
+                             const char *argument) {
+  /* q, k, v, out and the gradients: pointer and strides hinted ALWAYS (lse and the index are not). */
+  const bool hinted = element == 2;
+  const int64_t stride_s = arg_i64(a, strides), stride_h = arg_i32(a, strides + 1);
+  EXPECT(arg_pointer(a, pointer) == (uintptr_t)t->data && same_stride(stride_s, t->strides[0], rows) &&
+             same_stride(stride_h, t->strides[1], heads),
+         "%s = %#lx with strides (%lld, %lld) for the caller's %p with strides (%lld, %lld)", argument,
+         (unsigned long)arg_pointer(a, pointer), (long long)stride_s, (long long)stride_h, t->data,
+         (long long)t->strides[0], (long long)t->strides[1]);
+  EXPECT((__int128)(heads - 1) * magnitude(stride_h) <= INT32_MAX, "%s: %lld heads %lld apart: 32-bit offsets wrap",
+         argument, (long long)heads, (long long)stride_h);
+  EXPECT(!hinted || (arg_pointer(a, pointer) % 16 == 0 && stride_s % 16 == 0 && stride_h % 16 == 0),
+         "%s = %#lx with strides (%lld, %lld), hinted multiples of 16", argument,
+         (unsigned long)arg_pointer(a, pointer), (long long)stride_s, (long long)stride_h);
+  const axis axes[] = {{0, rows, stride_s}, {0, heads, stride_h}, {0, columns, 1}};
+  check_box_in(arg_pointer(a, pointer), axes, 3, element, e->function_name, argument, output ? t : NULL);
+}
+
+/* block_idx, and block_cnt where its flag is set, read at rows 0 .. rows - 1 (index entries' tokens:
+ * below total_q by the grid, or read from cu_seqlens, the caller's promise), every kv head and slot. */
+static void check_sel_index(const aotk__kernel_entry *e, void **a, const sel_caller *c, const aotk_sel_params *p,
+                            int idx, int cnt, int strides, int32_t flags) {
+  check_sel_tensor(e, a, idx, strides, &p->block_idx, c->total_q, c->heads_kv, c->slots, 4, false, "BlockIdx");
+  if (flags & SEL_BLOCK_CNT) {
+    check_sel_tensor(e, a, cnt, strides + 2, &p->block_cnt, c->total_q, c->heads_kv, 1, 4, false, "BlockCnt");
+  }
+}
+
+/* sel_fwd and sel_bwd_dq (kernels/sel_attn.py), one program per (kv head, token, chunk of BLOCK_G query
+ * heads of the group), kv head outermost. sel_fwd: Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx,
+ * BlockCnt, the q, k, v, out, lse, block_idx, block_cnt strides, 8 int32 (num_seqs, total_q, total_k,
+ * max_seqlen_k, group_size, group_chunks, num_slots, flags), qk_scale_log2. sel_bwd_dq: Q, K, V, Out,
+ * DOut, Lse, DQ, Delta, the cu_seqlens, BlockIdx, BlockCnt, Compact, the q, k, v, out, dout, dq, lse,
+ * block_idx, block_cnt strides, 9 int32 (heads_q after max_seqlen_k), 2 scalars; it also writes delta,
+ * [total_q, heads_q] fp32, and (its compacted slot lists) [total_q, heads_kv, slots] int32 in the
+ * workspace. Keys: a selected block's rows up to the sequence's key length, from its start read in
+ * cu_seqlens_k (dense: from 0, max_seqlen_k = total_k), so by the caller's promise rows below total_k;
+ * block ids out of range are skipped (their keys masked). The forward's scratch for the valid ids is
+ * the first 32 int32 of the token's first out row: inside out's box. */
+static void check_sel_token_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  const bool dq = e->family == AOTK__FAMILY_SEL_BWD_DQ;
+  const char *kinds = dq ? "ppppppp" "p" "pp" "pp" "p" "lilililililililili" "iiiiiiiii" "ff"
+                         : "ppppp" "pp" "pp" "lilililililili" "iiiiiiii" "f";
+  EXPECT(strcmp(e->param_kinds, kinds) == 0, "the parameters are \"%s\": fuzz_api.c's model of %s is out of date",
+         e->param_kinds, dq ? "sel_bwd_dq" : "sel_fwd");
+  const aotk_sel_params *p = seen.sel;
+  EXPECT(p != NULL, "launched by a call other than aotk_sel_fwd or aotk_sel_bwd");
+  /* Argument numbers: the forward's, or the dQ pass's. */
+  const int Q = 0, K = 1, V = 2, OUT = 3, DOUT = 4, LSE = dq ? 5 : 4, DQ = 6, DELTA = 7, CU_Q = dq ? 8 : 5;
+  const int IDX = CU_Q + 2, COMPACT = 12, QS = dq ? 13 : 9, KS = QS + 2, VS = QS + 4, OS = QS + 6, DOS = 21, DQS = 23;
+  const int LS = dq ? 25 : 17, IS = LS + 2, SIZES = IS + 4, HEADS_Q = 35;
+  const int GROUP_SIZE = dq ? 36 : 27, GROUP_CHUNKS = GROUP_SIZE + 1, NUM_SLOTS = GROUP_SIZE + 2;
+  const int FLAGS = GROUP_SIZE + 3;
+  const sel_caller c = sel_caller_problem(p);
+  const int32_t flags = arg_i32(a, FLAGS);
+  check_sel_common(e, a, &c, p, CU_Q, CU_Q + 1, SIZES, flags);
+  const int64_t group_size = arg_i32(a, GROUP_SIZE), group_chunks = arg_i32(a, GROUP_CHUNKS);
+  EXPECT(group_size == c.group_size && group_chunks == ceil_div(group_size, e->block_m) &&
+             arg_i32(a, NUM_SLOTS) == c.slots && (!dq || arg_i32(a, HEADS_Q) == c.heads_q),
+         "group_size, group_chunks, num_slots = %lld, %lld, %d (BLOCK_G %d) for the caller's %lld, %lld slots",
+         (long long)group_size, (long long)group_chunks, (int)arg_i32(a, NUM_SLOTS), (int)e->block_m,
+         (long long)c.group_size, (long long)c.slots);
+  EXPECT(e->head_dim_qk == c.head_dim_qk && e->head_dim_v == c.head_dim_v && e->block_size == c.block_size,
+         "compiled for head dims %d, %d and blocks of %d", (int)e->head_dim_qk, (int)e->head_dim_v, (int)e->block_size);
+  EXPECT(dq || !e->aligned || group_size % 16 == 0, "group_size = %lld for the variant hinting a multiple of 16",
+         (long long)group_size);
+  EXPECT((int64_t)grid == c.heads_kv * c.total_q * group_chunks, "a grid of %u programs for %lld x %lld x %lld", grid,
+         (long long)c.heads_kv, (long long)c.total_q, (long long)group_chunks);
+  EXPECT(((flags & ATTN_WRITE_LSE) != 0) == (p->lse.data != NULL) && (flags & SEL_DKDV_REDUCE) == 0,
+         "flags = %#x, lse.data = %p", (unsigned)flags, p->lse.data);
+
+  check_sel_tensor(e, a, Q, QS, &p->q, c.total_q, c.heads_q, c.head_dim_qk, 2, false, "Q");
+  check_sel_tensor(e, a, K, KS, &p->k, c.total_k, c.heads_kv, c.head_dim_qk, 2, false, "K");
+  check_sel_tensor(e, a, V, VS, &p->v, c.total_k, c.heads_kv, c.head_dim_v, 2, false, "V");
+  check_sel_tensor(e, a, OUT, OS, &p->out, c.total_q, c.heads_q, c.head_dim_v, 2, !dq, "Out");
+  if (flags & ATTN_WRITE_LSE) check_sel_tensor(e, a, LSE, LS, &p->lse, c.total_q, c.heads_q, 1, 4, !dq, "Lse");
+  check_sel_index(e, a, &c, p, IDX, IDX + 1, IS, flags);
+  if (dq) {
+    check_sel_tensor(e, a, DOUT, DOS, &p->dout, c.total_q, c.heads_q, c.head_dim_v, 2, false, "DOut");
+    check_sel_tensor(e, a, DQ, DQS, &p->dq, c.total_q, c.heads_q, c.head_dim_qk, 2, true, "DQ");
+    expect_aligned(e, a, DELTA, "Delta");
+    expect_aligned(e, a, COMPACT, "Compact");
+    const axis delta_axes[] = {{0, c.total_q, c.heads_q}, {0, c.heads_q, 1}};
+    check_workspace_part(e, arg_pointer(a, DELTA), delta_axes, 2, 4, "Delta");
+    const axis compact_axes[] = {{0, c.total_q, c.heads_kv * c.slots}, {0, c.heads_kv, c.slots}, {0, c.slots, 1}};
+    check_workspace_part(e, arg_pointer(a, COMPACT), compact_axes, 3, 4, "Compact");
+  }
+}
+
+/* The inverse index's rows in the workspace (src/aotk_sel.c): offsets, cursors and chunks, int32
+ * [heads_kv, stride_offsets] (index_slots + 1 offsets a row, index_slots cursors and chunks), and the
+ * token lists, int32 [heads_kv, stride_tokens = total_q * slots]. Where a kernel writes or reads a list
+ * entry is device data (a prefix sum of the counts, a cursor): each index entry lands in at most one
+ * list, so by the index passes' construction every position stays in its kv head's row, and that row is
+ * the box. */
+static void check_sel_index_rows(const aotk__kernel_entry *e, void **a, const sel_caller *c, int pointer,
+                                 int64_t stride_offsets, int64_t per_row, const char *part) {
+  EXPECT(stride_offsets >= c->index_slots + 1, "stride_offsets = %lld for %lld index slots",
+         (long long)stride_offsets, (long long)c->index_slots);
+  expect_aligned(e, a, pointer, part);
+  const axis axes[] = {{0, c->heads_kv, stride_offsets}, {0, per_row, 1}};
+  check_workspace_part(e, arg_pointer(a, pointer), axes, 2, 4, part);
+}
+
+static void check_sel_tokens(const aotk__kernel_entry *e, void **a, const sel_caller *c, int pointer,
+                             int64_t stride_tokens) {
+  EXPECT(stride_tokens == c->total_q * c->slots, "stride_tokens = %lld for %lld tokens x %lld slots",
+         (long long)stride_tokens, (long long)c->total_q, (long long)c->slots);
+  expect_aligned(e, a, pointer, "Tokens");
+  const axis axes[] = {{0, c->heads_kv, stride_tokens}, {0, stride_tokens, 1}};
+  check_workspace_part(e, arg_pointer(a, pointer), axes, 2, 4, "Tokens");
+}
+
+/* sel_bwd_dkdv (kernels/sel_attn.py): Q, K, V, DOut, Lse, Delta, DK, DV, the cu_seqlens, Offsets, Tokens,
+ * Chunks, Partials, the q, k, v, dout, dk, dv, lse strides, stride_offsets, stride_tokens, 11 int32
+ * (num_seqs, total_q, total_k, max_seqlen_k, heads_q, group_size, num_key_tiles, chunk_tokens,
+ * max_chunks, partials_per_head, flags), 2 scalars. Programs per (kv head, sequence, key tile of BLOCK_N
+ * keys, chunk of a split list), or with SEL_FLAG_DKDV_REDUCE one per key tile. A tile's keys: rows below
+ * the sequence's key length from its start (as sel_fwd). The query rows are the tokens of the tile's
+ * block's list, written by the index passes from the grid's tokens or cu_seqlens_q (the caller's
+ * promise): rows below total_q. A split list's partial records, fp32 [BLOCK_N, head_dim_qk +
+ * head_dim_v] per (record, tile of the block), are numbered by the scan pass's prefix sum, under
+ * partials_per_head per kv head by the host's bound (src/aotk_sel.c): the box is every kv head's
+ * records. */
+static void check_sel_dkdv_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "pppppppp" "pp" "pppp" "lilililililili" "il" "iiiiiiiiiii" "ff") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of sel_bwd_dkdv is out of date", e->param_kinds);
+  const aotk_sel_params *p = seen.sel;
+  EXPECT(p != NULL, "launched by a call other than aotk_sel_bwd");
+  enum { Q, K, V, DOUT, LSE, DELTA, DK, DV, CU_Q, CU_K, OFFSETS, TOKENS, CHUNKS, PARTIALS, QS, KS = 16, VS = 18,
+         DOS = 20, DKS = 22, DVS = 24, LS = 26, STRIDE_OFFSETS = 28, STRIDE_TOKENS, SIZES, HEADS_Q = 34, GROUP_SIZE,
+         KEY_TILES, CHUNK_TOKENS, MAX_CHUNKS, PARTIALS_PER_HEAD, FLAGS };
+  const sel_caller c = sel_caller_problem(p);
+  const int32_t flags = arg_i32(a, FLAGS);
+  check_sel_common(e, a, &c, p, CU_Q, CU_K, SIZES, flags);
+  const int64_t key_tiles = arg_i32(a, KEY_TILES), max_chunks = arg_i32(a, MAX_CHUNKS);
+  const int64_t partials_per_head = arg_i32(a, PARTIALS_PER_HEAD);
+  const bool reduce = flags & SEL_DKDV_REDUCE;
+  EXPECT(arg_i32(a, HEADS_Q) == c.heads_q && arg_i32(a, GROUP_SIZE) == c.group_size &&
+             key_tiles == ceil_div(c.max_seqlen_k, e->block_n) && max_chunks >= 1 && arg_i32(a, CHUNK_TOKENS) >= 1 &&
+             e->block_size % e->block_n == 0,
+         "heads_q, group_size, num_key_tiles, chunk_tokens, max_chunks = %d, %d, %lld, %d, %lld (BLOCK_N %d)",
+         (int)arg_i32(a, HEADS_Q), (int)arg_i32(a, GROUP_SIZE), (long long)key_tiles, (int)arg_i32(a, CHUNK_TOKENS),
+         (long long)max_chunks, (int)e->block_n);
+  EXPECT(e->head_dim_qk == c.head_dim_qk && e->head_dim_v == c.head_dim_v && e->block_size == c.block_size,
+         "compiled for head dims %d, %d and blocks of %d", (int)e->head_dim_qk, (int)e->head_dim_v, (int)e->block_size);
+  EXPECT((flags & ~(ATTN_VARLEN | ATTN_WRITE_LSE | SEL_BLOCK_CNT | SEL_DKDV_REDUCE)) == 0 &&
+             (!reduce || max_chunks > 1),
+         "flags = %#x with max_chunks %lld", (unsigned)flags, (long long)max_chunks);
+  EXPECT((int64_t)grid == c.heads_kv * c.num_seqs * key_tiles * (reduce ? 1 : max_chunks),
+         "a grid of %u programs for %lld x %lld x %lld (x %lld chunks)", grid, (long long)c.heads_kv,
+         (long long)c.num_seqs, (long long)key_tiles, (long long)(reduce ? 1 : max_chunks));
+
+  check_sel_tensor(e, a, Q, QS, &p->q, c.total_q, c.heads_q, c.head_dim_qk, 2, false, "Q");
+  check_sel_tensor(e, a, K, KS, &p->k, c.total_k, c.heads_kv, c.head_dim_qk, 2, false, "K");
+  check_sel_tensor(e, a, V, VS, &p->v, c.total_k, c.heads_kv, c.head_dim_v, 2, false, "V");
+  check_sel_tensor(e, a, DOUT, DOS, &p->dout, c.total_q, c.heads_q, c.head_dim_v, 2, false, "DOut");
+  check_sel_tensor(e, a, LSE, LS, &p->lse, c.total_q, c.heads_q, 1, 4, false, "Lse");
+  check_sel_tensor(e, a, DK, DKS, &p->dk, c.total_k, c.heads_kv, c.head_dim_qk, 2, true, "DK");
+  check_sel_tensor(e, a, DV, DVS, &p->dv, c.total_k, c.heads_kv, c.head_dim_v, 2, true, "DV");
+  EXPECT(!e->aligned || c.group_size % 16 == 0, "group_size = %lld for the variant hinting a multiple of 16",
+         (long long)c.group_size);
+  expect_aligned(e, a, DELTA, "Delta");
+  const axis delta_axes[] = {{0, c.total_q, c.heads_q}, {0, c.heads_q, 1}};
+  check_workspace_part(e, arg_pointer(a, DELTA), delta_axes, 2, 4, "Delta");
+  const int64_t stride_offsets = arg_i32(a, STRIDE_OFFSETS);
+  check_sel_index_rows(e, a, &c, OFFSETS, stride_offsets, c.index_slots + 1, "Offsets");
+  check_sel_index_rows(e, a, &c, CHUNKS, stride_offsets, c.index_slots, "Chunks");
+  check_sel_tokens(e, a, &c, TOKENS, arg_i64(a, STRIDE_TOKENS));
+  if (max_chunks > 1) {
+    EXPECT(partials_per_head >= 1 && arg_pointer(a, PARTIALS) != 0, "Partials = %#lx, %lld records per kv head",
+           (unsigned long)arg_pointer(a, PARTIALS), (long long)partials_per_head);
+    expect_aligned(e, a, PARTIALS, "Partials");
+    const int64_t record_floats = c.block_size * (c.head_dim_qk + c.head_dim_v);
+    const axis partial_axes[] = {{0, c.heads_kv * partials_per_head * record_floats, 1}};
+    check_workspace_part(e, arg_pointer(a, PARTIALS), partial_axes, 1, 4, "Partials");
+  }
+}
+
+/* The inverse index's passes and the index check (kernels/sel_attn.py): sel_index_zero (Offsets, count:
+ * its first `count` entries), sel_index_count (index entries' blocks counted into Offsets), sel_index_scan
+ * (Offsets, Cursors, Chunks: one program per kv head over its row), sel_index_scatter (entries into the
+ * lists at Cursors), sel_index_order (each list sorted, or rewritten from block_idx: one program per (kv
+ * head, sequence, block)), sel_check_indices (one program per (token, kv head), an int64 result word in
+ * the workspace). */
+static void check_sel_helper_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  const aotk_sel_params *p = seen.sel;
+  EXPECT(p != NULL, "launched by a call other than aotk_sel_bwd or aotk_sel_check_indices");
+  const sel_caller c = sel_caller_problem(p);
+  switch (e->family) {
+    case AOTK__FAMILY_SEL_INDEX_ZERO: {
+      EXPECT(strcmp(e->param_kinds, "pi") == 0, "the parameters are \"%s\": fuzz_api.c's model is out of date",
+             e->param_kinds);
+      const int64_t count = arg_i32(a, 1);
+      EXPECT(count >= 1 && (int64_t)grid == ceil_div(count, e->block_m), "a grid of %u programs for %lld entries",
+             grid, (long long)count);
+      expect_aligned(e, a, 0, "Offsets");
+      const axis axes[] = {{0, count, 1}};
+      check_workspace_part(e, arg_pointer(a, 0), axes, 1, 4, "Offsets");
+      return;
+    }
+    case AOTK__FAMILY_SEL_INDEX_SCAN: {
+      EXPECT(strcmp(e->param_kinds, "ppp" "iiii") == 0, "the parameters are \"%s\": fuzz_api.c's model is out of date",
+             e->param_kinds);
+      EXPECT((int64_t)grid == c.heads_kv && arg_i32(a, 4) == c.index_slots, "a grid of %u programs, %d slots",
+             grid, (int)arg_i32(a, 4));
+      check_sel_index_rows(e, a, &c, 0, arg_i32(a, 3), c.index_slots + 1, "Offsets");
+      check_sel_index_rows(e, a, &c, 1, arg_i32(a, 3), c.index_slots, "Cursors");
+      check_sel_index_rows(e, a, &c, 2, arg_i32(a, 3), c.index_slots, "Chunks");
+      return;
+    }
+    case AOTK__FAMILY_SEL_CHECK_INDICES: {
+      EXPECT(strcmp(e->param_kinds, "pp" "pp" "p" "lili" "iiiiiiii") == 0,
+             "the parameters are \"%s\": fuzz_api.c's model is out of date", e->param_kinds);
+      enum { IDX, CNT, CU_Q, CU_K, RESULT, IS, SIZES = 9, HEADS_KV = 13, BLOCK_SIZE, NUM_SLOTS, FLAGS };
+      const int32_t flags = arg_i32(a, FLAGS);
+      check_sel_common(e, a, &c, p, CU_Q, CU_K, SIZES, flags);
+      EXPECT(arg_i32(a, HEADS_KV) == c.heads_kv && arg_i32(a, BLOCK_SIZE) == c.block_size &&
+                 arg_i32(a, NUM_SLOTS) == c.slots && (int64_t)grid == c.total_q * c.heads_kv,
+             "heads_kv, block_size, num_slots = %d, %d, %d, a grid of %u", (int)arg_i32(a, HEADS_KV),
+             (int)arg_i32(a, BLOCK_SIZE), (int)arg_i32(a, NUM_SLOTS), grid);
+      check_sel_index(e, a, &c, p, IDX, CNT, IS, flags);
+      const axis axes[] = {{0, 1, 1}};
+      check_workspace_part(e, arg_pointer(a, RESULT), axes, 1, 8, "Result");
+      return;
+    }
+  }
+  /* count, scatter and order: BlockIdx, BlockCnt, the cu_seqlens, two workspace pointers, block_idx's and
+   * block_cnt's strides, then their own. */
+  const bool count = e->family == AOTK__FAMILY_SEL_INDEX_COUNT, order = e->family == AOTK__FAMILY_SEL_INDEX_ORDER;
+  const char *kinds = count ? "pp" "pp" "p" "lili" "i" "iiiiiiiii"
+                      : order ? "pp" "pp" "pp" "lili" "il" "iiiiiii"
+                              : "pp" "pp" "pp" "lili" "il" "iiiiiiiii";
+  EXPECT(strcmp(e->param_kinds, kinds) == 0, "the parameters are \"%s\": fuzz_api.c's model is out of date",
+         e->param_kinds);
+  enum { IDX, CNT, CU_Q, CU_K, FIRST, SECOND };
+  const int IS = count ? 5 : 6, STRIDE_OFFSETS = count ? 9 : 10, SIZES = count ? 10 : 12;
+  const int BLOCK_SIZE = SIZES + 4, NUM_SLOTS = SIZES + 5;
+  const int FLAGS = count ? 18 : order ? 18 : 20;
+  const int32_t flags = arg_i32(a, FLAGS);
+  check_sel_common(e, a, &c, p, CU_Q, CU_K, SIZES, flags);
+  EXPECT(arg_i32(a, BLOCK_SIZE) == c.block_size && arg_i32(a, NUM_SLOTS) == c.slots,
+         "block_size, num_slots = %d, %d for the caller's %lld, %lld", (int)arg_i32(a, BLOCK_SIZE),
+         (int)arg_i32(a, NUM_SLOTS), (long long)c.block_size, (long long)c.slots);
+  if (order) {
+    EXPECT((int64_t)grid == c.heads_kv * c.index_slots, "a grid of %u programs for %lld kv heads x %lld blocks",
+           grid, (long long)c.heads_kv, (long long)c.index_slots);
+  } else {
+    const int64_t num_chunks = arg_i32(a, SIZES + 6);
+    EXPECT(num_chunks == ceil_div(c.total_q * c.slots, e->block_m) && (int64_t)grid == c.heads_kv * num_chunks,
+           "a grid of %u programs, %lld chunks of %d entries for %lld kv heads x %lld entries", grid,
+           (long long)num_chunks, (int)e->block_m, (long long)c.heads_kv, (long long)(c.total_q * c.slots));
+  }
+  check_sel_index(e, a, &c, p, IDX, CNT, IS, flags);
+  const int64_t stride_offsets = arg_i32(a, STRIDE_OFFSETS);
+  if (count) {
+    check_sel_index_rows(e, a, &c, FIRST, stride_offsets, c.index_slots + 1, "Offsets");
+    return;
+  }
+  check_sel_index_rows(e, a, &c, FIRST, stride_offsets, order ? c.index_slots + 1 : c.index_slots,
+                       order ? "Offsets" : "Cursors");
+  check_sel_tokens(e, a, &c, SECOND, arg_i64(a, STRIDE_OFFSETS + 1));
+}
+
+/* The full reach of a launch: every family's kernel is modelled (above). */
+static void check_launch_extent(const aotk__kernel_entry *e, unsigned grid, void **params) {
+  switch (e->family) {
+    case AOTK__FAMILY_ATTN_DECODE:
+    case AOTK__FAMILY_ATTN_DECODE_PAGED:
+    case AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS:
+      check_decode_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_ATTN_MERGE:
+      check_merge_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_ATTN_CACHE_APPEND:
+      check_append_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_ATTN_FWD:
+    case AOTK__FAMILY_ATTN_FWD_TMA:
+    case AOTK__FAMILY_ATTN_FWD_HOPPER:
+    case AOTK__FAMILY_ATTN_FWD_HOPPER_WG3:
+      check_attn_fwd_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_ATTN_DROPOUT_MASK:
+      check_attn_dropout_mask_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_ATTN_BWD_PREPROCESS:
+      check_attn_preprocess_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_ATTN_BWD_DKDV:
+    case AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER:
+    case AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER:
+      check_attn_dkdv_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_ATTN_BWD_DQ:
+      check_attn_dq_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_ATTN_BWD_DQ_CONVERT:
+      check_attn_dq_convert_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_ATTN_BWD_SINK_REDUCE:
+      check_attn_sink_reduce_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_SEL_FWD:
+    case AOTK__FAMILY_SEL_BWD_DQ:
+      check_sel_token_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_SEL_BWD_DKDV:
+      check_sel_dkdv_launch(e, grid, params);
+      return;
+    case AOTK__FAMILY_SEL_INDEX_ZERO:
+    case AOTK__FAMILY_SEL_INDEX_COUNT:
+    case AOTK__FAMILY_SEL_INDEX_SCAN:
+    case AOTK__FAMILY_SEL_INDEX_SCATTER:
+    case AOTK__FAMILY_SEL_INDEX_ORDER:
+    case AOTK__FAMILY_SEL_CHECK_INDICES:
+      check_sel_helper_launch(e, grid, params);
+      return;
+  }
+  fprintf(stderr, "fuzz_api: %s (family %d) has no model in fuzz_api.c\n", e->name, (int)e->family);
+  abort();
 }
 #undef EXPECT
 
 /* ---- the fake driver ---------------------------------------------------------------------------- */
 
 #define FAKE_CONTEXT ((CUcontext)(uintptr_t)0xc0de0)
-#define FAKE_LIBRARY ((CUlibrary)(uintptr_t)0x11b0)
+#define FAKE_LIBRARY_BASE ((uintptr_t)0x11b00000u)
 #define FAKE_KERNEL_BASE ((uintptr_t)0x4e000000u)
 
 static CUresult fake_cuInit(unsigned flags) { return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
@@ -902,24 +1855,74 @@ static CUresult fake_cuCtxGetDevice(CUdevice *device) {
   return CUDA_SUCCESS;
 }
 static CUresult fake_cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+/* Which table row an image is. The rows of one .entry differ in their tiles and head dims, which the
+ * launches' models need, so the fake tells them apart by the image the library loads: its length and
+ * FNV-1a 64 hash, as the table records them (the library checks the same hash before it loads). The
+ * images sorted by length. Images equal in both belong to rows that differ only in their dtype (the
+ * appending kernel, which copies bits) or in a hint the compiler did not use (sel_fwd's group size, a
+ * multiple of 16, at d=64): of those the row that assumes less (unaligned) comes first. */
+typedef struct image_key {
+  uint32_t bytes;
+  uint64_t hash;
+  int row;
+} image_key;
+static image_key *image_keys;
+static int image_key_count;
+
+static int compare_image_keys(const void *x, const void *y) {
+  const image_key *a = x, *b = y;
+  if (a->bytes != b->bytes) return a->bytes < b->bytes ? -1 : 1;
+  if (a->hash != b->hash) return a->hash < b->hash ? -1 : 1;
+  const int32_t aligned_a = aotk__kernel_table[a->row].aligned, aligned_b = aotk__kernel_table[b->row].aligned;
+  return aligned_a != aligned_b ? aligned_a - aligned_b : a->row - b->row;
+}
+
+static void index_images(void) {
+  image_keys = calloc(2 * (size_t)aotk__kernel_count + 1, sizeof *image_keys);
+  if (image_keys == NULL) fail("out of memory");
+  for (int row = 0; row < aotk__kernel_count; row++) {
+    const aotk__kernel_entry *e = &aotk__kernel_table[row];
+    if (e->cubin.raw_bytes > 0) image_keys[image_key_count++] = (image_key){e->cubin.raw_bytes, e->cubin.hash, row};
+    if (e->ptx.raw_bytes > 0) image_keys[image_key_count++] = (image_key){e->ptx.raw_bytes, e->ptx.hash, row};
+  }
+  qsort(image_keys, (size_t)image_key_count, sizeof *image_keys, compare_image_keys);
+}
+
+/* The library handle names the row: the hash of the image's first n bytes, walked in order of the rows'
+ * lengths, matches at the loaded image's own length (never reading past it, unless the image is no
+ * row's: the library checked its hash). */
 static CUresult fake_cuLibraryLoadData(CUlibrary *library, const void *code, void *jit_options, void **jit_values,
                                        unsigned num_jit_options, void *library_options, void **library_values,
                                        unsigned num_library_options) {
-  (void)code, (void)jit_options, (void)jit_values, (void)num_jit_options;
+  (void)jit_options, (void)jit_values, (void)num_jit_options;
   (void)library_options, (void)library_values, (void)num_library_options;
-  *library = FAKE_LIBRARY;
-  return CUDA_SUCCESS;
-}
-/* A kernel handle names the first table row with that .entry (a family's rows share their parameters). */
-static CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name) {
-  if (library != FAKE_LIBRARY) return CUDA_ERROR_INVALID_VALUE;
-  for (int row = 0; row < aotk__kernel_count; row++) {
-    if (strcmp(aotk__kernel_table[row].function_name, name) == 0) {
-      *kernel = (CUkernel)(FAKE_KERNEL_BASE + 16u * (uintptr_t)row);
+  const unsigned char *bytes = code;
+  uint64_t hash = 0xcbf29ce484222325ull;
+  size_t hashed = 0;
+  for (int i = 0; i < image_key_count; i++) {
+    for (; hashed < image_keys[i].bytes; hashed++) hash = (hash ^ bytes[hashed]) * 0x100000001b3ull;
+    if (hash == image_keys[i].hash) {
+      *library = (CUlibrary)(FAKE_LIBRARY_BASE + 16u * (uintptr_t)image_keys[i].row);
       return CUDA_SUCCESS;
     }
   }
+  fail("cuLibraryLoadData of an image that is no table row's");
   return CUDA_ERROR_INVALID_VALUE;
+}
+/* A kernel handle names the row whose image holds it. */
+static CUresult fake_cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name) {
+  const uintptr_t handle = (uintptr_t)(void *)library;
+  if (handle < FAKE_LIBRARY_BASE || (handle - FAKE_LIBRARY_BASE) % 16u != 0 ||
+      (handle - FAKE_LIBRARY_BASE) / 16u >= (uintptr_t)aotk__kernel_count) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const int row = (int)((handle - FAKE_LIBRARY_BASE) / 16u);
+  if (strcmp(aotk__kernel_table[row].function_name, name) != 0) {
+    fprintf(stderr, "fuzz_api: cuLibraryGetKernel(%s) from the image of %s\n", name, aotk__kernel_table[row].name);
+    abort();
+  }
+  *kernel = (CUkernel)(FAKE_KERNEL_BASE + 16u * (uintptr_t)row);
+  return CUDA_SUCCESS;
 }
 static CUresult fake_cuKernelSetAttribute(int attribute, int value, CUkernel kernel, CUdevice device) {
   (void)attribute, (void)value, (void)kernel, (void)device;
@@ -928,7 +1931,7 @@ static CUresult fake_cuKernelSetAttribute(int attribute, int value, CUkernel ker
 static CUresult fake_cuLaunchKernel(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                                     unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,
                                     CUstream stream, void **params, void **extra) {
-  (void)grid_y, (void)grid_z, (void)block_x, (void)block_y, (void)block_z, (void)shared_bytes, (void)stream;
+  (void)stream;
   seen.launches++;
   const uintptr_t handle = (uintptr_t)(void *)function;
   if (handle < FAKE_KERNEL_BASE || (handle - FAKE_KERNEL_BASE) % 16u != 0 ||
@@ -938,6 +1941,14 @@ static CUresult fake_cuLaunchKernel(CUfunction function, unsigned grid_x, unsign
   if (extra != NULL) fail("a launch with `extra`");
   if (grid_x == 0) fail("a launch of an empty grid");
   const aotk__kernel_entry *e = &aotk__kernel_table[(handle - FAKE_KERNEL_BASE) / 16u];
+  /* The models number programs in one dimension, with the row's warps and shared memory. */
+  if (grid_y != 1 || grid_z != 1 || block_x != 32u * (unsigned)e->num_warps || block_y != 1 || block_z != 1 ||
+      shared_bytes != (unsigned)e->shared_bytes) {
+    fprintf(stderr,
+            "fuzz_api: %s launched on a grid (%u, %u, %u) of blocks (%u, %u, %u) with %u bytes of shared memory\n",
+            e->name, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes);
+    abort();
+  }
   /* Reads each argument at its kind's size (as the driver would: a short list or a narrow argument
    * shows under ASan); a pointer must be NULL or inside a span. */
   char what[160];
@@ -1013,24 +2024,57 @@ UNEXPECTED_ENTRY(cuGraphDestroy, (CUgraph graph))
 #undef UNEXPECTED_ENTRY
 #pragma GCC diagnostic pop
 /* A descriptor's reach: the last element of its box of dims, with the strides between dims (dim 0 is
- * contiguous). Data types as cuda.h numbers them. */
+ * contiguous). Data types as cuda.h numbers them. What cuTensorMapEncodeTiled refuses (its documented
+ * rules: a 16-byte-aligned address, dims 1 .. 2^32, strides multiples of 16 bytes below 2^40, boxes of
+ * 1 .. 256 whose inner extent is a multiple of 16 bytes and, swizzled, at most the swizzle's span) the
+ * library must not ask for: it would fail a call that validation accepted. The map records which
+ * encode it is, for the launch that takes it (check_descriptors). */
 static CUresult fake_cuTensorMapEncodeTiled(CUtensorMap *map, int data_type, unsigned rank, void *address,
                                             const uint64_t *dims, const uint64_t *strides_bytes,
                                             const unsigned *box, const unsigned *element_strides, int interleave,
                                             int swizzle, int l2_promotion, int oob_fill) {
-  (void)box, (void)element_strides, (void)interleave, (void)swizzle, (void)l2_promotion, (void)oob_fill;
+  (void)l2_promotion, (void)oob_fill;
   static const unsigned element_bytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+  static const unsigned swizzle_bytes[] = {0, 32, 64, 128};
   seen.encodes++;
   if (data_type < 0 || data_type >= (int)(sizeof element_bytes / sizeof element_bytes[0]) || rank < 1 || rank > 5) {
     fail("a TMA descriptor of an unknown data type or rank");
   }
-  unsigned __int128 reach = (unsigned __int128)dims[0] * element_bytes[data_type];
-  for (unsigned d = 1; d < rank; d++) {
-    if (dims[d] == 0) fail("a TMA descriptor with an empty dimension");
+  const unsigned element = element_bytes[data_type];
+  if ((uintptr_t)address % 16 != 0 || interleave != 0 || swizzle < 0 || swizzle > 3) {
+    fail("a TMA descriptor of a misaligned address, or an interleave or swizzle TMA has not");
+  }
+  unsigned __int128 reach = (unsigned __int128)dims[0] * element;
+  for (unsigned d = 0; d < rank; d++) {
+    if (dims[d] == 0 || dims[d] > (uint64_t)1 << 32 || box[d] == 0 || box[d] > 256 || element_strides[d] == 0 ||
+        element_strides[d] > 8) {
+      fail("a TMA descriptor with a dimension, box or element stride that TMA refuses");
+    }
+    if (d == 0) continue;
+    if (strides_bytes[d - 1] % 16 != 0 || strides_bytes[d - 1] >= (uint64_t)1 << 40) {
+      fail("a TMA descriptor with a stride that TMA refuses (a multiple of 16 bytes below 2^40)");
+    }
     reach += (unsigned __int128)(dims[d] - 1) * strides_bytes[d - 1];
   }
+  if (box[0] * element % 16 != 0 || (swizzle > 0 && box[0] * element > swizzle_bytes[swizzle])) {
+    fail("a TMA descriptor whose box's inner extent TMA refuses");
+  }
   check_reach((uintptr_t)address, reach, "a TMA descriptor");
+  if (seen.map_count == (int)(sizeof seen.maps / sizeof seen.maps[0])) fail("more TMA descriptors than one call needs");
+  struct encoded_map *m = &seen.maps[seen.map_count];
+  memset(m, 0, sizeof *m);
+  m->address = (uintptr_t)address;
+  m->element_bytes = element;
+  m->rank = rank;
+  m->swizzle = (unsigned)swizzle;
+  for (unsigned d = 0; d < rank; d++) {
+    m->dims[d] = dims[d];
+    m->box[d] = box[d];
+    if (d > 0) m->strides_bytes[d - 1] = strides_bytes[d - 1];
+  }
   memset(map, 0, sizeof *map);
+  map->opaque[0] = FAKE_MAP_MAGIC;
+  map->opaque[1] = (uint64_t)seen.map_count++;
   return CUDA_SUCCESS;
 }
 
@@ -1599,6 +2643,7 @@ static _Thread_local long accepted_calls, launching_calls;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
+  index_images();
   aotk__driver_set_for_testing(&fake_driver);
   return 0;
 }
@@ -1631,7 +2676,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const bool backward = op == OP_ATTN_BWD || (op == OP_QUERY && take(r, 1) % 2);
     aotk_attn_params p = attn_problem(r, backward);
     for (int i = 0; i < edits; i++) edit_attn(r, &p);
-    attn_spans(&p);
+    /* What the library reads: the caller's first struct_size bytes, the rest AOTK_ATTN_PARAMS_INIT's (a
+     * 0.1 caller's struct ends before cu_seqlens_q). Only those bytes describe memory. */
+    aotk_attn_params view = AOTK_ATTN_PARAMS_INIT;
+    memcpy(&view, &p, p.struct_size < sizeof view ? p.struct_size : sizeof view);
+    attn_spans(&view);
+    seen.attn = &view;
     add_span(workspace, workspace_bytes, "workspace");
     if (op == OP_ATTN_FWD) {
       status = aotk_attn_fwd(&p, stream);
@@ -1646,7 +2696,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const bool backward = op == OP_SEL_BWD || (op == OP_SEL_QUERY && take(r, 1) % 2);
     aotk_sel_params p = sel_problem(r, backward);
     for (int i = 0; i < edits; i++) edit_sel(r, &p);
-    sel_spans(&p);
+    sel_spans(&p); /* the library reads sizeof(aotk_sel_params) bytes, refusing a smaller struct_size */
+    seen.sel = &p;
     add_span(workspace, workspace_bytes, "workspace");
     if (op == OP_SEL_FWD) {
       status = aotk_sel_fwd(&p, stream);
