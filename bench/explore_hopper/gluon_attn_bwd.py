@@ -108,6 +108,14 @@ not): _tr_rs 0.84x cuDNN (geomean), _tr_rs_pf 0.82x, _tr_rs_pipe 0.80x: deferrin
 reduce-add behind the next step's S^T/dP^T, or prefetching the next step's statistics, is slower
 (register pressure and the later release of the stage), so the library's fused kernel
 (kernels/attn_bwd_hopper.py, attn_bwd_fused_hopper) is _tr_rs.
+Run 5 (2026-11-26, --quick checks all OK; 12 rows, d 64/128, seqlen 1k/2k/8k, causal or not): a
+3-stage Q/dO ring (bm64_s3_tr_rs) 0.86x cuDNN, the same as 2 stages (0.86x). Where the whole fused
+backward's time goes, from the parts this script times (ms, the whole = pre-pass + dQ memset + kernel
++ cast): d128 non-causal 1k: whole 0.996, kernel 0.829 (the other three 0.167, 17%); d64 non-causal
+1k: 1.268 and 1.092 (14%); d64 non-causal 8k: 7.37 and 7.27 (1.4%). The pre-pass reads O and dO, the
+memset writes the fp32 dQ accumulator, the cast reads it and writes dQ: ~470 MB at 16384 tokens x 2048
+columns, bound by bandwidth, so fusing the launches saves only their gaps. At 1k the kernel alone
+(0.829 ms at d128) already takes cuDNN's whole backward time (0.83): the kernel's own rate has to rise.
 
 Per kernel, d=128 non-causal 16k (ms; TFLOP/s of the kernel's own products): aotk dK/dV 8.68 (506 for
 4 products), aotk dQ 5.15 (641 for 3); Gluon dK/dV alone (_rs) 7.62 (577 for 4); Gluon fused _tr_rs
@@ -167,6 +175,9 @@ CONFIGS = {
     # dQ by TMA reduce-add (FA3's way), with and without dK from registers.
     "bm64_s2_tr": dict(BLOCK_M=64, BLOCK_N=128, STAGES=2, TMA_REDUCE=True, producer_regs=24, maxnreg=168),
     "bm64_s2_tr_rs": dict(BLOCK_M=64, BLOCK_N=128, STAGES=2, TMA_REDUCE=True, DK_RS=True, producer_regs=24,
+                          maxnreg=168),
+    # ... with a 3-stage Q/dO ring.
+    "bm64_s3_tr_rs": dict(BLOCK_M=64, BLOCK_N=128, STAGES=3, TMA_REDUCE=True, DK_RS=True, producer_regs=24,
                           maxnreg=168),
     # ... with the dQ store and reduce-add at the top of the next step, behind its S^T and dP^T.
     "bm64_s2_tr_rs_pipe": dict(BLOCK_M=64, BLOCK_N=128, STAGES=2, TMA_REDUCE=True, DK_RS=True, PIPE=True,
