@@ -1175,6 +1175,195 @@ def test_transformer_training():
     return f"max |diff| {max(diffs):.4f}; loss {a[0]:.3f} -> {a[-1]:.3f} (aotk), {s[0]:.3f} -> {s[-1]:.3f} (sdpa)"
 
 
+# ---------------------------------------------------------------------------------------------------
+# A real client: a transformers model generating with its KV cache in aotk's paged layout
+# ---------------------------------------------------------------------------------------------------
+
+class PagedKV:
+    """The KV cache a serving engine would keep for a transformers model that attends through aotk: per
+    layer, k and v caches [num_pages, page_size, heads_kv, head_dim] (NaN until written, so a key read
+    before it is written or from another request's page shows), one block table for every layer whose
+    pages are handed out in shuffled order among spare ones, and cache_seqlens (int32 [batch], the keys
+    each request holds; advanced by the generation loop after each step, as in flash-attn)."""
+
+    def __init__(self, num_layers, batch, capacity, heads_kv, head_dim, dtype, page_size=16):
+        pages_per_request = -(-capacity // page_size)
+        num_pages = batch * pages_per_request + 3
+        self.page_size = page_size
+        self.table = torch.randperm(num_pages, device=DEVICE)[:batch * pages_per_request].view(
+            batch, pages_per_request).int()
+        shape = (num_pages, page_size, heads_kv, head_dim)
+        self.k = [torch.full(shape, float("nan"), dtype=dtype, device=DEVICE) for _ in range(num_layers)]
+        self.v = [torch.full(shape, float("nan"), dtype=dtype, device=DEVICE) for _ in range(num_layers)]
+        self.seqlens = torch.zeros(batch, dtype=torch.int32, device=DEVICE)
+        self.prompt_lens = None  # set for the prefill (right-padded prompts), None for decoding steps
+
+    def logical(self, layer, b, n):
+        """Request b's first n keys and values of `layer`, gathered through the block table."""
+        pos = torch.arange(n, device=DEVICE)
+        pages, rows = self.table[b, pos // self.page_size].long(), pos % self.page_size
+        return self.k[layer][pages, rows], self.v[layer][pages, rows]
+
+
+def aotk_paged_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, aotk_kv=None,
+                         **kwargs):
+    """An attention function for transformers' AttentionInterface ("aotk_paged"). query [batch, heads_q,
+    seqlen, head_dim], key/value [batch, heads_kv, seqlen, head_dim], rotary already applied by the model;
+    returns (out [batch, seqlen, heads_q, head_dim], None). The model runs with use_cache=False, so key and
+    value are this step's only: they go into aotk_kv's pages for module.layer_idx. Prefill (right-padded
+    prompts, aotk_kv.prompt_lens): the prompts' keys are scattered into the pages here (a serving
+    engine's reshape_and_cache), and the packed prompt tokens attend through flash_attn_varlen_func(...,
+    block_table=...); decoding (one token per request): flash_attn_with_kvcache appends the token's k/v
+    in the library and attends, at the positions aotk_kv.seqlens."""
+    expect(aotk_kv is not None and attention_mask is None and dropout == 0.0,
+           "aotk_paged_attention wants aotk_kv, no mask and no dropout")
+    layer = module.layer_idx
+    k_cache, v_cache = aotk_kv.k[layer], aotk_kv.v[layer]
+    q, k, v = (t.transpose(1, 2).contiguous() for t in (query, key, value))  # [batch, seqlen, heads, d]
+    batch, seqlen = q.shape[:2]
+    if aotk_kv.prompt_lens is None:
+        expect(seqlen == 1, f"a decoding step with {seqlen} tokens")
+        out = aotk.flash_attn_with_kvcache(q, k_cache, v_cache, k=k, v=v, cache_seqlens=aotk_kv.seqlens,
+                                           block_table=aotk_kv.table, softmax_scale=scaling, causal=True)
+        return out, None
+    lens = aotk_kv.prompt_lens
+    b_idx = torch.cat([torch.full((n,), b, device=DEVICE) for b, n in enumerate(lens)])
+    pos = torch.cat([torch.arange(n, device=DEVICE) for n in lens])
+    pages, rows = aotk_kv.table[b_idx, pos // aotk_kv.page_size].long(), pos % aotk_kv.page_size
+    k_cache[pages, rows] = k[b_idx, pos]
+    v_cache[pages, rows] = v[b_idx, pos]
+    cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32, device=DEVICE)
+    packed = aotk.flash_attn_varlen_func(q[b_idx, pos], k_cache, v_cache, cu, cu, max(lens), max(lens),
+                                         softmax_scale=scaling, causal=True, block_table=aotk_kv.table)
+    out = torch.zeros_like(q)
+    out[b_idx, pos] = packed
+    return out, None
+
+
+def generate_paged(model, prompts, new_tokens, page_size=16):
+    """Greedy generation by `model` (attn_implementation "aotk_paged"): one prefill of the right-padded
+    prompts, then one token per request per step, use_cache=False (transformers keeps no cache: the
+    PagedKV is the only one). Returns (tokens: one list per request, prompt then generated; logits fp32
+    [new_tokens, batch, vocab], those that chose each generated token; the PagedKV)."""
+    cfg = model.config
+    batch, lens = len(prompts), [len(p) for p in prompts]
+    kv = PagedKV(cfg.num_hidden_layers, batch, max(lens) + new_tokens, cfg.num_key_value_heads, cfg.head_dim,
+                 model.dtype, page_size)
+    ids = torch.zeros(batch, max(lens), dtype=torch.long, device=DEVICE)
+    for b, p in enumerate(prompts):
+        ids[b, :len(p)] = torch.tensor(p, device=DEVICE)
+    kv.prompt_lens = lens
+    logits = model(input_ids=ids, position_ids=torch.arange(max(lens), device=DEVICE).expand(batch, -1),
+                   use_cache=False, aotk_kv=kv).logits
+    kv.prompt_lens = None
+    kv.seqlens.copy_(torch.tensor(lens, dtype=torch.int32))
+    step_logits = [logits[torch.arange(batch, device=DEVICE), torch.tensor(lens, device=DEVICE) - 1].float()]
+    tokens = [list(p) for p in prompts]
+    for step in range(new_tokens):
+        token = step_logits[-1].argmax(-1)
+        for b in range(batch):
+            tokens[b].append(int(token[b]))
+        if step == new_tokens - 1:
+            break
+        out = model(input_ids=token[:, None], position_ids=kv.seqlens[:, None].long(), use_cache=False,
+                    aotk_kv=kv).logits
+        kv.seqlens += 1
+        step_logits.append(out[:, -1].float())
+    return tokens, torch.stack(step_logits), kv
+
+
+def test_transformers_paged_generation():
+    """issue 13's real client: a tiny random-weight transformers LlamaForCausalLM (2 layers, GQA: 4 query
+    heads of 64 over 2 kv heads, then MQA: 4 heads of 128 over 1), bf16, generates 14 tokens greedily
+    for 3 prompts of 5, 11 and 8 tokens through transformers' public AttentionInterface
+    ("aotk_paged", aotk_paged_attention) with its KV cache in aotk's paged layout (page size 16, pages in
+    shuffled order), against the same weights on transformers' "sdpa" run over each request's whole
+    sequence (no cache), in bf16 and in fp32, teacher-forced on the tokens the paged run chose.
+
+    Tolerance, the file's rule: at every step, max |logits_aotk - logits_fp32| <= 2 x max |logits_sdpa_bf16
+    - logits_fp32| (sdpa in bf16 is the error a correct bf16 attention makes) + 2^-8 x max |logits_fp32|.
+    Each greedy token must be the fp32 reference's argmax, or within that tolerance of its top logit (a
+    near tie bf16 may break either way: counted and reported). The caches must hold, for every request
+    and layer, the keys and values of the bf16 sdpa run (within 2^-6 of their magnitude: later layers'
+    inputs carry the logits' rounding differences), nowhere NaN, and the spare pages stay untouched.
+    The first H100 runs (4 seeds) gave logits bit-identical to sdpa's in bf16 at every step, |sdpa bf16 -
+    fp32| up to 0.22 (logits of a few units), aotk's error under half its bound; a decode or prefill
+    softmax scale off by 5%, cache_seqlens one short, or two requests' block-table rows swapped each fail."""
+    try:
+        import transformers
+        from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    except ImportError as e:
+        raise Skip(f"transformers is not importable ({e})")
+    AttentionInterface.register("aotk_paged", aotk_paged_attention)
+    captured = {}
+
+    def sdpa_capturing(module, query, key, value, attention_mask, **kwargs):
+        captured[module.layer_idx] = (key.transpose(1, 2), value.transpose(1, 2))
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    AttentionInterface.register("sdpa_capturing", sdpa_capturing)
+    rng = random.Random(ARGS.seed + 13)
+    new_tokens, vocab, details = 14, 512, []
+    for heads_q, heads_kv, head_dim in ((4, 2, 64), (4, 1, 128)):
+        torch.manual_seed(rng.randrange(1 << 30))
+        config = LlamaConfig(vocab_size=vocab, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                             num_attention_heads=heads_q, num_key_value_heads=heads_kv, head_dim=head_dim,
+                             max_position_embeddings=128, initializer_range=0.1, tie_word_embeddings=False)
+        base = LlamaForCausalLM(config).eval()
+        model = copy.deepcopy(base).to(DEVICE, torch.bfloat16)
+        ref32 = copy.deepcopy(base).to(DEVICE)
+        ref32.set_attn_implementation("sdpa")
+        prompts = [[rng.randrange(vocab) for _ in range(n)] for n in (5, 11, 8)]
+        label = f"h{heads_q}/{heads_kv} d{head_dim}"
+        with torch.no_grad():
+            model.set_attn_implementation("aotk_paged")
+            tokens, got, kv = generate_paged(model, prompts, new_tokens)
+            model.set_attn_implementation("sdpa_capturing")
+            worst_ratio, ties, worst_diff, worst_sdpa, same = 0.0, 0, 0.0, 0.0, 0
+            for b, p in enumerate(prompts):
+                seq = torch.tensor(tokens[b][:-1], device=DEVICE)[None]  # each step's prefix, in one causal pass
+                steps = slice(len(p) - 1, None)
+                want32 = ref32(input_ids=seq, use_cache=False).logits[0, steps].float()
+                captured.clear()
+                want16 = model(input_ids=seq, use_cache=False).logits[0, steps].float()
+                err_aotk = (got[:, b] - want32).abs().amax(-1)
+                err_sdpa = (want16 - want32).abs().amax(-1)
+                bound = 2 * err_sdpa + 2.0 ** -8 * want32.abs().amax(-1)
+                worst_diff = max(worst_diff, float((got[:, b] - want16).abs().max()))
+                worst_sdpa = max(worst_sdpa, float(err_sdpa.max()))
+                same += int((got[:, b] == want16).all(-1).sum())
+                worst_ratio = max(worst_ratio, float((err_aotk / bound).max()))
+                bad = (err_aotk > bound).nonzero().flatten().tolist()
+                expect(not bad, f"{label} request {b}: logits off at steps {bad} (|aotk - fp32| "
+                                f"{err_aotk.tolist()} > bound {bound.tolist()})")
+                for t in range(new_tokens):
+                    chosen, best = tokens[b][len(p) + t], int(want32[t].argmax())
+                    if chosen != best:
+                        gap = float(want32[t, best] - want32[t, chosen])
+                        expect(gap <= float(bound[t]), f"{label} request {b} step {t}: token {chosen}, the fp32 "
+                                                       f"reference's argmax {best} leads by {gap:.4f}")
+                        ties += 1
+                n = len(tokens[b]) - 1
+                expect(int(kv.seqlens[b]) == n, f"{label} request {b}: cache_seqlens {int(kv.seqlens[b])} != {n}")
+                for layer in range(config.num_hidden_layers):
+                    for name, cached, ref in zip("kv", kv.logical(layer, b, n), captured[layer]):
+                        ref = ref[0].float()
+                        cached = cached.float()
+                        expect(not cached.isnan().any(), f"{label} request {b} layer {layer}: {name} cache has NaN")
+                        err = float((cached - ref).abs().max())
+                        expect(err <= 2.0 ** -6 * float(ref.abs().max()),
+                               f"{label} request {b} layer {layer}: {name} cache off by {err:.4f}")
+            spare = torch.ones(kv.k[0].shape[0], dtype=torch.bool, device=DEVICE)
+            spare[kv.table.flatten().long()] = False
+            for cache in kv.k + kv.v:
+                expect(bool(cache[spare].isnan().all()), f"{label}: a spare page was written")
+        details.append(f"{label}: max |aotk - sdpa bf16| {worst_diff:.3g} ({same} of {len(prompts) * new_tokens} "
+                       f"steps' logits bit-identical), max |sdpa bf16 - fp32| {worst_sdpa:.3g}, aotk's error at "
+                       f"most {worst_ratio:.2f} of its bound, {ties} near ties")
+    return f"transformers {transformers.__version__}; " + "; ".join(details)
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1195,7 +1384,8 @@ def main():
                test_aotk_error_from_the_library, test_edge_sizes, test_backward_on_another_thread, test_torch_compile,
                test_torch_compile_import_order, test_cuda_graph, test_flash_attn_with_kvcache, test_flash_attn_varlen_paged_prefill,
                test_kvcache_cuda_graph,
-               test_merge_attention_states, test_kvcache_torch_compile, test_transformer_training):
+               test_merge_attention_states, test_kvcache_torch_compile, test_transformer_training,
+               test_transformers_paged_generation):
         if ARGS.filter in fn.__name__:
             case(fn)
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed, {RESULTS['skipped']} skipped")
