@@ -296,28 +296,22 @@ static void fill_random(float *values, uint16_t *bits, int64_t count, aotk_dtype
   }
 }
 
-/* Inside the check functions: a failed driver call sets the status and releases everything. */
-#define CHECK_CU(call, what)                                   \
-  do {                                                         \
-    CUresult check_result = (call);                            \
-    if (check_result != CUDA_SUCCESS) {                        \
-      status = aotk__cuda_failure(driver, check_result, what); \
-      goto done;                                               \
-    }                                                          \
-  } while (0)
-
-static aotk_status upload(const aotk__driver *driver, CUdeviceptr *device, const void *host, size_t bytes) {
-  AOTK__CU_TRY(driver, driver->cuMemAlloc(device, bytes), "cuMemAlloc");
-  AOTK__CU_TRY(driver, driver->cuMemcpyHtoD(*device, host, bytes), "cuMemcpyHtoD");
-  return AOTK_OK;
-}
-
-static aotk_status allocate_poisoned(const aotk__driver *driver, CUdeviceptr *device, size_t bytes,
-                                     unsigned char poison) {
+aotk_status aotk__check_upload(const aotk__driver *driver, CUdeviceptr *device, const void *host, size_t bytes) {
   AOTK__CU_TRY(driver, driver->cuMemAlloc(device, bytes > 0 ? bytes : 1), "cuMemAlloc");
-  AOTK__CU_TRY(driver, driver->cuMemsetD8(*device, poison, bytes), "cuMemsetD8");
+  if (bytes > 0) AOTK__CU_TRY(driver, driver->cuMemcpyHtoD(*device, host, bytes), "cuMemcpyHtoD");
   return AOTK_OK;
 }
+
+aotk_status aotk__check_alloc_poisoned(const aotk__driver *driver, CUdeviceptr *device, size_t bytes,
+                                       unsigned char poison) {
+  AOTK__CU_TRY(driver, driver->cuMemAlloc(device, bytes > 0 ? bytes : 1), "cuMemAlloc");
+  AOTK__CU_TRY(driver, driver->cuMemsetD8(*device, poison, bytes > 0 ? bytes : 1), "cuMemsetD8");
+  return AOTK_OK;
+}
+
+void *aotk__check_host_array(int64_t count, size_t size) { return calloc((size_t)(count > 0 ? count : 1), size); }
+
+double aotk__check_lse_tolerance(double reference) { return AOTK__CHECK_LSE_ABS + AOTK__CHECK_LSE_REL * fabs(reference); }
 
 /* cuMemsetD8 and cuMemcpyHtoD run on the legacy default stream, which a non-blocking stream does not
  * wait for (and a pageable copy may return before its DMA lands): wait for them before launching on
@@ -396,8 +390,8 @@ static aotk_status setup_features(const aotk__driver *driver, const check_shape 
     cu_q[s->seqs] = (int32_t)(s->start_q[s->seqs - 1] + s->len_q[s->seqs - 1]);
     cu_k[s->seqs] = (int32_t)(s->start_k[s->seqs - 1] + s->len_k[s->seqs - 1]);
     const size_t bytes = sizeof(int32_t) * (size_t)(s->seqs + 1);
-    if ((status = upload(driver, &fb->cu_seqlens_q, cu_q, bytes)) != AOTK_OK) return status;
-    if ((status = upload(driver, &fb->cu_seqlens_k, cu_k, bytes)) != AOTK_OK) return status;
+    if ((status = aotk__check_upload(driver, &fb->cu_seqlens_q, cu_q, bytes)) != AOTK_OK) return status;
+    if ((status = aotk__check_upload(driver, &fb->cu_seqlens_k, cu_k, bytes)) != AOTK_OK) return status;
     params->cu_seqlens_q = aotk_tensor_1d((void *)(uintptr_t)fb->cu_seqlens_q, AOTK_DTYPE_INT32, s->seqs + 1);
     params->cu_seqlens_k = aotk_tensor_1d((void *)(uintptr_t)fb->cu_seqlens_k, AOTK_DTYPE_INT32, s->seqs + 1);
     params->max_seqlen_q = (int32_t)s->max_q;
@@ -415,7 +409,7 @@ static aotk_status setup_features(const aotk__driver *driver, const check_shape 
     fb->alibi = malloc(sizeof(float) * (size_t)count);
     if (fb->alibi == NULL) return aotk__fail(AOTK_ERROR_OUT_OF_MEMORY, "check: host allocation failed");
     for (int64_t i = 0; i < count; i++) fb->alibi[i] = (float)exp2(-8.0 * aotk__random_uniform(state));
-    if ((status = upload(driver, &fb->alibi_device, fb->alibi, sizeof(float) * (size_t)count)) != AOTK_OK) return status;
+    if ((status = aotk__check_upload(driver, &fb->alibi_device, fb->alibi, sizeof(float) * (size_t)count)) != AOTK_OK) return status;
     void *data = (void *)(uintptr_t)fb->alibi_device;
     if (f->alibi == 2) {
       params->alibi_slopes = aotk_tensor_2d(data, AOTK_DTYPE_FLOAT32, rows, s->heads_q);
@@ -428,7 +422,7 @@ static aotk_status setup_features(const aotk__driver *driver, const check_shape 
     fb->sinks = malloc(sizeof(float) * (size_t)s->heads_q);
     if (fb->sinks == NULL) return aotk__fail(AOTK_ERROR_OUT_OF_MEMORY, "check: host allocation failed");
     for (int64_t h = 0; h < s->heads_q; h++) fb->sinks[h] = 1.0f + 1.5f * aotk__random_normal(state);
-    if ((status = upload(driver, &fb->sinks_device, fb->sinks, sizeof(float) * (size_t)s->heads_q)) != AOTK_OK) {
+    if ((status = aotk__check_upload(driver, &fb->sinks_device, fb->sinks, sizeof(float) * (size_t)s->heads_q)) != AOTK_OK) {
       return status;
     }
     params->sinks = aotk_tensor_1d((void *)(uintptr_t)fb->sinks_device, AOTK_DTYPE_FLOAT32, s->heads_q);
@@ -440,7 +434,7 @@ static aotk_status setup_features(const aotk__driver *driver, const check_shape 
     params->rng_state = aotk_tensor_1d((void *)(uintptr_t)fb->rng_state, AOTK_DTYPE_INT64, 2);
     fb->mask = malloc((size_t)s->mask_elements);
     if (fb->mask == NULL) return aotk__fail(AOTK_ERROR_OUT_OF_MEMORY, "check: host allocation failed");
-    if ((status = allocate_poisoned(driver, &fb->mask_device, (size_t)s->mask_elements, 0xaa)) != AOTK_OK) return status;
+    if ((status = aotk__check_alloc_poisoned(driver, &fb->mask_device, (size_t)s->mask_elements, 0xaa)) != AOTK_OK) return status;
     aotk_tensor mask = aotk_tensor_4d((void *)(uintptr_t)fb->mask_device, AOTK_DTYPE_UINT8, s->seqs, s->heads_q,
                                       s->max_q, s->max_k);
     mask.strides[2] = s->mask_row;
@@ -593,15 +587,15 @@ aotk_status aotk__check_attn_fwd(const aotk__driver *driver, const aotk__fwd_che
   }
 
   fill_random(hq, bits, tq.storage_elements, c->dtype, &state);
-  if ((status = upload(driver, &dev[FWD_Q], bits, 2 * (size_t)tq.storage_elements)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev[FWD_Q], bits, 2 * (size_t)tq.storage_elements)) != AOTK_OK) goto done;
   fill_random(hk, bits, tk.storage_elements, c->dtype, &state);
-  if ((status = upload(driver, &dev[FWD_K], bits, 2 * (size_t)tk.storage_elements)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev[FWD_K], bits, 2 * (size_t)tk.storage_elements)) != AOTK_OK) goto done;
   fill_random(hv, bits, tv.storage_elements, c->dtype, &state);
-  if ((status = upload(driver, &dev[FWD_V], bits, 2 * (size_t)tv.storage_elements)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev[FWD_V], bits, 2 * (size_t)tv.storage_elements)) != AOTK_OK) goto done;
   /* Poison: 0xffff is a NaN in both fp16 and bf16, 0xffffffff in fp32. */
-  if ((status = allocate_poisoned(driver, &dev[FWD_OUT], 2 * (size_t)to.storage_elements, 0xff)) != AOTK_OK) goto done;
+  if ((status = aotk__check_alloc_poisoned(driver, &dev[FWD_OUT], 2 * (size_t)to.storage_elements, 0xff)) != AOTK_OK) goto done;
   if (c->with_lse &&
-      (status = allocate_poisoned(driver, &dev[FWD_LSE], 4 * (size_t)s.lse_elements, 0xff)) != AOTK_OK) {
+      (status = aotk__check_alloc_poisoned(driver, &dev[FWD_LSE], 4 * (size_t)s.lse_elements, 0xff)) != AOTK_OK) {
     goto done;
   }
 
@@ -622,11 +616,11 @@ aotk_status aotk__check_attn_fwd(const aotk__driver *driver, const aotk__fwd_che
   if ((status = settle(driver)) != AOTK_OK) goto done;
   if ((status = aotk_attn_fwd(&params, c->stream)) != AOTK_OK) goto done;
   if ((status = synchronize(driver, c->stream, "aotk_attn_fwd")) != AOTK_OK) goto done;
-  CHECK_CU(driver->cuMemcpyDtoH(out_bits, dev[FWD_OUT], 2 * (size_t)to.storage_elements), "cuMemcpyDtoH");
-  if (c->with_lse) CHECK_CU(driver->cuMemcpyDtoH(lse_host, dev[FWD_LSE], 4 * (size_t)s.lse_elements), "cuMemcpyDtoH");
+  AOTK__CHECK_CU(driver->cuMemcpyDtoH(out_bits, dev[FWD_OUT], 2 * (size_t)to.storage_elements), "cuMemcpyDtoH");
+  if (c->with_lse) AOTK__CHECK_CU(driver->cuMemcpyDtoH(lse_host, dev[FWD_LSE], 4 * (size_t)s.lse_elements), "cuMemcpyDtoH");
 
   if (dropout) {
-    CHECK_CU(driver->cuMemcpyDtoH(fb.mask, fb.mask_device, (size_t)s.mask_elements), "cuMemcpyDtoH");
+    AOTK__CHECK_CU(driver->cuMemcpyDtoH(fb.mask, fb.mask_device, (size_t)s.mask_elements), "cuMemcpyDtoH");
     mask_comparison m;
     compare_mask(&s, fb.mask, f->rng_seed, f->rng_offset, f->dropout_p, &m);
     r->mask_elements = m.elements;
@@ -639,26 +633,26 @@ aotk_status aotk__check_attn_fwd(const aotk__driver *driver, const aotk__fwd_che
     r->mask_keep_z = n > 0 ? ((double)m.kept - n * keep) / sqrt(n * keep * (1.0 - keep)) : 0.0;
 
     /* The same state again, on re-poisoned outputs: the same bits. */
-    CHECK_CU(driver->cuMemsetD8(dev[FWD_OUT], 0xff, 2 * (size_t)to.storage_elements), "cuMemsetD8");
-    if (c->with_lse) CHECK_CU(driver->cuMemsetD8(dev[FWD_LSE], 0xff, 4 * (size_t)s.lse_elements), "cuMemsetD8");
-    CHECK_CU(driver->cuMemsetD8(fb.mask_device, 0xaa, (size_t)s.mask_elements), "cuMemsetD8");
+    AOTK__CHECK_CU(driver->cuMemsetD8(dev[FWD_OUT], 0xff, 2 * (size_t)to.storage_elements), "cuMemsetD8");
+    if (c->with_lse) AOTK__CHECK_CU(driver->cuMemsetD8(dev[FWD_LSE], 0xff, 4 * (size_t)s.lse_elements), "cuMemsetD8");
+    AOTK__CHECK_CU(driver->cuMemsetD8(fb.mask_device, 0xaa, (size_t)s.mask_elements), "cuMemsetD8");
     if ((status = settle(driver)) != AOTK_OK) goto done;
     if ((status = aotk_attn_fwd(&params, c->stream)) != AOTK_OK) goto done;
     if ((status = synchronize(driver, c->stream, "aotk_attn_fwd")) != AOTK_OK) goto done;
-    CHECK_CU(driver->cuMemcpyDtoH(out_again, dev[FWD_OUT], 2 * (size_t)to.storage_elements), "cuMemcpyDtoH");
-    if (c->with_lse) CHECK_CU(driver->cuMemcpyDtoH(lse_again, dev[FWD_LSE], 4 * (size_t)s.lse_elements), "cuMemcpyDtoH");
-    CHECK_CU(driver->cuMemcpyDtoH(mask_again, fb.mask_device, (size_t)s.mask_elements), "cuMemcpyDtoH");
+    AOTK__CHECK_CU(driver->cuMemcpyDtoH(out_again, dev[FWD_OUT], 2 * (size_t)to.storage_elements), "cuMemcpyDtoH");
+    if (c->with_lse) AOTK__CHECK_CU(driver->cuMemcpyDtoH(lse_again, dev[FWD_LSE], 4 * (size_t)s.lse_elements), "cuMemcpyDtoH");
+    AOTK__CHECK_CU(driver->cuMemcpyDtoH(mask_again, fb.mask_device, (size_t)s.mask_elements), "cuMemcpyDtoH");
     r->rerun_differs = memcmp(out_again, out_bits, 2 * (size_t)to.storage_elements) != 0 ||
                        (c->with_lse && memcmp(lse_again, lse_host, 4 * (size_t)s.lse_elements) != 0) ||
                        memcmp(mask_again, fb.mask, (size_t)s.mask_elements) != 0;
 
     /* The next offset: another mask, still the model's. */
     if ((status = set_rng_state(driver, &fb, f->rng_seed, f->rng_offset + 1)) != AOTK_OK) goto done;
-    CHECK_CU(driver->cuMemsetD8(fb.mask_device, 0xaa, (size_t)s.mask_elements), "cuMemsetD8");
+    AOTK__CHECK_CU(driver->cuMemsetD8(fb.mask_device, 0xaa, (size_t)s.mask_elements), "cuMemsetD8");
     if ((status = settle(driver)) != AOTK_OK) goto done;
     if ((status = aotk_attn_fwd(&params, c->stream)) != AOTK_OK) goto done;
     if ((status = synchronize(driver, c->stream, "aotk_attn_fwd")) != AOTK_OK) goto done;
-    CHECK_CU(driver->cuMemcpyDtoH(mask_again, fb.mask_device, (size_t)s.mask_elements), "cuMemcpyDtoH");
+    AOTK__CHECK_CU(driver->cuMemcpyDtoH(mask_again, fb.mask_device, (size_t)s.mask_elements), "cuMemcpyDtoH");
     mask_comparison next;
     compare_mask(&s, mask_again, f->rng_seed, f->rng_offset + 1, f->dropout_p, &next);
     r->mask_mismatches += next.mismatches;
@@ -1020,15 +1014,15 @@ aotk_status aotk__check_attn_bwd(const aotk__driver *driver, const aotk__bwd_che
   for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
     const placed_tensor *t = &placed[inputs[i]];
     fill_random(host[inputs[i]], bits, t->storage_elements, c->dtype, &state);
-    if ((status = upload(driver, &dev[inputs[i]], bits, 2 * (size_t)t->storage_elements)) != AOTK_OK) goto done;
+    if ((status = aotk__check_upload(driver, &dev[inputs[i]], bits, 2 * (size_t)t->storage_elements)) != AOTK_OK) goto done;
   }
   /* Poison: 0xffff is a NaN in both fp16 and bf16, 0xffffffff in fp32. */
   static const int outputs[] = {BWD_OUT, BWD_DQ, BWD_DK, BWD_DV};
   for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
     size_t bytes = 2 * (size_t)placed[outputs[i]].storage_elements;
-    if ((status = allocate_poisoned(driver, &dev[outputs[i]], bytes, 0xff)) != AOTK_OK) goto done;
+    if ((status = aotk__check_alloc_poisoned(driver, &dev[outputs[i]], bytes, 0xff)) != AOTK_OK) goto done;
   }
-  if ((status = allocate_poisoned(driver, &dev_lse, 4 * (size_t)s.lse_elements, 0xff)) != AOTK_OK) goto done;
+  if ((status = aotk__check_alloc_poisoned(driver, &dev_lse, 4 * (size_t)s.lse_elements, 0xff)) != AOTK_OK) goto done;
 
   aotk_attn_params params = AOTK_ATTN_PARAMS_INIT;
   params.q = as_aotk_tensor(&placed[BWD_Q], dev[BWD_Q], c->dtype, 2, s.varlen);
@@ -1045,7 +1039,7 @@ aotk_status aotk__check_attn_bwd(const aotk__driver *driver, const aotk__bwd_che
   params.deterministic = c->deterministic;
   if ((status = setup_features(driver, &s, f, &state, &fb, &params)) != AOTK_OK) goto done;
   if (f->sinks) {
-    if ((status = allocate_poisoned(driver, &dev_dsinks, 4 * (size_t)HQ, 0xff)) != AOTK_OK) goto done;
+    if ((status = aotk__check_alloc_poisoned(driver, &dev_dsinks, 4 * (size_t)HQ, 0xff)) != AOTK_OK) goto done;
     params.dsinks = aotk_tensor_1d((void *)(uintptr_t)dev_dsinks, AOTK_DTYPE_FLOAT32, HQ);
   }
 
@@ -1054,7 +1048,7 @@ aotk_status aotk__check_attn_bwd(const aotk__driver *driver, const aotk__bwd_che
   if ((status = aotk_attn_fwd(&params, c->stream)) != AOTK_OK) goto done;
   if ((status = synchronize(driver, c->stream, "aotk_attn_fwd")) != AOTK_OK) goto done;
   if (dropout) {
-    CHECK_CU(driver->cuMemcpyDtoH(fb.mask, fb.mask_device, (size_t)s.mask_elements), "cuMemcpyDtoH");
+    AOTK__CHECK_CU(driver->cuMemcpyDtoH(fb.mask, fb.mask_device, (size_t)s.mask_elements), "cuMemcpyDtoH");
     mask_comparison m;
     compare_mask(&s, fb.mask, f->rng_seed, f->rng_offset, f->dropout_p, &m);
     r->mask_mismatches = m.mismatches + m.clobbered;
@@ -1067,19 +1061,19 @@ aotk_status aotk__check_attn_bwd(const aotk__driver *driver, const aotk__bwd_che
   r->workspace_bytes = info.workspace_bytes;
   /* Exactly the reported size (cuMemAlloc aligns to 256 bytes); at least one byte to allocate. */
   const size_t workspace_alloc = info.workspace_bytes > 0 ? info.workspace_bytes : 1;
-  CHECK_CU(driver->cuMemAlloc(&dev_workspace, workspace_alloc), "cuMemAlloc");
+  AOTK__CHECK_CU(driver->cuMemAlloc(&dev_workspace, workspace_alloc), "cuMemAlloc");
 
   for (int run = 0; run <= (c->repeats > 0 ? c->repeats : 0); run++) {
     if (run > 0) {
       /* Re-poisoned, so that a run that skips an element cannot pass on the previous run's value. */
       for (int g = 0; g < 3; g++) {
-        CHECK_CU(driver->cuMemsetD8(dev[gradients[g]], 0xff, 2 * (size_t)placed[gradients[g]].storage_elements),
+        AOTK__CHECK_CU(driver->cuMemsetD8(dev[gradients[g]], 0xff, 2 * (size_t)placed[gradients[g]].storage_elements),
                  "cuMemsetD8");
       }
-      if (dev_dsinks) CHECK_CU(driver->cuMemsetD8(dev_dsinks, 0xff, 4 * (size_t)HQ), "cuMemsetD8");
+      if (dev_dsinks) AOTK__CHECK_CU(driver->cuMemsetD8(dev_dsinks, 0xff, 4 * (size_t)HQ), "cuMemsetD8");
     }
     /* The workspace is documented as not read before it is written: poison it every time. */
-    CHECK_CU(driver->cuMemsetD8(dev_workspace, 0xff, workspace_alloc), "cuMemsetD8");
+    AOTK__CHECK_CU(driver->cuMemsetD8(dev_workspace, 0xff, workspace_alloc), "cuMemsetD8");
     if ((status = settle(driver)) != AOTK_OK) goto done;
     if ((status = aotk_attn_bwd(&params, (void *)(uintptr_t)dev_workspace, info.workspace_bytes, c->stream)) !=
         AOTK_OK) {
@@ -1090,12 +1084,12 @@ aotk_status aotk__check_attn_bwd(const aotk__driver *driver, const aotk__bwd_che
     for (int g = 0; g < 3; g++) {
       size_t bytes = 2 * (size_t)placed[gradients[g]].storage_elements;
       uint16_t *into = run == 0 ? first_bits[g] : repeat_bits;
-      CHECK_CU(driver->cuMemcpyDtoH(into, dev[gradients[g]], bytes), "cuMemcpyDtoH");
+      AOTK__CHECK_CU(driver->cuMemcpyDtoH(into, dev[gradients[g]], bytes), "cuMemcpyDtoH");
       if (run > 0 && memcmp(into, first_bits[g], bytes) != 0) same = false;
     }
     if (dev_dsinks) {
       float *into = run == 0 ? dsinks_first : dsinks_repeat;
-      CHECK_CU(driver->cuMemcpyDtoH(into, dev_dsinks, 4 * (size_t)HQ), "cuMemcpyDtoH");
+      AOTK__CHECK_CU(driver->cuMemcpyDtoH(into, dev_dsinks, 4 * (size_t)HQ), "cuMemcpyDtoH");
       if (run > 0 && memcmp(into, dsinks_first, 4 * (size_t)HQ) != 0) same = false;
     }
     if (!same) r->nondeterministic++;

@@ -109,6 +109,27 @@ aotk_status aotk__check_attn_fwd(const aotk__driver *driver, const aotk__fwd_che
 #define AOTK__CHECK_ERROR_FLOOR 1e-4
 #define AOTK__CHECK_LSE_ABS 1e-3
 #define AOTK__CHECK_LSE_REL 1e-4
+
+/* Helpers the check functions share (this file's, src/aotk_sel_check.c's, src/aotk_decode_check.c's). */
+/* Inside a check function with a `status` and a `done:` label that releases everything: a failed driver
+ * call sets the status and jumps there. */
+#define AOTK__CHECK_CU(call, what)                             \
+  do {                                                         \
+    CUresult check_result = (call);                            \
+    if (check_result != CUDA_SUCCESS) {                        \
+      status = aotk__cuda_failure(driver, check_result, what); \
+      goto done;                                               \
+    }                                                          \
+  } while (0)
+/* Allocates `bytes` (at least 1) of device memory and copies `host` into it. */
+aotk_status aotk__check_upload(const aotk__driver *driver, CUdeviceptr *device, const void *host, size_t bytes);
+/* Allocates `bytes` (at least 1) filled with `poison` (0xff: NaN in fp16, bf16 and fp32). */
+aotk_status aotk__check_alloc_poisoned(const aotk__driver *driver, CUdeviceptr *device, size_t bytes,
+                                       unsigned char poison);
+/* calloc of `count` elements (at least 1). */
+void *aotk__check_host_array(int64_t count, size_t size);
+/* The lse tolerance at a reference value: AOTK__CHECK_LSE_ABS + AOTK__CHECK_LSE_REL |reference|. */
+double aotk__check_lse_tolerance(double reference);
 /* The keep-rate test: over at least this many mask elements, the kept fraction must lie within
  * AOTK__CHECK_KEEP_RATE_SIGMAS standard deviations of 1 - dropout_p (a false alarm once in ~3.5
  * million cases). */

@@ -16,7 +16,6 @@
 #define CHECK_TAIL_BYTES 256
 
 /* At least one element, so that an empty array still allocates (and NULL means out of memory). */
-static void *host_array(int64_t count, size_t size) { return calloc((size_t)(count > 0 ? count : 1), size); }
 
 static size_t dtype_bytes(aotk_dtype dtype) { return dtype == AOTK_DTYPE_FLOAT32 ? 4 : 2; }
 
@@ -51,7 +50,6 @@ static int64_t tail_clobbered(const void *data, size_t from) {
   return clobbered;
 }
 
-static double lse_tolerance(double reference) { return AOTK__CHECK_LSE_ABS + AOTK__CHECK_LSE_REL * fabs(reference); }
 
 /* One row's out (dim elements of out_bits from `at`) and lse against the reference, into r: the error,
  * the poison left, and for a row with no key (keys 0) out exactly 0. lse (NULL: not written) must be
@@ -79,7 +77,7 @@ static void compare_row(aotk__decode_check_result *r, const void *out_bits, aotk
       r->bad_lse++;
       lse_ok = false;
     } else {
-      const double error = fabs((double)got - exact_lse) / lse_tolerance(exact_lse);
+      const double error = fabs((double)got - exact_lse) / aotk__check_lse_tolerance(exact_lse);
       if (!(error <= r->lse_max_error)) r->lse_max_error = error;
     }
   }
@@ -104,29 +102,6 @@ static void conclude(aotk__decode_check_result *r) {
   r->bound = 2.0 * r->lowp_max_error + AOTK__CHECK_ERROR_FLOOR;
   r->passed = r->max_error <= r->bound && r->lse_max_error <= 1.0 && r->bad_lse == 0 && r->bad_empty_rows == 0 &&
               r->unwritten == 0 && r->clobbered == 0 && r->cache_mismatches == 0 && !r->wrong_kernel;
-}
-
-/* Inside the check functions: a failed driver call sets the status and releases everything. */
-#define CHECK_CU(call, what)                                   \
-  do {                                                         \
-    CUresult check_result = (call);                            \
-    if (check_result != CUDA_SUCCESS) {                        \
-      status = aotk__cuda_failure(driver, check_result, what); \
-      goto done;                                               \
-    }                                                          \
-  } while (0)
-
-static aotk_status upload(const aotk__driver *driver, CUdeviceptr *device, const void *host, size_t bytes) {
-  AOTK__CU_TRY(driver, driver->cuMemAlloc(device, bytes > 0 ? bytes : 1), "cuMemAlloc");
-  if (bytes > 0) AOTK__CU_TRY(driver, driver->cuMemcpyHtoD(*device, host, bytes), "cuMemcpyHtoD");
-  return AOTK_OK;
-}
-
-/* 0xff bytes: NaN in fp16, bf16 and fp32. */
-static aotk_status allocate_poisoned(const aotk__driver *driver, CUdeviceptr *device, size_t bytes) {
-  AOTK__CU_TRY(driver, driver->cuMemAlloc(device, bytes > 0 ? bytes : 1), "cuMemAlloc");
-  AOTK__CU_TRY(driver, driver->cuMemsetD8(*device, 0xff, bytes > 0 ? bytes : 1), "cuMemsetD8");
-  return AOTK_OK;
 }
 
 static void *device_data(CUdeviceptr pointer) { return (void *)(uintptr_t)pointer; }
@@ -203,27 +178,27 @@ aotk_status aotk__check_decode(const aotk__driver *driver, const aotk__decode_ch
   problem.alibi_batch_stride = c->alibi == 2 ? HQ : 0;
   problem.dtype = (int)dtype;
 
-  q_bits = host_array(q_elements, 2);
-  k_bits = host_array(k_elements, 2);
-  v_bits = host_array(v_elements, 2);
-  k_new_bits = host_array(k_new_elements, 2);
-  v_new_bits = host_array(v_new_elements, 2);
-  k_expected = host_array(k_elements, 2);
-  v_expected = host_array(v_elements, 2);
-  k_after = host_array(k_elements, 2);
-  v_after = host_array(v_elements, 2);
-  q_values = host_array(q_elements, sizeof(float));
-  k_values = host_array(k_elements, sizeof(float));
-  v_values = host_array(v_elements, sizeof(float));
-  alibi = host_array(alibi_count, sizeof(float));
-  sinks = host_array(HQ, sizeof(float));
-  table = host_array(B * pages_per_seq, sizeof(int32_t));
-  out_host = host_array((int64_t)out_bytes + CHECK_TAIL_BYTES, 1);
-  lse_host = host_array((int64_t)lse_bytes + CHECK_TAIL_BYTES, 1);
-  exact = host_array(out_elements, sizeof(double));
-  lowp = host_array(out_elements, sizeof(float));
-  exact_lse = host_array(rows, sizeof(double));
-  keys = host_array(rows, sizeof(int64_t));
+  q_bits = aotk__check_host_array(q_elements, 2);
+  k_bits = aotk__check_host_array(k_elements, 2);
+  v_bits = aotk__check_host_array(v_elements, 2);
+  k_new_bits = aotk__check_host_array(k_new_elements, 2);
+  v_new_bits = aotk__check_host_array(v_new_elements, 2);
+  k_expected = aotk__check_host_array(k_elements, 2);
+  v_expected = aotk__check_host_array(v_elements, 2);
+  k_after = aotk__check_host_array(k_elements, 2);
+  v_after = aotk__check_host_array(v_elements, 2);
+  q_values = aotk__check_host_array(q_elements, sizeof(float));
+  k_values = aotk__check_host_array(k_elements, sizeof(float));
+  v_values = aotk__check_host_array(v_elements, sizeof(float));
+  alibi = aotk__check_host_array(alibi_count, sizeof(float));
+  sinks = aotk__check_host_array(HQ, sizeof(float));
+  table = aotk__check_host_array(B * pages_per_seq, sizeof(int32_t));
+  out_host = aotk__check_host_array((int64_t)out_bytes + CHECK_TAIL_BYTES, 1);
+  lse_host = aotk__check_host_array((int64_t)lse_bytes + CHECK_TAIL_BYTES, 1);
+  exact = aotk__check_host_array(out_elements, sizeof(double));
+  lowp = aotk__check_host_array(out_elements, sizeof(float));
+  exact_lse = aotk__check_host_array(rows, sizeof(double));
+  keys = aotk__check_host_array(rows, sizeof(int64_t));
   scratch = malloc(aotk__decode_reference_scratch_bytes(&problem));
   if (!q_bits || !k_bits || !v_bits || !k_new_bits || !v_new_bits || !k_expected || !v_expected || !k_after ||
       !v_after || !q_values || !k_values || !v_values || !alibi || !sinks || !table || !out_host || !lse_host ||
@@ -293,19 +268,19 @@ aotk_status aotk__check_decode(const aotk__driver *driver, const aotk__decode_ch
   if (c->alibi) problem.alibi_slopes = alibi;
   if (c->sinks) problem.sinks = sinks;
 
-  if ((status = upload(driver, &dev[D_Q], q_bits, 2 * (size_t)q_elements)) != AOTK_OK) goto done;
-  if ((status = upload(driver, &dev[D_K], k_bits, 2 * (size_t)k_elements)) != AOTK_OK) goto done;
-  if ((status = upload(driver, &dev[D_V], v_bits, 2 * (size_t)v_elements)) != AOTK_OK) goto done;
-  if ((status = upload(driver, &dev[D_SEQLENS], seqlens, 4 * (size_t)B)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev[D_Q], q_bits, 2 * (size_t)q_elements)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev[D_K], k_bits, 2 * (size_t)k_elements)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev[D_V], v_bits, 2 * (size_t)v_elements)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev[D_SEQLENS], seqlens, 4 * (size_t)B)) != AOTK_OK) goto done;
   if (N > 0) {
-    if ((status = upload(driver, &dev[D_K_NEW], k_new_bits, 2 * (size_t)k_new_elements)) != AOTK_OK) goto done;
-    if ((status = upload(driver, &dev[D_V_NEW], v_new_bits, 2 * (size_t)v_new_elements)) != AOTK_OK) goto done;
+    if ((status = aotk__check_upload(driver, &dev[D_K_NEW], k_new_bits, 2 * (size_t)k_new_elements)) != AOTK_OK) goto done;
+    if ((status = aotk__check_upload(driver, &dev[D_V_NEW], v_new_bits, 2 * (size_t)v_new_elements)) != AOTK_OK) goto done;
   }
-  if (paged && (status = upload(driver, &dev[D_TABLE], table, 4 * (size_t)(B * pages_per_seq))) != AOTK_OK) goto done;
-  if (c->alibi && (status = upload(driver, &dev[D_ALIBI], alibi, 4 * (size_t)alibi_count)) != AOTK_OK) goto done;
-  if (c->sinks && (status = upload(driver, &dev[D_SINKS], sinks, 4 * (size_t)HQ)) != AOTK_OK) goto done;
-  if ((status = allocate_poisoned(driver, &dev[D_OUT], out_bytes + CHECK_TAIL_BYTES)) != AOTK_OK) goto done;
-  if ((status = allocate_poisoned(driver, &dev[D_LSE], lse_bytes + CHECK_TAIL_BYTES)) != AOTK_OK) goto done;
+  if (paged && (status = aotk__check_upload(driver, &dev[D_TABLE], table, 4 * (size_t)(B * pages_per_seq))) != AOTK_OK) goto done;
+  if (c->alibi && (status = aotk__check_upload(driver, &dev[D_ALIBI], alibi, 4 * (size_t)alibi_count)) != AOTK_OK) goto done;
+  if (c->sinks && (status = aotk__check_upload(driver, &dev[D_SINKS], sinks, 4 * (size_t)HQ)) != AOTK_OK) goto done;
+  if ((status = aotk__check_alloc_poisoned(driver, &dev[D_OUT], out_bytes + CHECK_TAIL_BYTES, 0xff)) != AOTK_OK) goto done;
+  if ((status = aotk__check_alloc_poisoned(driver, &dev[D_LSE], lse_bytes + CHECK_TAIL_BYTES, 0xff)) != AOTK_OK) goto done;
 
   aotk_decode_params params = AOTK_DECODE_PARAMS_INIT;
   params.q = aotk_tensor_4d(device_data(dev[D_Q]), dtype, B, S, HQ, DQK);
@@ -345,20 +320,20 @@ aotk_status aotk__check_decode(const aotk__driver *driver, const aotk__decode_ch
   r->wrong_kernel = strncmp(info.kernel_name, prefix, strlen(prefix)) != 0 || (c->expect_split && info.num_splits < 2);
   /* Exactly the reported size, poisoned: it is documented as not read before it is written. */
   if (info.workspace_bytes > 0 &&
-      (status = allocate_poisoned(driver, &dev[D_WORKSPACE], info.workspace_bytes)) != AOTK_OK) {
+      (status = aotk__check_alloc_poisoned(driver, &dev[D_WORKSPACE], info.workspace_bytes, 0xff)) != AOTK_OK) {
     goto done;
   }
 
   /* cuMemsetD8 and cuMemcpyHtoD run on the legacy stream, which a non-blocking stream does not wait for. */
-  CHECK_CU(driver->cuCtxSynchronize(), "cuCtxSynchronize");
+  AOTK__CHECK_CU(driver->cuCtxSynchronize(), "cuCtxSynchronize");
   if ((status = aotk_attn_decode(&params, device_data(dev[D_WORKSPACE]), info.workspace_bytes, c->stream)) != AOTK_OK) {
     goto done;
   }
-  CHECK_CU(driver->cuStreamSynchronize((CUstream)c->stream), "cuStreamSynchronize after aotk_attn_decode");
-  CHECK_CU(driver->cuMemcpyDtoH(out_host, dev[D_OUT], out_bytes + CHECK_TAIL_BYTES), "cuMemcpyDtoH");
-  CHECK_CU(driver->cuMemcpyDtoH(lse_host, dev[D_LSE], lse_bytes + CHECK_TAIL_BYTES), "cuMemcpyDtoH");
-  CHECK_CU(driver->cuMemcpyDtoH(k_after, dev[D_K], 2 * (size_t)k_elements), "cuMemcpyDtoH");
-  CHECK_CU(driver->cuMemcpyDtoH(v_after, dev[D_V], 2 * (size_t)v_elements), "cuMemcpyDtoH");
+  AOTK__CHECK_CU(driver->cuStreamSynchronize((CUstream)c->stream), "cuStreamSynchronize after aotk_attn_decode");
+  AOTK__CHECK_CU(driver->cuMemcpyDtoH(out_host, dev[D_OUT], out_bytes + CHECK_TAIL_BYTES), "cuMemcpyDtoH");
+  AOTK__CHECK_CU(driver->cuMemcpyDtoH(lse_host, dev[D_LSE], lse_bytes + CHECK_TAIL_BYTES), "cuMemcpyDtoH");
+  AOTK__CHECK_CU(driver->cuMemcpyDtoH(k_after, dev[D_K], 2 * (size_t)k_elements), "cuMemcpyDtoH");
+  AOTK__CHECK_CU(driver->cuMemcpyDtoH(v_after, dev[D_V], 2 * (size_t)v_elements), "cuMemcpyDtoH");
 
   aotk__decode_reference(&problem, scratch, exact, lowp, exact_lse, keys);
   for (int64_t row = 0; row < rows; row++) { /* row = (b, h, token) in lse's order */
@@ -444,19 +419,19 @@ aotk_status aotk__check_merge(const aotk__driver *driver, const aotk__merge_chec
   CUdeviceptr dev[M_BUFFERS] = {0};
   aotk_status status = AOTK_OK;
 
-  partials = host_array(P * rows * D, partial_size);
-  lse_partials = host_array(P * rows, sizeof(float));
-  lowp = host_array(rows * D, sizeof(float));
-  stored = host_array(P * D, sizeof(float));
-  out_host = host_array((int64_t)out_bytes + CHECK_TAIL_BYTES, 1);
-  lse_host = host_array((int64_t)lse_bytes + CHECK_TAIL_BYTES, 1);
-  scores = host_array(c->keys, sizeof(double));
-  values = host_array(c->keys * D, sizeof(double));
-  partial = host_array(D, sizeof(double));
-  exact = host_array(rows * D, sizeof(double));
-  exact_lse = host_array(rows, sizeof(double));
-  dealt = host_array(c->keys, sizeof(int32_t));
-  keys = host_array(rows, sizeof(int64_t));
+  partials = aotk__check_host_array(P * rows * D, partial_size);
+  lse_partials = aotk__check_host_array(P * rows, sizeof(float));
+  lowp = aotk__check_host_array(rows * D, sizeof(float));
+  stored = aotk__check_host_array(P * D, sizeof(float));
+  out_host = aotk__check_host_array((int64_t)out_bytes + CHECK_TAIL_BYTES, 1);
+  lse_host = aotk__check_host_array((int64_t)lse_bytes + CHECK_TAIL_BYTES, 1);
+  scores = aotk__check_host_array(c->keys, sizeof(double));
+  values = aotk__check_host_array(c->keys * D, sizeof(double));
+  partial = aotk__check_host_array(D, sizeof(double));
+  exact = aotk__check_host_array(rows * D, sizeof(double));
+  exact_lse = aotk__check_host_array(rows, sizeof(double));
+  dealt = aotk__check_host_array(c->keys, sizeof(int32_t));
+  keys = aotk__check_host_array(rows, sizeof(int64_t));
   if (!partials || !lse_partials || !lowp || !stored || !out_host || !lse_host || !scores || !values || !partial ||
       !exact || !exact_lse || !dealt || !keys) {
     status = aotk__fail(AOTK_ERROR_OUT_OF_MEMORY, "merge check: host allocation failed");
@@ -495,10 +470,10 @@ aotk_status aotk__check_merge(const aotk__driver *driver, const aotk__merge_chec
     aotk__merge_reference_lowp(lse_row_partials, stored, P, D, -INFINITY, (int)c->out_dtype, lowp + row * D);
   }
 
-  if ((status = upload(driver, &dev[M_PARTIALS], partials, partials_bytes)) != AOTK_OK) goto done;
-  if ((status = upload(driver, &dev[M_LSE_PARTIALS], lse_partials, lse_partials_bytes)) != AOTK_OK) goto done;
-  if ((status = allocate_poisoned(driver, &dev[M_OUT], out_bytes + CHECK_TAIL_BYTES)) != AOTK_OK) goto done;
-  if ((status = allocate_poisoned(driver, &dev[M_LSE], lse_bytes + CHECK_TAIL_BYTES)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev[M_PARTIALS], partials, partials_bytes)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev[M_LSE_PARTIALS], lse_partials, lse_partials_bytes)) != AOTK_OK) goto done;
+  if ((status = aotk__check_alloc_poisoned(driver, &dev[M_OUT], out_bytes + CHECK_TAIL_BYTES, 0xff)) != AOTK_OK) goto done;
+  if ((status = aotk__check_alloc_poisoned(driver, &dev[M_LSE], lse_bytes + CHECK_TAIL_BYTES, 0xff)) != AOTK_OK) goto done;
 
   aotk_merge_params params = AOTK_MERGE_PARAMS_INIT;
   const int64_t shape[5] = {P, B, S, H, D};
@@ -520,11 +495,11 @@ aotk_status aotk__check_merge(const aotk__driver *driver, const aotk__merge_chec
   r->num_splits = info.num_splits;
   r->launches = info.launches;
   r->features = info.features;
-  CHECK_CU(driver->cuCtxSynchronize(), "cuCtxSynchronize");
+  AOTK__CHECK_CU(driver->cuCtxSynchronize(), "cuCtxSynchronize");
   if ((status = aotk_attn_merge(&params, c->stream)) != AOTK_OK) goto done;
-  CHECK_CU(driver->cuStreamSynchronize((CUstream)c->stream), "cuStreamSynchronize after aotk_attn_merge");
-  CHECK_CU(driver->cuMemcpyDtoH(out_host, dev[M_OUT], out_bytes + CHECK_TAIL_BYTES), "cuMemcpyDtoH");
-  CHECK_CU(driver->cuMemcpyDtoH(lse_host, dev[M_LSE], lse_bytes + CHECK_TAIL_BYTES), "cuMemcpyDtoH");
+  AOTK__CHECK_CU(driver->cuStreamSynchronize((CUstream)c->stream), "cuStreamSynchronize after aotk_attn_merge");
+  AOTK__CHECK_CU(driver->cuMemcpyDtoH(out_host, dev[M_OUT], out_bytes + CHECK_TAIL_BYTES), "cuMemcpyDtoH");
+  AOTK__CHECK_CU(driver->cuMemcpyDtoH(lse_host, dev[M_LSE], lse_bytes + CHECK_TAIL_BYTES), "cuMemcpyDtoH");
 
   for (int64_t row = 0; row < rows; row++) {
     const int64_t b = row / (S * H), token = row / H % S, h = row % H;

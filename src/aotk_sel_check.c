@@ -21,7 +21,6 @@
 #define SEL_CHECK_MAX_THREADS 64
 
 /* At least one element, so that an empty array still allocates (and NULL means out of memory). */
-static void *host_array(int64_t count, size_t size) { return calloc((size_t)(count > 0 ? count : 1), size); }
 
 /* --- the case's shape ------------------------------------------------------------------------- */
 
@@ -233,7 +232,6 @@ static void run_reference_phase(sel_reference_job *job, int phase, int64_t item_
 
 /* --- comparing -------------------------------------------------------------------------------- */
 
-static double lse_tolerance(double reference) { return AOTK__CHECK_LSE_ABS + AOTK__CHECK_LSE_REL * fabs(reference); }
 
 /* The largest error of one output tensor (used elements only; poison is an infinite error) and its
  * poison left. */
@@ -265,7 +263,7 @@ static double lse_error_of(const float *lse, int64_t token_stride, int64_t head_
         if (!(isinf(got) && got < 0)) ++*bad;
         continue;
       }
-      double error = fabs((double)got - reference) / lse_tolerance(reference);
+      double error = fabs((double)got - reference) / aotk__check_lse_tolerance(reference);
       if (!(error <= max_error)) max_error = isnan(error) ? INFINITY : error;
     }
   }
@@ -296,29 +294,6 @@ static int64_t clobbered_of(const uint16_t *bits, int64_t used, int64_t count) {
 
 /* --- the case --------------------------------------------------------------------------------- */
 
-/* Inside aotk__check_sel: a failed driver call sets the status and releases everything. */
-#define CHECK_CU(call, what)                                   \
-  do {                                                         \
-    CUresult check_result = (call);                            \
-    if (check_result != CUDA_SUCCESS) {                        \
-      status = aotk__cuda_failure(driver, check_result, what); \
-      goto done;                                               \
-    }                                                          \
-  } while (0)
-
-static aotk_status upload(const aotk__driver *driver, CUdeviceptr *device, const void *host, size_t bytes) {
-  AOTK__CU_TRY(driver, driver->cuMemAlloc(device, bytes > 0 ? bytes : 1), "cuMemAlloc");
-  if (bytes > 0) AOTK__CU_TRY(driver, driver->cuMemcpyHtoD(*device, host, bytes), "cuMemcpyHtoD");
-  return AOTK_OK;
-}
-
-/* 0xff bytes: NaN in fp16, bf16 and fp32. */
-static aotk_status allocate_poisoned(const aotk__driver *driver, CUdeviceptr *device, size_t bytes) {
-  AOTK__CU_TRY(driver, driver->cuMemAlloc(device, bytes > 0 ? bytes : 1), "cuMemAlloc");
-  AOTK__CU_TRY(driver, driver->cuMemsetD8(*device, 0xff, bytes > 0 ? bytes : 1), "cuMemsetD8");
-  return AOTK_OK;
-}
-
 enum { DENSE_OUT, DENSE_DQ, DENSE_DK, DENSE_DV, DENSE_TENSORS };
 
 aotk_status aotk__check_sel(const aotk__driver *driver, const aotk__sel_check_case *c, aotk__sel_check_result *r) {
@@ -345,33 +320,33 @@ aotk_status aotk__check_sel(const aotk__driver *driver, const aotk__sel_check_ca
   }
   bool allocated = true;
   for (int t = 0; t < TENSORS; t++) {
-    bits[t] = host_array(tensor_elements(&s, t), sizeof(uint16_t));
+    bits[t] = aotk__check_host_array(tensor_elements(&s, t), sizeof(uint16_t));
     allocated = allocated && bits[t] != NULL;
     if (t < T_OUT) {
-      values[t] = host_array(tensor_elements(&s, t), sizeof(double));
+      values[t] = aotk__check_host_array(tensor_elements(&s, t), sizeof(double));
       allocated = allocated && values[t] != NULL;
     } else {
-      ref[t - T_OUT] = host_array(used_elements(&s, t), sizeof(double));
-      lowp[t - T_OUT] = host_array(used_elements(&s, t), sizeof(float));
+      ref[t - T_OUT] = aotk__check_host_array(used_elements(&s, t), sizeof(double));
+      lowp[t - T_OUT] = aotk__check_host_array(used_elements(&s, t), sizeof(float));
       allocated = allocated && ref[t - T_OUT] != NULL && lowp[t - T_OUT] != NULL;
     }
   }
   if (c->every_block) {
     for (int t = 0; t < DENSE_TENSORS; t++) {
-      dense_bits[t] = host_array(tensor_elements(&s, T_OUT + t), sizeof(uint16_t));
+      dense_bits[t] = aotk__check_host_array(tensor_elements(&s, T_OUT + t), sizeof(uint16_t));
       allocated = allocated && dense_bits[t] != NULL;
     }
-    dense_lse_host = host_array(HQ * s.rows_q, sizeof(float));
+    dense_lse_host = aotk__check_host_array(HQ * s.rows_q, sizeof(float));
     allocated = allocated && dense_lse_host != NULL;
   }
-  ref_lse = host_array(s.total_q * HQ, sizeof(double));
-  lowp_lse = host_array(s.total_q * HQ, sizeof(float));
-  lse_host = host_array(s.rows_q * HQ, sizeof(float));
-  idx = host_array(s.rows_q * HKV * S, sizeof(int32_t));
-  if (c->with_count && !c->every_block) cnt = host_array(s.rows_q * HKV, sizeof(int32_t));
-  pool = host_array(s.most_blocks + 1, sizeof(int32_t));
-  hits = host_array(s.total_k * HKV, sizeof(int64_t));
-  blocks = host_array(block_items, sizeof *blocks);
+  ref_lse = aotk__check_host_array(s.total_q * HQ, sizeof(double));
+  lowp_lse = aotk__check_host_array(s.total_q * HQ, sizeof(float));
+  lse_host = aotk__check_host_array(s.rows_q * HQ, sizeof(float));
+  idx = aotk__check_host_array(s.rows_q * HKV * S, sizeof(int32_t));
+  if (c->with_count && !c->every_block) cnt = aotk__check_host_array(s.rows_q * HKV, sizeof(int32_t));
+  pool = aotk__check_host_array(s.most_blocks + 1, sizeof(int32_t));
+  hits = aotk__check_host_array(s.total_k * HKV, sizeof(int64_t));
+  blocks = aotk__check_host_array(block_items, sizeof *blocks);
   if (!allocated || !ref_lse || !lowp_lse || !lse_host || !idx || (c->with_count && !c->every_block && !cnt) || !pool ||
       !hits || !blocks) {
     status = aotk__fail(AOTK_ERROR_OUT_OF_MEMORY, "selection check: host allocation failed");
@@ -384,12 +359,12 @@ aotk_status aotk__check_sel(const aotk__driver *driver, const aotk__sel_check_ca
       bits[t][e] = aotk__dtype_bits(aotk__random_normal(&state), dtype);
       values[t][e] = aotk__dtype_value(bits[t][e], dtype);
     }
-    if ((status = upload(driver, &dev[t], bits[t], 2 * (size_t)tensor_elements(&s, t))) != AOTK_OK) goto done;
+    if ((status = aotk__check_upload(driver, &dev[t], bits[t], 2 * (size_t)tensor_elements(&s, t))) != AOTK_OK) goto done;
   }
   for (int t = T_OUT; t < TENSORS; t++) {
-    if ((status = allocate_poisoned(driver, &dev[t], 2 * (size_t)tensor_elements(&s, t))) != AOTK_OK) goto done;
+    if ((status = aotk__check_alloc_poisoned(driver, &dev[t], 2 * (size_t)tensor_elements(&s, t), 0xff)) != AOTK_OK) goto done;
   }
-  if ((status = allocate_poisoned(driver, &dev_lse, 4 * (size_t)(s.rows_q * HQ))) != AOTK_OK) goto done;
+  if ((status = aotk__check_alloc_poisoned(driver, &dev_lse, 4 * (size_t)(s.rows_q * HQ), 0xff)) != AOTK_OK) goto done;
 
   /* The reference problem: contiguous float64 copies, block_idx and block_cnt the host arrays (their
    * first total_q rows). */
@@ -418,8 +393,8 @@ aotk_status aotk__check_sel(const aotk__driver *driver, const aotk__sel_check_ca
   problem.block_cnt = cnt;
   fill_selection(c, &s, &problem, idx, cnt, pool, &state);
 
-  if ((status = upload(driver, &dev_idx, idx, 4 * (size_t)(s.rows_q * HKV * S))) != AOTK_OK) goto done;
-  if (cnt != NULL && (status = upload(driver, &dev_cnt, cnt, 4 * (size_t)(s.rows_q * HKV))) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev_idx, idx, 4 * (size_t)(s.rows_q * HKV * S))) != AOTK_OK) goto done;
+  if (cnt != NULL && (status = aotk__check_upload(driver, &dev_cnt, cnt, 4 * (size_t)(s.rows_q * HKV))) != AOTK_OK) goto done;
   /* cu_seqlens always go to the device: the dense attention of the every-block case takes the varlen
    * layout even for one sequence. */
   int32_t cu32[2][AOTK__SEL_CHECK_MAX_SEQS + 1];
@@ -428,8 +403,8 @@ aotk_status aotk__check_sel(const aotk__driver *driver, const aotk__sel_check_ca
     cu32[1][n] = (int32_t)s.cu_k[n];
   }
   const size_t cu_bytes = 4 * (size_t)(s.num_seqs + 1);
-  if ((status = upload(driver, &dev_cu_q, cu32[0], cu_bytes)) != AOTK_OK) goto done;
-  if ((status = upload(driver, &dev_cu_k, cu32[1], cu_bytes)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev_cu_q, cu32[0], cu_bytes)) != AOTK_OK) goto done;
+  if ((status = aotk__check_upload(driver, &dev_cu_k, cu32[1], cu_bytes)) != AOTK_OK) goto done;
 
   aotk_sel_params params = AOTK_SEL_PARAMS_INIT;
   aotk_tensor *const tensors[TENSORS] = {&params.q,   &params.k,  &params.v,  &params.dout,
@@ -455,29 +430,29 @@ aotk_status aotk__check_sel(const aotk__driver *driver, const aotk__sel_check_ca
   r->workspace_bytes = bwd_info.workspace_bytes;
   /* Exactly the reported size (cuMemAlloc aligns to 256 bytes), poisoned: it is documented as not read
    * before it is written. */
-  if ((status = allocate_poisoned(driver, &dev_workspace, bwd_info.workspace_bytes)) != AOTK_OK) goto done;
+  if ((status = aotk__check_alloc_poisoned(driver, &dev_workspace, bwd_info.workspace_bytes, 0xff)) != AOTK_OK) goto done;
 
   /* cuMemsetD8 and cuMemcpyHtoD run on the legacy stream, which a non-blocking stream does not wait for. */
-  CHECK_CU(driver->cuCtxSynchronize(), "cuCtxSynchronize");
+  AOTK__CHECK_CU(driver->cuCtxSynchronize(), "cuCtxSynchronize");
   if ((status = aotk_sel_fwd(&params, c->stream)) != AOTK_OK) goto done;
   if ((status = aotk_sel_bwd(&params, (void *)(uintptr_t)dev_workspace, bwd_info.workspace_bytes, c->stream)) !=
       AOTK_OK) {
     goto done;
   }
-  CHECK_CU(driver->cuStreamSynchronize((CUstream)c->stream), "cuStreamSynchronize after aotk_sel_bwd");
+  AOTK__CHECK_CU(driver->cuStreamSynchronize((CUstream)c->stream), "cuStreamSynchronize after aotk_sel_bwd");
   for (int t = T_OUT; t < TENSORS; t++) {
-    CHECK_CU(driver->cuMemcpyDtoH(bits[t], dev[t], 2 * (size_t)tensor_elements(&s, t)), "cuMemcpyDtoH");
+    AOTK__CHECK_CU(driver->cuMemcpyDtoH(bits[t], dev[t], 2 * (size_t)tensor_elements(&s, t)), "cuMemcpyDtoH");
   }
-  CHECK_CU(driver->cuMemcpyDtoH(lse_host, dev_lse, 4 * (size_t)(s.rows_q * HQ)), "cuMemcpyDtoH");
+  AOTK__CHECK_CU(driver->cuMemcpyDtoH(lse_host, dev_lse, 4 * (size_t)(s.rows_q * HQ)), "cuMemcpyDtoH");
 
   /* The dense causal attention of the every-block case, on the same inputs and cu_seqlens. */
   if (c->every_block) {
     for (int t = 0; t < DENSE_TENSORS; t++) {
-      if ((status = allocate_poisoned(driver, &dense_dev[t], 2 * (size_t)tensor_elements(&s, T_OUT + t))) != AOTK_OK) {
+      if ((status = aotk__check_alloc_poisoned(driver, &dense_dev[t], 2 * (size_t)tensor_elements(&s, T_OUT + t), 0xff)) != AOTK_OK) {
         goto done;
       }
     }
-    if ((status = allocate_poisoned(driver, &dense_lse, 4 * (size_t)(HQ * s.rows_q))) != AOTK_OK) goto done;
+    if ((status = aotk__check_alloc_poisoned(driver, &dense_lse, 4 * (size_t)(HQ * s.rows_q), 0xff)) != AOTK_OK) goto done;
     aotk_attn_params dense = AOTK_ATTN_PARAMS_INIT;
     dense.q = params.q;
     dense.k = params.k;
@@ -499,19 +474,19 @@ aotk_status aotk__check_sel(const aotk__driver *driver, const aotk__sel_check_ca
     dense.softmax_scale = c->softmax_scale;
     aotk_kernel_info dense_info = AOTK_KERNEL_INFO_INIT;
     if ((status = aotk_query(AOTK_OP_ATTN_BWD, &dense, &dense_info)) != AOTK_OK) goto done;
-    if ((status = allocate_poisoned(driver, &dense_workspace, dense_info.workspace_bytes)) != AOTK_OK) goto done;
-    CHECK_CU(driver->cuCtxSynchronize(), "cuCtxSynchronize");
+    if ((status = aotk__check_alloc_poisoned(driver, &dense_workspace, dense_info.workspace_bytes, 0xff)) != AOTK_OK) goto done;
+    AOTK__CHECK_CU(driver->cuCtxSynchronize(), "cuCtxSynchronize");
     if ((status = aotk_attn_fwd(&dense, c->stream)) != AOTK_OK) goto done;
     if ((status = aotk_attn_bwd(&dense, (void *)(uintptr_t)dense_workspace, dense_info.workspace_bytes, c->stream)) !=
         AOTK_OK) {
       goto done;
     }
-    CHECK_CU(driver->cuStreamSynchronize((CUstream)c->stream), "cuStreamSynchronize after aotk_attn_bwd");
+    AOTK__CHECK_CU(driver->cuStreamSynchronize((CUstream)c->stream), "cuStreamSynchronize after aotk_attn_bwd");
     for (int t = 0; t < DENSE_TENSORS; t++) {
-      CHECK_CU(driver->cuMemcpyDtoH(dense_bits[t], dense_dev[t], 2 * (size_t)tensor_elements(&s, T_OUT + t)),
+      AOTK__CHECK_CU(driver->cuMemcpyDtoH(dense_bits[t], dense_dev[t], 2 * (size_t)tensor_elements(&s, T_OUT + t)),
                "cuMemcpyDtoH");
     }
-    CHECK_CU(driver->cuMemcpyDtoH(dense_lse_host, dense_lse, 4 * (size_t)(HQ * s.rows_q)), "cuMemcpyDtoH");
+    AOTK__CHECK_CU(driver->cuMemcpyDtoH(dense_lse_host, dense_lse, 4 * (size_t)(HQ * s.rows_q)), "cuMemcpyDtoH");
   }
 
   /* The reference: rows first (out, lse, dq), then blocks (dk, dv, and which keys were selected). */
