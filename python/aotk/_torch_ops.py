@@ -732,6 +732,15 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     return _with_attn_probs(out, lse, return_attn_probs)
 
 
+def _check_block_table(fn, block_table, batch):
+    """int32 [batch, max_pages_per_request], its last dimension made contiguous (a small copy)."""
+    _check_tensor(fn, "block_table", block_table, 2, "[batch, max_pages_per_request]")
+    if block_table.dtype != torch.int32 or block_table.shape[0] != batch:
+        raise ValueError(f"{fn}: block_table must be int32 [batch={batch}, max_pages_per_request], got "
+                         f"{block_table.dtype} {tuple(block_table.shape)}")
+    return block_table if block_table.stride(-1) == 1 else block_table.contiguous()
+
+
 def _paged_varlen_prefill(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                           softmax_scale, causal, window_size, softcap, alibi_slopes, return_attn_probs, block_table):
     """flash_attn_varlen_func(..., block_table=...): aotk::decode with packed queries."""
@@ -759,12 +768,7 @@ def _paged_varlen_prefill(fn, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     cu_seqlens_k = _check_cu_seqlens(fn, "cu_seqlens_k", cu_seqlens_k, batch)
     max_seqlen_q = _check_max_seqlen(fn, "max_seqlen_q", max_seqlen_q)
     _check_max_seqlen(fn, "max_seqlen_k", max_seqlen_k)  # flash-attn's argument; aotk reads the lengths on the device
-    _check_tensor(fn, "block_table", block_table, 2, "[batch, max_pages_per_request]")
-    if block_table.dtype != torch.int32 or block_table.shape[0] != batch:
-        raise ValueError(f"{fn}: block_table must be int32 [batch={batch}, max_pages_per_request], got "
-                         f"{block_table.dtype} {tuple(block_table.shape)}")
-    if block_table.stride(-1) != 1:
-        block_table = block_table.contiguous()
+    block_table = _check_block_table(fn, block_table, batch)
     if _check_dropout(fn, dropout_p) != 0.0:
         raise NotImplementedError(f"{fn}: dropout_p = {dropout_p} with block_table: the prefill over a paged cache "
                                   f"is for inference and has no dropout")
@@ -932,12 +936,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             raise ValueError(f"{fn}: {name}'s last dimension must be contiguous (stride 1): the cache is read and "
                              f"appended to in place, never copied")
     if block_table is not None:
-        _check_tensor(fn, "block_table", block_table, 2, "[batch, max_pages_per_request]")
-        if block_table.dtype != torch.int32 or block_table.shape[0] != batch:
-            raise ValueError(f"{fn}: block_table must be int32 [batch={batch}, max_pages_per_request], got "
-                             f"{block_table.dtype} {tuple(block_table.shape)}")
-        if block_table.stride(-1) != 1:
-            block_table = block_table.contiguous()
+        block_table = _check_block_table(fn, block_table, batch)
         capacity = block_table.shape[1] * k_cache.shape[1]
     else:
         if k_cache.shape[0] != batch:
