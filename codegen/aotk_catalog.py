@@ -87,10 +87,12 @@ ATTN_FWD_TMA_PARAMS = ATTN_FWD_PARAMS + [
     ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
 ]
 # The Gluon forward (kernels/attn_fwd_hopper.py): the TMA kernel's parameters with Q in 64-row boxes
-# (one per consumer warpgroup), then the number of tiles its persistent programs share.
+# (one per consumer warpgroup), then the number of tiles its persistent programs share. Q and K boxes
+# span the head dim, but for 192 (not a power of two, which Gluon's shapes must be): 64 columns, three
+# boxes side by side.
 ATTN_FWD_HOPPER_PARAMS = ATTN_FWD_PARAMS + [
-    ("DescQ", "tensordesc<{dtype}[1,64,{dqk}]>", False),
-    ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk}]>", False),
+    ("DescQ", "tensordesc<{dtype}[1,64,{dqk_box}]>", False),
+    ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk_box}]>", False),
     ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
     ("num_tiles", "i32", False),
 ]
@@ -275,7 +277,8 @@ ATTN_TMA_HEAD_DIMS = ((128, 128), (256, 256))
 # The Gluon forward with FA3's warp-specialized ping-pong schedule (kernels/attn_fwd_hopper.py) at the
 # head dims it was measured at; d=256 with 64-key blocks (bench/explore_hopper/gluon_attn_fwd.py,
 # ppp_bn64_s2: 0.84-0.98x cuDNN at 4k/8k, where the Triton TMA kernel measured 0.70-0.89).
-ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (256, 256))
+# (192, 128), DeepSeek's pair, has a tile of its own (issue 11): Q and K in three 64-column boxes.
+ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # The Gluon forward with three consumer warpgroups (192-row tiles), FA3's d=64 tile: the host takes it
 # for the plain forward without a causal mask (bench/explore_hopper/gluon_attn_fwd.py, ppp3_bn128_s2:
 # 1.0-1.07x cuDNN non-causal; causal, with the static rounds, it measured worse than two warpgroups).
@@ -310,6 +313,8 @@ ATTN_TUNING = {
     ("attn_fwd_hopper", 90, 64, 64): ((1, T(128, 128, 4, 2)),),
     ("attn_fwd_hopper", 90, 128, 128): ((1, T(128, 128, 4, 2)),),
     ("attn_fwd_hopper", 90, 256, 256): ((1, T(128, 64, 4, 2)),),
+    # (192, 128): 128-key blocks with one Q buffer (as at d=256): 48 KiB of Q, 2 x 48 of K and 2 x 32 of V.
+    ("attn_fwd_hopper", 90, 192, 128): ((1, T(128, 128, 4, 2)),),
     # Three consumer warpgroups of 64 rows (4 + 4 + 4 + 1 producer warps, padded to 16): registers
     # 128 at entry, setmaxnreg 160 for the consumers and 24 for the producer (CONSUMER_REGS below).
     ("attn_fwd_hopper_wg3", 90, 64, 64): ((1, T(192, 128, 4, 2)),),
@@ -417,12 +422,15 @@ HELPER_CONFIG = T(64, 64, 4, 1)    # the dropout-mask debug kernel
 SINK_REDUCE_CONFIG = T(1024, 0, 4, 1)
 
 # family: (source file, function, parameter spec, axes). Axes: "dtype", "dims" (head-dim pairs), "align",
-# "extras"; a family without "dims" has one head-dim-less config. "tma_dims": the TMA family's head
+# "extras" ("extras_only": the EXTRAS variant alone); a family without "dims" has one head-dim-less config. "tma_dims": the TMA family's head
 # dims; it is sm_90 only (FAMILY_ARCHS) and always aligned (TMA needs 16-byte addresses and strides).
 FAMILIES = {
     "attn_fwd": ("attn_fwd.py", "attn_fwd", ATTN_FWD_PARAMS, ("dtype", "dims", "align", "extras")),
-    "attn_fwd_tma": ("attn_fwd.py", "attn_fwd_tma", ATTN_FWD_TMA_PARAMS, ("dtype", "tma_dims", "extras")),
-    "attn_fwd_hopper": ("attn_fwd_hopper.py", "attn_fwd_hopper", ATTN_FWD_HOPPER_PARAMS, ("dtype", "hopper_dims")),
+    # Only EXTRAS: the Gluon forward runs every other call these head dims make on sm_90, and dropout
+    # only this kernel (or the pointer kernel) computes.
+    "attn_fwd_tma": ("attn_fwd.py", "attn_fwd_tma", ATTN_FWD_TMA_PARAMS, ("dtype", "tma_dims", "extras_only")),
+    "attn_fwd_hopper": ("attn_fwd_hopper.py", "attn_fwd_hopper", ATTN_FWD_HOPPER_PARAMS,
+                        ("dtype", "hopper_dims", "extras")),
     "attn_fwd_hopper_wg3": ("attn_fwd_hopper.py", "attn_fwd_hopper_wg3", ATTN_FWD_HOPPER_PARAMS,
                             ("dtype", "hopper_wg3_dims")),
     "attn_dropout_mask": ("attn_fwd.py", "attn_dropout_mask", ATTN_DROPOUT_MASK_PARAMS, ()),
@@ -432,9 +440,9 @@ FAMILIES = {
     "attn_bwd_dkdv": ("attn_bwd.py", "attn_bwd_dkdv", ATTN_BWD_DKDV_PARAMS, ("dtype", "dims", "align", "extras")),
     "attn_bwd_dq": ("attn_bwd.py", "attn_bwd_dq", ATTN_BWD_DQ_PARAMS, ("dtype", "dims", "align", "extras")),
     "attn_bwd_dkdv_hopper": ("attn_bwd_hopper.py", "attn_bwd_dkdv_hopper", ATTN_BWD_DKDV_HOPPER_PARAMS,
-                             ("dtype", "hopper_bwd_dims")),
+                             ("dtype", "hopper_bwd_dims", "extras")),
     "attn_bwd_fused_hopper": ("attn_bwd_hopper.py", "attn_bwd_fused_hopper", ATTN_BWD_FUSED_HOPPER_PARAMS,
-                              ("dtype", "hopper_bwd_dims")),
+                              ("dtype", "hopper_bwd_dims", "extras")),
     "attn_bwd_dq_convert": ("attn_bwd.py", "attn_bwd_dq_convert", ATTN_BWD_DQ_CONVERT_PARAMS,
                             ("dtype", "hopper_bwd_dims")),
     "attn_decode": ("attn_decode.py", "attn_decode", ATTN_DECODE_PARAMS, ("dtype", "dims", "aligned_only")),
@@ -542,10 +550,12 @@ def _constexprs(function_params, dqk, dv, config, extras, block_size=0, page_mod
 CONSTEXPRS = {
     "attn_fwd": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
     "attn_fwd_tma": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "EXTRAS"),
-    "attn_fwd_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS", "CONSUMER_REGS"),
-    "attn_fwd_hopper_wg3": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS", "CONSUMER_REGS"),
-    "attn_bwd_dkdv_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS"),
-    "attn_bwd_fused_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "PRODUCER_REGS"),
+    "attn_fwd_hopper": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS",
+                        "CONSUMER_REGS"),
+    "attn_fwd_hopper_wg3": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS",
+                            "CONSUMER_REGS"),
+    "attn_bwd_dkdv_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
+    "attn_bwd_fused_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
     "attn_bwd_dq_convert": ("HEAD_DIM", "BLOCK_M"),
     "attn_dropout_mask": ("BLOCK_M", "BLOCK_N"),
     "attn_bwd_preprocess": ("HEAD_DIM_V", "BLOCK_M"),
@@ -607,10 +617,11 @@ def catalog():
                 for dqk, dv in dims:
                   for block_size in (SEL_BLOCK_SIZES if "sel_block" in axes else (0,)):
                     for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("aligned_only" in axes or "tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_wg3_dims" in axes) else (False,)):
-                        for extras in (EXTRAS if "extras" in axes else (False,)):
+                        for extras in (EXTRAS if "extras" in axes else (True,) if "extras_only" in axes else (False,)):
                             for min_seqlen, config in _configs(family, arch, dqk, dv, extras, block_size):
                                 params = tuple((n, t.format(dtype=dtype, block_m=config.block_m, block_n=config.block_n,
-                                                            dqk=dqk, dv=dv), hinted)
+                                                            dqk=dqk, dv=dv, dqk_box=64 if dqk == 192 else dqk),
+                                                   hinted)
                                                for n, t, hinted in param_spec)
                                 kernels.append(Kernel(
                                     family=family, source=source, function=function, params=params,

@@ -329,20 +329,22 @@ typedef struct aotk_kernel_info {
 #define AOTK_FEATURE_EXTRAS_KERNEL (1u << 8)   /* runs the kernel variant with softcap/ALiBi/dropout code */
 /* Added in 0.4. The call runs an sm_90 forward that loads Q, K and V through the Tensor Memory
  * Accelerator (host-side tensor maps encoded per call: no allocation, nothing else changes for the
- * caller). That needs sm_90 (cubin images), a dense layout (varlen too for the warp-specialized plain
+ * caller). That needs sm_90 (cubin images), a dense layout (varlen too for the warp-specialized
  * forward, AOTK_FEATURE_WARP_SPECIALIZED below), 16-byte-aligned inputs, each
- * token's heads contiguous (head stride == head_dim; packed qkv qualifies) and a head dim with such a
- * kernel: 64, 128 and 256 for the plain forward (AOTK_FEATURE_WARP_SPECIALIZED below), 128 and 256 with
- * any feature. Other calls take the pointer-load kernels, with the same results to within rounding.
- * For AOTK_OP_ATTN_BWD the bit describes the dK/dV pass, the kernel aotk_query names: it loads Q, K, V
- * and dO so under the same conditions (dO's layout too; dense or varlen), at head dims 64 and 128, for
- * the backward without softcap, ALiBi or dropout and with no window but causal. */
+ * token's heads contiguous (head stride == head_dim; packed qkv qualifies) and head dims with such a
+ * kernel: 64, 128, 256 and (192, 128) for every forward but dropout (AOTK_FEATURE_WARP_SPECIALIZED
+ * below), 128 and 256 with dropout. Other calls take the pointer-load kernels, with the same results to
+ * within rounding. For AOTK_OP_ATTN_BWD the bit describes the dK/dV pass, the kernel aotk_query names:
+ * it loads Q, K, V and dO so under the same conditions (dO's layout too; dense or varlen), at head dims
+ * 64 and 128, for every backward but dropout (0.4 before 2026-11-26: without softcap or ALiBi and with no
+ * window but causal). */
 #define AOTK_FEATURE_TMA (1u << 9)
 /* Added in 0.4. The sm_90 forward with FlashAttention-3's schedule (a TMA producer warp, two consumer
- * warpgroups taking turns, three at d=64 without a causal mask from 2048 query rows on; softmax
- * overlapped with the matrix products; written in Gluon), which also
- * sets AOTK_FEATURE_TMA. It runs the plain forward (sinks allowed; no softcap, ALiBi or dropout; no
- * window but causal, either alignment) at head dims 64, 128 and 256, where TMA's conditions above hold.
+ * warpgroups taking turns, three at d=64 for the plain forward without a mask from 2048 query rows on;
+ * softmax overlapped with the matrix products; written in Gluon), which also
+ * sets AOTK_FEATURE_TMA. It runs every forward but dropout (masks and windows of both alignments,
+ * sinks, softcap and ALiBi, the last two with AOTK_FEATURE_EXTRAS_KERNEL) at head dims 64, 128, 256
+ * and (192, 128), where TMA's conditions above hold.
  * It is persistent: at most one program per SM, each walking several query tiles, so aotk_kernel_info's grid
  * can be smaller than the number of tiles. For AOTK_OP_ATTN_BWD: the dK/dV pass has FlashAttention-3's
  * backward schedule (a TMA producer warp, two consumer warpgroups), one owner per output and bitwise

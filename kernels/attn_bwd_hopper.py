@@ -30,14 +30,15 @@ so dq is not bitwise reproducible; dK and dV are the same instructions as the de
 host zeroes the accumulator first and attn_bwd_dq_convert (kernels/attn_bwd.py) casts it into dq, in
 place of the Triton dQ pass: 5 matrix products per block instead of 7.
 
-What it covers: no softcap, ALiBi or dropout (the EXTRAS kernels), no window but causal (either
-alignment), layouts TMA can read, dense or varlen, head dims 64 and 128, GQA, sinks (they enter through
+What it covers: every backward but dropout: masks and windows of both alignments (the query blocks a
+key block walks come from the window rule; only blocks crossing a window's edge or the key length are
+masked), and, compiled in with EXTRAS, softcap (dS times 1 - tanh^2) and ALiBi; layouts TMA can read, dense or varlen, head dims 64 and 128, GQA, sinks (they enter through
 lse only), any lengths. Its arguments are attn_bwd_dkdv's, then descriptors of Q, K, V and dO over
 [batch, seqlen, heads * d] (varlen: [1, total, heads * d], each sequence's rows offset by cu_seqlens;
 blocks reaching past a sequence's end read the next sequence's rows, which are masked as keys, have lse
-= +inf as queries, and are not stored), so the C launcher packs both the same way. At d=128 ptxas
-spills 20 bytes (12 in the fused form), in the masked-block path only (column bounds hoisted out of
-the loop; unmasked steps do not touch them).
+= +inf as queries, and are not stored), so the C launcher packs both the same way. Without EXTRAS
+nothing spills at d=64 or 128; the EXTRAS rows at d=128 spill 168 bytes per thread (240 fused; see
+_probabilities for why the score modifiers sit in uniform branches).
 
 Measured through the JIT on the H100 (bench/explore_hopper/gluon_attn_bwd.py, "split _rs": this
 kernel with aotk's pre-pass and dQ pass, against the three Triton kernels, bf16, 16k tokens): the
@@ -63,6 +64,12 @@ _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 # Bits of `flags` (kernels/attn_common.py; src/aotk_attn.c sets them).
 FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
 FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
+FLAG_SOFTCAP: gl.constexpr = gl.constexpr(8)
+FLAG_ALIBI: gl.constexpr = gl.constexpr(16)
+LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
+# Window bounds are clamped to +-FAR (see kernels/attn_fwd_hopper.py: lengths on this path are under
+# 2^28, so every sum of rows, keys, the diagonal and a bound stays in int32).
+FAR: gl.constexpr = gl.constexpr(1073741824)
 
 
 @_gluon_builtin
@@ -103,12 +110,55 @@ def _producer(desc_q, desc_do, desc_k, desc_v, q_bufs, do_bufs, k_smem, v_smem, 
 
 
 @gluon.jit
+def _tanh_approx(x):
+    # tanh.approx.f32: one MUFU instruction (see kernels/attn_common.py, tanh_approx).
+    return gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype: gl.constexpr,
+                   p_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, SOFTCAP: gl.constexpr,
+                   ALIBI: gl.constexpr):
+    """P^T for S^T = K Q^T (key j the row, query i the column): the forward's scores
+    (attn_common.modified_scores: softcap when SOFTCAP, then ALiBi when ALIBI with a nonzero slope),
+    exp2 against the staged lse, masked where the block crosses the key length or a window's bounds.
+    Returns P^T in fp32 for dS^T (times 1 - tanh^2 under softcap: the chain rule's factor, the scale
+    being applied to dK and dQ) and P^T as dV's operand."""
+    keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel = tile
+    if SOFTCAP:
+        t = _tanh_approx(st * softcap_scale)
+        s_mod = t * softcap_log2
+    else:
+        s_mod = st * qk_scale_log2
+    if ALIBI:
+        distance = gl.abs(gl.expand_dims(cols + diag, 0) - gl.expand_dims(keys, 1)).to(gl.float32)
+        s_mod = s_mod - slope_log2 * distance
+    pt = gl.exp2(s_mod - gl.expand_dims(lse, 0))
+    # Keys past seqlen_k read zeros (TMA), so exp2(0 - lse) would not be 0: mask them, and the blocks that
+    # reach past a window's bounds (the causal diagonal among them). Rows past seqlen_q have lse = +inf.
+    need_mask = (n0 + BLOCK_N > seqlen_k) | (n0 + BLOCK_N - 1 > m0 + diag + hi_rel) | \
+                (n0 < m0 + BLOCK_M - 1 + diag + lo_rel)
+    if need_mask:
+        # Key j of row i: j < seqlen_k and i + diag + lo_rel <= j <= i + diag + hi_rel.
+        key_col = gl.expand_dims(keys, 1)
+        ok = (key_col < seqlen_k) & (key_col <= gl.expand_dims(cols + diag + hi_rel, 0)) & \
+             (key_col >= gl.expand_dims(cols + diag + lo_rel, 0))
+        pt = gl.where(ok, pt, 0.0)
+    pt_op = gl.convert_layout(pt.to(dtype), p_layout)
+    if SOFTCAP:
+        pt = pt * (1.0 - t * t)
+    return pt, pt_op
+
+
+@gluon.jit
 def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base, dv_base,
-              stride_dks, stride_dvs, seqlen_k, causal, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
-              FUSED_DQ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-              STAGES: gl.constexpr):
+              stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
+              extras, FUSED_DQ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+              STAGES: gl.constexpr, EXTRAS: gl.constexpr):
     kv_bar, q_ready, do_ready, qdo_empty = bars
     b, n0, hkv, group_size, m_lo, n_m = coords
+    lo_rel, hi_rel = window
+    flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2 = extras
     dtype: gl.constexpr = q_bufs.dtype
     # Key rows are the M side: [BLOCK_N, BLOCK_M] scores and [BLOCK_N, HEAD_DIM] dK, dV over 8 warps.
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
@@ -151,16 +201,22 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
         delta = gl.load(Delta + stats_row + cols)
 
         st = warpgroup_mma_wait(1, deps=(st_token, ))
-        pt = gl.exp2(st * qk_scale_log2 - gl.expand_dims(lse, 0))
-        # Keys past seqlen_k read zeros (TMA), so exp2(0 - lse) would not be 0: mask them, and under
-        # a causal mask the blocks that reach above the diagonal. Rows past seqlen_q have lse = +inf.
-        need_mask = (n0 + BLOCK_N > seqlen_k) | (causal & (n0 + BLOCK_N - 1 > m0 + diag))
-        if need_mask:
-            # Key j of row i: j < seqlen_k, and causal j <= i + diag (seqlen_k bounds nothing more).
-            last_key = gl.where(causal, cols + diag, seqlen_k)
-            ok = (gl.expand_dims(keys, 1) < seqlen_k) & (gl.expand_dims(keys, 1) <= gl.expand_dims(last_key, 0))
-            pt = gl.where(ok, pt, 0.0)
-        pt_op = gl.convert_layout(pt.to(dtype), p_layout)
+        tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
+        slope_log2 = qk_scale_log2 * 0.0
+        if EXTRAS:
+            if (flags & FLAG_ALIBI) != 0:
+                slope_log2 = gl.load(AlibiSlopes + b.to(gl.int64) * stride_ab + hq) * LOG2E
+            # Each branch computes P whole (the softcap's tanh stays inside its branch: a value carried
+            # across the join spilled 344 bytes at d=128).
+            if (flags & FLAG_SOFTCAP) != 0:
+                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                           p_layout, BLOCK_N, BLOCK_M, True, True)
+            else:
+                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                           p_layout, BLOCK_N, BLOCK_M, False, True)
+        else:
+            pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                       p_layout, BLOCK_N, BLOCK_M, False, False)
         dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
         dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
         dst = pt * (dpt - gl.expand_dims(delta, 0))
@@ -205,10 +261,11 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
 @gluon.jit
 def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb, stride_dvs,
              stride_dvh,
-             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_right, flags,
-             softmax_scale, qk_scale_log2, DescQ, DescK, DescV, DescDO, DescDQ,
+             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_left,
+             window_right, flags, softmax_scale, qk_scale_log2, AlibiSlopes, stride_ab, softcap_scale, softcap_log2,
+             DescQ, DescK, DescV, DescDO, DescDQ,
              FUSED_DQ: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-             STAGES: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+             STAGES: gl.constexpr, EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     # One program of either entry point (DescDQ: the fused one's accumulator descriptor, else DescQ).
     pid = gl.program_id(0)
     bh = pid // num_n_blocks
@@ -233,17 +290,19 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
         # A sequence longer than max_seqlen is cut to it, as in the Triton kernels.
         sq = gl.minimum(gl.load(CuSeqlensQ + b + 1) - q_start, seqlen_q)
         sk = gl.minimum(gl.load(CuSeqlensK + b + 1) - k_start, seqlen_k)
-    # The host sends only unmasked or causal problems here: causal is a right window bound of 0. Row i
-    # sees key j when j <= i + diag, so the query blocks from the one holding row n0 - diag on see this
-    # key block.
-    causal = window_right == 0
+    # The window rule (kernels/attn_common.py): row i sees key j when
+    # i + diag + lo_rel <= j <= i + diag + hi_rel (causal: hi_rel = 0), so the rows from
+    # n0 - diag - hi_rel to (the block's last key) - diag - lo_rel see some key of this block: the query
+    # blocks from the one holding the first of them on (query_ranges in the Triton kernels).
+    lo_rel = gl.where(window_left >= 0, -gl.minimum(window_left, FAR), -FAR)
+    hi_rel = gl.where(window_right >= 0, gl.minimum(window_right, FAR), FAR)
     diag = sk - sq
     if (flags & FLAG_TOP_LEFT) != 0:
         diag = sk * 0
-    m_lo = n0 * 0
-    if causal:
-        m_lo = gl.maximum(n0 - diag, 0) // BLOCK_M * BLOCK_M
-    n_m = gl.maximum(gl.cdiv(sq - m_lo, BLOCK_M), 0)
+    last_key = gl.minimum(n0 + BLOCK_N, sk) - 1
+    m_lo = gl.minimum(gl.maximum(n0 - diag - hi_rel, 0), sq) // BLOCK_M * BLOCK_M
+    m_hi = gl.minimum(gl.maximum(last_key - diag - lo_rel + 1, 0), sq)
+    n_m = gl.maximum(gl.cdiv(m_hi - m_lo, BLOCK_M), 0)
     if n0 >= sk:
         n_m = n_m * 0
     n_iters = n_m * group_size
@@ -279,9 +338,9 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     dv_base = DV + b.to(gl.int64) * stride_dvb + k_start.to(gl.int64) * stride_dvs + hkv.to(gl.int64) * stride_dvh
     gl.warp_specialize([
         (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base,
-                     dv_base, stride_dks, stride_dvs, sk, causal, diag, heads_q, stats_stride, softmax_scale,
-                     qk_scale_log2,
-                     FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES)),
+                     dv_base, stride_dks, stride_dvs, sk, (lo_rel, hi_rel), diag, heads_q, stats_stride, softmax_scale,
+                     qk_scale_log2, (flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2),
+                     FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, EXTRAS)),
         (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
                      BLOCK_M, STAGES)),
     ], [1], [PRODUCER_REGS])
@@ -301,12 +360,13 @@ def attn_bwd_dkdv_hopper(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSe
                          softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
                          DescQ, DescK, DescV, DescDO,
                          HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                         PRODUCER_REGS: gl.constexpr):
+                         EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb,
              stride_dvs, stride_dvh,
-             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_right, flags,
-             softmax_scale, qk_scale_log2, DescQ, DescK, DescV, DescDO, DescQ,
-             False, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS)
+             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_left,
+             window_right, flags, softmax_scale, qk_scale_log2, AlibiSlopes, stride_ab, softcap_scale, softcap_log2,
+             DescQ, DescK, DescV, DescDO, DescQ,
+             False, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS)
 
 
 @gluon.jit
@@ -323,12 +383,13 @@ def attn_bwd_fused_hopper(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuS
                           softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
                           DescQ, DescK, DescV, DescDO, DescDQ,
                           HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                          PRODUCER_REGS: gl.constexpr):
+                          EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     # The non-deterministic backward's one pass: dK and dV as attn_bwd_dkdv_hopper, and dQ reduce-added
     # into the fp32 accumulator DescDQ ([batch * heads_q, stats_stride, HEAD_DIM], zeroed by the host;
     # attn_bwd_dq_convert casts it into dq).
     _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb,
              stride_dvs, stride_dvh,
-             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_right, flags,
-             softmax_scale, qk_scale_log2, DescQ, DescK, DescV, DescDO, DescDQ,
-             True, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS)
+             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_left,
+             window_right, flags, softmax_scale, qk_scale_log2, AlibiSlopes, stride_ab, softcap_scale, softcap_log2,
+             DescQ, DescK, DescV, DescDO, DescDQ,
+             True, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS)

@@ -20,12 +20,16 @@ round. Inside a program:
   the turn round-robin),
   so one warpgroup's softmax (exp2 on the MUFU) overlaps the other's tensor-core work.
 The producer keeps 24 registers and the consumers take 240 (setmaxnreg; 160 with three), which holds a
-64 x BLOCK_N fp32 S tile, the 64 x head_dim accumulator and P without spilling.
+64 x BLOCK_N fp32 S tile, the 64 x head_dim accumulator and P: without spilling at d=64 and 128, where
+ptxas spills 48 bytes per thread at d=256 and (192, 128) and 80-120 in the EXTRAS rows (cuobjdump
+--dump-resource-usage, STACK).
 
-What it covers: the plain forward with or without sinks (an epilogue term, as in the Triton kernels; no
-softcap, ALiBi or dropout: the host sends those to the Triton kernels), dense or varlen layouts, head
-dims with kernels in the catalog, both causal alignments or no mask (a window other than causal is not
-taken here), GQA, any lengths, lse optional. Its
+What it covers: every forward but dropout (the host sends that to the Triton kernels): masks and
+windows of both alignments (the key blocks a tile walks come from the window rule; only the blocks at
+a window's edges and the last block are masked), sinks (an epilogue term, as in the Triton kernels),
+and, compiled in with EXTRAS, softcap (tanh.approx on the MUFU) and ALiBi; dense or varlen layouts,
+head dims with kernels in the catalog (64, 128, 256, and (192, 128) with Q and K in three 64-column
+boxes, since Gluon's shapes are powers of two), GQA, any lengths, lse optional. Its
 arguments are attn_fwd_tma's (kernels/attn_fwd.py) plus num_tiles, so the C launcher packs both the
 same way; the ones it does not need are ignored. Q, K and V come through host-side descriptors over
 [batch, seqlen, heads * d] (varlen: [1, total, heads * d], rows offset by cu_seqlens): dense blocks
@@ -38,7 +42,10 @@ non-causal 0.94 / 0.93 at 4k / 8k, causal 0.92 / 0.99; d=128 non-causal 0.96 / 0
 0.99; d=256 with BLOCK_N 64 and one Q buffer 0.94 / 0.84 non-causal, 0.98 / 0.97 causal. The same
 schedule with one program per tile measured 0.86-0.96 at d=64/128. In the library's benchmark (H100,
 bf16, d=64 non-causal, 2026-11-25) three warpgroups reach 0.97-1.12x cuDNN from 2048 rows on, two
-0.92-0.98x (2026-11-24).
+0.92-0.98x (2026-11-24). With windows, softcap and ALiBi moved here from the Triton TMA kernel
+(2026-11-26, bench_attn.py fwd_feat, d=128, TFLOP/s as a fraction of the plain row): a causal window
+of 1024 0.61-0.63 -> 0.70-0.75, softcap 0.50-0.55 -> 0.72-0.76, ALiBi 0.56-0.60 -> 0.77-0.83; (192, 128)
+from the padded pointer kernel's 0.43-0.47x cuDNN to 1.04-1.11x.
 
 Free of torch and driver calls: imported on a machine with no GPU.
 """
@@ -55,9 +62,17 @@ _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 FLAG_WRITE_LSE: gl.constexpr = gl.constexpr(1)
 FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
 FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
+FLAG_SOFTCAP: gl.constexpr = gl.constexpr(8)
+FLAG_ALIBI: gl.constexpr = gl.constexpr(16)
 FLAG_SINKS: gl.constexpr = gl.constexpr(32)
 FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
 LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
+
+# A window bound beyond any sequence this kernel sees: TMA-readable q, k and v have a token stride of at
+# least heads x head_dim >= 8 elements and the host keeps a batch entry under 2^31 elements, so lengths
+# are under 2^28 and a bound past +-2^30 bounds nothing that +-2^30 would not (_window_bounds clamps to
+# it, which keeps every sum of rows, keys and the diagonal in int32).
+FAR: gl.constexpr = gl.constexpr(1073741824)
 
 # Query rows per consumer warpgroup (one wgmma M of 64); a program runs BLOCK_M // ROWS consumer
 # warpgroups (2, or 3 for the 192-row tiles of attn_fwd_hopper_wg3 at d=64).
@@ -74,15 +89,25 @@ def _tile_id(r, pid, nprog):
 
 
 @gluon.jit
+def _window_bounds(window_left, window_right):
+    """The window as bounds on j - i - diag (row i sees key j when lo_rel <= j - i - diag <= hi_rel), a
+    negative window unbounded; clamped to +-FAR so that sums with rows, keys and the diagonal stay in
+    int32 (see FAR)."""
+    lo_rel = gl.where(window_left >= 0, -gl.minimum(window_left, FAR), -FAR)
+    hi_rel = gl.where(window_right >= 0, gl.minimum(window_right, FAR), FAR)
+    return lo_rel, hi_rel
+
+
+@gluon.jit
 def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
     """A tile's coordinates, its sequence (first query and key row in the tensors, lengths, diagonal),
-    whether it has rows at all, and its number of key blocks. Dense: sequence b starts at row 0 of
-    batch entry b. Varlen: the tensors are [1, total, heads * d] and sequence b's rows start at
-    cu_seqlens[b]; the grid covers max_seqlen_q, so a shorter sequence's last tiles have no rows and are
-    skipped (by every partition alike). Keys [0, hi) are visible to some row of the tile. At least one
-    block is walked, so the pipeline's prologue and epilogue always run; a tile whose rows see no key
-    masks everything."""
-    num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, causal, reverse, varlen, CuQ, CuK = sched
+    whether it has rows at all, and its key blocks: n_blocks from key block k_lo on. Dense: sequence b
+    starts at row 0 of batch entry b. Varlen: the tensors are [1, total, heads * d] and sequence b's
+    rows start at cu_seqlens[b]; the grid covers max_seqlen_q, so a shorter sequence's last tiles have
+    no rows and are skipped (by every partition alike). Keys [k_lo * BLOCK_N, hi) are the ones the
+    window rule (kernels/attn_common.py) lets some row of the tile see. At least one block is walked, so
+    the pipeline's prologue and epilogue always run; a tile whose rows see no key masks everything."""
+    num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, lo_rel, hi_rel, reverse, varlen, CuQ, CuK = sched
     bh = tile // num_m_blocks
     m_block = tile % num_m_blocks
     if reverse:
@@ -103,30 +128,35 @@ def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
     diag = sk - sq
     if top_left:
         diag = sk * 0
-    hi = sk
-    if causal:
-        hi = gl.minimum(sk, m0 + BLOCK_M + diag)
-    n_blocks = gl.maximum(gl.cdiv(hi, BLOCK_N), 1)
-    return b, m0, hq, hq // group_size, n_blocks, q_start, k_start, sq, sk, diag, m0 < sq
+    last = gl.minimum(m0 + BLOCK_M, sq) - 1
+    lo = gl.minimum(gl.maximum(m0 + diag + lo_rel, 0), sk)
+    hi = gl.maximum(gl.minimum(last + diag + hi_rel + 1, sk), 0)
+    k_lo = lo // BLOCK_N
+    n_blocks = gl.maximum(gl.cdiv(hi - k_lo * BLOCK_N, BLOCK_N), 1)
+    return b, m0, hq, hq // group_size, k_lo, n_blocks, q_start, k_start, sq, sk, diag, m0 < sq
 
 
 @gluon.jit
-def _load(desc, bufs, ready, empty, it, coord0, coord1, coord2, STAGES: gl.constexpr):
-    # A fresh mbarrier counts as having completed the phase before phase 0, so waiting on parity 1 passes
-    # at once: the first STAGES loads do not wait.
+def _load(desc, bufs, ready, empty, it, coord0, coord1, coord2, STAGES: gl.constexpr, CHUNKS: gl.constexpr):
+    # Stage it % STAGES: CHUNKS boxes side by side along the head dim (buffers s * CHUNKS + c). A fresh
+    # mbarrier counts as having completed the phase before phase 0, so waiting on parity 1 passes at
+    # once: the first STAGES loads do not wait.
     s = it % STAGES
     mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-    mbarrier.expect(ready.index(s), desc.block_type.nbytes)
-    _tma_load(desc, [coord0, coord1, coord2], ready.index(s), bufs.index(s))
+    mbarrier.expect(ready.index(s), CHUNKS * desc.block_type.nbytes)
+    for c in gl.static_range(CHUNKS):
+        _tma_load(desc, [coord0, coord1, coord2 + c * desc.block_type.shape[2]], ready.index(s),
+                  bufs.index(s * CHUNKS + c))
 
 
 @gluon.jit
 def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles,
-              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-              Q_BUFS: gl.constexpr):
+              HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              STAGES: gl.constexpr, Q_BUFS: gl.constexpr):
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
-    varlen_i = sched[8].to(gl.int32)
+    QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // desc_q.block_type.shape[2]
+    varlen_i = sched[9].to(gl.int32)
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     kit = 0
@@ -134,70 +164,112 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
     t = 0
     for r in range(gl.cdiv(num_tiles, nprog)):
         tile = _tile_id(r, pid, nprog)
-        b, m0, hq, hkv, n_blocks, q_start, k_start, sq, sk, diag, active = _tile(gl.minimum(tile, num_tiles - 1),
-                                                                                sched, BLOCK_M, BLOCK_N)
+        b, m0, hq, hkv, k_lo, n_blocks, q_start, k_start, sq, sk, diag, active = _tile(
+            gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N)
         if (tile < num_tiles) & active:
             # The view's batch coordinate: the batch entry, or 0 for varlen (starts are in the rows).
             bc = b - b * varlen_i
+            # The tile's first key row in the view.
+            k_row = k_start + k_lo * BLOCK_N
             # K(0) first: the first product needs it and Q; then Q, then K(j+1) before V(j), the order
             # in which the consumers use them.
-            _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_start, hkv * HEAD_DIM, STAGES)
+            _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_row, hkv * HEAD_DIM_QK, STAGES, QK_CHUNKS)
             kit += 1
             qs = t % Q_BUFS
             mbarrier.wait(q_empty.index(qs), ((t // Q_BUFS) & 1) ^ 1)
-            mbarrier.expect(q_ready.index(qs), NUM_WG * desc_q.block_type.nbytes)
+            mbarrier.expect(q_ready.index(qs), NUM_WG * QK_CHUNKS * desc_q.block_type.nbytes)
             for w in gl.static_range(NUM_WG):
-                _tma_load(desc_q, [bc, q_start + m0 + ROWS * w, hq * HEAD_DIM], q_ready.index(qs),
-                                                q_bufs.index(qs * NUM_WG + w))
+                for c in gl.static_range(QK_CHUNKS):
+                    _tma_load(desc_q, [bc, q_start + m0 + ROWS * w, hq * HEAD_DIM_QK + c * desc_q.block_type.shape[2]],
+                              q_ready.index(qs), q_bufs.index((qs * NUM_WG + w) * QK_CHUNKS + c))
             for j in range(n_blocks):
                 if j + 1 < n_blocks:
-                    _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_start + (j + 1) * BLOCK_N, hkv * HEAD_DIM,
-                          STAGES)
+                    _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_row + (j + 1) * BLOCK_N, hkv * HEAD_DIM_QK,
+                          STAGES, QK_CHUNKS)
                     kit += 1
-                _load(desc_v, v_bufs, v_ready, v_empty, vit, bc, k_start + j * BLOCK_N, hkv * HEAD_DIM, STAGES)
+                _load(desc_v, v_bufs, v_ready, v_empty, vit, bc, k_row + j * BLOCK_N, hkv * HEAD_DIM_V, STAGES, 1)
                 vit += 1
             t += 1
 
 
 @gluon.jit
-def _softmax_step(qk, m_i, l_i, n0, rows, first_row, seqlen_k, mask_diag, qk_scale_log2,
-                  s_layout: gl.constexpr, BLOCK_N: gl.constexpr):
-    # Row i sees keys j < seqlen_k with j <= i + mask_diag (mask_diag = seqlen_k without a causal
-    # mask, which bounds nothing). Only blocks that reach past seqlen_k or past the first row's last key
-    # are masked.
-    need_mask = (n0 + BLOCK_N > seqlen_k) | (n0 + BLOCK_N - 1 > first_row + mask_diag)
+def _tanh_approx(x):
+    # tanh.approx.f32: one MUFU instruction (see kernels/attn_common.py, tanh_approx).
+    return gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def _softmax_step(qk, m_i, l_i, n0, rows, first_key, last_key, full_lo, full_hi, row_alibi, scores,
+                  s_layout: gl.constexpr, BLOCK_N: gl.constexpr, EXTRAS: gl.constexpr):
+    # Row i sees keys first_key[i] <= j <= last_key[i] (the window rule and the key length). A block
+    # that every row of this warpgroup sees in full ([full_lo, full_hi]) is not masked: that is every
+    # block but the edges of a window and the last one.
+    qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags = scores
+    cols = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    if EXTRAS:
+        # Scores in log2 units with softcap and ALiBi applied (attn_common.modified_scores).
+        s = qk * qk_scale_log2
+        if (flags & FLAG_SOFTCAP) != 0:
+            s = _tanh_approx(qk * softcap_scale) * softcap_log2
+        if (flags & FLAG_ALIBI) != 0:
+            distance = gl.abs(gl.expand_dims(row_alibi, 1) - gl.expand_dims(cols, 0)).to(gl.float32)
+            s = s - slope_log2 * distance
+        scale = 1.0
+    else:
+        s = qk
+        scale = qk_scale_log2
+    need_mask = (n0 < full_lo) | (n0 + BLOCK_N - 1 > full_hi)
     if need_mask:
-        cols = gl.expand_dims(n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout)), 0)
-        ok = (cols < seqlen_k) & (cols <= gl.expand_dims(rows + mask_diag, 1))
-        qk = gl.where(ok, qk, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(qk, 1) * qk_scale_log2)
+        c = gl.expand_dims(cols, 0)
+        ok = (c >= gl.expand_dims(first_key, 1)) & (c <= gl.expand_dims(last_key, 1))
+        s = gl.where(ok, s, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, 1) * scale)
     # A row that has seen no visible key keeps m = -inf; subtract 0 instead (exp2 gives 0, not NaN).
     m_safe = gl.where(m_new == float("-inf"), 0.0, m_new)
-    p = gl.exp2(qk * qk_scale_log2 - gl.expand_dims(m_safe, 1))
+    p = gl.exp2(s * scale - gl.expand_dims(m_safe, 1))
     alpha = gl.exp2(m_i - m_safe)
     l_i = l_i * alpha + gl.sum(p, 1)
     return p, m_new, l_i, alpha
 
 
 @gluon.jit
-def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os, stride_oh,
-              stride_lb, stride_lh, flags, qk_scale_log2, WG: gl.constexpr, BLOCK_M: gl.constexpr,
-              BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr):
+def _scores(q_bufs, k_bufs, q_first, k_first, zero_s, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
+            CHUNKS: gl.constexpr):
+    # S = Q K^T as asynchronous wgmma, one per head-dim chunk (one but at (192, 128), whose Q and K are
+    # three 64-column chunks: Gluon's shapes are powers of two), accumulated in order.
+    CHUNK: gl.constexpr = q_bufs.shape[3]
+    q = q_bufs.index(q_first).reshape([ROWS, CHUNK])
+    k_t = k_bufs.index(k_first).reshape([BLOCK_N, CHUNK]).permute((1, 0))
+    s_token = warpgroup_mma(q, k_t, zero_s, use_acc=False, is_async=True)
+    for c in gl.static_range(1, CHUNKS):
+        q = q_bufs.index(q_first + c).reshape([ROWS, CHUNK])
+        k_t = k_bufs.index(k_first + c).reshape([BLOCK_N, CHUNK]).permute((1, 0))
+        s_token = warpgroup_mma(q, k_t, s_token, is_async=True)
+    return s_token
+
+
+@gluon.jit
+def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob, stride_os,
+              stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale, softcap_log2,
+              WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM_QK: gl.constexpr,
+              HEAD_DIM_V: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr, EXTRAS: gl.constexpr):
     # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of each tile.
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
-    causal = sched[6]
+    lo_rel = sched[6]
+    hi_rel = sched[7]
     FIRST: gl.constexpr = 1 if WG == 0 else 0  # warpgroup 0 takes the first turn
     OTHER: gl.constexpr = (WG + 1) % NUM_WG  # the turn passes round-robin
     dtype: gl.constexpr = q_bufs.dtype
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
+                                                       instr_shape=[16, HEAD_DIM_V, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
+    QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // q_bufs.shape[3]
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     # Ring position of this tile's first K and V block: both rings advance by n_blocks per tile.
@@ -206,18 +278,26 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, s
     turn_phase = 0
     for r in range(gl.cdiv(num_tiles, nprog)):
         tile = _tile_id(r, pid, nprog)
-        b, m0, hq, hkv, n_blocks, q_start, k_start, seqlen_q, seqlen_k, diag, active = _tile(
+        b, m0, hq, hkv, k_lo, n_blocks, q_start, k_start, seqlen_q, seqlen_k, diag, active = _tile(
             gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N)
         if (tile < num_tiles) & active:
-            # Row i sees keys j <= i + mask_diag; without a causal mask, seqlen_k bounds nothing.
-            mask_diag = seqlen_k
-            if causal:
-                mask_diag = diag
             row0 = m0 + WG * ROWS
             rows = row0 + gl.arange(0, ROWS, layout=row_s)
+            # Each row's visible keys, and the keys every row of this warpgroup sees: rows past seqlen_q
+            # count too (they are computed and never stored), which only masks more.
+            first_key = gl.minimum(gl.maximum(rows + diag + lo_rel, 0), seqlen_k)
+            last_key = gl.maximum(gl.minimum(rows + diag + hi_rel, seqlen_k - 1), -1)
+            full_lo = gl.minimum(gl.maximum(row0 + ROWS - 1 + diag + lo_rel, 0), seqlen_k)
+            full_hi = gl.maximum(gl.minimum(row0 + diag + hi_rel, seqlen_k - 1), -1)
+            slope_log2 = qk_scale_log2 * 0.0
+            if EXTRAS:
+                if (flags & FLAG_ALIBI) != 0:
+                    slope_log2 = gl.load(AlibiSlopes + b.to(gl.int64) * stride_ab + hq) * LOG2E
+            scores = (qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags)
+            row_alibi = rows + diag
             qs = t % Q_BUFS
-            q2 = q_bufs.index(qs * NUM_WG + WG).reshape([ROWS, HEAD_DIM])
-            acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
+            q_first = (qs * NUM_WG + WG) * QK_CHUNKS
+            acc = gl.zeros([ROWS, HEAD_DIM_V], gl.float32, o_layout)
             m_i = gl.full([ROWS], float("-inf"), gl.float32, row_s)
             l_i = gl.zeros([ROWS], gl.float32, row_s)
 
@@ -226,14 +306,13 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, s
             mbarrier.wait(k_ready.index(s), (it // STAGES) & 1)
             mbarrier.wait(q_ready.index(qs), (t // Q_BUFS) & 1)
             mbarrier.wait(turn.index(WG), turn_phase ^ FIRST)
-            k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
-            s_token = warpgroup_mma(q2, k_t, zero_s, use_acc=False, is_async=True)
+            s_token = _scores(q_bufs, k_bufs, q_first, s * QK_CHUNKS, zero_s, ROWS, BLOCK_N, QK_CHUNKS)
             mbarrier.arrive(turn.index(OTHER))
             turn_phase ^= 1
             qk = warpgroup_mma_wait(0, deps=(s_token, ))
             mbarrier.arrive(k_empty.index(s))
-            p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, 0, rows, row0, seqlen_k, mask_diag, qk_scale_log2,
-                                               s_layout, BLOCK_N)
+            p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, k_lo * BLOCK_N, rows, first_key, last_key, full_lo,
+                                               full_hi, row_alibi, scores, s_layout, BLOCK_N, EXTRAS)
             p_op = gl.convert_layout(p.to(dtype), p_layout)
 
             for j in range(1, n_blocks):
@@ -243,17 +322,16 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, s
                 mbarrier.wait(k_ready.index(s), (kj // STAGES) & 1)
                 mbarrier.wait(v_ready.index(sv), ((kj - 1) // STAGES) & 1)
                 mbarrier.wait(turn.index(WG), turn_phase ^ FIRST)
-                k_t = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
-                s_token = warpgroup_mma(q2, k_t, zero_s, use_acc=False, is_async=True)
-                v2 = v_bufs.index(sv).reshape([BLOCK_N, HEAD_DIM])
+                s_token = _scores(q_bufs, k_bufs, q_first, s * QK_CHUNKS, zero_s, ROWS, BLOCK_N, QK_CHUNKS)
+                v2 = v_bufs.index(sv).reshape([BLOCK_N, HEAD_DIM_V])
                 o_token = warpgroup_mma(p_op, v2, acc, is_async=True)
                 mbarrier.arrive(turn.index(OTHER))
                 turn_phase ^= 1
                 # wgmma groups retire in order: with one left outstanding, S_j (issued first) is done.
                 qk = warpgroup_mma_wait(1, deps=(s_token, ))
                 mbarrier.arrive(k_empty.index(s))
-                p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, j * BLOCK_N, rows, row0, seqlen_k, mask_diag,
-                                                   qk_scale_log2, s_layout, BLOCK_N)
+                p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, (k_lo + j) * BLOCK_N, rows, first_key, last_key,
+                                                   full_lo, full_hi, row_alibi, scores, s_layout, BLOCK_N, EXTRAS)
                 acc, p_done = warpgroup_mma_wait(0, deps=(o_token, p_op))
                 mbarrier.arrive(v_empty.index(sv))
                 acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
@@ -266,7 +344,7 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, s
             sv = (it - 1) % STAGES
             mbarrier.wait(v_ready.index(sv), ((it - 1) // STAGES) & 1)
             mbarrier.wait(turn.index(WG), turn_phase ^ FIRST)
-            v2 = v_bufs.index(sv).reshape([BLOCK_N, HEAD_DIM])
+            v2 = v_bufs.index(sv).reshape([BLOCK_N, HEAD_DIM_V])
             o_token = warpgroup_mma(p_op, v2, acc, is_async=True)
             mbarrier.arrive(turn.index(OTHER))
             turn_phase ^= 1
@@ -288,10 +366,10 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, s
             l_safe = gl.where(has_keys, l_i, 1.0)
             out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
             rows_o = row0 + gl.arange(0, ROWS, layout=row_o)
-            cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
+            cols_o = gl.arange(0, HEAD_DIM_V, layout=gl.SliceLayout(0, o_layout))
             o_base = Out + b.to(gl.int64) * stride_ob + q_start.to(gl.int64) * stride_os + hq.to(gl.int64) * stride_oh
             o_ptrs = o_base + gl.expand_dims(rows_o.to(gl.int64) * stride_os, 1) + gl.expand_dims(cols_o, 0)
-            o_mask = gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o < HEAD_DIM, 0)
+            o_mask = gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o < HEAD_DIM_V, 0)
             gl.store(o_ptrs, out.to(dtype), mask=o_mask)
             if (flags & FLAG_WRITE_LSE) != 0:
                 lse = gl.where(has_keys, (m_i + gl.log2(l_i)) * 0.6931471805599453, float("-inf"))
@@ -301,26 +379,29 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, s
 
 
 @gluon.jit
-def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, Sinks, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
-             seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_right, flags, qk_scale_log2,
-             DescQ, DescK, DescV, num_tiles,
-             HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-             PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
+             stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, num_tiles,
+             HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+             STAGES: gl.constexpr, EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     # The program of both entry points: BLOCK_M // ROWS consumer warpgroups.
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
     gl.static_assert(BLOCK_M == NUM_WG * ROWS, "one 64-row slice of the tile per consumer warpgroup")
     gl.static_assert((NUM_WG == 2) | (NUM_WG == 3), "two or three consumer warpgroups")
-    # Two Q buffers let the next tile's Q load during this one; at d=256 they do not fit beside the ring.
-    Q_BUFS: gl.constexpr = 2 if HEAD_DIM <= 128 else 1
-    # The host sends only unmasked or causal problems here: causal is a right window bound of 0.
-    causal = window_right == 0
+    # Two Q buffers let the next tile's Q load during this one; from d=192 on they do not fit beside the
+    # ring.
+    Q_BUFS: gl.constexpr = 2 if HEAD_DIM_QK <= 128 else 1
+    # Q and K come in boxes of the descriptors' width: the head dim, or 64 columns at (192, 128).
+    QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // DescQ.block_type.shape[2]
+    gl.static_assert(QK_CHUNKS * DescQ.block_type.shape[2] == HEAD_DIM_QK, "whole boxes along the head dim")
+    lo_rel, hi_rel = _window_bounds(window_left, window_right)
     top_left = (flags & FLAG_TOP_LEFT) != 0
     reverse = (flags & FLAG_REVERSE) != 0
     varlen = (flags & FLAG_VARLEN) != 0
 
     dtype: gl.constexpr = DescQ.dtype
-    q_bufs = gl.allocate_shared_memory(dtype, [Q_BUFS * NUM_WG] + DescQ.block_type.shape, DescQ.layout)
-    k_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescK.block_type.shape, DescK.layout)
+    q_bufs = gl.allocate_shared_memory(dtype, [Q_BUFS * NUM_WG * QK_CHUNKS] + DescQ.block_type.shape, DescQ.layout)
+    k_bufs = gl.allocate_shared_memory(dtype, [STAGES * QK_CHUNKS] + DescK.block_type.shape, DescK.layout)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescV.block_type.shape, DescV.layout)
     q_ready = gl.allocate_shared_memory(gl.int64, [Q_BUFS, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFS, 1], mbarrier.MBarrierLayout())
@@ -343,33 +424,33 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, Sinks, stride_ob, stride_os, stri
         mbarrier.init(turn.index(i), count=1)
 
     bars = (q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn)
-    sched = (num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, causal, reverse, varlen, CuSeqlensQ,
-             CuSeqlensK)
+    sched = (num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, lo_rel, hi_rel, reverse, varlen,
+             CuSeqlensQ, CuSeqlensK)
     # (The argument tuples are written out in each call: a tuple held in a variable loses its constexprs.)
     if NUM_WG == 3:
         gl.warp_specialize([
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os,
-                         stride_oh, stride_lb, stride_lh, flags, qk_scale_log2,
-                         0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os,
-                         stride_oh, stride_lb, stride_lh, flags, qk_scale_log2,
-                         1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os,
-                         stride_oh, stride_lb, stride_lh, flags, qk_scale_log2,
-                         2, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
-            (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, Q_BUFS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob,
+                         stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
+                         softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob,
+                         stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
+                         softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob,
+                         stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
+                         softcap_log2, 2, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS)),
+            (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
+                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os,
-                         stride_oh, stride_lb, stride_lh, flags, qk_scale_log2,
-                         0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, stride_ob, stride_os,
-                         stride_oh, stride_lb, stride_lh, flags, qk_scale_log2,
-                         1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, Q_BUFS)),
-            (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM, BLOCK_M,
-                         BLOCK_N, STAGES, Q_BUFS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob,
+                         stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
+                         softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob,
+                         stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
+                         softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS)),
+            (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
+                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -384,12 +465,14 @@ def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sink
                     window_left, window_right, flags,
                     qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
                     DescQ, DescK, DescV, num_tiles,
-                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                    HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr,
+                    BLOCK_N: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr,
                     PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
-    # Two consumer warpgroups, 128-row tiles.
-    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, Sinks, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
-             seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_right, flags, qk_scale_log2,
-             DescQ, DescK, DescV, num_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS, CONSUMER_REGS)
+    # Two consumer warpgroups, 128-row tiles; EXTRAS compiles in softcap and ALiBi (not dropout).
+    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
+             stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, num_tiles, HEAD_DIM_QK,
+             HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS)
 
 
 @gluon.jit
@@ -403,9 +486,11 @@ def attn_fwd_hopper_wg3(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, 
                         window_left, window_right, flags,
                         qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
                         DescQ, DescK, DescV, num_tiles,
-                        HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                        HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr,
+                        BLOCK_N: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr,
                         PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     # Three consumer warpgroups, 192-row tiles (d=64; the host takes it without a causal mask).
-    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, Sinks, stride_ob, stride_os, stride_oh, stride_lb, stride_lh,
-             seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_right, flags, qk_scale_log2,
-             DescQ, DescK, DescV, num_tiles, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, PRODUCER_REGS, CONSUMER_REGS)
+    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
+             stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, num_tiles, HEAD_DIM_QK,
+             HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS)

@@ -598,7 +598,8 @@ static bool variant_matches(const aotk__kernel_entry *e, int family, int arch, c
   if (e->family != family || e->arch != arch) return false;
   if (family == AOTK__FAMILY_ATTN_DROPOUT_MASK || family == AOTK__FAMILY_ATTN_BWD_SINK_REDUCE) return true;
   if (e->dtype != (int)problem->dtype || e->aligned != problem->aligned) return false;
-  if (family == AOTK__FAMILY_ATTN_BWD_PREPROCESS) return true;
+  /* The pre-pass and the fused backward's dQ cast see no scores: one variant serves every feature. */
+  if (family == AOTK__FAMILY_ATTN_BWD_PREPROCESS || family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT) return true;
   return e->extras == problem->extras;
 }
 
@@ -920,17 +921,13 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
 /* The shortest query length (max_seqlen_q for varlen) that takes the three-warpgroup forward. */
 #define HOPPER_WG3_MIN_SEQLEN 2048
 
-/* The Gluon kernel (kernels/attn_fwd_hopper.py) computes the plain forward, with sinks (an epilogue
- * term): no softcap, ALiBi or dropout, and no mask but causal (either alignment). */
-static bool hopper_kernel_covers(const aotk__attn_problem *problem) {
-  return !problem->extras && problem->window_left < 0 && problem->window_right <= 0;
-}
+/* The Gluon kernel (kernels/attn_fwd_hopper.py) computes every forward but dropout: masks and windows
+ * of both alignments, sinks (an epilogue term), and softcap and ALiBi in its EXTRAS variant. */
+static bool hopper_kernel_covers(const aotk__attn_problem *problem) { return problem->dropout_p == 0.0f; }
 
-/* The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) likewise, sinks allowed: they enter its products
- * only through the staged lse. */
-static bool hopper_bwd_kernel_covers(const aotk__attn_problem *problem) {
-  return !problem->extras && problem->window_left < 0 && problem->window_right <= 0;
-}
+/* The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) likewise: every backward but dropout (sinks enter its
+ * products only through the staged lse; softcap and ALiBi in its EXTRAS rows). */
+static bool hopper_bwd_kernel_covers(const aotk__attn_problem *problem) { return problem->dropout_p == 0.0f; }
 
 static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) {
   aotk_status status = AOTK_OK;
@@ -940,7 +937,8 @@ static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) 
    * better, and on short sequences a 192-row tile pads more rows (bench_attn.py, H100, bf16 d64
    * non-causal, TFLOP/s of the 2-warpgroup kernel (2026-11-24) -> 3 (2026-11-25): 512: 340 -> 319,
    * 1024: 397 -> 388, 2048: 431 -> 445, 4096: 449 -> 457, 8192: 463 -> 486, 16384: 446 -> 493). */
-  if (hopper_kernel_covers(problem) && problem->window_right < 0 && fwd_size_key(problem) >= HOPPER_WG3_MIN_SEQLEN) {
+  if (hopper_kernel_covers(problem) && problem->window_left < 0 && problem->window_right < 0 &&
+      fwd_size_key(problem) >= HOPPER_WG3_MIN_SEQLEN) {
     tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, problem, plan, fwd_size_key(problem));
   }
   if (tma_row < 0 && hopper_kernel_covers(problem)) {
@@ -1005,26 +1003,43 @@ static aotk_status encode_descriptor(const aotk__driver *driver, const aotk_tens
 
 /* The Gluon kernel's grid. It is persistent: each program walks tiles r * grid + p (boustrophedon, see
  * kernels/attn_fwd_hopper.py), so one program per SM, or fewer when there are fewer tiles. Under a causal
- * mask the tiles differ in length and the static assignment can leave one program with much more
- * work than the mean; where it would (more than 8% over, the tile costed as its key blocks plus one for
- * its prologue and epilogue), the grid is one program per tile and the hardware's block scheduler
- * balances instead. From 64 rounds on the rounds average out and the check is skipped. The rule is
- * the one the exploration measured (bench/explore_hopper/gluon_attn_fwd.py, persistent_grid). */
+ * mask or a window the tiles differ in length and the static assignment can leave one program with
+ * much more work than the mean; where it would (more than 8% over, the tile costed as its key blocks
+ * plus one for its prologue and epilogue), the grid is one program per tile and the hardware's block
+ * scheduler balances instead. From 64 rounds on the rounds average out and the check is skipped. The
+ * rule is the one the exploration measured for causal masks (bench/explore_hopper/gluon_attn_fwd.py,
+ * persistent_grid). */
+/* The key blocks a tile of query rows [m0, m0 + block_m) walks in the Gluon forward (_tile in
+ * kernels/attn_fwd_hopper.py): those some row sees under the window rule, from a block boundary. */
+static int64_t tile_key_blocks(const aotk__attn_problem *problem, int64_t m0, int64_t block_m, int64_t block_n,
+                               int64_t diag) {
+  const int64_t sk = problem->seqlen_k;
+  const int64_t last = (m0 + block_m < problem->seqlen_q ? m0 + block_m : problem->seqlen_q) - 1;
+  int64_t lo = problem->window_left >= 0 ? m0 + diag - problem->window_left : 0;
+  int64_t hi = problem->window_right >= 0 ? last + diag + problem->window_right + 1 : sk;
+  lo = lo < 0 ? 0 : lo > sk ? sk : lo;
+  hi = hi < 0 ? 0 : hi > sk ? sk : hi;
+  lo = lo / block_n * block_n;
+  return hi > lo ? blocks(hi - lo, block_n) : 0;
+}
+
 static int64_t hopper_grid(const aotk__attn_problem *problem, const aotk__kernel_entry *e, int64_t num_m_blocks,
                            int64_t num_tiles, int multiprocessors) {
   const int64_t sms = multiprocessors > 0 ? multiprocessors : 1;
   if (num_tiles <= sms) return num_tiles;
-  /* Only the causal mask (the kernel's one mask) makes tiles unequal; many rounds average out. */
-  if (problem->window_right != 0 || num_tiles > 64 * sms) return sms;
+  /* Only a mask makes tiles unequal; many rounds average out. */
+  if ((problem->window_left < 0 && problem->window_right < 0) || num_tiles > 64 * sms) return sms;
   const int64_t diag = problem->top_left ? 0 : problem->seqlen_k - problem->seqlen_q;
   /* The costing walks every tile (up to 64 rounds of SMs: ~20 us on the build machine's core), so the
    * last answer is kept per thread: a training or inference loop asks about the same shapes each step.
    * The answer depends on nothing else than the key. */
   static _Thread_local struct {
-    int64_t key[7], grid;
+    int64_t key[9], grid;
   } memo;
-  const int64_t key[7] = {num_tiles, num_m_blocks, problem->seqlen_k, diag, e->block_m, e->block_n, sms};
+  const int64_t key[9] = {num_tiles, num_m_blocks,          problem->seqlen_k,     diag, e->block_m,
+                          e->block_n, problem->window_left, problem->window_right, sms};
   if (memo.grid != 0 && memcmp(memo.key, key, sizeof key) == 0) return memo.grid;
+  const bool reverse = problem->window_right >= 0 && problem->window_left < 0; /* as attn_flags sets it */
   double load[1024];
   if (sms > (int64_t)(sizeof load / sizeof load[0])) return sms;
   for (int64_t p = 0; p < sms; p++) load[p] = 0.0;
@@ -1033,11 +1048,9 @@ static int64_t hopper_grid(const aotk__attn_problem *problem, const aotk__kernel
     for (int64_t p = 0; p < sms; p++) {
       const int64_t tile = r * sms + (r % 2 == 0 ? p : sms - 1 - p);
       if (tile >= num_tiles) continue;
-      /* FLAG_REVERSE: a head's last query block first. */
-      const int64_t m_block = num_m_blocks - 1 - tile % num_m_blocks;
-      int64_t hi = m_block * e->block_m + e->block_m + diag;
-      hi = hi < 0 ? 0 : hi > problem->seqlen_k ? problem->seqlen_k : hi;
-      const int64_t key_blocks = blocks(hi, e->block_n);
+      /* FLAG_REVERSE (causal-like masks): a head's last query block first. */
+      const int64_t m_block = reverse ? num_m_blocks - 1 - tile % num_m_blocks : tile % num_m_blocks;
+      const int64_t key_blocks = tile_key_blocks(problem, m_block * e->block_m, e->block_m, e->block_n, diag);
       const double work = (double)(key_blocks > 1 ? key_blocks : 1) + 1.0;
       load[p] += work;
       total += work;

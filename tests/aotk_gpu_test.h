@@ -128,21 +128,19 @@ static bool aotk_gpu_test_has_extras(const aotk__check_features *f) {
 
 /* Which forward kernel a case should run (include/aotk.h, AOTK_FEATURE_TMA and
  * AOTK_FEATURE_WARP_SPECIALIZED): on sm_90 cubins, with a dense layout whose tokens hold their heads
- * contiguously (of the check's layouts, the packed one, aligned) and equal head dims, the Gluon kernel
- * for the plain forward (no extras, sinks allowed, no window but causal) at d=64, 128 and 256, varlen
- * included, else (dense only) the TMA
- * kernel at d=128 and 256; the pointer kernel otherwise. */
+ * contiguously (of the check's layouts, the packed one, aligned), the Gluon kernel for everything but
+ * dropout (windows, sinks, softcap and ALiBi) at head dims 64, 128, 256 and (192, 128), varlen included,
+ * else (dense only: dropout) the TMA kernel at d=128 and 256; the pointer kernel otherwise. */
 typedef enum aotk_gpu_test_fwd_path { FWD_POINTER, FWD_TMA, FWD_HOPPER } aotk_gpu_test_fwd_path;
 static aotk_gpu_test_fwd_path aotk_gpu_test_expect_fwd_path(aotk__check_layout layout, int64_t head_dim,
                                                             const aotk__check_features *f, bool from_ptx) {
-  if (compute_capability != 90 || from_ptx || layout != AOTK__LAYOUT_CONTIGUOUS ||
-      aotk_gpu_test_head_dim_v(head_dim, f) != head_dim) {
-    return FWD_POINTER;
-  }
-  const bool plain = !aotk_gpu_test_has_extras(f) && (!f->window || (f->window_left < 0 && f->window_right <= 0));
+  const int64_t head_dim_v = aotk_gpu_test_head_dim_v(head_dim, f);
+  if (compute_capability != 90 || from_ptx || layout != AOTK__LAYOUT_CONTIGUOUS) return FWD_POINTER;
+  const bool hopper_dims = (head_dim == head_dim_v && (head_dim == 64 || head_dim == 128 || head_dim == 256)) ||
+                           (head_dim == 192 && head_dim_v == 128);
   /* Varlen (packed) too for the Gluon kernel; the Triton TMA kernel is dense only. */
-  if (plain && (head_dim == 64 || head_dim == 128 || head_dim == 256)) return FWD_HOPPER;
-  if (f->num_seqs != 0) return FWD_POINTER;
+  if (f->dropout_p == 0.0f && hopper_dims) return FWD_HOPPER;
+  if (f->num_seqs != 0 || head_dim_v != head_dim) return FWD_POINTER;
   return head_dim == 128 || head_dim == 256 ? FWD_TMA : FWD_POINTER;
 }
 
@@ -201,9 +199,9 @@ static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causa
 /* Whether a backward case's dK/dV pass (the kernel aotk_query names) should be the warp-specialized
  * Gluon one (include/aotk.h): on sm_90 cubins, the packed layout for q, k, v and dout (mixed layouts
  * put k in the permuted one, which TMA can read as [batch, seqlen, heads * d] only in the degenerate
- * case below), dense, head dims exactly 64
- * or 128, no softcap, ALiBi or dropout, no window but causal; sinks allowed. FWD_HOPPER then, else the
- * pointer kernel (the name check_kernel_choice takes). */
+ * case below), dense or varlen, head dims exactly 64
+ * or 128, no dropout (windows, sinks, softcap and ALiBi allowed: the EXTRAS rows take the last two).
+ * FWD_HOPPER then, else the pointer kernel (the name check_kernel_choice takes). */
 static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout layout, int mix_layouts,
                                                             int64_t seqlen_k, int64_t heads_kv, int64_t head_dim,
                                                             const aotk__check_features *f, bool from_ptx) {
@@ -214,8 +212,7 @@ static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout l
       aotk_gpu_test_head_dim_v(head_dim, f) != head_dim) {
     return FWD_POINTER;
   }
-  const bool plain = !aotk_gpu_test_has_extras(f) && (!f->window || (f->window_left < 0 && f->window_right <= 0));
-  return plain && (head_dim == 64 || head_dim == 128) ? FWD_HOPPER : FWD_POINTER;
+  return f->dropout_p == 0.0f && (head_dim == 64 || head_dim == 128) ? FWD_HOPPER : FWD_POINTER;
 }
 
 /* The query length a case's call has (what the host's tuning reads): seqlen_q, or for varlen

@@ -1148,9 +1148,11 @@ static const aotk__kernel_entry *table_row_named(const char *name, int arch) {
 static const int compiled_head_dims[][2] = {{32, 32}, {64, 64}, {128, 128}, {256, 256}, {256, 128}};
 
 /* The TMA forward's (ATTN_TMA_HEAD_DIMS), the warp-specialized one's (ATTN_HOPPER_HEAD_DIMS) and that
- * one's three-warpgroup form's (ATTN_HOPPER_WG3_HEAD_DIMS): exact, never padded. */
+ * one's three-warpgroup form's (ATTN_HOPPER_WG3_HEAD_DIMS): exact, never padded. The warp-specialized
+ * forward runs (192, 128) as itself (Q and K in 64-column boxes), where the pointer kernel pads it to
+ * (256, 128). */
 static const int tma_head_dims[][2] = {{128, 128}, {256, 256}};
-static const int hopper_head_dims[][2] = {{64, 64}, {128, 128}, {256, 256}};
+static const int hopper_head_dims[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
 static const int hopper_wg3_head_dims[][2] = {{64, 64}};
 /* The sm_90 backward's Gluon passes and the cast after the fused one (ATTN_HOPPER_BWD_HEAD_DIMS): exact. */
 static const int hopper_bwd_head_dims[][2] = {{64, 64}, {128, 128}};
@@ -1165,9 +1167,14 @@ static bool family_is_hopper_bwd(int family) {
          family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT;
 }
 
+/* The families with an EXTRAS variant (the catalog's axis "extras", or "extras_only" for the TMA forward,
+ * which has nothing else): not the three-warpgroup forward, which runs only the plain forward, nor the
+ * fused backward's dQ cast, which sees no scores (its one variant serves the EXTRAS fused pass too). */
 static bool family_has_extras(int family) {
   return family == AOTK__FAMILY_ATTN_FWD || family == AOTK__FAMILY_ATTN_FWD_TMA ||
-         family == AOTK__FAMILY_ATTN_BWD_DKDV || family == AOTK__FAMILY_ATTN_BWD_DQ;
+         family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_BWD_DKDV ||
+         family == AOTK__FAMILY_ATTN_BWD_DQ || family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER ||
+         family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
 }
 
 /* The compiled head dims a problem with head dims (head_dim_qk, head_dim_v) runs in, by the catalog's
@@ -1267,10 +1274,10 @@ enum { WG3_MIN_SEQLEN_Q = 2048 };
  * inputs that TMA can read, the first of these that has a row at the call's head dims (exactly: a padded
  * head would put the box into the next one) fitting the shared memory:
  *   AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, the warp-specialized kernel with three consumer warpgroups (d64), for
- *     the plain forward without a causal mask from WG3_MIN_SEQLEN_Q query rows on (max_seqlen_q for varlen);
- *   AOTK__FAMILY_ATTN_FWD_HOPPER, the one with two (AOTK_FEATURE_WARP_SPECIALIZED too), for the plain
- *     forward (no softcap, ALiBi or dropout, no window but causal; sinks allowed, an epilogue term);
- *   AOTK__FAMILY_ATTN_FWD_TMA (AOTK_FEATURE_TMA), dense only;
+ *     the plain forward without a mask from WG3_MIN_SEQLEN_Q query rows on (max_seqlen_q for varlen);
+ *   AOTK__FAMILY_ATTN_FWD_HOPPER, the one with two (AOTK_FEATURE_WARP_SPECIALIZED too), for everything but
+ *     dropout (windows, sinks, and softcap and ALiBi in its EXTRAS rows);
+ *   AOTK__FAMILY_ATTN_FWD_TMA (AOTK_FEATURE_TMA), dense only (its rows are EXTRAS: dropout);
  * the Gluon ones varlen too (the packed tensors read as [1, total, heads * d]). AOTK__FAMILY_ATTN_FWD, the
  * pointer kernel, otherwise (which is refused where it does not fit either). A TMA family that does not
  * fit with the config tuned for seqlen_q runs with one for fewer rows that does (src/aotk_attn.c
@@ -1285,11 +1292,15 @@ static int expected_fwd_family(const aotk_attn_params *params, int arch, bool fr
   if (!tma_readable(&params->q) || !tma_readable(&params->k) || !tma_readable(&params->v)) return AOTK__FAMILY_ATTN_FWD;
   const int32_t window_right = params->causal == 1 ? 0 : params->window_right;
   const bool extras = params->softcap > 0.0f || params->alibi_slopes.data != NULL || params->dropout_p > 0.0f;
-  const bool plain = !extras && params->window_left < 0 && window_right <= 0;
+  /* The warp-specialized forward takes everything but dropout; its three-warpgroup form only the plain
+   * forward without a mask, from WG3_MIN_SEQLEN_Q rows on. */
+  const bool warp_specialized = params->dropout_p == 0.0f;
   const int last = params->q.rank - 1;
   const int64_t seqlen_q = varlen ? params->max_seqlen_q : params->q.shape[1];
-  const bool wg3 = plain && window_right < 0 && seqlen_q >= WG3_MIN_SEQLEN_Q;
-  const int candidates[3] = {wg3 ? AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 : -1, plain ? AOTK__FAMILY_ATTN_FWD_HOPPER : -1,
+  const bool wg3 = warp_specialized && !extras && params->window_left < 0 && window_right < 0 &&
+                   seqlen_q >= WG3_MIN_SEQLEN_Q;
+  const int candidates[3] = {wg3 ? AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 : -1,
+                             warp_specialized ? AOTK__FAMILY_ATTN_FWD_HOPPER : -1,
                              varlen ? -1 : AOTK__FAMILY_ATTN_FWD_TMA};
   for (int c = 0; c < 3; c++) {
     if (candidates[c] < 0) continue;
@@ -1328,7 +1339,8 @@ static int64_t params_head_dim(const aotk_tensor *t) { return t->shape[t->rank -
 /* Whether the backward's Gluon passes cover the call (include/aotk.h, AOTK_FEATURE_TMA for
  * AOTK_OP_ATTN_BWD): on sm_90 cubins, dense or varlen (the packed tensors read as [1, total, heads * d]),
  * every tensor 16-byte aligned, q, k, v and dout readable by TMA, head dims exactly 64 or 128 (q/k and v
- * equal), no softcap, ALiBi or dropout, no window but causal (sinks allowed). */
+ * equal), and no dropout: any mask or window, sinks, and softcap and ALiBi (in the EXTRAS rows) are
+ * theirs. */
 static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool from_ptx) {
   if (arch != 90 || from_ptx || params->q.rank != (params_varlen(params) ? 3 : 4)) return false;
   const aotk_tensor *all[] = {&params->q,    &params->k,  &params->v,  &params->out,
@@ -1340,32 +1352,40 @@ static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool fro
       !tma_readable(&params->dout)) {
     return false;
   }
-  const int32_t window_right = params->causal == 1 ? 0 : params->window_right;
-  if (params->softcap != 0.0f || params->alibi_slopes.data != NULL || params->dropout_p != 0.0f ||
-      params->window_left >= 0 || window_right > 0) {
-    return false;
-  }
+  if (params->dropout_p != 0.0f) return false;
   const int64_t d = params_head_dim(&params->q);
   return params_head_dim(&params->v) == d && (d == 64 || d == 128);
 }
 
+/* Whether the Gluon backward passes run their EXTRAS rows: softcap or ALiBi (dropout never reaches them;
+ * sinks enter only through the pre-pass's statistics). */
+static int bwd_hopper_extras(const aotk_attn_params *params) {
+  return params->softcap > 0.0f || params->alibi_slopes.data != NULL;
+}
+
+/* The Gluon dK/dV pass's row for the call: its EXTRAS variant where bwd_hopper_extras says, tuned by
+ * seqlen_k (max_seqlen_k for varlen). */
+static const aotk__kernel_entry *bwd_hopper_row(const aotk_attn_params *params) {
+  const int64_t d = params_head_dim(&params->q);
+  return expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, params->q.dtype, d, d, 1, bwd_hopper_extras(params),
+                      params_seqlen_k(params));
+}
+
 /* Whether the backward's dK/dV pass must be the warp-specialized Gluon kernel where the caller asks for
- * a deterministic backward: bwd_hopper_covers, and its row (tuned by seqlen_k, max_seqlen_k for varlen)
- * fitting the GPU's shared memory. */
+ * a deterministic backward: bwd_hopper_covers, and its row fitting the GPU's shared memory. */
 static bool expect_bwd_hopper(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
   if (!bwd_hopper_covers(params, arch, from_ptx)) return false;
-  const int64_t d = params_head_dim(&params->q);
-  const aotk__kernel_entry *row = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, params->q.dtype, d, d, 1, 0,
-                                               params_seqlen_k(params));
+  const aotk__kernel_entry *row = bwd_hopper_row(params);
   return row != NULL && row->shared_bytes <= max_shared_bytes;
 }
 
 /* The non-deterministic backward's two rows (include/aotk.h, AOTK_FEATURE_NONDETERMINISTIC): the fused
- * pass, tuned by seqlen_k, and the cast of its accumulator into dq, by seqlen_q (for varlen the
- * max_seqlen's). */
+ * pass (EXTRAS with softcap or ALiBi), tuned by seqlen_k, and the cast of its accumulator into dq, by
+ * seqlen_q (for varlen the max_seqlen's), whose one variant serves every call. */
 static const aotk__kernel_entry *fused_row(const aotk_attn_params *params) {
   const int64_t d = params_head_dim(&params->q);
-  return expected_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, 90, params->q.dtype, d, d, 1, 0, params_seqlen_k(params));
+  return expected_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, 90, params->q.dtype, d, d, 1, bwd_hopper_extras(params),
+                      params_seqlen_k(params));
 }
 static const aotk__kernel_entry *convert_row(const aotk_attn_params *params) {
   const int64_t d = params_head_dim(&params->q);
@@ -1721,6 +1741,7 @@ static void set_causal_align_2(aotk_attn_params *p) { p->causal = 1, p->causal_a
 static void set_causal_align_negative(aotk_attn_params *p) { p->causal_align = -1; }
 
 /* softcap. */
+static void set_softcap(aotk_attn_params *p) { p->softcap = 30.0f; }
 static void set_softcap_negative(aotk_attn_params *p) { p->softcap = -30.0f; }
 static void set_softcap_infinite(aotk_attn_params *p) { p->softcap = INFINITY; }
 static void set_softcap_negative_infinite(aotk_attn_params *p) { p->softcap = -INFINITY; }
@@ -2745,8 +2766,8 @@ static void test_fault_old_gpu(void) {
 
 /* A GPU whose opt-in shared memory is one byte short of what the chosen kernel needs: the pointer
  * kernels (q laid out heads-outer, which TMA cannot read) are refused; a TMA kernel that does not fit
- * gives way to the next choice (the three-warpgroup kernel to the two-warpgroup one, that to the Triton
- * TMA one where it has the head dim, that to the pointer kernel), which runs. */
+ * gives way to the next choice (the three-warpgroup kernel to the two-warpgroup one, that to the pointer
+ * kernel; with dropout the Triton TMA kernel to the pointer kernel), which runs. */
 static void test_fault_too_little_shared_memory(void) {
   static const int compute_capabilities[] = {90, 86};
   problem problems[2] = {default_problem, default_problem};
@@ -2776,26 +2797,37 @@ static void test_fault_too_little_shared_memory(void) {
       CHECK(info_untouched(&refused));
     }
   }
-  /* The chains of choices, written out: d64 without a causal mask at 2048 rows runs the three-warpgroup
-   * kernel, then the two-warpgroup one, then (no Triton TMA kernel has d64) the pointer kernel; causal
-   * d64 starts at the two-warpgroup kernel; d128 goes on to the Triton TMA kernel before the pointer
-   * kernel. */
+  /* The chains of choices, written out: d64 without a mask at 2048 rows runs the three-warpgroup kernel,
+   * then the two-warpgroup one, then the pointer kernel; causal d64, and d64 with ALiBi (an EXTRAS row),
+   * start at the two-warpgroup kernel. The Triton TMA kernel has only EXTRAS rows, so plain d128 goes
+   * from the two-warpgroup kernel straight to the pointer kernel, d128 with softcap through the Triton
+   * TMA kernel's EXTRAS row, and d128 with dropout starts at the Triton TMA kernel. */
   static const struct {
     int64_t head_dim, seqlen_q;
     int causal;
+    void (*set_extras)(aotk_attn_params *); /* NULL: none */
+    const char *extras_name;
     int chain[3];
   } chains[] = {
-      {64, 2048, 0, {AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD}},
-      {64, 2048, 1, {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
-      {128, 4096, 0, {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD_TMA, AOTK__FAMILY_ATTN_FWD}},
+      {64, 2048, 0, NULL, "", {AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD}},
+      {64, 2048, 1, NULL, "", {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
+      {64, 2048, 0, set_alibi, " ALiBi", {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
+      {128, 4096, 0, NULL, "", {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
+      {128, 4096, 0, set_softcap, " softcap",
+       {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD_TMA, AOTK__FAMILY_ATTN_FWD}},
+      {128, 4096, 0, set_dropout, " dropout",
+       {AOTK__FAMILY_ATTN_FWD_TMA, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
   };
   for (size_t c = 0; c < sizeof chains / sizeof chains[0]; c++) {
     problem p = default_problem;
     p.head_dim = chains[c].head_dim, p.seqlen_q = chains[c].seqlen_q;
     aotk_attn_params params = params_for(p);
     params.causal = chains[c].causal;
-    char what[32];
-    snprintf(what, sizeof what, "d%lld%s", (long long)p.head_dim, chains[c].causal ? " causal" : "");
+    if (chains[c].set_extras != NULL) chains[c].set_extras(&params);
+    const bool extras = chains[c].set_extras != NULL;
+    char what[48];
+    snprintf(what, sizeof what, "d%lld%s%s", (long long)p.head_dim, chains[c].causal ? " causal" : "",
+             chains[c].extras_name);
     int shared = SHARED_SM90, reached = chains[c].chain[0];
     /* Each TMA kernel one byte short in turn, until the pointer kernel's turn: it runs, or where it needs
      * more than the TMA kernel it replaces, it is refused as above. */
@@ -2808,9 +2840,10 @@ static void test_fault_too_little_shared_memory(void) {
       aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
       CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
       const aotk__kernel_entry *row = table_row_named(info.kernel_name, 90);
-      CHECK_MSG(row != NULL && row->family == family && fwd_family_of_name(info.kernel_name) == family,
-                "%s with %d bytes: runs %s, expected a %s kernel", what, shared, info.kernel_name,
-                kernel_signatures[fwd_kernel_id(family)].function);
+      CHECK_MSG(row != NULL && row->family == family && fwd_family_of_name(info.kernel_name) == family &&
+                    row->extras == extras,
+                "%s with %d bytes: runs %s, expected a %s kernel%s", what, shared, info.kernel_name,
+                kernel_signatures[fwd_kernel_id(family)].function, extras ? " (an EXTRAS row)" : "");
       if (row == NULL || row->family != family) break;
       shared = info.shared_bytes - 1;
       install_fake_gpu(90, shared);
@@ -3118,23 +3151,29 @@ static void check_tma_descriptors(const char *what, const recorded_launch *launc
 /* The programs a warp-specialized forward launches for p (kernels/attn_fwd_hopper.py, include/aotk.h),
  * with two consumer warpgroups or three (tiles of row->block_m rows either way): it is persistent,
  * program i taking tiles r * grid + i on even rounds and r * grid + grid - 1 - i on odd ones. One
- * program per SM, fewer if there are fewer tiles; under a causal mask one per tile instead
- * when, with tiles costed as their key blocks plus one, the busiest SM would carry more than 1.08 times
- * the mean, unless there are more than 64 rounds. Computed here tile by tile. */
+ * program per SM, fewer if there are fewer tiles; under a causal mask or any window bounded on either
+ * side one per tile instead when, with tiles costed as their key blocks plus one, the busiest SM would
+ * carry more than 1.08 times the mean, unless there are more than 64 rounds. Computed here tile by tile. */
 static int64_t expected_hopper_grid(const aotk_attn_params *params, const problem *p, const aotk__kernel_entry *row) {
   const int64_t sms = FAKE_MULTIPROCESSORS, m_blocks = ceil_div(p->seqlen_q, row->block_m);
   const int64_t tiles = m_blocks * p->batch * p->heads_q;
-  const bool causal = params->causal == 1 || params->window_right == 0;
+  const int64_t right = params->causal == 1 ? 0 : params->window_right, left = params->window_left;
   if (tiles <= sms) return tiles;
-  if (!causal || tiles > 64 * sms) return sms;
+  if ((left < 0 && right < 0) || tiles > 64 * sms) return sms;
   const int64_t diag = params->causal_align == AOTK_ALIGN_TOP_LEFT ? 0 : p->seqlen_k - p->seqlen_q;
   double load[FAKE_MULTIPROCESSORS] = {0}, total = 0;
   for (int64_t t = 0; t < tiles; t++) {
     const int64_t round = t / sms, slot = t % sms, program = round % 2 == 0 ? slot : sms - 1 - slot;
-    const int64_t m_block = m_blocks - 1 - t % m_blocks; /* the longest first */
-    const int64_t last_key = m_block * row->block_m + row->block_m + diag;
-    const int64_t keys = last_key < 0 ? 0 : last_key < p->seqlen_k ? last_key : p->seqlen_k;
-    const int64_t key_blocks = ceil_div(keys, row->block_n);
+    /* Causal-like masks (a right bound alone) run the longest first. */
+    const int64_t m_block = right >= 0 && left < 0 ? m_blocks - 1 - t % m_blocks : t % m_blocks;
+    /* Keys [first, last] that some row of rows [m0, m0 + block_m) sees, from a block boundary. */
+    const int64_t m0 = m_block * row->block_m;
+    const int64_t last_row = (m0 + row->block_m < p->seqlen_q ? m0 + row->block_m : p->seqlen_q) - 1;
+    int64_t first = left >= 0 ? m0 + diag - left : 0, end = right >= 0 ? last_row + diag + right + 1 : p->seqlen_k;
+    first = first < 0 ? 0 : first > p->seqlen_k ? p->seqlen_k : first;
+    end = end < 0 ? 0 : end > p->seqlen_k ? p->seqlen_k : end;
+    first -= first % row->block_n;
+    const int64_t key_blocks = end > first ? ceil_div(end - first, row->block_n) : 0;
     load[program] += (double)(key_blocks < 1 ? 1 : key_blocks) + 1.0;
     total += (double)(key_blocks < 1 ? 1 : key_blocks) + 1.0;
   }
@@ -3418,7 +3457,7 @@ static void expected_bwd_rows_of(const aotk_attn_params *params, int arch, bool 
     rows[1] = fused_row(params);
     rows[2] = convert_row(params);
   } else if (expect_bwd_hopper(params, arch, from_ptx, fake.max_shared_bytes)) {
-    rows[1] = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, arch, p->dtype, p->head_dim, dim_v(p), 1, 0, p->seqlen_k);
+    rows[1] = bwd_hopper_row(params);
   }
 }
 
@@ -3896,14 +3935,21 @@ static void test_feature_launches(void) {
   uninstall_fake_gpu();
 }
 
+/* The pointer kernel's cases of test_feature_launches_literal: TMA cannot read q laid out heads-outer. */
+static void window_both_heads_outer(aotk_attn_params *a, const problem *p) {
+  window_both(a, p), make_heads_outer(&a->q);
+}
+static void softcap_heads_outer(aotk_attn_params *a, const problem *p) { softcap_30(a, p), make_heads_outer(&a->q); }
+
 /* The same features through the argument slots, with literal values rather than the test's own rule:
  * causal turns window_right into 0 and leaves window_left unbounded; the flags are the bits of
- * kernels/attn_common.py; dropout 0.5 keeps words >= 2^31 and scales by 2; the sinks pointer is in its
- * slot exactly when sinks are given. On this sm_90 GPU the plain forward at d64 (no window but causal, no
- * softcap, ALiBi or dropout; sinks allowed, which it adds in its epilogue) runs a warp-specialized TMA
- * kernel, whose first forty arguments are the pointer kernel's: with two consumer warpgroups, 300 query
- * rows being short of the three-warpgroup kernel's 2048 (test_tma_eligibility). With softcap as well,
- * sinks run in the pointer kernel, the Triton TMA kernel having no d64. */
+ * kernels/attn_common.py (FLAG_REVERSE for the masks with a right bound alone); dropout 0.5 keeps words
+ * >= 2^31 and scales by 2; the sinks pointer is in its slot exactly when sinks are given. On this sm_90
+ * GPU every forward at d64 but dropout (any window, sinks in its epilogue, softcap and ALiBi in its EXTRAS
+ * row) runs the warp-specialized TMA kernel, whose first forty arguments are the pointer kernel's: with
+ * two consumer warpgroups, 300 query rows being short of the three-warpgroup kernel's 2048
+ * (test_tma_eligibility). Dropout runs in the pointer kernel, the Triton TMA kernel having no d64; so do
+ * a window and softcap with q laid out heads-outer, which TMA cannot read. */
 #define WARP_SPECIALIZED_TMA (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)
 static void test_feature_launches_literal(void) {
   install_fake_gpu(90, SHARED_SM90);
@@ -3920,19 +3966,25 @@ static void test_feature_launches_literal(void) {
        KERNEL_ATTN_FWD_HOPPER},
       {"causal top-left", causal_top_left, -1, 0, FLAG_WRITE_LSE | FLAG_TOP_LEFT | FLAG_REVERSE,
        AOTK_FEATURE_CAUSAL | WARP_SPECIALIZED_TMA, 0, 1.0f, KERNEL_ATTN_FWD_HOPPER},
-      {"causal, window_left 64", causal_window_left, 64, 0, FLAG_WRITE_LSE, AOTK_FEATURE_CAUSAL | AOTK_FEATURE_WINDOW,
-       0, 1.0f, KERNEL_ATTN_FWD},
-      {"window (16, 3)", window_both, 16, 3, FLAG_WRITE_LSE, AOTK_FEATURE_WINDOW, 0, 1.0f, KERNEL_ATTN_FWD},
-      {"window_right 5", window_right_only, -1, 5, FLAG_WRITE_LSE | FLAG_REVERSE, AOTK_FEATURE_WINDOW, 0, 1.0f,
+      {"causal, window_left 64", causal_window_left, 64, 0, FLAG_WRITE_LSE,
+       AOTK_FEATURE_CAUSAL | AOTK_FEATURE_WINDOW | WARP_SPECIALIZED_TMA, 0, 1.0f, KERNEL_ATTN_FWD_HOPPER},
+      {"window (16, 3)", window_both, 16, 3, FLAG_WRITE_LSE, AOTK_FEATURE_WINDOW | WARP_SPECIALIZED_TMA, 0, 1.0f,
+       KERNEL_ATTN_FWD_HOPPER},
+      {"window (16, 3), q heads-outer", window_both_heads_outer, 16, 3, FLAG_WRITE_LSE, AOTK_FEATURE_WINDOW, 0, 1.0f,
        KERNEL_ATTN_FWD},
+      {"window_right 5", window_right_only, -1, 5, FLAG_WRITE_LSE | FLAG_REVERSE,
+       AOTK_FEATURE_WINDOW | WARP_SPECIALIZED_TMA, 0, 1.0f, KERNEL_ATTN_FWD_HOPPER},
       {"softcap", softcap_30, -1, -1, FLAG_WRITE_LSE | FLAG_SOFTCAP,
+       AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_EXTRAS_KERNEL | WARP_SPECIALIZED_TMA, 0, 1.0f, KERNEL_ATTN_FWD_HOPPER},
+      {"softcap, q heads-outer", softcap_heads_outer, -1, -1, FLAG_WRITE_LSE | FLAG_SOFTCAP,
        AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_EXTRAS_KERNEL, 0, 1.0f, KERNEL_ATTN_FWD},
-      {"ALiBi", alibi_per_head, -1, -1, FLAG_WRITE_LSE | FLAG_ALIBI, AOTK_FEATURE_ALIBI | AOTK_FEATURE_EXTRAS_KERNEL, 0,
-       1.0f, KERNEL_ATTN_FWD},
+      {"ALiBi", alibi_per_head, -1, -1, FLAG_WRITE_LSE | FLAG_ALIBI,
+       AOTK_FEATURE_ALIBI | AOTK_FEATURE_EXTRAS_KERNEL | WARP_SPECIALIZED_TMA, 0, 1.0f, KERNEL_ATTN_FWD_HOPPER},
       {"sinks (the warp-specialized kernel's epilogue)", sinks_on, -1, -1, FLAG_WRITE_LSE | FLAG_SINKS,
        AOTK_FEATURE_SINKS | WARP_SPECIALIZED_TMA, 0, 1.0f, KERNEL_ATTN_FWD_HOPPER},
       {"sinks and softcap", sinks_softcap, -1, -1, FLAG_WRITE_LSE | FLAG_SOFTCAP | FLAG_SINKS,
-       AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_SINKS | AOTK_FEATURE_EXTRAS_KERNEL, 0, 1.0f, KERNEL_ATTN_FWD},
+       AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_SINKS | AOTK_FEATURE_EXTRAS_KERNEL | WARP_SPECIALIZED_TMA, 0, 1.0f,
+       KERNEL_ATTN_FWD_HOPPER},
       {"dropout 0.5", dropout_half, -1, -1, FLAG_WRITE_LSE | FLAG_DROPOUT,
        AOTK_FEATURE_DROPOUT | AOTK_FEATURE_EXTRAS_KERNEL, 2147483648u, 2.0f, KERNEL_ATTN_FWD},
       {"dropout 0 with an rng_state", dropout_off_rng_given, -1, -1, FLAG_WRITE_LSE, WARP_SPECIALIZED_TMA, 0, 1.0f,
@@ -3970,7 +4022,11 @@ static void test_feature_launches_literal(void) {
 #undef WARP_SPECIALIZED_TMA
 
 /* Head dims: every multiple of 8 up to 256 runs, in the smallest compiled pair that holds it
- * ((32, 32), (64, 64), (128, 128), (256, 256), (256, 128)), told the true dims in eighths. */
+ * ((32, 32), (64, 64), (128, 128), (256, 256), (256, 128)), told the true dims in eighths. On sm_90 the
+ * Gluon forward runs (192, 128) unpadded where TMA can read the inputs and there is no dropout (as it
+ * does its other pairs, which equal their compiled ones); with q heads-outer (no TMA) or with dropout
+ * (which it lacks) the pointer kernel's (256, 128) runs. The backward pads (192, 128) everywhere: its
+ * Gluon passes are 64 and 128 only. */
 static void test_padded_head_dims(void) {
   static const struct {
     int64_t head_dim_qk, head_dim_v;
@@ -3991,30 +4047,45 @@ static void test_padded_head_dims(void) {
     install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
       problem p = {AOTK_DTYPE_FLOAT16, 2, 77, 130, 4, 2, cases[i].head_dim_qk, true, cases[i].head_dim_v};
-      char what[96];
-      snprintf(what, sizeof what, "cc %d head dims %lld/%lld", gpus[g].compute_capability,
-               (long long)cases[i].head_dim_qk, (long long)cases[i].head_dim_v);
-      aotk_attn_params params = params_for(p);
-      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
-      aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
-      const bool padded = cases[i].compiled_qk > cases[i].head_dim_qk || cases[i].compiled_v > cases[i].head_dim_v;
-      CHECK_MSG(status == AOTK_OK && strstr(info.kernel_name, cases[i].tag) != NULL &&
-                    info.head_dim_qk == cases[i].compiled_qk && info.head_dim_v == cases[i].compiled_v &&
-                    ((info.features & AOTK_FEATURE_PADDED_HEAD_DIM) != 0) == padded,
-                "%s: %s (%s), runs %s as %d/%d, features %#x; expected %s as %d/%d", what, aotk_status_name(status),
-                aotk_last_error(), info.kernel_name, info.head_dim_qk, info.head_dim_v, info.features, cases[i].tag,
-                cases[i].compiled_qk, cases[i].compiled_v);
-      check_launch(what, &params, &p);
-      launches++;
+      /* The forward three ways: contiguous (TMA-readable), q heads-outer, and with dropout. */
+      for (int form = 0; form < 3; form++) {
+        static const char *const forms[] = {"", ", q heads-outer", ", dropout"};
+        char what[96];
+        snprintf(what, sizeof what, "cc %d head dims %lld/%lld%s", gpus[g].compute_capability,
+                 (long long)cases[i].head_dim_qk, (long long)cases[i].head_dim_v, forms[form]);
+        aotk_attn_params params = params_for(p);
+        if (form == 1) make_heads_outer(&params.q);
+        if (form == 2) dropout_on(&params, &p);
+        const bool gluon_192 = gpus[g].compute_capability == 90 && form == 0 && cases[i].head_dim_qk == 192 &&
+                               cases[i].head_dim_v == 128;
+        const int compiled_qk = gluon_192 ? 192 : cases[i].compiled_qk;
+        const int compiled_v = gluon_192 ? 128 : cases[i].compiled_v;
+        const char *tag = gluon_192 ? "attn_fwd_hopper_fp16_d192v128_" : cases[i].tag;
+        aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+        aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+        const bool padded = compiled_qk > cases[i].head_dim_qk || compiled_v > cases[i].head_dim_v;
+        CHECK_MSG(status == AOTK_OK && strstr(info.kernel_name, tag) != NULL && info.head_dim_qk == compiled_qk &&
+                      info.head_dim_v == compiled_v &&
+                      ((info.features & AOTK_FEATURE_PADDED_HEAD_DIM) != 0) == padded,
+                  "%s: %s (%s), runs %s as %d/%d, features %#x; expected %s as %d/%d", what, aotk_status_name(status),
+                  aotk_last_error(), info.kernel_name, info.head_dim_qk, info.head_dim_v, info.features, tag,
+                  compiled_qk, compiled_v);
+        check_launch(what, &params, &p);
+        launches++;
+      }
       /* The backward runs in the same pair; its pre-pass in the smallest v dim that holds head_dim_v. */
-      params = bwd_params_for(p);
+      char what[96];
+      snprintf(what, sizeof what, "cc %d head dims %lld/%lld, backward", gpus[g].compute_capability,
+               (long long)cases[i].head_dim_qk, (long long)cases[i].head_dim_v);
+      aotk_attn_params params = bwd_params_for(p);
       check_bwd_launch(what, &params, &p);
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
       CHECK_MSG(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK && info.head_dim_qk == cases[i].compiled_qk &&
                     info.head_dim_v == cases[i].compiled_v,
                 "%s: the backward runs %s as %d/%d", what, info.kernel_name, info.head_dim_qk, info.head_dim_v);
     }
   }
-  printf("    %d head-dim pairs\n", launches);
+  printf("    %d forwards of %d head-dim pairs\n", launches, (int)(sizeof cases / sizeof cases[0]));
   uninstall_fake_gpu();
 }
 
@@ -4634,48 +4705,66 @@ static void test_tuning_choice(void) {
           CHECK_MSG(changes >= 1, "sm_%d d%d: the config never changes with seqlen_q", gpus[g].arch, head_dim);
         }
   }
-  /* The TMA kernel (sm_90, aligned, exact head dims), the same rule over its own rows: reached with a left
-   * window bound, which the warp-specialized kernel does not take (the right side unbounded, so the size key
-   * stays seqlen_q, src/aotk_attn.c fwd_size_key), or for the EXTRAS variant with softcap. */
+  /* The TMA kernel (sm_90, aligned, exact head dims), the same rule over its own rows. They are all
+   * EXTRAS: the warp-specialized kernel takes every call but dropout, so dropout is what reaches this one
+   * (no window, so the size key is seqlen_q, src/aotk_attn.c fwd_size_key), and a row without EXTRAS
+   * would be dead weight in the library. */
   install_fake_gpu(90, SHARED_SM90);
   int tma_variants_tuned_by_size = 0;
   for (int d = 0; d < 2; d++)
-    for (int head_dim = 128; head_dim <= 256; head_dim += 128)
-      for (int extras = 0; extras <= 1; extras++) {
-        int64_t seqlens[32];
-        int bounds = 0;
-        int count = tuning_probe_sizes(AOTK__FAMILY_ATTN_FWD_TMA, 90, dtypes[d], head_dim, 1, extras, seqlens, &bounds);
-        CHECK_MSG(bounds >= 1, "TMA dtype %d d%d extras %d: no row", (int)dtypes[d], head_dim, extras);
-        tma_variants_tuned_by_size += bounds >= 2;
-        const aotk__kernel_entry *previous = NULL;
-        int changes = 0;
-        for (int s = 0; s < count; s++) {
-          problem p = default_problem;
-          p.dtype = dtypes[d];
-          p.head_dim = head_dim;
-          p.seqlen_q = seqlens[s];
-          aotk_attn_params params = params_for(p);
+    for (int head_dim = 128; head_dim <= 256; head_dim += 128) {
+      int64_t seqlens[32];
+      int bounds = 0;
+      tuning_probe_sizes(AOTK__FAMILY_ATTN_FWD_TMA, 90, dtypes[d], head_dim, 1, 0, seqlens, &bounds);
+      CHECK_MSG(bounds == 0, "TMA dtype %d d%d: %d rows without EXTRAS, which no call reaches", (int)dtypes[d],
+                head_dim, bounds);
+      int count = tuning_probe_sizes(AOTK__FAMILY_ATTN_FWD_TMA, 90, dtypes[d], head_dim, 1, 1, seqlens, &bounds);
+      CHECK_MSG(bounds >= 1, "TMA dtype %d d%d: no EXTRAS row", (int)dtypes[d], head_dim);
+      tma_variants_tuned_by_size += bounds >= 2;
+      const aotk__kernel_entry *previous = NULL;
+      int changes = 0;
+      for (int s = 0; s < count; s++) {
+        problem p = default_problem;
+        p.dtype = dtypes[d];
+        p.head_dim = head_dim;
+        p.seqlen_q = seqlens[s];
+        aotk_attn_params params = params_for(p);
+        set_dropout(&params);
+        const aotk__kernel_entry *expected =
+            expected_row(AOTK__FAMILY_ATTN_FWD_TMA, 90, dtypes[d], head_dim, head_dim, 1, 1, seqlens[s]);
+        aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+        aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+        queries++;
+        CHECK_MSG(status == AOTK_OK && expected != NULL && strcmp(info.kernel_name, expected->name) == 0 &&
+                      info.block_m == expected->block_m && (info.features & AOTK_FEATURE_TMA) != 0,
+                  "TMA d%d seqlen_q %lld: %s picked %s (block_m %d), expected %s", head_dim, (long long)seqlens[s],
+                  aotk_status_name(status), info.kernel_name, info.block_m, expected ? expected->name : "(none)");
+        CHECK_MSG(info.grid == (seqlens[s] + info.block_m - 1) / info.block_m * p.batch * p.heads_q,
+                  "TMA seqlen_q %lld: grid %lld", (long long)seqlens[s], (long long)info.grid);
+        changes += previous != NULL && expected != previous;
+        previous = expected;
+        /* Without dropout, a left window bound or softcap takes the warp-specialized kernel's row for the
+         * same size (its EXTRAS one with softcap). */
+        for (int extras = 0; extras <= 1; extras++) {
+          aotk_attn_params without_dropout = params_for(p);
           if (extras) {
-            params.softcap = 30.0f;
+            without_dropout.softcap = 30.0f;
           } else {
-            params.window_left = 64;
+            without_dropout.window_left = 64;
           }
-          const aotk__kernel_entry *expected =
-              expected_row(AOTK__FAMILY_ATTN_FWD_TMA, 90, dtypes[d], head_dim, head_dim, 1, extras, seqlens[s]);
-          aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
-          aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
+          const aotk__kernel_entry *gluon =
+              expected_row(AOTK__FAMILY_ATTN_FWD_HOPPER, 90, dtypes[d], head_dim, head_dim, 1, extras, seqlens[s]);
+          aotk_kernel_info gluon_info = AOTK_KERNEL_INFO_INIT;
+          status = aotk_query(AOTK_OP_ATTN_FWD, &without_dropout, &gluon_info);
           queries++;
-          CHECK_MSG(status == AOTK_OK && expected != NULL && strcmp(info.kernel_name, expected->name) == 0 &&
-                        info.block_m == expected->block_m && (info.features & AOTK_FEATURE_TMA) != 0,
-                    "TMA d%d seqlen_q %lld: %s picked %s (block_m %d), expected %s", head_dim, (long long)seqlens[s],
-                    aotk_status_name(status), info.kernel_name, info.block_m, expected ? expected->name : "(none)");
-          CHECK_MSG(info.grid == (seqlens[s] + info.block_m - 1) / info.block_m * p.batch * p.heads_q,
-                    "TMA seqlen_q %lld: grid %lld", (long long)seqlens[s], (long long)info.grid);
-          changes += previous != NULL && expected != previous;
-          previous = expected;
+          CHECK_MSG(status == AOTK_OK && gluon != NULL && strcmp(gluon_info.kernel_name, gluon->name) == 0,
+                    "d%d seqlen_q %lld %s: %s picked %s, expected %s", head_dim, (long long)seqlens[s],
+                    extras ? "softcap" : "window_left 64", aotk_status_name(status), gluon_info.kernel_name,
+                    gluon ? gluon->name : "(none)");
         }
-        CHECK_MSG(bounds < 2 || changes >= 1, "TMA d%d: the config never changes with seqlen_q", head_dim);
       }
+      CHECK_MSG(bounds < 2 || changes >= 1, "TMA d%d: the config never changes with seqlen_q", head_dim);
+    }
   CHECK_MSG(tma_variants_tuned_by_size > 0 || aotk__kernel_filter[0] != '\0', "no TMA variant is tuned by size");
   printf("    %d queries\n", queries);
   /* The catalog's tuning table in words: up to 1024 query rows, a smaller tile than beyond. */
@@ -4697,26 +4786,27 @@ static void test_tuning_choice(void) {
                 head_dim, block_m[0], block_m[1]);
     }
   }
-  /* The TMA kernel's at d128 (non-EXTRAS, reached with a left window bound): 128 x 64 tiles from 1 query
-   * row up to 4095 (the row of min_seqlen 1), 128 x 128 from 4096 (the row of min_seqlen 4096). */
+  /* The TMA kernel's at d128 (only EXTRAS rows, reached with dropout: the Gluon forward takes every
+   * other call): 4 warps from 1 query row up to 4095 (the row of min_seqlen 1), 8 from 4096 (the row of
+   * min_seqlen 4096). */
   install_fake_gpu(90, SHARED_SM90);
-  int32_t block_n[2] = {0, 0};
+  int32_t num_warps[2] = {0, 0};
   for (int longer = 0; longer <= 1; longer++) {
     problem p = default_problem;
     p.head_dim = 128;
     p.seqlen_q = longer ? 4096 : 4095;
     aotk_attn_params params = params_for(p);
-    params.window_left = 64;
+    set_dropout(&params);
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK && (info.features & AOTK_FEATURE_TMA) != 0);
     const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);
     const int32_t min_seqlen = longer ? 4096 : 1;
-    CHECK_MSG(row != NULL && row->family == AOTK__FAMILY_ATTN_FWD_TMA && !row->extras && row->min_seqlen == min_seqlen,
-              "TMA d128 at seqlen_q %lld: %s, expected the attn_fwd_tma row of min_seqlen %d", (long long)p.seqlen_q,
-              info.kernel_name, min_seqlen);
-    block_n[longer] = info.block_n;
+    CHECK_MSG(row != NULL && row->family == AOTK__FAMILY_ATTN_FWD_TMA && row->extras && row->min_seqlen == min_seqlen,
+              "TMA d128 at seqlen_q %lld: %s, expected the attn_fwd_tma EXTRAS row of min_seqlen %d",
+              (long long)p.seqlen_q, info.kernel_name, min_seqlen);
+    num_warps[longer] = info.num_warps;
   }
-  CHECK_MSG(block_n[0] < block_n[1], "TMA d128: block_n %d at seqlen_q 4095, %d at 4096", block_n[0], block_n[1]);
+  CHECK_MSG(num_warps[0] < num_warps[1], "TMA d128: %d warps at seqlen_q 4095, %d at 4096", num_warps[0], num_warps[1]);
   uninstall_fake_gpu();
 }
 
@@ -4732,10 +4822,9 @@ static void test_window_tuning_choice(void) {
       {0, -1, 0, 16384},   {1, -1, -1, 16384},  {0, 20000, 20000, 16384}, {0, 2048, 2047, 4095}, {0, 2048, 2048, 4096},
   };
   install_fake_gpu(90, SHARED_SM90);
-  /* The pointer kernel (q heads-outer, which TMA cannot read), then the TMA kernels (contiguous): the
-   * Triton one for each window with a left bound or a right one other than 0, and for the EXTRAS cases;
-   * the warp-specialized one for the causal mask alone (as window_right 0 or causal), which it tunes by
-   * seqlen_q too. */
+  /* The pointer kernel (q heads-outer, which TMA cannot read), then the warp-specialized one
+   * (contiguous), which takes every window and the EXTRAS cases (softcap, in its EXTRAS row) and has one
+   * tile per head dim. */
   for (int tma = 0; tma <= 1; tma++)
   for (size_t c = 0; c < 2 * sizeof cases / sizeof cases[0]; c++) {
     const int extras = c >= sizeof cases / sizeof cases[0];
@@ -4750,10 +4839,7 @@ static void test_window_tuning_choice(void) {
     params.window_left = cases[i].window_left;
     params.window_right = cases[i].window_right;
     if (extras) params.softcap = 30.0f;
-    const bool causal_alone = cases[i].window_left < 0 && (cases[i].causal == 1 || cases[i].window_right == 0);
-    const int family = !tma                      ? AOTK__FAMILY_ATTN_FWD
-                       : !extras && causal_alone ? AOTK__FAMILY_ATTN_FWD_HOPPER
-                                                 : AOTK__FAMILY_ATTN_FWD_TMA;
+    const int family = tma ? AOTK__FAMILY_ATTN_FWD_HOPPER : AOTK__FAMILY_ATTN_FWD;
     CHECK_MSG(expected_fwd_family(&params, 90, false, SHARED_SM90) == family,
               "causal %d window (%d, %d) extras %d: the test's own rule does not take %s", cases[i].causal,
               cases[i].window_left, cases[i].window_right, extras, kernel_signatures[fwd_kernel_id(family)].function);
@@ -4787,6 +4873,10 @@ static void check_fwd_family(const char *what, const aotk_attn_params *params, i
                 fwd_family_of_name(info.kernel_name) == family,
             "%s: aotk_query names %s with features %#x; expected a %s kernel", what, info.kernel_name, info.features,
             kernel_signatures[fwd_kernel_id(family)].function);
+  /* Softcap, ALiBi and dropout run in an EXTRAS row (the Gluon kernel's too); anything else never does. */
+  const bool extras = params->softcap > 0.0f || params->alibi_slopes.data != NULL || params->dropout_p > 0.0f;
+  CHECK_MSG(row == NULL || (bool)row->extras == extras, "%s: aotk_query names %s, expected %s EXTRAS row", what,
+            info.kernel_name, extras ? "an" : "no");
   const int modelled = expected_fwd_family(params, info.arch, info.from_ptx, fake.max_shared_bytes);
   CHECK_MSG(modelled == family, "%s: the test's own rule says %s", what,
             kernel_signatures[fwd_kernel_id(modelled)].function);
@@ -4804,9 +4894,11 @@ static void check_fwd_family(const char *what, const aotk_attn_params *params, i
 }
 
 /* Which calls take a TMA kernel (include/aotk.h, AOTK_FEATURE_TMA): on an sm_90 GPU running its cubins,
- * dense, aligned, each token's heads contiguous, head dims that have TMA kernels exactly (128 or 256;
- * 64, 128 or 256 for the plain forward, sinks allowed, which the warp-specialized kernel runs, with three
- * consumer warpgroups at d64 without a causal mask); any other call the pointer kernel, as before. */
+ * dense or varlen, aligned, each token's heads contiguous, head dims that have TMA kernels exactly. The
+ * warp-specialized kernel ((64, 64), (128, 128), (192, 128) or (256, 256)) takes every call but dropout:
+ * any window, sinks, and softcap and ALiBi in its EXTRAS rows; with three consumer warpgroups at d64 for
+ * the plain forward without a mask. Dropout takes the Triton TMA kernel (dense, 128 or 256); any other
+ * call the pointer kernel. */
 static void test_tma_eligibility(void) {
   install_fake_gpu(90, SHARED_SM90);
   const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
@@ -4818,10 +4910,17 @@ static void test_tma_eligibility(void) {
   params = params_for(p);
   check_fwd_family("fp16 d256, no lse", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p.heads_q);
-  check_fwd_family("fp16 d256, no lse, ALiBi", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("fp16 d256, no lse, ALiBi (the EXTRAS variant)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  dropout_on(&params, &p);
+  check_fwd_family("fp16 d256, no lse, ALiBi and dropout", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  params = params_for(p);
+  dropout_on(&params, &p);
+  check_fwd_family("fp16 d256, no lse, dropout", &params, AOTK__FAMILY_ATTN_FWD_TMA);
   params = params_for(d128);
   params.softcap = 30.0f;
-  check_fwd_family("d128 softcap (the EXTRAS variant)", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("d128 softcap (the EXTRAS variant)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  dropout_on(&params, &d128);
+  check_fwd_family("d128 softcap and dropout", &params, AOTK__FAMILY_ATTN_FWD_TMA);
   params = params_for(d128);
   params.causal = 1;
   check_fwd_family("d128 causal", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
@@ -4831,29 +4930,42 @@ static void test_tma_eligibility(void) {
   params.window_right = 0;
   check_fwd_family("d128 window_right 0 alone (causal)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params.window_right = 5;
-  check_fwd_family("d128 window_right 5 alone", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("d128 window_right 5 alone", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.window_left = 16;
+  check_fwd_family("d128 window (16, 5)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.causal_align = AOTK_ALIGN_TOP_LEFT;
+  check_fwd_family("d128 window (16, 5) top-left", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params = params_for(d128);
+  params.window_left = 64;
+  check_fwd_family("d128 window_left 64 alone", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  dropout_on(&params, &d128);
+  check_fwd_family("d128 window_left 64 and dropout", &params, AOTK__FAMILY_ATTN_FWD_TMA);
   params = params_for(d128);
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d128.heads_q);
   check_fwd_family("d128 sinks (the warp-specialized kernel's epilogue)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params.causal = 1;
   check_fwd_family("d128 causal sinks", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params.softcap = 30.0f;
-  check_fwd_family("d128 causal sinks and softcap (the EXTRAS variant)", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("d128 causal sinks and softcap (the EXTRAS variant)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params.softcap = 0.0f, params.window_left = 64;
-  check_fwd_family("d128 causal window sinks", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("d128 causal window sinks", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  dropout_on(&params, &d128);
+  check_fwd_family("d128 causal window sinks dropout", &params, AOTK__FAMILY_ATTN_FWD_TMA);
   params = params_for(d128);
   params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, d128.heads_q);
-  check_fwd_family("d128 ALiBi", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("d128 ALiBi", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.causal = 1;
+  check_fwd_family("d128 causal ALiBi", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
 
-  /* d64: the warp-specialized kernel with three consumer warpgroups where there is no causal mask and
-   * there are 2048 query rows or more (max_seqlen_q for varlen), with two otherwise (window_right 0
-   * alone is the causal mask), sinks or not; the Triton TMA kernel has no d64, so with softcap, ALiBi,
-   * dropout or another window the pointer kernel runs. */
+  /* d64: the warp-specialized kernel with three consumer warpgroups for the plain forward (sinks or not)
+   * without a mask from 2048 query rows on (max_seqlen_q for varlen), with two otherwise: under any
+   * window (window_right 0 alone is the causal mask; a window wider than the sequence is a window still)
+   * and with softcap or ALiBi (the EXTRAS rows). The Triton TMA kernel has no d64, so with dropout the
+   * pointer kernel runs. */
   const int wg3 = AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, hopper = AOTK__FAMILY_ATTN_FWD_HOPPER;
   const problem d64 = {AOTK_DTYPE_BFLOAT16, 2, 2048, 2100, 8, 2, 64, true, 0};
   params = params_for(d64);
-  check_fwd_family("d64 plain at 2048 rows, not causal (three warpgroups; the Triton TMA kernel has no d64)", &params,
-                   wg3);
+  check_fwd_family("d64 plain at 2048 rows, not causal (three warpgroups)", &params, wg3);
   params.causal_align = AOTK_ALIGN_TOP_LEFT;
   check_fwd_family("d64 not causal, causal_align top-left (no mask to align)", &params, wg3);
   p = d64;
@@ -4879,22 +4991,33 @@ static void test_tma_eligibility(void) {
   check_fwd_family("d64 causal and window_right 0", &params, hopper);
   params = params_for(d64);
   params.softcap = 30.0f;
-  check_fwd_family("d64 softcap", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("d64 softcap at 2048 rows (two warpgroups, the EXTRAS variant)", &params, hopper);
   params.causal = 1;
-  check_fwd_family("d64 causal softcap", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("d64 causal softcap", &params, hopper);
+  params = params_for(d64);
+  params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, d64.heads_q);
+  check_fwd_family("d64 ALiBi at 2048 rows", &params, hopper);
+  params = params_for(d64);
+  dropout_on(&params, &d64);
+  check_fwd_family("d64 dropout (the Triton TMA kernel has no d64)", &params, AOTK__FAMILY_ATTN_FWD);
   params = params_for(d64);
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d64.heads_q);
   check_fwd_family("d64 sinks at 2048 rows, not causal (three warpgroups)", &params, wg3);
   params.causal = 1;
   check_fwd_family("d64 causal sinks (two warpgroups)", &params, hopper);
   params.causal = 0, params.softcap = 30.0f;
-  check_fwd_family("d64 sinks and softcap", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("d64 sinks and softcap", &params, hopper);
   params = params_for(d64);
   params.window_left = 64;
-  check_fwd_family("d64 window_left 64 alone", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("d64 window_left 64 alone at 2048 rows (two warpgroups)", &params, hopper);
   params = params_for(d64);
   params.window_right = 5;
-  check_fwd_family("d64 window_right 5 alone", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("d64 window_right 5 alone", &params, hopper);
+  params = params_for(d64);
+  params.window_left = 20000, params.window_right = 20000;
+  check_fwd_family("d64 window (20000, 20000), wider than the sequence", &params, hopper);
+  params.causal_align = AOTK_ALIGN_TOP_LEFT;
+  check_fwd_family("d64 window (20000, 20000) top-left", &params, hopper);
   p = d64;
   p.dtype = AOTK_DTYPE_FLOAT16, p.with_lse = false, p.heads_kv = p.heads_q, p.seqlen_k = p.seqlen_q;
   params = packed_qkv_params(p);
@@ -4913,7 +5036,13 @@ static void test_tma_eligibility(void) {
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d64.heads_q);
   check_fwd_family("varlen d64 sinks at max_seqlen_q 2048, not causal", &params, wg3);
   params.softcap = 30.0f;
-  check_fwd_family("varlen d64 sinks and softcap", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("varlen d64 sinks and softcap", &params, hopper);
+  params = varlen_params_for(d64, 3000, 3500, false);
+  params.window_left = 128, params.window_right = 0;
+  check_fwd_family("varlen d64 causal window", &params, hopper);
+  params = varlen_params_for(d64, 3000, 3500, false);
+  dropout_on(&params, &d64);
+  check_fwd_family("varlen d64 dropout", &params, AOTK__FAMILY_ATTN_FWD);
   /* A GPU whose shared memory holds the two-warpgroup kernel's tile and not the three's. */
   const aotk__kernel_entry *wg3_row = expected_row(wg3, 90, d64.dtype, 64, 64, 1, 0, d64.seqlen_q);
   const aotk__kernel_entry *hopper_row = expected_row(hopper, 90, d64.dtype, 64, 64, 1, 0, d64.seqlen_q);
@@ -4928,7 +5057,7 @@ static void test_tma_eligibility(void) {
   }
   params = params_for(d128);
   params.causal = 1, params.window_left = 64;
-  check_fwd_family("d128 causal window", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("d128 causal window", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params = params_for(d128);
   dropout_on(&params, &d128);
   params.dropout_mask = mask_for(&params);
@@ -4948,8 +5077,53 @@ static void test_tma_eligibility(void) {
   params.q.strides[0] = 16; /* the one batch's stride is not used */
   check_fwd_family("batch 1, batch stride 16", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
 
-  static const int64_t other_dims[][2] = {{32, 32}, {96, 96}, {120, 120}, {128, 64}, {192, 128}, {256, 128}, {64, 128},
-                                          {56, 56}};
+  /* (192, 128), DeepSeek's pair: a Gluon tile of its own, reached as its other pairs are. Q and K come
+   * in three 64-column boxes each (the row's layout, which check_launch holds the encodes to; written
+   * out here): [batch, seqlen, heads * 192] in boxes of 64 rows (one consumer warpgroup's) or 128 keys
+   * by 64 columns; V [batch, seqlen_k, heads_kv * 128] in boxes of 128 keys by 64 columns. */
+  p = d128;
+  p.head_dim = 192, p.head_dim_v = 128;
+  params = params_for(p);
+  check_fwd_family("head dims 192/128 (the Gluon kernel's own pair)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  {
+    const encode_call *q_map = &fake.encodes[0], *k_map = &fake.encodes[1], *v_map = &fake.encodes[2];
+    CHECK_MSG(fake.encode_count == 3 && q_map->dims[0] == 8 * 192 && q_map->box[0] == 64 && q_map->box[1] == 64 &&
+                  k_map->dims[0] == 2 * 192 && k_map->box[0] == 64 && k_map->box[1] == 128 &&
+                  v_map->dims[0] == 2 * 128 && v_map->box[0] == 64 && v_map->box[1] == 128,
+              "head dims 192/128: %d maps; q {%llu, ...} box {%u, %u}, k {%llu, ...} box {%u, %u}, v {%llu, ...} "
+              "box {%u, %u}",
+              fake.encode_count, (unsigned long long)q_map->dims[0], q_map->box[0], q_map->box[1],
+              (unsigned long long)k_map->dims[0], k_map->box[0], k_map->box[1], (unsigned long long)v_map->dims[0],
+              v_map->box[0], v_map->box[1]);
+  }
+  check_launch("head dims 192/128", &params, &p);
+  params.causal = 1, params.window_left = 100;
+  check_fwd_family("head dims 192/128, causal window", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.softcap = 30.0f;
+  check_fwd_family("head dims 192/128, causal window and softcap (the EXTRAS variant)", &params,
+                   AOTK__FAMILY_ATTN_FWD_HOPPER);
+  check_launch("head dims 192/128, causal window and softcap", &params, &p);
+  params = params_for(p);
+  params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p.heads_q);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
+  check_fwd_family("head dims 192/128, ALiBi and sinks", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  dropout_on(&params, &p);
+  check_fwd_family("head dims 192/128, ALiBi, sinks and dropout (the pointer kernel's 256/128: the Triton TMA "
+                   "kernel has no 192)",
+                   &params, AOTK__FAMILY_ATTN_FWD);
+  params = params_for(p);
+  make_heads_outer(&params.k);
+  check_fwd_family("head dims 192/128, k heads outer", &params, AOTK__FAMILY_ATTN_FWD);
+  params = varlen_params_for(p, 500, 700, false);
+  check_fwd_family("varlen head dims 192/128", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  dropout_on(&params, &p);
+  check_fwd_family("varlen head dims 192/128, dropout", &params, AOTK__FAMILY_ATTN_FWD);
+  p.head_dim = 192, p.head_dim_v = 192;
+  params = params_for(p);
+  check_fwd_family("head dims 192/192 (no Gluon pair: the pointer kernel's 256)", &params, AOTK__FAMILY_ATTN_FWD);
+
+  static const int64_t other_dims[][2] = {{32, 32}, {96, 96}, {120, 120}, {128, 64}, {256, 128}, {64, 128},
+                                          {56, 56},  {184, 128}, {192, 120}};
   for (size_t i = 0; i < sizeof other_dims / sizeof other_dims[0]; i++) {
     p = d128;
     p.head_dim = other_dims[i][0], p.head_dim_v = other_dims[i][1];
@@ -4963,14 +5137,23 @@ static void test_tma_eligibility(void) {
   params.causal = 1;
   check_fwd_family("varlen d128 causal", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params.softcap = 30.0f;
-  check_fwd_family("varlen d128 softcap (the Triton TMA kernel is dense only)", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("varlen d128 causal softcap (the EXTRAS variant)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.softcap = 0.0f;
+  dropout_on(&params, &d128);
+  check_fwd_family("varlen d128 causal dropout (the Triton TMA kernel is dense only)", &params,
+                   AOTK__FAMILY_ATTN_FWD);
   params = varlen_params_for(d128, 500, 700, false);
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d128.heads_q);
   check_fwd_family("varlen d128 sinks", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params.causal = 1;
   check_fwd_family("varlen d128 causal sinks", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params.softcap = 30.0f;
-  check_fwd_family("varlen d128 causal sinks and softcap (dense only)", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("varlen d128 causal sinks and softcap", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  params.window_left = 100;
+  check_fwd_family("varlen d128 causal window, sinks and softcap", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
+  dropout_on(&params, &d128);
+  check_fwd_family("varlen d128 causal window, sinks, softcap and dropout (dense only)", &params,
+                   AOTK__FAMILY_ATTN_FWD);
   params = varlen_params_for(d128, 500, 700, false);
   params.q.strides[1] = 3 * 128, params.q.strides[0] = 8 * 3 * 128; /* heads 3 * 128 apart: not one row */
   check_fwd_family("varlen d128, q's heads not contiguous", &params, AOTK__FAMILY_ATTN_FWD);
@@ -5052,10 +5235,12 @@ static void test_tma_launch_arguments(void) {
             kernel_signatures[fake.launch_log[0].kernel].function, (unsigned)arg_i32(&fake.launch_log[0], ARG_FLAGS),
             (unsigned long long)arg_pointer(&fake.launch_log[0], ARG_SINKS),
             (unsigned)(FLAG_WRITE_LSE | FLAG_SINKS | FLAG_REVERSE), (unsigned long long)(uintptr_t)FAKE_SINKS);
-  /* The Triton TMA kernel with sinks: a left window bound (wider than the query rows, so the size key
-   * stays seqlen_q) is not the warp-specialized kernel's. */
+  /* A left window bound (wider than the query rows, so the size key stays seqlen_q) is the warp-specialized
+   * kernel's too, in natural tile order (no FLAG_REVERSE); with dropout the Triton TMA kernel runs it. */
   params.window_left = 2048;
-  check_launch_of("TMA bf16 d128 GQA causal, window_left 2048, sinks", &params, &gqa, tma);
+  check_launch_of("warp-specialized bf16 d128 GQA causal, window_left 2048, sinks", &params, &gqa, hopper);
+  dropout_on(&params, &gqa);
+  check_launch_of("TMA bf16 d128 GQA causal, window_left 2048, sinks, dropout", &params, &gqa, tma);
 
   problem long_q = {AOTK_DTYPE_FLOAT16, 2, 4097, 5000, 4, 4, 128, true, 0};
   params = params_for(long_q);
@@ -5066,14 +5251,20 @@ static void test_tma_launch_arguments(void) {
   check_launch_of("warp-specialized fp16 d128 at 4097 rows, v tokens padded, sinks", &params, &long_q, hopper);
   /* Not causal: with window_right unbounded the size key is seqlen_q, whatever window_left is. */
   params.window_left = 1024;
-  check_launch_of("TMA fp16 d128 at 4097 rows (the second config), v tokens padded, window_left 1024, sinks", &params,
-                  &long_q, tma);
+  check_launch_of("warp-specialized fp16 d128 at 4097 rows, v tokens padded, window_left 1024, sinks", &params,
+                  &long_q, hopper);
+  dropout_on(&params, &long_q);
+  check_launch_of("TMA fp16 d128 at 4097 rows (the second config), v tokens padded, window_left 1024, sinks, dropout",
+                  &params, &long_q, tma);
 
   problem d256 = {AOTK_DTYPE_BFLOAT16, 2, 333, 333, 4, 4, 256, false, 0};
   params = packed_qkv_params(d256);
   check_launch_of("warp-specialized bf16 d256 packed qkv, no lse", &params, &d256, hopper);
   params.softcap = 10.0f;
-  check_launch_of("TMA bf16 d256 packed qkv, no lse, softcap", &params, &d256, tma);
+  check_launch_of("warp-specialized bf16 d256 packed qkv, no lse, softcap (the EXTRAS variant)", &params, &d256,
+                  hopper);
+  dropout_on(&params, &d256);
+  check_launch_of("TMA bf16 d256 packed qkv, no lse, softcap, dropout", &params, &d256, tma);
   problem d64 = {AOTK_DTYPE_FLOAT16, 2, 333, 333, 4, 4, 64, true, 0};
   params = packed_qkv_params(d64);
   check_launch_of("two-warpgroup fp16 d64 packed qkv at 333 rows", &params, &d64, hopper);
@@ -5083,7 +5274,11 @@ static void test_tma_launch_arguments(void) {
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d64.heads_q);
   check_launch_of("three-warpgroup fp16 d64 packed qkv at 2333 rows, sinks", &params, &d64, wg3);
   params.softcap = 30.0f;
-  check_launch_of("pointer fp16 d64 packed qkv at 2333 rows, sinks and softcap", &params, &d64, AOTK__FAMILY_ATTN_FWD);
+  check_launch_of("two-warpgroup fp16 d64 packed qkv at 2333 rows, sinks and softcap (the EXTRAS variant)", &params,
+                  &d64, hopper);
+  dropout_on(&params, &d64);
+  check_launch_of("pointer fp16 d64 packed qkv at 2333 rows, sinks, softcap and dropout", &params, &d64,
+                  AOTK__FAMILY_ATTN_FWD);
   params = packed_qkv_params(d64);
   params.causal = 1;
   check_launch_of("two-warpgroup fp16 d64 packed qkv at 2333 rows, causal", &params, &d64, hopper);
@@ -5093,7 +5288,9 @@ static void test_tma_launch_arguments(void) {
   params.q.strides[0] = 16, params.k.strides[0] = 48, params.v.strides[0] = 1u << 20;
   check_launch_of("warp-specialized batch 1 with batch strides 16, 48 and 2^20", &params, &single, hopper);
   params.softcap = 20.0f;
-  check_launch_of("TMA batch 1 with batch strides 16, 48 and 2^20, softcap", &params, &single, tma);
+  check_launch_of("warp-specialized batch 1 with batch strides 16, 48 and 2^20, softcap", &params, &single, hopper);
+  dropout_on(&params, &single);
+  check_launch_of("TMA batch 1 with batch strides 16, 48 and 2^20, softcap, dropout", &params, &single, tma);
 
   params = params_for(gqa);
   params.softcap = 30.0f;
@@ -5191,59 +5388,156 @@ static void test_hopper_grid(void) {
     CHECK_MSG(info.grid == cases[i].grid, "%s: grid %lld, expected %lld", what, (long long)info.grid,
               (long long)cases[i].grid);
   }
+  /* Windows make tiles unequal too: a tile costs the key blocks some row of it sees, counted from the
+   * block boundary at or below its first key (src/aotk_attn.c tile_key_blocks). A right bound alone runs
+   * a head's last query block first, as causal does; any other window runs the tiles in order. */
+  static const struct {
+    problem p;
+    int32_t window_left, window_right;
+    aotk_align causal_align;
+    int64_t grid;
+  } windows[] = {
+      /* A sliding causal window: the first 8 query blocks see fewer keys, 9% over the mean. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 1024, 0, AOTK_ALIGN_BOTTOM_RIGHT, 1024},
+      /* A left bound alone: the early query blocks see every key, the late ones 9 blocks. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 1024, -1, AOTK_ALIGN_BOTTOM_RIGHT, 1024},
+      /* A band: only the tiles at either end are shorter, 3% over. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 16384, 16384, 16, 16, 128, true, 0}, 2048, 2048, AOTK_ALIGN_BOTTOM_RIGHT, 132},
+      /* Wider than the sequence: every tile walks every key. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 100000, -1, AOTK_ALIGN_BOTTOM_RIGHT, 132},
+      /* The diagonal: one key block a tile. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 0, 0, AOTK_ALIGN_BOTTOM_RIGHT, 132},
+      /* Top-left with twice as many keys as query rows: no row sees the keys past 5120, 10% over. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 4096, 8192, 16, 16, 128, true, 0}, 1024, 1024, AOTK_ALIGN_TOP_LEFT, 512},
+      /* Causal as window_right 0: the last query block first balances 2592 tiles on 132 programs (in order
+       * they would take one program each). */
+      {{AOTK_DTYPE_BFLOAT16, 3, 3333, 3333, 32, 32, 128, true, 0}, -1, 0, AOTK_ALIGN_BOTTOM_RIGHT, 132},
+      /* A right bound alone, top-left: causal-like, the last query block first. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 3000, 3000, 16, 16, 128, true, 0}, -1, 700, AOTK_ALIGN_TOP_LEFT, 384},
+      /* A left bound alone runs in order, the first query blocks (which see every key) first: too
+       * unequal, one program per tile; the same tiles last block first would balance on 132. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 4096, 4096, 24, 24, 128, true, 0}, 1000, -1, AOTK_ALIGN_BOTTOM_RIGHT, 768},
+      /* A narrow band: a tile's keys [m0 - 64, m0 + 191] span 3 blocks counted from the boundary below
+       * them (2 from the first key), so the middle tiles cost 4 and the first and last 3: one program per
+       * tile. Counted from the first key every tile would cost 3, and 132 programs would do. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 1000, 1000, 32, 32, 128, true, 0}, 64, 64, AOTK_ALIGN_BOTTOM_RIGHT, 256},
+  };
+  for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++) {
+    aotk_attn_params params = params_for(windows[i].p);
+    params.window_left = windows[i].window_left, params.window_right = windows[i].window_right;
+    params.causal_align = windows[i].causal_align;
+    char what[96];
+    snprintf(what, sizeof what, "persistent grid, window (%d, %d)%s", windows[i].window_left, windows[i].window_right,
+             windows[i].causal_align == AOTK_ALIGN_TOP_LEFT ? " top-left" : "");
+    check_launch_of(what, &params, &windows[i].p, TWO);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
+    CHECK_MSG(info.grid == windows[i].grid, "%s: grid %lld, expected %lld", what, (long long)info.grid,
+              (long long)windows[i].grid);
+  }
   uninstall_fake_gpu();
 }
 
 /* Which backward calls run the Gluon dK/dV pass (include/aotk.h, AOTK_FEATURE_TMA and
  * AOTK_FEATURE_WARP_SPECIALIZED for AOTK_OP_ATTN_BWD), and which its fused non-deterministic form
- * (AOTK_FEATURE_NONDETERMINISTIC): the calls the Gluon pass covers, when deterministic is 0.
- * check_bwd_launch holds aotk_query, the launches, their arguments, the clear and the tensor maps to
- * expect_bwd_fused and expect_bwd_hopper; here the rules' answers are also written out per case, so that
- * every outcome is seen. */
+ * (AOTK_FEATURE_NONDETERMINISTIC) with the cast of its dQ: the calls the Gluon pass covers (every call but
+ * dropout, at head dims 64 and 128 that TMA can read; softcap and ALiBi in its EXTRAS rows, the cast's
+ * one variant after either), when deterministic is 0. check_bwd_launch holds aotk_query, the launches,
+ * their arguments, the clear and the tensor maps to expect_bwd_fused and expect_bwd_hopper; here the
+ * rules' answers are also written out per case, so that every outcome is seen. */
 static void test_bwd_hopper_choice(void) {
   install_fake_gpu(90, SHARED_SM90);
   const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
   const problem d64 = {AOTK_DTYPE_FLOAT16, 3, 1000, 1000, 4, 4, 64, true, 0};
-  static const char *const what[] = {"bf16 d128 GQA", "causal", "causal top-left", "window_right 0 alone",
-                                     "sinks and dsinks", "fp16 d64", "softcap", "ALiBi", "dropout",
-                                     "a left window", "dout's heads outermost", "d96 (padded)", "d256",
-                                     "varlen (read as [1, total, heads * d])",
-                                     "dout's token stride not a multiple of 16 bytes"};
-  static const bool expect_hopper[] = {true, true, true, true, true, true, false, false, false, false, false, false,
-                                       false, true, false};
-  int fused_cases = 0;
-  for (size_t c = 0; c < 2 * sizeof what / sizeof what[0]; c++) {
+  enum {
+    PLAIN, CAUSAL, CAUSAL_TOP_LEFT, WINDOW_RIGHT_0, SINKS, D64, SOFTCAP, ALIBI, DROPOUT, WINDOW_LEFT, DOUT_HEADS_OUTER,
+    D96, D256, VARLEN, DOUT_STRIDE_ODD, WINDOW_BOTH, WINDOW_RIGHT_5, CAUSAL_WINDOW, WINDOW_TOP_LEFT, EVERYTHING,
+    D64_SOFTCAP, ALIBI_PER_SEQUENCE, CAUSAL_DROPOUT, SOFTCAP_DROPOUT, WINDOW_DROPOUT, D256_SOFTCAP, CASE_COUNT
+  };
+  static const struct {
+    const char *what;
+    bool gluon;  /* the Gluon passes run (the fused one and the cast where deterministic is 0) */
+    bool extras; /* in their EXTRAS rows (or, for the Triton passes, theirs) */
+  } cases[CASE_COUNT] = {
+      [PLAIN] = {"bf16 d128 GQA", true, false},
+      [CAUSAL] = {"causal", true, false},
+      [CAUSAL_TOP_LEFT] = {"causal top-left", true, false},
+      [WINDOW_RIGHT_0] = {"window_right 0 alone", true, false},
+      [SINKS] = {"sinks and dsinks", true, false},
+      [D64] = {"fp16 d64", true, false},
+      [SOFTCAP] = {"softcap", true, true},
+      [ALIBI] = {"ALiBi", true, true},
+      [DROPOUT] = {"dropout (the Triton passes)", false, true},
+      [WINDOW_LEFT] = {"a left window", true, false},
+      [DOUT_HEADS_OUTER] = {"dout's heads outermost", false, false},
+      [D96] = {"d96 (padded)", false, false},
+      [D256] = {"d256", false, false},
+      [VARLEN] = {"varlen (read as [1, total, heads * d])", true, false},
+      [DOUT_STRIDE_ODD] = {"dout's token stride not a multiple of 16 bytes", false, false},
+      [WINDOW_BOTH] = {"window (16, 5)", true, false},
+      [WINDOW_RIGHT_5] = {"window_right 5 alone", true, false},
+      [CAUSAL_WINDOW] = {"causal, window_left 64 (sliding)", true, false},
+      [WINDOW_TOP_LEFT] = {"window (16, 5) top-left", true, false},
+      [EVERYTHING] = {"causal window, softcap, ALiBi, sinks and dsinks", true, true},
+      [D64_SOFTCAP] = {"fp16 d64 softcap", true, true},
+      [ALIBI_PER_SEQUENCE] = {"ALiBi per sequence", true, true},
+      [CAUSAL_DROPOUT] = {"causal dropout", false, true},
+      [SOFTCAP_DROPOUT] = {"softcap and dropout", false, true},
+      [WINDOW_DROPOUT] = {"window (16, 5) and dropout", false, true},
+      [D256_SOFTCAP] = {"d256 softcap", false, true},
+  };
+  int fused_cases = 0, extras_cases = 0;
+  for (size_t c = 0; c < 2 * (size_t)CASE_COUNT; c++) {
     const size_t i = c / 2;
     const int deterministic = (int)(c % 2);
-    const bool expect_fused = expect_hopper[i] && !deterministic;
+    const bool expect_hopper = cases[i].gluon, expect_fused = expect_hopper && !deterministic;
     fused_cases += expect_fused;
-    problem p = i == 5 ? d64 : d128;
-    if (i == 11) p.head_dim = 96;
-    if (i == 12) p.head_dim = 256;
+    extras_cases += expect_hopper && cases[i].extras;
+    problem p = i == D64 || i == D64_SOFTCAP ? d64 : d128;
+    if (i == D96) p.head_dim = 96;
+    if (i == D256 || i == D256_SOFTCAP) p.head_dim = 256;
     aotk_attn_params params = bwd_params_for(p);
     switch (i) {
-      case 1: params.causal = 1; break;
-      case 2: params.causal = 1, params.causal_align = AOTK_ALIGN_TOP_LEFT; break;
-      case 3: params.window_right = 0; break;
-      case 4:
+      case CAUSAL: params.causal = 1; break;
+      case CAUSAL_TOP_LEFT: params.causal = 1, params.causal_align = AOTK_ALIGN_TOP_LEFT; break;
+      case WINDOW_RIGHT_0: params.window_right = 0; break;
+      case SINKS:
         params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
         params.dsinks = aotk_tensor_1d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
         break;
-      case 6: params.softcap = 30.0f; break;
-      case 7: params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p.heads_q); break;
-      case 8: dropout_on(&params, &p); break;
-      case 9: params.window_left = 64; break;
-      case 10: make_heads_outer(&params.dout); break;
-      case 13: params = varlen_params_for(p, p.batch * p.seqlen_q, p.batch * p.seqlen_k, true); break;
-      case 14:
+      case SOFTCAP:
+      case D64_SOFTCAP:
+      case D256_SOFTCAP: params.softcap = 30.0f; break;
+      case ALIBI: params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p.heads_q); break;
+      case DROPOUT: dropout_on(&params, &p); break;
+      case WINDOW_LEFT: params.window_left = 64; break;
+      case DOUT_HEADS_OUTER: make_heads_outer(&params.dout); break;
+      case VARLEN: params = varlen_params_for(p, p.batch * p.seqlen_q, p.batch * p.seqlen_k, true); break;
+      case DOUT_STRIDE_ODD:
         params.dout.strides[1] += 4, params.dout.strides[0] = params.dout.strides[1] * p.seqlen_q;
         break;
+      case WINDOW_BOTH: params.window_left = 16, params.window_right = 5; break;
+      case WINDOW_RIGHT_5: params.window_right = 5; break;
+      case CAUSAL_WINDOW: params.causal = 1, params.window_left = 64; break;
+      case WINDOW_TOP_LEFT:
+        params.window_left = 16, params.window_right = 5, params.causal_align = AOTK_ALIGN_TOP_LEFT;
+        break;
+      case EVERYTHING:
+        params.causal = 1, params.window_left = 100, params.softcap = 30.0f;
+        params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p.heads_q);
+        params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
+        params.dsinks = aotk_tensor_1d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
+        break;
+      case ALIBI_PER_SEQUENCE: alibi_per_sequence(&params, &p); break;
+      case CAUSAL_DROPOUT: params.causal = 1, dropout_on(&params, &p); break;
+      case SOFTCAP_DROPOUT: params.softcap = 30.0f, dropout_on(&params, &p); break;
+      case WINDOW_DROPOUT: params.window_left = 16, params.window_right = 5, dropout_on(&params, &p); break;
       default: break;
     }
     params.deterministic = deterministic;
     char what_of_case[96];
-    snprintf(what_of_case, sizeof what_of_case, "%s, deterministic %d", what[i], deterministic);
-    CHECK_MSG(expect_bwd_hopper(&params, 90, false, SHARED_SM90) == expect_hopper[i], "%s: the rule says %d",
+    snprintf(what_of_case, sizeof what_of_case, "%s, deterministic %d", cases[i].what, deterministic);
+    CHECK_MSG(expect_bwd_hopper(&params, 90, false, SHARED_SM90) == expect_hopper, "%s: the rule says %d",
               what_of_case, (int)expect_bwd_hopper(&params, 90, false, SHARED_SM90));
     CHECK_MSG(expect_bwd_fused(&params, 90, false, SHARED_SM90) == expect_fused, "%s: the fused rule says %d",
               what_of_case, (int)expect_bwd_fused(&params, 90, false, SHARED_SM90));
@@ -5251,13 +5545,30 @@ static void test_bwd_hopper_choice(void) {
     CHECK_MSG(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK, "%s: %s", what_of_case, aotk_last_error());
     const bool hopper = strncmp(info.kernel_name, "attn_bwd_dkdv_hopper_", 21) == 0;
     const bool fused = strncmp(info.kernel_name, "attn_bwd_fused_hopper_", 22) == 0;
-    CHECK_MSG(hopper == (expect_hopper[i] && !expect_fused) && fused == expect_fused &&
-                  ((info.features & (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)) != 0) == expect_hopper[i] &&
+    CHECK_MSG(hopper == (expect_hopper && !expect_fused) && fused == expect_fused &&
+                  ((info.features & (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)) != 0) == expect_hopper &&
                   ((info.features & AOTK_FEATURE_NONDETERMINISTIC) != 0) == expect_fused,
               "%s: aotk_query names %s with features %#x", what_of_case, info.kernel_name, info.features);
+    /* The EXTRAS row exactly where softcap, ALiBi (or, in the Triton passes, dropout) are on. */
+    const aotk__kernel_entry *named = table_row_named(info.kernel_name, 90);
+    CHECK_MSG(named != NULL && (bool)named->extras == cases[i].extras &&
+                  ((info.features & AOTK_FEATURE_EXTRAS_KERNEL) != 0) == cases[i].extras,
+              "%s: aotk_query names %s with features %#x, expected %s EXTRAS row", what_of_case, info.kernel_name,
+              info.features, cases[i].extras ? "an" : "no");
     check_bwd_launch(what_of_case, &params, &p);
+    /* The launches, written out: the Gluon pass, then the cast (fused) or the Triton dQ pass. */
+    const int second = expect_fused    ? KERNEL_BWD_FUSED_HOPPER
+                       : expect_hopper ? KERNEL_BWD_DKDV_HOPPER
+                                       : KERNEL_BWD_DKDV;
+    const int third = expect_fused ? KERNEL_BWD_DQ_CONVERT : KERNEL_BWD_DQ;
+    CHECK_MSG(fake.logged_launches >= 3 && fake.launch_log[1].kernel == second && fake.launch_log[2].kernel == third,
+              "%s: launched %s and %s, expected %s and %s", what_of_case,
+              fake.logged_launches >= 3 ? kernel_signatures[fake.launch_log[1].kernel].function : "(none)",
+              fake.logged_launches >= 3 ? kernel_signatures[fake.launch_log[2].kernel].function : "(none)",
+              kernel_signatures[second].function, kernel_signatures[third].function);
   }
-  printf("    %d cases, %d of them non-deterministic\n", (int)(2 * sizeof what / sizeof what[0]), fused_cases);
+  printf("    %d cases, %d of them non-deterministic, %d in the Gluon passes' EXTRAS rows\n", 2 * (int)CASE_COUNT,
+         fused_cases, extras_cases);
   /* Too little shared memory for the Gluon pass (but enough for the Triton one): the Triton pass. */
   aotk_attn_params params = bwd_params_for(d128);
   const aotk__kernel_entry *gluon = expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, d128.dtype, 128, 128, 1, 0,
@@ -5391,26 +5702,36 @@ static void check_bwd_varlen_literals(const char *what, const aotk_attn_params *
  * start at its cu_seqlens entry), and the problem is num_seqs sequences of max_seqlen_q / max_seqlen_k
  * rows, so the grids, stats_stride and the fused plan's workspace follow from those, never from the
  * totals. deterministic 1 runs the Gluon dK/dV pass and the Triton dQ pass; 0 the clear, the fused pass
- * and the cast, which is told cu_seqlens_q and FLAG_VARLEN. Softcap or a padded head dim keep the Triton
- * passes; a causal mask of either alignment does not. check_bwd_launch checks each call against the
- * model; here the model's answers and the numbers that matter are also written out. */
+ * and the cast, which is told cu_seqlens_q and FLAG_VARLEN. Masks and windows of either alignment, sinks,
+ * and softcap and ALiBi (in the EXTRAS rows) run there too; dropout or a padded head dim keep the Triton
+ * passes. check_bwd_launch checks each call against the model; here the model's answers and the numbers
+ * that matter are also written out. */
 static void test_bwd_hopper_varlen(void) {
   install_fake_gpu(90, SHARED_SM90);
   /* 3 sequences of at most 300 query and 400 key rows, 700 and 1000 rows in all; GQA 8 / 2. */
   const problem d128 = {AOTK_DTYPE_BFLOAT16, 3, 300, 400, 8, 2, 128, true, 0};
   enum { TOTAL_Q = 700, TOTAL_K = 1000 };
-  enum { PLAIN, CAUSAL, CAUSAL_TOP_LEFT, SINKS, D64, SOFTCAP, D96, CASE_COUNT };
+  enum {
+    PLAIN, CAUSAL, CAUSAL_TOP_LEFT, SINKS, D64, SOFTCAP, D96, ALIBI, WINDOW, WINDOW_TOP_LEFT, DROPOUT, SOFTCAP_DROPOUT,
+    CASE_COUNT
+  };
   static const struct {
     const char *what;
-    bool gluon; /* the Gluon passes run (the fused one where deterministic is 0) */
+    bool gluon;  /* the Gluon passes run (the fused one where deterministic is 0) */
+    bool extras; /* the dK/dV (or fused) row is EXTRAS */
   } cases[CASE_COUNT] = {
-      [PLAIN] = {"varlen bf16 d128 GQA", true},
-      [CAUSAL] = {"varlen causal", true},
-      [CAUSAL_TOP_LEFT] = {"varlen causal top-left", true},
-      [SINKS] = {"varlen sinks and dsinks", true},
-      [D64] = {"varlen fp16 d64", true},
-      [SOFTCAP] = {"varlen softcap (the EXTRAS Triton passes)", false},
-      [D96] = {"varlen d96 (padded: the Triton passes)", false},
+      [PLAIN] = {"varlen bf16 d128 GQA", true, false},
+      [CAUSAL] = {"varlen causal", true, false},
+      [CAUSAL_TOP_LEFT] = {"varlen causal top-left", true, false},
+      [SINKS] = {"varlen sinks and dsinks", true, false},
+      [D64] = {"varlen fp16 d64", true, false},
+      [SOFTCAP] = {"varlen softcap (the Gluon passes' EXTRAS rows)", true, true},
+      [D96] = {"varlen d96 (padded: the Triton passes)", false, false},
+      [ALIBI] = {"varlen ALiBi per sequence, causal", true, true},
+      [WINDOW] = {"varlen window (64, 8)", true, false},
+      [WINDOW_TOP_LEFT] = {"varlen causal window_left 32, top-left", true, false},
+      [DROPOUT] = {"varlen dropout (the Triton passes)", false, true},
+      [SOFTCAP_DROPOUT] = {"varlen softcap and dropout (the Triton passes)", false, true},
   };
   int calls = 0;
   for (int c = 0; c < CASE_COUNT; c++) {
@@ -5426,7 +5747,13 @@ static void test_bwd_hopper_varlen(void) {
         sinks_on(&params, &p);
         params.dsinks = aotk_tensor_1d(FAKE_DSINKS, AOTK_DTYPE_FLOAT32, p.heads_q);
       }
-      if (c == SOFTCAP) params.softcap = 30.0f;
+      if (c == SOFTCAP || c == SOFTCAP_DROPOUT) params.softcap = 30.0f;
+      if (c == ALIBI) alibi_per_sequence(&params, &p), params.causal = 1;
+      if (c == WINDOW) params.window_left = 64, params.window_right = 8;
+      if (c == WINDOW_TOP_LEFT) {
+        params.causal = 1, params.window_left = 32, params.causal_align = AOTK_ALIGN_TOP_LEFT;
+      }
+      if (c == DROPOUT || c == SOFTCAP_DROPOUT) dropout_on(&params, &p);
       const bool fused = cases[c].gluon && deterministic == 0;
       char what[128];
       snprintf(what, sizeof what, "%s, deterministic %d", cases[c].what, deterministic);
@@ -5447,10 +5774,13 @@ static void test_bwd_hopper_varlen(void) {
       CHECK_MSG(strncmp(info.kernel_name, prefix, strlen(prefix)) == 0 &&
                     named_gluon_dkdv == (cases[c].gluon && !fused),
                 "%s: aotk_query names %s, expected a %s row", what, info.kernel_name, prefix);
+      const aotk__kernel_entry *named = table_row_named(info.kernel_name, 90);
       CHECK_MSG((info.features & AOTK_FEATURE_VARLEN) != 0 &&
                     ((info.features & gluon_bits) == gluon_bits) == cases[c].gluon &&
-                    ((info.features & AOTK_FEATURE_NONDETERMINISTIC) != 0) == fused,
-                "%s: features %#x", what, info.features);
+                    ((info.features & AOTK_FEATURE_NONDETERMINISTIC) != 0) == fused &&
+                    ((info.features & AOTK_FEATURE_EXTRAS_KERNEL) != 0) == cases[c].extras && named != NULL &&
+                    (bool)named->extras == cases[c].extras,
+                "%s: %s, features %#x", what, info.kernel_name, info.features);
       check_bwd_launch(what, &params, &p);
       calls++;
       if (c == PLAIN) check_bwd_varlen_literals(what, &params, fused);

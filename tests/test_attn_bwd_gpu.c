@@ -836,6 +836,47 @@ static void varlen_hopper_section(int *index) {
       }
 }
 
+/* The warp-specialized passes with the features they took over from the Triton kernels: windows of
+ * either side or both (either alignment, under causal or not, wider and narrower than a key block),
+ * softcap and ALiBi (the EXTRAS rows; slopes per head or per sequence), each with softcap and ALiBi
+ * together once, at d=64 and 128, dense and varlen, in both modes (deterministic: two repeats that
+ * must reproduce the bits). */
+static void hopper_feature_section(int *index) {
+  static const struct {
+    int64_t head_dim, seqlen_q, seqlen_k;
+    int causal, top_left;
+    int32_t window_left, window_right;
+    float softcap;
+    int alibi, varlen;
+  } cases[] = {
+      {128, 1000, 1000, 1, 0, 300, -1, 0.0f, 0, 0},   {64, 777, 1500, 0, 0, 100, 100, 0.0f, 0, 0},
+      {128, 1500, 1000, 0, 1, 0, 65, 0.0f, 0, 0},     {64, 1000, 1000, 0, 0, -1, 0, 0.0f, 0, 1},
+      {128, 1000, 1000, 0, 0, -1, -1, 30.0f, 0, 0},   {64, 1000, 700, 1, 0, -1, -1, 0.0f, 1, 0},
+      {128, 513, 1025, 0, 0, 200, 30, 10.0f, 2, 0},   {64, 0, 0, 1, 0, 64, -1, 20.0f, 2, 1},
+      {128, 0, 0, 0, 1, -1, -1, 0.0f, 1, 1},
+  };
+  static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
+  bwd_case bc;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int deterministic = 0; deterministic < 2; deterministic++) {
+      aotk__check_features f;
+      memset(&f, 0, sizeof f);
+      if (cases[i].varlen) set_varlen(&f, (int)(i % 2));
+      f.top_left = cases[i].top_left;
+      f.window = cases[i].window_left >= 0 || cases[i].window_right >= 0;
+      f.window_left = cases[i].window_left;
+      f.window_right = cases[i].window_right;
+      f.softcap = cases[i].softcap;
+      f.alibi = cases[i].alibi;
+      feature_case(&bc, dtypes[(i + deterministic) % 2], cases[i].head_dim, cases[i].causal, cases[i].seqlen_q,
+                   cases[i].seqlen_k, cases[i].varlen ? 0 : 2, 8, 2, AOTK__LAYOUT_CONTIGUOUS, 0, 0.0f, &f,
+                   deterministic ? 1 : 0, (*index)++, false);
+      bc.check.deterministic = deterministic;
+      strncat(bc.name, deterministic ? " deterministic" : " non-deterministic", sizeof bc.name - strlen(bc.name) - 1);
+      run_feature_case(&bc);
+    }
+}
+
 /* Each case's choice was checked against the rule; this catches a rule that never fires on an H100. */
 static void test_hopper_was_used(void) {
   printf("    cases whose dK/dV pass was the warp-specialized kernel: %d, %d of them fused with dQ (GPU sm_%d)\n",
@@ -912,6 +953,7 @@ int main(void) {
   feature_section(&index, &state);
   hopper_section(&index);
   varlen_hopper_section(&index);
+  hopper_feature_section(&index);
   RUN_TEST(test_hopper_was_used);
 
   printf("worst error as a fraction of its bound: bf16 %.3f, fp16 %.3f\n", worst_error_fraction[AOTK_DTYPE_BFLOAT16],

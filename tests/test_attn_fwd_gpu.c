@@ -52,10 +52,11 @@ static void run_fwd_case(const void *argument) {
                                                                     fc->expect_ptx);
   aotk_gpu_test_check_kernel_choice(r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk,
                                     r.kernel_head_dim_v, r.features, path);
-  /* The warp-specialized kernel has three consumer warpgroups (192-row tiles) at d=64 without a causal
-   * mask from 2048 query rows on (src/aotk_attn.c, plan_fwd), two otherwise. */
-  const bool unmasked = !c->causal && (!c->features.window || c->features.window_right < 0);
-  const bool expect_wg3 = path == FWD_HOPPER && c->head_dim == 64 && unmasked &&
+  /* The warp-specialized kernel has three consumer warpgroups (192-row tiles) at d=64 for the plain
+   * forward without a mask from 2048 query rows on (src/aotk_attn.c, plan_fwd), two otherwise. */
+  const bool unmasked =
+      !c->causal && (!c->features.window || (c->features.window_left < 0 && c->features.window_right < 0));
+  const bool expect_wg3 = path == FWD_HOPPER && c->head_dim == 64 && unmasked && !aotk_gpu_test_has_extras(&c->features) &&
                           aotk_gpu_test_max_seqlen_q(&c->features, c->seqlen_q) >= 2048;
   const bool wg3 = strncmp(r.kernel_name, "attn_fwd_hopper_wg3_", 20) == 0;
   CHECK_MSG(wg3 == expect_wg3, "ran %s, expected the %s-warpgroup kernel", r.kernel_name, expect_wg3 ? "three" : "two");
@@ -109,10 +110,10 @@ static void make_case(fwd_case *fc, aotk_dtype dtype, int64_t head_dim, int caus
 }
 
 /* The sm_90 kernels at the head dim the main matrix leaves out (256; d=128 runs there in the packed
- * layout), over lengths that end mid-block on either side: each case plain (the warp-specialized kernel)
- * and with a softcap (the Triton TMA kernel); and the layouts they must decline (strided heads, unaligned
- * strides or pointers), which take the pointer kernel. run_fwd_case checks each choice against
- * aotk_gpu_test_expect_fwd_path. */
+ * layout), over lengths that end mid-block on either side: each case plain and with a softcap (the
+ * warp-specialized kernel, its EXTRAS variant for the softcap), and with dropout (the Triton TMA kernel);
+ * and the layouts they must decline (strided heads, unaligned strides or pointers), which take the
+ * pointer kernel. run_fwd_case checks each choice against aotk_gpu_test_expect_fwd_path. */
 static void tma_section(int *index, uint64_t *state) {
   static const int64_t lengths[][2] = {{1, 1000}, {1000, 1000}, {4097, 128}, {128, 4097}, {17, 300}};
   static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
@@ -126,6 +127,36 @@ static void tma_section(int *index, uint64_t *state) {
         fc.check.features.softcap = 30.0f;
         fc.expect_aligned = aotk_gpu_test_expect_aligned(fc.check.layout, 256, &fc.check.features);
         strncat(fc.name, " softcap=30", sizeof fc.name - strlen(fc.name) - 1);
+        aotk_test_run_with(fc.name, run_fwd_case, &fc);
+        fc.check.features.softcap = 0.0f;
+        fc.check.features.dropout_p = 0.1f;
+        fc.check.features.rng_seed = (int64_t)next_random(state);
+        fc.check.features.rng_offset = 4 * (int64_t)*index;
+        fc.expect_aligned = aotk_gpu_test_expect_aligned(fc.check.layout, 256, &fc.check.features);
+        fc.name[strlen(fc.name) - strlen(" softcap=30")] = '\0';
+        strncat(fc.name, " dropout=0.1", sizeof fc.name - strlen(fc.name) - 1);
+        aotk_test_run_with(fc.name, run_fwd_case, &fc);
+      }
+  /* (192, 128), DeepSeek's pair: the warp-specialized kernel's chunked form (Q and K in 64-column
+   * boxes), plain, under a window of both sides, and with softcap and ALiBi (its EXTRAS rows). */
+  for (int t = 0; t < 2; t++)
+    for (int causal = 0; causal < 2; causal++)
+      for (int i = 0; i < 5; i++) {
+        make_case_in(&fc, dtypes[t], 192, causal, lengths[i][0], lengths[i][1], (*index)++, state, false,
+                     AOTK__LAYOUT_CONTIGUOUS);
+        fc.check.features.head_dim_v = 128;
+        fc.expect_aligned = aotk_gpu_test_expect_aligned(fc.check.layout, 192, &fc.check.features);
+        strncat(fc.name, " dv=128", sizeof fc.name - strlen(fc.name) - 1);
+        if (i % 2 == 1) {
+          fc.check.features.window = 1;
+          fc.check.features.window_left = 200;
+          fc.check.features.window_right = causal ? -1 : 77;
+          strncat(fc.name, " window", sizeof fc.name - strlen(fc.name) - 1);
+        }
+        aotk_test_run_with(fc.name, run_fwd_case, &fc);
+        fc.check.features.softcap = 20.0f;
+        fc.check.features.alibi = 1;
+        strncat(fc.name, " softcap=20 alibi", sizeof fc.name - strlen(fc.name) - 1);
         aotk_test_run_with(fc.name, run_fwd_case, &fc);
       }
   for (int layout = AOTK__LAYOUT_PERMUTED; layout < AOTK__LAYOUT_COUNT; layout++)

@@ -81,9 +81,12 @@
  * sel_bwd_dkdv the alignment axis says instead whether the group size is a multiple of 16 ("g16" in the
  * name), and sel_bwd_dq has none. The TMA forward exists for sm_90 only, for the head dims in
  * tma_head_dim_pairs, and always assumes 16-byte-aligned tensors (TMA needs them): its rows are
- * aligned = 1 and named "aligned". The warp-specialized Gluon forward likewise, for the head dims in
- * hopper_head_dim_pairs and without an EXTRAS variant; its program is more warps than its name's "w"
- * (the default partition's: the worker partitions add theirs, the row's num_warps is the whole). */
+ * aligned = 1 and named "aligned", and all of them EXTRAS (on sm_90 only dropout reaches it). The
+ * warp-specialized Gluon forward likewise, for the head dims in hopper_head_dim_pairs, with an EXTRAS
+ * variant beside the plain one (its three-warpgroup form without); so the Gluon backward passes, for
+ * hopper_bwd_head_dim_pairs (not the cast after the fused one, which sees no scores). A Gluon program is
+ * more warps than its name's "w" (the default partition's: the worker partitions add theirs, the row's
+ * num_warps is the whole). */
 enum head_dim_axis {
   HEAD_DIMS_NONE,      /* head_dim_qk = head_dim_v = 0 */
   HEAD_DIMS_PAIRS,     /* one of head_dim_pairs */
@@ -94,6 +97,14 @@ enum head_dim_axis {
   HEAD_DIMS_HOPPER_BWD_PAIRS, /* one of hopper_bwd_head_dim_pairs */
   HEAD_DIMS_HOPPER_WG3_PAIRS, /* (64, 64): the three-warpgroup forward */
 };
+/* Whether a family compiles softcap, ALiBi and dropout in (the catalog's "extras" axis; sinks are in every
+ * variant): never, as a variant beside the plain one, or as its only variant (the catalog's
+ * "extras_only": the Triton TMA forward, which on sm_90 only dropout reaches). */
+enum extras_axis {
+  EXTRAS_NONE, /* extras 0 */
+  EXTRAS_BOTH, /* extras 0 and 1 */
+  EXTRAS_ONLY, /* extras 1 */
+};
 static const struct family {
   int32_t id;
   const char *name; /* the catalog's family name: the kernel names' prefix and (see entry_name) the .entry's */
@@ -101,7 +112,7 @@ static const struct family {
   bool has_dtype;      /* fp16/bf16 */
   bool has_alignment;  /* aligned/any (only with a dtype), or for selection g16 or not */
   enum head_dim_axis head_dims;
-  bool has_extras;     /* softcap, ALiBi, sinks and dropout compiled in, or not */
+  enum extras_axis extras; /* which of the EXTRAS variants it has */
   bool has_block_size; /* selection's key block size (32, 64, 128); the name has "bs<size>" */
   bool has_block_n;    /* tiles keys too: a BLOCK_N, and an "n" in its tag */
   int32_t fixed_block_m; /* 0: any power of two */
@@ -110,88 +121,93 @@ static const struct family {
   bool warp_specialized; /* num_warps counts the worker partitions' warps too; the name's w does not */
 } families[] = {
     {AOTK__FAMILY_ATTN_FWD, "attn_fwd",
-     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if", true, true, HEAD_DIMS_PAIRS, true, false, true, 0, 0,
-     false, false},
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if", true, true, HEAD_DIMS_PAIRS, EXTRAS_BOTH, false, true,
+     0, 0, false, false},
+    /* Only EXTRAS rows: the Gluon forward takes every other call at these head dims. */
     {AOTK__FAMILY_ATTN_FWD_TMA, "attn_fwd_tma",
-     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt", true, false, HEAD_DIMS_TMA_PAIRS, true, false,
-     true, 0, 90, true, false},
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt", true, false, HEAD_DIMS_TMA_PAIRS, EXTRAS_ONLY,
+     false, true, 0, 90, true, false},
+    /* The Gluon forward: every call but dropout (softcap and ALiBi in its EXTRAS rows). */
     {AOTK__FAMILY_ATTN_FWD_HOPPER, "attn_fwd_hopper",
-     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt" "i", true, false, HEAD_DIMS_HOPPER_PAIRS, false,
-     false, true, 0, 90, true, true},
-    /* The same Gluon forward with three consumer warpgroups (192-row tiles), d=64 only. */
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt" "i", true, false, HEAD_DIMS_HOPPER_PAIRS,
+     EXTRAS_BOTH, false, true, 0, 90, true, true},
+    /* The same Gluon forward with three consumer warpgroups (192-row tiles), d=64 only, for the plain
+     * forward alone: no EXTRAS variant. */
     {AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, "attn_fwd_hopper_wg3",
      "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt" "i", true, false, HEAD_DIMS_HOPPER_WG3_PAIRS,
-     false, false, true, 192, 90, true, true},
-    {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, false, HEAD_DIMS_NONE, false,
-     false, true, 0, 0, false, false},
+     EXTRAS_NONE, false, true, 192, 90, true, true},
+    {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, false, HEAD_DIMS_NONE,
+     EXTRAS_NONE, false, true, 0, 0, false, false},
     {AOTK__FAMILY_ATTN_BWD_PREPROCESS, "attn_bwd_preprocess", "pppppppp" "liilii" "li" "iiiiiii", true, true,
-     HEAD_DIMS_V_ONLY, false, false, false, 0, 0, false, false},
+     HEAD_DIMS_V_ONLY, EXTRAS_NONE, false, false, 0, 0, false, false},
     /* One program sums one head's partials 1024 at a time (BLOCK, the catalog's SINK_REDUCE_CONFIG). */
-    {AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, "attn_bwd_sink_reduce", "ppi", false, false, HEAD_DIMS_NONE, false, false,
-     false, 1024, 0, false, false},
+    {AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, "attn_bwd_sink_reduce", "ppi", false, false, HEAD_DIMS_NONE, EXTRAS_NONE,
+     false, false, 1024, 0, false, false},
     {AOTK__FAMILY_ATTN_BWD_DKDV, "attn_bwd_dkdv",
-     "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if", true, true, HEAD_DIMS_PAIRS, true, false,
-     true, 0, 0, false, false},
+     "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if", true, true, HEAD_DIMS_PAIRS, EXTRAS_BOTH,
+     false, true, 0, 0, false, false},
     {AOTK__FAMILY_ATTN_BWD_DQ, "attn_bwd_dq",
-     "ppppppppppp" "liiliiliiliilii" "l" "iiiiiiiiiii" "ffff" "if", true, true, HEAD_DIMS_PAIRS, true, false, true, 0,
-     0, false, false},
+     "ppppppppppp" "liiliiliiliilii" "l" "iiiiiiiiiii" "ffff" "if", true, true, HEAD_DIMS_PAIRS, EXTRAS_BOTH, false,
+     true, 0, 0, false, false},
     /* The warp-specialized dK/dV pass (Gluon, kernels/attn_bwd_hopper.py): attn_bwd_dkdv's, then
-     * descriptors of Q, K, V and dO; sm_90, aligned, no EXTRAS variant. */
+     * descriptors of Q, K, V and dO; sm_90, aligned; every backward but dropout (softcap and ALiBi in its
+     * EXTRAS rows). */
     {AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, "attn_bwd_dkdv_hopper",
      "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if" "tttt", true, false, HEAD_DIMS_HOPPER_BWD_PAIRS,
-     false, false, true, 0, 90, true, true},
+     EXTRAS_BOTH, false, true, 0, 90, true, true},
     /* Its fused, non-deterministic form: the same, then a descriptor of the fp32 dQ accumulator. */
     {AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, "attn_bwd_fused_hopper",
      "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if" "ttttt", true, false,
-     HEAD_DIMS_HOPPER_BWD_PAIRS, false, false, true, 0, 90, true, true},
+     HEAD_DIMS_HOPPER_BWD_PAIRS, EXTRAS_BOTH, false, true, 0, 90, true, true},
     /* ... and the cast of that accumulator into dq (varlen too: cu_seqlens_q and the flags): 64 rows per
-     * program. */
+     * program. It sees no scores, so one variant serves the EXTRAS fused pass too. */
     {AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, "attn_bwd_dq_convert", "ppp" "lii" "iii" "i" "i", true, false,
-     HEAD_DIMS_HOPPER_BWD_PAIRS, false, false, false, 64, 90, true, false},
+     HEAD_DIMS_HOPPER_BWD_PAIRS, EXTRAS_NONE, false, false, 64, 90, true, false},
     /* Selection: a tile of the group's query heads (block_m) against one selected block (block_n). */
     {AOTK__FAMILY_SEL_FWD, "sel_fwd", "ppppppppp" "li" "li" "li" "li" "li" "li" "li" "iiiiiiii" "f", true, true,
-     HEAD_DIMS_SEL_PAIRS, false, true, true, 0, 0, false, false},
+     HEAD_DIMS_SEL_PAIRS, EXTRAS_NONE, true, true, 0, 0, false, false},
     {AOTK__FAMILY_SEL_BWD_DQ, "sel_bwd_dq",
      "ppppppppppppp" "li" "li" "li" "li" "li" "li" "li" "li" "li" "iiiiiiiii" "ff", true, false, HEAD_DIMS_SEL_PAIRS,
-     false, true, true, 0, 0, false, false},
+     EXTRAS_NONE, true, true, 0, 0, false, false},
     {AOTK__FAMILY_SEL_BWD_DKDV, "sel_bwd_dkdv",
-     "pppppppppppppp" "li" "li" "li" "li" "li" "li" "li" "il" "iiiiiiiiiii" "ff", true, true, HEAD_DIMS_SEL_PAIRS, false,
-     true, true, 0, 0, false, false},
+     "pppppppppppppp" "li" "li" "li" "li" "li" "li" "li" "il" "iiiiiiiiiii" "ff", true, true, HEAD_DIMS_SEL_PAIRS,
+     EXTRAS_NONE, true, true, 0, 0, false, false},
     /* The inverse index's passes, and the debug check. */
-    {AOTK__FAMILY_SEL_INDEX_ZERO, "sel_index_zero", "p" "i", false, false, HEAD_DIMS_NONE, false, false, false, 0, 0,
-     false, false},
+    {AOTK__FAMILY_SEL_INDEX_ZERO, "sel_index_zero", "p" "i", false, false, HEAD_DIMS_NONE, EXTRAS_NONE, false, false,
+     0, 0, false, false},
     {AOTK__FAMILY_SEL_INDEX_COUNT, "sel_index_count", "ppppp" "li" "li" "i" "iiiiiiiii", false, false,
-     HEAD_DIMS_NONE, false, false, false, 0, 0, false, false},
-    {AOTK__FAMILY_SEL_INDEX_SCAN, "sel_index_scan", "ppp" "iiii", false, false, HEAD_DIMS_NONE, false, false, false, 0, 0,
-     false, false},
+     HEAD_DIMS_NONE, EXTRAS_NONE, false, false, 0, 0, false, false},
+    {AOTK__FAMILY_SEL_INDEX_SCAN, "sel_index_scan", "ppp" "iiii", false, false, HEAD_DIMS_NONE, EXTRAS_NONE, false,
+     false, 0, 0, false, false},
     {AOTK__FAMILY_SEL_INDEX_SCATTER, "sel_index_scatter", "pppppp" "li" "li" "il" "iiiiiiiii", false, false,
-     HEAD_DIMS_NONE, false, false, false, 0, 0, false, false},
+     HEAD_DIMS_NONE, EXTRAS_NONE, false, false, 0, 0, false, false},
     /* SORT_TILE tokens sorted in registers (block_m) and ENTRIES index entries per step (block_n). */
     {AOTK__FAMILY_SEL_INDEX_ORDER, "sel_index_order", "pppppp" "li" "li" "il" "iiiiiii", false, false,
-     HEAD_DIMS_NONE, false, false, true, 0, 0, false, false},
+     HEAD_DIMS_NONE, EXTRAS_NONE, false, true, 0, 0, false, false},
     {AOTK__FAMILY_SEL_CHECK_INDICES, "sel_check_indices", "ppppp" "li" "li" "iiiiiiii", false, false,
-     HEAD_DIMS_NONE, false, false, false, 0, 0, false, false},
+     HEAD_DIMS_NONE, EXTRAS_NONE, false, false, 0, 0, false, false},
     /* Decoding (kernels/attn_decode.py): the compiled head-dim pairs, the aligned variant only; a group's
      * rows (block_m) against key blocks (block_n). */
     {AOTK__FAMILY_ATTN_DECODE, "attn_decode", "pppppppppppp" "llllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false,
-     HEAD_DIMS_PAIRS, false, false, true, 0, 0, true, false},
+     HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true, 0, 0, true, false},
     /* The same kernel over a paged cache: a page lookup per key row, or one per key block. */
     {AOTK__FAMILY_ATTN_DECODE_PAGED, "attn_decode_paged", "pppppppppppp" "llllllllllllllll" "iiiiiiiiiiiiiii" "fff",
-     true, false, HEAD_DIMS_PAIRS, false, false, true, 0, 0, true, false},
+     true, false, HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true, 0, 0, true, false},
     {AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, "attn_decode_paged_blocks",
-     "pppppppppppp" "llllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false, HEAD_DIMS_PAIRS, false, false, true, 0, 0,
-     true, false},
+     "pppppppppppp" "llllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false, HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true,
+     0, 0, true, false},
     /* The merge: no dtype (typed pointer triples chosen at run time), aligned or any; 8 rows by 32
      * head-dim columns per program. */
-    {AOTK__FAMILY_ATTN_MERGE, "attn_merge", "ppppppppp" "llllllllllllll" "iiiiii", false, true, HEAD_DIMS_NONE, false,
-     false, true, 8, 0, false, false},
+    {AOTK__FAMILY_ATTN_MERGE, "attn_merge", "ppppppppp" "llllllllllllll" "iiiiii", false, true, HEAD_DIMS_NONE,
+     EXTRAS_NONE, false, true, 8, 0, false, false},
     /* Appending the step's keys and values: 8 kv heads per step (block_m). */
     {AOTK__FAMILY_ATTN_CACHE_APPEND, "attn_cache_append", "pppppp" "lllllllllllll" "iiiiiii", true, false,
-     HEAD_DIMS_PAIRS, false, false, false, 8, 0, true, false},
+     HEAD_DIMS_PAIRS, EXTRAS_NONE, false, false, 8, 0, true, false},
 };
 enum { FAMILY_COUNT = sizeof families / sizeof families[0] };
 
-/* The compiled (q/k, v) head-dim pairs (the catalog's ATTN_HEAD_DIMS); (256, 128) serves (192, 128). */
+/* The compiled (q/k, v) head-dim pairs (the catalog's ATTN_HEAD_DIMS); (256, 128) serves (192, 128) in the
+ * pointer kernels (the Gluon forward has a pair of its own). */
 static const int32_t head_dim_pairs[][2] = {{32, 32}, {64, 64}, {128, 128}, {256, 256}, {256, 128}};
 enum { HEAD_DIM_PAIR_COUNT = sizeof head_dim_pairs / sizeof head_dim_pairs[0] };
 /* The preprocess pass reads only O and dO: one variant per distinct v dim of the pairs. */
@@ -200,11 +216,13 @@ enum { HEAD_DIM_V_COUNT = sizeof head_dims_v / sizeof head_dims_v[0] };
 /* Selection runs exactly these (include/aotk.h): 192 as 128 + 64, not padded. */
 static const int32_t sel_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {192, 128}};
 enum { SEL_HEAD_DIM_PAIR_COUNT = sizeof sel_head_dim_pairs / sizeof sel_head_dim_pairs[0] };
-/* The TMA forward's (the catalog's ATTN_TMA_HEAD_DIMS): exact, never padded (a box holds one head). */
+/* The TMA forward's (the catalog's ATTN_TMA_HEAD_DIMS): exact, never padded (a box past the head would read
+ * the next one's columns). */
 static const int32_t tma_head_dim_pairs[][2] = {{128, 128}, {256, 256}};
 enum { TMA_HEAD_DIM_PAIR_COUNT = sizeof tma_head_dim_pairs / sizeof tma_head_dim_pairs[0] };
-/* The warp-specialized forward's (the catalog's ATTN_HOPPER_HEAD_DIMS), exact too. */
-static const int32_t hopper_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {256, 256}};
+/* The warp-specialized forward's (the catalog's ATTN_HOPPER_HEAD_DIMS), exact too; (192, 128) in three
+ * 64-column boxes of Q and K (see test_table_tma_descriptors). */
+static const int32_t hopper_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
 enum { HOPPER_HEAD_DIM_PAIR_COUNT = sizeof hopper_head_dim_pairs / sizeof hopper_head_dim_pairs[0] };
 /* The warp-specialized dK/dV pass's (the catalog's ATTN_HOPPER_BWD_HEAD_DIMS). */
 static const int32_t hopper_bwd_head_dim_pairs[][2] = {{64, 64}, {128, 128}};
@@ -296,7 +314,7 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
       for (int d = 0; d < dtype_count && (family->only_arch == 0 || family->only_arch == archs[a]); d++)
         for (int h = 0; h < head_dim_count; h++)
           for (int aligned = first_aligned; aligned <= last_aligned; aligned++)
-            for (int extras = 0; extras <= (family->has_extras ? 1 : 0); extras++)
+            for (int extras = family->extras == EXTRAS_ONLY; extras <= (family->extras != EXTRAS_NONE); extras++)
               for (int b = 0; b < block_size_count; b++) {
                 struct variant *v = &out[count++];
                 v->family = family;
@@ -527,8 +545,8 @@ static void test_table_rows_describe_valid_configs(void) {
         break;
       case HEAD_DIMS_HOPPER_PAIRS:
         CHECK_MSG(is_hopper_head_dim_pair(e->head_dim_qk, e->head_dim_v),
-                  "row %d %s: head dims (%d, %d), expected (64, 64), (128, 128) or (256, 256)", i, e->name,
-                  e->head_dim_qk, e->head_dim_v);
+                  "row %d %s: head dims (%d, %d), expected (64, 64), (128, 128), (192, 128) or (256, 256)", i,
+                  e->name, e->head_dim_qk, e->head_dim_v);
         break;
       case HEAD_DIMS_HOPPER_BWD_PAIRS:
         CHECK_MSG((e->head_dim_qk == 64 || e->head_dim_qk == 128) && e->head_dim_v == e->head_dim_qk,
@@ -544,8 +562,11 @@ static void test_table_rows_describe_valid_configs(void) {
                   e->name, e->head_dim_qk, e->head_dim_v, family->name);
         break;
     }
-    if (family->has_extras) {
+    if (family->extras == EXTRAS_BOTH) {
       CHECK_MSG(e->extras == 0 || e->extras == 1, "row %d %s: extras %d", i, e->name, e->extras);
+    } else if (family->extras == EXTRAS_ONLY) {
+      CHECK_MSG(e->extras == 1, "row %d %s: extras %d, but %s has only the EXTRAS variant", i, e->name, e->extras,
+                family->name);
     } else {
       CHECK_MSG(e->extras == 0, "row %d %s: extras %d, but %s has no extras variant", i, e->name, e->extras,
                 family->name);
@@ -659,14 +680,15 @@ static void test_table_selection_tiles(void) {
  * box must be one batch, the kernel's tile of rows (block_m query rows for Q and dO, or for the
  * warp-specialized forward one consumer warpgroup's 64 of them; block_n key rows for K and V), and a
  * slice of one head that tiles it exactly (a box past the head would read the next head's columns, and
- * the kernel loads the head as whole boxes); TMA's own rules: at most 256 per dimension, an inner extent
- * of a multiple of 16 bytes, and at most the swizzle's span (128 bytes for the 128-byte swizzle, 3). The
- * forward's TMA families take three, the backward's Gluon pass four, its fused form five (the fifth
- * over the fp32 dQ accumulator, [batch * heads_q, stats_stride, head_dim_qk], in block_m-row tiles);
- * other rows have none. */
+ * the kernel loads the head as whole boxes); for the Gluon kernels a power of two wide, since Gluon's
+ * shapes must be (a head of 192 is three 64-column boxes side by side); TMA's own rules: at most 256 per
+ * dimension, an inner extent of a multiple of 16 bytes, and at most the swizzle's span (128 bytes for the
+ * 128-byte swizzle, 3). The forward's TMA families take three, the backward's Gluon pass four, its fused
+ * form five (the fifth over the fp32 dQ accumulator, [batch * heads_q, stats_stride, head_dim_qk], in
+ * block_m-row tiles); other rows have none. */
 enum { TMA_SWIZZLE_NONE = 0, TMA_SWIZZLE_128B = 3, TMA_ELEMENT_BYTES = 2 };
 static void test_table_tma_descriptors(void) {
-  int tma_rows = 0;
+  int tma_rows = 0, rows_of_192 = 0;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
     const bool fused = e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
@@ -684,6 +706,7 @@ static void test_table_tma_descriptors(void) {
     CHECK_MSG(e->descriptor_count == count, "row %d %s: %d TMA descriptors, expected %d (Q, K, V%s)", i, e->name,
               e->descriptor_count, count, fused ? ", dO, the dQ accumulator" : bwd ? ", dO" : "");
     if (e->descriptor_count != count) continue;
+    rows_of_192 += e->head_dim_qk == 192;
     static const char *const names[5] = {"Q", "K", "V", "dO", "dQ accumulator"};
     const int32_t q_rows = hopper_fwd ? 64 : e->block_m;
     const int32_t rows[5] = {q_rows, e->block_n, e->block_n, e->block_m, e->block_m};
@@ -700,6 +723,10 @@ static void test_table_tma_descriptors(void) {
       const int32_t inner = t->box[2];
       CHECK_MSG(inner > 0 && inner <= 256 && head_dims[d] % inner == 0,
                 "row %d %s %s: box[2] %d does not divide the head dim %d", i, e->name, names[d], inner, head_dims[d]);
+      if (hopper_fwd || bwd) {
+        CHECK_MSG(is_power_of_two(inner), "row %d %s %s: box[2] %d is not a power of two (a Gluon shape)", i,
+                  e->name, names[d], inner);
+      }
       CHECK_MSG(inner * element_bytes[d] % 16 == 0, "row %d %s %s: box[2] %d is not a multiple of 16 bytes", i,
                 e->name, names[d], inner);
       if (t->swizzle == TMA_SWIZZLE_128B) {
@@ -716,8 +743,12 @@ static void test_table_tma_descriptors(void) {
                 e->name, d);
     }
   }
-  printf("    %d TMA rows (attn_fwd_tma and attn_fwd_hopper)\n", tma_rows);
+  printf("    %d TMA rows (the TMA forward, the Gluon forward and backward), %d of head dim 192\n", tma_rows,
+         rows_of_192);
   CHECK_MSG(tma_rows > 0 || aotk__kernel_filter[0] != '\0', "no TMA row in an unfiltered build");
+  /* The Gluon forward's (192, 128) rows, whose Q and K boxes the checks above hold to a power of two
+   * that divides 192: whole boxes side by side. */
+  CHECK_MSG(rows_of_192 > 0 || aotk__kernel_filter[0] != '\0', "no TMA row of head dim 192 in an unfiltered build");
 }
 
 /* ---- each image ----------------------------------------------------------------------------- */
