@@ -17,7 +17,11 @@
  *   be captured in a CUDA graph. A kernel's image is loaded on its first use in the process; call
  *   aotk_preload() before capturing a graph if that first use would otherwise happen during capture.
  * - Calls use the CUDA context current on the calling thread (the primary context when the caller
- *   uses the CUDA runtime API or PyTorch). All functions are thread-safe.
+ *   uses the CUDA runtime API or PyTorch) and plan for its device. A call that takes a `stream` needs
+ *   it to belong to that context, or to be a default stream (NULL, CU_STREAM_LEGACY,
+ *   CU_STREAM_PER_THREAD): a stream of another context is refused with AOTK_ERROR_NO_CONTEXT and
+ *   nothing is touched, because the driver would run the kernels in the stream's context, on another
+ *   device than the one they were chosen and sized for. All functions are thread-safe.
  */
 #ifndef AOTK_H
 #define AOTK_H
@@ -68,7 +72,7 @@ typedef struct CUstream_st *aotk_stream;
   X(AOTK_ERROR_INVALID_VALUE, 15, "a scalar argument is out of range (see the message)")             \
   X(AOTK_ERROR_NO_DRIVER, 16, "libcuda.so.1 could not be loaded: install the NVIDIA driver")         \
   X(AOTK_ERROR_NO_DEVICE, 17, "the driver reports no CUDA device")                                   \
-  X(AOTK_ERROR_NO_CONTEXT, 18, "no CUDA context is current on this thread: create one (cudaSetDevice and any runtime call do)") \
+  X(AOTK_ERROR_NO_CONTEXT, 18, "no CUDA context is current on this thread, or `stream` belongs to another one: make the stream's device current (cudaSetDevice and any runtime call create its context)") \
   X(AOTK_ERROR_UNSUPPORTED_ARCH, 19, "the GPU is older than sm_80 or lacks the shared memory a kernel needs") \
   X(AOTK_ERROR_IMAGE_CORRUPT, 20, "an embedded kernel image failed its integrity check: the library file is damaged") \
   X(AOTK_ERROR_KERNEL_NOT_BUILT, 21, "no kernel for this configuration was compiled into this build (a filtered build?)") \
@@ -260,8 +264,9 @@ typedef enum aotk_align {
  * Launches one kernel on `stream` (two with dropout_mask: the mask is written by a second one); returns
  * as soon as they are enqueued.
  * Statuses: AOTK_OK; the input errors above (nothing launched); AOTK_ERROR_NO_DRIVER,
- * AOTK_ERROR_NO_DEVICE, AOTK_ERROR_NO_CONTEXT, AOTK_ERROR_UNSUPPORTED_ARCH, AOTK_ERROR_IMAGE_CORRUPT,
- * AOTK_ERROR_KERNEL_NOT_BUILT, AOTK_ERROR_CUDA, AOTK_ERROR_OUT_OF_MEMORY.
+ * AOTK_ERROR_NO_DEVICE, AOTK_ERROR_NO_CONTEXT (no context current, or `stream` belongs to another
+ * context than the current one: nothing loaded or launched), AOTK_ERROR_UNSUPPORTED_ARCH,
+ * AOTK_ERROR_IMAGE_CORRUPT, AOTK_ERROR_KERNEL_NOT_BUILT, AOTK_ERROR_CUDA, AOTK_ERROR_OUT_OF_MEMORY.
  */
 AOTK_API aotk_status aotk_attn_fwd(const aotk_attn_params *params, aotk_stream stream);
 
@@ -369,7 +374,8 @@ typedef struct aotk_kernel_info {
  * Says, without launching, whether `op` with these params is supported on the current context's
  * device, which kernel it would run and how much workspace it needs. Returns exactly the status the
  * call itself would return before launching (AOTK_OK when it would launch; the backward's workspace
- * is not checked, since the query is how its size is learned), and fills *info on AOTK_OK. Loads nothing.
+ * is not checked, since the query is how its size is learned, nor the call's stream, which the query
+ * does not take), and fills *info on AOTK_OK. Loads nothing.
  */
 AOTK_API aotk_status aotk_query(aotk_op op, const aotk_attn_params *params, aotk_kernel_info *info);
 

@@ -852,10 +852,13 @@ typedef struct attn_plan {
   aotk__image_kind kind;
 } attn_plan;
 
-static aotk_status plan_device(attn_plan *plan, const aotk__driver **driver) {
+/* The current context's device, and `stream` checked to belong to that context: before anything else
+ * is planned, since a plan for another device than the stream's means nothing. Queries and preloading
+ * launch nothing and pass NULL. */
+static aotk_status plan_device(attn_plan *plan, const aotk__driver **driver, aotk_stream stream) {
   aotk_status status = aotk__driver_get(driver);
-  if (status != AOTK_OK) return status;
-  return aotk__current_device(*driver, &plan->device);
+  if (status != AOTK_OK || (status = aotk__current_device(*driver, &plan->device)) != AOTK_OK) return status;
+  return aotk__check_stream_context(*driver, &plan->device, stream);
 }
 
 /* The forward: its kernel, and the dropout-mask kernel when the mask is asked for. */
@@ -1166,7 +1169,7 @@ aotk_status aotk_attn_fwd(const aotk_attn_params *caller_params, aotk_stream str
   if (status != AOTK_OK) return status;
   const aotk__driver *driver;
   attn_plan plan;
-  if ((status = plan_device(&plan, &driver)) != AOTK_OK) return status;
+  if ((status = plan_device(&plan, &driver, stream)) != AOTK_OK) return status;
   if ((status = plan_fwd(&problem, &plan)) != AOTK_OK) return status;
   return launch_fwd(driver, &params, &problem, &plan, stream);
 }
@@ -1509,7 +1512,7 @@ aotk_status aotk_attn_bwd(const aotk_attn_params *caller_params, void *workspace
   if ((status = check_workspace(&problem, NULL, workspace, workspace_bytes)) != AOTK_OK) return status;
   const aotk__driver *driver;
   attn_plan plan;
-  if ((status = plan_device(&plan, &driver)) != AOTK_OK) return status;
+  if ((status = plan_device(&plan, &driver, stream)) != AOTK_OK) return status;
   if ((status = plan_bwd(&problem, &plan)) != AOTK_OK) return status;
   if ((status = check_workspace(&problem, &plan, workspace, workspace_bytes)) != AOTK_OK) return status;
   return launch_bwd(driver, &params, &problem, &plan, workspace, stream);
@@ -1538,7 +1541,7 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
   if (status != AOTK_OK) return status;
   const aotk__driver *driver;
   attn_plan plan;
-  if ((status = plan_device(&plan, &driver)) != AOTK_OK) return status;
+  if ((status = plan_device(&plan, &driver, NULL)) != AOTK_OK) return status;
   if (op == AOTK_OP_ATTN_FWD) {
     if ((status = plan_fwd(&problem, &plan)) != AOTK_OK) return status;
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[0]];
@@ -1556,7 +1559,7 @@ aotk_status aotk_preload(void) {
   aotk__clear_error();
   const aotk__driver *driver;
   attn_plan plan;
-  aotk_status status = plan_device(&plan, &driver);
+  aotk_status status = plan_device(&plan, &driver, NULL);
   if (status != AOTK_OK) return status;
   int arch;
   aotk__image_kind kind;

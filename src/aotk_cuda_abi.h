@@ -52,6 +52,12 @@ enum { CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0 };
 enum { CU_STREAM_NON_BLOCKING = 1 };
 enum { CU_STREAM_CAPTURE_MODE_GLOBAL = 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
 
+/* cuda.h's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: the default streams, which belong to whatever
+ * context is current. Prefixed because cuda.h defines them as macros, which test_cuda_abi.c could not
+ * rename; it compares the values instead. */
+#define AOTK__CU_STREAM_LEGACY ((CUstream)0x1)
+#define AOTK__CU_STREAM_PER_THREAD ((CUstream)0x2)
+
 /* cuGetProcAddress flags and the version the entry points are requested at: 12.0 introduced the
  * cuLibrary API aotk loads images with, so every function is taken as it was in 12.0. */
 #define AOTK__CU_GET_PROC_ADDRESS_DEFAULT 0

@@ -429,11 +429,16 @@ static void as_attn_problem(const decode_problem *p, aotk__attn_problem *ap) {
   ap->aligned = 1;
 }
 
-static aotk_status plan_decode(const decode_problem *p, decode_plan *plan) {
+/* `stream` is checked to belong to the current context before anything is chosen for its device
+ * (aotk__check_stream_context); the query, which launches nothing, passes NULL. */
+static aotk_status plan_decode(const decode_problem *p, aotk_stream stream, decode_plan *plan) {
   memset(plan, 0, sizeof *plan);
   aotk_status status = aotk__driver_get(&plan->driver);
   if (status != AOTK_OK) return status;
-  if ((status = aotk__current_device(plan->driver, &plan->device)) != AOTK_OK) return status;
+  if ((status = aotk__current_device(plan->driver, &plan->device)) != AOTK_OK ||
+      (status = aotk__check_stream_context(plan->driver, &plan->device, stream)) != AOTK_OK) {
+    return status;
+  }
   aotk__attn_problem ap;
   as_attn_problem(p, &ap);
   const int64_t group_rows = p->group_size * p->seqlen_q;
@@ -691,7 +696,7 @@ aotk_status aotk_attn_decode(const aotk_decode_params *caller_params, void *work
   decode_problem problem;
   decode_plan plan;
   aotk_status status = decode_validate(caller_params, &params, &problem);
-  if (status != AOTK_OK || (status = plan_decode(&problem, &plan)) != AOTK_OK) return status;
+  if (status != AOTK_OK || (status = plan_decode(&problem, stream, &plan)) != AOTK_OK) return status;
   if (plan.workspace_bytes > 0) {
     if (workspace == NULL) {
       /* As aotk_attn_bwd and aotk_sel_bwd answer a NULL workspace. */
@@ -726,7 +731,7 @@ aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *caller_param
   decode_problem problem;
   decode_plan plan;
   aotk_status status = decode_validate(caller_params, &params, &problem);
-  if (status != AOTK_OK || (status = plan_decode(&problem, &plan)) != AOTK_OK) return status;
+  if (status != AOTK_OK || (status = plan_decode(&problem, NULL, &plan)) != AOTK_OK) return status;
   aotk__fill_info(&aotk__kernel_table[plan.decode_row], plan.kind, plan.programs, plan.workspace_bytes,
                   1 + (plan.num_splits > 1) + problem.append, decode_features(&problem, &plan), info);
   set_num_splits(info, plan.num_splits);
@@ -863,10 +868,14 @@ typedef struct merge_plan {
   int row;
 } merge_plan;
 
-static aotk_status plan_merge(const merge_problem *p, merge_plan *plan) {
+/* As plan_decode: `stream` checked first, NULL from the query. */
+static aotk_status plan_merge(const merge_problem *p, aotk_stream stream, merge_plan *plan) {
   aotk_status status = aotk__driver_get(&plan->driver);
   if (status != AOTK_OK) return status;
-  if ((status = aotk__current_device(plan->driver, &plan->device)) != AOTK_OK) return status;
+  if ((status = aotk__current_device(plan->driver, &plan->device)) != AOTK_OK ||
+      (status = aotk__check_stream_context(plan->driver, &plan->device, stream)) != AOTK_OK) {
+    return status;
+  }
   aotk__attn_problem ap;
   memset(&ap, 0, sizeof ap);
   ap.aligned = p->aligned;
@@ -901,7 +910,7 @@ aotk_status aotk_attn_merge(const aotk_merge_params *caller_params, aotk_stream 
   merge_problem problem;
   merge_plan plan;
   aotk_status status = merge_validate(caller_params, &params, &problem);
-  if (status != AOTK_OK || (status = plan_merge(&problem, &plan)) != AOTK_OK) return status;
+  if (status != AOTK_OK || (status = plan_merge(&problem, stream, &plan)) != AOTK_OK) return status;
   const char *const kinds[1] = {merge_param_kinds};
   CUkernel kernel;
   if ((status = aotk__load_rows(plan.driver, &plan.row, kinds, 1, plan.kind, plan.device.device, &kernel)) != AOTK_OK) {
@@ -953,7 +962,7 @@ aotk_status aotk_merge_query(aotk_op op, const aotk_merge_params *caller_params,
   merge_problem problem;
   merge_plan plan;
   aotk_status status = merge_validate(caller_params, &params, &problem);
-  if (status != AOTK_OK || (status = plan_merge(&problem, &plan)) != AOTK_OK) return status;
+  if (status != AOTK_OK || (status = plan_merge(&problem, NULL, &plan)) != AOTK_OK) return status;
   const aotk__kernel_entry *e = &aotk__kernel_table[plan.row];
   const int whole_rows = merge_whole_rows(&problem, &params, plan.row);
   aotk__fill_info(e, plan.kind, merge_programs(plan.row, merge_rows(&problem), problem.head_dim, whole_rows), 0, 1,

@@ -130,6 +130,7 @@ aotk_status aotk__current_device(const aotk__driver *driver, aotk__device_info *
   }
   CUdevice device = 0;
   AOTK__CU_TRY(driver, driver->cuCtxGetDevice(&device), "cuCtxGetDevice");
+  info->context = context;
   info->device = device;
   if (device >= 0 && device < AOTK__CACHED_DEVICES) {
     int cc = atomic_load_explicit(&cached_compute_capability[device], memory_order_acquire);
@@ -157,6 +158,28 @@ aotk_status aotk__current_device(const aotk__driver *driver, aotk__device_info *
     atomic_store_explicit(&cached_max_shared[device], info->max_shared_bytes, memory_order_relaxed);
     atomic_store_explicit(&cached_multiprocessors[device], info->multiprocessors, memory_order_relaxed);
     atomic_store_explicit(&cached_compute_capability[device], info->compute_capability, memory_order_release);
+  }
+  return AOTK_OK;
+}
+
+/* The kernels are context-independent CUkernel handles, so the driver runs a launch in the context its
+ * stream belongs to, whatever context is current: with device 0's stream and device 1's context
+ * current, a call planned for device 1 (kernel and image for its arch, grid from its SM count, the
+ * shared-memory opt-in set on it) returned AOTK_OK and wrote device 0's output (measured on two GPUs).
+ * Comparing with the context the plan was made for costs one driver call per launching call. */
+aotk_status aotk__check_stream_context(const aotk__driver *driver, const aotk__device_info *device,
+                                       aotk_stream stream) {
+  CUstream cu_stream = (CUstream)stream;
+  if (cu_stream == NULL || cu_stream == AOTK__CU_STREAM_LEGACY || cu_stream == AOTK__CU_STREAM_PER_THREAD) {
+    return AOTK_OK;
+  }
+  CUcontext stream_context = NULL;
+  AOTK__CU_TRY(driver, driver->cuStreamGetCtx(cu_stream, &stream_context), "cuStreamGetCtx");
+  if (stream_context != device->context) {
+    return aotk__fail(AOTK_ERROR_NO_CONTEXT,
+                      "the stream belongs to another CUDA context than the one current on this thread (device %d's): "
+                      "make the stream's context (its device's) current before the call",
+                      (int)device->device);
   }
   return AOTK_OK;
 }

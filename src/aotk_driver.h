@@ -42,6 +42,7 @@
   X(cuStreamCreate, (CUstream * stream, unsigned flags))                                                \
   X(cuStreamDestroy, (CUstream stream))                                                                 \
   X(cuStreamSynchronize, (CUstream stream))                                                             \
+  X(cuStreamGetCtx, (CUstream stream, CUcontext * context))                                             \
   X(cuStreamBeginCapture, (CUstream stream, int mode))                                                  \
   X(cuStreamEndCapture, (CUstream stream, CUgraph * graph))                                             \
   X(cuGraphInstantiateWithFlags, (CUgraphExec * exec, CUgraph graph, unsigned long long flags))                  \
@@ -80,11 +81,19 @@ aotk_status aotk__cuda_failure(const aotk__driver *driver, CUresult result, cons
 /* The device of the context current on this thread, with its properties cached per device.
  * AOTK_ERROR_NO_CONTEXT when none is current. */
 typedef struct aotk__device_info {
+  CUcontext context; /* the current context the call is planned for */
   CUdevice device;
   int compute_capability; /* major * 10 + minor */
   int max_shared_bytes;   /* opt-in maximum per block */
   int multiprocessors;
 } aotk__device_info;
 aotk_status aotk__current_device(const aotk__driver *driver, aotk__device_info *info);
+
+/* Refuses, with AOTK_ERROR_NO_CONTEXT, a `stream` of another context than `device`'s (the one current
+ * when the call was planned); NULL and the legacy and per-thread default streams belong to the current
+ * context and pass without a driver call. A call that launches checks before it loads or touches
+ * anything: see the definition for why. */
+aotk_status aotk__check_stream_context(const aotk__driver *driver, const aotk__device_info *device,
+                                       aotk_stream stream);
 
 #endif /* AOTK_DRIVER_H */

@@ -402,10 +402,15 @@ typedef struct sel_plan {
   int rows[PLAN_ROWS]; /* the forward uses rows[PLAN_FWD] only */
 } sel_plan;
 
-static aotk_status plan_sel(const sel_problem *p, sel_plan *plan) {
+/* `stream` is checked to belong to the current context before the kernels are chosen for its device
+ * (aotk__check_stream_context); the query, which launches nothing, passes NULL. */
+static aotk_status plan_sel(const sel_problem *p, aotk_stream stream, sel_plan *plan) {
   aotk_status status = aotk__driver_get(&plan->driver);
   if (status != AOTK_OK) return status;
-  if ((status = aotk__current_device(plan->driver, &plan->device)) != AOTK_OK) return status;
+  if ((status = aotk__current_device(plan->driver, &plan->device)) != AOTK_OK ||
+      (status = aotk__check_stream_context(plan->driver, &plan->device, stream)) != AOTK_OK) {
+    return status;
+  }
   if (!p->backward) return choose_sel_kernel(AOTK__FAMILY_SEL_FWD, p, &plan->device, &plan->rows[PLAN_FWD], &plan->kind);
   static const int families[PLAN_ROWS] = {0,
                                           AOTK__FAMILY_SEL_INDEX_ZERO,
@@ -655,7 +660,7 @@ aotk_status aotk_sel_fwd(const aotk_sel_params *caller_params, aotk_stream strea
   sel_problem problem;
   sel_plan plan;
   aotk_status status = sel_validate(caller_params, 0, &params, &problem);
-  if (status != AOTK_OK || (status = plan_sel(&problem, &plan)) != AOTK_OK) return status;
+  if (status != AOTK_OK || (status = plan_sel(&problem, stream, &plan)) != AOTK_OK) return status;
   return launch_sel_fwd(&params, &problem, &plan, stream);
 }
 
@@ -668,7 +673,7 @@ aotk_status aotk_sel_bwd(const aotk_sel_params *caller_params, void *workspace, 
   aotk_status status = sel_validate(caller_params, 1, &params, &problem);
   if (status != AOTK_OK ||
       (status = check_workspace(workspace, workspace_bytes, bwd_workspace_bytes(&problem))) != AOTK_OK ||
-      (status = plan_sel(&problem, &plan)) != AOTK_OK) {
+      (status = plan_sel(&problem, stream, &plan)) != AOTK_OK) {
     return status;
   }
   return launch_sel_bwd(&params, &problem, &plan, workspace, stream);
@@ -688,7 +693,7 @@ aotk_status aotk_sel_query(aotk_op op, const aotk_sel_params *caller_params, aot
   sel_problem problem;
   sel_plan plan;
   aotk_status status = sel_validate(caller_params, op == AOTK_OP_SEL_BWD, &params, &problem);
-  if (status != AOTK_OK || (status = plan_sel(&problem, &plan)) != AOTK_OK) return status;
+  if (status != AOTK_OK || (status = plan_sel(&problem, NULL, &plan)) != AOTK_OK) return status;
   uint32_t features = problem.varlen ? AOTK_FEATURE_VARLEN : 0;
   if (op == AOTK_OP_SEL_FWD) {
     const aotk__kernel_entry *e = &aotk__kernel_table[plan.rows[PLAN_FWD]];
@@ -736,6 +741,7 @@ aotk_status aotk_sel_check_indices(const aotk_sel_params *caller_params, void *w
   aotk__image_kind kind;
   int row;
   if ((status = aotk__driver_get(&driver)) != AOTK_OK || (status = aotk__current_device(driver, &device)) != AOTK_OK ||
+      (status = aotk__check_stream_context(driver, &device, stream)) != AOTK_OK ||
       (status = choose_sel_kernel(AOTK__FAMILY_SEL_CHECK_INDICES, &problem, &device, &row, &kind)) != AOTK_OK) {
     return status;
   }

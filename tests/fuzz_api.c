@@ -1846,6 +1846,12 @@ static CUresult fake_cuCtxGetCurrent(CUcontext *context) {
   *context = (CUcontext)((uintptr_t)FAKE_CONTEXT + 16u * (uintptr_t)current_device);
   return CUDA_SUCCESS;
 }
+/* Every stream the fuzzer passes belongs to the current context: the calls it makes are ones the
+ * library accepts on this count (test_api covers a stream of another context). */
+static CUresult fake_cuStreamGetCtx(CUstream stream, CUcontext *context) {
+  (void)stream;
+  return fake_cuCtxGetCurrent(context);
+}
 static CUresult fake_cuCtxSetCurrent(CUcontext context) {
   (void)context;
   return CUDA_SUCCESS;

@@ -571,7 +571,11 @@ static struct fake_gpu {
   CUresult encode_result;
   int fail_encode_call;       /* n: the n-th cuTensorMapEncodeTiled call fails with encode_result (0: each) */
   CUresult memset_result;     /* every cuMemsetD32Async call fails with it */
+  CUcontext stream_context;   /* the context cuStreamGetCtx says every stream belongs to (NULL: FAKE_CONTEXT,
+                                 the current one) */
+  CUresult stream_context_result; /* every cuStreamGetCtx call fails with it */
   /* Record. */
+  CUstream stream_context_asked; /* the stream of the latest cuStreamGetCtx */
   int calls[DRIVER_FUNCTION_COUNT];
   int loaded_images, loaded_elf, loaded_ptx;
   CUkernel last_kernel;
@@ -660,6 +664,14 @@ static CUresult fake_cuCtxGetCurrent(CUcontext *context) {
   fake.calls[CALL_cuCtxGetCurrent]++;
   if (fake.context_result != CUDA_SUCCESS) return fake.context_result;
   *context = fake.has_context ? FAKE_CONTEXT : NULL;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_cuStreamGetCtx(CUstream stream, CUcontext *context) {
+  fake.calls[CALL_cuStreamGetCtx]++;
+  fake.stream_context_asked = stream;
+  if (fake.stream_context_result != CUDA_SUCCESS) return fake.stream_context_result;
+  *context = fake.stream_context != NULL ? fake.stream_context : FAKE_CONTEXT;
   return CUDA_SUCCESS;
 }
 
@@ -905,6 +917,7 @@ static void install_fake_gpu(int compute_capability, int max_shared_bytes) {
   fake_driver.cuGetErrorString = fake_cuGetErrorString;
   fake_driver.cuDeviceGetAttribute = fake_cuDeviceGetAttribute;
   fake_driver.cuCtxGetCurrent = fake_cuCtxGetCurrent;
+  fake_driver.cuStreamGetCtx = fake_cuStreamGetCtx;
   fake_driver.cuCtxGetDevice = fake_cuCtxGetDevice;
   fake_driver.cuLibraryLoadData = fake_cuLibraryLoadData;
   fake_driver.cuLibraryGetKernel = fake_cuLibraryGetKernel;
@@ -10675,6 +10688,166 @@ static void test_merge_in_place_grid(void) {
   uninstall_fake_gpu();
 }
 
+/* ---- the stream's context ------------------------------------------------------------------ */
+
+/* A context other than the current one (FAKE_CONTEXT): the context of another device's stream. */
+#define OTHER_CONTEXT ((CUcontext)(uintptr_t)0x6100u)
+
+/* Each public call that launches on a stream, on a valid problem of its own. The decoding call splits
+ * (a merge follows); on the fake sm_90 the backward takes the non-deterministic plan (a memset first). */
+static aotk_status stream_call_attn_fwd(aotk_stream stream) {
+  aotk_attn_params params = valid_params();
+  return aotk_attn_fwd(&params, stream);
+}
+static aotk_status stream_call_attn_bwd(aotk_stream stream) {
+  aotk_attn_params params = valid_bwd_params();
+  return aotk_attn_bwd(&params, FAKE_WORKSPACE, AMPLE_WORKSPACE_BYTES, stream);
+}
+static aotk_status stream_call_sel_fwd(aotk_stream stream) {
+  aotk_sel_params params = valid_sel_params();
+  return aotk_sel_fwd(&params, stream);
+}
+static aotk_status stream_call_sel_bwd(aotk_stream stream) {
+  aotk_sel_params params = valid_sel_bwd_params();
+  return aotk_sel_bwd(&params, FAKE_WORKSPACE, AMPLE_WORKSPACE_BYTES, stream);
+}
+static aotk_status stream_call_sel_check_indices(aotk_stream stream) {
+  aotk_sel_params params = valid_sel_params();
+  return aotk_sel_check_indices(&params, FAKE_WORKSPACE, 16, stream);
+}
+static aotk_status stream_call_decode(aotk_stream stream) {
+  aotk_decode_params params = valid_decode_params();
+  params.num_splits = 4;
+  return aotk_attn_decode(&params, FAKE_WORKSPACE, AMPLE_WORKSPACE_BYTES, stream);
+}
+static aotk_status stream_call_merge(aotk_stream stream) {
+  aotk_merge_params params = valid_merge_params();
+  return aotk_attn_merge(&params, stream);
+}
+
+static const struct stream_call {
+  const char *what;
+  aotk_status (*call)(aotk_stream stream);
+  int launches; /* on success */
+} stream_calls[] = {
+    {"aotk_attn_fwd", stream_call_attn_fwd, 1},
+    {"aotk_attn_bwd", stream_call_attn_bwd, 3},
+    {"aotk_sel_fwd", stream_call_sel_fwd, 1},
+    {"aotk_sel_bwd", stream_call_sel_bwd, 7},
+    {"aotk_sel_check_indices", stream_call_sel_check_indices, 1},
+    {"aotk_attn_decode", stream_call_decode, 2},
+    {"aotk_attn_merge", stream_call_merge, 1},
+};
+
+/* Whether every driver call since the last reset_calls only found the device and the stream's context
+ * (or named a failure): nothing was loaded, encoded, cleared, copied, synchronized or launched. */
+static bool only_planning_calls(void) {
+  static const int planning[] = {CALL_cuInit,         CALL_cuCtxGetCurrent, CALL_cuCtxGetDevice,  CALL_cuDeviceGetAttribute,
+                                 CALL_cuStreamGetCtx, CALL_cuGetErrorName,  CALL_cuGetErrorString};
+  int allowed = 0;
+  for (size_t i = 0; i < sizeof planning / sizeof planning[0]; i++) allowed += fake.calls[planning[i]];
+  return allowed == total_calls();
+}
+
+/* The kernels are context-independent, so the driver would run a launch in its stream's context even
+ * when another is current, with a plan made for the current context's device (measured on two GPUs).
+ * Every launching call refuses such a stream, AOTK_ERROR_NO_CONTEXT with a message, before it loads,
+ * encodes, clears, copies or launches anything, on a first call (nothing loaded yet) and after a
+ * success; a failing cuStreamGetCtx (a destroyed stream) is AOTK_ERROR_CUDA, touching nothing either.
+ * The current context's stream runs, after one cuStreamGetCtx; the default streams (NULL,
+ * CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) belong to whatever context is current and run without one.
+ * The queries take no stream and never ask. */
+static void test_stream_of_another_context(void) {
+  const size_t count = sizeof stream_calls / sizeof stream_calls[0];
+  for (int round = 0; round < 2; round++) {
+    install_fake_gpu(90, SHARED_SM90);
+    if (round == 1) {
+      /* Everything loaded and the device cached first: the refusal does not depend on a first use. */
+      for (size_t i = 0; i < count; i++) CHECK(stream_calls[i].call(FAKE_STREAM) == AOTK_OK);
+    }
+    for (size_t i = 0; i < count; i++) {
+      const struct stream_call *c = &stream_calls[i];
+      fake.stream_context = OTHER_CONTEXT;
+      reset_calls();
+      reset_launch_log();
+      fake.launches = 0;
+      aotk_status status = c->call(FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_NO_CONTEXT, "round %d, %s: %s (%s), expected AOTK_ERROR_NO_CONTEXT", round,
+                c->what, aotk_status_name(status), aotk_last_error());
+      CHECK_MSG(message_mentions("the stream belongs to another CUDA context") &&
+                    message_mentions("make the stream's context"),
+                "round %d, %s: the message \"%s\"", round, c->what, aotk_last_error());
+      CHECK_MSG(fake.calls[CALL_cuStreamGetCtx] == 1 && fake.stream_context_asked == (CUstream)FAKE_STREAM,
+                "round %d, %s: %d cuStreamGetCtx calls", round, c->what, fake.calls[CALL_cuStreamGetCtx]);
+      CHECK_MSG(only_planning_calls() && fake.launches == 0 && fake.memsets == 0,
+                "round %d, %s: the refused call went on (%s)", round, c->what, called_functions());
+
+      fake.stream_context = NULL;
+      fake.stream_context_result = CUDA_ERROR_INVALID_CONTEXT;
+      reset_calls();
+      status = c->call(FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuStreamGetCtx") &&
+                    aotk_last_cuda_result() == CUDA_ERROR_INVALID_CONTEXT,
+                "round %d, %s with a failing cuStreamGetCtx: %s (%s)", round, c->what, aotk_status_name(status),
+                aotk_last_error());
+      CHECK_MSG(only_planning_calls() && fake.launches == 0 && fake.memsets == 0,
+                "round %d, %s with a failing cuStreamGetCtx: the call went on (%s)", round, c->what,
+                called_functions());
+      fake.stream_context_result = CUDA_SUCCESS;
+    }
+    for (size_t i = 0; i < count; i++) {
+      const struct stream_call *c = &stream_calls[i];
+      reset_calls();
+      reset_launch_log();
+      aotk_status status = c->call(FAKE_STREAM);
+      CHECK_MSG(status == AOTK_OK && fake.logged_launches == c->launches && fake.launch.stream == (CUstream)FAKE_STREAM,
+                "round %d, %s on the current context's stream: %s (%s), %d launches", round, c->what,
+                aotk_status_name(status), aotk_last_error(), fake.logged_launches);
+      CHECK_MSG(fake.calls[CALL_cuStreamGetCtx] == 1, "round %d, %s: %d cuStreamGetCtx calls", round, c->what,
+                fake.calls[CALL_cuStreamGetCtx]);
+    }
+  }
+
+  /* The default streams: any context's, so never asked about, even where every other stream is refused. */
+  static const struct {
+    const char *what;
+    aotk_stream stream;
+  } default_streams[] = {{"NULL", NULL},
+                         {"CU_STREAM_LEGACY", (aotk_stream)(uintptr_t)0x1},
+                         {"CU_STREAM_PER_THREAD", (aotk_stream)(uintptr_t)0x2}};
+  install_fake_gpu(90, SHARED_SM90);
+  fake.stream_context = OTHER_CONTEXT;
+  for (size_t s = 0; s < sizeof default_streams / sizeof default_streams[0]; s++) {
+    for (size_t i = 0; i < count; i++) {
+      const struct stream_call *c = &stream_calls[i];
+      reset_calls();
+      reset_launch_log();
+      aotk_status status = c->call(default_streams[s].stream);
+      CHECK_MSG(status == AOTK_OK && fake.logged_launches == c->launches &&
+                    fake.launch.stream == (CUstream)default_streams[s].stream,
+                "%s on %s: %s (%s), %d launches", c->what, default_streams[s].what, aotk_status_name(status),
+                aotk_last_error(), fake.logged_launches);
+      CHECK_MSG(fake.calls[CALL_cuStreamGetCtx] == 0, "%s on %s: cuStreamGetCtx called", c->what,
+                default_streams[s].what);
+    }
+  }
+
+  /* The queries launch nothing and take no stream: they answer as before, without asking. */
+  reset_calls();
+  aotk_attn_params attn = valid_bwd_params();
+  aotk_sel_params sel = valid_sel_bwd_params();
+  aotk_decode_params decode = valid_decode_params();
+  aotk_merge_params merge = valid_merge_params();
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK(aotk_query(AOTK_OP_ATTN_FWD, &attn, &info) == AOTK_OK && aotk_query(AOTK_OP_ATTN_BWD, &attn, &info) == AOTK_OK);
+  CHECK(aotk_sel_query(AOTK_OP_SEL_FWD, &sel, &info) == AOTK_OK && aotk_sel_query(AOTK_OP_SEL_BWD, &sel, &info) == AOTK_OK);
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &decode, &info) == AOTK_OK);
+  CHECK(aotk_merge_query(AOTK_OP_MERGE, &merge, &info) == AOTK_OK);
+  CHECK(aotk_preload() == AOTK_OK);
+  CHECK_MSG(fake.calls[CALL_cuStreamGetCtx] == 0, "a query or aotk_preload called cuStreamGetCtx");
+  uninstall_fake_gpu();
+}
+
 int main(void) {
   RUN_TEST(test_status_names_and_strings);
   RUN_TEST(test_version);
@@ -10755,6 +10928,7 @@ int main(void) {
   RUN_TEST(test_merge_validation_accepts_edge_inputs);
   RUN_TEST(test_merge_in_place_grid);
   RUN_TEST(test_merge_launch_arguments);
+  RUN_TEST(test_stream_of_another_context);
   aotk__driver_set_for_testing(NULL);
   aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
   return aotk_test_finish();

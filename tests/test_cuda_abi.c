@@ -329,7 +329,11 @@ static void test_enum_values(void) {
     CHECK_MSG(pair->aotk_value == pair->cuda_value, "%s: aotk %lld, cuda.h %lld", pair->name, pair->aotk_value,
               pair->cuda_value);
   }
-  printf("    %zu values compared\n", COUNT(abi_values));
+  /* cuda.h's default-stream handles are pointer constants, so compared here rather than by
+   * _Static_assert; aotk's spellings are prefixed (aotk_cuda_abi.h says why). */
+  CHECK(AOTK__CU_STREAM_LEGACY == CU_STREAM_LEGACY);
+  CHECK(AOTK__CU_STREAM_PER_THREAD == CU_STREAM_PER_THREAD);
+  printf("    %zu values and 2 default-stream handles compared\n", COUNT(abi_values));
 }
 
 static void test_types(void) {
