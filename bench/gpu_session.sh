@@ -10,8 +10,8 @@
 #   tools  aotk and libaotk.so                (aotk info / check, check_features.py, the benchmark)
 #   fwd    libaotk.so and test_attn_fwd_gpu   (the forward's tests, the cross-checks, the benchmark)
 # There it runs what the set holds: `aotk info` and `aotk check`, the GPU test binaries (optionally
-# under compute-sanitizer), the torch cross-checks (bench/check_features.py, bench/check_selection.py),
-# and the benchmark, whose JSON merges into a copy of the committed results; logs and JSON go to $OUT.
+# under compute-sanitizer), the torch cross-checks (bench/crosscheck/check_features.py and
+# check_selection.py), and the benchmark, whose JSON merges into a copy of the committed results; logs and JSON go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bundle=.gpu
@@ -65,9 +65,9 @@ if [ "$tests" = 1 ]; then
   done
   if [ -f "$bundle/libaotk.so" ]; then
     # The torch-autograd cross-checks (they share no code with the C reference).
-    python3 bench/check_features.py --lib "$bundle/libaotk.so" > "$out/check_features.txt" 2>&1 || status=1
+    python3 bench/crosscheck/check_features.py --lib "$bundle/libaotk.so" > "$out/check_features.txt" 2>&1 || status=1
     grep -v '^ok  ' "$out/check_features.txt" | tail -n 12
-    python3 bench/check_selection.py --lib "$bundle/libaotk.so" > "$out/check_selection.txt" 2>&1 || status=1
+    python3 bench/crosscheck/check_selection.py --lib "$bundle/libaotk.so" > "$out/check_selection.txt" 2>&1 || status=1
     grep -v '^ok  ' "$out/check_selection.txt" | tail -n 12
   fi
 fi

@@ -161,7 +161,7 @@ ATTN_BWD_DQ_PARAMS = (
 # requires 16-byte-aligned pointers and strides that are multiples of 16 elements, which contiguous
 # tensors with the selection head dims (64, 128, 192) always have. Token strides are int64, head strides
 # int32. For sel_fwd and sel_bwd_dkdv the "align" axis means something else: the aligned variant hints
-# that the group size is a multiple of 16 (bench/tune_sel_jit.py --spec, H100, the benchmark's problem
+# that the group size is a multiple of 16 (bench/explore/tune_sel_jit.py --spec, H100, the benchmark's problem
 # at 64k tokens, G = 16: the forward ran in 18.1 ms with the JIT's divisibility of group_size and 20.6
 # without it; dK/dV 13.9 and 14.7; dQ 18.0 either way, so it has no such variant).
 def _sel_strides(tensors, hinted=ALWAYS):
@@ -270,17 +270,17 @@ SEL_BLOCK_SIZES = (32, 64, 128)
 # 256 runs in the smallest pair that holds it, masked; (256, 128) serves DeepSeek's (192, 128).
 ATTN_HEAD_DIMS = ((32, 32), (64, 64), (128, 128), (256, 256), (256, 128))
 # The TMA forward runs where the head dim is the tile's (a box must not reach into the next head) and
-# where TMA measured faster than the pointer kernel (bench/explore_hopper/fwd_tma_jit.py, H100, bf16,
+# where TMA measured faster than the pointer kernel (bench/explore/hopper/fwd_tma_jit.py, H100, bf16,
 # 16k tokens, TFLOP/s, pointer -> TMA): d=256 340 -> 532 non-causal at 8k; d=128 441 -> 490 at 2k and
 # even at 8k (495 -> 494); d=64 even (433 -> 427), so d=64 keeps the pointer kernel.
 ATTN_TMA_HEAD_DIMS = ((128, 128), (256, 256))
 # The Gluon forward with FA3's warp-specialized ping-pong schedule (kernels/attn_fwd_hopper.py) at the
-# head dims it was measured at; d=256 with 64-key blocks (bench/explore_hopper/gluon_attn_fwd.py,
+# head dims it was measured at; d=256 with 64-key blocks (bench/explore/hopper/gluon_attn_fwd.py,
 # ppp_bn64_s2: 0.84-0.98x cuDNN at 4k/8k, where the Triton TMA kernel measured 0.70-0.89).
 # (192, 128), DeepSeek's pair, has a tile of its own (issue 11): Q and K in three 64-column boxes.
 ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # The Gluon forward with three consumer warpgroups (192-row tiles), FA3's d=64 tile: the host takes it
-# for the plain forward without a causal mask (bench/explore_hopper/gluon_attn_fwd.py, ppp3_bn128_s2:
+# for the plain forward without a causal mask (bench/explore/hopper/gluon_attn_fwd.py, ppp3_bn128_s2:
 # 1.0-1.07x cuDNN non-causal; causal, with the static rounds, it measured worse than two warpgroups).
 ATTN_HOPPER_WG3_HEAD_DIMS = ((64, 64),)
 # The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) at the head dims it was measured at.
@@ -290,7 +290,7 @@ EXTRAS = (False, True)
 T = TileConfig
 # Tuning tables: for each (family, arch, head dims), configs with the smallest size key each one is
 # chosen for (seqlen_k for attn_bwd_dkdv, seqlen_q otherwise).
-# sm_90 d=64/128 figures are from bench/tune_fwd_jit.py and bench/tune_bwd_jit.py on the H100 (TFLOP/s,
+# sm_90 d=64/128 figures are from bench/explore/tune_fwd_jit.py and bench/explore/tune_bwd_jit.py on the H100 (TFLOP/s,
 # bf16, 16k tokens):
 #   fwd d=64:  seqlen 512-1024 best with 64x64/4 warps (causal 1024: 305 vs 283 for 128x64/8);
 #              from 4096 on 128x64/8 warps/3 stages (456 non-causal, 427 causal at 16k).
@@ -309,7 +309,7 @@ ATTN_TUNING = {
     ("attn_fwd", 90, 256, 128): ((1, T(64, 64, 4, 2)),),
     # Gluon: num_warps is the first consumer warpgroup's (the program runs 4 + 4 + 1 producer, padded to
     # 12 warps: the metadata's count is what launches), num_stages the K/V ring's depth
-    # (bench/explore_hopper/gluon_attn_fwd_check.py: BLOCK_N 128 with 2 stages beat 64 with 3 by 10-20%).
+    # (bench/explore/hopper/gluon_attn_fwd_check.py: BLOCK_N 128 with 2 stages beat 64 with 3 by 10-20%).
     ("attn_fwd_hopper", 90, 64, 64): ((1, T(128, 128, 4, 2)),),
     ("attn_fwd_hopper", 90, 128, 128): ((1, T(128, 128, 4, 2)),),
     ("attn_fwd_hopper", 90, 256, 256): ((1, T(128, 64, 4, 2)),),
@@ -319,7 +319,7 @@ ATTN_TUNING = {
     # 128 at entry, setmaxnreg 160 for the consumers and 24 for the producer (CONSUMER_REGS below).
     ("attn_fwd_hopper_wg3", 90, 64, 64): ((1, T(192, 128, 4, 2)),),
     # The Gluon dK/dV pass: 64 query rows per step, 128 keys per program, 8 consumer warps (the program
-    # runs 8 + 1 producer, padded to 12), a 2-stage Q/dO ring (bench/explore_hopper/gluon_attn_bwd.py:
+    # runs 8 + 1 producer, padded to 12), a 2-stage Q/dO ring (bench/explore/hopper/gluon_attn_bwd.py:
     # 3 stages measured no faster).
     ("attn_bwd_dkdv_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
     ("attn_bwd_dkdv_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
@@ -368,7 +368,7 @@ ATTN_TUNING_EXTRAS = {
 # Selection tiles. Forward and dQ: BLOCK_G query-head rows (block_m) by one selected block (block_n =
 # the block size); a group of up to 16 heads runs in a 16-row tile, larger groups in 64-row tiles
 # (several programs when G > 64). The size key is the group size.
-# bench/tune_sel_jit.py, H100, the benchmark's problem at 64k tokens (G = 16, d = 128, block 64): the
+# bench/explore/tune_sel_jit.py, H100, the benchmark's problem at 64k tokens (G = 16, d = 128, block 64): the
 # 16-row tile with 2 warps ran the forward in 18.6 ms and dQ in 19.1 with 2 stages, 18.2 and 17.9 with 3
 # (4 warps: 20.0, 20.1; 8 warps: 26.7, 23.2; 1 warp: 21.6, 30.4; a 32-row tile: 28.1, 28.9).
 def _sel_group_configs(arch, dqk, block_size):
@@ -394,7 +394,7 @@ DECODE_PAGE_MODES = {"attn_decode": 0, "attn_decode_paged": 1, "attn_decode_page
 
 # A group's query rows (G x seqlen_q) in a 16-row tile up to 16 rows, a 32-row tile up to 32 (MQA at 32
 # query heads), else 64-row tiles; the size key is G x seqlen_q. 128 keys per step up to head dim 128
-# (measured on the H100 through bench/tune_decode_jit.py, bf16 d128, the kernel and its merge: against
+# (measured on the H100 through bench/explore/tune_decode_jit.py, bf16 d128, the kernel and its merge: against
 # 64 keys, within 4% either way on contiguous caches (64 keys ahead when split at batch 1, behind at
 # batch 64), 10-25% faster on 16- and 256-key pages, 1.4x on MQA); 64 at 256, where 128 keys of K and V
 # take 128 KB a stage. More warps or stages measured no better; filling two program slots per SM with
@@ -409,7 +409,7 @@ def _decode_configs(arch, dqk, dv):
 
 # The merge: 8 rows x 32 head-dim columns per program, 2 warps, 3 stages (the partials' loads pipelined).
 # Split-KV merges few rows from many partials, so small tiles keep more SMs loading: on the H100
-# (bench/tune_decode_jit.py, bf16 d128) 8x32 against 16x64 took a batch-1 128k-token MQA step from 78 to
+# (bench/explore/tune_decode_jit.py, bf16 d128) 8x32 against 16x64 took a batch-1 128k-token MQA step from 78 to
 # 64 us with 103 partials, and never lost.
 MERGE_CONFIG = T(8, 32, 2, 3)
 APPEND_CONFIG = T(8, 0, 4, 1)   # kv heads per step

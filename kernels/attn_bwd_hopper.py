@@ -40,7 +40,7 @@ blocks reaching past a sequence's end read the next sequence's rows, which are m
 nothing spills at d=64 or 128; the EXTRAS rows at d=128 spill 168 bytes per thread (240 fused; see
 _probabilities for why the score modifiers sit in uniform branches).
 
-Measured through the JIT on the H100 (bench/explore_hopper/gluon_attn_bwd.py, "split _rs": this
+Measured through the JIT on the H100 (bench/explore/hopper/gluon_attn_bwd.py, "split _rs": this
 kernel with aotk's pre-pass and dQ pass, against the three Triton kernels, bf16, 16k tokens): the
 whole backward 0.76x cuDNN (geomean over the d64/d128 grid) against 0.71x; the dK/dV kernel alone at
 d=128 16k 7.62 ms against 8.68.

@@ -36,7 +36,7 @@ same way; the ones it does not need are ignored. Q, K and V come through host-si
 past a sequence's end read zeros, varlen ones the next sequence's rows, which are masked (keys) or not
 stored (queries). O and lse are written with masked stores (rows past seqlen_q are never written).
 
-Measured through the JIT on the H100 (bench/explore_hopper/gluon_attn_fwd.py, the same schedule with
+Measured through the JIT on the H100 (bench/explore/hopper/gluon_attn_fwd.py, the same schedule with
 4-d descriptors; bf16, batch 16384 / seqlen, heads 2048 / d; ratio to cuDNN in the same run): d=64
 non-causal 0.94 / 0.93 at 4k / 8k, causal 0.92 / 0.99; d=128 non-causal 0.96 / 0.88, causal 0.98 /
 0.99; d=256 with BLOCK_N 64 and one Q buffer 0.94 / 0.84 non-causal, 0.98 / 0.97 causal. The same

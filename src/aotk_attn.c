@@ -864,7 +864,7 @@ static aotk_status plan_device(attn_plan *plan, const aotk__driver **driver, aot
 /* The forward: its kernel, and the dropout-mask kernel when the mask is asked for. */
 /* The forward's tuning key: seqlen_q, or for a window bounded on both sides (causal counts as a right
  * bound of 0) the keys a row sees, if fewer: a program's work follows the window, and the small tiles the
- * table picks for short sequences run windows faster too (bench/feature_cost_jit.py --windows, H100,
+ * table picks for short sequences run windows faster too (bench/explore/feature_cost_jit.py --windows, H100,
  * d=128 at 16k: window 1024 causal 0.70 of plain with 64x64 tiles against 0.64 with 128x128; (512, 512)
  * 0.74 against 0.65). */
 static int64_t fwd_size_key(const aotk__attn_problem *problem) {
@@ -1010,7 +1010,7 @@ static aotk_status encode_descriptor(const aotk__driver *driver, const aotk_tens
  * much more work than the mean; where it would (more than 8% over, the tile costed as its key blocks
  * plus one for its prologue and epilogue), the grid is one program per tile and the hardware's block
  * scheduler balances instead. From 64 rounds on the rounds average out and the check is skipped. The
- * rule is the one the exploration measured for causal masks (bench/explore_hopper/gluon_attn_fwd.py,
+ * rule is the one the exploration measured for causal masks (bench/explore/hopper/gluon_attn_fwd.py,
  * persistent_grid). */
 /* The key blocks a tile of query rows [m0, m0 + block_m) walks in the Gluon forward (_tile in
  * kernels/attn_fwd_hopper.py): those some row sees under the window rule, from a block boundary. */

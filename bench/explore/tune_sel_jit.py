@@ -1,6 +1,6 @@
 """Config sweep for kernels/sel_attn.py through Triton's JIT, on the GPU machine.
 
-    python3 bench/tune_sel_jit.py [--tokens 65536] [--kernels fwd,dq,dkdv,index] [--distribution nsa-topk]
+    python3 bench/explore/tune_sel_jit.py [--tokens 65536] [--kernels fwd,dq,dkdv,index] [--distribution nsa-topk]
         [--lib libaotk.so] [--nsa-path DIR] [--roof] [--spec] [--aot-like] [--max-chunks N]
         [--variant FILE:FWD:DQ] [--dkdv-variant FILE:NAME]
 
@@ -22,8 +22,9 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "kernels"))
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "kernels"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "crosscheck"))  # check_selection
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # bench_attn
 from sel_attn import (sel_bwd_dkdv, sel_bwd_dq, sel_fwd, sel_index_count, sel_index_order, sel_index_scan,  # noqa: E402
                       sel_index_scatter, sel_index_zero)
 from check_selection import random_indices  # noqa: E402

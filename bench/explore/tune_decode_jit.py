@@ -1,6 +1,6 @@
 """Config sweep for kernels/attn_decode.py through Triton's JIT, on the GPU machine.
 
-    python3 bench/tune_decode_jit.py [--configs 16x128x4x3,16x64x4x3] [--layouts 0,16,256] [--quick]
+    python3 bench/explore/tune_decode_jit.py [--configs 16x128x4x3,16x64x4x3] [--layouts 0,16,256] [--quick]
 
 Times the decoding kernel and, where it splits, the merge, launched as src/aotk_decode.c launches them
 (the same split count, from the same rule; PAGE_MODE 0 for a contiguous cache, 2 for pages holding
@@ -21,7 +21,7 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KERNELS = os.path.join(HERE, "..", "kernels")
+KERNELS = os.path.join(HERE, "..", "..", "kernels")
 sys.path.insert(0, KERNELS)
 import attn_decode as K  # noqa: E402
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "kernels"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "kernels"))
 from attn_fwd import attn_fwd  # noqa: E402
 
 CONFIGS = [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 4, 4),

@@ -1,6 +1,6 @@
 """A cross-check of aotk's selection attention against torch autograd, on the GPU machine.
 
-    python3 bench/check_selection.py --lib path/to/libaotk.so
+    python3 bench/crosscheck/check_selection.py --lib path/to/libaotk.so
 
 Independent of the C test suite (which checks against aotk's own float64 reference): the reference is
 dense float32 attention with a mask built from the block indices by torch ops (each valid slot
@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench_attn as ba  # noqa: E402  (the ctypes declarations of include/aotk.h)
 
 

@@ -2,7 +2,7 @@
 
 The JIT specializes integer arguments on the fly (divisibility by 16, the value 1); the AOT build only
 has the hints the catalog gives. This measures what that difference costs, so the catalog hints what
-matters. Run on the GPU machine: python3 bench/compare_jit_aot.py --lib .gpu/libaotk.so
+matters. Run on the GPU machine: python3 bench/explore/compare_jit_aot.py --lib .gpu/libaotk.so
 """
 import argparse
 import ctypes
@@ -13,8 +13,8 @@ import sys
 import torch
 import triton
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels"))
 import bench_attn  # noqa: E402
 from attn_fwd import attn_fwd  # noqa: E402
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "kernels"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "kernels"))
 from attn_bwd import attn_bwd_dkdv, attn_bwd_dq, attn_bwd_preprocess  # noqa: E402
 
 DKDV_CONFIGS = [(64, 128, 8, 2), (64, 128, 8, 3), (32, 128, 8, 2), (64, 64, 4, 2), (32, 64, 4, 2), (64, 128, 4, 2)]

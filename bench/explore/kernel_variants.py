@@ -17,7 +17,7 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = open(os.path.join(HERE, "..", "kernels", "attn_fwd.py")).read()
+SOURCE = open(os.path.join(HERE, "..", "..", "kernels", "attn_fwd.py")).read()
 
 VARIANTS = {
     "current": [],

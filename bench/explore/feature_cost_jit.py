@@ -1,6 +1,6 @@
 """What the run-time feature arguments cost the plain forward: JIT variants of kernels/attn_fwd.py.
 
-Run on the GPU machine: python3 bench/feature_cost_jit.py [--old-source path]
+Run on the GPU machine: python3 bench/explore/feature_cost_jit.py [--old-source path]
 Builds source variants of the forward (the head-dim mask made a compile-time constant; and, with
 --old-source, the issue-2 kernel without any feature argument) and times them side by side with
 triton.testing.do_bench on the same inputs, so the cost of each run-time feature argument is measured,
@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.testing
 
-KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels")
+KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels")
 
 
 def load_variant(name, source_file, substitutions, tmp):

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels"))
 from attn_bwd import attn_bwd_dkdv, attn_bwd_dq, attn_bwd_preprocess  # noqa: E402
 
 

@@ -1,6 +1,6 @@
-"""Check and time the Gluon FA3-style forward (bench/explore_hopper/gluon_attn_fwd.py) on an H100.
+"""Check and time the Gluon FA3-style forward (bench/explore/hopper/gluon_attn_fwd.py) on an H100.
 
-Run from the repository root:  python3 bench/explore_hopper/gluon_attn_fwd_check.py
+Run from the repository root:  python3 bench/explore/hopper/gluon_attn_fwd_check.py
 Options: --configs a,b (default: all in CONFIGS, simplest first), --quick (fewer cases), --timeout S.
 
 Each config runs in its own subprocess with a timeout, so a hang (a barrier deadlock in a warp-specialized

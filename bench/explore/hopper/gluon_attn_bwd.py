@@ -50,7 +50,7 @@ launched as src/aotk_attn.c's launch_bwd does (tune_bwd_jit.py's run_bwd no long
 signatures; its fp32 autograd `reference` is what the checks use); compile_aot(...) compiles the Gluon
 kernel for sm_90a with no GPU and reports shared memory, setmaxnreg and ptxas' spills.
 
-Run (GPU machine, from the repository root): python3 bench/explore_hopper/gluon_attn_bwd.py
+Run (GPU machine, from the repository root): python3 bench/explore/hopper/gluon_attn_bwd.py
 [--quick] [--configs a,b] [--seqlens ...] [--dims ...] [--causal 0,1]: checks (fp32 autograd reference;
 bound 2x aotk's own relative error + 2e-3), then times every row of the issue's grid (bf16,
 batch * seqlen = 16384, heads * d = 2048) beside cuDNN (SDPA's CUDNN_ATTENTION backward through
@@ -143,7 +143,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KERNELS = os.path.join(HERE, "..", "..", "kernels")
+KERNELS = os.path.join(HERE, "..", "..", "..", "kernels")
 
 # Triton 3.6 calls the TMA load async_copy_global_to_shared; 3.9 renamed it async_load.
 _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared

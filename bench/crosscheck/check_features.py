@@ -1,6 +1,6 @@
 """A cross-check of aotk's attention features against torch autograd, on the GPU machine.
 
-    python3 bench/check_features.py --lib path/to/libaotk.so
+    python3 bench/crosscheck/check_features.py --lib path/to/libaotk.so
 
 Independent of the C test suite (which checks against aotk's own float64 reference): here the
 reference is a float32 attention written with torch ops (explicit masks, tanh softcap, ALiBi bias, a
@@ -11,11 +11,12 @@ relative to the largest reference value, and exits non-zero if any exceeds the t
 import argparse
 import ctypes
 import math
+import os
 import sys
 
 import torch
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench_attn as ba  # noqa: E402  (the ctypes declarations of include/aotk.h)
 
 

@@ -32,7 +32,7 @@ except ImportError:
     torch = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "kernels"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "kernels"))
 
 
 @triton.jit
