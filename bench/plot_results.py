@@ -38,8 +38,8 @@ def impl_key(impl):
     return (IMPL_ORDER.index(impl) if impl in IMPL_ORDER else len(IMPL_ORDER), impl)
 
 
-FEATURE_BAR = 0.90  # bench_attn.py's FEATURE_BAR
-SEL_OPS = ("sel_fwd", "sel_bwd")  # bench_attn.py's selection ops; their rows carry their own bars
+FEATURE_BAR = 0.90  # aotk_bench/features.py's FEATURE_BAR
+SEL_OPS = ("sel_fwd", "sel_bwd")  # aotk_bench/selection.py's SEL_OPS; their rows carry their own bars
 
 
 def versions_line(doc):

@@ -17,7 +17,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import bench_attn as ba  # noqa: E402  (the ctypes declarations of include/aotk.h)
+import aotk_bench.common as ba  # noqa: E402  (the ctypes declarations of include/aotk.h)
 
 
 def reference(q, k, v, scale, causal, top_left, wl, wr, softcap, alibi, sinks, keep, p):

@@ -15,7 +15,7 @@ import triton
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels"))
-import bench_attn  # noqa: E402
+import aotk_bench.common as bench_common  # noqa: E402
 from attn_fwd import attn_fwd  # noqa: E402
 
 INT_ARGS = ["stride_qb", "stride_qs", "stride_qh", "stride_kb", "stride_ks", "stride_kh", "stride_vb", "stride_vs",
@@ -38,7 +38,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--lib", required=True)
     args = parser.parse_args()
-    aotk = bench_attn.Aotk(args.lib)
+    aotk = bench_common.Aotk(args.lib)
     variants = {
         "jit": attn_fwd,
         "jit-no-int-spec": triton.jit(do_not_specialize=INT_ARGS)(attn_fwd.fn),
@@ -52,7 +52,7 @@ def main():
         k, v = torch.randn_like(q), torch.randn_like(q)
         out = torch.empty_like(q)
         lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
-        params = bench_attn.fwd_params(q, k, v, out, lse, causal)
+        params = bench_common.fwd_params(q, k, v, out, lse, causal)
         info = aotk.query(1, params)
         name = info["kernel_name"]
         cfg = tuple(int(x) for x in __import__("re").search(r"m(\d+)n(\d+)w(\d+)s(\d+)", name).groups())
@@ -61,7 +61,7 @@ def main():
         res = {}
         for rep in range(2):
             res[f"aotk#{rep}"] = flops / triton.testing.do_bench(
-                lambda: aotk.attn_fwd(ctypes.byref(ref), bench_attn.current_stream()), warmup=25, rep=200,
+                lambda: aotk.attn_fwd(ctypes.byref(ref), bench_common.current_stream()), warmup=25, rep=200,
                 return_mode="median") / 1e9
             for vname, kern in variants.items():
                 res[f"{vname}#{rep}"] = flops / triton.testing.do_bench(launcher(kern, q, k, v, out, lse, causal, cfg),

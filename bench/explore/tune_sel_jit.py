@@ -24,7 +24,7 @@ import triton.language as tl
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "kernels"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "crosscheck"))  # check_selection
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # bench_attn
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # aotk_bench
 from sel_attn import (sel_bwd_dkdv, sel_bwd_dq, sel_fwd, sel_index_count, sel_index_order, sel_index_scan,  # noqa: E402
                       sel_index_scatter, sel_index_zero)
 from check_selection import random_indices  # noqa: E402
@@ -103,8 +103,8 @@ def main():
     if args.distribution == "uniform-causal":
         idx = random_indices(T, T, hk, S, bs, gen, dev, junk=False)
     else:
-        import bench_attn
-        idx = torch.tensor(bench_attn.sel_nsa_block_rows(args.distribution, T, hk, S, bs, 1), dtype=torch.int32,
+        import aotk_bench.selection as bench_selection
+        idx = torch.tensor(bench_selection.sel_nsa_block_rows(args.distribution, T, hk, S, bs, 1), dtype=torch.int32,
                            device=dev)
     print(f"{T} tokens, {args.distribution}: {(idx >= 0).float().sum(-1).mean().item():.2f} valid slots per row",
           flush=True)
@@ -173,8 +173,8 @@ def main():
             print(f"loads only ({w} warps): {ms:.3f} ms, {valid * bs * d * 2 * 2 / ms / 1e9:.2f} TB/s of K/V rows "
                   f"({valid} valid slots)", flush=True)
     if args.nsa_path:
-        import bench_attn
-        nsa = bench_attn.load_public_nsa(args.nsa_path)
+        import aotk_bench.selection as bench_selection
+        nsa = bench_selection.load_public_nsa(args.nsa_path)
         cu = torch.tensor([0, T], dtype=torch.int32, device=dev)
         topk_idx = idx.permute(1, 0, 2).contiguous()
         qg, kg, vg = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
