@@ -1,6 +1,7 @@
 /*
  * A header-only harness for aotk's C test binaries, after libuv's test runner. Include it in the one
- * file of a binary, write each case as a void function, and run them from main:
+ * file of a binary (or see AOTK_TEST_STATE_EXTERN below), write each case as a void function, and run
+ * them from main:
  *
  *   static void test_round_trip(void) { CHECK(x == y); CHECK_MSG(err < tol, "err %g", err); }
  *   static void test_on_gpu(void) { if (!have_gpu) { TEST_SKIP("no GPU"); return; } ... }
@@ -24,13 +25,20 @@
 
 enum { AOTK_TEST_FAILURES_PRINTED_PER_CASE = 8 };
 
-static struct {
+struct aotk_test_state {
   int passed, failed, skipped;
   int filtered;              /* cases not run: their names lack AOTK_TEST_FILTER */
   int case_failures;         /* failed checks in the running case */
   int case_skipped;
   char case_detail[512];     /* the first failure or the skip reason */
-} aotk_test_state;
+};
+/* A binary built from several files (tests/api) shares one record: each of its files defines
+ * AOTK_TEST_STATE_EXTERN before including this header, and one of them defines the record. */
+#ifdef AOTK_TEST_STATE_EXTERN
+extern struct aotk_test_state aotk_test_state;
+#else
+static struct aotk_test_state aotk_test_state;
+#endif
 
 #define CHECK(cond) \
   ((cond) ? (void)0 : aotk_test_record_failure(__FILE__, __LINE__, "CHECK(%s) failed", #cond))
