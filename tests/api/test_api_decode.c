@@ -1,0 +1,2062 @@
+/*
+ * CPU tests of the public API, decoding (0.4): every bad input of aotk_attn_decode and
+ * aotk_decode_query (overflows included), packed queries, the split-KV choice on the fake's SM count,
+ * the split's workspace, the cache-layout family each call takes, and the launches (append, decode,
+ * merge) with their grids and packed arguments, contiguous and paged, on sm_90, sm_80, sm_86 and
+ * sm_120; load and launch faults.
+ * The fake driver and the shared models are tests/api/api_*.h; see api_fake_driver.h.
+ */
+#include <math.h>
+
+#include "api_launch_checks.h"
+
+/* ---- decoding (0.4) -------------------------------------------------------------------------- */
+
+/* The same with 64 pages of 16 keys per request, out of a pool of 200 pages. */
+static const decode_shape default_paged_shape = {AOTK_DTYPE_BFLOAT16, 3, 2, 8, 2, 128, 128, 1024, 16, 200, true, 0};
+/* Packed: 3 requests' 100 query tokens, at most 40 each, over the default caches: G 4 x 40 = 160 rows per
+ * (request, kv head), the 64-row tile in 3 chunks. */
+static const decode_shape default_varlen_shape = {AOTK_DTYPE_BFLOAT16, 3, 40, 8, 2, 128, 128, 1000, 0, 0, true, 100};
+static const decode_shape default_varlen_paged_shape = {AOTK_DTYPE_BFLOAT16, 3, 40, 8, 2, 128, 128, 1024, 16, 200,
+                                                        true, 100};
+
+static int64_t decode_group(const decode_shape *s) { return s->heads_q / s->heads_kv; }
+
+/* The split-KV workspace (include/aotk.h, aotk_attn_decode): fp32 partial outputs [splits, batch,
+ * seqlen_q, heads_q, round_up(head_dim_v, 16)], then the partial LSEs [splits, batch, heads_q, seqlen_q],
+ * each part rounded up to 16 bytes; nothing without a split. */
+static int64_t decode_rows(const decode_shape *s) { return s->batch * s->seqlen_q * s->heads_q; }
+static int64_t decode_partial_row(const decode_shape *s) { return round_up_to(s->head_dim_v, 16); }
+static size_t decode_out_partial_bytes(const decode_shape *s, int64_t splits) {
+  return round_up_16((size_t)(4 * splits * decode_rows(s) * decode_partial_row(s)));
+}
+static size_t decode_lse_partial_bytes(const decode_shape *s, int64_t splits) {
+  return round_up_16((size_t)(4 * splits * decode_rows(s)));
+}
+static size_t decode_workspace_bytes(const decode_shape *s, int64_t splits) {
+  return splits > 1 ? decode_out_partial_bytes(s, splits) + decode_lse_partial_bytes(s, splits) : 0;
+}
+
+/* Every tensor laid out differently, every stride distinct and a multiple of 16 elements (so the
+ * compiled kernels, which assume that, run): q heads-major, the caches with padded rows (k) or
+ * heads-major (v), out with padded heads, lse and the block table with padded rows. Head dims that are
+ * not multiples of 16 get rows padded to one. */
+static aotk_decode_params strided_decode_params(decode_shape s) {
+  aotk_decode_params params = decode_params_for(s);
+  const bool paged = s.page_size > 0;
+  const int64_t row_keys = paged ? s.page_size : s.capacity;
+  const int64_t dqk = round_up_to(s.head_dim_qk, 16), dv = round_up_to(s.head_dim_v, 16);
+  aotk_tensor *q = &params.q, *k = &params.k_cache, *v = &params.v_cache, *out = &params.out;
+  k->strides[2] = dqk, k->strides[1] = s.heads_kv * dqk + 48, k->strides[0] = row_keys * k->strides[1] + 64;
+  v->strides[2] = row_keys * dv, v->strides[1] = dv, v->strides[0] = s.heads_kv * row_keys * dv + 80;
+  if (s.total_q > 0) { /* packed: q and out with padded heads and a gap between tokens, lse with padded rows */
+    q->strides[1] = dqk + 16, q->strides[0] = s.heads_q * (dqk + 16) + 32;
+    out->strides[1] = dv + 32, out->strides[0] = s.heads_q * (dv + 32) + 48;
+    if (s.with_lse) params.lse.strides[0] = s.total_q + 5;
+  } else {
+    q->strides[2] = s.seqlen_q * dqk, q->strides[1] = dqk, q->strides[0] = s.heads_q * s.seqlen_q * dqk + 32;
+    out->strides[2] = dv + 16, out->strides[1] = s.heads_q * (dv + 16);
+    out->strides[0] = s.seqlen_q * out->strides[1] + 96;
+    if (s.with_lse) params.lse.strides[1] = s.seqlen_q + 5, params.lse.strides[0] = s.heads_q * (s.seqlen_q + 5) + 7;
+  }
+  if (paged) params.block_table.strides[0] = s.capacity / s.page_size + 3;
+  return params;
+}
+
+/* Appending (include/aotk.h, k_new and v_new): seqlen_new new keys and values per request,
+ * [batch, seqlen_new, heads_kv, head_dim], contiguous at their own fake addresses. */
+static void add_new_kv(aotk_decode_params *params, const decode_shape *s, int64_t seqlen_new) {
+  params->k_new = aotk_tensor_4d(FAKE_K_NEW, s->dtype, s->batch, seqlen_new, s->heads_kv, s->head_dim_qk);
+  params->v_new = aotk_tensor_4d(FAKE_V_NEW, s->dtype, s->batch, seqlen_new, s->heads_kv, s->head_dim_v);
+}
+
+/* The same laid out differently from each other and from the caches, every stride distinct and a
+ * multiple of 16 elements: k_new with padded heads and a gap between requests, v_new heads-major. */
+static void add_strided_new_kv(aotk_decode_params *params, const decode_shape *s, int64_t seqlen_new) {
+  add_new_kv(params, s, seqlen_new);
+  const int64_t dqk = round_up_to(s->head_dim_qk, 16), dv = round_up_to(s->head_dim_v, 16);
+  aotk_tensor *k_new = &params->k_new, *v_new = &params->v_new;
+  k_new->strides[2] = dqk + 32, k_new->strides[1] = s->heads_kv * (dqk + 32);
+  k_new->strides[0] = seqlen_new * k_new->strides[1] + 112;
+  v_new->strides[2] = seqlen_new * (dv + 16), v_new->strides[1] = dv + 16;
+  v_new->strides[0] = s->heads_kv * seqlen_new * (dv + 16) + 144;
+}
+
+/* The appending kernel's launch (include/aotk.h, k_new and v_new; kernels/attn_decode.py,
+ * attn_cache_append): the row of the problem's dtype and compiled head dims, one program per (request,
+ * new token); the new keys and values, the caches, the block table (NULL when contiguous) and the lengths
+ * before the step; k_new's and v_new's (batch, token, head) strides, the caches' (page or request, row,
+ * head) strides, the block table's batch stride (0 when contiguous); seqlen_new, heads_kv, the capacity,
+ * the page size (0 when contiguous), the head dims over 8, and of the flags only PAGED. */
+static void check_append_launch(const char *what, const recorded_launch *launch, const aotk_decode_params *params,
+                                const decode_shape *s, const aotk__kernel_entry *row, int64_t capacity) {
+  const char *kernel = "attn_cache_append";
+  const bool paged = params->block_table.data != NULL;
+  const int64_t seqlen_new = params->k_new.shape[1];
+  check_sel_launch_shape(what, launch, KERNEL_ATTN_CACHE_APPEND, row, s->batch * seqlen_new, APPEND_GLOBAL_SCRATCH);
+  if (launch->kernel != KERNEL_ATTN_CACHE_APPEND) return;
+  check_pointer(what, kernel, launch, APPEND_K_NEW, params->k_new.data, "k_new");
+  check_pointer(what, kernel, launch, APPEND_V_NEW, params->v_new.data, "v_new");
+  check_pointer(what, kernel, launch, APPEND_K, params->k_cache.data, "k_cache");
+  check_pointer(what, kernel, launch, APPEND_V, params->v_cache.data, "v_cache");
+  check_pointer(what, kernel, launch, APPEND_BLOCK_TABLE, paged ? params->block_table.data : NULL, "block_table");
+  check_pointer(what, kernel, launch, APPEND_CACHE_SEQLENS, params->cache_seqlens.data, "cache_seqlens");
+  const aotk_tensor *tensors[4] = {&params->k_new, &params->v_new, &params->k_cache, &params->v_cache};
+  static const char *const names[4] = {"k_new", "v_new", "k_cache", "v_cache"};
+  for (int t = 0; t < 4; t++) {
+    for (int d = 0; d < 3; d++) {
+      char name[32];
+      snprintf(name, sizeof name, "%s.strides[%d]", names[t], d);
+      check_i64(what, kernel, launch, APPEND_STRIDE_NB + 3 * t + d, tensors[t]->strides[d], name);
+    }
+  }
+  check_i64(what, kernel, launch, APPEND_STRIDE_TB, paged ? params->block_table.strides[0] : 0, "block table stride");
+  check_int(what, kernel, launch, APPEND_SEQLEN_NEW, seqlen_new, "seqlen_new");
+  check_int(what, kernel, launch, APPEND_HEADS_KV, s->heads_kv, "heads_kv");
+  check_int(what, kernel, launch, APPEND_CAPACITY, capacity, "capacity");
+  check_int(what, kernel, launch, APPEND_PAGE_SIZE, paged ? params->k_cache.shape[1] : 0, "page_size");
+  check_int(what, kernel, launch, APPEND_HEAD_DIM_QK8, s->head_dim_qk / 8, "head_dim_qk8");
+  check_int(what, kernel, launch, APPEND_HEAD_DIM_V8, s->head_dim_v / 8, "head_dim_v8");
+  CHECK_MSG(arg_i32(launch, APPEND_FLAGS) == (paged ? DECODE_FLAG_PAGED : 0), "%s: attn_cache_append's flags %#x, "
+            "expected %#x", what, (unsigned)arg_i32(launch, APPEND_FLAGS), paged ? (unsigned)DECODE_FLAG_PAGED : 0u);
+}
+
+/* The decoding row for a cache of pages of `page_size` keys (0: contiguous), on target `arch`, for the
+ * group's `group_rows` (G * seqlen_q): the row of the problem's dtype and (padded) head dims whose tile
+ * those rows call for, in the family the cache calls for: attn_decode for a contiguous cache;
+ * attn_decode_paged_blocks (one page lookup per key block) when the page size is a multiple of that
+ * family's row's block_n, so that no block of keys straddles two pages; else attn_decode_paged (a
+ * lookup per key row). */
+static const aotk__kernel_entry *expected_decode_row(const decode_shape *s, int arch, int64_t page_size,
+                                                     int64_t group_rows) {
+  if (page_size == 0) {
+    return expected_row(AOTK__FAMILY_ATTN_DECODE, arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
+  }
+  const aotk__kernel_entry *blocks = expected_row(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, arch, s->dtype,
+                                                  s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
+  if (blocks != NULL && page_size % blocks->block_n == 0) return blocks;
+  return expected_row(AOTK__FAMILY_ATTN_DECODE_PAGED, arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
+}
+
+/* What a decoding call's query reports and its call launches, worked out from the header: the decoding
+ * kernel is expected_decode_row's, on a grid of batch * heads_kv * ceil(G * seqlen_q / block_m) * splits
+ * programs; with `splits` > 1 the fp32 partials lie in the workspace and the merge follows, one program
+ * per block_m of the batch * seqlen_q * heads_q rows and block_n of the head_dim_v columns (whole rows
+ * only past the grid limit, check_merge's rule: the partials are not the outputs). With k_new and v_new the appending kernel runs first
+ * (check_append_launch) and the decoding kernel is told seqlen_new; the split and the workspace do not
+ * change. Packed queries (cu_seqlens_q) run unsplit with the kernel seeing q and out as [1, total_q,
+ * heads_q, d] (batch strides 0; each request's first row read from cu_seqlens_q on the device), lse as
+ * [1, heads_q, total_q], seqlen_q = max_seqlen_q and FLAG_VARLEN. `splits` and `split_keys` are the
+ * caller's (worked by hand); split_keys 0: one split (whose length does not matter). */
+static void check_decode(const char *what, const aotk_decode_params *params, const decode_shape *s, const gpu *g,
+                         int64_t splits, int64_t split_keys, void *workspace) {
+  aotk_kernel_info info;
+  poison_info(&info);
+  reset_calls();
+  aotk_status status = aotk_decode_query(AOTK_OP_DECODE, params, &info);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_decode_query %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  if (status != AOTK_OK) return;
+  CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
+            "%s: aotk_decode_query loaded or launched (%s)", what, called_functions());
+  const int64_t group = decode_group(s), group_rows = group * s->seqlen_q;
+  const bool split = splits > 1, paged = params->block_table.data != NULL, causal = params->causal == 1;
+  const aotk__kernel_entry *row = expected_decode_row(s, g->arch, paged ? params->k_cache.shape[1] : 0, group_rows);
+  const aotk__kernel_entry *merge = merge_row_for(g->arch, 1);
+  CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d decoding or attn_merge row", what, g->arch);
+  if (row == NULL || merge == NULL) return;
+  const bool append = params->k_new.data != NULL, varlen = params->cu_seqlens_q.data != NULL;
+  const int64_t seqlen_new = append ? params->k_new.shape[1] : 0;
+  const int launches = 1 + split + append, first = append; /* the decoding launch's index */
+  const aotk__kernel_entry *append_row =
+      expected_row(AOTK__FAMILY_ATTN_CACHE_APPEND, g->arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, 1);
+  CHECK_MSG(!append || append_row != NULL, "%s: no sm_%d attn_cache_append row", what, g->arch);
+  if (append && append_row == NULL) return;
+  const int64_t row_chunks = ceil_div(group_rows, row->block_m);
+  const int64_t grid = s->batch * s->heads_kv * row_chunks * splits;
+  const size_t workspace_bytes = decode_workspace_bytes(s, splits);
+  const int64_t capacity = paged ? params->block_table.shape[1] * params->k_cache.shape[1] : params->k_cache.shape[1];
+  const uint32_t features =
+      (causal ? AOTK_FEATURE_CAUSAL : 0) |
+      (params->window_left >= 0 || (!causal && params->window_right >= 0) ? AOTK_FEATURE_WINDOW : 0) |
+      (params->softcap > 0.0f ? AOTK_FEATURE_SOFTCAP : 0) |
+      (params->alibi_slopes.data != NULL ? AOTK_FEATURE_ALIBI : 0) |
+      (params->sinks.data != NULL ? AOTK_FEATURE_SINKS : 0) |
+      (row->head_dim_qk > s->head_dim_qk || row->head_dim_v > s->head_dim_v ? AOTK_FEATURE_PADDED_HEAD_DIM : 0) |
+      (paged ? AOTK_FEATURE_PAGED_KV : 0) | (split ? AOTK_FEATURE_SPLIT_KV : 0) |
+      (append ? AOTK_FEATURE_APPEND_KV : 0) | (varlen ? AOTK_FEATURE_VARLEN : 0);
+  CHECK(info.struct_size == sizeof info);
+  CHECK_MSG(strcmp(info.kernel_name, row->name) == 0, "%s: aotk_decode_query names %s, expected %s", what,
+            info.kernel_name, row->name);
+  CHECK_MSG(info.arch == g->arch && info.from_ptx == g->from_ptx, "%s: sm_%d from_ptx %d, expected sm_%d from_ptx %d",
+            what, info.arch, info.from_ptx, g->arch, g->from_ptx);
+  CHECK(info.num_warps == row->num_warps && info.shared_bytes == row->shared_bytes && info.aligned == 1);
+  CHECK(info.block_m == row->block_m && info.block_n == row->block_n);
+  CHECK(info.head_dim_qk == row->head_dim_qk && info.head_dim_v == row->head_dim_v);
+  CHECK_MSG(info.num_splits == splits, "%s: %d splits, expected %lld", what, info.num_splits, (long long)splits);
+  CHECK_MSG(info.grid == grid, "%s: grid %lld, expected %lld (%lld requests x %lld kv heads x %lld row chunks x %lld "
+            "splits)", what, (long long)info.grid, (long long)grid, (long long)s->batch, (long long)s->heads_kv,
+            (long long)row_chunks, (long long)splits);
+  CHECK_MSG(info.workspace_bytes == workspace_bytes, "%s: workspace_bytes %zu, expected %zu", what,
+            info.workspace_bytes, workspace_bytes);
+  CHECK_MSG(info.launches == launches, "%s: the query announces %d launches, expected %d", what, info.launches,
+            launches);
+  CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
+
+  reset_launch_log();
+  const int launches_before = fake.launches;
+  status = aotk_attn_decode(params, workspace, workspace_bytes, FAKE_STREAM);
+  CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_decode %s (%s)", what, aotk_status_name(status), aotk_last_error());
+  CHECK_MSG(aotk_last_error()[0] == '\0', "%s: a success left the message \"%s\"", what, aotk_last_error());
+  CHECK_MSG(fake.launches == launches_before + launches, "%s: %d launches, expected %d", what,
+            fake.launches - launches_before, launches);
+  if (status != AOTK_OK || fake.logged_launches != launches) return;
+
+  /* The order: appending first (the decoding kernel reads the rows it writes), the merge last. */
+  if (append) check_append_launch(what, &fake.launch_log[0], params, s, append_row, capacity);
+  const recorded_launch *launch = &fake.launch_log[first];
+  const char *kernel = "attn_decode";
+  check_sel_launch_shape(what, launch, KERNEL_ATTN_DECODE, row, grid, DECODE_GLOBAL_SCRATCH);
+  if (launch->kernel != KERNEL_ATTN_DECODE) return;
+  check_pointer(what, kernel, launch, DECODE_Q, params->q.data, "q");
+  check_pointer(what, kernel, launch, DECODE_K, params->k_cache.data, "k_cache");
+  check_pointer(what, kernel, launch, DECODE_V, params->v_cache.data, "v_cache");
+  check_pointer(what, kernel, launch, DECODE_OUT, params->out.data, "out");
+  check_pointer(what, kernel, launch, DECODE_LSE, params->lse.data, "lse");
+  check_pointer(what, kernel, launch, DECODE_BLOCK_TABLE, params->block_table.data, "block_table");
+  check_pointer(what, kernel, launch, DECODE_CACHE_SEQLENS, params->cache_seqlens.data, "cache_seqlens");
+  check_pointer(what, kernel, launch, DECODE_CU_SEQLENS_Q, params->cu_seqlens_q.data, "cu_seqlens_q");
+  check_pointer(what, kernel, launch, DECODE_ALIBI_SLOPES, params->alibi_slopes.data, "alibi_slopes");
+  check_pointer(what, kernel, launch, DECODE_SINKS, params->sinks.data, "sinks");
+  /* The partials: the outputs at the workspace's start, the LSEs after them at a 16-byte boundary, both
+   * inside the workspace. */
+  const uint64_t base = (uint64_t)(uintptr_t)workspace, out_partial = arg_pointer(launch, DECODE_OUT_PARTIAL);
+  const uint64_t lse_partial = arg_pointer(launch, DECODE_LSE_PARTIAL);
+  if (split) {
+    CHECK_MSG(out_partial == base && lse_partial == base + decode_out_partial_bytes(s, splits) &&
+                  lse_partial % 16 == 0 &&
+                  out_partial + (uint64_t)(4 * splits * decode_rows(s) * decode_partial_row(s)) <= lse_partial &&
+                  lse_partial + (uint64_t)(4 * splits * decode_rows(s)) <= base + workspace_bytes,
+              "%s: partials at %#llx and %#llx, not laid out in the %zu-byte workspace at %#llx", what,
+              (unsigned long long)out_partial, (unsigned long long)lse_partial, workspace_bytes,
+              (unsigned long long)base);
+  } else {
+    CHECK_MSG(out_partial == 0 && lse_partial == 0, "%s: partial pointers without a split", what);
+  }
+  const aotk_tensor *tensors[4] = {&params->q, &params->k_cache, &params->v_cache, &params->out};
+  static const char *const names[4] = {"q", "k_cache", "v_cache", "out"};
+  for (int t = 0; t < 4; t++) {
+    const bool packed = varlen && (t == 0 || t == 3); /* (0, token, head) */
+    for (int d = 0; d < 3; d++) {
+      char name[48];
+      if (packed && d == 0) {
+        snprintf(name, sizeof name, "packed %s's batch stride", names[t]);
+      } else {
+        snprintf(name, sizeof name, "%s.strides[%d]", names[t], packed ? d - 1 : d);
+      }
+      const int64_t expected = packed ? (d == 0 ? 0 : tensors[t]->strides[d - 1]) : tensors[t]->strides[d];
+      check_i64(what, kernel, launch, DECODE_STRIDE_QB + 3 * t + d, expected, name);
+    }
+  }
+  const bool lse = params->lse.data != NULL;
+  check_i64(what, kernel, launch, DECODE_STRIDE_LB, lse && !varlen ? params->lse.strides[0] : 0, "lse batch stride");
+  check_i64(what, kernel, launch, DECODE_STRIDE_LH, lse ? params->lse.strides[varlen ? 0 : 1] : 0, "lse head stride");
+  check_i64(what, kernel, launch, DECODE_STRIDE_TB, paged ? params->block_table.strides[0] : 0, "block table stride");
+  const bool alibi_per_batch = params->alibi_slopes.data != NULL && params->alibi_slopes.rank == 2;
+  check_i64(what, kernel, launch, DECODE_STRIDE_AB, alibi_per_batch ? params->alibi_slopes.strides[0] : 0,
+            "alibi batch stride");
+  check_int(what, kernel, launch, DECODE_BATCH, s->batch, "batch_size");
+  check_int(what, kernel, launch, DECODE_SEQLEN_Q, s->seqlen_q, "seqlen_q");
+  check_int(what, kernel, launch, DECODE_HEADS_Q, s->heads_q, "heads_q");
+  check_int(what, kernel, launch, DECODE_GROUP_SIZE, group, "group_size");
+  check_int(what, kernel, launch, DECODE_CAPACITY, capacity, "capacity");
+  check_int(what, kernel, launch, DECODE_PAGE_SIZE, paged ? params->k_cache.shape[1] : 0, "page_size");
+  check_int(what, kernel, launch, DECODE_NUM_SPLITS, splits, "num_splits");
+  if (split_keys > 0) {
+    check_int(what, kernel, launch, DECODE_SPLIT_KEYS, split_keys, "split_keys");
+  } else { /* one split: it runs to each request's end (the last split does), whatever split_keys says */
+    CHECK_MSG(splits == 1 && arg_i32(launch, DECODE_SPLIT_KEYS) > 0, "%s: split_keys %d", what,
+              arg_i32(launch, DECODE_SPLIT_KEYS));
+  }
+  check_int(what, kernel, launch, DECODE_ROW_CHUNKS, row_chunks, "row_chunks");
+  check_int(what, kernel, launch, DECODE_HEAD_DIM_QK8, s->head_dim_qk / 8, "head_dim_qk8");
+  check_int(what, kernel, launch, DECODE_HEAD_DIM_V8, s->head_dim_v / 8, "head_dim_v8");
+  check_int(what, kernel, launch, DECODE_WINDOW_LEFT, params->window_left, "window_left");
+  check_int(what, kernel, launch, DECODE_WINDOW_RIGHT, causal ? 0 : params->window_right, "window_right");
+  const int32_t flags = (lse ? FLAG_WRITE_LSE : 0) | (params->softcap > 0.0f ? FLAG_SOFTCAP : 0) |
+                        (params->alibi_slopes.data != NULL ? FLAG_ALIBI : 0) |
+                        (params->sinks.data != NULL ? FLAG_SINKS : 0) | (paged ? DECODE_FLAG_PAGED : 0) |
+                        (split ? DECODE_FLAG_SPLIT : 0) | (varlen ? FLAG_VARLEN : 0);
+  CHECK_MSG(arg_i32(launch, DECODE_FLAGS) == flags, "%s: attn_decode's flags %#x, expected %#x", what,
+            (unsigned)arg_i32(launch, DECODE_FLAGS), (unsigned)flags);
+  check_int(what, kernel, launch, DECODE_SEQLEN_NEW, seqlen_new, "seqlen_new");
+  const double scale = params->softmax_scale != 0.0f ? params->softmax_scale : 1.0 / sqrt((double)s->head_dim_qk);
+  check_float(what, kernel, launch, DECODE_QK_SCALE_LOG2, scale / log(2.0), "qk_scale_log2");
+  check_float(what, kernel, launch, DECODE_SOFTCAP_SCALE, params->softcap > 0.0f ? scale / params->softcap : 0.0,
+              "softcap_scale");
+  check_float(what, kernel, launch, DECODE_SOFTCAP_LOG2, params->softcap / log(2.0), "softcap_log2");
+  if (!split) return;
+
+  /* The merge reads the partials as [split, batch, seqlen_q, heads_q, round_up(head_dim_v, 16)] and
+   * [split, batch, heads_q, seqlen_q], and writes out and lse in the caller's layout; the sinks join here. */
+  launch = &fake.launch_log[first + 1];
+  kernel = "attn_merge";
+  const int64_t rows = decode_rows(s);
+  const int64_t row_blocks = ceil_div(rows, merge->block_m);
+  const bool merge_whole_rows = row_blocks * ceil_div(s->head_dim_v, merge->block_n) > INT32_MAX;
+  const int64_t merge_grid = row_blocks * (merge_whole_rows ? 1 : ceil_div(s->head_dim_v, merge->block_n));
+  check_sel_launch_shape(what, launch, KERNEL_ATTN_MERGE, merge, merge_grid, MERGE_GLOBAL_SCRATCH);
+  if (launch->kernel != KERNEL_ATTN_MERGE) return;
+  CHECK_MSG(arg_pointer(launch, MERGE_PARTIAL32) == out_partial && arg_pointer(launch, MERGE_PARTIAL16) == 0 &&
+                arg_pointer(launch, MERGE_PARTIAL_BF16) == 0 && arg_pointer(launch, MERGE_LSE_PARTIAL) == lse_partial,
+            "%s: the merge does not read the decoding kernel's fp32 partials", what);
+  for (int slot = 0; slot < 3; slot++) {
+    const void *expected = slot == merge_slot(s->dtype) ? params->out.data : NULL;
+    check_pointer(what, kernel, launch, MERGE_OUT32 + slot, expected,
+                  slot == 0 ? "Out32" : slot == 1 ? "Out16" : "OutBF16");
+  }
+  check_pointer(what, kernel, launch, MERGE_LSE, params->lse.data, "lse");
+  check_pointer(what, kernel, launch, MERGE_SINKS, params->sinks.data, "sinks");
+  const int64_t pd = decode_partial_row(s);
+  const int64_t partial_strides[4] = {rows * pd, s->seqlen_q * s->heads_q * pd, s->heads_q * pd, pd};
+  const int64_t lse_partial_strides[4] = {rows, s->heads_q * s->seqlen_q, s->seqlen_q, 1};
+  static const char *const partial_names[4] = {"partial stride_pp", "partial stride_pb", "partial stride_ps",
+                                               "partial stride_ph"};
+  static const char *const lse_partial_names[4] = {"stride_lpp", "stride_lpb", "stride_lph", "stride_lps"};
+  for (int d = 0; d < 4; d++) {
+    check_i64(what, kernel, launch, MERGE_STRIDE_PP + d, partial_strides[d], partial_names[d]);
+    check_i64(what, kernel, launch, MERGE_STRIDE_LPP + d, lse_partial_strides[d], lse_partial_names[d]);
+  }
+  for (int d = 0; d < 3; d++) {
+    check_i64(what, kernel, launch, MERGE_STRIDE_OB + d, params->out.strides[d], "out stride");
+    if (lse) check_i64(what, kernel, launch, MERGE_STRIDE_LB + d, params->lse.strides[d], "lse stride");
+  }
+  check_int(what, kernel, launch, MERGE_NUM_PARTIALS, splits, "num_partials");
+  check_int(what, kernel, launch, MERGE_SEQLEN_Q, s->seqlen_q, "seqlen_q");
+  check_int(what, kernel, launch, MERGE_HEADS, s->heads_q, "heads");
+  check_int(what, kernel, launch, MERGE_NUM_ROWS, rows, "num_rows");
+  check_int(what, kernel, launch, MERGE_HEAD_DIM8, s->head_dim_v / 8, "head_dim8");
+  const int32_t merge_flags = merge_dtype_flags(AOTK_DTYPE_FLOAT32, s->dtype) | (lse ? FLAG_WRITE_LSE : 0) |
+                              (params->sinks.data != NULL ? FLAG_SINKS : 0) |
+                              (merge_whole_rows ? MERGE_FLAG_WHOLE_ROWS : 0);
+  CHECK_MSG(arg_i32(launch, MERGE_FLAGS) == merge_flags, "%s: attn_merge's flags %#x, expected %#x", what,
+            (unsigned)arg_i32(launch, MERGE_FLAGS), (unsigned)merge_flags);
+}
+
+/* ---- decoding: validation ---- */
+
+typedef struct decode_bad_input {
+  const char *what;
+  void (*spoil)(aotk_decode_params *params); /* NULL: pass params = NULL */
+  aotk_status expected;
+  const char *mentions; /* in aotk_last_error() */
+} decode_bad_input;
+
+static void make_paged(aotk_decode_params *p) { *p = decode_params_for(default_paged_shape); }
+static void dec_struct_size_zero(aotk_decode_params *p) { p->struct_size = 0; }
+static void dec_struct_size_short(aotk_decode_params *p) { p->struct_size = sizeof(aotk_decode_params) - 1; }
+static void dec_struct_size_of_a_pointer(aotk_decode_params *p) { p->struct_size = sizeof(void *); }
+static void dec_struct_size_garbage(aotk_decode_params *p) { p->struct_size = (size_t)1 << 40; }
+static void dec_q_null(aotk_decode_params *p) { p->q.data = NULL; }
+static void dec_q_at_the_top(aotk_decode_params *p) { p->q.data = (void *)(UINTPTR_MAX - 15); }
+static void dec_q_rank_3(aotk_decode_params *p) { p->q = aotk_tensor_3d(FAKE_Q, AOTK_DTYPE_BFLOAT16, 6, 8, 128); }
+static void dec_q_float32(aotk_decode_params *p) { p->q.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_q_int32(aotk_decode_params *p) { p->q.dtype = AOTK_DTYPE_INT32; }
+static void dec_q_dtype_garbage(aotk_decode_params *p) { p->q.dtype = (aotk_dtype)1234; }
+static void dec_q_seqlen_17(aotk_decode_params *p) { p->q.shape[1] = 17; }
+static void dec_q_seqlen_huge(aotk_decode_params *p) { p->q.shape[1] = (int64_t)1 << 40, p->q.strides[0] = 0; }
+static void dec_q_head_dim_100(aotk_decode_params *p) { p->q.shape[3] = 100; }
+static void dec_q_head_dim_264(aotk_decode_params *p) { p->q.shape[3] = 264; }
+static void dec_q_head_dim_4(aotk_decode_params *p) { p->q.shape[3] = 4; }
+static void dec_k_null(aotk_decode_params *p) { p->k_cache.data = NULL; }
+static void dec_k_rank_5(aotk_decode_params *p) { p->k_cache.rank = 5; }
+static void dec_k_rank_3(aotk_decode_params *p) {
+  p->k_cache = aotk_tensor_3d(FAKE_K, AOTK_DTYPE_BFLOAT16, 3 * 1000, 2, 128); /* [batch * capacity, heads_kv, d] */
+}
+static void dec_k_float16(aotk_decode_params *p) { p->k_cache.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_k_dtype_garbage(aotk_decode_params *p) { p->k_cache.dtype = (aotk_dtype)-7; }
+static void dec_k_head_dim_64(aotk_decode_params *p) { p->k_cache.shape[3] = 64; }
+static void dec_k_last_stride_2(aotk_decode_params *p) { p->k_cache.strides[3] = 2; }
+static void dec_k_stride_negative(aotk_decode_params *p) { p->k_cache.strides[1] = -256; }
+static void dec_k_capacity_zero(aotk_decode_params *p) { p->k_cache.shape[1] = p->v_cache.shape[1] = 0; }
+static void dec_v_null(aotk_decode_params *p) { p->v_cache.data = NULL; }
+static void dec_v_rank_3(aotk_decode_params *p) { p->v_cache.rank = 3; }
+static void dec_v_float16(aotk_decode_params *p) { p->v_cache.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_v_float32(aotk_decode_params *p) { p->v_cache.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_v_batch(aotk_decode_params *p) { p->v_cache.shape[0] += 1; }
+static void dec_v_capacity(aotk_decode_params *p) { p->v_cache.shape[1] -= 1; }
+static void dec_v_heads(aotk_decode_params *p) { p->v_cache.shape[2] = 4; }
+static void dec_v_head_dim_100(aotk_decode_params *p) { p->v_cache.shape[3] = 100, p->out.shape[3] = 100; }
+static void dec_v_head_dim_512(aotk_decode_params *p) { p->v_cache.shape[3] = 512, p->out.shape[3] = 512; }
+static void dec_heads_kv_3(aotk_decode_params *p) { p->k_cache.shape[2] = p->v_cache.shape[2] = 3; }
+static void dec_heads_kv_16(aotk_decode_params *p) { p->k_cache.shape[2] = p->v_cache.shape[2] = 16; }
+static void dec_table_rank_1(aotk_decode_params *p) {
+  make_paged(p), p->block_table = aotk_tensor_1d(FAKE_BLOCK_TABLE, AOTK_DTYPE_INT32, 3 * 64);
+}
+static void dec_table_rank_3(aotk_decode_params *p) {
+  make_paged(p), p->block_table = aotk_tensor_3d(FAKE_BLOCK_TABLE, AOTK_DTYPE_INT32, 3, 8, 8);
+}
+static void dec_table_int64(aotk_decode_params *p) { make_paged(p), p->block_table.dtype = AOTK_DTYPE_INT64; }
+static void dec_table_float32(aotk_decode_params *p) { make_paged(p), p->block_table.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_table_dtype_zero(aotk_decode_params *p) { make_paged(p), p->block_table.dtype = (aotk_dtype)0; }
+static void dec_table_batch(aotk_decode_params *p) { make_paged(p), p->block_table.shape[0] += 1; }
+static void dec_table_one_row(aotk_decode_params *p) { /* one row of pages broadcast to every request */
+  make_paged(p), p->block_table.shape[0] = 1;
+}
+static void dec_table_pages_zero(aotk_decode_params *p) { make_paged(p), p->block_table.shape[1] = 0; }
+static void dec_table_last_stride_2(aotk_decode_params *p) { make_paged(p), p->block_table.strides[1] = 2; }
+static void dec_table_misaligned(aotk_decode_params *p) {
+  make_paged(p), p->block_table.data = byte_offset(FAKE_BLOCK_TABLE, 2);
+}
+/* 2^27 pages of 16 keys: a request could hold 2^31 keys, one more than int32 cache_seqlens can say. */
+static void dec_table_capacity_2_31(aotk_decode_params *p) {
+  make_paged(p), p->block_table.shape[1] = (int64_t)1 << 27, p->block_table.strides[0] = (int64_t)1 << 27;
+}
+/* 2^60 pages (the rows broadcast) of 16 keys: pages x page_size overflows int64 itself. */
+static void dec_table_capacity_2_64(aotk_decode_params *p) {
+  make_paged(p), p->block_table.shape[1] = (int64_t)1 << 60, p->block_table.strides[0] = 0;
+}
+/* 2^31 - 1 pages of 2 keys. */
+static void dec_page_size_2_capacity_2_32(aotk_decode_params *p) {
+  make_paged(p), p->block_table.shape[1] = INT32_MAX, p->block_table.strides[0] = 0;
+  p->k_cache.shape[1] = p->v_cache.shape[1] = 2;
+}
+static void dec_paged_v_pages(aotk_decode_params *p) { make_paged(p), p->v_cache.shape[0] -= 1; }
+static void dec_paged_v_page_size(aotk_decode_params *p) { make_paged(p), p->v_cache.shape[1] = 32; }
+static void dec_paged_without_table(aotk_decode_params *p) { make_paged(p), p->block_table.data = NULL; }
+static void dec_k_batch(aotk_decode_params *p) { p->k_cache.shape[0] = p->v_cache.shape[0] = 4; }
+/* One key past AOTK_DECODE_MAX_CAPACITY, contiguous and paged. */
+static void dec_capacity_max_plus_1(aotk_decode_params *p) {
+  decode_shape s = default_decode_shape;
+  s.capacity = (int64_t)AOTK_DECODE_MAX_CAPACITY + 1;
+  *p = decode_params_for(s);
+}
+static void dec_table_capacity_max_plus_16(aotk_decode_params *p) {
+  make_paged(p), p->block_table.shape[1] = AOTK_DECODE_MAX_CAPACITY / 16 + 1, p->block_table.strides[0] = 0;
+}
+static void dec_capacity_2_31(aotk_decode_params *p) {
+  decode_shape s = default_decode_shape;
+  s.capacity = (int64_t)1 << 31;
+  *p = decode_params_for(s);
+}
+static void dec_seqlens_null(aotk_decode_params *p) { p->cache_seqlens.data = NULL; }
+static void dec_seqlens_rank_2(aotk_decode_params *p) {
+  p->cache_seqlens = aotk_tensor_2d(FAKE_CACHE_SEQLENS, AOTK_DTYPE_INT32, 3, 1);
+}
+static void dec_seqlens_rank_0(aotk_decode_params *p) { p->cache_seqlens.rank = 0; }
+static void dec_seqlens_int64(aotk_decode_params *p) { p->cache_seqlens.dtype = AOTK_DTYPE_INT64; }
+static void dec_seqlens_float32(aotk_decode_params *p) { p->cache_seqlens.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_seqlens_batch(aotk_decode_params *p) { p->cache_seqlens.shape[0] += 1; }
+static void dec_seqlens_one(aotk_decode_params *p) { p->cache_seqlens.shape[0] = 1; }
+static void dec_seqlens_stride_2(aotk_decode_params *p) { p->cache_seqlens.strides[0] = 2; }
+static void dec_seqlens_misaligned(aotk_decode_params *p) {
+  p->cache_seqlens.data = byte_offset(FAKE_CACHE_SEQLENS, 2);
+}
+static void dec_paged_seqlens_batch(aotk_decode_params *p) { make_paged(p), p->cache_seqlens.shape[0] = 200; }
+static void dec_out_null(aotk_decode_params *p) { p->out.data = NULL; }
+static void dec_out_rank_3(aotk_decode_params *p) { p->out.rank = 3; }
+static void dec_out_float16(aotk_decode_params *p) { p->out.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_out_float32(aotk_decode_params *p) { p->out.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_out_batch(aotk_decode_params *p) { p->out.shape[0] += 1; }
+static void dec_out_seqlen(aotk_decode_params *p) { p->out.shape[1] = 1; }
+static void dec_out_heads_kv(aotk_decode_params *p) { p->out.shape[2] = 2; }
+static void dec_out_head_dim(aotk_decode_params *p) { p->out.shape[3] = 64; }
+static void dec_out_heads_stride_zero(aotk_decode_params *p) { p->out.strides[2] = 0; }
+static void dec_out_batch_stride_zero(aotk_decode_params *p) { p->out.strides[0] = 0; }
+static void dec_out_last_stride_2(aotk_decode_params *p) { p->out.strides[3] = 2; }
+static void dec_out_stride_negative(aotk_decode_params *p) { p->out.strides[1] = -1024; }
+static void dec_lse_rank_2(aotk_decode_params *p) { p->lse = aotk_tensor_2d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 8, 6); }
+static void dec_lse_float16(aotk_decode_params *p) { p->lse.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_lse_bfloat16(aotk_decode_params *p) { p->lse.dtype = AOTK_DTYPE_BFLOAT16; }
+static void dec_lse_batch(aotk_decode_params *p) { p->lse.shape[0] += 1; }
+static void dec_lse_heads_kv(aotk_decode_params *p) { p->lse.shape[1] = 2; }
+static void dec_lse_seqlen(aotk_decode_params *p) { p->lse.shape[2] = 3; }
+static void dec_lse_like_out(aotk_decode_params *p) { /* [batch, seqlen_q, heads_q]: out's order */
+  p->lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 3, 2, 8);
+}
+static void dec_lse_heads_stride_zero(aotk_decode_params *p) { p->lse.strides[1] = 0; }
+static void dec_lse_last_stride_2(aotk_decode_params *p) { p->lse.strides[2] = 2; }
+static void dec_lse_misaligned(aotk_decode_params *p) { p->lse.data = byte_offset(FAKE_LSE, 2); }
+static void dec_causal_2(aotk_decode_params *p) { p->causal = 2; }
+static void dec_causal_negative(aotk_decode_params *p) { p->causal = -1; }
+static void dec_window_left_minus_2(aotk_decode_params *p) { p->window_left = -2; }
+static void dec_window_right_min(aotk_decode_params *p) { p->window_right = INT32_MIN; }
+static void dec_causal_window_right_1(aotk_decode_params *p) { p->causal = 1, p->window_right = 1; }
+static void dec_causal_window_left_minus_2(aotk_decode_params *p) { p->causal = 1, p->window_left = -2; }
+static void dec_scale_nan(aotk_decode_params *p) { p->softmax_scale = NAN; }
+static void dec_scale_negative(aotk_decode_params *p) { p->softmax_scale = -0.125f; }
+static void dec_scale_infinite(aotk_decode_params *p) { p->softmax_scale = INFINITY; }
+static void dec_scale_negative_infinite(aotk_decode_params *p) { p->softmax_scale = -INFINITY; }
+static void dec_softcap_negative(aotk_decode_params *p) { p->softcap = -30.0f; }
+static void dec_softcap_nan(aotk_decode_params *p) { p->softcap = NAN; }
+static void dec_softcap_infinite(aotk_decode_params *p) { p->softcap = INFINITY; }
+static void dec_alibi(aotk_decode_params *p) { p->alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8); }
+static void dec_alibi_per_batch(aotk_decode_params *p) {
+  p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 8);
+}
+static void dec_alibi_float16(aotk_decode_params *p) { dec_alibi(p), p->alibi_slopes.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_alibi_heads_kv(aotk_decode_params *p) { dec_alibi(p), p->alibi_slopes.shape[0] = 2; }
+static void dec_alibi_2d_batch(aotk_decode_params *p) { dec_alibi_per_batch(p), p->alibi_slopes.shape[0] = 4; }
+static void dec_alibi_2d_heads_kv(aotk_decode_params *p) { dec_alibi_per_batch(p), p->alibi_slopes.shape[1] = 2; }
+static void dec_alibi_rank_3(aotk_decode_params *p) {
+  p->alibi_slopes = aotk_tensor_3d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 2, 8);
+}
+static void dec_alibi_misaligned(aotk_decode_params *p) {
+  dec_alibi(p), p->alibi_slopes.data = byte_offset(FAKE_ALIBI, 2);
+}
+static void dec_sinks(aotk_decode_params *p) { p->sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8); }
+static void dec_sinks_per_batch(aotk_decode_params *p) { /* a shape ALiBi allows, sinks do not */
+  p->sinks = aotk_tensor_2d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 3, 8);
+}
+static void dec_sinks_heads_kv(aotk_decode_params *p) { dec_sinks(p), p->sinks.shape[0] = 2; }
+static void dec_sinks_bfloat16(aotk_decode_params *p) { dec_sinks(p), p->sinks.dtype = AOTK_DTYPE_BFLOAT16; }
+static void dec_num_splits_negative(aotk_decode_params *p) { p->num_splits = -1; }
+static void dec_num_splits_257(aotk_decode_params *p) { p->num_splits = AOTK_DECODE_MAX_SPLITS + 1; }
+static void dec_num_splits_min(aotk_decode_params *p) { p->num_splits = INT32_MIN; }
+static void dec_max_seqlen_k_negative(aotk_decode_params *p) { p->max_seqlen_k = -1; }
+static void dec_max_seqlen_k_min(aotk_decode_params *p) { p->max_seqlen_k = INT32_MIN; }
+static void dec_q_two_bytes_off(aotk_decode_params *p) { p->q.data = byte_offset(FAKE_Q, 2); }
+static void dec_q_eight_bytes_off(aotk_decode_params *p) { p->q.data = byte_offset(FAKE_Q, 8); }
+static void dec_q_odd_address(aotk_decode_params *p) { p->q.data = byte_offset(FAKE_Q, 1); }
+static void dec_q_heads_stride_136(aotk_decode_params *p) {
+  p->q.strides[2] = 136, p->q.strides[1] = 8 * 136, p->q.strides[0] = 2 * 8 * 136;
+}
+static void dec_q_batch_stride_8_past(aotk_decode_params *p) { p->q.strides[0] += 8; }
+static void dec_k_eight_bytes_off(aotk_decode_params *p) { p->k_cache.data = byte_offset(FAKE_K, 8); }
+static void dec_k_token_stride_8_past(aotk_decode_params *p) { p->k_cache.strides[1] += 8; }
+static void dec_v_four_bytes_off(aotk_decode_params *p) { p->v_cache.data = byte_offset(FAKE_V, 4); }
+static void dec_v_batch_stride_8_past(aotk_decode_params *p) { p->v_cache.strides[0] += 8; }
+static void dec_paged_k_page_stride_8_past(aotk_decode_params *p) { make_paged(p), p->k_cache.strides[0] += 8; }
+static void dec_paged_v_heads_stride_8_past(aotk_decode_params *p) {
+  make_paged(p), p->v_cache.strides[2] = 136, p->v_cache.strides[1] = 2 * 136, p->v_cache.strides[0] = 16 * 2 * 136;
+}
+static void dec_out_two_bytes_off(aotk_decode_params *p) { p->out.data = byte_offset(FAKE_OUT, 2); }
+static void dec_out_heads_stride_136(aotk_decode_params *p) {
+  p->out.strides[2] = 136, p->out.strides[1] = 8 * 136, p->out.strides[0] = 2 * 8 * 136;
+}
+static void dec_head_dims_72(aotk_decode_params *p) { /* contiguous rows of 72 elements: 144 bytes apart */
+  decode_shape s = default_decode_shape;
+  s.head_dim_qk = s.head_dim_v = 72;
+  *p = decode_params_for(s);
+}
+static void dec_misaligned_q_and_causal_2(aotk_decode_params *p) { dec_q_two_bytes_off(p), dec_causal_2(p); }
+/* Appending: three new tokens per request, then one change. */
+static void dec_append(aotk_decode_params *p) { add_new_kv(p, &default_decode_shape, 3); }
+static void dec_paged_append(aotk_decode_params *p) { make_paged(p), add_new_kv(p, &default_paged_shape, 3); }
+static void dec_k_new_only(aotk_decode_params *p) { dec_append(p), p->v_new = (aotk_tensor){0}; }
+static void dec_v_new_only(aotk_decode_params *p) { dec_append(p), p->k_new = (aotk_tensor){0}; }
+static void dec_k_new_only_garbage_v_new(aotk_decode_params *p) { /* v_new's other fields set, its data NULL */
+  dec_append(p), p->v_new.data = NULL;
+}
+static void dec_k_new_rank_3(aotk_decode_params *p) {
+  dec_append(p), p->k_new = aotk_tensor_3d(FAKE_K_NEW, AOTK_DTYPE_BFLOAT16, 9, 2, 128);
+}
+static void dec_v_new_rank_5(aotk_decode_params *p) { dec_append(p), p->v_new.rank = 5; }
+static void dec_v_new_rank_0(aotk_decode_params *p) { dec_append(p), p->v_new.rank = 0; }
+static void dec_k_new_float16(aotk_decode_params *p) { dec_append(p), p->k_new.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_v_new_float32(aotk_decode_params *p) { dec_append(p), p->v_new.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_k_new_dtype_garbage(aotk_decode_params *p) { dec_append(p), p->k_new.dtype = (aotk_dtype)99; }
+static void dec_k_new_batch(aotk_decode_params *p) { dec_append(p), p->k_new.shape[0] += 1; }
+static void dec_v_new_batch(aotk_decode_params *p) { dec_append(p), p->v_new.shape[0] = 1; }
+static void dec_k_new_seqlen_zero(aotk_decode_params *p) { dec_append(p), p->k_new.shape[1] = 0; }
+static void dec_v_new_seqlen(aotk_decode_params *p) { dec_append(p), p->v_new.shape[1] = 4; }
+static void dec_both_new_seqlen(aotk_decode_params *p) { /* k_new sets seqlen_new: v_new's 3 is then wrong */
+  dec_append(p), p->k_new.shape[1] = 2;
+}
+static void dec_k_new_heads_q(aotk_decode_params *p) { dec_append(p), p->k_new.shape[2] = 8; }
+static void dec_v_new_heads(aotk_decode_params *p) { dec_append(p), p->v_new.shape[2] = 1; }
+static void dec_k_new_head_dim(aotk_decode_params *p) { dec_append(p), p->k_new.shape[3] = 64; }
+static void dec_v_new_head_dim(aotk_decode_params *p) { dec_append(p), p->v_new.shape[3] = 136; }
+static void dec_new_head_dims_swapped(aotk_decode_params *p) { /* head dims (256, 128): k_new given v's 128 */
+  decode_shape s = default_decode_shape;
+  s.head_dim_qk = 256;
+  *p = decode_params_for(s);
+  add_new_kv(p, &s, 3);
+  p->k_new.shape[3] = 128, p->v_new.shape[3] = 256;
+}
+static void dec_k_new_last_stride_2(aotk_decode_params *p) { dec_append(p), p->k_new.strides[3] = 2; }
+static void dec_v_new_stride_negative(aotk_decode_params *p) { dec_append(p), p->v_new.strides[1] = -256; }
+static void dec_k_new_odd_address(aotk_decode_params *p) { dec_append(p), p->k_new.data = byte_offset(FAKE_K_NEW, 1); }
+static void dec_k_new_eight_bytes_off(aotk_decode_params *p) {
+  dec_append(p), p->k_new.data = byte_offset(FAKE_K_NEW, 8);
+}
+static void dec_v_new_two_bytes_off(aotk_decode_params *p) {
+  dec_append(p), p->v_new.data = byte_offset(FAKE_V_NEW, 2);
+}
+static void dec_k_new_token_stride_8_past(aotk_decode_params *p) { dec_append(p), p->k_new.strides[1] += 8; }
+static void dec_v_new_heads_stride_136(aotk_decode_params *p) { dec_append(p), p->v_new.strides[2] = 136; }
+static void dec_v_new_batch_stride_8_past(aotk_decode_params *p) { dec_append(p), p->v_new.strides[0] += 8; }
+static void dec_paged_k_new_heads(aotk_decode_params *p) { dec_paged_append(p), p->k_new.shape[2] = 3; }
+static void dec_paged_v_new_misaligned(aotk_decode_params *p) {
+  dec_paged_append(p), p->v_new.data = byte_offset(FAKE_V_NEW, 4);
+}
+static void dec_k_new_at_the_top(aotk_decode_params *p) { dec_append(p), p->k_new.data = (void *)(UINTPTR_MAX - 15); }
+static void dec_misaligned_k_new_and_bad_v_new_heads(aotk_decode_params *p) { /* the shape first */
+  dec_k_new_eight_bytes_off(p), p->v_new.shape[2] = 4;
+}
+static void dec_misaligned_q_and_bad_k_new(aotk_decode_params *p) { /* k_new's shape before q's alignment */
+  dec_q_two_bytes_off(p), dec_append(p), p->k_new.shape[0] = 2;
+}
+/* Packed queries (cu_seqlens_q): default_varlen_shape, 3 requests' 100 tokens, G 4, at most 40 each. */
+static void make_varlen_decode(aotk_decode_params *p) { *p = decode_params_for(default_varlen_shape); }
+static void make_varlen_paged_decode(aotk_decode_params *p) { *p = decode_params_for(default_varlen_paged_shape); }
+static void dec_cu_rank_2(aotk_decode_params *p) {
+  make_varlen_decode(p), p->cu_seqlens_q = aotk_tensor_2d(FAKE_CU_SEQLENS_Q, AOTK_DTYPE_INT32, 1, 4);
+}
+static void dec_cu_rank_0(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.rank = 0; }
+static void dec_cu_int64(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.dtype = AOTK_DTYPE_INT64; }
+static void dec_cu_float32(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_cu_dtype_garbage(aotk_decode_params *p) {
+  make_varlen_decode(p), p->cu_seqlens_q.dtype = (aotk_dtype)77;
+}
+static void dec_cu_one_offset(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.shape[0] = 1; }
+static void dec_cu_no_offsets(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.shape[0] = 0; }
+static void dec_cu_negative_size(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.shape[0] = -4; }
+static void dec_cu_stride_2(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.strides[0] = 2; }
+static void dec_cu_misaligned(aotk_decode_params *p) {
+  make_varlen_decode(p), p->cu_seqlens_q.data = byte_offset(FAKE_CU_SEQLENS_Q, 2);
+}
+static void dec_cu_at_the_top(aotk_decode_params *p) {
+  make_varlen_decode(p), p->cu_seqlens_q.data = (void *)(UINTPTR_MAX - 7);
+}
+static void dec_cu_batch_plus_1(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.shape[0] += 1; }
+static void dec_cu_batch_minus_1(aotk_decode_params *p) { make_varlen_decode(p), p->cu_seqlens_q.shape[0] -= 1; }
+static void dec_paged_cu_batch_plus_1(aotk_decode_params *p) {
+  make_varlen_paged_decode(p), p->cu_seqlens_q.shape[0] += 1;
+}
+static void dec_cu_null_fields_set(aotk_decode_params *p) { /* dense then: q's rank 3 is wrong */
+  make_varlen_decode(p), p->cu_seqlens_q.data = NULL;
+}
+static void dec_varlen_q_rank_4(aotk_decode_params *p) {
+  make_varlen_decode(p), p->q = aotk_tensor_4d(FAKE_Q, AOTK_DTYPE_BFLOAT16, 3, 40, 8, 128);
+}
+static void dec_varlen_q_rank_2(aotk_decode_params *p) { make_varlen_decode(p), p->q.rank = 2; }
+static void dec_varlen_q_null(aotk_decode_params *p) { make_varlen_decode(p), p->q.data = NULL; }
+static void dec_varlen_q_total_zero(aotk_decode_params *p) { make_varlen_decode(p), p->q.shape[0] = 0; }
+static void dec_varlen_q_float32(aotk_decode_params *p) { make_varlen_decode(p), p->q.dtype = AOTK_DTYPE_FLOAT32; }
+static void dec_varlen_q_last_stride_2(aotk_decode_params *p) { make_varlen_decode(p), p->q.strides[2] = 2; }
+static void dec_varlen_head_dim_100(aotk_decode_params *p) { make_varlen_decode(p), p->q.shape[2] = 100; }
+static void dec_varlen_head_dim_264(aotk_decode_params *p) { make_varlen_decode(p), p->q.shape[2] = 264; }
+static void dec_varlen_head_dim_4(aotk_decode_params *p) { make_varlen_decode(p), p->q.shape[2] = 4; }
+static void dec_varlen_k_head_dim_64(aotk_decode_params *p) { make_varlen_decode(p), p->k_cache.shape[3] = 64; }
+static void dec_varlen_heads_q_6(aotk_decode_params *p) { /* 6 query heads over 4 kv heads */
+  make_varlen_decode(p), p->q.shape[1] = p->out.shape[1] = p->lse.shape[0] = 6;
+  p->k_cache.shape[2] = p->v_cache.shape[2] = 4;
+}
+static void dec_varlen_out_rank_4(aotk_decode_params *p) {
+  make_varlen_decode(p), p->out = aotk_tensor_4d(FAKE_OUT, AOTK_DTYPE_BFLOAT16, 3, 40, 8, 128);
+}
+static void dec_varlen_out_rank_2(aotk_decode_params *p) { make_varlen_decode(p), p->out.rank = 2; }
+static void dec_varlen_out_total_plus_1(aotk_decode_params *p) { make_varlen_decode(p), p->out.shape[0] += 1; }
+static void dec_varlen_out_batch_rows(aotk_decode_params *p) { /* [batch * max_seqlen_q, ...]: not q's rows */
+  make_varlen_decode(p), p->out.shape[0] = 3 * 40;
+}
+static void dec_varlen_out_heads_kv(aotk_decode_params *p) { make_varlen_decode(p), p->out.shape[1] = 2; }
+static void dec_varlen_out_head_dim(aotk_decode_params *p) { make_varlen_decode(p), p->out.shape[2] = 64; }
+static void dec_varlen_out_float16(aotk_decode_params *p) { make_varlen_decode(p), p->out.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_varlen_out_token_stride_zero(aotk_decode_params *p) { make_varlen_decode(p), p->out.strides[0] = 0; }
+static void dec_varlen_out_heads_stride_zero(aotk_decode_params *p) { make_varlen_decode(p), p->out.strides[1] = 0; }
+static void dec_varlen_out_last_stride_2(aotk_decode_params *p) { make_varlen_decode(p), p->out.strides[2] = 2; }
+static void dec_varlen_lse_rank_3(aotk_decode_params *p) { /* the dense layout [batch, heads_q, max_seqlen_q] */
+  make_varlen_decode(p), p->lse = aotk_tensor_3d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 3, 8, 40);
+}
+static void dec_varlen_lse_rank_1(aotk_decode_params *p) { make_varlen_decode(p), p->lse.rank = 1; }
+static void dec_varlen_lse_like_out(aotk_decode_params *p) { /* [total_q, heads_q]: out's order */
+  make_varlen_decode(p), p->lse = aotk_tensor_2d(FAKE_LSE, AOTK_DTYPE_FLOAT32, 100, 8);
+}
+static void dec_varlen_lse_heads_kv(aotk_decode_params *p) { make_varlen_decode(p), p->lse.shape[0] = 2; }
+static void dec_varlen_lse_total_minus_1(aotk_decode_params *p) { make_varlen_decode(p), p->lse.shape[1] -= 1; }
+static void dec_varlen_lse_float16(aotk_decode_params *p) { make_varlen_decode(p), p->lse.dtype = AOTK_DTYPE_FLOAT16; }
+static void dec_varlen_lse_heads_stride_zero(aotk_decode_params *p) { make_varlen_decode(p), p->lse.strides[0] = 0; }
+static void dec_varlen_lse_last_stride_2(aotk_decode_params *p) { make_varlen_decode(p), p->lse.strides[1] = 2; }
+static void dec_max_seqlen_q_zero(aotk_decode_params *p) { make_varlen_decode(p), p->max_seqlen_q = 0; }
+static void dec_max_seqlen_q_negative(aotk_decode_params *p) { make_varlen_decode(p), p->max_seqlen_q = -1; }
+static void dec_max_seqlen_q_min(aotk_decode_params *p) { make_varlen_decode(p), p->max_seqlen_q = INT32_MIN; }
+static void dec_varlen_num_splits_2(aotk_decode_params *p) { make_varlen_decode(p), p->num_splits = 2; }
+static void dec_varlen_num_splits_256(aotk_decode_params *p) {
+  make_varlen_decode(p), p->num_splits = AOTK_DECODE_MAX_SPLITS;
+}
+static void dec_varlen_paged_num_splits_2(aotk_decode_params *p) { make_varlen_paged_decode(p), p->num_splits = 2; }
+static void dec_varlen_append(aotk_decode_params *p) {
+  make_varlen_decode(p), add_new_kv(p, &default_varlen_shape, 1);
+}
+static void dec_varlen_paged_append(aotk_decode_params *p) {
+  make_varlen_paged_decode(p), add_new_kv(p, &default_varlen_paged_shape, 3);
+}
+static void dec_varlen_k_new_only(aotk_decode_params *p) { dec_varlen_append(p), p->v_new = (aotk_tensor){0}; }
+static void dec_varlen_v_new_only(aotk_decode_params *p) { dec_varlen_append(p), p->k_new = (aotk_tensor){0}; }
+static void dec_varlen_alibi_batch_plus_1(aotk_decode_params *p) {
+  make_varlen_decode(p), p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 4, 8);
+}
+static void dec_varlen_alibi_total_q_rows(aotk_decode_params *p) { /* per token, not per request */
+  make_varlen_decode(p), p->alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 100, 8);
+}
+static void dec_varlen_q_token_stride_8_past(aotk_decode_params *p) { make_varlen_decode(p), p->q.strides[0] += 8; }
+static void dec_varlen_q_heads_stride_136(aotk_decode_params *p) {
+  make_varlen_decode(p), p->q.strides[1] = 136, p->q.strides[0] = 8 * 136 + 8;
+}
+static void dec_varlen_out_heads_stride_136(aotk_decode_params *p) {
+  make_varlen_decode(p), p->out.strides[1] = 136, p->out.strides[0] = 8 * 136 + 8;
+}
+static void dec_varlen_out_two_bytes_off(aotk_decode_params *p) {
+  make_varlen_decode(p), p->out.data = byte_offset(FAKE_OUT, 2);
+}
+static void dec_varlen_misaligned_q_and_splits_2(aotk_decode_params *p) { /* the value first */
+  dec_varlen_q_token_stride_8_past(p), p->num_splits = 2;
+}
+
+static const decode_bad_input decode_bad_inputs[] = {
+    {"params NULL", NULL, AOTK_ERROR_NULL_POINTER, "params"},
+    {"struct_size 0", dec_struct_size_zero, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size one byte short", dec_struct_size_short, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size of a pointer", dec_struct_size_of_a_pointer, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"struct_size garbage", dec_struct_size_garbage, AOTK_ERROR_STRUCT_SIZE, "struct_size"},
+    {"q.data NULL", dec_q_null, AOTK_ERROR_NULL_POINTER, "q.data"},
+    {"q past the end of the address space", dec_q_at_the_top, AOTK_ERROR_SIZE_OVERFLOW, "end of the address space"},
+    {"q rank 3", dec_q_rank_3, AOTK_ERROR_RANK, "q.rank"},
+    {"q float32", dec_q_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"q int32", dec_q_int32, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"q dtype garbage", dec_q_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"seqlen_q 17", dec_q_seqlen_17, AOTK_ERROR_INVALID_VALUE, "q.shape[1]"},
+    {"seqlen_q 2^40", dec_q_seqlen_huge, AOTK_ERROR_INVALID_VALUE, "q.shape[1]"},
+    {"head_dim_qk 100", dec_q_head_dim_100, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[3]"},
+    {"head_dim_qk 264", dec_q_head_dim_264, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[3]"},
+    {"head_dim_qk 4", dec_q_head_dim_4, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[3]"},
+    {"k_cache.data NULL", dec_k_null, AOTK_ERROR_NULL_POINTER, "k_cache.data"},
+    {"k_cache rank 5", dec_k_rank_5, AOTK_ERROR_RANK, "k_cache.rank"},
+    {"k_cache rank 3 (rows packed)", dec_k_rank_3, AOTK_ERROR_RANK, "k_cache.rank"},
+    {"k_cache float16, q bfloat16", dec_k_float16, AOTK_ERROR_DTYPE_MISMATCH, "k_cache.dtype"},
+    {"k_cache dtype garbage", dec_k_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "k_cache.dtype"},
+    {"k_cache head_dim 64, q 128", dec_k_head_dim_64, AOTK_ERROR_HEAD_DIM_MISMATCH, "k_cache.shape[3]"},
+    {"k_cache last stride 2", dec_k_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "k_cache.strides[3]"},
+    {"k_cache stride negative", dec_k_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE, "k_cache.strides[1]"},
+    {"k_cache capacity 0", dec_k_capacity_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "k_cache.shape[1]"},
+    {"v_cache.data NULL", dec_v_null, AOTK_ERROR_NULL_POINTER, "v_cache.data"},
+    {"v_cache rank 3", dec_v_rank_3, AOTK_ERROR_RANK, "v_cache.rank"},
+    {"v_cache float16, q bfloat16", dec_v_float16, AOTK_ERROR_DTYPE_MISMATCH, "v_cache.dtype"},
+    {"v_cache float32, q bfloat16", dec_v_float32, AOTK_ERROR_DTYPE_MISMATCH, "v_cache.dtype"},
+    {"v_cache batch != k_cache's", dec_v_batch, AOTK_ERROR_SHAPE_MISMATCH, "v_cache.shape[0]"},
+    {"v_cache capacity != k_cache's", dec_v_capacity, AOTK_ERROR_SHAPE_MISMATCH, "v_cache.shape[1]"},
+    {"v_cache heads != k_cache's", dec_v_heads, AOTK_ERROR_SHAPE_MISMATCH, "v_cache.shape[2]"},
+    {"head_dim_v 100", dec_v_head_dim_100, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "v_cache.shape[3]"},
+    {"head_dim_v 512", dec_v_head_dim_512, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "v_cache.shape[3]"},
+    {"heads_kv 3, heads_q 8", dec_heads_kv_3, AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_kv"},
+    {"heads_kv 16 > heads_q 8", dec_heads_kv_16, AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_kv"},
+    {"paged: block_table rank 1", dec_table_rank_1, AOTK_ERROR_RANK, "block_table.rank"},
+    {"paged: block_table rank 3", dec_table_rank_3, AOTK_ERROR_RANK, "block_table.rank"},
+    {"paged: block_table int64", dec_table_int64, AOTK_ERROR_UNSUPPORTED_DTYPE, "block_table.dtype"},
+    {"paged: block_table float32", dec_table_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "block_table.dtype"},
+    {"paged: block_table dtype 0", dec_table_dtype_zero, AOTK_ERROR_UNSUPPORTED_DTYPE, "block_table.dtype"},
+    {"paged: block_table batch + 1", dec_table_batch, AOTK_ERROR_SHAPE_MISMATCH, "block_table.shape[0]"},
+    {"paged: block_table of one row", dec_table_one_row, AOTK_ERROR_SHAPE_MISMATCH, "block_table.shape[0]"},
+    {"paged: block_table of 0 pages", dec_table_pages_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "block_table.shape[1]"},
+    {"paged: block_table last stride 2", dec_table_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM,
+     "block_table.strides[1]"},
+    {"paged: block_table misaligned", dec_table_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "block_table.data"},
+    {"paged: 2^27 pages of 16 keys (2^31 keys)", dec_table_capacity_2_31, AOTK_ERROR_SIZE_OVERFLOW,
+     "block_table.shape[1]"},
+    {"paged: 2^60 pages of 16 keys (overflows int64)", dec_table_capacity_2_64, AOTK_ERROR_SIZE_OVERFLOW,
+     "block_table.shape[1]"},
+    {"paged: 2^31 - 1 pages of 2 keys", dec_page_size_2_capacity_2_32, AOTK_ERROR_SIZE_OVERFLOW,
+     "block_table.shape[1]"},
+    {"paged: v_cache one page fewer", dec_paged_v_pages, AOTK_ERROR_SHAPE_MISMATCH, "v_cache.shape[0]"},
+    {"paged: v_cache page size 32, k_cache 16", dec_paged_v_page_size, AOTK_ERROR_SHAPE_MISMATCH, "v_cache.shape[1]"},
+    {"paged cache without block_table", dec_paged_without_table, AOTK_ERROR_SHAPE_MISMATCH, "needs block_table"},
+    {"paged: cache_seqlens per page", dec_paged_seqlens_batch, AOTK_ERROR_SHAPE_MISMATCH, "cache_seqlens.shape[0]"},
+    {"contiguous: k_cache and v_cache batch 4, q 3", dec_k_batch, AOTK_ERROR_SHAPE_MISMATCH, "k_cache.shape[0]"},
+    {"contiguous: capacity 2^31", dec_capacity_2_31, AOTK_ERROR_SIZE_OVERFLOW, "k_cache.shape[1]"},
+    {"contiguous: capacity 2^30 + 1", dec_capacity_max_plus_1, AOTK_ERROR_SIZE_OVERFLOW, "AOTK_DECODE_MAX_CAPACITY"},
+    {"paged: 2^26 + 1 pages of 16 keys", dec_table_capacity_max_plus_16, AOTK_ERROR_SIZE_OVERFLOW,
+     "AOTK_DECODE_MAX_CAPACITY"},
+    {"cache_seqlens.data NULL", dec_seqlens_null, AOTK_ERROR_NULL_POINTER, "cache_seqlens.data"},
+    {"cache_seqlens rank 2", dec_seqlens_rank_2, AOTK_ERROR_RANK, "cache_seqlens.rank"},
+    {"cache_seqlens rank 0", dec_seqlens_rank_0, AOTK_ERROR_RANK, "cache_seqlens.rank"},
+    {"cache_seqlens int64", dec_seqlens_int64, AOTK_ERROR_UNSUPPORTED_DTYPE, "cache_seqlens.dtype"},
+    {"cache_seqlens float32", dec_seqlens_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "cache_seqlens.dtype"},
+    {"cache_seqlens batch + 1", dec_seqlens_batch, AOTK_ERROR_SHAPE_MISMATCH, "cache_seqlens.shape[0]"},
+    {"cache_seqlens one length for all", dec_seqlens_one, AOTK_ERROR_SHAPE_MISMATCH, "cache_seqlens.shape[0]"},
+    {"cache_seqlens stride 2", dec_seqlens_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "cache_seqlens.strides[0]"},
+    {"cache_seqlens misaligned", dec_seqlens_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "cache_seqlens.data"},
+    {"out.data NULL", dec_out_null, AOTK_ERROR_NULL_POINTER, "out.data"},
+    {"out rank 3", dec_out_rank_3, AOTK_ERROR_RANK, "out.rank"},
+    {"out float16, q bfloat16", dec_out_float16, AOTK_ERROR_DTYPE_MISMATCH, "out.dtype"},
+    {"out float32, q bfloat16", dec_out_float32, AOTK_ERROR_DTYPE_MISMATCH, "out.dtype"},
+    {"out batch + 1", dec_out_batch, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0]"},
+    {"out one token, q two", dec_out_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[1]"},
+    {"out heads_kv", dec_out_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[2]"},
+    {"out head_dim 64, v 128", dec_out_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[3]"},
+    {"out heads stride 0", dec_out_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[2]"},
+    {"out batch stride 0", dec_out_batch_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[0]"},
+    {"out last stride 2", dec_out_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "out.strides[3]"},
+    {"out stride negative", dec_out_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE, "out.strides[1]"},
+    {"lse rank 2", dec_lse_rank_2, AOTK_ERROR_RANK, "lse.rank"},
+    {"lse float16", dec_lse_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype"},
+    {"lse bfloat16", dec_lse_bfloat16, AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype"},
+    {"lse batch + 1", dec_lse_batch, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"lse heads_kv", dec_lse_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"lse seqlen_q + 1", dec_lse_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[2]"},
+    {"lse [batch, seqlen_q, heads_q]", dec_lse_like_out, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"lse heads stride 0", dec_lse_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "lse.strides[1]"},
+    {"lse last stride 2", dec_lse_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "lse.strides[2]"},
+    {"lse misaligned", dec_lse_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "lse.data"},
+    {"causal 2", dec_causal_2, AOTK_ERROR_INVALID_VALUE, "causal"},
+    {"causal -1", dec_causal_negative, AOTK_ERROR_INVALID_VALUE, "causal"},
+    {"window_left -2", dec_window_left_minus_2, AOTK_ERROR_INVALID_VALUE, "window_left"},
+    {"window_right INT32_MIN", dec_window_right_min, AOTK_ERROR_INVALID_VALUE, "window_right"},
+    {"causal with window_right 1", dec_causal_window_right_1, AOTK_ERROR_INVALID_VALUE, "window_right"},
+    {"causal with window_left -2", dec_causal_window_left_minus_2, AOTK_ERROR_INVALID_VALUE, "window_left"},
+    {"softmax_scale NaN", dec_scale_nan, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softmax_scale negative", dec_scale_negative, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softmax_scale infinite", dec_scale_infinite, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softmax_scale -infinity", dec_scale_negative_infinite, AOTK_ERROR_INVALID_VALUE, "softmax_scale"},
+    {"softcap negative", dec_softcap_negative, AOTK_ERROR_INVALID_VALUE, "softcap"},
+    {"softcap NaN", dec_softcap_nan, AOTK_ERROR_INVALID_VALUE, "softcap"},
+    {"softcap infinite", dec_softcap_infinite, AOTK_ERROR_INVALID_VALUE, "softcap"},
+    {"alibi_slopes float16", dec_alibi_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "alibi_slopes.dtype"},
+    {"alibi_slopes [heads_kv]", dec_alibi_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[0]"},
+    {"alibi_slopes [batch + 1, heads_q]", dec_alibi_2d_batch, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[0]"},
+    {"alibi_slopes [batch, heads_kv]", dec_alibi_2d_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "alibi_slopes.shape[1]"},
+    {"alibi_slopes rank 3", dec_alibi_rank_3, AOTK_ERROR_RANK, "alibi_slopes.rank"},
+    {"alibi_slopes misaligned", dec_alibi_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "alibi_slopes.data"},
+    {"sinks [batch, heads_q]", dec_sinks_per_batch, AOTK_ERROR_RANK, "sinks.rank"},
+    {"sinks [heads_kv]", dec_sinks_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "sinks.shape[0]"},
+    {"sinks bfloat16", dec_sinks_bfloat16, AOTK_ERROR_UNSUPPORTED_DTYPE, "sinks.dtype"},
+    {"num_splits -1", dec_num_splits_negative, AOTK_ERROR_INVALID_VALUE, "num_splits"},
+    {"num_splits 257", dec_num_splits_257, AOTK_ERROR_INVALID_VALUE, "num_splits"},
+    {"num_splits INT32_MIN", dec_num_splits_min, AOTK_ERROR_INVALID_VALUE, "num_splits"},
+    {"max_seqlen_k -1", dec_max_seqlen_k_negative, AOTK_ERROR_INVALID_VALUE, "max_seqlen_k"},
+    {"max_seqlen_k INT32_MIN", dec_max_seqlen_k_min, AOTK_ERROR_INVALID_VALUE, "max_seqlen_k"},
+    {"q 2 bytes past 16", dec_q_two_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"q 8 bytes past 16", dec_q_eight_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"q odd address", dec_q_odd_address, AOTK_ERROR_MISALIGNED_POINTER, "q.data"},
+    {"q heads stride 136", dec_q_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"q batch stride 8 past a multiple of 16", dec_q_batch_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"k_cache 8 bytes past 16", dec_k_eight_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "k_cache: decoding"},
+    {"k_cache token stride 8 past", dec_k_token_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "k_cache: decoding"},
+    {"v_cache 4 bytes past 16", dec_v_four_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "v_cache: decoding"},
+    {"v_cache batch stride 8 past", dec_v_batch_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "v_cache: decoding"},
+    {"paged: k_cache page stride 8 past", dec_paged_k_page_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER,
+     "k_cache: decoding"},
+    {"paged: v_cache heads stride 136", dec_paged_v_heads_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER,
+     "v_cache: decoding"},
+    {"out 2 bytes past 16", dec_out_two_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
+    {"out heads stride 136", dec_out_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
+    {"head dims 72, contiguous (rows 144 bytes apart)", dec_head_dims_72, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"misaligned q and causal 2: the value first", dec_misaligned_q_and_causal_2, AOTK_ERROR_INVALID_VALUE, "causal"},
+    {"k_new without v_new", dec_k_new_only, AOTK_ERROR_NULL_POINTER, "v_new.data"},
+    {"v_new without k_new", dec_v_new_only, AOTK_ERROR_NULL_POINTER, "k_new.data"},
+    {"k_new with a described v_new whose data is NULL", dec_k_new_only_garbage_v_new, AOTK_ERROR_NULL_POINTER,
+     "v_new.data"},
+    {"k_new rank 3", dec_k_new_rank_3, AOTK_ERROR_RANK, "k_new.rank"},
+    {"v_new rank 5", dec_v_new_rank_5, AOTK_ERROR_RANK, "v_new.rank"},
+    {"v_new rank 0", dec_v_new_rank_0, AOTK_ERROR_RANK, "v_new.rank"},
+    {"k_new float16, q bfloat16", dec_k_new_float16, AOTK_ERROR_DTYPE_MISMATCH, "k_new.dtype"},
+    {"v_new float32, q bfloat16", dec_v_new_float32, AOTK_ERROR_DTYPE_MISMATCH, "v_new.dtype"},
+    {"k_new dtype garbage", dec_k_new_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "k_new.dtype"},
+    {"k_new batch + 1", dec_k_new_batch, AOTK_ERROR_SHAPE_MISMATCH, "k_new.shape[0]"},
+    {"v_new batch 1, q 3", dec_v_new_batch, AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[0]"},
+    {"k_new seqlen_new 0", dec_k_new_seqlen_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "k_new.shape[1]"},
+    {"v_new 4 new tokens, k_new 3", dec_v_new_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[1]"},
+    {"k_new 2 new tokens, v_new 3", dec_both_new_seqlen, AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[1]"},
+    {"k_new with heads_q heads", dec_k_new_heads_q, AOTK_ERROR_SHAPE_MISMATCH, "k_new.shape[2]"},
+    {"v_new one head, heads_kv 2", dec_v_new_heads, AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[2]"},
+    {"k_new head_dim 64, q 128", dec_k_new_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "k_new.shape[3]"},
+    {"v_new head_dim 136, v_cache 128", dec_v_new_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "v_new.shape[3]"},
+    {"k_new and v_new head dims swapped (256, 128)", dec_new_head_dims_swapped, AOTK_ERROR_HEAD_DIM_MISMATCH,
+     "k_new.shape[3]"},
+    {"k_new last stride 2", dec_k_new_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "k_new.strides[3]"},
+    {"v_new stride negative", dec_v_new_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE, "v_new.strides[1]"},
+    {"k_new past the end of the address space", dec_k_new_at_the_top, AOTK_ERROR_SIZE_OVERFLOW,
+     "end of the address space"},
+    {"k_new odd address", dec_k_new_odd_address, AOTK_ERROR_MISALIGNED_POINTER, "k_new.data"},
+    {"k_new 8 bytes past 16", dec_k_new_eight_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "k_new: decoding"},
+    {"v_new 2 bytes past 16", dec_v_new_two_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "v_new: decoding"},
+    {"k_new token stride 8 past", dec_k_new_token_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "k_new: decoding"},
+    {"v_new heads stride 136", dec_v_new_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "v_new: decoding"},
+    {"v_new batch stride 8 past", dec_v_new_batch_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "v_new: decoding"},
+    {"paged: k_new 3 heads, heads_kv 2", dec_paged_k_new_heads, AOTK_ERROR_SHAPE_MISMATCH, "k_new.shape[2]"},
+    {"paged: v_new 4 bytes past 16", dec_paged_v_new_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "v_new: decoding"},
+    {"misaligned k_new and v_new heads: the shape first", dec_misaligned_k_new_and_bad_v_new_heads,
+     AOTK_ERROR_SHAPE_MISMATCH, "v_new.shape[2]"},
+    {"misaligned q and k_new batch: the shape first", dec_misaligned_q_and_bad_k_new, AOTK_ERROR_SHAPE_MISMATCH,
+     "k_new.shape[0]"},
+    {"varlen: cu_seqlens_q rank 2", dec_cu_rank_2, AOTK_ERROR_RANK, "cu_seqlens_q.rank"},
+    {"varlen: cu_seqlens_q rank 0", dec_cu_rank_0, AOTK_ERROR_RANK, "cu_seqlens_q.rank"},
+    {"varlen: cu_seqlens_q int64", dec_cu_int64, AOTK_ERROR_UNSUPPORTED_DTYPE, "cu_seqlens_q.dtype"},
+    {"varlen: cu_seqlens_q float32", dec_cu_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "cu_seqlens_q.dtype"},
+    {"varlen: cu_seqlens_q dtype garbage", dec_cu_dtype_garbage, AOTK_ERROR_UNSUPPORTED_DTYPE, "cu_seqlens_q.dtype"},
+    {"varlen: cu_seqlens_q of one offset (no request)", dec_cu_one_offset, AOTK_ERROR_NONPOSITIVE_SIZE,
+     "cu_seqlens_q.shape[0]"},
+    {"varlen: cu_seqlens_q of no offsets", dec_cu_no_offsets, AOTK_ERROR_NONPOSITIVE_SIZE, "cu_seqlens_q.shape[0]"},
+    {"varlen: cu_seqlens_q of -4 offsets", dec_cu_negative_size, AOTK_ERROR_NONPOSITIVE_SIZE, "cu_seqlens_q.shape[0]"},
+    {"varlen: cu_seqlens_q stride 2", dec_cu_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "cu_seqlens_q.strides[0]"},
+    {"varlen: cu_seqlens_q misaligned", dec_cu_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "cu_seqlens_q.data"},
+    {"varlen: cu_seqlens_q past the end of the address space", dec_cu_at_the_top, AOTK_ERROR_SIZE_OVERFLOW,
+     "end of the address space"},
+    {"varlen: cu_seqlens_q of 4 requests, caches of 3", dec_cu_batch_plus_1, AOTK_ERROR_SHAPE_MISMATCH,
+     "k_cache.shape[0]"},
+    {"varlen: cu_seqlens_q of 2 requests, caches of 3", dec_cu_batch_minus_1, AOTK_ERROR_SHAPE_MISMATCH,
+     "k_cache.shape[0]"},
+    {"varlen, paged: cu_seqlens_q of 4 requests, block_table of 3", dec_paged_cu_batch_plus_1,
+     AOTK_ERROR_SHAPE_MISMATCH, "block_table.shape[0]"},
+    {"varlen: cu_seqlens_q.data NULL (dense), q rank 3", dec_cu_null_fields_set, AOTK_ERROR_RANK, "q.rank"},
+    {"varlen: q rank 4", dec_varlen_q_rank_4, AOTK_ERROR_RANK, "q.rank"},
+    {"varlen: q rank 2", dec_varlen_q_rank_2, AOTK_ERROR_RANK, "q.rank"},
+    {"varlen: q.data NULL", dec_varlen_q_null, AOTK_ERROR_NULL_POINTER, "q.data"},
+    {"varlen: total_q 0", dec_varlen_q_total_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "q.shape[0]"},
+    {"varlen: q float32", dec_varlen_q_float32, AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype"},
+    {"varlen: q last stride 2", dec_varlen_q_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "q.strides[2]"},
+    {"varlen: head_dim_qk 100", dec_varlen_head_dim_100, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[2]"},
+    {"varlen: head_dim_qk 264", dec_varlen_head_dim_264, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[2]"},
+    {"varlen: head_dim_qk 4", dec_varlen_head_dim_4, AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "q.shape[2]"},
+    {"varlen: k_cache head_dim 64, q 128", dec_varlen_k_head_dim_64, AOTK_ERROR_HEAD_DIM_MISMATCH, "k_cache.shape[3]"},
+    {"varlen: heads_q 6, heads_kv 4", dec_varlen_heads_q_6, AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_kv"},
+    {"varlen: out rank 4", dec_varlen_out_rank_4, AOTK_ERROR_RANK, "out.rank"},
+    {"varlen: out rank 2", dec_varlen_out_rank_2, AOTK_ERROR_RANK, "out.rank"},
+    {"varlen: out total_q + 1", dec_varlen_out_total_plus_1, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0]"},
+    {"varlen: out of batch * max_seqlen_q rows", dec_varlen_out_batch_rows, AOTK_ERROR_SHAPE_MISMATCH, "total_q"},
+    {"varlen: out heads_kv", dec_varlen_out_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "out.shape[1]"},
+    {"varlen: out head_dim 64, v 128", dec_varlen_out_head_dim, AOTK_ERROR_HEAD_DIM_MISMATCH, "out.shape[2]"},
+    {"varlen: out float16, q bfloat16", dec_varlen_out_float16, AOTK_ERROR_DTYPE_MISMATCH, "out.dtype"},
+    {"varlen: out token stride 0", dec_varlen_out_token_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[0]"},
+    {"varlen: out heads stride 0", dec_varlen_out_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "out.strides[1]"},
+    {"varlen: out last stride 2", dec_varlen_out_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "out.strides[2]"},
+    {"varlen: lse rank 3 (the dense layout)", dec_varlen_lse_rank_3, AOTK_ERROR_RANK, "lse.rank"},
+    {"varlen: lse rank 1", dec_varlen_lse_rank_1, AOTK_ERROR_RANK, "lse.rank"},
+    {"varlen: lse [total_q, heads_q]", dec_varlen_lse_like_out, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"varlen: lse heads_kv", dec_varlen_lse_heads_kv, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[0]"},
+    {"varlen: lse total_q - 1", dec_varlen_lse_total_minus_1, AOTK_ERROR_SHAPE_MISMATCH, "lse.shape[1]"},
+    {"varlen: lse float16", dec_varlen_lse_float16, AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype"},
+    {"varlen: lse heads stride 0", dec_varlen_lse_heads_stride_zero, AOTK_ERROR_INVALID_VALUE, "lse.strides[0]"},
+    {"varlen: lse last stride 2", dec_varlen_lse_last_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "lse.strides[1]"},
+    {"varlen: max_seqlen_q 0", dec_max_seqlen_q_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q"},
+    {"varlen: max_seqlen_q -1", dec_max_seqlen_q_negative, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q"},
+    {"varlen: max_seqlen_q INT32_MIN", dec_max_seqlen_q_min, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q"},
+    {"varlen: num_splits 2", dec_varlen_num_splits_2, AOTK_ERROR_INVALID_VALUE, "num_splits = 2 with cu_seqlens_q"},
+    {"varlen: num_splits 256", dec_varlen_num_splits_256, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen, paged: num_splits 2", dec_varlen_paged_num_splits_2, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen: appending (k_new and v_new)", dec_varlen_append, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen, paged: appending", dec_varlen_paged_append, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen: k_new without v_new", dec_varlen_k_new_only, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen: v_new without k_new", dec_varlen_v_new_only, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen: alibi_slopes [batch + 1, heads_q]", dec_varlen_alibi_batch_plus_1, AOTK_ERROR_SHAPE_MISMATCH,
+     "alibi_slopes.shape[0]"},
+    {"varlen: alibi_slopes [total_q, heads_q]", dec_varlen_alibi_total_q_rows, AOTK_ERROR_SHAPE_MISMATCH,
+     "alibi_slopes.shape[0]"},
+    {"varlen: q token stride 8 past", dec_varlen_q_token_stride_8_past, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"varlen: q heads stride 136", dec_varlen_q_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
+    {"varlen: out heads stride 136", dec_varlen_out_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
+    {"varlen: out 2 bytes past 16", dec_varlen_out_two_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
+    {"varlen: misaligned q and num_splits 2: the value first", dec_varlen_misaligned_q_and_splits_2,
+     AOTK_ERROR_INVALID_VALUE, "num_splits"},
+};
+
+/* Runs one bad input through aotk_attn_decode (with an ample workspace) and aotk_decode_query with the
+ * recording fake installed as a working sm_90 GPU: both must refuse it with the expected status and a
+ * message naming the argument, call no driver function (so nothing is loaded, launched or written), and
+ * leave the caller's params and the query's info untouched. */
+static void check_decode_bad_input(const decode_bad_input *c) {
+  aotk_decode_params params = valid_decode_params();
+  if (c->spoil != NULL) c->spoil(&params);
+  const aotk_decode_params before = params;
+  const aotk_decode_params *argument = c->spoil != NULL ? &params : NULL;
+
+  reset_calls();
+  aotk_status status = aotk_attn_decode(argument, FAKE_WORKSPACE, AMPLE_WORKSPACE_BYTES, FAKE_STREAM);
+  CHECK_MSG(status == c->expected, "%s: aotk_attn_decode gave %s (%s), expected %s", c->what, aotk_status_name(status),
+            aotk_last_error(), aotk_status_name(c->expected));
+  CHECK_MSG(message_mentions(c->mentions), "%s: aotk_attn_decode's message \"%s\" does not mention \"%s\"", c->what,
+            aotk_last_error(), c->mentions);
+  CHECK_MSG(total_calls() == 0, "%s: aotk_attn_decode reached the driver (%s)", c->what, called_functions());
+  CHECK_MSG(memcmp(&params, &before, sizeof params) == 0, "%s: aotk_attn_decode changed the caller's params", c->what);
+
+  aotk_kernel_info info;
+  poison_info(&info);
+  reset_calls();
+  aotk_status query_status = aotk_decode_query(AOTK_OP_DECODE, argument, &info);
+  CHECK_MSG(query_status == status, "%s: aotk_decode_query gave %s, aotk_attn_decode %s", c->what,
+            aotk_status_name(query_status), aotk_status_name(status));
+  CHECK_MSG(message_mentions(c->mentions), "%s: aotk_decode_query's message \"%s\" does not mention \"%s\"", c->what,
+            aotk_last_error(), c->mentions);
+  CHECK_MSG(total_calls() == 0, "%s: aotk_decode_query reached the driver (%s)", c->what, called_functions());
+  CHECK_MSG(info_untouched(&info), "%s: aotk_decode_query wrote *info on failure", c->what);
+  CHECK_MSG(memcmp(&params, &before, sizeof params) == 0, "%s: aotk_decode_query changed the caller's params", c->what);
+}
+
+static void test_decode_validation_rejects_bad_inputs(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  /* The bases are valid, so each failure below is due to its one change. */
+  void (*const bases[])(aotk_decode_params *) = {make_paged,         dec_alibi,          dec_alibi_per_batch,
+                                                  dec_sinks,          dec_append,         dec_paged_append,
+                                                  make_varlen_decode, make_varlen_paged_decode};
+  for (size_t i = 0; i <= sizeof bases / sizeof bases[0]; i++) {
+    aotk_decode_params params = valid_decode_params();
+    if (i > 0) bases[i - 1](&params);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "base %zu fails: %s (%s)", i, aotk_status_name(status), aotk_last_error());
+    status = aotk_attn_decode(&params, FAKE_WORKSPACE, info.workspace_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK, "base %zu: aotk_attn_decode %s (%s)", i, aotk_status_name(status), aotk_last_error());
+  }
+  const size_t count = sizeof decode_bad_inputs / sizeof decode_bad_inputs[0];
+  for (size_t i = 0; i < count; i++) check_decode_bad_input(&decode_bad_inputs[i]);
+  printf("    %zu bad inputs\n", count);
+  uninstall_fake_gpu();
+}
+
+/* Sizes each valid on its own whose products overflow what the kernels count in 32 bits (or int64
+ * itself): q, k and v broadcast (zero strides), out's rows overlapping 16 elements apart. The grid,
+ * heads_q, the group and the merge's rows are int32 arguments; a product that wrapped would launch a
+ * truncated problem. Kept apart for UBSan, which reports a signed overflow in the check itself. */
+static aotk_decode_params broadcast_decode_params(int64_t batch, int64_t seqlen_q, int64_t heads_q, int64_t heads_kv) {
+  aotk_decode_params params = AOTK_DECODE_PARAMS_INIT;
+  const aotk_tensor q = {FAKE_Q, AOTK_DTYPE_BFLOAT16, 4, {batch, seqlen_q, heads_q, 64}, {0, 0, 0, 1}};
+  const aotk_tensor cache = {FAKE_K, AOTK_DTYPE_BFLOAT16, 4, {batch, 128, heads_kv, 64}, {0, 0, 0, 1}};
+  const aotk_tensor out = {FAKE_OUT, AOTK_DTYPE_BFLOAT16, 4, {batch, seqlen_q, heads_q, 64}, {16, 16, 16, 1}};
+  params.q = q;
+  params.k_cache = cache;
+  params.v_cache = cache;
+  params.v_cache.data = FAKE_V;
+  params.cache_seqlens = aotk_tensor_1d(FAKE_CACHE_SEQLENS, AOTK_DTYPE_INT32, batch);
+  params.out = out;
+  return params;
+}
+/* 2^33 requests x 2^31 kv heads: the grid's program count wraps int64 to 0. */
+static void dec_programs_overflow_int64(aotk_decode_params *p) {
+  *p = broadcast_decode_params((int64_t)1 << 33, 1, (int64_t)1 << 31, (int64_t)1 << 31);
+}
+/* One request, one kv head with a group of 2^31 query heads: 2^25 programs (a valid grid), but heads_q
+ * and group_size do not fit the kernel's int32. */
+static void dec_heads_q_2_31(aotk_decode_params *p) { *p = broadcast_decode_params(1, 1, (int64_t)1 << 31, 1); }
+/* 2^27 requests of 16 tokens and one head, two splits (of 128 keys: the cache holds 256): 2^28
+ * programs, but the merge's 2^31 rows do not fit its int32 row count. */
+static void dec_split_rows_2_31(aotk_decode_params *p) {
+  *p = broadcast_decode_params((int64_t)1 << 27, 16, 1, 1);
+  p->k_cache.shape[1] = p->v_cache.shape[1] = 256;
+  p->num_splits = 2;
+}
+
+/* Appending seqlen_new tokens per request to broadcast_decode_params' problem, k_new and v_new broadcast
+ * too. The appending kernel's grid is batch * seqlen_new programs (int32), and seqlen_new is at most
+ * AOTK_DECODE_MAX_CAPACITY (no request holds more). */
+static void add_broadcast_new_kv(aotk_decode_params *p, int64_t seqlen_new) {
+  const aotk_tensor k_new = {FAKE_K_NEW, AOTK_DTYPE_BFLOAT16, 4, {p->q.shape[0], seqlen_new, p->k_cache.shape[2], 64},
+                             {0, 0, 0, 1}};
+  p->k_new = k_new;
+  p->v_new = k_new;
+  p->v_new.data = FAKE_V_NEW;
+}
+static void dec_seqlen_new_max_plus_1(aotk_decode_params *p) {
+  *p = broadcast_decode_params(1, 1, 1, 1);
+  add_broadcast_new_kv(p, AOTK_DECODE_MAX_CAPACITY + 1);
+}
+static void dec_seqlen_new_2_62(aotk_decode_params *p) {
+  *p = broadcast_decode_params(3, 1, 1, 1);
+  add_broadcast_new_kv(p, (int64_t)1 << 62);
+}
+static void dec_seqlen_new_2_62_one_request(aotk_decode_params *p) {
+  *p = broadcast_decode_params(1, 1, 1, 1);
+  add_broadcast_new_kv(p, (int64_t)1 << 62);
+}
+/* 3 requests x 2^30 new tokens: each within AOTK_DECODE_MAX_CAPACITY, 3 x 2^30 programs are not. */
+static void dec_append_programs_3_2_30(aotk_decode_params *p) {
+  *p = broadcast_decode_params(3, 1, 1, 1);
+  add_broadcast_new_kv(p, AOTK_DECODE_MAX_CAPACITY);
+}
+/* 2^31 - 1 requests (the most query rows) x 2 new tokens. */
+static void dec_append_programs_2_32(aotk_decode_params *p) {
+  *p = broadcast_decode_params(INT32_MAX, 1, 1, 1);
+  add_broadcast_new_kv(p, 2);
+}
+/* 2^31 requests: the query rows overflow first. */
+static void dec_append_requests_2_31(aotk_decode_params *p) {
+  *p = broadcast_decode_params((int64_t)1 << 31, 1, 1, 1);
+  add_broadcast_new_kv(p, 1);
+}
+
+/* Appending into caches broadcast over the requests: every request would write the same rows. */
+static void dec_append_into_broadcast_cache(aotk_decode_params *p) {
+  *p = broadcast_decode_params(3, 1, 1, 1);
+  add_broadcast_new_kv(p, 1);
+  p->k_cache.strides[1] = p->v_cache.strides[1] = 64;
+}
+static void dec_append_into_broadcast_v_cache(aotk_decode_params *p) {
+  dec_append_into_broadcast_cache(p);
+  p->k_cache.strides[0] = 128 * 64;
+}
+
+static const decode_bad_input decode_overflowing_inputs[] = {
+    {"appending into a k_cache broadcast over the requests", dec_append_into_broadcast_cache, AOTK_ERROR_INVALID_VALUE,
+     "k_cache.strides[0] = 0"},
+    {"appending into a v_cache broadcast over the requests", dec_append_into_broadcast_v_cache,
+     AOTK_ERROR_INVALID_VALUE, "v_cache.strides[0] = 0"},
+    {"batch * heads_kv overflows int64", dec_programs_overflow_int64, AOTK_ERROR_SIZE_OVERFLOW,
+     "batch * seqlen_q * heads_q"},
+    {"heads_q 2^31", dec_heads_q_2_31, AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads_q"},
+    {"2^31 query rows in two splits", dec_split_rows_2_31, AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads_q"},
+    {"appending 2^30 + 1 tokens to one request", dec_seqlen_new_max_plus_1, AOTK_ERROR_SIZE_OVERFLOW,
+     "AOTK_DECODE_MAX_CAPACITY"},
+    {"appending 2^62 tokens to one request", dec_seqlen_new_2_62_one_request, AOTK_ERROR_SIZE_OVERFLOW,
+     "k_new.shape[1]"},
+    {"appending 2^62 tokens to 3 requests (the product overflows int64)", dec_seqlen_new_2_62,
+     AOTK_ERROR_SIZE_OVERFLOW, "k_new.shape[1]"},
+    {"appending 2^30 tokens to 3 requests", dec_append_programs_3_2_30, AOTK_ERROR_SIZE_OVERFLOW,
+     "batch * seqlen_new"},
+    {"appending 2 tokens to 2^31 - 1 requests", dec_append_programs_2_32, AOTK_ERROR_SIZE_OVERFLOW,
+     "batch * seqlen_new"},
+    {"appending to 2^31 requests", dec_append_requests_2_31, AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads_q"},
+};
+
+static void test_decode_validation_overflow(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  for (size_t i = 0; i < sizeof decode_overflowing_inputs / sizeof decode_overflowing_inputs[0]; i++) {
+    check_decode_bad_input(&decode_overflowing_inputs[i]);
+  }
+  /* One row fewer than the limit: accepted, the merge's rows and the grid in range (two splits of one
+   * 128-key block each). */
+  aotk_decode_params params = broadcast_decode_params(((int64_t)1 << 27) - 1, 16, 1, 1);
+  params.k_cache.shape[1] = params.v_cache.shape[1] = 256;
+  params.num_splits = 2;
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+  CHECK_MSG(status == AOTK_OK, "2^31 - 16 query rows: %s (%s)", aotk_status_name(status), aotk_last_error());
+  CHECK(info.num_splits == 2 && info.grid == 2 * (((int64_t)1 << 27) - 1));
+
+  /* Appending at the limits: accepted, the appending kernel on batch * seqlen_new programs, first. */
+  static const struct {
+    const char *what;
+    int64_t batch, seqlen_new;
+  } appends[] = {
+      {"one request x 2^30 new tokens (AOTK_DECODE_MAX_CAPACITY)", 1, AOTK_DECODE_MAX_CAPACITY},
+      {"2 requests x (2^30 - 1) new tokens: 2^31 - 2 programs", 2, AOTK_DECODE_MAX_CAPACITY - 1},
+      {"2^31 - 1 requests x 1 new token: 2^31 - 1 programs", INT32_MAX, 1},
+  };
+  for (size_t i = 0; i < sizeof appends / sizeof appends[0]; i++) {
+    params = broadcast_decode_params(appends[i].batch, 1, 1, 1);
+    add_broadcast_new_kv(&params, appends[i].seqlen_new);
+    /* Appending writes the caches: they need their own rows (no stride 0), unlike the inputs. */
+    const int64_t contiguous[4] = {128 * 64, 64, 64, 1};
+    memcpy(params.k_cache.strides, contiguous, sizeof contiguous);
+    memcpy(params.v_cache.strides, contiguous, sizeof contiguous);
+    info = (aotk_kernel_info)AOTK_KERNEL_INFO_INIT;
+    status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK && info.launches == 2 && info.num_splits == 1, "%s: %s (%s), %d launches",
+              appends[i].what, aotk_status_name(status), aotk_last_error(), info.launches);
+    reset_launch_log();
+    status = aotk_attn_decode(&params, NULL, 0, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK && fake.logged_launches == 2, "%s: aotk_attn_decode %s (%s), %d launches",
+              appends[i].what, aotk_status_name(status), aotk_last_error(), fake.logged_launches);
+    if (status != AOTK_OK || fake.logged_launches != 2) continue;
+    const recorded_launch *append = &fake.launch_log[0], *decode = &fake.launch_log[1];
+    CHECK_MSG(append->kernel == KERNEL_ATTN_CACHE_APPEND &&
+                  append->grid[0] == (unsigned)(appends[i].batch * appends[i].seqlen_new) &&
+                  arg_i32(append, APPEND_SEQLEN_NEW) == appends[i].seqlen_new,
+              "%s: launched %s first on %u programs, seqlen_new %d", appends[i].what,
+              kernel_signatures[append->kernel].function, append->grid[0], arg_i32(append, APPEND_SEQLEN_NEW));
+    CHECK_MSG(decode->kernel == KERNEL_ATTN_DECODE && decode->grid[0] == (unsigned)appends[i].batch &&
+                  arg_i32(decode, DECODE_SEQLEN_NEW) == appends[i].seqlen_new,
+              "%s: then %s on %u programs, seqlen_new %d", appends[i].what,
+              kernel_signatures[decode->kernel].function, decode->grid[0], arg_i32(decode, DECODE_SEQLEN_NEW));
+  }
+  uninstall_fake_gpu();
+}
+
+/* Inputs at the edge of what decoding allows, which validation must accept: each runs one launch, or
+ * two with a split, as its query says. The params sit in a struct with room after them, so that a
+ * struct_size larger than this header's (a newer caller's) is readable memory. */
+typedef struct decode_edge_case {
+  const char *what;
+  struct {
+    aotk_decode_params params;
+    unsigned char newer_fields[64];
+  } call;
+} decode_edge_case;
+
+static aotk_decode_params *add_decode_edge_case(decode_edge_case *cases, int *count, const char *what,
+                                                decode_shape shape) {
+  decode_edge_case *c = &cases[(*count)++];
+  memset(c, 0, sizeof *c);
+  c->what = what;
+  c->call.params = decode_params_for(shape);
+  return &c->call.params;
+}
+
+static void test_decode_validation_accepts_edge_inputs(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static decode_edge_case cases[64];
+  int count = 0;
+  decode_shape s = default_decode_shape;
+  s.seqlen_q = 16;
+  add_decode_edge_case(cases, &count, "seqlen_q 16 (the most)", s);
+  s = default_decode_shape;
+  s.seqlen_q = 1, s.batch = 1, s.heads_q = s.heads_kv = 1;
+  add_decode_edge_case(cases, &count, "one token, one request, one head", s);
+  s = default_decode_shape;
+  s.heads_kv = 1;
+  add_decode_edge_case(cases, &count, "MQA (heads_kv 1)", s);
+  s = default_decode_shape;
+  s.capacity = 1;
+  add_decode_edge_case(cases, &count, "a cache of one key", s);
+  s = default_decode_shape;
+  s.head_dim_qk = s.head_dim_v = 16;
+  add_decode_edge_case(cases, &count, "head dims 16 (padded to 32)", s);
+  s.head_dim_qk = s.head_dim_v = 256;
+  add_decode_edge_case(cases, &count, "head dims 256", s);
+  s.head_dim_qk = 256, s.head_dim_v = 128;
+  add_decode_edge_case(cases, &count, "head dims (256, 128)", s);
+  s.head_dim_qk = 192, s.head_dim_v = 64;
+  add_decode_edge_case(cases, &count, "head dims (192, 64), padded to (256, 128)", s);
+  s = default_decode_shape;
+  s.dtype = AOTK_DTYPE_FLOAT16, s.with_lse = false;
+  memset(&add_decode_edge_case(cases, &count, "float16, no lse (its other fields garbage)", s)->lse, 0xEE,
+         sizeof(aotk_tensor));
+  cases[count - 1].call.params.lse.data = NULL;
+  s = default_paged_shape;
+  s.page_size = 1, s.capacity = 1000, s.num_pages = 5000;
+  add_decode_edge_case(cases, &count, "paged, pages of one key", s);
+  s.page_size = 1000, s.capacity = 3000, s.num_pages = 7;
+  add_decode_edge_case(cases, &count, "paged, pages of 1000 keys (not a power of two)", s);
+  s.page_size = 1, s.capacity = AOTK_DECODE_MAX_CAPACITY, s.num_pages = 8;
+  aotk_decode_params *p = add_decode_edge_case(cases, &count, "paged, 2^30 pages of one key (the largest)", s);
+  p->block_table.strides[0] = 0;
+  p = add_decode_edge_case(cases, &count, "contiguous, caches broadcast over the batch", default_decode_shape);
+  p->k_cache.strides[0] = p->v_cache.strides[0] = 0;
+  p = add_decode_edge_case(cases, &count, "out stride 0 on dimensions of size 1", default_decode_shape);
+  p->out = aotk_tensor_4d(FAKE_OUT, AOTK_DTYPE_BFLOAT16, 3, 2, 8, 128);
+  p->q.shape[1] = p->out.shape[1] = p->lse.shape[2] = 1, p->out.strides[1] = 0;
+  p = add_decode_edge_case(cases, &count, "causal, window_left 100, window_right 0", default_decode_shape);
+  p->causal = 1, p->window_left = 100, p->window_right = 0;
+  p = add_decode_edge_case(cases, &count, "window_left 0, window_right 0", default_decode_shape);
+  p->window_left = 0, p->window_right = 0;
+  add_decode_edge_case(cases, &count, "softmax_scale -0.0 (zero: the default)", default_decode_shape)->softmax_scale =
+      -0.0f;
+  p = add_decode_edge_case(cases, &count, "softcap, ALiBi per request, sinks, explicit scale", default_decode_shape);
+  dec_alibi_per_batch(p), dec_sinks(p), p->softcap = 50.0f, p->softmax_scale = 0.01f;
+  add_decode_edge_case(cases, &count, "num_splits 1", default_decode_shape)->num_splits = 1;
+  add_decode_edge_case(cases, &count, "num_splits 256", default_decode_shape)->num_splits = AOTK_DECODE_MAX_SPLITS;
+  add_decode_edge_case(cases, &count, "max_seqlen_k above the capacity", default_decode_shape)->max_seqlen_k =
+      INT32_MAX;
+  add_decode_edge_case(cases, &count, "max_seqlen_k 1", default_decode_shape)->max_seqlen_k = 1;
+  add_decode_edge_case(cases, &count, "a struct_size larger than this header's (a newer caller)",
+                       default_decode_shape)->struct_size = sizeof(aotk_decode_params) + 64;
+  /* Appending. */
+  s = default_decode_shape;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending one token", s), &s, 1);
+  s.seqlen_q = 1;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending 16 tokens for one query token", s), &s, 16);
+  s = default_decode_shape;
+  s.capacity = 10;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending 50 tokens to a cache of 10 keys (the rest dropped)", s),
+             &s, 50);
+  s = default_decode_shape;
+  s.batch = 1, s.seqlen_q = 1, s.heads_q = s.heads_kv = 1, s.capacity = 1;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending one token to a cache of one key", s), &s, 1);
+  s = default_decode_shape;
+  s.head_dim_qk = 192, s.head_dim_v = 64;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending, head dims (192, 64)", s), &s, 2);
+  s = default_paged_shape;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending to a paged cache", s), &s, 5);
+  s.page_size = 1, s.capacity = 1000, s.num_pages = 5000;
+  add_new_kv(add_decode_edge_case(cases, &count, "appending to pages of one key", s), &s, 16);
+  s = default_decode_shape;
+  p = add_decode_edge_case(cases, &count, "appending k_new and v_new broadcast (strides 0)", s);
+  add_new_kv(p, &s, 4);
+  memset(p->k_new.strides, 0, 3 * sizeof p->k_new.strides[0]);
+  memset(p->v_new.strides, 0, 3 * sizeof p->v_new.strides[0]);
+  p = add_decode_edge_case(cases, &count, "appending with 4 splits", s);
+  add_new_kv(p, &s, 2);
+  p->num_splits = 4;
+  p = add_decode_edge_case(cases, &count, "appending, float16, every feature", s);
+  dec_alibi_per_batch(p), dec_sinks(p), p->softcap = 50.0f, p->causal = 1, p->window_left = 7;
+  p->q.dtype = p->k_cache.dtype = p->v_cache.dtype = p->out.dtype = AOTK_DTYPE_FLOAT16;
+  add_new_kv(p, &s, 3);
+  p->k_new.dtype = p->v_new.dtype = AOTK_DTYPE_FLOAT16;
+  /* Not appending: k_new and v_new NULL, whatever their other fields hold. */
+  p = add_decode_edge_case(cases, &count, "k_new and v_new NULL, their other fields garbage", s);
+  memset(&p->k_new, 0xEE, sizeof p->k_new);
+  memset(&p->v_new, 0x5A, sizeof p->v_new);
+  p->k_new.data = p->v_new.data = NULL;
+  /* Packed queries (cu_seqlens_q). */
+  add_decode_edge_case(cases, &count, "varlen, 100 tokens, at most 40", default_varlen_shape);
+  add_decode_edge_case(cases, &count, "varlen, paged", default_varlen_paged_shape);
+  s = default_varlen_shape;
+  s.seqlen_q = 5000, s.total_q = 12000;
+  add_decode_edge_case(cases, &count, "varlen, max_seqlen_q 5000 (no 16-token limit)", s);
+  s = default_varlen_shape;
+  s.seqlen_q = 1, s.total_q = 1, s.batch = 1, s.heads_q = s.heads_kv = 1;
+  add_decode_edge_case(cases, &count, "varlen, one request of one token, one head", s);
+  s.seqlen_q = INT32_MAX;
+  add_decode_edge_case(cases, &count, "varlen, max_seqlen_q 2^31 - 1, one head (2^31 - 1 query rows)", s);
+  s = default_varlen_shape;
+  s.seqlen_q = 1;
+  add_decode_edge_case(cases, &count, "varlen, max_seqlen_q 1 below total_q / batch (tokens cut)", s);
+  add_decode_edge_case(cases, &count, "varlen, num_splits 1", default_varlen_shape)->num_splits = 1;
+  add_decode_edge_case(cases, &count, "varlen, max_seqlen_k 300", default_varlen_shape)->max_seqlen_k = 300;
+  s = default_varlen_shape;
+  s.dtype = AOTK_DTYPE_FLOAT16, s.with_lse = false, s.head_dim_qk = 192, s.head_dim_v = 64;
+  p = add_decode_edge_case(cases, &count, "varlen, fp16, no lse, head dims (192, 64), every feature", s);
+  dec_alibi_per_batch(p), dec_sinks(p), p->softcap = 50.0f, p->causal = 1, p->window_left = 7;
+  p = add_decode_edge_case(cases, &count, "varlen, out stride 0 over one head", default_varlen_shape);
+  p->q.shape[1] = p->out.shape[1] = p->lse.shape[0] = 1, p->out.strides[1] = 0;
+  p->k_cache.shape[2] = p->v_cache.shape[2] = 1;
+  p = add_decode_edge_case(cases, &count, "varlen, q broadcast over tokens (stride 0)", default_varlen_shape);
+  p->q.strides[0] = 0;
+  p = add_decode_edge_case(cases, &count, "varlen, k_new and v_new NULL, their other fields garbage",
+                           default_varlen_shape);
+  memset(&p->k_new, 0xEE, sizeof p->k_new);
+  memset(&p->v_new, 0x5A, sizeof p->v_new);
+  p->k_new.data = p->v_new.data = NULL;
+  /* Dense: max_seqlen_q is read only with cu_seqlens_q, and cu_seqlens_q's other fields without its data. */
+  add_decode_edge_case(cases, &count, "dense, max_seqlen_q -5 (unread)", default_decode_shape)->max_seqlen_q = -5;
+  p = add_decode_edge_case(cases, &count, "dense, cu_seqlens_q.data NULL, its other fields garbage",
+                           default_decode_shape);
+  memset(&p->cu_seqlens_q, 0xEE, sizeof p->cu_seqlens_q);
+  p->cu_seqlens_q.data = NULL;
+
+  for (int i = 0; i < count; i++) {
+    const aotk_decode_params *params = &cases[i].call.params;
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: aotk_decode_query %s (%s)", cases[i].what, aotk_status_name(status),
+              aotk_last_error());
+    const int launches = 1 + (info.num_splits > 1) + (params->k_new.data != NULL);
+    CHECK_MSG(info.launches == launches && (info.workspace_bytes > 0) == (info.num_splits > 1) &&
+                  ((info.features & AOTK_FEATURE_APPEND_KV) != 0) == (params->k_new.data != NULL) &&
+                  ((info.features & AOTK_FEATURE_VARLEN) != 0) == (params->cu_seqlens_q.data != NULL) &&
+                  (params->cu_seqlens_q.data == NULL || info.num_splits == 1),
+              "%s: %d launches, %d splits, %zu bytes of workspace, features %#x", cases[i].what, info.launches,
+              info.num_splits, info.workspace_bytes, info.features);
+    reset_calls();
+    void *workspace = info.workspace_bytes > 0 ? FAKE_WORKSPACE : NULL;
+    status = aotk_attn_decode(params, workspace, info.workspace_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK, "%s: aotk_attn_decode %s (%s)", cases[i].what, aotk_status_name(status),
+              aotk_last_error());
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == info.launches, "%s: %d launches, the query says %d", cases[i].what,
+              fake.calls[CALL_cuLaunchKernel], info.launches);
+  }
+  printf("    %d cases\n", count);
+  uninstall_fake_gpu();
+}
+
+/* ---- decoding: the split, its workspace, the query ---- */
+
+/* The split choice, through aotk_decode_query on the fake's 132 SMs, worked by hand from the rule in
+ * src/aotk_decode.c's comment (flash-attn's num_splits_heuristic): split only when batch * heads_kv *
+ * row chunks programs are fewer than 4/5 of the SMs; the efficiency of n splits is programs * n over the
+ * SMs of the waves they take; take the smallest n within 85% of the best; each split keeps at least 256
+ * keys (and at most 256 splits). Split lengths are whole key blocks (block_n: 128 keys for these head
+ * dims of 128, whatever the row tile), so the count is then what ceil(keys / split_keys) gives. A forced
+ * num_splits skips the rule but not the blocks. */
+static void test_decode_split_choice(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const struct {
+    const char *what;
+    int64_t batch, heads_q, heads_kv, seqlen_q, capacity, page_size;
+    int32_t num_splits, max_seqlen_k;
+    int64_t splits, split_keys; /* split_keys 0: one split */
+  } cases[] = {
+      {"64 requests x 8 kv heads = 512 programs fill 132 SMs: no split", 64, 32, 8, 1, 32768, 0, 0, 0, 1, 0},
+      {"105 programs (132 x 4/5): no split", 105, 4, 1, 1, 32768, 0, 0, 0, 1, 0},
+      {"104 programs: 5 splits (520 in 4 waves, 98%; 1 to 4 give 79%; 33 give 100%) of ceil(32768 / 5) = 6554 keys, "
+       "6656 in whole blocks", 13, 32, 8, 1, 32768, 0, 0, 0, 5, 6656},
+      {"1 request x 8 kv heads, 32768 keys: 15 splits (120 of 132 SMs, 91%; 14 give 84.8% of the best, 33's 100%) of "
+       "2185 keys, 2304 in whole blocks", 1, 32, 8, 1, 32768, 0, 0, 0, 15, 2304},
+      {"the comment's example, 2 requests x 8 kv heads: 8 splits (128 programs, 97%)", 2, 16, 8, 1, 65536, 0, 0, 0, 8,
+       8192},
+      {"a group of 128 x 16 tokens is 32 row chunks of 64: 32 programs, 4 splits (97%)", 1, 128, 1, 16, 32768, 0, 0,
+       0, 4, 8192},
+      {"200 keys: fewer than two splits of 256", 1, 32, 8, 1, 200, 0, 0, 0, 1, 0},
+      {"300 keys: two splits would hold fewer than 256 each", 1, 32, 8, 1, 300, 0, 0, 0, 1, 0},
+      {"1024 keys, 16 programs: 4 splits of 256 (the most that keep 256 each)", 2, 32, 8, 1, 1024, 0, 0, 0, 4, 256},
+      {"max_seqlen_k 300 bounds a 32768-key cache: no split", 1, 32, 8, 1, 32768, 0, 0, 300, 1, 0},
+      {"max_seqlen_k 4096: 14 splits asked (85%) of 293 keys, 384-key splits make 11", 1, 32, 8, 1, 32768, 0, 0, 4096,
+       11, 384},
+      {"max_seqlen_k above the capacity: the capacity", 1, 32, 8, 1, 32768, 0, 0, 100000, 15, 2304},
+      {"forced 64 splits of 200 keys: one 128-key block each, 2", 1, 32, 8, 1, 200, 0, 64, 0, 2, 128},
+      {"forced 256 splits of 32768 keys: 128 keys each", 1, 32, 8, 1, 32768, 0, 256, 0, 256, 128},
+      {"forced 7 splits of 1000 keys: 143 keys, 256 in whole blocks, so 4", 3, 8, 2, 2, 1000, 0, 7, 0, 4, 256},
+      {"forced 3 splits of 1000 keys: 384 keys each", 3, 8, 2, 2, 1000, 0, 3, 0, 3, 384},
+      {"forced 1 split where the rule would take 15", 1, 32, 8, 1, 32768, 0, 1, 0, 1, 0},
+      {"forced 2 splits of 64 keys: one block, one split", 1, 32, 8, 1, 64, 0, 2, 0, 1, 0},
+      {"paged, 2048 pages of 16 keys: as the contiguous 32768", 1, 32, 8, 1, 32768, 16, 0, 0, 15, 2304},
+      {"paged, 128 pages of 256 keys (whole blocks, one lookup each): as the contiguous 32768", 1, 32, 8, 1, 32768,
+       256, 0, 0, 15, 2304},
+      {"paged, 64 pages of 100 keys: 25 splits allowed, the best 16's 97%, 14 within 85% of it, 512-key splits: 13",
+       1, 32, 8, 1, 6400, 100, 0, 0, 13, 512},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    decode_shape s = {AOTK_DTYPE_BFLOAT16, cases[i].batch, cases[i].seqlen_q, cases[i].heads_q, cases[i].heads_kv,
+                      128, 128, cases[i].capacity, cases[i].page_size, 0, true, 0};
+    if (s.page_size > 0) s.num_pages = s.capacity / s.page_size;
+    aotk_decode_params params = decode_params_for(s);
+    params.num_splits = cases[i].num_splits, params.max_seqlen_k = cases[i].max_seqlen_k;
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(info.num_splits == cases[i].splits, "%s: %d splits, expected %lld", cases[i].what, info.num_splits,
+              (long long)cases[i].splits);
+    const size_t bytes = decode_workspace_bytes(&s, cases[i].splits);
+    CHECK_MSG(info.workspace_bytes == bytes, "%s: workspace_bytes %zu, expected %zu", cases[i].what,
+              info.workspace_bytes, bytes);
+    CHECK_MSG(((info.features & AOTK_FEATURE_SPLIT_KV) != 0) == (cases[i].splits > 1) &&
+                  info.launches == (cases[i].splits > 1 ? 2 : 1),
+              "%s: features %#x, %d launches", cases[i].what, info.features, info.launches);
+    char what[200];
+    snprintf(what, sizeof what, "split choice: %s", cases[i].what);
+    check_decode(what, &params, &s, &sel_sm90, cases[i].splits, cases[i].split_keys,
+                 FAKE_WORKSPACE);
+    /* The split depends on sizes the host sees, not on the new tokens: appending keeps it (and the
+     * workspace), one launch more. */
+    add_new_kv(&params, &s, 1 + (int64_t)i % 5);
+    snprintf(what, sizeof what, "split choice, appending %lld tokens: %s", 1 + (long long)i % 5, cases[i].what);
+    check_decode(what, &params, &s, &sel_sm90, cases[i].splits, cases[i].split_keys, FAKE_WORKSPACE);
+  }
+  /* The workspace formula's two parts, by hand: 15 splits x 1 request x 1 token x 32 heads = 480 rows of
+   * 128 floats (245760 bytes) and 480 LSEs (1920 bytes). */
+  decode_shape s = {AOTK_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 128, 32768, 0, 0, true, 0};
+  CHECK(decode_workspace_bytes(&s, 15) == 245760 + 1920);
+  /* head_dim_v 72 pads partial rows to 80 floats: 11 x 1 x 3 x 5 = 165 rows of them (52800 bytes), and
+   * 165 LSEs (660 bytes) pad to 672: one program (a group of 5 x 3 tokens in one 16-row chunk of 128-key
+   * blocks), 4096 keys allow 16 splits of 256, the rule takes 14 (n / 132 within 85% of 16 / 132), of
+   * ceil(4096 / 14) = 293 keys, 384 in whole blocks: 11 splits. */
+  s = (decode_shape){AOTK_DTYPE_FLOAT16, 1, 3, 5, 1, 64, 72, 4096, 0, 0, true, 0};
+  CHECK(decode_workspace_bytes(&s, 11) == 52800 + 672);
+  aotk_decode_params params = strided_decode_params(s);
+  check_decode("head dims (64, 72), 3 tokens of a group of 5", &params, &s, &sel_sm90, 11, 384,
+               FAKE_WORKSPACE);
+  uninstall_fake_gpu();
+}
+
+/* ---- decoding: what runs, and with which arguments ---- */
+
+static void test_decode_launch_arguments(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  decode_shape s = default_decode_shape;
+  aotk_decode_params params = strided_decode_params(s);
+  params.num_splits = 1;
+  check_decode("contiguous, bf16 d128 GQA 4, two tokens, strided, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+  CHECK_MSG(fake.loaded_images == 1, "loaded %d images", fake.loaded_images);
+  params.num_splits = 3;
+  check_decode("contiguous, 3 splits of 384 keys", &params, &s, &sel_sm90, 3, 384, FAKE_WORKSPACE);
+  CHECK_MSG(fake.loaded_images == 2, "loaded %d images, expected the decoding kernel and the merge",
+            fake.loaded_images);
+  /* The rule's own choice for 6 programs and 1000 keys: 3 splits (the most that keep 256 keys each). */
+  params.num_splits = 0;
+  check_decode("contiguous, the rule's split", &params, &s, &sel_sm90, 3, 384, byte_offset(FAKE_WORKSPACE, 4096));
+  CHECK_MSG(fake.loaded_images == 2 && fake.calls[CALL_cuLibraryLoadData] == 0, "loaded %d images",
+            fake.loaded_images);
+
+  s = default_paged_shape;
+  params = strided_decode_params(s);
+  params.num_splits = 1;
+  check_decode("paged, 64 pages of 16 keys, strided, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+  params.num_splits = 4;
+  check_decode("paged, 4 splits of 256 keys", &params, &s, &sel_sm90, 4, 256, FAKE_WORKSPACE);
+
+  /* Every run-time feature at once, float16, no lse, ALiBi per request with padded rows. */
+  s.dtype = AOTK_DTYPE_FLOAT16, s.with_lse = false;
+  params = strided_decode_params(s);
+  params.causal = 1, params.window_left = 40, params.softcap = 30.0f, params.softmax_scale = 0.05f;
+  params.alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 8);
+  params.alibi_slopes.strides[0] = 16;
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8);
+  params.num_splits = 2;
+  check_decode("paged, fp16, causal, window, softcap, ALiBi, sinks, no lse, 2 splits", &params, &s, &sel_sm90, 2, 512,
+               FAKE_WORKSPACE);
+  params.num_splits = 1, params.causal = 0, params.window_left = -1, params.window_right = 7;
+  params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8);
+  check_decode("paged, fp16, window_right 7, ALiBi per head, sinks, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+
+  /* MQA, a group of 32 query heads x 4 tokens = 128 rows: the 64-row tile, two chunks per request. */
+  s = (decode_shape){AOTK_DTYPE_BFLOAT16, 2, 4, 32, 1, 64, 64, 4096, 0, 0, true, 0};
+  params = strided_decode_params(s);
+  params.num_splits = 5;
+  check_decode("MQA, 128 rows in two 64-row chunks, d64, 5 splits", &params, &s, &sel_sm90, 5, 832, FAKE_WORKSPACE);
+  uninstall_fake_gpu();
+
+  /* Appending: the appending kernel first, then the decoding kernel (told seqlen_new), then the merge. */
+  install_fake_gpu(90, SHARED_SM90);
+  s = default_decode_shape;
+  params = strided_decode_params(s);
+  add_strided_new_kv(&params, &s, 3);
+  params.num_splits = 1;
+  check_decode("appending 3 tokens, contiguous, strided, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+  CHECK_MSG(fake.loaded_images == 2, "loaded %d images, expected the appending and the decoding kernels",
+            fake.loaded_images);
+  params.num_splits = 3;
+  check_decode("appending 3 tokens, contiguous, 3 splits", &params, &s, &sel_sm90, 3, 384, FAKE_WORKSPACE);
+  CHECK_MSG(fake.loaded_images == 3, "loaded %d images, expected the merge too", fake.loaded_images);
+  add_new_kv(&params, &s, 1);
+  check_decode("appending one token, contiguous (k_new and v_new contiguous), 3 splits", &params, &s, &sel_sm90, 3,
+               384, FAKE_WORKSPACE);
+  s = default_paged_shape;
+  params = strided_decode_params(s);
+  add_strided_new_kv(&params, &s, 7);
+  params.num_splits = 1;
+  check_decode("appending 7 tokens, paged, strided, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+  params.num_splits = 4;
+  check_decode("appending 7 tokens, paged, 4 splits", &params, &s, &sel_sm90, 4, 256, FAKE_WORKSPACE);
+  /* Head dims (192, 64) in the (256, 128) pair, fp16, every feature, no lse, 2 splits. */
+  s = (decode_shape){AOTK_DTYPE_FLOAT16, 2, 1, 6, 3, 192, 64, 640, 0, 0, false, 0};
+  params = strided_decode_params(s);
+  add_strided_new_kv(&params, &s, 16);
+  params.causal = 1, params.window_left = 40, params.softcap = 30.0f;
+  params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 6);
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 6);
+  params.num_splits = 2;
+  check_decode("appending 16 tokens, fp16, head dims (192, 64), every feature, 2 splits", &params, &s, &sel_sm90, 2,
+               320, FAKE_WORKSPACE);
+  uninstall_fake_gpu();
+
+  /* The other targets: sm_80 cubins on sm_80 and sm_86, the sm_80 PTX on sm_120. */
+  static const gpu gpus[] = {{80, SHARED_SM80, 80, 0}, {86, SHARED_SM86, 80, 0}, {120, SHARED_SM120, 80, 1}};
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    char what[64];
+    snprintf(what, sizeof what, "cc %d, paged, 4 splits", gpus[g].compute_capability);
+    s = default_paged_shape;
+    params = strided_decode_params(s);
+    params.num_splits = 4;
+    check_decode(what, &params, &s, &gpus[g], 4, 256, FAKE_WORKSPACE);
+    CHECK_MSG(gpus[g].from_ptx ? fake.loaded_ptx == 2 : fake.loaded_elf == 2, "%s: loaded %d ELF, %d PTX", what,
+              fake.loaded_elf, fake.loaded_ptx);
+    snprintf(what, sizeof what, "cc %d, paged, appending, 4 splits", gpus[g].compute_capability);
+    add_strided_new_kv(&params, &s, 2);
+    check_decode(what, &params, &s, &gpus[g], 4, 256, FAKE_WORKSPACE);
+    CHECK_MSG(gpus[g].from_ptx ? fake.loaded_ptx == 3 : fake.loaded_elf == 3, "%s: loaded %d ELF, %d PTX", what,
+              fake.loaded_elf, fake.loaded_ptx);
+  }
+  uninstall_fake_gpu();
+}
+
+/* Packed queries (include/aotk.h, cu_seqlens_q): a prefill over the cache, one launch, unsplit, no
+ * workspace, the tile chosen by G * max_seqlen_q (the 32-row one above 16 rows, the 64-row one above
+ * 32), on a grid of batch * heads_kv * ceil(G * max_seqlen_q / block_m); check_decode checks the packed
+ * strides, the CuSeqlensQ pointer and FLAG_VARLEN. The literals are worked by hand. */
+static void test_decode_varlen(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const struct {
+    const char *what;
+    int64_t batch, max_seqlen_q, heads_q, heads_kv, total_q, page_size;
+    int32_t block_m;
+    int64_t grid;
+  } cases[] = {
+      {"G 4 x 40 tokens = 160 rows: three 64-row chunks x 3 requests x 2 kv heads", 3, 40, 8, 2, 100, 0, 64, 18},
+      {"the same over 64 pages of 16 keys", 3, 40, 8, 2, 100, 16, 64, 18},
+      {"G 4 x 4 tokens = 16 rows: one 16-row chunk", 3, 4, 8, 2, 10, 0, 16, 6},
+      {"G 1 x 16 tokens = 16 rows: the 16-row tile", 2, 16, 4, 4, 20, 0, 16, 8},
+      {"G 1 x 17 tokens = 17 rows: the 32-row tile (dense refuses 17 tokens)", 2, 17, 4, 4, 20, 0, 32, 8},
+      {"G 8 x 3 tokens = 24 rows: the 32-row tile", 1, 3, 8, 1, 3, 0, 32, 1},
+      {"G 11 x 3 tokens = 33 rows: the 64-row tile", 1, 3, 11, 1, 3, 0, 64, 1},
+      {"G 4 x 8 tokens = 32 rows over 4 pages of 256 keys: the 32-row tile", 3, 8, 8, 2, 20, 256, 32, 6},
+      {"MQA, G 32 x 5000 tokens: 2500 chunks x 2 requests", 2, 5000, 32, 1, 9000, 0, 64, 5000},
+      {"paged, 5000 tokens, G 1: 79 chunks x 4 requests x 8 kv heads", 4, 5000, 8, 8, 12345, 16, 64, 2528},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    decode_shape s = cases[i].page_size > 0 ? default_varlen_paged_shape : default_varlen_shape;
+    if (s.page_size > 0) s.page_size = cases[i].page_size; /* a pool of 200 pages, whatever their size */
+    s.batch = cases[i].batch, s.seqlen_q = cases[i].max_seqlen_q, s.heads_q = cases[i].heads_q;
+    s.heads_kv = cases[i].heads_kv, s.total_q = cases[i].total_q;
+    aotk_decode_params params = strided_decode_params(s);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(info.block_m == cases[i].block_m && info.grid == cases[i].grid && info.num_splits == 1 &&
+                  info.launches == 1 && info.workspace_bytes == 0 && (info.features & AOTK_FEATURE_VARLEN) != 0,
+              "%s: block_m %d, grid %lld, %d splits, %d launches, %zu bytes, features %#x", cases[i].what,
+              info.block_m, (long long)info.grid, info.num_splits, info.launches, info.workspace_bytes,
+              info.features);
+    char what[200];
+    snprintf(what, sizeof what, "varlen: %s", cases[i].what);
+    check_decode(what, &params, &s, &sel_sm90, 1, 0, NULL);
+    /* num_splits 0 (aotk chooses) and 1 are the same call. */
+    params.num_splits = 1;
+    snprintf(what, sizeof what, "varlen, num_splits 1: %s", cases[i].what);
+    check_decode(what, &params, &s, &sel_sm90, 1, 0, NULL);
+  }
+
+  /* Where the dense call splits (1 request x 8 kv heads over 32768 keys: 15 splits), the packed one does
+   * not: one launch, no workspace, and a NULL workspace is fine. */
+  decode_shape s = {AOTK_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 128, 32768, 0, 0, true, 0};
+  aotk_decode_params params = decode_params_for(s);
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK && info.num_splits == 15);
+  s.total_q = 1;
+  params = decode_params_for(s);
+  check_decode("varlen, one token where the dense call takes 15 splits", &params, &s, &sel_sm90, 1, 0, NULL);
+
+  /* Every run-time feature at once, float16, no lse, ALiBi per request, head dims (192, 64). */
+  s = default_varlen_paged_shape;
+  s.dtype = AOTK_DTYPE_FLOAT16, s.with_lse = false, s.head_dim_qk = 192, s.head_dim_v = 64;
+  params = strided_decode_params(s);
+  params.causal = 1, params.window_left = 40, params.softcap = 30.0f, params.softmax_scale = 0.05f;
+  params.alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 8);
+  params.alibi_slopes.strides[0] = 16;
+  params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8);
+  check_decode("varlen, paged, fp16, (192, 64), causal, window, softcap, ALiBi, sinks, no lse", &params, &s,
+               &sel_sm90, 1, 0, NULL);
+
+  /* max_seqlen_q 5000 is a prefill chunk; the same 5000 or even 17 tokens dense are refused. */
+  s = default_varlen_shape;
+  s.seqlen_q = 5000, s.total_q = 12000;
+  params = decode_params_for(s);
+  info = (aotk_kernel_info)AOTK_KERNEL_INFO_INIT;
+  aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+  CHECK_MSG(status == AOTK_OK && info.grid == 3 * 2 * 313, "max_seqlen_q 5000: %s (%s), grid %lld",
+            aotk_status_name(status), aotk_last_error(), (long long)info.grid);
+  static const int64_t dense_tokens[] = {17, 5000};
+  for (size_t i = 0; i < sizeof dense_tokens / sizeof dense_tokens[0]; i++) {
+    s = default_decode_shape;
+    s.seqlen_q = dense_tokens[i];
+    params = decode_params_for(s);
+    params.max_seqlen_q = (int32_t)dense_tokens[i]; /* unread without cu_seqlens_q */
+    reset_calls();
+    status = aotk_attn_decode(&params, NULL, 0, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE && message_mentions("cu_seqlens_q") && total_calls() == 0,
+              "dense seqlen_q %lld: %s (%s)", (long long)dense_tokens[i], aotk_status_name(status), aotk_last_error());
+  }
+  /* Query rows past int32: 3 requests x 2^31 - 1 tokens x 8 heads. */
+  s = default_varlen_shape;
+  s.seqlen_q = INT32_MAX;
+  params = decode_params_for(s);
+  status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+  CHECK_MSG(status == AOTK_ERROR_SIZE_OVERFLOW && message_mentions("batch * seqlen_q * heads_q"),
+            "varlen, max_seqlen_q 2^31 - 1 x 3 requests x 8 heads: %s (%s)", aotk_status_name(status),
+            aotk_last_error());
+  uninstall_fake_gpu();
+
+  /* The other targets: sm_80 cubins on sm_80 and sm_86, the sm_80 PTX on sm_120. */
+  static const gpu gpus[] = {{80, SHARED_SM80, 80, 0}, {86, SHARED_SM86, 80, 0}, {120, SHARED_SM120, 80, 1}};
+  for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
+    install_fake_gpu(gpus[g].compute_capability, gpus[g].max_shared_bytes);
+    char what[64];
+    snprintf(what, sizeof what, "cc %d, varlen, paged", gpus[g].compute_capability);
+    s = default_varlen_paged_shape;
+    params = strided_decode_params(s);
+    check_decode(what, &params, &s, &gpus[g], 1, 0, NULL);
+    CHECK_MSG(gpus[g].from_ptx ? fake.loaded_ptx == 1 : fake.loaded_elf == 1, "%s: loaded %d ELF, %d PTX", what,
+              fake.loaded_elf, fake.loaded_ptx);
+    uninstall_fake_gpu();
+  }
+}
+
+/* The decoding family, as literals (src/aotk_decode.c, plan_decode): a contiguous cache runs
+ * attn_decode; a paged one runs attn_decode_paged_blocks (one page lookup per block of keys) when its
+ * page size is a multiple of the chosen row's block_n (128 keys up to head dim 128, 64 at 256), else
+ * attn_decode_paged (a lookup per key row). The tile is chosen by G * seqlen_q: 16 rows up to 16, 32 up
+ * to 32, then 64 (with 64-key blocks). check_decode then checks the launches, the split's merge too. */
+static void test_decode_family_choice(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  static const struct {
+    const char *what;
+    int64_t heads_q, head_dim, page_size; /* 3 requests x 2 tokens, 2 kv heads, 1024 keys */
+    int32_t num_splits;
+    const char *family; /* the name's prefix, through the dtype */
+    int32_t block_m, block_n;
+    int64_t splits, split_keys;
+  } cases[] = {
+      {"contiguous, G 4 x 2 tokens", 8, 128, 0, 1, "attn_decode_bf16_", 16, 128, 1, 0},
+      {"contiguous, 4 splits of 256 keys", 8, 128, 0, 4, "attn_decode_bf16_", 16, 128, 4, 256},
+      {"pages of 16 keys: a lookup per key row", 8, 128, 16, 1, "attn_decode_paged_bf16_", 16, 128, 1, 0},
+      {"pages of 64 keys hold half a 128-key block: a lookup per key row", 8, 128, 64, 1, "attn_decode_paged_bf16_",
+       16, 128, 1, 0},
+      {"pages of 256 keys (two 128-key blocks): a lookup per block", 8, 128, 256, 1, "attn_decode_paged_blocks_bf16_",
+       16, 128, 1, 0},
+      {"pages of 256 keys, 4 splits of 256 keys", 8, 128, 256, 4, "attn_decode_paged_blocks_bf16_", 16, 128, 4, 256},
+      {"pages of 128 keys, G 16 x 2 tokens = 32 rows: the 32-row tile", 32, 128, 128, 1,
+       "attn_decode_paged_blocks_bf16_", 32, 128, 1, 0},
+      {"pages of 128 keys, G 32 x 2 tokens = 64 rows: the 64-row tile of 64-key blocks", 64, 128, 128, 1,
+       "attn_decode_paged_blocks_bf16_", 64, 64, 1, 0},
+      {"head dim 256, pages of 64 keys (one 64-key block): a lookup per block", 8, 256, 64, 1,
+       "attn_decode_paged_blocks_bf16_d256_", 16, 64, 1, 0},
+      {"head dim 256, pages of 64 keys, 7 splits forced: 147 keys, 192 in whole 64-key blocks, so 6", 8, 256, 64, 7,
+       "attn_decode_paged_blocks_bf16_d256_", 16, 64, 6, 192},
+      {"head dim 256, pages of 16 keys: a lookup per key row", 8, 256, 16, 1, "attn_decode_paged_bf16_d256_", 16, 64,
+       1, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    decode_shape s = default_decode_shape;
+    s.heads_q = cases[i].heads_q, s.head_dim_qk = s.head_dim_v = cases[i].head_dim, s.capacity = 1024;
+    if (cases[i].page_size > 0) s.page_size = cases[i].page_size, s.num_pages = 3 * 1024 / cases[i].page_size;
+    aotk_decode_params params = strided_decode_params(s);
+    params.num_splits = cases[i].num_splits;
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(strncmp(info.kernel_name, cases[i].family, strlen(cases[i].family)) == 0 &&
+                  info.block_m == cases[i].block_m && info.block_n == cases[i].block_n &&
+                  info.num_splits == cases[i].splits,
+              "%s: %s (block %d x %d, %d splits), expected %s... (block %d x %d, %lld splits)", cases[i].what,
+              info.kernel_name, info.block_m, info.block_n, info.num_splits, cases[i].family, cases[i].block_m,
+              cases[i].block_n, (long long)cases[i].splits);
+    char what[160];
+    snprintf(what, sizeof what, "family choice: %s", cases[i].what);
+    check_decode(what, &params, &s, &sel_sm90, cases[i].splits, cases[i].split_keys, FAKE_WORKSPACE);
+  }
+  uninstall_fake_gpu();
+}
+
+/* The feature bits and split counts aotk_decode_query reports, as literals. */
+static void test_decode_features(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  enum { F_CAUSAL = AOTK_FEATURE_CAUSAL, F_WINDOW = AOTK_FEATURE_WINDOW, F_SOFTCAP = AOTK_FEATURE_SOFTCAP };
+  enum { F_ALIBI = AOTK_FEATURE_ALIBI, F_SINKS = AOTK_FEATURE_SINKS, F_PADDED = AOTK_FEATURE_PADDED_HEAD_DIM };
+  enum { F_PAGED = AOTK_FEATURE_PAGED_KV, F_SPLIT = AOTK_FEATURE_SPLIT_KV, F_APPEND = AOTK_FEATURE_APPEND_KV };
+  static const struct {
+    const char *what;
+    bool paged;
+    int64_t head_dim_qk, head_dim_v;
+    int32_t causal, window_left, window_right, num_splits;
+    float softcap;
+    bool alibi, sinks;
+    uint32_t features;
+    int32_t splits;
+    int64_t seqlen_new; /* appending: k_new and v_new of this many tokens; 0: none */
+  } cases[] = {
+      {"nothing", false, 128, 128, 0, -1, -1, 1, 0.0f, false, false, 0, 1, 0},
+      {"causal", false, 128, 128, 1, -1, -1, 1, 0.0f, false, false, F_CAUSAL, 1, 0},
+      {"causal, window_right 0", false, 128, 128, 1, -1, 0, 1, 0.0f, false, false, F_CAUSAL, 1, 0},
+      {"causal, window_left 100", false, 128, 128, 1, 100, -1, 1, 0.0f, false, false, F_CAUSAL | F_WINDOW, 1, 0},
+      {"window_left 100", false, 128, 128, 0, 100, -1, 1, 0.0f, false, false, F_WINDOW, 1, 0},
+      {"window_right 5", false, 128, 128, 0, -1, 5, 1, 0.0f, false, false, F_WINDOW, 1, 0},
+      {"window 0, 0", false, 128, 128, 0, 0, 0, 1, 0.0f, false, false, F_WINDOW, 1, 0},
+      {"softcap", false, 128, 128, 0, -1, -1, 1, 30.0f, false, false, F_SOFTCAP, 1, 0},
+      {"ALiBi", false, 128, 128, 0, -1, -1, 1, 0.0f, true, false, F_ALIBI, 1, 0},
+      {"sinks", false, 128, 128, 0, -1, -1, 1, 0.0f, false, true, F_SINKS, 1, 0},
+      {"head dims 80 (in 128)", false, 80, 80, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1, 0},
+      {"head dims (256, 128): compiled", false, 256, 128, 0, -1, -1, 1, 0.0f, false, false, 0, 1, 0},
+      {"head dims (192, 128) (in (256, 128))", false, 192, 128, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1, 0},
+      {"head dims (64, 128) (in (128, 128))", false, 64, 128, 0, -1, -1, 1, 0.0f, false, false, F_PADDED, 1, 0},
+      {"paged", true, 128, 128, 0, -1, -1, 1, 0.0f, false, false, F_PAGED, 1, 0},
+      {"4 splits", false, 128, 128, 0, -1, -1, 4, 0.0f, false, false, F_SPLIT, 4, 0},
+      {"paged, 4 splits, causal, sinks", true, 128, 128, 1, -1, -1, 4, 0.0f, false, true,
+       F_PAGED | F_SPLIT | F_CAUSAL | F_SINKS, 4, 0},
+      {"everything", true, 48, 48, 1, 9, 0, 2, 10.0f, true, true,
+       F_PAGED | F_SPLIT | F_CAUSAL | F_WINDOW | F_SOFTCAP | F_ALIBI | F_SINKS | F_PADDED, 2, 0},
+      {"appending", false, 128, 128, 0, -1, -1, 1, 0.0f, false, false, F_APPEND, 1, 1},
+      {"appending 16 tokens, paged", true, 128, 128, 0, -1, -1, 1, 0.0f, false, false, F_PAGED | F_APPEND, 1, 16},
+      {"appending, 4 splits", false, 128, 128, 0, -1, -1, 4, 0.0f, false, false, F_SPLIT | F_APPEND, 4, 3},
+      {"appending, everything", true, 48, 48, 1, 9, 0, 2, 10.0f, true, true,
+       F_PAGED | F_SPLIT | F_CAUSAL | F_WINDOW | F_SOFTCAP | F_ALIBI | F_SINKS | F_PADDED | F_APPEND, 2, 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    decode_shape s = cases[i].paged ? default_paged_shape : default_decode_shape;
+    s.head_dim_qk = cases[i].head_dim_qk, s.head_dim_v = cases[i].head_dim_v;
+    aotk_decode_params params = decode_params_for(s);
+    params.causal = cases[i].causal, params.window_left = cases[i].window_left;
+    params.window_right = cases[i].window_right, params.num_splits = cases[i].num_splits;
+    params.softcap = cases[i].softcap;
+    if (cases[i].alibi) dec_alibi(&params);
+    if (cases[i].sinks) dec_sinks(&params);
+    if (cases[i].seqlen_new > 0) add_new_kv(&params, &s, cases[i].seqlen_new);
+    aotk_kernel_info info;
+    poison_info(&info);
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    const int launches = 1 + (cases[i].splits > 1) + (cases[i].seqlen_new > 0);
+    CHECK_MSG(info.features == cases[i].features && info.num_splits == cases[i].splits && info.launches == launches,
+              "%s: features %#x, %d splits, %d launches; expected %#x, %d, %d", cases[i].what, info.features,
+              info.num_splits, info.launches, cases[i].features, cases[i].splits, launches);
+  }
+  uninstall_fake_gpu();
+}
+
+/* The decoding and merge queries answer their own ops; aotk_query and aotk_sel_query send callers to
+ * them; an older caller's shorter info struct gets no num_splits. */
+static void test_decode_query_arguments(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  aotk_decode_params params = valid_decode_params();
+  params.num_splits = 4;
+  reset_calls();
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, NULL) == AOTK_ERROR_NULL_POINTER && message_mentions("info"));
+  aotk_kernel_info info;
+  poison_info(&info);
+  info.struct_size = 0;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_ERROR_STRUCT_SIZE &&
+        message_mentions("struct_size"));
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, NULL, &info) == AOTK_ERROR_STRUCT_SIZE);
+
+  static const int not_decode[] = {AOTK_OP_ATTN_FWD, AOTK_OP_ATTN_BWD, AOTK_OP_SEL_FWD, AOTK_OP_SEL_BWD,
+                                   AOTK_OP_MERGE,    0,                -1,              1000};
+  for (size_t i = 0; i < sizeof not_decode / sizeof not_decode[0]; i++) {
+    poison_info(&info);
+    aotk_status status = aotk_decode_query((aotk_op)not_decode[i], &params, &info);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE && message_mentions("AOTK_OP_DECODE"),
+              "aotk_decode_query(op %d): %s (%s)", not_decode[i], aotk_status_name(status), aotk_last_error());
+    CHECK(info_untouched(&info));
+    /* The op is checked before the params. */
+    CHECK(aotk_decode_query((aotk_op)not_decode[i], NULL, &info) == AOTK_ERROR_INVALID_VALUE);
+  }
+  aotk_merge_params merge_params = AOTK_MERGE_PARAMS_INIT;
+  static const int not_merge[] = {AOTK_OP_ATTN_FWD, AOTK_OP_ATTN_BWD, AOTK_OP_SEL_FWD, AOTK_OP_SEL_BWD,
+                                  AOTK_OP_DECODE,   0,                -1,              1000};
+  for (size_t i = 0; i < sizeof not_merge / sizeof not_merge[0]; i++) {
+    poison_info(&info);
+    aotk_status status = aotk_merge_query((aotk_op)not_merge[i], &merge_params, &info);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE && message_mentions("AOTK_OP_MERGE"),
+              "aotk_merge_query(op %d): %s (%s)", not_merge[i], aotk_status_name(status), aotk_last_error());
+    CHECK(info_untouched(&info));
+  }
+  CHECK(aotk_merge_query(AOTK_OP_MERGE, &merge_params, NULL) == AOTK_ERROR_NULL_POINTER && message_mentions("info"));
+  /* The other queries name the right one. */
+  aotk_attn_params attn_params = valid_params();
+  aotk_sel_params sel_params = valid_sel_params();
+  static const struct {
+    aotk_op op;
+    const char *query;
+  } elsewhere[] = {{AOTK_OP_DECODE, "aotk_decode_query"}, {AOTK_OP_MERGE, "aotk_merge_query"}};
+  for (size_t i = 0; i < 2; i++) {
+    poison_info(&info);
+    aotk_status status = aotk_query(elsewhere[i].op, &attn_params, &info);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE && message_mentions(elsewhere[i].query),
+              "aotk_query(op %d): %s (%s)", (int)elsewhere[i].op, aotk_status_name(status), aotk_last_error());
+    CHECK(info_untouched(&info));
+    status = aotk_sel_query(elsewhere[i].op, &sel_params, &info);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE, "aotk_sel_query(op %d): %s", (int)elsewhere[i].op,
+              aotk_status_name(status));
+    CHECK(info_untouched(&info));
+  }
+  CHECK_MSG(total_calls() == 0, "bad query arguments reached the driver (%s)", called_functions());
+
+  /* A full struct: num_splits written. */
+  poison_info(&info);
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK && info.num_splits == 4);
+  const aotk_kernel_info full = info;
+  /* A caller built before 0.4: its struct ends where num_splits begins. Everything before is written as
+   * for the full struct; num_splits, past its end, is not. */
+  const unsigned char *bytes = (const unsigned char *)&info;
+  const size_t sizes[] = {offsetof(aotk_kernel_info, num_splits), offsetof(aotk_kernel_info, features),
+                          offsetof(aotk_kernel_info, num_warps), sizeof(size_t)};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    poison_info(&info);
+    info.struct_size = sizes[i];
+    CHECK_MSG(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK, "struct_size %zu: %s", sizes[i],
+              aotk_last_error());
+    CHECK(info.struct_size == sizes[i]);
+    CHECK_MSG(memcmp(bytes + sizeof(size_t), (const unsigned char *)&full + sizeof(size_t),
+                     sizes[i] - sizeof(size_t)) == 0,
+              "struct_size %zu: the prefix differs from the full struct's", sizes[i]);
+    bool tail_untouched = true;
+    for (size_t b = sizes[i]; b < sizeof info; b++) tail_untouched = tail_untouched && bytes[b] == POISON;
+    CHECK_MSG(tail_untouched, "aotk_decode_query wrote past struct_size = %zu", sizes[i]);
+  }
+  /* A struct that ends just after num_splits gets it. */
+  poison_info(&info);
+  info.struct_size = offsetof(aotk_kernel_info, num_splits) + sizeof info.num_splits;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK && info.num_splits == 4);
+  CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
+            "aotk_decode_query loaded or launched (%s)", called_functions());
+  uninstall_fake_gpu();
+}
+
+/* The split's workspace: at least the size the query reports (the header's formula, checked in
+ * test_decode_split_choice), not NULL, 16-byte aligned, not running past the address space; checked
+ * after the params, before anything is loaded or launched. Without a split none is needed and what is
+ * passed is ignored. */
+static void test_decode_workspace(void) {
+  install_fake_gpu(90, SHARED_SM90);
+  aotk_decode_params params = valid_decode_params();
+  params.num_splits = 4; /* 4 splits of 256 keys: 4 x 48 rows of 128 floats and 4 x 48 LSEs */
+  const size_t needed = 98304 + 768;
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK);
+  CHECK_MSG(info.workspace_bytes == needed && info.num_splits == 4, "workspace_bytes %zu, %d splits",
+            info.workspace_bytes, info.num_splits);
+  const struct {
+    const char *what;
+    void *workspace;
+    size_t bytes;
+    aotk_status expected;
+  } workspaces[] = {
+      {"NULL, the reported size", NULL, needed, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+      {"NULL, size 0", NULL, 0, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+      {"one byte short", FAKE_WORKSPACE, needed - 1, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+      {"half", FAKE_WORKSPACE, needed / 2, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+      {"size 0", FAKE_WORKSPACE, 0, AOTK_ERROR_WORKSPACE_TOO_SMALL},
+      {"8-byte aligned", byte_offset(FAKE_WORKSPACE, 8), needed, AOTK_ERROR_MISALIGNED_POINTER},
+      {"4-byte aligned, ample", byte_offset(FAKE_WORKSPACE, 4), needed + 64, AOTK_ERROR_MISALIGNED_POINTER},
+      {"odd address", byte_offset(FAKE_WORKSPACE, 1), needed, AOTK_ERROR_MISALIGNED_POINTER},
+      {"16 bytes below the end of the address space", (void *)(UINTPTR_MAX - 15), needed, AOTK_ERROR_SIZE_OVERFLOW},
+      {"exactly the reported size", FAKE_WORKSPACE, needed, AOTK_OK},
+      {"larger, 16 bytes further", byte_offset(FAKE_WORKSPACE, 16), needed + 1, AOTK_OK},
+  };
+  for (size_t w = 0; w < sizeof workspaces / sizeof workspaces[0]; w++) {
+    const aotk_decode_params before = params;
+    reset_calls();
+    reset_launch_log();
+    aotk_status status = aotk_attn_decode(&params, workspaces[w].workspace, workspaces[w].bytes, FAKE_STREAM);
+    CHECK_MSG(status == workspaces[w].expected, "workspace %s: %s (%s), expected %s", workspaces[w].what,
+              aotk_status_name(status), aotk_last_error(), aotk_status_name(workspaces[w].expected));
+    CHECK(memcmp(&params, &before, sizeof params) == 0);
+    if (workspaces[w].expected == AOTK_OK) {
+      CHECK_MSG(fake.logged_launches == 2 && fake.launch_log[0].kernel == KERNEL_ATTN_DECODE &&
+                    arg_pointer(&fake.launch_log[0], DECODE_OUT_PARTIAL) ==
+                        (uint64_t)(uintptr_t)workspaces[w].workspace,
+                "workspace %s: %d launches, the partials not at its start", workspaces[w].what, fake.logged_launches);
+    } else {
+      CHECK_MSG(message_mentions("workspace"), "workspace %s: the message \"%s\" does not name the workspace",
+                workspaces[w].what, aotk_last_error());
+      CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLibraryGetKernel] == 0 &&
+                    fake.calls[CALL_cuLaunchKernel] == 0,
+                "workspace %s: loaded or launched (%s)", workspaces[w].what, called_functions());
+    }
+    if (workspaces[w].expected == AOTK_ERROR_WORKSPACE_TOO_SMALL) {
+      char needed_text[32];
+      snprintf(needed_text, sizeof needed_text, "needs %zu", needed);
+      CHECK_MSG(message_mentions(needed_text), "the message \"%s\" does not say %zu bytes are needed",
+                aotk_last_error(), needed);
+    }
+  }
+  /* No split: no workspace, whatever is passed. */
+  params.num_splits = 1;
+  static const struct {
+    void *workspace;
+    size_t bytes;
+  } ignored[] = {{NULL, 0}, {NULL, 1000}, {FAKE_WORKSPACE, 0}, {(void *)(uintptr_t)1, 3}};
+  for (size_t w = 0; w < sizeof ignored / sizeof ignored[0]; w++) {
+    reset_launch_log();
+    aotk_status status = aotk_attn_decode(&params, ignored[w].workspace, ignored[w].bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK && fake.logged_launches == 1, "no split, workspace %p of %zu bytes: %s (%s)",
+              ignored[w].workspace, ignored[w].bytes, aotk_status_name(status), aotk_last_error());
+  }
+  /* Appending takes no workspace of its own: the same size, the same checks. */
+  add_new_kv(&params, &default_decode_shape, 5);
+  params.num_splits = 4;
+  poison_info(&info);
+  info.struct_size = sizeof info;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK);
+  CHECK_MSG(info.workspace_bytes == needed && info.num_splits == 4 && info.launches == 3,
+            "appending: workspace_bytes %zu, %d splits, %d launches", info.workspace_bytes, info.num_splits,
+            info.launches);
+  reset_calls();
+  CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, needed - 1, FAKE_STREAM) == AOTK_ERROR_WORKSPACE_TOO_SMALL &&
+        fake.calls[CALL_cuLaunchKernel] == 0 && fake.calls[CALL_cuLibraryLoadData] == 0);
+  reset_launch_log();
+  CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, needed, FAKE_STREAM) == AOTK_OK && fake.logged_launches == 3);
+  params.num_splits = 1;
+  reset_launch_log();
+  CHECK(aotk_attn_decode(&params, NULL, 0, FAKE_STREAM) == AOTK_OK && fake.logged_launches == 2);
+  params.k_new = params.v_new = (aotk_tensor){0};
+  /* Bad params are reported before a bad workspace, without the driver. */
+  params.num_splits = 4, params.causal = 2;
+  reset_calls();
+  CHECK(aotk_attn_decode(&params, NULL, 0, FAKE_STREAM) == AOTK_ERROR_INVALID_VALUE && message_mentions("causal"));
+  CHECK(total_calls() == 0);
+  uninstall_fake_gpu();
+}
+
+/* Driver faults: no context, an old GPU, a failing load of either kernel (both are loaded before the
+ * first launch, so nothing runs), a failing launch of either (the merge's leaves the decoding kernel's
+ * partials enqueued, the status says so); the next call runs whole. */
+static void test_decode_faults(void) {
+  aotk_decode_params params = valid_decode_params();
+  params.num_splits = 4;
+  const size_t workspace_bytes = 98304 + 768;
+  aotk_kernel_info info;
+
+  install_fake_gpu(90, SHARED_SM90);
+  fake.has_context = false;
+  poison_info(&info);
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_ERROR_NO_CONTEXT && info_untouched(&info));
+  CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_NO_CONTEXT);
+  CHECK(fake.launches == 0);
+
+  install_fake_gpu(75, 64 * 1024);
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_ERROR_UNSUPPORTED_ARCH);
+  CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_ERROR_UNSUPPORTED_ARCH &&
+        message_mentions("sm_75"));
+  CHECK(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.launches == 0);
+
+  for (int failing = 1; failing <= 2; failing++) {
+    install_fake_gpu(90, SHARED_SM90);
+    fake.library_load_result = CUDA_ERROR_OUT_OF_MEMORY;
+    fake.fail_library_load_call = failing;
+    aotk_status status = aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuLibraryLoadData"), "load %d fails: %s (%s)", failing,
+              aotk_status_name(status), aotk_last_error());
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "load %d fails: %d launches", failing,
+              fake.calls[CALL_cuLaunchKernel]);
+    fake.library_load_result = CUDA_SUCCESS;
+    CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK && fake.launches == 2);
+  }
+  static const char *const launched[2] = {"attn_decode_", "attn_merge_"};
+  for (int failing = 1; failing <= 2; failing++) {
+    install_fake_gpu(90, SHARED_SM90);
+    fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+    fake.fail_launch_call = failing;
+    aotk_status status = aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuLaunchKernel") &&
+                  message_mentions(launched[failing - 1]),
+              "launch %d fails: %s (%s)", failing, aotk_status_name(status), aotk_last_error());
+    CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == failing && fake.launches == failing - 1,
+              "launch %d fails: cuLaunchKernel called %d times, %d went through", failing,
+              fake.calls[CALL_cuLaunchKernel], fake.launches);
+    fake.launch_result = CUDA_SUCCESS;
+    fake.fail_launch_call = 0;
+    CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK &&
+          aotk_last_cuda_result() == 0);
+  }
+
+  /* Appending, with and without the split: three kernels (two), each loaded before the first launch, so
+   * a failing load of any of them, the appending kernel's included, launches nothing; a failing launch
+   * of the appending kernel, the first, stops the call there, and one of the later kernels leaves the
+   * launches before it enqueued. */
+  add_new_kv(&params, &default_decode_shape, 2);
+  static const char *const append_launched[3] = {"attn_cache_append_", "attn_decode_", "attn_merge_"};
+  for (int split = 0; split <= 1; split++) {
+    params.num_splits = split ? 4 : 1;
+    const int kernels = 2 + split;
+    for (int failing = 1; failing <= kernels; failing++) {
+      install_fake_gpu(90, SHARED_SM90);
+      fake.library_load_result = CUDA_ERROR_OUT_OF_MEMORY;
+      fake.fail_library_load_call = failing;
+      aotk_status status = aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuLibraryLoadData"),
+                "appending, %d splits, load %d fails: %s (%s)", (int)params.num_splits, failing,
+                aotk_status_name(status), aotk_last_error());
+      CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == 0, "appending, %d splits, load %d fails: %d launches",
+                (int)params.num_splits, failing, fake.calls[CALL_cuLaunchKernel]);
+      fake.library_load_result = CUDA_SUCCESS;
+      CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK &&
+            fake.launches == kernels && fake.loaded_images == kernels);
+    }
+    for (int failing = 1; failing <= kernels; failing++) {
+      install_fake_gpu(90, SHARED_SM90);
+      fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;
+      fake.fail_launch_call = failing;
+      aotk_status status = aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_ERROR_CUDA && message_mentions("cuLaunchKernel") &&
+                    message_mentions(append_launched[failing - 1]),
+                "appending, %d splits, launch %d fails: %s (%s)", (int)params.num_splits, failing,
+                aotk_status_name(status), aotk_last_error());
+      CHECK(aotk_last_cuda_result() == CUDA_ERROR_OUT_OF_MEMORY);
+      CHECK_MSG(fake.calls[CALL_cuLaunchKernel] == failing && fake.launches == failing - 1,
+                "appending, %d splits, launch %d fails: cuLaunchKernel called %d times, %d went through",
+                (int)params.num_splits, failing, fake.calls[CALL_cuLaunchKernel], fake.launches);
+      fake.launch_result = CUDA_SUCCESS;
+      fake.fail_launch_call = 0;
+      reset_launch_log();
+      CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, workspace_bytes, FAKE_STREAM) == AOTK_OK &&
+            aotk_last_cuda_result() == 0 && fake.logged_launches == kernels &&
+            fake.launch_log[0].kernel == KERNEL_ATTN_CACHE_APPEND);
+    }
+  }
+  uninstall_fake_gpu();
+}
+
+int main(void) {
+  RUN_TEST(test_decode_validation_rejects_bad_inputs);
+  RUN_TEST(test_decode_validation_overflow);
+  RUN_TEST(test_decode_validation_accepts_edge_inputs);
+  RUN_TEST(test_decode_split_choice);
+  RUN_TEST(test_decode_launch_arguments);
+  RUN_TEST(test_decode_varlen);
+  RUN_TEST(test_decode_family_choice);
+  RUN_TEST(test_decode_features);
+  RUN_TEST(test_decode_query_arguments);
+  RUN_TEST(test_decode_workspace);
+  RUN_TEST(test_decode_faults);
+  aotk__driver_set_for_testing(NULL);
+  aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
+  return aotk_test_finish();
+}
