@@ -1847,7 +1847,7 @@ static CUresult fake_cuCtxGetCurrent(CUcontext *context) {
   return CUDA_SUCCESS;
 }
 /* Every stream the fuzzer passes belongs to the current context: the calls it makes are ones the
- * library accepts on this count (test_api covers a stream of another context). */
+ * library accepts on this count (test_api_runtime covers a stream of another context). */
 static CUresult fake_cuStreamGetCtx(CUstream stream, CUcontext *context) {
   (void)stream;
   return fake_cuCtxGetCurrent(context);
