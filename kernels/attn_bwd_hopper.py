@@ -57,19 +57,8 @@ from triton.experimental.gluon.language._core import builtin as _gluon_builtin
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-# The TMA load: Triton 3.6 calls it async_copy_global_to_shared, newer releases async_load (the old
-# name raises there), so the kernels compile under either while the pin is evaluated.
-_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-
-# Bits of `flags` (kernels/attn_common.py; src/aotk_attn.c sets them).
-FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
-FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
-FLAG_SOFTCAP: gl.constexpr = gl.constexpr(8)
-FLAG_ALIBI: gl.constexpr = gl.constexpr(16)
-LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
-# Window bounds are clamped to +-FAR (see kernels/attn_fwd_hopper.py: lengths on this path are under
-# 2^28, so every sum of rows, keys, the diagonal and a bound stays in int32).
-FAR: gl.constexpr = gl.constexpr(1073741824)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, FLAG_VARLEN, LOG2E, tanh_approx, tma_load,
+                                window_bounds)
 
 
 @_gluon_builtin
@@ -95,8 +84,8 @@ def _producer(desc_q, desc_do, desc_k, desc_v, q_bufs, do_bufs, k_smem, v_smem, 
     kv_bar, q_ready, do_ready, qdo_empty = bars
     bc, k_row, q_row, hkv, group_size, n_m = rows
     mbarrier.expect(kv_bar, desc_k.block_type.nbytes + desc_v.block_type.nbytes)
-    _tma_load(desc_k, [bc, k_row, hkv * HEAD_DIM], kv_bar, k_smem)
-    _tma_load(desc_v, [bc, k_row, hkv * HEAD_DIM], kv_bar, v_smem)
+    tma_load(desc_k, [bc, k_row, hkv * HEAD_DIM], kv_bar, k_smem)
+    tma_load(desc_v, [bc, k_row, hkv * HEAD_DIM], kv_bar, v_smem)
     for it in range(n_iters):
         s = it % STAGES
         hq = hkv * group_size + it // n_m
@@ -104,15 +93,9 @@ def _producer(desc_q, desc_do, desc_k, desc_v, q_bufs, do_bufs, k_smem, v_smem, 
         # A fresh mbarrier counts as having completed the phase before phase 0: parity 1 passes at once.
         mbarrier.wait(qdo_empty.index(s), ((it // STAGES) & 1) ^ 1)
         mbarrier.expect(q_ready.index(s), desc_q.block_type.nbytes)
-        _tma_load(desc_q, [bc, m0, hq * HEAD_DIM], q_ready.index(s), q_bufs.index(s))
+        tma_load(desc_q, [bc, m0, hq * HEAD_DIM], q_ready.index(s), q_bufs.index(s))
         mbarrier.expect(do_ready.index(s), desc_do.block_type.nbytes)
-        _tma_load(desc_do, [bc, m0, hq * HEAD_DIM], do_ready.index(s), do_bufs.index(s))
-
-
-@gluon.jit
-def _tanh_approx(x):
-    # tanh.approx.f32: one MUFU instruction (see kernels/attn_common.py, tanh_approx).
-    return gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1)
+        tma_load(desc_do, [bc, m0, hq * HEAD_DIM], do_ready.index(s), do_bufs.index(s))
 
 
 @gluon.jit
@@ -126,7 +109,7 @@ def _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_l
     being applied to dK and dQ) and P^T as dV's operand."""
     keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel = tile
     if SOFTCAP:
-        t = _tanh_approx(st * softcap_scale)
+        t = tanh_approx(st * softcap_scale)
         s_mod = t * softcap_log2
     else:
         s_mod = st * qk_scale_log2
@@ -294,8 +277,7 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     # i + diag + lo_rel <= j <= i + diag + hi_rel (causal: hi_rel = 0), so the rows from
     # n0 - diag - hi_rel to (the block's last key) - diag - lo_rel see some key of this block: the query
     # blocks from the one holding the first of them on (query_ranges in the Triton kernels).
-    lo_rel = gl.where(window_left >= 0, -gl.minimum(window_left, FAR), -FAR)
-    hi_rel = gl.where(window_right >= 0, gl.minimum(window_right, FAR), FAR)
+    lo_rel, hi_rel = window_bounds(window_left, window_right)
     diag = sk - sq
     if (flags & FLAG_TOP_LEFT) != 0:
         diag = sk * 0

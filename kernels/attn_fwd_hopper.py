@@ -52,27 +52,10 @@ Free of torch and driver calls: imported on a machine with no GPU.
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma, warpgroup_mma_wait
 
-# The TMA load: Triton 3.6 calls it async_copy_global_to_shared, newer releases async_load (the old
-# name raises there), so the kernels compile under either while the pin is evaluated.
-_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-
-# Bits of `flags` (kernels/attn_common.py; src/aotk_attn.c sets them).
-FLAG_WRITE_LSE: gl.constexpr = gl.constexpr(1)
-FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
-FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
-FLAG_SOFTCAP: gl.constexpr = gl.constexpr(8)
-FLAG_ALIBI: gl.constexpr = gl.constexpr(16)
-FLAG_SINKS: gl.constexpr = gl.constexpr(32)
-FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
-LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
-
-# A window bound beyond any sequence this kernel sees: TMA-readable q, k and v have a token stride of at
-# least heads x head_dim >= 8 elements and the host keeps a batch entry under 2^31 elements, so lengths
-# are under 2^28 and a bound past +-2^30 bounds nothing that +-2^30 would not (_window_bounds clamps to
-# it, which keeps every sum of rows, keys and the diagonal in int32).
-FAR: gl.constexpr = gl.constexpr(1073741824)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP, FLAG_TOP_LEFT, FLAG_VARLEN,
+                                FLAG_WRITE_LSE, LOG2E, tanh_approx, tma_load, window_bounds)
 
 # Query rows per consumer warpgroup (one wgmma M of 64); a program runs BLOCK_M // ROWS consumer
 # warpgroups (2, or 3 for the 192-row tiles of attn_fwd_hopper_wg3 at d=64).
@@ -86,16 +69,6 @@ def _tile_id(r, pid, nprog):
     if r % 2 == 1:
         p = nprog - 1 - pid
     return r * nprog + p
-
-
-@gluon.jit
-def _window_bounds(window_left, window_right):
-    """The window as bounds on j - i - diag (row i sees key j when lo_rel <= j - i - diag <= hi_rel), a
-    negative window unbounded; clamped to +-FAR so that sums with rows, keys and the diagonal stay in
-    int32 (see FAR)."""
-    lo_rel = gl.where(window_left >= 0, -gl.minimum(window_left, FAR), -FAR)
-    hi_rel = gl.where(window_right >= 0, gl.minimum(window_right, FAR), FAR)
-    return lo_rel, hi_rel
 
 
 @gluon.jit
@@ -145,7 +118,7 @@ def _load(desc, bufs, ready, empty, it, coord0, coord1, coord2, STAGES: gl.const
     mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
     mbarrier.expect(ready.index(s), CHUNKS * desc.block_type.nbytes)
     for c in gl.static_range(CHUNKS):
-        _tma_load(desc, [coord0, coord1, coord2 + c * desc.block_type.shape[2]], ready.index(s),
+        tma_load(desc, [coord0, coord1, coord2 + c * desc.block_type.shape[2]], ready.index(s),
                   bufs.index(s * CHUNKS + c))
 
 
@@ -180,7 +153,7 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
             mbarrier.expect(q_ready.index(qs), NUM_WG * QK_CHUNKS * desc_q.block_type.nbytes)
             for w in gl.static_range(NUM_WG):
                 for c in gl.static_range(QK_CHUNKS):
-                    _tma_load(desc_q, [bc, q_start + m0 + ROWS * w, hq * HEAD_DIM_QK + c * desc_q.block_type.shape[2]],
+                    tma_load(desc_q, [bc, q_start + m0 + ROWS * w, hq * HEAD_DIM_QK + c * desc_q.block_type.shape[2]],
                               q_ready.index(qs), q_bufs.index((qs * NUM_WG + w) * QK_CHUNKS + c))
             for j in range(n_blocks):
                 if j + 1 < n_blocks:
@@ -190,12 +163,6 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
                 _load(desc_v, v_bufs, v_ready, v_empty, vit, bc, k_row + j * BLOCK_N, hkv * HEAD_DIM_V, STAGES, 1)
                 vit += 1
             t += 1
-
-
-@gluon.jit
-def _tanh_approx(x):
-    # tanh.approx.f32: one MUFU instruction (see kernels/attn_common.py, tanh_approx).
-    return gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1)
 
 
 @gluon.jit
@@ -210,7 +177,7 @@ def _softmax_step(qk, m_i, l_i, n0, rows, first_key, last_key, full_lo, full_hi,
         # Scores in log2 units with softcap and ALiBi applied (attn_common.modified_scores).
         s = qk * qk_scale_log2
         if (flags & FLAG_SOFTCAP) != 0:
-            s = _tanh_approx(qk * softcap_scale) * softcap_log2
+            s = tanh_approx(qk * softcap_scale) * softcap_log2
         if (flags & FLAG_ALIBI) != 0:
             distance = gl.abs(gl.expand_dims(row_alibi, 1) - gl.expand_dims(cols, 0)).to(gl.float32)
             s = s - slope_log2 * distance
@@ -394,7 +361,7 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
     # Q and K come in boxes of the descriptors' width: the head dim, or 64 columns at (192, 128).
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // DescQ.block_type.shape[2]
     gl.static_assert(QK_CHUNKS * DescQ.block_type.shape[2] == HEAD_DIM_QK, "whole boxes along the head dim")
-    lo_rel, hi_rel = _window_bounds(window_left, window_right)
+    lo_rel, hi_rel = window_bounds(window_left, window_right)
     top_left = (flags & FLAG_TOP_LEFT) != 0
     reverse = (flags & FLAG_REVERSE) != 0
     varlen = (flags & FLAG_VARLEN) != 0

@@ -924,13 +924,10 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
 /* The shortest query length (max_seqlen_q for varlen) that takes the three-warpgroup forward. */
 #define HOPPER_WG3_MIN_SEQLEN 2048
 
-/* The Gluon kernel (kernels/attn_fwd_hopper.py) computes every forward but dropout: masks and windows
- * of both alignments, sinks (an epilogue term), and softcap and ALiBi in its EXTRAS variant. */
-static bool hopper_kernel_covers(const aotk__attn_problem *problem) { return problem->dropout_p == 0.0f; }
-
-/* The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) likewise: every backward but dropout (sinks enter its
- * products only through the staged lse; softcap and ALiBi in its EXTRAS rows). */
-static bool hopper_bwd_kernel_covers(const aotk__attn_problem *problem) { return problem->dropout_p == 0.0f; }
+/* The Gluon kernels (kernels/attn_fwd_hopper.py, kernels/attn_bwd_hopper.py) compute every call but
+ * dropout, forward and backward: masks and windows of both alignments, sinks (the forward's epilogue, the
+ * backward's staged lse), and softcap and ALiBi in their EXTRAS rows. */
+static bool hopper_kernels_cover(const aotk__attn_problem *problem) { return problem->dropout_p == 0.0f; }
 
 static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) {
   aotk_status status = AOTK_OK;
@@ -940,11 +937,11 @@ static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) 
    * better, and on short sequences a 192-row tile pads more rows (bench_attn.py, H100, bf16 d64
    * non-causal, TFLOP/s of the 2-warpgroup kernel (2026-11-24) -> 3 (2026-11-25): 512: 340 -> 319,
    * 1024: 397 -> 388, 2048: 431 -> 445, 4096: 449 -> 457, 8192: 463 -> 486, 16384: 446 -> 493). */
-  if (hopper_kernel_covers(problem) && problem->window_left < 0 && problem->window_right < 0 &&
+  if (hopper_kernels_cover(problem) && problem->window_left < 0 && problem->window_right < 0 &&
       fwd_size_key(problem) >= HOPPER_WG3_MIN_SEQLEN) {
     tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, problem, plan, fwd_size_key(problem));
   }
-  if (tma_row < 0 && hopper_kernel_covers(problem)) {
+  if (tma_row < 0 && hopper_kernels_cover(problem)) {
     tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER, problem, plan, fwd_size_key(problem));
   }
   if (tma_row < 0) tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_TMA, problem, plan, fwd_size_key(problem));
@@ -1327,7 +1324,7 @@ static aotk_status check_workspace(const aotk__attn_problem *problem, const attn
 static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) {
   aotk_status status;
   plan->count = 3;
-  const bool covered = hopper_bwd_kernel_covers(problem);
+  const bool covered = hopper_kernels_cover(problem);
   int hopper_row = -1, convert_row = -1;
   /* (The accumulator's descriptor counts its batch * heads_q rows in 32 bits: validation's grid bound,
    * batch * heads_q * ceil(seqlen_q / 64) < 2^31, keeps them there.) */

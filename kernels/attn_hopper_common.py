@@ -1,0 +1,45 @@
+"""Pieces the two Gluon kernels (kernels/attn_fwd_hopper.py, kernels/attn_bwd_hopper.py) share: the bits
+of `flags`, the window rule's bounds and the softcap's tanh, in Gluon (Triton's attn_common.py holds the
+same for the Triton kernels, whose @triton.jit functions Gluon cannot call).
+
+Free of torch and driver calls: imported on a machine with no GPU.
+"""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import tma
+
+# The TMA load: Triton 3.6 calls it async_copy_global_to_shared, newer releases async_load (the old
+# name raises there), so the kernels compile under either while the pin is evaluated.
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
+# Bits of `flags` (kernels/attn_common.py; src/aotk_attn.c sets them).
+FLAG_WRITE_LSE: gl.constexpr = gl.constexpr(1)
+FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
+FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)
+FLAG_SOFTCAP: gl.constexpr = gl.constexpr(8)
+FLAG_ALIBI: gl.constexpr = gl.constexpr(16)
+FLAG_SINKS: gl.constexpr = gl.constexpr(32)
+FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
+LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
+
+# A window bound beyond any sequence these kernels see: TMA-readable q, k and v have a token stride of
+# at least heads x head_dim >= 8 elements and the host keeps a batch entry under 2^31 elements, so
+# lengths are under 2^28 and a bound past +-2^30 bounds nothing that +-2^30 would not (window_bounds
+# clamps to it, which keeps every sum of rows, keys, the diagonal and a bound in int32).
+FAR: gl.constexpr = gl.constexpr(1073741824)
+
+
+@gluon.jit
+def window_bounds(window_left, window_right):
+    """The window as bounds on j - i - diag (row i sees key j when lo_rel <= j - i - diag <= hi_rel), a
+    negative window unbounded; clamped to +-FAR (see FAR)."""
+    lo_rel = gl.where(window_left >= 0, -gl.minimum(window_left, FAR), -FAR)
+    hi_rel = gl.where(window_right >= 0, gl.minimum(window_right, FAR), FAR)
+    return lo_rel, hi_rel
+
+
+@gluon.jit
+def tanh_approx(x):
+    # tanh.approx.f32: one MUFU instruction (see kernels/attn_common.py, tanh_approx).
+    return gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1)
