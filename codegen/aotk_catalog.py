@@ -156,6 +156,15 @@ ATTN_BWD_DQ_PARAMS = (
     + _ints(("head_dim_qk8", "head_dim_v8", "window_left", "window_right", "flags"))
     + [("softmax_scale", "fp32", False)] + _SCORE_SCALARS + _DROPOUT_SCALARS
 )
+# The sm_90 dQ pass in Gluon (kernels/attn_bwd_dq_hopper.py): attn_bwd_dq's parameters, then descriptors
+# of Q, K, V and dO over [batch, seqlen, heads * head_dim] (query blocks of {block_m} rows, key blocks of
+# {block_n}).
+ATTN_BWD_DQ_HOPPER_PARAMS = ATTN_BWD_DQ_PARAMS + [
+    ("DescQ", "tensordesc<{dtype}[1,{block_m},{dqk}]>", False),
+    ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk}]>", False),
+    ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
+    ("DescDO", "tensordesc<{dtype}[1,{block_m},{dv}]>", False),
+]
 
 # Selection attention (kernels/sel_attn.py). The pointers and strides are always hinted (ALWAYS): the API
 # requires 16-byte-aligned pointers and strides that are multiples of 16 elements, which contiguous
@@ -284,7 +293,12 @@ ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # 1.0-1.07x cuDNN non-causal; causal, with the static rounds, it measured worse than two warpgroups).
 ATTN_HOPPER_WG3_HEAD_DIMS = ((64, 64),)
 # The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) at the head dims it was measured at.
-ATTN_HOPPER_BWD_HEAD_DIMS = ((64, 64), (128, 128))
+ATTN_HOPPER_BWD_HEAD_DIMS = ((64, 64), (128, 128), (256, 256))
+# Its fused (non-deterministic) form and the cast of its dQ accumulator: d=256 measured faster with the
+# deterministic passes (the dK/dV pass beside the Gluon dQ pass), which the host takes there either way.
+ATTN_HOPPER_BWD_FUSED_HEAD_DIMS = ((64, 64), (128, 128))
+# The Gluon dQ pass (kernels/attn_bwd_dq_hopper.py), beside the deterministic Gluon dK/dV pass.
+ATTN_HOPPER_BWD_DQ_HEAD_DIMS = ((256, 256),)
 EXTRAS = (False, True)
 
 T = TileConfig
@@ -323,10 +337,13 @@ ATTN_TUNING = {
     # 3 stages measured no faster).
     ("attn_bwd_dkdv_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
     ("attn_bwd_dkdv_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
+    ("attn_bwd_dkdv_hopper", 90, 256, 256): ((1, T(64, 64, 8, 2)),),
     # The same tiles with dQ fused (gluon_attn_bwd.py's bm64_s2_tr_rs: 0.86x cuDNN over the d64/d128
     # grid through the JIT, against 0.76x for the dK/dV pass beside the Triton dQ pass).
     ("attn_bwd_fused_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
     ("attn_bwd_fused_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
+    # The Gluon dQ pass: 64 query rows per program, 64 keys per step, 8 consumer warps, a 2-stage K/V ring.
+    ("attn_bwd_dq_hopper", 90, 256, 256): ((1, T(64, 64, 8, 2)),),
     ("attn_fwd_tma", 90, 128, 128): ((1, T(128, 64, 4, 2)), (4096, T(128, 128, 8, 3))),
     ("attn_fwd_tma", 90, 256, 256): ((1, T(128, 64, 8, 2)),),
     ("attn_fwd", 80, 32, 32): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),
@@ -442,9 +459,11 @@ FAMILIES = {
     "attn_bwd_dkdv_hopper": ("attn_bwd_hopper.py", "attn_bwd_dkdv_hopper", ATTN_BWD_DKDV_HOPPER_PARAMS,
                              ("dtype", "hopper_bwd_dims", "extras")),
     "attn_bwd_fused_hopper": ("attn_bwd_hopper.py", "attn_bwd_fused_hopper", ATTN_BWD_FUSED_HOPPER_PARAMS,
-                              ("dtype", "hopper_bwd_dims", "extras")),
+                              ("dtype", "hopper_fused_dims", "extras")),
+    "attn_bwd_dq_hopper": ("attn_bwd_dq_hopper.py", "attn_bwd_dq_hopper", ATTN_BWD_DQ_HOPPER_PARAMS,
+                           ("dtype", "hopper_dq_dims", "extras")),
     "attn_bwd_dq_convert": ("attn_bwd.py", "attn_bwd_dq_convert", ATTN_BWD_DQ_CONVERT_PARAMS,
-                            ("dtype", "hopper_bwd_dims")),
+                            ("dtype", "hopper_fused_dims")),
     "attn_decode": ("attn_decode.py", "attn_decode", ATTN_DECODE_PARAMS, ("dtype", "dims", "aligned_only")),
     "attn_decode_paged": ("attn_decode.py", "attn_decode", ATTN_DECODE_PARAMS, ("dtype", "dims", "aligned_only")),
     "attn_decode_paged_blocks": ("attn_decode.py", "attn_decode", ATTN_DECODE_PARAMS,
@@ -525,7 +544,7 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
     if family == "sel_check_indices":
         return ((1, SEL_CHECK_CONFIG),)
     if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_bwd_dkdv", "attn_bwd_dq",
-                  "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper"):
+                  "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper", "attn_bwd_dq_hopper"):
         key = (family, arch, dqk, dv)
         return ATTN_TUNING_EXTRAS.get(key, ATTN_TUNING[key]) if extras else ATTN_TUNING[key]
     if family in ("attn_bwd_preprocess", "attn_bwd_dq_convert"):
@@ -556,6 +575,7 @@ CONSTEXPRS = {
                             "CONSUMER_REGS"),
     "attn_bwd_dkdv_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
     "attn_bwd_fused_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
+    "attn_bwd_dq_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
     "attn_bwd_dq_convert": ("HEAD_DIM", "BLOCK_M"),
     "attn_dropout_mask": ("BLOCK_M", "BLOCK_N"),
     "attn_bwd_preprocess": ("HEAD_DIM_V", "BLOCK_M"),
@@ -580,15 +600,16 @@ CONSTEXPRS = {
 
 
 FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_fwd_hopper_wg3": (90,), "attn_bwd_dkdv_hopper": (90,),
-                "attn_bwd_fused_hopper": (90,), "attn_bwd_dq_convert": (90,)}
+                "attn_bwd_fused_hopper": (90,), "attn_bwd_dq_hopper": (90,), "attn_bwd_dq_convert": (90,)}
 # Options beyond num_warps and num_stages: the Gluon kernel caps registers at entry so that its
 # setmaxnreg split (24 for the producer, 240 for the consumers) takes effect.
 FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}, "attn_fwd_hopper_wg3": {"maxnreg": 128},
                   "attn_bwd_dkdv_hopper": {"maxnreg": 168},
-                  "attn_bwd_fused_hopper": {"maxnreg": 168}}
+                  "attn_bwd_fused_hopper": {"maxnreg": 168}, "attn_bwd_dq_hopper": {"maxnreg": 168}}
 # Families written in Gluon (compiled from GluonASTSource, their descriptors typed with the shared-memory
 # layout the kernel allocates).
-GLUON_FAMILIES = ("attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper")
+GLUON_FAMILIES = ("attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper",
+                  "attn_bwd_dq_hopper")
 
 
 def catalog():
@@ -607,6 +628,10 @@ def catalog():
                 dims = ATTN_HOPPER_HEAD_DIMS
             elif "hopper_bwd_dims" in axes:
                 dims = ATTN_HOPPER_BWD_HEAD_DIMS
+            elif "hopper_fused_dims" in axes:
+                dims = ATTN_HOPPER_BWD_FUSED_HEAD_DIMS
+            elif "hopper_dq_dims" in axes:
+                dims = ATTN_HOPPER_BWD_DQ_HEAD_DIMS
             elif "hopper_wg3_dims" in axes:
                 dims = ATTN_HOPPER_WG3_HEAD_DIMS
             elif "dims_v" in axes:
@@ -616,7 +641,7 @@ def catalog():
             for dtype in dtypes:
                 for dqk, dv in dims:
                   for block_size in (SEL_BLOCK_SIZES if "sel_block" in axes else (0,)):
-                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("aligned_only" in axes or "tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_wg3_dims" in axes) else (False,)):
+                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("aligned_only" in axes or "tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_fused_dims" in axes or "hopper_dq_dims" in axes or "hopper_wg3_dims" in axes) else (False,)):
                         for extras in (EXTRAS if "extras" in axes else (True,) if "extras_only" in axes else (False,)):
                             for min_seqlen, config in _configs(family, arch, dqk, dv, extras, block_size):
                                 params = tuple((n, t.format(dtype=dtype, block_m=config.block_m, block_n=config.block_n,

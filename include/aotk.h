@@ -212,9 +212,9 @@ static inline aotk_tensor aotk_tensor_3d(void *data, aotk_dtype dtype, int64_t d
  *                   per block). 0 (the default of a zeroed struct, as in flash-attn): aotk may run a
  *                   faster backward whose dQ is summed in a varying order, so repeated runs can differ
  *                   in the last bits of dq (dk, dv and dsinks stay deterministic). Today that is the
- *                   sm_90 plain or causal backward at head dims 64 and 128 with TMA-readable inputs
+ *                   sm_90 backward without dropout at head dims 64 and 128 with TMA-readable inputs
  *                   (AOTK_FEATURE_NONDETERMINISTIC says when; it needs a larger workspace); every other
- *                   call runs the deterministic kernels either way.
+ *                   call runs the deterministic kernels either way (at head dim 256 they measured faster).
  *
  * Sizes: batch (num_seqs), seqlen_q, seqlen_k, heads >= 1; head_dim_qk and head_dim_v multiples of 8
  * from 8 to 256; the compiled pairs (aotk info lists them) are padded sizes that smaller dims run in.
@@ -353,13 +353,14 @@ typedef struct aotk_kernel_info {
  * It is persistent: at most one program per SM, each walking several query tiles, so aotk_kernel_info's grid
  * can be smaller than the number of tiles. For AOTK_OP_ATTN_BWD: the dK/dV pass has FlashAttention-3's
  * backward schedule (a TMA producer warp, two consumer warpgroups), one owner per output and bitwise
- * deterministic, unless AOTK_FEATURE_NONDETERMINISTIC is set too (dQ fused into it). */
+ * deterministic, unless AOTK_FEATURE_NONDETERMINISTIC is set too (dQ fused into it), at head dims 64, 128
+ * and 256 (every backward but dropout); at 256 the dQ pass is warp-specialized too. */
 #define AOTK_FEATURE_WARP_SPECIALIZED (1u << 10)
 /* Added in 0.4, AOTK_OP_ATTN_BWD only. The backward is not bitwise deterministic: one warp-specialized
  * pass computes dK, dV and dQ (5 matrix products per block instead of 7), adding each block's dQ into
  * an fp32 accumulator in the workspace with TMA reduce-adds whose order varies from run to run (dK and
  * dV still have one owner each). Taken on sm_90 when params.deterministic is 0 and the dK/dV pass would
- * be the warp-specialized one; the workspace then also holds the accumulator, at a 256-byte boundary
+ * be the warp-specialized one at head dim 64 or 128; the workspace then also holds the accumulator, at a 256-byte boundary
  * after the rest (batch * heads_q * round_up(seqlen_q, 128) * head_dim_qk floats). */
 #define AOTK_FEATURE_NONDETERMINISTIC (1u << 11)
 /* Added in 0.4, decoding (aotk_decode_query): the cache is paged (block_table), and the keys are split

@@ -21,7 +21,12 @@ most query blocks, so the heaviest programs start first). Warp-specialized:
       dK += dS^T Q                                 (dS^T from registers)
   and writes dK (times softmax_scale) and dV once, with masked stores.
 
-attn_bwd_fused_hopper is the same program with dQ fused in (FUSED_DQ), for callers that allow a
+At head dim 256 (SPLIT_D) two warpgroups cannot each hold dK and dV of 64 keys: a program takes 64 keys,
+the warpgroups split S^T and dP^T along the query columns and dK, dV along d, and exchange P^T and dS^T
+through shared memory (dV and dK take them as shared-memory operands); the deterministic dQ pass beside
+it is attn_bwd_dq_hopper (kernels/attn_bwd_dq_hopper.py).
+
+attn_bwd_fused_hopper is the same program with dQ fused in (FUSED_DQ, head dims 64 and 128), for callers that allow a
 non-deterministic backward (aotk_attn_params.deterministic = 0): per query block it also stores dS^T to
 shared memory (two buffers), computes dQ = dS K (dS^T read transposed; the two warpgroups split dQ along
 d), stages dQ times softmax_scale in shared memory and adds it into an fp32 accumulator with one TMA
@@ -32,8 +37,8 @@ place of the Triton dQ pass: 5 matrix products per block instead of 7.
 
 What it covers: every backward but dropout: masks and windows of both alignments (the query blocks a
 key block walks come from the window rule; only blocks crossing a window's edge or the key length are
-masked), and, compiled in with EXTRAS, softcap (dS times 1 - tanh^2) and ALiBi; layouts TMA can read, dense or varlen, head dims 64 and 128, GQA, sinks (they enter through
-lse only), any lengths. Its arguments are attn_bwd_dkdv's, then descriptors of Q, K, V and dO over
+masked), and, compiled in with EXTRAS, softcap (dS times 1 - tanh^2) and ALiBi; layouts TMA can read, dense or varlen, head dims 64, 128 and (the deterministic pass only)
+256, GQA, sinks (they enter through lse only), any lengths. Its arguments are attn_bwd_dkdv's, then descriptors of Q, K, V and dO over
 [batch, seqlen, heads * d] (varlen: [1, total, heads * d], each sequence's rows offset by cu_seqlens;
 blocks reaching past a sequence's end read the next sequence's rows, which are masked as keys, have lse
 = +inf as queries, and are not stored), so the C launcher packs both the same way. Without EXTRAS
@@ -101,12 +106,13 @@ def _producer(desc_q, desc_do, desc_k, desc_v, q_bufs, do_bufs, k_smem, v_smem, 
 @gluon.jit
 def _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype: gl.constexpr,
                    p_layout: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, SOFTCAP: gl.constexpr,
-                   ALIBI: gl.constexpr):
+                   ALIBI: gl.constexpr, SPLIT_D: gl.constexpr):
     """P^T for S^T = K Q^T (key j the row, query i the column): the forward's scores
     (attn_common.modified_scores: softcap when SOFTCAP, then ALiBi when ALIBI with a nonzero slope),
     exp2 against the staged lse, masked where the block crosses the key length or a window's bounds.
     Returns P^T in fp32 for dS^T (times 1 - tanh^2 under softcap: the chain rule's factor, the scale
-    being applied to dK and dQ) and P^T as dV's operand."""
+    being applied to dK and dQ) and P^T as dV's operand: in registers, or under SPLIT_D in the score
+    layout, for the shared-memory copy both warpgroups read."""
     keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel = tile
     if SOFTCAP:
         t = tanh_approx(st * softcap_scale)
@@ -127,27 +133,38 @@ def _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_l
         ok = (key_col < seqlen_k) & (key_col <= gl.expand_dims(cols + diag + hi_rel, 0)) & \
              (key_col >= gl.expand_dims(cols + diag + lo_rel, 0))
         pt = gl.where(ok, pt, 0.0)
-    pt_op = gl.convert_layout(pt.to(dtype), p_layout)
+    if SPLIT_D:
+        pt_op = pt.to(dtype)
+    else:
+        pt_op = gl.convert_layout(pt.to(dtype), p_layout)
     if SOFTCAP:
         pt = pt * (1.0 - t * t)
     return pt, pt_op
 
 
 @gluon.jit
-def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base, dv_base,
-              stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
-              extras, FUSED_DQ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-              STAGES: gl.constexpr, EXTRAS: gl.constexpr):
+def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, p_bufs, coords, n_iters, LseLog2, Delta, dk_base,
+              dv_base, stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale,
+              qk_scale_log2, extras, FUSED_DQ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr, SPLIT_D: gl.constexpr):
     kv_bar, q_ready, do_ready, qdo_empty = bars
     b, n0, hkv, group_size, m_lo, n_m = coords
     lo_rel, hi_rel = window
     flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2 = extras
     dtype: gl.constexpr = q_bufs.dtype
-    # Key rows are the M side: [BLOCK_N, BLOCK_M] scores and [BLOCK_N, HEAD_DIM] dK, dV over 8 warps.
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
-                                                       instr_shape=[16, BLOCK_M, 16])
-    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
-                                                        instr_shape=[16, HEAD_DIM, 16])
+    if SPLIT_D:
+        # d = 256: BLOCK_N = 64 key rows, one warpgroup's M side; the two warpgroups split S^T and dP^T
+        # along the query columns and dK, dV along d (each holds [64, HEAD_DIM / 2] of both).
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                           instr_shape=[16, BLOCK_M // 2, 16])
+        kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                            instr_shape=[16, HEAD_DIM // 2, 16])
+    else:
+        # Key rows are the M side: [BLOCK_N, BLOCK_M] scores and [BLOCK_N, HEAD_DIM] dK, dV over 8 warps.
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                                           instr_shape=[16, BLOCK_M, 16])
+        kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                                            instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
     # dQ [BLOCK_M = 64, HEAD_DIM]: the two warpgroups split it along d.
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
@@ -193,41 +210,61 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
             # across the join spilled 344 bytes at d=128).
             if (flags & FLAG_SOFTCAP) != 0:
                 pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                           p_layout, BLOCK_N, BLOCK_M, True, True)
+                                           p_layout, BLOCK_N, BLOCK_M, True, True, SPLIT_D)
             else:
                 pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                           p_layout, BLOCK_N, BLOCK_M, False, True)
+                                           p_layout, BLOCK_N, BLOCK_M, False, True, SPLIT_D)
         else:
             pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                       p_layout, BLOCK_N, BLOCK_M, False, False)
-        dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
-        dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
-        dst = pt * (dpt - gl.expand_dims(delta, 0))
-        ds_op = gl.convert_layout(dst.to(dtype), p_layout)
-        dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
-        if FUSED_DQ:
-            # dQ = dS K needs dS (not dS^T) as the A operand: dS^T goes to shared memory and is read
-            # transposed. Two buffers: this step's barrier orders the readers of buffer it % 2 in step
-            # it - 2 (their wgmma waited) before the store. The previous step's reduce-add has read
-            # dq_smem once the issuing thread's wait passes; the barrier tells every thread.
-            tma.store_wait(0)
+                                       p_layout, BLOCK_N, BLOCK_M, False, False, SPLIT_D)
+        if SPLIT_D:
+            # Each warpgroup holds half of P^T's and dS^T's columns and needs all of them (they are the
+            # contraction of dV and dK): both go through shared memory, two buffers each. The barrier
+            # after a store also tells every thread that both warpgroups have waited for step it - 1's
+            # products, the last readers of the buffers step it + 1 will write.
+            p_buf = p_bufs.index(it % 2)
+            p_buf.store(pt_op)
+            fence_async_shared()
+            _thread_barrier()
+            dv_token = warpgroup_mma(p_buf, do2, dv, is_async=True)
+            dpt = warpgroup_mma_wait(1, deps=(dpt_token, ))
+            dst = pt * (dpt - gl.expand_dims(delta, 0))
             ds = ds_bufs.index(it % 2)
             ds.store(dst.to(dtype))
             fence_async_shared()
             _thread_barrier()
-            dq_token = warpgroup_mma(ds.permute((1, 0)), k2, zero_dq, use_acc=False, is_async=True)
-            dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, dq_token, pt_op, ds_op))
-            # FlashAttention-3's dQ path: the block to shared memory, then one bulk reduce-add into the
-            # fp32 accumulator [batch * heads_q, stats_stride, HEAD_DIM] (waited for at the next step's
-            # dS^T store). Releasing the stage (a barrier of the consumer warps, then one arrival) also
-            # orders every thread's dQ stores before the reduce is issued.
-            dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq * softmax_scale)
-            fence_async_shared()
+            dk_token = warpgroup_mma(ds, q2, dk, is_async=True)
+            dv, dk = warpgroup_mma_wait(0, deps=(dv_token, dk_token))
             mbarrier.arrive(qdo_empty.index(s))
-            _tma_reduce_add(desc_dq, [b * heads_q + hq, m0, 0], dq_smem)
         else:
-            dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, pt_op, ds_op))
-            mbarrier.arrive(qdo_empty.index(s))
+            dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
+            dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
+            dst = pt * (dpt - gl.expand_dims(delta, 0))
+            ds_op = gl.convert_layout(dst.to(dtype), p_layout)
+            dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
+            if FUSED_DQ:
+                # dQ = dS K needs dS (not dS^T) as the A operand: dS^T goes to shared memory and is read
+                # transposed. Two buffers: this step's barrier orders the readers of buffer it % 2 in step
+                # it - 2 (their wgmma waited) before the store. The previous step's reduce-add has read
+                # dq_smem once the issuing thread's wait passes; the barrier tells every thread.
+                tma.store_wait(0)
+                ds = ds_bufs.index(it % 2)
+                ds.store(dst.to(dtype))
+                fence_async_shared()
+                _thread_barrier()
+                dq_token = warpgroup_mma(ds.permute((1, 0)), k2, zero_dq, use_acc=False, is_async=True)
+                dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, dq_token, pt_op, ds_op))
+                # FlashAttention-3's dQ path: the block to shared memory, then one bulk reduce-add into the
+                # fp32 accumulator [batch * heads_q, stats_stride, HEAD_DIM] (waited for at the next step's
+                # dS^T store). Releasing the stage (a barrier of the consumer warps, then one arrival) also
+                # orders every thread's dQ stores before the reduce is issued.
+                dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq * softmax_scale)
+                fence_async_shared()
+                mbarrier.arrive(qdo_empty.index(s))
+                _tma_reduce_add(desc_dq, [b * heads_q + hq, m0, 0], dq_smem)
+            else:
+                dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, pt_op, ds_op))
+                mbarrier.arrive(qdo_empty.index(s))
     if FUSED_DQ:
         tma.store_wait(0)  # the last reduce-add has read shared memory before the program exits
 
@@ -304,12 +341,24 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
         mbarrier.init(do_ready.index(i), count=1)
         # Released once by the consumer partition (an arrive is one arrival per partition).
         mbarrier.init(qdo_empty.index(i), count=1)
-    if FUSED_DQ:
-        ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
-        dq_handoff = (gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], ds_layout),
-                      gl.allocate_shared_memory(gl.float32, DescDQ.block_type.shape, DescDQ.layout), DescDQ)
+    # d = 256: the two warpgroups split dK and dV along d, and exchange P^T and dS^T through shared memory.
+    # Only the deterministic pass: fused with dQ at d = 256 (one Q/dO stage beside 64 KiB of dQ staging) it
+    # measured slower than this pass with the Gluon dQ pass (kernels/attn_bwd_dq_hopper.py).
+    SPLIT_D: gl.constexpr = HEAD_DIM > 128
+    gl.static_assert(not (SPLIT_D and FUSED_DQ), "the fused pass is compiled for head dims up to 128")
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
+    if FUSED_DQ or SPLIT_D:
+        ds_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], ds_layout)
     else:
-        dq_handoff = (kv_bar, kv_bar, kv_bar)  # unused
+        ds_bufs = kv_bar  # unused
+    if FUSED_DQ:
+        dq_handoff = (ds_bufs, gl.allocate_shared_memory(gl.float32, DescDQ.block_type.shape, DescDQ.layout), DescDQ)
+    else:
+        dq_handoff = (ds_bufs, kv_bar, kv_bar)  # only ds_bufs is used (SPLIT_D)
+    if SPLIT_D:
+        p_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], ds_layout)
+    else:
+        p_bufs = kv_bar  # unused
 
     bars = (kv_bar, q_ready, do_ready, qdo_empty)
     coords = (b, n0, hkv, group_size, m_lo, n_m)
@@ -319,10 +368,10 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     dk_base = DK + b.to(gl.int64) * stride_dkb + k_start.to(gl.int64) * stride_dks + hkv.to(gl.int64) * stride_dkh
     dv_base = DV + b.to(gl.int64) * stride_dvb + k_start.to(gl.int64) * stride_dvs + hkv.to(gl.int64) * stride_dvh
     gl.warp_specialize([
-        (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base,
-                     dv_base, stride_dks, stride_dvs, sk, (lo_rel, hi_rel), diag, heads_q, stats_stride, softmax_scale,
-                     qk_scale_log2, (flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2),
-                     FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, EXTRAS)),
+        (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, p_bufs, coords, n_iters, LseLog2, Delta,
+                     dk_base, dv_base, stride_dks, stride_dvs, sk, (lo_rel, hi_rel), diag, heads_q, stats_stride,
+                     softmax_scale, qk_scale_log2, (flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2),
+                     FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, EXTRAS, SPLIT_D)),
         (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
                      BLOCK_M, STAGES)),
     ], [1], [PRODUCER_REGS])

@@ -576,6 +576,8 @@ static const char *family_name(int family) {
       return "attn_bwd_dq_convert";
     case AOTK__FAMILY_ATTN_BWD_DQ:
       return "attn_bwd_dq";
+    case AOTK__FAMILY_ATTN_BWD_DQ_HOPPER:
+      return "attn_bwd_dq_hopper";
     case AOTK__FAMILY_ATTN_DROPOUT_MASK:
       return "attn_dropout_mask";
     case AOTK__FAMILY_ATTN_BWD_SINK_REDUCE:
@@ -677,7 +679,8 @@ static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel
   if (e->head_dim_qk > p->head_dim_qk || e->head_dim_v > p->head_dim_v) f |= AOTK_FEATURE_PADDED_HEAD_DIM;
   if (e->extras) f |= AOTK_FEATURE_EXTRAS_KERNEL;
   const bool warp_specialized = is_hopper_fwd(e->family) || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER ||
-                                e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
+                                e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER ||
+                                e->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER;
   if (e->family == AOTK__FAMILY_ATTN_FWD_TMA || warp_specialized) f |= AOTK_FEATURE_TMA;
   if (warp_specialized) f |= AOTK_FEATURE_WARP_SPECIALIZED;
   if (e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER) f |= AOTK_FEATURE_NONDETERMINISTIC;
@@ -775,8 +778,13 @@ static const char attn_bwd_dkdv_hopper_param_kinds[] = BWD_DKDV_KINDS "tttt";
 static const char attn_bwd_fused_hopper_param_kinds[] = BWD_DKDV_KINDS "ttttt";
 #undef BWD_DKDV_KINDS
 static const char attn_bwd_dq_convert_param_kinds[] = "ppp" STRIDES "iii" "i" "i";
-static const char attn_bwd_dq_param_kinds[] = "ppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES
-                                              "l" "iiiii" "i" MASK_INTS "f" SCORE_SCALARS DROPOUT_SCALARS;
+#define BWD_DQ_KINDS \
+  "ppppppp" FEATURE_POINTERS "pp" STRIDES STRIDES STRIDES STRIDES STRIDES "l" "iiiii" "i" MASK_INTS "f" SCORE_SCALARS \
+  DROPOUT_SCALARS
+static const char attn_bwd_dq_param_kinds[] = BWD_DQ_KINDS;
+/* The Gluon dQ pass takes attn_bwd_dq's parameters, then descriptors of Q, K, V and dO. */
+static const char attn_bwd_dq_hopper_param_kinds[] = BWD_DQ_KINDS "tttt";
+#undef BWD_DQ_KINDS
 #undef STRIDES
 
 /* Bits of the kernels' flags argument (kernels/attn_common.py). */
@@ -904,7 +912,8 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
     return -1;
   }
   /* The backward's dK/dV pass reads dO through TMA too. */
-  if ((family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER) &&
+  if ((family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER ||
+       family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER) &&
       !tma_view_ok(&problem->dout)) {
     return -1;
   }
@@ -1318,37 +1327,42 @@ static aotk_status check_workspace(const aotk__attn_problem *problem, const attn
 }
 
 /* The backward: the pre-pass, the dK/dV pass (on sm_90 the Gluon kernel where it covers the call and TMA
- * can read the inputs, else the Triton one), the dQ pass, and with dsinks the sink reduction. Where the
- * caller allows a non-deterministic backward (deterministic = 0) and the Gluon pass covers the call, its
- * fused form computes dQ too, into an fp32 accumulator that a cast pass then writes into dq. */
+ * can read the inputs, else the Triton one), the dQ pass (beside the Gluon dK/dV pass, the Gluon dQ pass
+ * where the build has one for the head dims, else the Triton one), and with dsinks the sink reduction.
+ * Where the caller allows a non-deterministic backward (deterministic = 0) and the Gluon pass covers the
+ * call, its fused form computes dQ too, into an fp32 accumulator that a cast pass then writes into dq
+ * (rows[2] is then the cast). */
 static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) {
   aotk_status status;
   plan->count = 3;
   const bool covered = hopper_kernels_cover(problem);
-  int hopper_row = -1, convert_row = -1;
+  int hopper_row = -1, dq_row = -1;
   /* (The accumulator's descriptor counts its batch * heads_q rows in 32 bits: validation's grid bound,
    * batch * heads_q * ceil(seqlen_q / 64) < 2^31, keeps them there.) */
   if (covered && !problem->deterministic) {
     hopper_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, problem, plan, problem->seqlen_k);
-    convert_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, problem, plan, problem->seqlen_q);
-    if (convert_row < 0) hopper_row = -1;
+    dq_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, problem, plan, problem->seqlen_q);
+    if (dq_row < 0) hopper_row = -1;
   }
   if (covered && hopper_row < 0) {
     hopper_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, problem, plan, problem->seqlen_k);
-    convert_row = -1;
+    dq_row = -1;
+    /* Beside the deterministic Gluon dK/dV pass, the Gluon dQ pass where the build has one for these
+     * head dims (it takes the Triton pass's place and arguments, and the same one owner per row). */
+    if (hopper_row >= 0) dq_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, problem, plan, problem->seqlen_q);
   }
   if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_PREPROCESS, problem, problem->seqlen_q, &plan->device,
                                     &plan->rows[0], &plan->kind)) != AOTK_OK ||
       (hopper_row < 0 &&
        (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DKDV, problem, problem->seqlen_k, &plan->device,
                                      &plan->rows[1], &plan->kind)) != AOTK_OK) ||
-      (convert_row < 0 &&
+      (dq_row < 0 &&
        (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DQ, problem, problem->seqlen_q, &plan->device,
                                      &plan->rows[2], &plan->kind)) != AOTK_OK)) {
     return status;
   }
   if (hopper_row >= 0) plan->rows[1] = hopper_row;
-  if (convert_row >= 0) plan->rows[2] = convert_row;
+  if (dq_row >= 0) plan->rows[2] = dq_row;
   if (problem->dsinks) {
     if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, problem, problem->seqlen_q, &plan->device,
                                       &plan->rows[3], &plan->kind)) != AOTK_OK) {
@@ -1394,11 +1408,14 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   int32_t num_seqs = (int32_t)problem->batch, group_size = heads_q / heads_kv;
   const bool fused = dkdv->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
   const bool hopper = dkdv->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || fused;
+  const bool dq_hopper = dq_entry->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER;
   const char *const kinds[] = {attn_bwd_preprocess_param_kinds,
                                fused    ? attn_bwd_fused_hopper_param_kinds
                                : hopper ? attn_bwd_dkdv_hopper_param_kinds
                                         : attn_bwd_dkdv_param_kinds,
-                               fused ? attn_bwd_dq_convert_param_kinds : attn_bwd_dq_param_kinds,
+                               fused       ? attn_bwd_dq_convert_param_kinds
+                               : dq_hopper ? attn_bwd_dq_hopper_param_kinds
+                                           : attn_bwd_dq_param_kinds,
                                attn_bwd_sink_reduce_param_kinds};
   CUkernel kernels[4];
   aotk_status status = aotk__load_rows(driver, plan->rows, kinds, plan->count, plan->kind, plan->device.device, kernels);
@@ -1409,14 +1426,16 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   const aotk_tensor acc_view = {(void *)(uintptr_t)dq_acc, AOTK_DTYPE_FLOAT32, 4,
                                 {problem->batch * problem->heads_q, stats_stride, 1, problem->head_dim_qk, 0, 0},
                                 {stats_stride * problem->head_dim_qk, problem->head_dim_qk, problem->head_dim_qk, 1, 0, 0}};
-  packed_descriptor descriptors[5];
+  packed_descriptor descriptors[5], dq_descriptors[4];
   const int descriptor_count = fused ? 5 : 4;
-  if (hopper) {
-    const aotk_tensor *tensors[5] = {&problem->q, &problem->k, &problem->v, &problem->dout, &acc_view};
-    static const char *const names[5] = {"q", "k", "v", "dout", "the dq accumulator"};
-    if ((status = encode_descriptors(driver, dkdv, tensors, names, descriptor_count, descriptors)) != AOTK_OK) {
-      return status;
-    }
+  const aotk_tensor *tensors[5] = {&problem->q, &problem->k, &problem->v, &problem->dout, &acc_view};
+  static const char *const names[5] = {"q", "k", "v", "dout", "the dq accumulator"};
+  if (hopper && (status = encode_descriptors(driver, dkdv, tensors, names, descriptor_count, descriptors)) != AOTK_OK) {
+    return status;
+  }
+  /* The Gluon dQ pass's own, boxed for its tiles. */
+  if (dq_hopper && (status = encode_descriptors(driver, dq_entry, tensors, names, 4, dq_descriptors)) != AOTK_OK) {
+    return status;
   }
   /* The accumulator starts at zero: cleared on the stream, before the pass that adds into it. */
   if (fused) {
@@ -1485,8 +1504,20 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                        &f.window_left, &f.window_right, &f.flags, &f.softmax_scale, &f.qk_scale_log2,
                        &f.softcap_scale, &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
     _Static_assert(sizeof dq_args / sizeof dq_args[0] == sizeof attn_bwd_dq_param_kinds - 1, "one per parameter");
-    status = aotk__launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,
-                              m_blocks * problem->batch * problem->heads_q, stream);
+    /* The Gluon pass: the same arguments (the pointers it does not read stay in their places), then the
+     * tensor maps of Q, K, V and dO. */
+    void *dq_hopper_args[sizeof dq_args / sizeof dq_args[0] + 4 * 7];
+    void *dq_descriptor_args[] = {DESCRIPTOR_ARGS(dq_descriptors[0]), DESCRIPTOR_ARGS(dq_descriptors[1]),
+                                  DESCRIPTOR_ARGS(dq_descriptors[2]), DESCRIPTOR_ARGS(dq_descriptors[3])};
+    _Static_assert(sizeof attn_bwd_dq_hopper_param_kinds == sizeof attn_bwd_dq_param_kinds + 4,
+                   "four descriptors of seven arguments each");
+    memcpy(dq_hopper_args, dq_args, sizeof dq_args);
+    memcpy(dq_hopper_args + sizeof dq_args / sizeof dq_args[0], dq_descriptor_args, sizeof dq_descriptor_args);
+    status = aotk__launch_row(driver, plan->rows[2], kernels[2],
+                              dq_hopper ? sizeof dq_hopper_args / sizeof dq_hopper_args[0]
+                                        : sizeof dq_args / sizeof dq_args[0],
+                              dq_hopper ? dq_hopper_args : dq_args, m_blocks * problem->batch * problem->heads_q,
+                              stream);
   }
   if (status != AOTK_OK || plan->count < 4) return status;
 

@@ -37,6 +37,7 @@ enum {
   AOTK__FAMILY_ATTN_CACHE_APPEND = 24,
   AOTK__FAMILY_ATTN_DECODE_PAGED = 25,        /* attn_decode with PAGE_MODE 1: a page lookup per key row */
   AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS = 26, /* PAGE_MODE 2: one per block (page size a multiple of block_n) */
+  AOTK__FAMILY_ATTN_BWD_DQ_HOPPER = 27,       /* the sm_90 dQ pass in Gluon (kernels/attn_bwd_dq_hopper.py) */
 };
 
 /* A host-side TMA descriptor's layout, as the compiler chose it: the CUtensorMapSwizzle mode and the

@@ -199,8 +199,8 @@ static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causa
 /* Whether a backward case's dK/dV pass (the kernel aotk_query names) should be the warp-specialized
  * Gluon one (include/aotk.h): on sm_90 cubins, the packed layout for q, k, v and dout (mixed layouts
  * put k in the permuted one, which TMA can read as [batch, seqlen, heads * d] only in the degenerate
- * case below), dense or varlen, head dims exactly 64
- * or 128, no dropout (windows, sinks, softcap and ALiBi allowed: the EXTRAS rows take the last two).
+ * case below), dense or varlen, head dims exactly 64,
+ * 128 or 256, no dropout (windows, sinks, softcap and ALiBi allowed: the EXTRAS rows take the last two).
  * FWD_HOPPER then, else the pointer kernel (the name check_kernel_choice takes). */
 static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout layout, int mix_layouts,
                                                             int64_t seqlen_k, int64_t heads_kv, int64_t head_dim,
@@ -212,7 +212,7 @@ static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout l
       aotk_gpu_test_head_dim_v(head_dim, f) != head_dim) {
     return FWD_POINTER;
   }
-  return f->dropout_p == 0.0f && (head_dim == 64 || head_dim == 128) ? FWD_HOPPER : FWD_POINTER;
+  return f->dropout_p == 0.0f && (head_dim == 64 || head_dim == 128 || head_dim == 256) ? FWD_HOPPER : FWD_POINTER;
 }
 
 /* The query length a case's call has (what the host's tuning reads): seqlen_q, or for varlen

@@ -1317,35 +1317,51 @@ static void check_attn_dkdv_launch(const aotk__kernel_entry *e, unsigned grid, v
   }
 }
 
-/* attn_bwd_dq (kernels/attn_bwd.py): Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK,
+/* The dQ pass: attn_bwd_dq (kernels/attn_bwd.py) and the Gluon attn_bwd_dq_hopper
+ * (kernels/attn_bwd_dq_hopper.py). Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK,
  * AlibiSlopes, RngState, the q, k, v, dout, dq strides, stride_ab, 6 int32 (seqlen_q, seqlen_k, heads_q,
  * group_size, num_m_blocks, stats_stride), head_dim_qk8, head_dim_v8, window_left, window_right, flags,
- * 7 scalars; one program per (query block, sequence, query head). */
+ * 7 scalars; the Gluon pass then Q's, K's, V's and dO's descriptors. One program per (query block,
+ * sequence, query head). */
 static void check_attn_dq_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
-  EXPECT(strcmp(e->param_kinds, "ppppppp" "pp" "pp" "liiliiliiliilii" "l" "iiiii" "i" "iiiii" "f" "fff" "if") == 0,
-         "the parameters are \"%s\": fuzz_api.c's model of attn_bwd_dq is out of date", e->param_kinds);
+  const bool hopper = e->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER;
+  enum { POINTER_KERNEL_PARAMS = 44 };
+  EXPECT(strncmp(e->param_kinds, "ppppppp" "pp" "pp" "liiliiliiliilii" "l" "iiiii" "i" "iiiii" "f" "fff" "if",
+                 POINTER_KERNEL_PARAMS) == 0 &&
+             strcmp(e->param_kinds + POINTER_KERNEL_PARAMS, hopper ? "tttt" : "") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of the dQ pass is out of date", e->param_kinds);
   const aotk_attn_params *p = seen.attn;
   EXPECT(p != NULL, "launched by a call other than aotk_attn_bwd");
   enum { Q, K, V, DOUT, LSE_LOG2, DELTA, DQ, CU_Q, CU_K, ALIBI, RNG, QB, KB = 14, VB = 17, DOB = 20, DQB = 23, AB = 26,
-         SEQLEN_Q, SEQLEN_K, HEADS_Q, GROUP_SIZE, M_BLOCKS, STATS_STRIDE, DQK8, DV8, FLAGS = 37 };
+         SEQLEN_Q, SEQLEN_K, HEADS_Q, GROUP_SIZE, M_BLOCKS, STATS_STRIDE, DQK8, DV8, FLAGS = 37, DESCRIPTORS = 44 };
   const attn_caller c = attn_caller_problem(p);
   const int64_t seqlen_q = arg_i32(a, SEQLEN_Q), heads_q = arg_i32(a, HEADS_Q), group_size = arg_i32(a, GROUP_SIZE);
   const int64_t m_blocks = arg_i32(a, M_BLOCKS);
   const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, DQK8), head_dim_v = 8 * (int64_t)arg_i32(a, DV8);
   const int32_t flags = arg_i32(a, FLAGS);
   expect_attn_sizes(e, &c, flags, seqlen_q, arg_i32(a, SEQLEN_K), heads_q, group_size, head_dim_qk, head_dim_v);
+  EXPECT(!hopper || (e->head_dim_qk == head_dim_qk && e->head_dim_v == head_dim_v),
+         "compiled for head dims %d, %d; the problem's are %lld, %lld", (int)e->head_dim_qk, (int)e->head_dim_v,
+         (long long)head_dim_qk, (long long)head_dim_v);
   expect_blocks(e, m_blocks, e->block_m, seqlen_q, "num_m_blocks");
   EXPECT((int64_t)grid == m_blocks * c.batch * heads_q, "a grid of %u programs for %lld x %lld x %lld", grid,
          (long long)m_blocks, (long long)c.batch, (long long)heads_q);
 
   const int64_t heads_kv = heads_q / group_size;
-  check_attn_tensor(e, a, Q, QB, &c, &p->q, false, heads_q, head_dim_qk, true, false, "Q");
-  check_attn_tensor(e, a, K, KB, &c, &p->k, true, heads_kv, head_dim_qk, true, false, "K");
-  check_attn_tensor(e, a, V, VB, &c, &p->v, true, heads_kv, head_dim_v, true, false, "V");
-  check_attn_tensor(e, a, DOUT, DOB, &c, &p->dout, false, heads_q, head_dim_v, true, false, "DOut");
-  check_attn_tensor(e, a, DQ, DQB, &c, &p->dq, false, heads_q, head_dim_qk, true, true, "DQ");
+  check_attn_tensor(e, a, Q, QB, &c, &p->q, false, heads_q, head_dim_qk, !hopper, false, "Q");
+  check_attn_tensor(e, a, K, KB, &c, &p->k, true, heads_kv, head_dim_qk, !hopper, false, "K");
+  check_attn_tensor(e, a, V, VB, &c, &p->v, true, heads_kv, head_dim_v, !hopper, false, "V");
+  check_attn_tensor(e, a, DOUT, DOB, &c, &p->dout, false, heads_q, head_dim_v, !hopper, false, "DOut");
+  check_attn_tensor(e, a, DQ, DQB, &c, &p->dq, false, heads_q, head_dim_qk, !hopper, true, "DQ");
   check_attn_stats(e, a, &c, LSE_LOG2, DELTA, arg_i32(a, STATS_STRIDE));
   check_attn_features(e, a, &c, p, flags, CU_Q, CU_K, ALIBI, AB, -1, RNG);
+  if (hopper) {
+    const descriptor_role roles[] = {{Q, e->block_m, head_dim_qk, 2, "DescQ"},
+                                     {K, e->block_n, head_dim_qk, 2, "DescK"},
+                                     {V, e->block_n, head_dim_v, 2, "DescV"},
+                                     {DOUT, e->block_m, head_dim_v, 2, "DescDO"}};
+    check_descriptors(e, a, DESCRIPTORS, roles, 4);
+  }
 }
 
 /* attn_bwd_dq_convert (kernels/attn_bwd.py): DQAcc, DQ, CuSeqlensQ, dq's strides, 5 int32 (seqlen_q,
@@ -1747,6 +1763,7 @@ static void check_launch_extent(const aotk__kernel_entry *e, unsigned grid, void
       check_attn_dkdv_launch(e, grid, params);
       return;
     case AOTK__FAMILY_ATTN_BWD_DQ:
+    case AOTK__FAMILY_ATTN_BWD_DQ_HOPPER:
       check_attn_dq_launch(e, grid, params);
       return;
     case AOTK__FAMILY_ATTN_BWD_DQ_CONVERT:

@@ -70,8 +70,9 @@ static void run_bwd_case(const void *argument) {
   CHECK_MSG(r.passed, "%s: %s", r.kernel_name, r.detail);
   const aotk_gpu_test_fwd_path path = aotk_gpu_test_expect_bwd_path(c->layout, c->mix_layouts, c->seqlen_k, c->heads_kv,
                                                                     c->head_dim, &c->features, bc->expect_ptx);
-  /* deterministic = 0 lets the warp-specialized path fuse dQ (include/aotk.h). */
-  const bool expect_fused = path == FWD_HOPPER && !c->deterministic;
+  /* deterministic = 0 lets the warp-specialized path fuse dQ (include/aotk.h) at head dims 64 and 128; at
+   * 256 the deterministic passes run (the Gluon dK/dV pass and the Gluon dQ pass) either way. */
+  const bool expect_fused = path == FWD_HOPPER && !c->deterministic && c->head_dim <= 128;
   const char *const prefix = expect_fused ? "attn_bwd_fused_hopper_" : "attn_bwd_dkdv_";
   CHECK_MSG(strncmp(r.kernel_name, prefix, strlen(prefix)) == 0, "deterministic = %d: the query names %s, not %s*",
             c->deterministic, r.kernel_name, prefix);
@@ -790,6 +791,10 @@ static void hopper_section(int *index) {
       {AOTK_DTYPE_BFLOAT16, 64, 1, 1500, 1000, 4, 4, 1, 0, 0},
       {AOTK_DTYPE_FLOAT16, 128, 2, 1000, 1000, 4, 2, 1, 0, 1},
       {AOTK_DTYPE_BFLOAT16, 128, 1, 129, 4100, 16, 4, 0, 0, 1},
+      /* d=256: 64-key programs whose two warpgroups split dK and dV along d */
+      {AOTK_DTYPE_BFLOAT16, 256, 2, 1000, 1500, 8, 2, 1, 1, 0},
+      {AOTK_DTYPE_FLOAT16, 256, 1, 777, 333, 4, 1, 0, 0, 1},
+      {AOTK_DTYPE_BFLOAT16, 256, 1, 1500, 1000, 4, 4, 1, 0, 0},
   };
   bwd_case bc;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -806,17 +811,17 @@ static void hopper_section(int *index) {
 
 /* The warp-specialized passes on the varlen layout (the packed tensors read as [1, total, heads * d]):
  * sequences of every kind of length (empty ones, one row, longer than a key block, queries without keys
- * and keys without queries), causal of both alignments and not, GQA, sinks with dsinks, at d=64 and 128,
+ * and keys without queries), causal of both alignments and not, GQA, sinks with dsinks, at d=64, 128, 256,
  * each in both modes (deterministic 1: the dK/dV pass and the Triton dQ pass, with two repeats that must
  * reproduce the bits; 0: the fused pass and the cast); run_bwd_case holds each to the rule. */
 static const int64_t varlen_long[][2] = {{1000, 1500}, {129, 0}, {0, 77}, {300, 4100}, {64, 64}};
 
 static void varlen_hopper_section(int *index) {
   static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
-  static const int64_t head_dims[] = {64, 128};
+  static const int64_t head_dims[] = {64, 128, 256};
   bwd_case bc;
   for (int which = 0; which < 4; which++)
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < 3; h++)
       for (int deterministic = 0; deterministic < 2; deterministic++) {
         aotk__check_features f;
         memset(&f, 0, sizeof f);
@@ -839,7 +844,7 @@ static void varlen_hopper_section(int *index) {
 /* The warp-specialized passes with the features they took over from the Triton kernels: windows of
  * either side or both (either alignment, under causal or not, wider and narrower than a key block),
  * softcap and ALiBi (the EXTRAS rows; slopes per head or per sequence), each with softcap and ALiBi
- * together once, at d=64 and 128, dense and varlen, in both modes (deterministic: two repeats that
+ * together once, at d=64, 128 and 256, dense and varlen, in both modes (deterministic: two repeats that
  * must reproduce the bits). */
 static void hopper_feature_section(int *index) {
   static const struct {
@@ -853,7 +858,8 @@ static void hopper_feature_section(int *index) {
       {128, 1500, 1000, 0, 1, 0, 65, 0.0f, 0, 0},     {64, 1000, 1000, 0, 0, -1, 0, 0.0f, 0, 1},
       {128, 1000, 1000, 0, 0, -1, -1, 30.0f, 0, 0},   {64, 1000, 700, 1, 0, -1, -1, 0.0f, 1, 0},
       {128, 513, 1025, 0, 0, 200, 30, 10.0f, 2, 0},   {64, 0, 0, 1, 0, 64, -1, 20.0f, 2, 1},
-      {128, 0, 0, 0, 1, -1, -1, 0.0f, 1, 1},
+      {128, 0, 0, 0, 1, -1, -1, 0.0f, 1, 1},      {256, 1000, 1000, 1, 0, 300, -1, 0.0f, 0, 0},
+      {256, 513, 1025, 0, 0, 200, 30, 10.0f, 2, 0}, {256, 0, 0, 0, 1, -1, -1, 0.0f, 1, 1},
   };
   static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
   bwd_case bc;

@@ -84,7 +84,8 @@
  * aligned = 1 and named "aligned", and all of them EXTRAS (on sm_90 only dropout reaches it). The
  * warp-specialized Gluon forward likewise, for the head dims in hopper_head_dim_pairs, with an EXTRAS
  * variant beside the plain one (its three-warpgroup form without); so the Gluon backward passes, for
- * hopper_bwd_head_dim_pairs (not the cast after the fused one, which sees no scores). A Gluon program is
+ * hopper_bwd_head_dim_pairs (the dK/dV pass), hopper_fused_head_dim_pairs (its fused form, and the cast
+ * after it, which sees no scores: no EXTRAS) and hopper_dq_head_dim_pairs (the dQ pass). A Gluon program is
  * more warps than its name's "w" (the default partition's: the worker partitions add theirs, the row's
  * num_warps is the whole). */
 enum head_dim_axis {
@@ -95,6 +96,8 @@ enum head_dim_axis {
   HEAD_DIMS_TMA_PAIRS, /* one of tma_head_dim_pairs */
   HEAD_DIMS_HOPPER_PAIRS, /* one of hopper_head_dim_pairs */
   HEAD_DIMS_HOPPER_BWD_PAIRS, /* one of hopper_bwd_head_dim_pairs */
+  HEAD_DIMS_HOPPER_FUSED_PAIRS, /* one of hopper_fused_head_dim_pairs */
+  HEAD_DIMS_HOPPER_DQ_PAIRS,    /* one of hopper_dq_head_dim_pairs */
   HEAD_DIMS_HOPPER_WG3_PAIRS, /* (64, 64): the three-warpgroup forward */
 };
 /* Whether a family compiles softcap, ALiBi and dropout in (the catalog's "extras" axis; sinks are in every
@@ -158,11 +161,16 @@ static const struct family {
     /* Its fused, non-deterministic form: the same, then a descriptor of the fp32 dQ accumulator. */
     {AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, "attn_bwd_fused_hopper",
      "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if" "ttttt", true, false,
-     HEAD_DIMS_HOPPER_BWD_PAIRS, EXTRAS_BOTH, false, true, 0, 90, true, true},
+     HEAD_DIMS_HOPPER_FUSED_PAIRS, EXTRAS_BOTH, false, true, 0, 90, true, true},
     /* ... and the cast of that accumulator into dq (varlen too: cu_seqlens_q and the flags): 64 rows per
      * program. It sees no scores, so one variant serves the EXTRAS fused pass too. */
     {AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, "attn_bwd_dq_convert", "ppp" "lii" "iii" "i" "i", true, false,
-     HEAD_DIMS_HOPPER_BWD_PAIRS, EXTRAS_NONE, false, false, 64, 90, true, false},
+     HEAD_DIMS_HOPPER_FUSED_PAIRS, EXTRAS_NONE, false, false, 64, 90, true, false},
+    /* The Gluon dQ pass (kernels/attn_bwd_dq_hopper.py): attn_bwd_dq's, then descriptors of Q, K, V and
+     * dO; sm_90, aligned, at d = 256 beside the deterministic Gluon dK/dV pass. */
+    {AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, "attn_bwd_dq_hopper",
+     "ppppppppppp" "liiliiliiliilii" "l" "iiiiiiiiiii" "ffff" "if" "tttt", true, false, HEAD_DIMS_HOPPER_DQ_PAIRS,
+     EXTRAS_BOTH, false, true, 0, 90, true, true},
     /* Selection: a tile of the group's query heads (block_m) against one selected block (block_n). */
     {AOTK__FAMILY_SEL_FWD, "sel_fwd", "ppppppppp" "li" "li" "li" "li" "li" "li" "li" "iiiiiiii" "f", true, true,
      HEAD_DIMS_SEL_PAIRS, EXTRAS_NONE, true, true, 0, 0, false, false},
@@ -225,8 +233,14 @@ enum { TMA_HEAD_DIM_PAIR_COUNT = sizeof tma_head_dim_pairs / sizeof tma_head_dim
 static const int32_t hopper_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
 enum { HOPPER_HEAD_DIM_PAIR_COUNT = sizeof hopper_head_dim_pairs / sizeof hopper_head_dim_pairs[0] };
 /* The warp-specialized dK/dV pass's (the catalog's ATTN_HOPPER_BWD_HEAD_DIMS). */
-static const int32_t hopper_bwd_head_dim_pairs[][2] = {{64, 64}, {128, 128}};
+static const int32_t hopper_bwd_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {256, 256}};
 enum { HOPPER_BWD_HEAD_DIM_PAIR_COUNT = sizeof hopper_bwd_head_dim_pairs / sizeof hopper_bwd_head_dim_pairs[0] };
+/* Its fused form's and the cast's (ATTN_HOPPER_BWD_FUSED_HEAD_DIMS), and the Gluon dQ pass's
+ * (ATTN_HOPPER_BWD_DQ_HEAD_DIMS). */
+static const int32_t hopper_fused_head_dim_pairs[][2] = {{64, 64}, {128, 128}};
+enum { HOPPER_FUSED_HEAD_DIM_PAIR_COUNT = sizeof hopper_fused_head_dim_pairs / sizeof hopper_fused_head_dim_pairs[0] };
+static const int32_t hopper_dq_head_dim_pairs[][2] = {{256, 256}};
+enum { HOPPER_DQ_HEAD_DIM_PAIR_COUNT = sizeof hopper_dq_head_dim_pairs / sizeof hopper_dq_head_dim_pairs[0] };
 static const int32_t sel_block_sizes[] = {32, 64, 128};
 enum { SEL_BLOCK_SIZE_COUNT = sizeof sel_block_sizes / sizeof sel_block_sizes[0] };
 
@@ -306,6 +320,8 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                          : family->head_dims == HEAD_DIMS_TMA_PAIRS ? TMA_HEAD_DIM_PAIR_COUNT
                          : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? HOPPER_HEAD_DIM_PAIR_COUNT
                          : family->head_dims == HEAD_DIMS_HOPPER_BWD_PAIRS ? HOPPER_BWD_HEAD_DIM_PAIR_COUNT
+                         : family->head_dims == HEAD_DIMS_HOPPER_FUSED_PAIRS ? HOPPER_FUSED_HEAD_DIM_PAIR_COUNT
+                         : family->head_dims == HEAD_DIMS_HOPPER_DQ_PAIRS ? HOPPER_DQ_HEAD_DIM_PAIR_COUNT
                                                                     : 1;
     /* HEAD_DIMS_HOPPER_WG3_PAIRS: one pair, (64, 64). */
     int block_size_count = family->has_block_size ? SEL_BLOCK_SIZE_COUNT : 1;
@@ -325,6 +341,8 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                                  : family->head_dims == HEAD_DIMS_TMA_PAIRS ? tma_head_dim_pairs[h][0]
                                  : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? hopper_head_dim_pairs[h][0]
                                  : family->head_dims == HEAD_DIMS_HOPPER_BWD_PAIRS ? hopper_bwd_head_dim_pairs[h][0]
+                                 : family->head_dims == HEAD_DIMS_HOPPER_FUSED_PAIRS ? hopper_fused_head_dim_pairs[h][0]
+                                 : family->head_dims == HEAD_DIMS_HOPPER_DQ_PAIRS ? hopper_dq_head_dim_pairs[h][0]
                                  : family->head_dims == HEAD_DIMS_HOPPER_WG3_PAIRS ? 64
                                                                             : 0;
                 v->head_dim_v = family->head_dims == HEAD_DIMS_PAIRS       ? head_dim_pairs[h][1]
@@ -333,6 +351,8 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                                 : family->head_dims == HEAD_DIMS_TMA_PAIRS ? tma_head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_HOPPER_PAIRS ? hopper_head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_HOPPER_BWD_PAIRS ? hopper_bwd_head_dim_pairs[h][1]
+                                : family->head_dims == HEAD_DIMS_HOPPER_FUSED_PAIRS ? hopper_fused_head_dim_pairs[h][1]
+                                : family->head_dims == HEAD_DIMS_HOPPER_DQ_PAIRS ? hopper_dq_head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_HOPPER_WG3_PAIRS ? 64
                                                                            : 0;
                 v->aligned = aligned;
@@ -549,9 +569,19 @@ static void test_table_rows_describe_valid_configs(void) {
                   e->name, e->head_dim_qk, e->head_dim_v);
         break;
       case HEAD_DIMS_HOPPER_BWD_PAIRS:
+        CHECK_MSG((e->head_dim_qk == 64 || e->head_dim_qk == 128 || e->head_dim_qk == 256) &&
+                      e->head_dim_v == e->head_dim_qk,
+                  "row %d %s: head dims (%d, %d), expected (64, 64), (128, 128) or (256, 256)", i, e->name,
+                  e->head_dim_qk, e->head_dim_v);
+        break;
+      case HEAD_DIMS_HOPPER_FUSED_PAIRS:
         CHECK_MSG((e->head_dim_qk == 64 || e->head_dim_qk == 128) && e->head_dim_v == e->head_dim_qk,
                   "row %d %s: head dims (%d, %d), expected (64, 64) or (128, 128)", i, e->name, e->head_dim_qk,
                   e->head_dim_v);
+        break;
+      case HEAD_DIMS_HOPPER_DQ_PAIRS:
+        CHECK_MSG(e->head_dim_qk == 256 && e->head_dim_v == 256, "row %d %s: head dims (%d, %d), expected (256, 256)",
+                  i, e->name, e->head_dim_qk, e->head_dim_v);
         break;
       case HEAD_DIMS_HOPPER_WG3_PAIRS:
         CHECK_MSG(e->head_dim_qk == 64 && e->head_dim_v == 64, "row %d %s: head dims (%d, %d), expected (64, 64)", i,
@@ -683,7 +713,8 @@ static void test_table_selection_tiles(void) {
  * the kernel loads the head as whole boxes); for the Gluon kernels a power of two wide, since Gluon's
  * shapes must be (a head of 192 is three 64-column boxes side by side); TMA's own rules: at most 256 per
  * dimension, an inner extent of a multiple of 16 bytes, and at most the swizzle's span (128 bytes for the
- * 128-byte swizzle, 3). The forward's TMA families take three, the backward's Gluon pass four, its fused
+ * 128-byte swizzle, 3). The forward's TMA families take three, the backward's Gluon passes four (the dK/dV
+ * pass, and the dQ pass with the same tiles: block_m rows of Q and dO, block_n of K and V), the fused
  * form five (the fifth over the fp32 dQ accumulator, [batch * heads_q, stats_stride, head_dim_qk], in
  * block_m-row tiles); other rows have none. */
 enum { TMA_SWIZZLE_NONE = 0, TMA_SWIZZLE_128B = 3, TMA_ELEMENT_BYTES = 2 };
@@ -692,7 +723,7 @@ static void test_table_tma_descriptors(void) {
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
     const bool fused = e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
-    const bool bwd = e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || fused;
+    const bool bwd = e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER || fused;
     const bool hopper_fwd = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
     if (e->family != AOTK__FAMILY_ATTN_FWD_TMA && !hopper_fwd && !bwd) {
       CHECK_MSG(e->descriptor_count == 0, "row %d %s: %d TMA descriptors, but it takes none", i, e->name,

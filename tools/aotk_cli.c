@@ -34,10 +34,10 @@ static int command_info(void) {
   printf("attention forward and backward: fp16, bf16; head dims 8-256 (multiples of 8; q/k and v may differ;\n"
          "  compiled 32, 64, 128, 256, 256/128); causal and sliding windows, bottom-right or top-left; varlen;\n"
          "  softcap, ALiBi, sinks, dropout (Philox); GQA/MQA; any strides\n"
-         "  sm_90 forward: TMA loads (dense layouts, d 64/128/256) and FlashAttention-3's warp-specialized\n"
-         "  schedule, persistent (plain or causal, dense or varlen, d 64/128/256); sm_90 backward: the dK/dV\n"
-         "  pass warp-specialized (plain or causal, dense or varlen, d 64/128), with dQ fused in unless\n"
-         "  deterministic\n");
+         "  sm_90 forward: TMA loads and FlashAttention-3's warp-specialized schedule, persistent (every\n"
+         "  feature but dropout, dense or varlen, d 64/128/256 and 192/128); sm_90 backward: the dK/dV\n"
+         "  pass warp-specialized (every feature but dropout, dense or varlen, d 64/128/256), with dQ fused\n"
+         "  in unless deterministic (d 64/128) or in a warp-specialized dQ pass (d 256)\n");
   printf("selection attention (NSA's selected blocks) forward and backward: fp16, bf16; head dims 64, 128,\n"
          "  192/128; block sizes 32, 64, 128; packed varlen; any group size; deterministic backward\n");
   printf("decoding: 1-16 new tokens per request over a contiguous or paged KV cache (any page size), lengths\n"

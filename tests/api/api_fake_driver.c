@@ -47,6 +47,9 @@ const struct kernel_signature kernel_signatures[KERNEL_COUNT] = {
      * the row (the query's name, the block and shared memory of the launch) tells them apart. */
     {"attn_decode", AOTK__FAMILY_ATTN_DECODE_PAGED, ATTN_DECODE_KINDS HIDDEN_KINDS},
     {"attn_decode", AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, ATTN_DECODE_KINDS HIDDEN_KINDS},
+    /* The Gluon dQ pass (kernels/attn_bwd_dq_hopper.py): attn_bwd_dq's parameters, then descriptors of Q, K,
+     * V and dO. */
+    {"attn_bwd_dq_hopper", AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, ATTN_BWD_DQ_KINDS "tttt" HIDDEN_KINDS},
 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
 _Static_assert((int)TMA_PARAM_COUNT ==

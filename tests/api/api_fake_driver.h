@@ -147,6 +147,7 @@ enum kernel_id {
   KERNEL_ATTN_CACHE_APPEND,
   KERNEL_ATTN_DECODE_PAGED,
   KERNEL_ATTN_DECODE_PAGED_BLOCKS,
+  KERNEL_BWD_DQ_HOPPER,
   KERNEL_COUNT
 };
 struct kernel_signature {
@@ -286,6 +287,9 @@ enum dq_convert_param {
 /* The fused pass's descriptors, after attn_bwd_dkdv's arguments (the slots up to DKDV_GLOBAL_SCRATCH):
  * Q, K, V, dO, then the accumulator. */
 enum { FUSED_DESCRIPTORS = 5 };
+/* The Gluon dQ pass (kernels/attn_bwd_dq_hopper.py) takes attn_bwd_dq's arguments (the slots up to
+ * DQ_GLOBAL_SCRATCH), then descriptors of Q, K, V and dO. */
+enum { DQ_HOPPER_DESCRIPTORS = 4 };
 
 /* sel_fwd: one program per (kv head, token, chunk of the group's query heads), kv head outermost. */
 enum sel_fwd_param {

@@ -82,13 +82,14 @@ static uint32_t expected_info_features(const feature_expectation *e, const probl
  * launch that encode's map with the view's shape and element strides, outermost first. A single batch's
  * stride is unused: the view gives it the span of the sequence (a valid stride, whatever the caller's). */
 static void check_descriptors(const char *what, const recorded_launch *launch, const aotk__kernel_entry *row,
-                              int first, int count, const aotk_tensor *const *tensors, const char *const *names,
-                              const int32_t *tile_rows_of, int first_slot) {
-  CHECK_MSG(fake.encode_count == first + count && first + count <= ENCODE_LOG_SIZE,
-            "%s: %d tensor maps encoded, expected %d", what, fake.encode_count - first, count);
+                              int first, int count, int total, const aotk_tensor *const *tensors,
+                              const char *const *names, const int32_t *tile_rows_of, int first_slot) {
+  /* Encodes first .. first + count - 1 of the call's `total` are this launch's. */
+  CHECK_MSG(fake.encode_count == total && first + count <= total && total <= ENCODE_LOG_SIZE,
+            "%s: %d tensor maps encoded, expected %d", what, fake.encode_count, total);
   CHECK_MSG(launch->maps_recorded == count, "%s: %d maps in the launch", what, launch->maps_recorded);
   CHECK_MSG(row->descriptor_count == count, "%s: %s records %d descriptors", what, row->name, row->descriptor_count);
-  if (fake.encode_count != first + count || first + count > ENCODE_LOG_SIZE || row->descriptor_count != count) {
+  if (fake.encode_count != total || first + count > total || total > ENCODE_LOG_SIZE || row->descriptor_count != count) {
     return;
   }
   for (int d = 0; d < count; d++) {
@@ -163,7 +164,8 @@ static void check_tma_descriptors(const char *what, const recorded_launch *launc
   const aotk_tensor *tensors[TMA_DESCRIPTORS] = {&params->q, &params->k, &params->v};
   const int32_t q_rows = family_is_hopper_fwd(row->family) ? 64 : row->block_m;
   const int32_t tile_rows[TMA_DESCRIPTORS] = {q_rows, row->block_n, row->block_n};
-  check_descriptors(what, launch, row, first, TMA_DESCRIPTORS, tensors, names, tile_rows, TMA_ARG_DESC_Q);
+  check_descriptors(what, launch, row, first, TMA_DESCRIPTORS, first + TMA_DESCRIPTORS, tensors, names, tile_rows,
+                    TMA_ARG_DESC_Q);
 }
 
 /* aotk_query(AOTK_OP_ATTN_FWD), then aotk_attn_fwd: the query names the row the tuning rule picks for
@@ -390,6 +392,7 @@ void expected_bwd_rows_of(const aotk_attn_params *params, int arch, bool from_pt
     rows[2] = convert_row(params);
   } else if (expect_bwd_hopper(params, arch, from_ptx, fake.max_shared_bytes)) {
     rows[1] = bwd_hopper_row(params);
+    if (expect_bwd_dq_hopper(params, arch, from_ptx, fake.max_shared_bytes)) rows[2] = dq_hopper_row(params);
   }
 }
 
@@ -440,6 +443,8 @@ void check_bwd_launch(const char *what, const aotk_attn_params *params, const pr
   const bool fused = expect_bwd_fused(params, info.arch, info.from_ptx, fake.max_shared_bytes);
   /* The dK/dV pass is a Gluon kernel (four descriptors, five for the fused pass). */
   const bool hopper = fused || expect_bwd_hopper(params, info.arch, info.from_ptx, fake.max_shared_bytes);
+  /* ... and beside it in its deterministic form, at d = 256, the Gluon dQ pass (four more descriptors). */
+  const bool dq_hopper = expect_bwd_dq_hopper(params, info.arch, info.from_ptx, fake.max_shared_bytes);
   rows[3] = expected_row(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, info.arch, p->dtype, 0, 0, 0, 0, p->seqlen_q);
   CHECK_MSG(rows[0] != NULL && rows[1] != NULL && rows[2] != NULL && rows[3] != NULL,
             "%s: a backward family has no sm_%d row", what, info.arch);
@@ -519,9 +524,14 @@ void check_bwd_launch(const char *what, const aotk_attn_params *params, const pr
                         fused    ? KERNEL_BWD_FUSED_HOPPER
                         : hopper ? KERNEL_BWD_DKDV_HOPPER
                                  : KERNEL_BWD_DKDV,
-                        fused ? KERNEL_BWD_DQ_CONVERT : KERNEL_BWD_DQ, KERNEL_BWD_SINK_REDUCE};
+                        fused       ? KERNEL_BWD_DQ_CONVERT
+                        : dq_hopper ? KERNEL_BWD_DQ_HOPPER
+                                    : KERNEL_BWD_DQ,
+                        KERNEL_BWD_SINK_REDUCE};
+  const int dq_descriptors = dq_hopper ? DQ_HOPPER_DESCRIPTORS : 0;
   const int scratch_index[4] = {PRE_GLOBAL_SCRATCH, DKDV_GLOBAL_SCRATCH + descriptors * TMA_DESC_SLOTS,
-                                fused ? CONVERT_GLOBAL_SCRATCH : DQ_GLOBAL_SCRATCH, REDUCE_GLOBAL_SCRATCH};
+                                fused ? CONVERT_GLOBAL_SCRATCH : DQ_GLOBAL_SCRATCH + dq_descriptors * TMA_DESC_SLOTS,
+                                REDUCE_GLOBAL_SCRATCH};
   for (int i = 0; i < launches; i++) {
     const recorded_launch *launch = &fake.launch_log[i];
     const char *name = kernel_signatures[launch->kernel].function;
@@ -589,7 +599,8 @@ void check_bwd_launch(const char *what, const aotk_attn_params *params, const pr
     static const char *const mapped_names[FUSED_DESCRIPTORS] = {"q", "k", "v", "dout", "the dQ accumulator"};
     const int32_t tile_rows[FUSED_DESCRIPTORS] = {rows[1]->block_m, rows[1]->block_n, rows[1]->block_n,
                                                   rows[1]->block_m, rows[1]->block_m};
-    check_descriptors(what, dkdv, rows[1], 0, descriptors, mapped, mapped_names, tile_rows, DKDV_GLOBAL_SCRATCH);
+    check_descriptors(what, dkdv, rows[1], 0, descriptors, descriptors + dq_descriptors, mapped, mapped_names,
+                      tile_rows, DKDV_GLOBAL_SCRATCH);
   } else {
     CHECK_MSG(fake.encode_count == 0 && dkdv->maps_recorded == 0, "%s: the Triton dK/dV pass encoded %d maps", what,
               fake.encode_count);
@@ -645,6 +656,18 @@ void check_bwd_launch(const char *what, const aotk_attn_params *params, const pr
     check_int(what, kernel, dq_launch, DQ_NUM_M_BLOCKS, ceil_div(p->seqlen_q, rows[2]->block_m), "num_m_blocks");
     check_int(what, kernel, dq_launch, DQ_STATS_STRIDE, stats_stride(p), "stats_stride");
     check_bwd_feature_args(what, kernel, dq_launch, p, &expected, DQ_STRIDE_AB, DQ_HEAD_DIM_QK8);
+    if (dq_hopper) {
+      /* Its own maps of Q, K, V and dO, boxed for its tiles, encoded after the dK/dV pass's. */
+      const aotk_tensor *mapped[DQ_HOPPER_DESCRIPTORS] = {q, k, v, dout};
+      static const char *const mapped_names[DQ_HOPPER_DESCRIPTORS] = {"q", "k", "v", "dout"};
+      const int32_t tile_rows[DQ_HOPPER_DESCRIPTORS] = {rows[2]->block_m, rows[2]->block_n, rows[2]->block_n,
+                                                        rows[2]->block_m};
+      check_descriptors(what, dq_launch, rows[2], descriptors, DQ_HOPPER_DESCRIPTORS, descriptors + dq_descriptors,
+                        mapped, mapped_names, tile_rows, DQ_GLOBAL_SCRATCH);
+    } else {
+      CHECK_MSG(dq_launch->maps_recorded == 0, "%s: the Triton dQ pass was given %d maps", what,
+                dq_launch->maps_recorded);
+    }
   }
   if (!dsinks) return;
 

@@ -103,8 +103,11 @@ static const int compiled_head_dims[][2] = {{32, 32}, {64, 64}, {128, 128}, {256
 static const int tma_head_dims[][2] = {{128, 128}, {256, 256}};
 static const int hopper_head_dims[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
 static const int hopper_wg3_head_dims[][2] = {{64, 64}};
-/* The sm_90 backward's Gluon passes and the cast after the fused one (ATTN_HOPPER_BWD_HEAD_DIMS): exact. */
-static const int hopper_bwd_head_dims[][2] = {{64, 64}, {128, 128}};
+/* The sm_90 backward's Gluon dK/dV pass (ATTN_HOPPER_BWD_HEAD_DIMS), its fused form and the cast after it
+ * (ATTN_HOPPER_BWD_FUSED_HEAD_DIMS), and the Gluon dQ pass (ATTN_HOPPER_BWD_DQ_HEAD_DIMS): exact. */
+static const int hopper_bwd_head_dims[][2] = {{64, 64}, {128, 128}, {256, 256}};
+static const int hopper_fused_head_dims[][2] = {{64, 64}, {128, 128}};
+static const int hopper_dq_head_dims[][2] = {{256, 256}};
 
 bool family_is_hopper_fwd(int family) {
   return family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
@@ -112,7 +115,7 @@ bool family_is_hopper_fwd(int family) {
 
 static bool family_is_hopper_bwd(int family) {
   return family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER ||
-         family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT;
+         family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT || family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER;
 }
 
 /* The families with an EXTRAS variant (the catalog's axis "extras", or "extras_only" for the TMA forward,
@@ -122,7 +125,7 @@ static bool family_has_extras(int family) {
   return family == AOTK__FAMILY_ATTN_FWD || family == AOTK__FAMILY_ATTN_FWD_TMA ||
          family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_BWD_DKDV ||
          family == AOTK__FAMILY_ATTN_BWD_DQ || family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER ||
-         family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
+         family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER || family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER;
 }
 
 void compiled_dims(int family, int64_t head_dim_qk, int64_t head_dim_v, int *qk, int *v) {
@@ -135,15 +138,20 @@ void compiled_dims(int family, int64_t head_dim_qk, int64_t head_dim_v, int *qk,
   }
   if (family == AOTK__FAMILY_ATTN_FWD_TMA || family_is_hopper_fwd(family) || family_is_hopper_bwd(family)) {
     const bool hopper = family == AOTK__FAMILY_ATTN_FWD_HOPPER, wg3 = family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
-    const bool hopper_bwd = family_is_hopper_bwd(family);
-    const int(*pairs)[2] = hopper_bwd ? hopper_bwd_head_dims
-                           : wg3      ? hopper_wg3_head_dims
-                           : hopper   ? hopper_head_dims
-                                      : tma_head_dims;
-    const size_t count = hopper_bwd ? sizeof hopper_bwd_head_dims / sizeof hopper_bwd_head_dims[0]
-                         : wg3      ? sizeof hopper_wg3_head_dims / sizeof hopper_wg3_head_dims[0]
-                         : hopper   ? sizeof hopper_head_dims / sizeof hopper_head_dims[0]
-                                    : sizeof tma_head_dims / sizeof tma_head_dims[0];
+    const bool fused = family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER || family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT;
+    const bool dq = family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, dkdv = family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
+    const int(*pairs)[2] = dkdv    ? hopper_bwd_head_dims
+                           : fused ? hopper_fused_head_dims
+                           : dq    ? hopper_dq_head_dims
+                           : wg3   ? hopper_wg3_head_dims
+                           : hopper ? hopper_head_dims
+                                    : tma_head_dims;
+    const size_t count = dkdv    ? sizeof hopper_bwd_head_dims / sizeof hopper_bwd_head_dims[0]
+                         : fused ? sizeof hopper_fused_head_dims / sizeof hopper_fused_head_dims[0]
+                         : dq    ? sizeof hopper_dq_head_dims / sizeof hopper_dq_head_dims[0]
+                         : wg3   ? sizeof hopper_wg3_head_dims / sizeof hopper_wg3_head_dims[0]
+                         : hopper ? sizeof hopper_head_dims / sizeof hopper_head_dims[0]
+                                  : sizeof tma_head_dims / sizeof tma_head_dims[0];
     for (size_t i = 0; i < count; i++) {
       if (pairs[i][0] == head_dim_qk && pairs[i][1] == head_dim_v) *qk = (int)head_dim_qk, *v = (int)head_dim_v;
     }
@@ -260,8 +268,8 @@ static int64_t params_head_dim(const aotk_tensor *t) { return t->shape[t->rank -
 
 /* Whether the backward's Gluon passes cover the call (include/aotk.h, AOTK_FEATURE_TMA for
  * AOTK_OP_ATTN_BWD): on sm_90 cubins, dense or varlen (the packed tensors read as [1, total, heads * d]),
- * every tensor 16-byte aligned, q, k, v and dout readable by TMA, head dims exactly 64 or 128 (q/k and v
- * equal), and no dropout: any mask or window, sinks, and softcap and ALiBi (in the EXTRAS rows) are
+ * every tensor 16-byte aligned, q, k, v and dout readable by TMA, head dims exactly 64, 128 or 256 (q/k
+ * and v equal), and no dropout: any mask or window, sinks, and softcap and ALiBi (in the EXTRAS rows) are
  * theirs. */
 static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool from_ptx) {
   if (arch != 90 || from_ptx || params->q.rank != (params_varlen(params) ? 3 : 4)) return false;
@@ -276,7 +284,7 @@ static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool fro
   }
   if (params->dropout_p != 0.0f) return false;
   const int64_t d = params_head_dim(&params->q);
-  return params_head_dim(&params->v) == d && (d == 64 || d == 128);
+  return params_head_dim(&params->v) == d && (d == 64 || d == 128 || d == 256);
 }
 
 /* Whether the Gluon backward passes run their EXTRAS rows: softcap or ALiBi (dropout never reaches them;
@@ -314,6 +322,21 @@ bool expect_bwd_fused(const aotk_attn_params *params, int arch, bool from_ptx, i
   const aotk__kernel_entry *fused = fused_row(params), *convert = convert_row(params);
   return fused != NULL && convert != NULL && fused->shared_bytes <= max_shared_bytes &&
          convert->shared_bytes <= max_shared_bytes;
+}
+
+const aotk__kernel_entry *dq_hopper_row(const aotk_attn_params *params) {
+  const int64_t d = params_head_dim(&params->q);
+  return expected_row(AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, 90, params->q.dtype, d, d, 1, bwd_hopper_extras(params),
+                      params_seqlen_q(params));
+}
+
+bool expect_bwd_dq_hopper(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
+  if (expect_bwd_fused(params, arch, from_ptx, max_shared_bytes) ||
+      !expect_bwd_hopper(params, arch, from_ptx, max_shared_bytes)) {
+    return false;
+  }
+  const aotk__kernel_entry *row = dq_hopper_row(params);
+  return row != NULL && row->shared_bytes <= max_shared_bytes;
 }
 
 size_t expected_bwd_workspace_bytes(const aotk_attn_params *params, int arch, bool from_ptx, const problem *p) {

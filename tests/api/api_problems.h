@@ -146,6 +146,13 @@ const aotk__kernel_entry *convert_row(const aotk_attn_params *params);
  * fused pass does not fit, the deterministic kernels run (expect_bwd_hopper says which dK/dV pass). */
 bool expect_bwd_fused(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes);
 
+/* The Gluon dQ pass's row (EXTRAS with softcap or ALiBi), tuned by seqlen_q (max_seqlen_q for varlen),
+ * and whether the backward's dQ pass must be it: the Gluon dK/dV pass running in its deterministic form
+ * (expect_bwd_hopper without expect_bwd_fused), a row for the head dims in the build (d = 256), fitting
+ * the GPU's shared memory. Otherwise the Triton dQ pass runs beside the Gluon dK/dV pass. */
+const aotk__kernel_entry *dq_hopper_row(const aotk_attn_params *params);
+bool expect_bwd_dq_hopper(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes);
+
 /* The workspace the call `params` needs on the fake GPU as installed: the accumulator's too where the
  * fused pass runs. */
 size_t expected_bwd_workspace_bytes(const aotk_attn_params *params, int arch, bool from_ptx, const problem *p);

@@ -919,8 +919,9 @@ static void test_hopper_grid(void) {
 /* Which backward calls run the Gluon dK/dV pass (include/aotk.h, AOTK_FEATURE_TMA and
  * AOTK_FEATURE_WARP_SPECIALIZED for AOTK_OP_ATTN_BWD), and which its fused non-deterministic form
  * (AOTK_FEATURE_NONDETERMINISTIC) with the cast of its dQ: the calls the Gluon pass covers (every call but
- * dropout, at head dims 64 and 128 that TMA can read; softcap and ALiBi in its EXTRAS rows, the cast's
- * one variant after either), when deterministic is 0. check_bwd_launch holds aotk_query, the launches,
+ * dropout, at head dims 64, 128 and 256 that TMA can read; softcap and ALiBi in its EXTRAS rows, the cast's
+ * one variant after either), when deterministic is 0 and the head dim 64 or 128; at 256 the deterministic
+ * Gluon passes (dK/dV, then the Gluon dQ pass) either way. check_bwd_launch holds aotk_query, the launches,
  * their arguments, the clear and the tensor maps to expect_bwd_fused and expect_bwd_hopper; here the
  * rules' answers are also written out per case, so that every outcome is seen. */
 static void test_bwd_hopper_choice(void) {
@@ -936,6 +937,7 @@ static void test_bwd_hopper_choice(void) {
     const char *what;
     bool gluon;  /* the Gluon passes run (the fused one and the cast where deterministic is 0) */
     bool extras; /* in their EXTRAS rows (or, for the Triton passes, theirs) */
+    bool d256;   /* head dim 256: never fused; the Gluon dQ pass beside the Gluon dK/dV pass */
   } cases[CASE_COUNT] = {
       [PLAIN] = {"bf16 d128 GQA", true, false},
       [CAUSAL] = {"causal", true, false},
@@ -949,7 +951,7 @@ static void test_bwd_hopper_choice(void) {
       [WINDOW_LEFT] = {"a left window", true, false},
       [DOUT_HEADS_OUTER] = {"dout's heads outermost", false, false},
       [D96] = {"d96 (padded)", false, false},
-      [D256] = {"d256", false, false},
+      [D256] = {"d256", true, false, true},
       [VARLEN] = {"varlen (read as [1, total, heads * d])", true, false},
       [DOUT_STRIDE_ODD] = {"dout's token stride not a multiple of 16 bytes", false, false},
       [WINDOW_BOTH] = {"window (16, 5)", true, false},
@@ -962,13 +964,13 @@ static void test_bwd_hopper_choice(void) {
       [CAUSAL_DROPOUT] = {"causal dropout", false, true},
       [SOFTCAP_DROPOUT] = {"softcap and dropout", false, true},
       [WINDOW_DROPOUT] = {"window (16, 5) and dropout", false, true},
-      [D256_SOFTCAP] = {"d256 softcap", false, true},
+      [D256_SOFTCAP] = {"d256 softcap", true, true, true},
   };
   int fused_cases = 0, extras_cases = 0;
   for (size_t c = 0; c < 2 * (size_t)CASE_COUNT; c++) {
     const size_t i = c / 2;
     const int deterministic = (int)(c % 2);
-    const bool expect_hopper = cases[i].gluon, expect_fused = expect_hopper && !deterministic;
+    const bool expect_hopper = cases[i].gluon, expect_fused = expect_hopper && !deterministic && !cases[i].d256;
     fused_cases += expect_fused;
     extras_cases += expect_hopper && cases[i].extras;
     problem p = i == D64 || i == D64_SOFTCAP ? d64 : d128;
@@ -1019,6 +1021,8 @@ static void test_bwd_hopper_choice(void) {
               what_of_case, (int)expect_bwd_hopper(&params, 90, false, SHARED_SM90));
     CHECK_MSG(expect_bwd_fused(&params, 90, false, SHARED_SM90) == expect_fused, "%s: the fused rule says %d",
               what_of_case, (int)expect_bwd_fused(&params, 90, false, SHARED_SM90));
+    CHECK_MSG(expect_bwd_dq_hopper(&params, 90, false, SHARED_SM90) == (expect_hopper && cases[i].d256),
+              "%s: the Gluon dQ rule says %d", what_of_case, (int)expect_bwd_dq_hopper(&params, 90, false, SHARED_SM90));
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     CHECK_MSG(aotk_query(AOTK_OP_ATTN_BWD, &params, &info) == AOTK_OK, "%s: %s", what_of_case, aotk_last_error());
     const bool hopper = strncmp(info.kernel_name, "attn_bwd_dkdv_hopper_", 21) == 0;
@@ -1034,11 +1038,14 @@ static void test_bwd_hopper_choice(void) {
               "%s: aotk_query names %s with features %#x, expected %s EXTRAS row", what_of_case, info.kernel_name,
               info.features, cases[i].extras ? "an" : "no");
     check_bwd_launch(what_of_case, &params, &p);
-    /* The launches, written out: the Gluon pass, then the cast (fused) or the Triton dQ pass. */
+    /* The launches, written out: the Gluon pass, then the cast (fused), the Gluon dQ pass (d256) or the
+     * Triton dQ pass. */
     const int second = expect_fused    ? KERNEL_BWD_FUSED_HOPPER
                        : expect_hopper ? KERNEL_BWD_DKDV_HOPPER
                                        : KERNEL_BWD_DKDV;
-    const int third = expect_fused ? KERNEL_BWD_DQ_CONVERT : KERNEL_BWD_DQ;
+    const int third = expect_fused                      ? KERNEL_BWD_DQ_CONVERT
+                      : expect_hopper && cases[i].d256 ? KERNEL_BWD_DQ_HOPPER
+                                                        : KERNEL_BWD_DQ;
     CHECK_MSG(fake.logged_launches >= 3 && fake.launch_log[1].kernel == second && fake.launch_log[2].kernel == third,
               "%s: launched %s and %s, expected %s and %s", what_of_case,
               fake.logged_launches >= 3 ? kernel_signatures[fake.launch_log[1].kernel].function : "(none)",
