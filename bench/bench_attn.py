@@ -194,6 +194,8 @@ def main(argv=None):
                 rows.append({
                     "op": case["op"], "impl": impl, "dtype": DTYPE_NAMES[case["dtype"]],
                     "head_dim": case["head_dim"], "causal": bool(case["causal"]),
+                    **({"head_dim_v": case["head_dim_v"]} if case.get("head_dim_v", case["head_dim"]) != case["head_dim"]
+                       else {}),
                     "seqlen_q": case["seqlen_q"], "seqlen_k": case["seqlen_k"], "batch": case["batch"],
                     "heads_q": case["heads_q"], "heads_kv": case["heads_kv"],
                     "ms": ms[impl], "tflops": round(tfl[impl], 2),

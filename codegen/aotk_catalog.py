@@ -129,8 +129,8 @@ ATTN_BWD_DKDV_PARAMS = (
 # descriptors of Q, K, V and dO over [batch, seqlen, heads * head_dim] (query tiles of {block_m} rows,
 # key blocks of {block_n}).
 ATTN_BWD_DKDV_HOPPER_PARAMS = ATTN_BWD_DKDV_PARAMS + [
-    ("DescQ", "tensordesc<{dtype}[1,{block_m},{dqk}]>", False),
-    ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk}]>", False),
+    ("DescQ", "tensordesc<{dtype}[1,{block_m},{dqk_box}]>", False),
+    ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk_box}]>", False),
     ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
     ("DescDO", "tensordesc<{dtype}[1,{block_m},{dv}]>", False),
 ]
@@ -160,8 +160,8 @@ ATTN_BWD_DQ_PARAMS = (
 # of Q, K, V and dO over [batch, seqlen, heads * head_dim] (query blocks of {block_m} rows, key blocks of
 # {block_n}).
 ATTN_BWD_DQ_HOPPER_PARAMS = ATTN_BWD_DQ_PARAMS + [
-    ("DescQ", "tensordesc<{dtype}[1,{block_m},{dqk}]>", False),
-    ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk}]>", False),
+    ("DescQ", "tensordesc<{dtype}[1,{block_m},{dqk_box}]>", False),
+    ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk_box}]>", False),
     ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
     ("DescDO", "tensordesc<{dtype}[1,{block_m},{dv}]>", False),
 ]
@@ -293,12 +293,12 @@ ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # 1.0-1.07x cuDNN non-causal; causal, with the static rounds, it measured worse than two warpgroups).
 ATTN_HOPPER_WG3_HEAD_DIMS = ((64, 64),)
 # The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) at the head dims it was measured at.
-ATTN_HOPPER_BWD_HEAD_DIMS = ((64, 64), (128, 128), (256, 256))
+ATTN_HOPPER_BWD_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # Its fused (non-deterministic) form and the cast of its dQ accumulator: d=256 measured faster with the
 # deterministic passes (the dK/dV pass beside the Gluon dQ pass), which the host takes there either way.
 ATTN_HOPPER_BWD_FUSED_HEAD_DIMS = ((64, 64), (128, 128))
 # The Gluon dQ pass (kernels/attn_bwd_dq_hopper.py), beside the deterministic Gluon dK/dV pass.
-ATTN_HOPPER_BWD_DQ_HEAD_DIMS = ((256, 256),)
+ATTN_HOPPER_BWD_DQ_HEAD_DIMS = ((192, 128), (256, 256))
 EXTRAS = (False, True)
 
 T = TileConfig
@@ -338,12 +338,15 @@ ATTN_TUNING = {
     ("attn_bwd_dkdv_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
     ("attn_bwd_dkdv_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
     ("attn_bwd_dkdv_hopper", 90, 256, 256): ((1, T(64, 64, 8, 2)),),
+    # (192, 128): the same split tiles, Q and K in three 64-column boxes.
+    ("attn_bwd_dkdv_hopper", 90, 192, 128): ((1, T(64, 64, 8, 2)),),
     # The same tiles with dQ fused (gluon_attn_bwd.py's bm64_s2_tr_rs: 0.86x cuDNN over the d64/d128
     # grid through the JIT, against 0.76x for the dK/dV pass beside the Triton dQ pass).
     ("attn_bwd_fused_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
     ("attn_bwd_fused_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
     # The Gluon dQ pass: 64 query rows per program, 64 keys per step, 8 consumer warps, a 2-stage K/V ring.
     ("attn_bwd_dq_hopper", 90, 256, 256): ((1, T(64, 64, 8, 2)),),
+    ("attn_bwd_dq_hopper", 90, 192, 128): ((1, T(64, 64, 8, 2)),),
     ("attn_fwd_tma", 90, 128, 128): ((1, T(128, 64, 4, 2)), (4096, T(128, 128, 8, 3))),
     ("attn_fwd_tma", 90, 256, 256): ((1, T(128, 64, 8, 2)),),
     ("attn_fwd", 80, 32, 32): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),

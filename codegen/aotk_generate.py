@@ -254,7 +254,12 @@ def main():
             try:
                 entry_dirs[kernel], seconds = future.result()
             except Exception as e:  # report which kernel, then stop the build
-                sys.exit(f"aotk_generate: sm_{kernel.arch} {kernel.name}: {e}")
+                # Triton's CompilationError names the outermost call; the error itself is in the chain.
+                causes, cause = [], e.__cause__ or e.__context__
+                while cause is not None and len(causes) < 8:
+                    causes.append(f"\n  caused by {type(cause).__name__}: {cause}")
+                    cause = cause.__cause__ or cause.__context__
+                sys.exit(f"aotk_generate: sm_{kernel.arch} {kernel.name}: {e}{''.join(causes)}")
             if seconds:
                 compiled_now += 1
                 print(f"  compiled sm_{kernel.arch} {kernel.name} ({seconds:.1f} s)", flush=True)

@@ -33,7 +33,7 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
     warpgroup_mma_wait
 
 from attn_hopper_common import (FLAG_ALIBI, FLAG_REVERSE, FLAG_SOFTCAP, FLAG_TOP_LEFT, FLAG_VARLEN, LOG2E,
-                                tanh_approx, tma_load, window_bounds)
+                                store_rows, tanh_approx, tma_load, window_bounds)
 
 # A barrier of the partition's threads: thread_barrier in 3.6, barrier in newer releases.
 _thread_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
@@ -44,20 +44,27 @@ def _producer(desc_q, desc_do, desc_k, desc_v, q_smem, do_smem, k_bufs, v_bufs, 
               HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
     # rows: the view's batch coordinate, the program's first query row, its first key row (the
     # sequence's start plus the first key block's), the query head and the kv head.
+    # Q and K come in QK_CHUNKS boxes side by side along d (three of 64 columns at head dim 192, which
+    # is not a power of two; else one): Q's buffers c, K's s * QK_CHUNKS + c of stage s.
+    QK_BOX: gl.constexpr = desc_q.block_type.shape[2]
+    QK_CHUNKS: gl.constexpr = HEAD_DIM // QK_BOX
+    HEAD_DIM_V: gl.constexpr = desc_v.block_type.shape[2]
     qdo_bar, k_ready, v_ready, kv_empty = bars
     bc, q_row, k_row, hq, hkv = rows
-    mbarrier.expect(qdo_bar, desc_q.block_type.nbytes + desc_do.block_type.nbytes)
-    tma_load(desc_q, [bc, q_row, hq * HEAD_DIM], qdo_bar, q_smem)
-    tma_load(desc_do, [bc, q_row, hq * HEAD_DIM], qdo_bar, do_smem)
+    mbarrier.expect(qdo_bar, QK_CHUNKS * desc_q.block_type.nbytes + desc_do.block_type.nbytes)
+    for c in gl.static_range(QK_CHUNKS):
+        tma_load(desc_q, [bc, q_row, hq * HEAD_DIM + c * QK_BOX], qdo_bar, q_smem.index(c))
+    tma_load(desc_do, [bc, q_row, hq * HEAD_DIM_V], qdo_bar, do_smem)
     for it in range(n_iters):
         s = it % STAGES
         n0 = k_row + it * BLOCK_N
         # A fresh mbarrier counts as having completed the phase before phase 0: parity 1 passes at once.
         mbarrier.wait(kv_empty.index(s), ((it // STAGES) & 1) ^ 1)
-        mbarrier.expect(k_ready.index(s), desc_k.block_type.nbytes)
-        tma_load(desc_k, [bc, n0, hkv * HEAD_DIM], k_ready.index(s), k_bufs.index(s))
+        mbarrier.expect(k_ready.index(s), QK_CHUNKS * desc_k.block_type.nbytes)
+        for c in gl.static_range(QK_CHUNKS):
+            tma_load(desc_k, [bc, n0, hkv * HEAD_DIM + c * QK_BOX], k_ready.index(s), k_bufs.index(s * QK_CHUNKS + c))
         mbarrier.expect(v_ready.index(s), desc_v.block_type.nbytes)
-        tma_load(desc_v, [bc, n0, hkv * HEAD_DIM], v_ready.index(s), v_bufs.index(s))
+        tma_load(desc_v, [bc, n0, hkv * HEAD_DIM_V], v_ready.index(s), v_bufs.index(s))
 
 
 @gluon.jit
@@ -102,15 +109,21 @@ def _consumer(q_smem, do_smem, k_bufs, v_bufs, ds_bufs, bars, coords, n_iters, L
     lo_rel, hi_rel = window
     flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2 = extras
     dtype: gl.constexpr = q_smem.dtype
-    # The two warpgroups split S and dP along the keys and dQ along d.
+    QK_BOX: gl.constexpr = q_smem.shape[3]
+    QK_CHUNKS: gl.constexpr = HEAD_DIM // QK_BOX
+    HEAD_DIM_V: gl.constexpr = do_smem.shape[2]
+    gl.static_assert(QK_CHUNKS == 1 or QK_CHUNKS == 3, "head dims 256 (one box) or 192 (three)")
+    # The two warpgroups split S and dP along the keys and dQ along d (chunk by chunk at 192).
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
                                                        instr_shape=[16, BLOCK_N // 2, 16])
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
-                                                        instr_shape=[16, HEAD_DIM // 2, 16])
-    q2 = q_smem.reshape([BLOCK_M, HEAD_DIM])
-    do2 = do_smem.reshape([BLOCK_M, HEAD_DIM])
+                                                        instr_shape=[16, QK_BOX // 2, 16])
+    do2 = do_smem.reshape([BLOCK_M, HEAD_DIM_V])
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
-    dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, dq_layout)
+    dq0 = gl.zeros([BLOCK_M, QK_BOX], gl.float32, dq_layout)
+    if QK_CHUNKS == 3:
+        dq1 = gl.zeros([BLOCK_M, QK_BOX], gl.float32, dq_layout)
+        dq2 = gl.zeros([BLOCK_M, QK_BOX], gl.float32, dq_layout)
 
     # Each row's statistics (staged in rows of stats_stride floats, padded with neutral values: no
     # mask), its visible keys first_key <= j <= last_key, and the keys every row of the block sees
@@ -137,10 +150,17 @@ def _consumer(q_smem, do_smem, k_bufs, v_bufs, ds_bufs, bars, coords, n_iters, L
         s = it % STAGES
         phase = (it // STAGES) & 1
         n0 = n_lo + it * BLOCK_N
-        k2 = k_bufs.index(s).reshape([BLOCK_N, HEAD_DIM])
-        v2 = v_bufs.index(s).reshape([BLOCK_N, HEAD_DIM])
+        k_first = s * QK_CHUNKS
+        v2 = v_bufs.index(s).reshape([BLOCK_N, HEAD_DIM_V])
         mbarrier.wait(k_ready.index(s), phase)
-        st_token = warpgroup_mma(q2, k2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        # S = Q K^T, one product per head-dim chunk, accumulated in order.
+        st_token = warpgroup_mma(q_smem.index(0).reshape([BLOCK_M, QK_BOX]),
+                                 k_bufs.index(k_first).reshape([BLOCK_N, QK_BOX]).permute((1, 0)), zero_s,
+                                 use_acc=False, is_async=True)
+        for c in gl.static_range(1, QK_CHUNKS):
+            st_token = warpgroup_mma(q_smem.index(c).reshape([BLOCK_M, QK_BOX]),
+                                     k_bufs.index(k_first + c).reshape([BLOCK_N, QK_BOX]).permute((1, 0)), st_token,
+                                     is_async=True)
         mbarrier.wait(v_ready.index(s), phase)
         dpt_token = warpgroup_mma(do2, v2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
         st = warpgroup_mma_wait(1, deps=(st_token, ))
@@ -161,16 +181,24 @@ def _consumer(q_smem, do_smem, k_bufs, v_bufs, ds_bufs, bars, coords, n_iters, L
         ds_buf.store(ds.to(dtype))
         fence_async_shared()
         _thread_barrier()
-        dq_token = warpgroup_mma(ds_buf, k2, dq, is_async=True)
-        dq = warpgroup_mma_wait(0, deps=(dq_token, ))
+        dq0_token = warpgroup_mma(ds_buf, k_bufs.index(k_first).reshape([BLOCK_N, QK_BOX]), dq0, is_async=True)
+        if QK_CHUNKS == 3:
+            dq1_token = warpgroup_mma(ds_buf, k_bufs.index(k_first + 1).reshape([BLOCK_N, QK_BOX]), dq1,
+                                      is_async=True)
+            dq2_token = warpgroup_mma(ds_buf, k_bufs.index(k_first + 2).reshape([BLOCK_N, QK_BOX]), dq2,
+                                      is_async=True)
+            dq0, dq1, dq2 = warpgroup_mma_wait(0, deps=(dq0_token, dq1_token, dq2_token))
+        else:
+            dq0 = warpgroup_mma_wait(0, deps=(dq0_token, ))
         mbarrier.arrive(kv_empty.index(s))
 
-    # dQ, written once (rows past seqlen_q are not).
-    rows_o = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, dq_layout))
-    cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, dq_layout))
-    o_mask = gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o < HEAD_DIM, 0)
-    ptrs = dq_base + gl.expand_dims(rows_o.to(gl.int64), 1) * stride_dqs + gl.expand_dims(cols_o, 0)
-    gl.store(ptrs, (dq * softmax_scale).to(dtype), mask=o_mask)
+    # dQ, written once, chunk by chunk (rows past seqlen_q are not).
+    store_rows(dq_base, stride_dqs, m0, seqlen_q, 0, (dq0 * softmax_scale).to(dtype), dq_layout, BLOCK_M, QK_BOX)
+    if QK_CHUNKS == 3:
+        store_rows(dq_base, stride_dqs, m0, seqlen_q, QK_BOX, (dq1 * softmax_scale).to(dtype), dq_layout, BLOCK_M,
+                    QK_BOX)
+        store_rows(dq_base, stride_dqs, m0, seqlen_q, 2 * QK_BOX, (dq2 * softmax_scale).to(dtype), dq_layout,
+                    BLOCK_M, QK_BOX)
 
 
 @gluon.jit
@@ -226,9 +254,11 @@ def attn_bwd_dq_hopper(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK
         n_iters = n_iters * 0
 
     dtype: gl.constexpr = DescQ.dtype
-    q_smem = gl.allocate_shared_memory(dtype, DescQ.block_type.shape, DescQ.layout)
+    # Q and K in QK_CHUNKS boxes along d (three of 64 columns at head dim 192; else one).
+    QK_CHUNKS: gl.constexpr = HEAD_DIM // DescQ.block_type.shape[2]
+    q_smem = gl.allocate_shared_memory(dtype, [QK_CHUNKS] + DescQ.block_type.shape, DescQ.layout)
     do_smem = gl.allocate_shared_memory(dtype, DescDO.block_type.shape, DescDO.layout)
-    k_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescK.block_type.shape, DescK.layout)
+    k_bufs = gl.allocate_shared_memory(dtype, [STAGES * QK_CHUNKS] + DescK.block_type.shape, DescK.layout)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescV.block_type.shape, DescV.layout)
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
     ds_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], ds_layout)

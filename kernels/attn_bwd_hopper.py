@@ -62,8 +62,8 @@ from triton.experimental.gluon.language._core import builtin as _gluon_builtin
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, FLAG_VARLEN, LOG2E, tanh_approx, tma_load,
-                                window_bounds)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, FLAG_VARLEN, LOG2E, store_rows, tanh_approx,
+                                tma_load, window_bounds)
 
 
 @_gluon_builtin
@@ -86,21 +86,28 @@ def _producer(desc_q, desc_do, desc_k, desc_v, q_bufs, do_bufs, k_smem, v_smem, 
     # rows: the view's batch coordinate, the program's first key row, its first query row (the
     # sequence's start plus m_lo), the kv head, the group size and the query blocks per head: as few
     # values as the loop needs, within the producer's 24 registers.
+    # Q and K come in QK_CHUNKS boxes side by side along d (three of 64 columns at head dim 192, which
+    # is not a power of two; else one), buffers c, and s * QK_CHUNKS + c of stage s.
+    QK_BOX: gl.constexpr = desc_q.block_type.shape[2]
+    QK_CHUNKS: gl.constexpr = HEAD_DIM // QK_BOX
+    HEAD_DIM_V: gl.constexpr = desc_v.block_type.shape[2]
     kv_bar, q_ready, do_ready, qdo_empty = bars
     bc, k_row, q_row, hkv, group_size, n_m = rows
-    mbarrier.expect(kv_bar, desc_k.block_type.nbytes + desc_v.block_type.nbytes)
-    tma_load(desc_k, [bc, k_row, hkv * HEAD_DIM], kv_bar, k_smem)
-    tma_load(desc_v, [bc, k_row, hkv * HEAD_DIM], kv_bar, v_smem)
+    mbarrier.expect(kv_bar, QK_CHUNKS * desc_k.block_type.nbytes + desc_v.block_type.nbytes)
+    for c in gl.static_range(QK_CHUNKS):
+        tma_load(desc_k, [bc, k_row, hkv * HEAD_DIM + c * QK_BOX], kv_bar, k_smem.index(c))
+    tma_load(desc_v, [bc, k_row, hkv * HEAD_DIM_V], kv_bar, v_smem)
     for it in range(n_iters):
         s = it % STAGES
         hq = hkv * group_size + it // n_m
         m0 = q_row + (it % n_m) * BLOCK_M
         # A fresh mbarrier counts as having completed the phase before phase 0: parity 1 passes at once.
         mbarrier.wait(qdo_empty.index(s), ((it // STAGES) & 1) ^ 1)
-        mbarrier.expect(q_ready.index(s), desc_q.block_type.nbytes)
-        tma_load(desc_q, [bc, m0, hq * HEAD_DIM], q_ready.index(s), q_bufs.index(s))
+        mbarrier.expect(q_ready.index(s), QK_CHUNKS * desc_q.block_type.nbytes)
+        for c in gl.static_range(QK_CHUNKS):
+            tma_load(desc_q, [bc, m0, hq * HEAD_DIM + c * QK_BOX], q_ready.index(s), q_bufs.index(s * QK_CHUNKS + c))
         mbarrier.expect(do_ready.index(s), desc_do.block_type.nbytes)
-        tma_load(desc_do, [bc, m0, hq * HEAD_DIM], do_ready.index(s), do_bufs.index(s))
+        tma_load(desc_do, [bc, m0, hq * HEAD_DIM_V], do_ready.index(s), do_bufs.index(s))
 
 
 @gluon.jit
@@ -143,35 +150,27 @@ def _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_l
 
 
 @gluon.jit
-def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, p_bufs, coords, n_iters, LseLog2, Delta, dk_base,
-              dv_base, stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale,
-              qk_scale_log2, extras, FUSED_DQ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr, SPLIT_D: gl.constexpr):
+def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base, dv_base,
+              stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
+              extras, FUSED_DQ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+              STAGES: gl.constexpr, EXTRAS: gl.constexpr):
     kv_bar, q_ready, do_ready, qdo_empty = bars
     b, n0, hkv, group_size, m_lo, n_m = coords
     lo_rel, hi_rel = window
     flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2 = extras
     dtype: gl.constexpr = q_bufs.dtype
-    if SPLIT_D:
-        # d = 256: BLOCK_N = 64 key rows, one warpgroup's M side; the two warpgroups split S^T and dP^T
-        # along the query columns and dK, dV along d (each holds [64, HEAD_DIM / 2] of both).
-        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
-                                                           instr_shape=[16, BLOCK_M // 2, 16])
-        kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
-                                                            instr_shape=[16, HEAD_DIM // 2, 16])
-    else:
-        # Key rows are the M side: [BLOCK_N, BLOCK_M] scores and [BLOCK_N, HEAD_DIM] dK, dV over 8 warps.
-        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
-                                                           instr_shape=[16, BLOCK_M, 16])
-        kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
-                                                            instr_shape=[16, HEAD_DIM, 16])
+    # Key rows are the M side: [BLOCK_N, BLOCK_M] scores and [BLOCK_N, HEAD_DIM] dK, dV over 8 warps.
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                                       instr_shape=[16, BLOCK_M, 16])
+    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                                        instr_shape=[16, HEAD_DIM, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
     # dQ [BLOCK_M = 64, HEAD_DIM]: the two warpgroups split it along d.
     dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
                                                         instr_shape=[16, HEAD_DIM // 2, 16])
     keys = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
     cols0 = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
-    k2 = k_smem.reshape([BLOCK_N, HEAD_DIM])
+    k2 = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM])
     v2 = v_smem.reshape([BLOCK_N, HEAD_DIM])
     zero_s = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
     zero_dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, dq_layout)
@@ -210,61 +209,41 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, p_bufs, coords,
             # across the join spilled 344 bytes at d=128).
             if (flags & FLAG_SOFTCAP) != 0:
                 pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                           p_layout, BLOCK_N, BLOCK_M, True, True, SPLIT_D)
+                                           p_layout, BLOCK_N, BLOCK_M, True, True, False)
             else:
                 pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                           p_layout, BLOCK_N, BLOCK_M, False, True, SPLIT_D)
+                                           p_layout, BLOCK_N, BLOCK_M, False, True, False)
         else:
             pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                       p_layout, BLOCK_N, BLOCK_M, False, False, SPLIT_D)
-        if SPLIT_D:
-            # Each warpgroup holds half of P^T's and dS^T's columns and needs all of them (they are the
-            # contraction of dV and dK): both go through shared memory, two buffers each. The barrier
-            # after a store also tells every thread that both warpgroups have waited for step it - 1's
-            # products, the last readers of the buffers step it + 1 will write.
-            p_buf = p_bufs.index(it % 2)
-            p_buf.store(pt_op)
-            fence_async_shared()
-            _thread_barrier()
-            dv_token = warpgroup_mma(p_buf, do2, dv, is_async=True)
-            dpt = warpgroup_mma_wait(1, deps=(dpt_token, ))
-            dst = pt * (dpt - gl.expand_dims(delta, 0))
+                                       p_layout, BLOCK_N, BLOCK_M, False, False, False)
+        dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
+        dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
+        dst = pt * (dpt - gl.expand_dims(delta, 0))
+        ds_op = gl.convert_layout(dst.to(dtype), p_layout)
+        dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
+        if FUSED_DQ:
+            # dQ = dS K needs dS (not dS^T) as the A operand: dS^T goes to shared memory and is read
+            # transposed. Two buffers: this step's barrier orders the readers of buffer it % 2 in step
+            # it - 2 (their wgmma waited) before the store. The previous step's reduce-add has read
+            # dq_smem once the issuing thread's wait passes; the barrier tells every thread.
+            tma.store_wait(0)
             ds = ds_bufs.index(it % 2)
             ds.store(dst.to(dtype))
             fence_async_shared()
             _thread_barrier()
-            dk_token = warpgroup_mma(ds, q2, dk, is_async=True)
-            dv, dk = warpgroup_mma_wait(0, deps=(dv_token, dk_token))
+            dq_token = warpgroup_mma(ds.permute((1, 0)), k2, zero_dq, use_acc=False, is_async=True)
+            dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, dq_token, pt_op, ds_op))
+            # FlashAttention-3's dQ path: the block to shared memory, then one bulk reduce-add into the
+            # fp32 accumulator [batch * heads_q, stats_stride, HEAD_DIM] (waited for at the next step's
+            # dS^T store). Releasing the stage (a barrier of the consumer warps, then one arrival) also
+            # orders every thread's dQ stores before the reduce is issued.
+            dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq * softmax_scale)
+            fence_async_shared()
             mbarrier.arrive(qdo_empty.index(s))
+            _tma_reduce_add(desc_dq, [b * heads_q + hq, m0, 0], dq_smem)
         else:
-            dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
-            dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
-            dst = pt * (dpt - gl.expand_dims(delta, 0))
-            ds_op = gl.convert_layout(dst.to(dtype), p_layout)
-            dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
-            if FUSED_DQ:
-                # dQ = dS K needs dS (not dS^T) as the A operand: dS^T goes to shared memory and is read
-                # transposed. Two buffers: this step's barrier orders the readers of buffer it % 2 in step
-                # it - 2 (their wgmma waited) before the store. The previous step's reduce-add has read
-                # dq_smem once the issuing thread's wait passes; the barrier tells every thread.
-                tma.store_wait(0)
-                ds = ds_bufs.index(it % 2)
-                ds.store(dst.to(dtype))
-                fence_async_shared()
-                _thread_barrier()
-                dq_token = warpgroup_mma(ds.permute((1, 0)), k2, zero_dq, use_acc=False, is_async=True)
-                dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, dq_token, pt_op, ds_op))
-                # FlashAttention-3's dQ path: the block to shared memory, then one bulk reduce-add into the
-                # fp32 accumulator [batch * heads_q, stats_stride, HEAD_DIM] (waited for at the next step's
-                # dS^T store). Releasing the stage (a barrier of the consumer warps, then one arrival) also
-                # orders every thread's dQ stores before the reduce is issued.
-                dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq * softmax_scale)
-                fence_async_shared()
-                mbarrier.arrive(qdo_empty.index(s))
-                _tma_reduce_add(desc_dq, [b * heads_q + hq, m0, 0], dq_smem)
-            else:
-                dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, pt_op, ds_op))
-                mbarrier.arrive(qdo_empty.index(s))
+            dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, pt_op, ds_op))
+            mbarrier.arrive(qdo_empty.index(s))
     if FUSED_DQ:
         tma.store_wait(0)  # the last reduce-add has read shared memory before the program exits
 
@@ -276,6 +255,122 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, p_bufs, coords,
     gl.store(dk_base + rows64 * stride_dks + gl.expand_dims(cols_o, 0), (dk * softmax_scale).to(dtype), mask=o_mask)
     dv_ptrs = dv_base + rows64 * stride_dvs + gl.expand_dims(cols_o, 0)
     gl.store(dv_ptrs, dv.to(dtype), mask=o_mask)
+
+
+@gluon.jit
+def _scores_t(k_smem, q_bufs, q_first, zero_s, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, CHUNKS: gl.constexpr):
+    # S^T = K Q^T as asynchronous wgmma, one per head-dim chunk (three at head dim 192), accumulated in
+    # order.
+    BOX: gl.constexpr = q_bufs.shape[3]
+    k = k_smem.index(0).reshape([BLOCK_N, BOX])
+    q_t = q_bufs.index(q_first).reshape([BLOCK_M, BOX]).permute((1, 0))
+    token = warpgroup_mma(k, q_t, zero_s, use_acc=False, is_async=True)
+    for c in gl.static_range(1, CHUNKS):
+        k = k_smem.index(c).reshape([BLOCK_N, BOX])
+        q_t = q_bufs.index(q_first + c).reshape([BLOCK_M, BOX]).permute((1, 0))
+        token = warpgroup_mma(k, q_t, token, is_async=True)
+    return token
+
+
+@gluon.jit
+def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coords, n_iters, LseLog2, Delta, dk_base,
+                    dv_base, stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale,
+                    qk_scale_log2, extras, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                    STAGES: gl.constexpr, EXTRAS: gl.constexpr):
+    """The consumers at head dims 192 and 256 (SPLIT_D): BLOCK_N = 64 key rows, one warpgroup's M side.
+    The two warpgroups split S^T and dP^T along the query columns and dK, dV along d; each holds half of
+    P^T's and dS^T's columns and needs all of them (the contraction of dV and dK), so both go through
+    shared memory (two buffers each) and dV and dK take them as shared-memory operands. Q and K come in
+    QK_CHUNKS boxes of QK_BOX columns (three of 64 at 192), and dK in as many accumulators."""
+    kv_bar, q_ready, do_ready, qdo_empty = bars
+    b, n0, hkv, group_size, m_lo, n_m = coords
+    lo_rel, hi_rel = window
+    flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2 = extras
+    dtype: gl.constexpr = q_bufs.dtype
+    QK_BOX: gl.constexpr = q_bufs.shape[3]
+    QK_CHUNKS: gl.constexpr = HEAD_DIM // QK_BOX
+    HEAD_DIM_V: gl.constexpr = v_smem.shape[2]
+    gl.static_assert(QK_CHUNKS == 1 or QK_CHUNKS == 3, "head dims 256 (one box) or 192 (three)")
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, BLOCK_M // 2, 16])
+    dk_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                        instr_shape=[16, QK_BOX // 2, 16])
+    dv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                        instr_shape=[16, HEAD_DIM_V // 2, 16])
+    keys = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    cols0 = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+    v2 = v_smem.reshape([BLOCK_N, HEAD_DIM_V])
+    zero_s = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
+    dk0 = gl.zeros([BLOCK_N, QK_BOX], gl.float32, dk_layout)
+    if QK_CHUNKS == 3:
+        dk1 = gl.zeros([BLOCK_N, QK_BOX], gl.float32, dk_layout)
+        dk2 = gl.zeros([BLOCK_N, QK_BOX], gl.float32, dk_layout)
+    dv = gl.zeros([BLOCK_N, HEAD_DIM_V], gl.float32, dv_layout)
+
+    # Even a program with no query block waits for K and V: its shared memory must not be left while
+    # the copies are in flight.
+    mbarrier.wait(kv_bar, 0)
+    for it in range(n_iters):
+        s = it % STAGES
+        phase = (it // STAGES) & 1
+        hq = hkv * group_size + it // n_m
+        m0 = m_lo + (it % n_m) * BLOCK_M
+        do2 = do_bufs.index(s).reshape([BLOCK_M, HEAD_DIM_V])
+        mbarrier.wait(q_ready.index(s), phase)
+        st_token = _scores_t(k_smem, q_bufs, s * QK_CHUNKS, zero_s, BLOCK_N, BLOCK_M, QK_CHUNKS)
+        mbarrier.wait(do_ready.index(s), phase)
+        dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
+        cols = m0 + cols0
+        lse = gl.load(LseLog2 + stats_row + cols)
+        delta = gl.load(Delta + stats_row + cols)
+
+        st = warpgroup_mma_wait(1, deps=(st_token, ))
+        tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
+        slope_log2 = qk_scale_log2 * 0.0
+        if EXTRAS:
+            if (flags & FLAG_ALIBI) != 0:
+                slope_log2 = gl.load(AlibiSlopes + b.to(gl.int64) * stride_ab + hq) * LOG2E
+            if (flags & FLAG_SOFTCAP) != 0:
+                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                           s_layout, BLOCK_N, BLOCK_M, True, True, True)
+            else:
+                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                           s_layout, BLOCK_N, BLOCK_M, False, True, True)
+        else:
+            pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                       s_layout, BLOCK_N, BLOCK_M, False, False, True)
+        # The barrier after a store also tells every thread that both warpgroups have waited for step
+        # it - 1's products, the last readers of the buffers step it + 1 will write.
+        p_buf = p_bufs.index(it % 2)
+        p_buf.store(pt_op)
+        fence_async_shared()
+        _thread_barrier()
+        dv_token = warpgroup_mma(p_buf, do2, dv, is_async=True)
+        dpt = warpgroup_mma_wait(1, deps=(dpt_token, ))
+        dst = pt * (dpt - gl.expand_dims(delta, 0))
+        ds = ds_bufs.index(it % 2)
+        ds.store(dst.to(dtype))
+        fence_async_shared()
+        _thread_barrier()
+        q_first = s * QK_CHUNKS
+        dk0_token = warpgroup_mma(ds, q_bufs.index(q_first).reshape([BLOCK_M, QK_BOX]), dk0, is_async=True)
+        if QK_CHUNKS == 3:
+            dk1_token = warpgroup_mma(ds, q_bufs.index(q_first + 1).reshape([BLOCK_M, QK_BOX]), dk1, is_async=True)
+            dk2_token = warpgroup_mma(ds, q_bufs.index(q_first + 2).reshape([BLOCK_M, QK_BOX]), dk2, is_async=True)
+            dv, dk0, dk1, dk2 = warpgroup_mma_wait(0, deps=(dv_token, dk0_token, dk1_token, dk2_token))
+        else:
+            dv, dk0 = warpgroup_mma_wait(0, deps=(dv_token, dk0_token))
+        mbarrier.arrive(qdo_empty.index(s))
+
+    # dK (times softmax_scale, chunk by chunk) and dV, written once (rows past seqlen_k are not).
+    store_rows(dk_base, stride_dks, n0, seqlen_k, 0, (dk0 * softmax_scale).to(dtype), dk_layout, BLOCK_N, QK_BOX)
+    if QK_CHUNKS == 3:
+        store_rows(dk_base, stride_dks, n0, seqlen_k, QK_BOX, (dk1 * softmax_scale).to(dtype), dk_layout, BLOCK_N,
+                    QK_BOX)
+        store_rows(dk_base, stride_dks, n0, seqlen_k, 2 * QK_BOX, (dk2 * softmax_scale).to(dtype), dk_layout,
+                    BLOCK_N, QK_BOX)
+    store_rows(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), dv_layout, BLOCK_N, HEAD_DIM_V)
 
 
 @gluon.jit
@@ -327,9 +422,11 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     n_iters = n_m * group_size
 
     dtype: gl.constexpr = DescQ.dtype
-    q_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescQ.block_type.shape, DescQ.layout)
+    # Q and K in QK_CHUNKS boxes along d (three of 64 columns at head dim 192; else one).
+    QK_CHUNKS: gl.constexpr = HEAD_DIM // DescQ.block_type.shape[2]
+    q_bufs = gl.allocate_shared_memory(dtype, [STAGES * QK_CHUNKS] + DescQ.block_type.shape, DescQ.layout)
     do_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescDO.block_type.shape, DescDO.layout)
-    k_smem = gl.allocate_shared_memory(dtype, DescK.block_type.shape, DescK.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [QK_CHUNKS] + DescK.block_type.shape, DescK.layout)
     v_smem = gl.allocate_shared_memory(dtype, DescV.block_type.shape, DescV.layout)
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     q_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -341,9 +438,10 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
         mbarrier.init(do_ready.index(i), count=1)
         # Released once by the consumer partition (an arrive is one arrival per partition).
         mbarrier.init(qdo_empty.index(i), count=1)
-    # d = 256: the two warpgroups split dK and dV along d, and exchange P^T and dS^T through shared memory.
-    # Only the deterministic pass: fused with dQ at d = 256 (one Q/dO stage beside 64 KiB of dQ staging) it
-    # measured slower than this pass with the Gluon dQ pass (kernels/attn_bwd_dq_hopper.py).
+    # d = 192 and 256: the two warpgroups split dK and dV along d, and exchange P^T and dS^T through shared
+    # memory (_consumer_split). Only the deterministic pass: fused with dQ at d = 256 (one Q/dO stage beside
+    # 64 KiB of dQ staging) it measured slower than this pass with the Gluon dQ pass
+    # (kernels/attn_bwd_dq_hopper.py).
     SPLIT_D: gl.constexpr = HEAD_DIM > 128
     gl.static_assert(not (SPLIT_D and FUSED_DQ), "the fused pass is compiled for head dims up to 128")
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
@@ -367,14 +465,25 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     # coordinates and strides (varlen: the batch stride is 0 and the sequence starts at row k_start).
     dk_base = DK + b.to(gl.int64) * stride_dkb + k_start.to(gl.int64) * stride_dks + hkv.to(gl.int64) * stride_dkh
     dv_base = DV + b.to(gl.int64) * stride_dvb + k_start.to(gl.int64) * stride_dvs + hkv.to(gl.int64) * stride_dvh
-    gl.warp_specialize([
-        (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, p_bufs, coords, n_iters, LseLog2, Delta,
-                     dk_base, dv_base, stride_dks, stride_dvs, sk, (lo_rel, hi_rel), diag, heads_q, stats_stride,
-                     softmax_scale, qk_scale_log2, (flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2),
-                     FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, EXTRAS, SPLIT_D)),
-        (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
-                     BLOCK_M, STAGES)),
-    ], [1], [PRODUCER_REGS])
+    window = (lo_rel, hi_rel)
+    extras = (flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2)
+    if SPLIT_D:
+        gl.warp_specialize([
+            (_consumer_split, (q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coords, n_iters, LseLog2,
+                               Delta, dk_base, dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q,
+                               stats_stride, softmax_scale, qk_scale_log2, extras, BLOCK_M, BLOCK_N, HEAD_DIM,
+                               STAGES, EXTRAS)),
+            (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
+                         BLOCK_M, STAGES)),
+        ], [1], [PRODUCER_REGS])
+    else:
+        gl.warp_specialize([
+            (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base,
+                         dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride, softmax_scale,
+                         qk_scale_log2, extras, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, EXTRAS)),
+            (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
+                         BLOCK_M, STAGES)),
+        ], [1], [PRODUCER_REGS])
 
 
 @gluon.jit

@@ -1,6 +1,7 @@
-"""Pieces the two Gluon kernels (kernels/attn_fwd_hopper.py, kernels/attn_bwd_hopper.py) share: the bits
-of `flags`, the window rule's bounds and the softcap's tanh, in Gluon (Triton's attn_common.py holds the
-same for the Triton kernels, whose @triton.jit functions Gluon cannot call).
+"""Pieces the Gluon kernels (kernels/attn_fwd_hopper.py, attn_bwd_hopper.py, attn_bwd_dq_hopper.py) share:
+the bits of `flags`, the window rule's bounds, the softcap's tanh and a masked tile store, in Gluon
+(Triton's attn_common.py holds the same for the Triton kernels, whose @triton.jit functions Gluon cannot
+call).
 
 Free of torch and driver calls: imported on a machine with no GPU.
 """
@@ -43,3 +44,13 @@ def window_bounds(window_left, window_right):
 def tanh_approx(x):
     # tanh.approx.f32: one MUFU instruction (see kernels/attn_common.py, tanh_approx).
     return gl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1)
+
+
+@gluon.jit
+def store_rows(base, stride, row0, seqlen, col0, tile, layout: gl.constexpr, ROWS: gl.constexpr,
+               WIDTH: gl.constexpr):
+    """tile [ROWS, WIDTH] into rows row0.. (those below seqlen), columns col0.. of a row-major tensor."""
+    rows = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, WIDTH, layout=gl.SliceLayout(0, layout))
+    mask = gl.expand_dims(rows < seqlen, 1) & gl.expand_dims(cols < WIDTH, 0)
+    gl.store(base + gl.expand_dims(rows.to(gl.int64), 1) * stride + col0 + gl.expand_dims(cols, 0), tile, mask=mask)

@@ -200,7 +200,7 @@ static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causa
  * Gluon one (include/aotk.h): on sm_90 cubins, the packed layout for q, k, v and dout (mixed layouts
  * put k in the permuted one, which TMA can read as [batch, seqlen, heads * d] only in the degenerate
  * case below), dense or varlen, head dims exactly 64,
- * 128 or 256, no dropout (windows, sinks, softcap and ALiBi allowed: the EXTRAS rows take the last two).
+ * 128, 256 or (192, 128), no dropout (windows, sinks, softcap and ALiBi allowed: the EXTRAS rows take the last two).
  * FWD_HOPPER then, else the pointer kernel (the name check_kernel_choice takes). */
 static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout layout, int mix_layouts,
                                                             int64_t seqlen_k, int64_t heads_kv, int64_t head_dim,
@@ -208,11 +208,13 @@ static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout l
   /* Mixed layouts put k in the permuted layout, [batch, heads, seqlen, d] in memory: a token's heads are
    * contiguous (and its rows as TMA wants them) only with one kv head and one key. */
   const bool k_readable = !mix_layouts || (heads_kv == 1 && seqlen_k == 1);
-  if (compute_capability != 90 || from_ptx || layout != AOTK__LAYOUT_CONTIGUOUS || !k_readable ||
-      aotk_gpu_test_head_dim_v(head_dim, f) != head_dim) {
+  const int64_t head_dim_v = aotk_gpu_test_head_dim_v(head_dim, f);
+  const bool dims = (head_dim_v == head_dim && (head_dim == 64 || head_dim == 128 || head_dim == 256)) ||
+                    (head_dim == 192 && head_dim_v == 128);
+  if (compute_capability != 90 || from_ptx || layout != AOTK__LAYOUT_CONTIGUOUS || !k_readable || !dims) {
     return FWD_POINTER;
   }
-  return f->dropout_p == 0.0f && (head_dim == 64 || head_dim == 128 || head_dim == 256) ? FWD_HOPPER : FWD_POINTER;
+  return f->dropout_p == 0.0f ? FWD_HOPPER : FWD_POINTER;
 }
 
 /* The query length a case's call has (what the host's tuning reads): seqlen_q, or for varlen

@@ -71,7 +71,8 @@ static void run_bwd_case(const void *argument) {
   const aotk_gpu_test_fwd_path path = aotk_gpu_test_expect_bwd_path(c->layout, c->mix_layouts, c->seqlen_k, c->heads_kv,
                                                                     c->head_dim, &c->features, bc->expect_ptx);
   /* deterministic = 0 lets the warp-specialized path fuse dQ (include/aotk.h) at head dims 64 and 128; at
-   * 256 the deterministic passes run (the Gluon dK/dV pass and the Gluon dQ pass) either way. */
+   * 256 and (192, 128) the deterministic passes run (the Gluon dK/dV pass and the Gluon dQ pass) either
+   * way. */
   const bool expect_fused = path == FWD_HOPPER && !c->deterministic && c->head_dim <= 128;
   const char *const prefix = expect_fused ? "attn_bwd_fused_hopper_" : "attn_bwd_dkdv_";
   CHECK_MSG(strncmp(r.kernel_name, prefix, strlen(prefix)) == 0, "deterministic = %d: the query names %s, not %s*",
@@ -785,6 +786,7 @@ static void hopper_section(int *index) {
     aotk_dtype dtype;
     int64_t head_dim, batch, seqlen_q, seqlen_k, heads_q, heads_kv;
     int causal, top_left, sinks;
+    int64_t head_dim_v; /* 0: head_dim */
   } cases[] = {
       {AOTK_DTYPE_BFLOAT16, 128, 2, 1000, 1500, 8, 2, 1, 1, 0},
       {AOTK_DTYPE_FLOAT16, 64, 3, 777, 333, 8, 1, 0, 0, 0},
@@ -795,6 +797,10 @@ static void hopper_section(int *index) {
       {AOTK_DTYPE_BFLOAT16, 256, 2, 1000, 1500, 8, 2, 1, 1, 0},
       {AOTK_DTYPE_FLOAT16, 256, 1, 777, 333, 4, 1, 0, 0, 1},
       {AOTK_DTYPE_BFLOAT16, 256, 1, 1500, 1000, 4, 4, 1, 0, 0},
+      /* (192, 128): the same split programs with Q and K in three 64-column boxes */
+      {AOTK_DTYPE_BFLOAT16, 192, 2, 1000, 1500, 8, 2, 1, 1, 0, 128},
+      {AOTK_DTYPE_FLOAT16, 192, 1, 777, 333, 4, 1, 0, 0, 1, 128},
+      {AOTK_DTYPE_BFLOAT16, 192, 1, 1500, 1000, 4, 4, 1, 0, 0, 128},
   };
   bwd_case bc;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -802,6 +808,7 @@ static void hopper_section(int *index) {
     memset(&f, 0, sizeof f);
     f.top_left = cases[i].top_left;
     f.sinks = cases[i].sinks;
+    f.head_dim_v = cases[i].head_dim_v;
     feature_case(&bc, cases[i].dtype, cases[i].head_dim, cases[i].causal, cases[i].seqlen_q, cases[i].seqlen_k,
                  cases[i].batch, cases[i].heads_q, cases[i].heads_kv, AOTK__LAYOUT_CONTIGUOUS, 0, 0.0f, &f, 0,
                  (*index)++, false);
@@ -844,7 +851,7 @@ static void varlen_hopper_section(int *index) {
 /* The warp-specialized passes with the features they took over from the Triton kernels: windows of
  * either side or both (either alignment, under causal or not, wider and narrower than a key block),
  * softcap and ALiBi (the EXTRAS rows; slopes per head or per sequence), each with softcap and ALiBi
- * together once, at d=64, 128 and 256, dense and varlen, in both modes (deterministic: two repeats that
+ * together once, at d=64, 128, 256 and (192, 128), dense and varlen, in both modes (deterministic: two repeats that
  * must reproduce the bits). */
 static void hopper_feature_section(int *index) {
   static const struct {
@@ -853,6 +860,7 @@ static void hopper_feature_section(int *index) {
     int32_t window_left, window_right;
     float softcap;
     int alibi, varlen;
+    int64_t head_dim_v; /* 0: head_dim */
   } cases[] = {
       {128, 1000, 1000, 1, 0, 300, -1, 0.0f, 0, 0},   {64, 777, 1500, 0, 0, 100, 100, 0.0f, 0, 0},
       {128, 1500, 1000, 0, 1, 0, 65, 0.0f, 0, 0},     {64, 1000, 1000, 0, 0, -1, 0, 0.0f, 0, 1},
@@ -860,6 +868,8 @@ static void hopper_feature_section(int *index) {
       {128, 513, 1025, 0, 0, 200, 30, 10.0f, 2, 0},   {64, 0, 0, 1, 0, 64, -1, 20.0f, 2, 1},
       {128, 0, 0, 0, 1, -1, -1, 0.0f, 1, 1},      {256, 1000, 1000, 1, 0, 300, -1, 0.0f, 0, 0},
       {256, 513, 1025, 0, 0, 200, 30, 10.0f, 2, 0}, {256, 0, 0, 0, 1, -1, -1, 0.0f, 1, 1},
+      {192, 1000, 1000, 1, 0, 300, -1, 0.0f, 0, 0, 128}, {192, 513, 1025, 0, 0, 200, 30, 10.0f, 2, 0, 128},
+      {192, 0, 0, 1, 0, -1, -1, 0.0f, 1, 1, 128},
   };
   static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
   bwd_case bc;
@@ -874,6 +884,7 @@ static void hopper_feature_section(int *index) {
       f.window_right = cases[i].window_right;
       f.softcap = cases[i].softcap;
       f.alibi = cases[i].alibi;
+      f.head_dim_v = cases[i].head_dim_v;
       feature_case(&bc, dtypes[(i + deterministic) % 2], cases[i].head_dim, cases[i].causal, cases[i].seqlen_q,
                    cases[i].seqlen_k, cases[i].varlen ? 0 : 2, 8, 2, AOTK__LAYOUT_CONTIGUOUS, 0, 0.0f, &f,
                    deterministic ? 1 : 0, (*index)++, false);

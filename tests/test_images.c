@@ -233,13 +233,13 @@ enum { TMA_HEAD_DIM_PAIR_COUNT = sizeof tma_head_dim_pairs / sizeof tma_head_dim
 static const int32_t hopper_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
 enum { HOPPER_HEAD_DIM_PAIR_COUNT = sizeof hopper_head_dim_pairs / sizeof hopper_head_dim_pairs[0] };
 /* The warp-specialized dK/dV pass's (the catalog's ATTN_HOPPER_BWD_HEAD_DIMS). */
-static const int32_t hopper_bwd_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {256, 256}};
+static const int32_t hopper_bwd_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
 enum { HOPPER_BWD_HEAD_DIM_PAIR_COUNT = sizeof hopper_bwd_head_dim_pairs / sizeof hopper_bwd_head_dim_pairs[0] };
 /* Its fused form's and the cast's (ATTN_HOPPER_BWD_FUSED_HEAD_DIMS), and the Gluon dQ pass's
  * (ATTN_HOPPER_BWD_DQ_HEAD_DIMS). */
 static const int32_t hopper_fused_head_dim_pairs[][2] = {{64, 64}, {128, 128}};
 enum { HOPPER_FUSED_HEAD_DIM_PAIR_COUNT = sizeof hopper_fused_head_dim_pairs / sizeof hopper_fused_head_dim_pairs[0] };
-static const int32_t hopper_dq_head_dim_pairs[][2] = {{256, 256}};
+static const int32_t hopper_dq_head_dim_pairs[][2] = {{192, 128}, {256, 256}};
 enum { HOPPER_DQ_HEAD_DIM_PAIR_COUNT = sizeof hopper_dq_head_dim_pairs / sizeof hopper_dq_head_dim_pairs[0] };
 static const int32_t sel_block_sizes[] = {32, 64, 128};
 enum { SEL_BLOCK_SIZE_COUNT = sizeof sel_block_sizes / sizeof sel_block_sizes[0] };
@@ -569,10 +569,10 @@ static void test_table_rows_describe_valid_configs(void) {
                   e->name, e->head_dim_qk, e->head_dim_v);
         break;
       case HEAD_DIMS_HOPPER_BWD_PAIRS:
-        CHECK_MSG((e->head_dim_qk == 64 || e->head_dim_qk == 128 || e->head_dim_qk == 256) &&
-                      e->head_dim_v == e->head_dim_qk,
-                  "row %d %s: head dims (%d, %d), expected (64, 64), (128, 128) or (256, 256)", i, e->name,
-                  e->head_dim_qk, e->head_dim_v);
+        CHECK_MSG(((e->head_dim_qk == 64 || e->head_dim_qk == 128 || e->head_dim_qk == 256) &&
+                   e->head_dim_v == e->head_dim_qk) || (e->head_dim_qk == 192 && e->head_dim_v == 128),
+                  "row %d %s: head dims (%d, %d), expected (64, 64), (128, 128), (192, 128) or (256, 256)", i,
+                  e->name, e->head_dim_qk, e->head_dim_v);
         break;
       case HEAD_DIMS_HOPPER_FUSED_PAIRS:
         CHECK_MSG((e->head_dim_qk == 64 || e->head_dim_qk == 128) && e->head_dim_v == e->head_dim_qk,
@@ -580,8 +580,9 @@ static void test_table_rows_describe_valid_configs(void) {
                   e->head_dim_v);
         break;
       case HEAD_DIMS_HOPPER_DQ_PAIRS:
-        CHECK_MSG(e->head_dim_qk == 256 && e->head_dim_v == 256, "row %d %s: head dims (%d, %d), expected (256, 256)",
-                  i, e->name, e->head_dim_qk, e->head_dim_v);
+        CHECK_MSG((e->head_dim_qk == 256 && e->head_dim_v == 256) || (e->head_dim_qk == 192 && e->head_dim_v == 128),
+                  "row %d %s: head dims (%d, %d), expected (192, 128) or (256, 256)", i, e->name, e->head_dim_qk,
+                  e->head_dim_v);
         break;
       case HEAD_DIMS_HOPPER_WG3_PAIRS:
         CHECK_MSG(e->head_dim_qk == 64 && e->head_dim_v == 64, "row %d %s: head dims (%d, %d), expected (64, 64)", i,

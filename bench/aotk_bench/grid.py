@@ -11,8 +11,14 @@ from .flex import FLEX_OPTIONS, flex_block_mask, flex_causal_mask, flex_run, to_
 # op "fwd"
 # ---------------------------------------------------------------------------------------------------
 
+# Head dim 192 in the grid is DeepSeek's pair: q and k 192, v 128.
+GRID_HEAD_DIM_V = {192: 128}
+
+
 def fwd_flops(case):
-    f = 4.0 * case["batch"] * case["heads_q"] * case["seqlen_q"] * case["seqlen_k"] * case["head_dim"]
+    # 2 x (head_dim_qk + head_dim_v) per score pair: S = Q K^T and O = P V.
+    d, dv = case["head_dim"], case.get("head_dim_v", case["head_dim"])
+    f = 2.0 * case["batch"] * case["heads_q"] * case["seqlen_q"] * case["seqlen_k"] * (d + dv)
     return f / 2 if case["causal"] else f
 
 
@@ -24,8 +30,9 @@ def fwd_cases(quick):
             for causal in (False, True):
                 for n in seqlens:
                     h = HIDDEN // d
-                    yield {"op": "fwd", "dtype": dtype, "head_dim": d, "causal": causal, "seqlen_q": n,
-                           "seqlen_k": n, "batch": TOTAL_TOKENS // n, "heads_q": h, "heads_kv": h}
+                    yield {"op": "fwd", "dtype": dtype, "head_dim": d, "head_dim_v": GRID_HEAD_DIM_V.get(d, d),
+                           "causal": causal, "seqlen_q": n, "seqlen_k": n, "batch": TOTAL_TOKENS // n, "heads_q": h,
+                           "heads_kv": h}
 
 
 def fwd_reference(qt, kt, vt, causal):
@@ -54,11 +61,11 @@ def fwd_reference(qt, kt, vt, causal):
 def fwd_run_case(case, aotk):
     """Times every impl on one case. Returns ({impl: ms}, failure message or None)."""
     b, n, h, d, causal = case["batch"], case["seqlen_q"], case["heads_q"], case["head_dim"], case["causal"]
-    dtype = case["dtype"]
+    dtype, dv = case["dtype"], case["head_dim_v"]
     q = torch.randn(b, n, h, d, device="cuda", dtype=dtype)
     k = torch.randn(b, case["seqlen_k"], case["heads_kv"], d, device="cuda", dtype=dtype)
-    v = torch.randn_like(k)
-    out = torch.empty_like(q)
+    v = torch.randn(b, case["seqlen_k"], case["heads_kv"], dv, device="cuda", dtype=dtype)
+    out = torch.empty(b, n, h, dv, device="cuda", dtype=dtype)
     lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # [b, h, s, d] views for SDPA, no copies
     results = {}
@@ -144,34 +151,36 @@ def bwd_cases(quick):
 def bwd_run_case(case, aotk):
     """Times the backward alone (the forward's out and lse already computed) for every impl."""
     b, n, h, d, causal = case["batch"], case["seqlen_q"], case["heads_q"], case["head_dim"], case["causal"]
-    dtype = case["dtype"]
+    dtype, dv = case["dtype"], case["head_dim_v"]
     q = torch.randn(b, n, h, d, device="cuda", dtype=dtype, requires_grad=True)
     k = torch.randn(b, case["seqlen_k"], case["heads_kv"], d, device="cuda", dtype=dtype, requires_grad=True)
-    v = torch.randn_like(k, requires_grad=True)
-    dout = torch.randn_like(q)
+    v = torch.randn(b, case["seqlen_k"], case["heads_kv"], dv, device="cuda", dtype=dtype, requires_grad=True)
+    dout = torch.randn(b, n, h, dv, device="cuda", dtype=dtype)
     results = {}
-    ref_grads = {}
+    ref_grads, ref_name = {}, None
     for name, be in BWD_BACKENDS:
         try:
             with sdpa_kernel(be):
                 o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                    is_causal=causal)
                 g = dout.transpose(1, 2)
-                if name == "sdpa-flash":
+                # The reference: flash's gradients, or cuDNN's where flash does not run (head dims (192, 128)).
+                if not ref_grads:
                     ref_grads = dict(zip(("dq", "dk", "dv"), torch.autograd.grad(o, (q, k, v), g, retain_graph=True)))
+                    ref_name = name
                 results[name] = time_ms(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))
                 del o
         except Exception as e:  # noqa: BLE001
             note(f"{name} backward skipped (unsupported here?): {type(e).__name__}: {str(e)[:200]}")
     if not ref_grads:
-        return results, "sdpa-flash's backward did not run, so aotk's could not be checked"
+        return results, "no SDPA backward ran, so aotk's could not be checked"
 
     with torch.no_grad():
-        out = torch.empty_like(q)
+        out = torch.empty_like(dout)
         lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        dq, dk, dv_ = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         params = fwd_params(q.detach(), k.detach(), v.detach(), out, lse, causal)
-        for field, t in (("dout", dout), ("dq", dq), ("dk", dk), ("dv", dv)):
+        for field, t in (("dout", dout), ("dq", dq), ("dk", dk), ("dv", dv_)):
             setattr(params, field, describe_tensor(t))
         params_ref = ctypes.byref(params)
         failure = None
@@ -188,19 +197,19 @@ def bwd_run_case(case, aotk):
                 note(f"{impl}: {info['kernel_name']} ({info['launches']} kernels, features "
                      f"{', '.join(info['features']) or 'none'}), workspace {info['workspace_bytes']} bytes")
                 workspace = torch.empty(max(info["workspace_bytes"], 16), device="cuda", dtype=torch.uint8)
-                for t in (dq, dk, dv):
+                for t in (dq, dk, dv_):
                     t.fill_(float("nan"))
                 aotk.attn_bwd(params_ref, workspace.data_ptr(), info["workspace_bytes"], current_stream())
                 torch.cuda.synchronize()
             except AotkError as e:
                 loud(f"{impl} FAILED on {case_label(case)}: {e}")
                 return results, f"{impl} raised: {e}"
-            errs = {name: rel_l2(t, ref_grads[name]) for name, t in (("dq", dq), ("dk", dk), ("dv", dv))}
+            errs = {name: rel_l2(t, ref_grads[name]) for name, t in (("dq", dq), ("dk", dk), ("dv", dv_))}
             if not all(e_ < BWD_REL_TOL for e_ in errs.values()):
-                msg = f"{impl} gradients differ from sdpa-flash's: relative L2 {errs} (tolerance {BWD_REL_TOL})"
+                msg = f"{impl} gradients differ from {ref_name}'s: relative L2 {errs} (tolerance {BWD_REL_TOL})"
                 loud(f"ROW ABORTED, {case_label(case)}: {msg}")
                 return {}, msg
-            note(f"{impl} checked against sdpa-flash: relative L2 "
+            note(f"{impl} checked against {ref_name}: relative L2 "
                  + ", ".join(f"{k_} {v_:.2g}" for k_, v_ in errs.items()))
             try:
                 results[impl] = time_ms(lambda: aotk.attn_bwd(params_ref, workspace.data_ptr(),
@@ -213,5 +222,5 @@ def bwd_run_case(case, aotk):
                       True, ref_grads={name: g.transpose(1, 2) for name, g in ref_grads.items()}, dout=to_bhsd(dout))
         if ms is not None:
             results["flex"] = ms
-    del q, k, v, dout, out, lse, dq, dk, dv, params, ref_grads
+    del q, k, v, dout, out, lse, dq, dk, dv_, params, ref_grads
     return results, failure

@@ -105,9 +105,9 @@ static const int hopper_head_dims[][2] = {{64, 64}, {128, 128}, {192, 128}, {256
 static const int hopper_wg3_head_dims[][2] = {{64, 64}};
 /* The sm_90 backward's Gluon dK/dV pass (ATTN_HOPPER_BWD_HEAD_DIMS), its fused form and the cast after it
  * (ATTN_HOPPER_BWD_FUSED_HEAD_DIMS), and the Gluon dQ pass (ATTN_HOPPER_BWD_DQ_HEAD_DIMS): exact. */
-static const int hopper_bwd_head_dims[][2] = {{64, 64}, {128, 128}, {256, 256}};
+static const int hopper_bwd_head_dims[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
 static const int hopper_fused_head_dims[][2] = {{64, 64}, {128, 128}};
-static const int hopper_dq_head_dims[][2] = {{256, 256}};
+static const int hopper_dq_head_dims[][2] = {{192, 128}, {256, 256}};
 
 bool family_is_hopper_fwd(int family) {
   return family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
@@ -269,7 +269,7 @@ static int64_t params_head_dim(const aotk_tensor *t) { return t->shape[t->rank -
 /* Whether the backward's Gluon passes cover the call (include/aotk.h, AOTK_FEATURE_TMA for
  * AOTK_OP_ATTN_BWD): on sm_90 cubins, dense or varlen (the packed tensors read as [1, total, heads * d]),
  * every tensor 16-byte aligned, q, k, v and dout readable by TMA, head dims exactly 64, 128 or 256 (q/k
- * and v equal), and no dropout: any mask or window, sinks, and softcap and ALiBi (in the EXTRAS rows) are
+ * and v equal) or (192, 128), and no dropout: any mask or window, sinks, and softcap and ALiBi (in the EXTRAS rows) are
  * theirs. */
 static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool from_ptx) {
   if (arch != 90 || from_ptx || params->q.rank != (params_varlen(params) ? 3 : 4)) return false;
@@ -284,7 +284,8 @@ static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool fro
   }
   if (params->dropout_p != 0.0f) return false;
   const int64_t d = params_head_dim(&params->q);
-  return params_head_dim(&params->v) == d && (d == 64 || d == 128 || d == 256);
+  const int64_t dv = params_head_dim(&params->v);
+  return (dv == d && (d == 64 || d == 128 || d == 256)) || (d == 192 && dv == 128);
 }
 
 /* Whether the Gluon backward passes run their EXTRAS rows: softcap or ALiBi (dropout never reaches them;
@@ -294,8 +295,8 @@ static int bwd_hopper_extras(const aotk_attn_params *params) {
 }
 
 const aotk__kernel_entry *bwd_hopper_row(const aotk_attn_params *params) {
-  const int64_t d = params_head_dim(&params->q);
-  return expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, params->q.dtype, d, d, 1, bwd_hopper_extras(params),
+  const int64_t d = params_head_dim(&params->q), dv = params_head_dim(&params->v);
+  return expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, params->q.dtype, d, dv, 1, bwd_hopper_extras(params),
                       params_seqlen_k(params));
 }
 
@@ -306,14 +307,14 @@ bool expect_bwd_hopper(const aotk_attn_params *params, int arch, bool from_ptx, 
 }
 
 const aotk__kernel_entry *fused_row(const aotk_attn_params *params) {
-  const int64_t d = params_head_dim(&params->q);
-  return expected_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, 90, params->q.dtype, d, d, 1, bwd_hopper_extras(params),
+  const int64_t d = params_head_dim(&params->q), dv = params_head_dim(&params->v);
+  return expected_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, 90, params->q.dtype, d, dv, 1, bwd_hopper_extras(params),
                       params_seqlen_k(params));
 }
 
 const aotk__kernel_entry *convert_row(const aotk_attn_params *params) {
-  const int64_t d = params_head_dim(&params->q);
-  return expected_row(AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, 90, params->q.dtype, d, d, 1, 0, params_seqlen_q(params));
+  const int64_t d = params_head_dim(&params->q), dv = params_head_dim(&params->v);
+  return expected_row(AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, 90, params->q.dtype, d, dv, 1, 0, params_seqlen_q(params));
 }
 
 bool expect_bwd_fused(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes) {
@@ -325,8 +326,8 @@ bool expect_bwd_fused(const aotk_attn_params *params, int arch, bool from_ptx, i
 }
 
 const aotk__kernel_entry *dq_hopper_row(const aotk_attn_params *params) {
-  const int64_t d = params_head_dim(&params->q);
-  return expected_row(AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, 90, params->q.dtype, d, d, 1, bwd_hopper_extras(params),
+  const int64_t d = params_head_dim(&params->q), dv = params_head_dim(&params->v);
+  return expected_row(AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, 90, params->q.dtype, d, dv, 1, bwd_hopper_extras(params),
                       params_seqlen_q(params));
 }
 

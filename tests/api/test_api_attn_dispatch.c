@@ -931,13 +931,14 @@ static void test_bwd_hopper_choice(void) {
   enum {
     PLAIN, CAUSAL, CAUSAL_TOP_LEFT, WINDOW_RIGHT_0, SINKS, D64, SOFTCAP, ALIBI, DROPOUT, WINDOW_LEFT, DOUT_HEADS_OUTER,
     D96, D256, VARLEN, DOUT_STRIDE_ODD, WINDOW_BOTH, WINDOW_RIGHT_5, CAUSAL_WINDOW, WINDOW_TOP_LEFT, EVERYTHING,
-    D64_SOFTCAP, ALIBI_PER_SEQUENCE, CAUSAL_DROPOUT, SOFTCAP_DROPOUT, WINDOW_DROPOUT, D256_SOFTCAP, CASE_COUNT
+    D64_SOFTCAP, ALIBI_PER_SEQUENCE, CAUSAL_DROPOUT, SOFTCAP_DROPOUT, WINDOW_DROPOUT, D256_SOFTCAP, D192_128,
+    D192_128_CAUSAL_ALIBI, D192_192, CASE_COUNT
   };
   static const struct {
     const char *what;
     bool gluon;  /* the Gluon passes run (the fused one and the cast where deterministic is 0) */
     bool extras; /* in their EXTRAS rows (or, for the Triton passes, theirs) */
-    bool d256;   /* head dim 256: never fused; the Gluon dQ pass beside the Gluon dK/dV pass */
+    bool d256;   /* head dims 256 or (192, 128): never fused; the Gluon dQ pass beside the Gluon dK/dV pass */
   } cases[CASE_COUNT] = {
       [PLAIN] = {"bf16 d128 GQA", true, false},
       [CAUSAL] = {"causal", true, false},
@@ -965,6 +966,9 @@ static void test_bwd_hopper_choice(void) {
       [SOFTCAP_DROPOUT] = {"softcap and dropout", false, true},
       [WINDOW_DROPOUT] = {"window (16, 5) and dropout", false, true},
       [D256_SOFTCAP] = {"d256 softcap", true, true, true},
+      [D192_128] = {"(192, 128)", true, false, true},
+      [D192_128_CAUSAL_ALIBI] = {"(192, 128) causal ALiBi", true, true, true},
+      [D192_192] = {"(192, 192) (padded)", false, false, false},
   };
   int fused_cases = 0, extras_cases = 0;
   for (size_t c = 0; c < 2 * (size_t)CASE_COUNT; c++) {
@@ -976,6 +980,8 @@ static void test_bwd_hopper_choice(void) {
     problem p = i == D64 || i == D64_SOFTCAP ? d64 : d128;
     if (i == D96) p.head_dim = 96;
     if (i == D256 || i == D256_SOFTCAP) p.head_dim = 256;
+    if (i == D192_128 || i == D192_128_CAUSAL_ALIBI || i == D192_192) p.head_dim = 192;
+    if (i == D192_128 || i == D192_128_CAUSAL_ALIBI) p.head_dim_v = 128;
     aotk_attn_params params = bwd_params_for(p);
     switch (i) {
       case CAUSAL: params.causal = 1; break;
@@ -988,6 +994,9 @@ static void test_bwd_hopper_choice(void) {
       case SOFTCAP:
       case D64_SOFTCAP:
       case D256_SOFTCAP: params.softcap = 30.0f; break;
+      case D192_128_CAUSAL_ALIBI:
+        params.causal = 1, params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p.heads_q);
+        break;
       case ALIBI: params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, p.heads_q); break;
       case DROPOUT: dropout_on(&params, &p); break;
       case WINDOW_LEFT: params.window_left = 64; break;
