@@ -40,7 +40,7 @@ KERNELS_DIR = os.path.join(REPO_ROOT, "kernels")
 # CUtensorMap (".param .align 64 .b8 name[128]"), then r x .u32 shape and r x .u64 strides.
 PTX_PARAM_TYPE = {"ptr": [".u64"], "i64": [".u64"], "i32": [".u32"], "fp32": [".f32"]}
 PARAM_KIND = {"ptr": "p", "i64": "l", "i32": "i", "fp32": "f", "desc": "t"}
-# The table records at most this many descriptors per kernel (src/aotk_kernel_table.h).
+# The table records at most this many descriptors per kernel (src/runtime/aotk_kernel_table.h).
 MAX_TMA_DESCRIPTORS = 5
 DTYPE_ENUM = {"fp16": "AOTK_DTYPE_FLOAT16", "bf16": "AOTK_DTYPE_BFLOAT16", "": "0"}
 FAMILY_ENUM = {family: "AOTK__FAMILY_" + family.upper() for family in aotk_catalog.FAMILIES}

@@ -389,7 +389,7 @@ static void entry_block_m(const aotk__kernel_entry *e, int64_t *smallest, int64_
   }
 }
 
-/* kernels/attn_decode.py's flags (src/aotk_decode.c sets them). */
+/* kernels/attn_decode.py's flags (src/decode/aotk_decode.c sets them). */
 enum {
   DECODE_WRITE_LSE = 1,
   DECODE_VARLEN = 2,
@@ -706,7 +706,7 @@ static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void 
              (unsigned long)arg_pointer(a, LSE), (unsigned long)arg_pointer(a, LSE_PARTIAL), (unsigned)flags);
     }
   }
-  /* The aligned variant's assumptions: the split's own partials always qualify (so src/aotk_decode.c
+  /* The aligned variant's assumptions: the split's own partials always qualify (so src/decode/aotk_decode.c
    * always takes it there); for aotk_attn_merge, where its query named it. */
   if (seen.merge == NULL || (seen.announced && seen.announced_info.aligned)) {
     for (int slot = 0; slot < 3; slot++) {
@@ -836,8 +836,8 @@ static void check_append_launch(const aotk__kernel_entry *e, unsigned grid, void
 
 /* ---- how far the attention and selection kernels reach ------------------------------------------ */
 
-/* kernels/attn_common.py's flags (src/aotk_attn.c sets them) and selection's own (kernels/sel_attn.py,
- * src/aotk_sel.c). */
+/* kernels/attn_common.py's flags (src/attn/aotk_attn.c sets them) and selection's own (kernels/sel_attn.py,
+ * src/sel/aotk_sel.c). */
 enum {
   ATTN_WRITE_LSE = 1,
   ATTN_VARLEN = 2,
@@ -908,8 +908,8 @@ static void check_vector(const aotk__kernel_entry *e, void **a, int pointer, int
 }
 
 /* A host-side TMA descriptor argument (the map, then its 3 x int32 shape and 3 x int64 strides, outermost
- * first, src/aotk_attn.c's packed_descriptor): the map must be one that this call encoded, the shape and
- * strides beside it the encoded ones, its box and swizzle the compiled layout's (e->descriptors) and
+ * first, src/attn/aotk_attn.c's packed_descriptor): the map must be one that this call encoded, the shape
+ * and strides beside it the encoded ones, its box and swizzle the compiled layout's (e->descriptors) and
  * within the kernel's tile, and the tensor it describes the one the kernel's pointer argument `pointer`
  * names (-1: the workspace part `name`). The hardware clips every box at the described tensor's bounds
  * (zero fill; box > dims is allowed), so that tensor, checked inside a span, is all the loads and
@@ -970,7 +970,7 @@ static void check_descriptors(const aotk__kernel_entry *e, void **a, int first, 
   }
 }
 
-/* The caller's attention problem as src/aotk_attn.c reads it (validated: the call was accepted). */
+/* The caller's attention problem as src/attn/aotk_attn.c reads it (validated: the call was accepted). */
 typedef struct attn_caller {
   bool varlen;
   int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v;
@@ -1023,7 +1023,7 @@ static void expect_blocks(const aotk__kernel_entry *e, int64_t num_blocks, int64
 }
 
 /* One of q, k, v, out, dout, dq, dk, dv as an attention kernel reaches it. Its pointer and (batch: int64,
- * sequence: int32, head: int32) stride arguments are the caller's tensor's (src/aotk_attn.c's view_4d:
+ * sequence: int32, head: int32) stride arguments are the caller's tensor's (src/attn/aotk_attn.c's view_4d:
  * packed, batch stride 0). A program touches rows 0 .. seqlen - 1 of its sequence (the masks bound
  * nothing more: this is every row of every sequence and head, causal or windowed or not), `heads`
  * heads, `columns` columns. Dense, that is rows 0 .. seqlen - 1 of each batch entry. Packed, a
@@ -1414,7 +1414,7 @@ static void check_attn_sink_reduce_launch(const aotk__kernel_entry *e, unsigned 
   check_box_in(arg_pointer(a, DSINKS), dsinks_axes, 1, 4, e->function_name, "DSinks", &p->dsinks);
 }
 
-/* The caller's selection problem, as src/aotk_sel.c's sel_validate reads it. */
+/* The caller's selection problem, as src/sel/aotk_sel.c's sel_validate reads it. */
 typedef struct sel_caller {
   bool varlen;
   int64_t num_seqs, total_q, total_k, max_seqlen_k, heads_q, heads_kv, group_size, slots, block_size;
@@ -1556,7 +1556,7 @@ static void check_sel_token_launch(const aotk__kernel_entry *e, unsigned grid, v
   }
 }
 
-/* The inverse index's rows in the workspace (src/aotk_sel.c): offsets, cursors and chunks, int32
+/* The inverse index's rows in the workspace (src/sel/aotk_sel.c): offsets, cursors and chunks, int32
  * [heads_kv, stride_offsets] (index_slots + 1 offsets a row, index_slots cursors and chunks), and the
  * token lists, int32 [heads_kv, stride_tokens = total_q * slots]. Where a kernel writes or reads a list
  * entry is device data (a prefix sum of the counts, a cursor): each index entry lands in at most one
@@ -1589,7 +1589,7 @@ static void check_sel_tokens(const aotk__kernel_entry *e, void **a, const sel_ca
  * block's list, written by the index passes from the grid's tokens or cu_seqlens_q (the caller's
  * promise): rows below total_q. A split list's partial records, fp32 [BLOCK_N, head_dim_qk +
  * head_dim_v] per (record, tile of the block), are numbered by the scan pass's prefix sum, under
- * partials_per_head per kv head by the host's bound (src/aotk_sel.c): the box is every kv head's
+ * partials_per_head per kv head by the host's bound (src/sel/aotk_sel.c): the box is every kv head's
  * records. */
 static void check_sel_dkdv_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
   EXPECT(strcmp(e->param_kinds, "pppppppp" "pp" "pppp" "lilililililili" "il" "iiiiiiiiiii" "ff") == 0,

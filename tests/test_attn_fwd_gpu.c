@@ -53,7 +53,7 @@ static void run_fwd_case(const void *argument) {
   aotk_gpu_test_check_kernel_choice(r.kernel_name, c->causal, c->head_dim, &c->features, r.kernel_head_dim_qk,
                                     r.kernel_head_dim_v, r.features, path);
   /* The warp-specialized kernel has three consumer warpgroups (192-row tiles) at d=64 for the plain
-   * forward without a mask from 2048 query rows on (src/aotk_attn.c, plan_fwd), two otherwise. */
+   * forward without a mask from 2048 query rows on (src/attn/aotk_attn.c, plan_fwd), two otherwise. */
   const bool unmasked =
       !c->causal && (!c->features.window || (c->features.window_left < 0 && c->features.window_right < 0));
   const bool expect_wg3 = path == FWD_HOPPER && c->head_dim == 64 && unmasked && !aotk_gpu_test_has_extras(&c->features) &&

@@ -1,5 +1,5 @@
 /*
- * src/aotk_cuda_abi.h against a CUDA toolkit's cuda.h: aotk declares its own slice of the driver API
+ * src/runtime/aotk_cuda_abi.h against a CUDA toolkit's cuda.h: aotk declares its own slice of the driver API
  * so that it builds without the toolkit, and this test is what keeps that slice honest. Built only
  * where CMake finds a cuda.h of CUDA 12.0 or newer (tests/CMakeLists.txt).
  *
@@ -250,7 +250,7 @@ ABI_SUBSTITUTIONS(STATIC_SUBSTITUTION_SIZE)
      SUBSTITUTED(int, CUtensorMapL2promotion) l2_promotion, SUBSTITUTED(int, CUtensorMapFloatOOBfill) oob_fill))
 
 /* cuGetProcAddress is taken with dlsym under cuda.h's name for it, with this prototype (a copy of
- * get_proc_address_fn, private to src/aotk_driver.c). */
+ * get_proc_address_fn, private to src/runtime/aotk_driver.c). */
 #define AOTK_GET_PROC_ADDRESS_SYMBOL "cuGetProcAddress_v2"
 #define RESPELLED_GET_PROC_ADDRESS                                                                     \
   (const char *symbol, void **function, int cuda_version, SUBSTITUTED(unsigned long long, cuuint64_t) flags, \

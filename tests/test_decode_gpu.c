@@ -1,7 +1,7 @@
 /*
  * Decoding over a KV cache (aotk_attn_decode, aotk_decode_query) and the merge of partial attentions
  * (aotk_attn_merge, aotk_merge_query) on the GPU, against the float64 references of include/aotk.h's
- * "Decoding" and "Merging partial attentions" sections in src/aotk_decode_reference.c (which
+ * "Decoding" and "Merging partial attentions" sections in src/check/aotk_decode_reference.c (which
  * aotk_self_test() shares). Exits 77 (skipped) on a machine with no GPU.
  *
  * Decoding, 51 cases (decode_rows below): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
@@ -615,7 +615,7 @@ typedef struct decode_run {
   float *alibi, *sinks;
   CUdeviceptr table_device, seqlens_device, alibi_device, sinks_device;
   aotk_decode_params params;
-  /* The run as src/aotk_decode_reference.h sees it, with the lengths as passed (a reference for other
+  /* The run as src/check/aotk_decode_reference.h sees it, with the lengths as passed (a reference for other
    * lengths swaps in its own cache_seqlens); its paging fields are set with the block table, the rest
    * once the inputs exist. */
   aotk__decode_reference_problem problem;
@@ -1051,8 +1051,8 @@ static void decode_results_destroy(decode_results *r) {
 
 /* ---- decoding: the reference ---------------------------------------------------------------------- */
 
-/* The float64 reference and the same-precision emulation are src/aotk_decode_reference.c's (shared with
- * aotk_self_test()), one row per item on every core. */
+/* The float64 reference and the same-precision emulation are src/check/aotk_decode_reference.c's (shared
+ * with aotk_self_test()), one row per item on every core. */
 typedef struct decode_reference_job {
   const aotk__decode_reference_problem *problem;
   decode_reference *ref;

@@ -27,10 +27,10 @@
  * kinds: p pointer, l int64, i int32, f fp32, t a host-side TMA descriptor (a 128-byte CUtensorMap, then
  * its rank-3 view's shape as 3 x int32 and strides as 3 x int64: seven .entry parameters), the types
  * codegen/aotk_catalog.py gives them. Written out
- * here rather than read from the table or the launchers (src/aotk_attn.c, src/aotk_sel.c) so that a row,
- * its PTX and the launcher are each checked against an independent list. "lii" is one tensor's (batch:
- * int64, sequence: int32, head: int32) strides; the selection kernels' packed tensors have "li" (token:
- * int64, head: int32).
+ * here rather than read from the table or the launchers (src/attn/aotk_attn.c, src/sel/aotk_sel.c) so
+ * that a row, its PTX and the launcher are each checked against an independent list. "lii" is one
+ * tensor's (batch: int64, sequence: int32, head: int32) strides; the selection kernels' packed tensors
+ * have "li" (token: int64, head: int32).
  *   attn_fwd: Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState; the strides of Q,
  *     K, V and Out; stride_lb (l), stride_lh (i), stride_ab (l); seqlen_q, seqlen_k, heads_q, group_size,
  *     num_m_blocks, head_dim_qk8, head_dim_v8, window_left, window_right, flags; qk_scale_log2,
@@ -647,7 +647,7 @@ static void test_table_rows_describe_valid_configs(void) {
   }
 }
 
-/* What the selection launcher (src/aotk_sel.c) relies on in the rows it picks:
+/* What the selection launcher (src/sel/aotk_sel.c) relies on in the rows it picks:
  * - sel_fwd and sel_bwd_dq are tuned by the group size G = heads_q / heads_kv: a 16-row tile from G = 1,
  *   a 64-row tile from G = 17 (several programs per token when G > 64). A tile must hold every group its
  *   bound range serves whole (block_m >= the next bound - 1), and it steps one selected block at a time
@@ -705,7 +705,7 @@ static void test_table_selection_tiles(void) {
   CHECK_MSG(variants > 0 || aotk__kernel_filter[0] != '\0', "no selection row in an unfiltered build");
 }
 
-/* What the TMA launcher (src/aotk_attn.c, encode_descriptor) hands cuTensorMapEncodeTiled comes from
+/* What the TMA launcher (src/attn/aotk_attn.c, encode_descriptor) hands cuTensorMapEncodeTiled comes from
  * the row: per descriptor (Q, K, V, and for the backward's dK/dV pass dO, in the kernel's parameter
  * order) the swizzle and the box, outermost first, over the view [batch, seqlen, heads * head_dim]. The
  * box must be one batch, the kernel's tile of rows (block_m query rows for Q and dO, or for the

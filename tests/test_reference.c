@@ -14,7 +14,7 @@
  * a square, a huge cap, a vanishing sink, dropout that keeps everything) are checked on both
  * references' every output. The emulation's error against float64 must stay the dtype's rounding.
  *
- * The decoding reference (src/aotk_decode_reference.c, which aotk_self_test() and test_decode_gpu
+ * The decoding reference (src/check/aotk_decode_reference.c, which aotk_self_test() and test_decode_gpu
  * share) is checked against this dense reference, request by request (bottom-right at each request's
  * L_b keys: lengths 0, 1, the capacity, clamped ones, after an append), with every feature; a paged
  * copy of the cache in shuffled pages and packed queries must give the same bits as the contiguous

@@ -1,6 +1,6 @@
 /*
  * Selection attention on the GPU (aotk_sel_fwd, aotk_sel_bwd, aotk_sel_query, aotk_sel_check_indices)
- * against the float64 reference of src/aotk_sel_reference.c, over every element of out, lse, dq, dk
+ * against the float64 reference of src/check/aotk_sel_reference.c, over every element of out, lse, dq, dk
  * and dv. Exits 77 (skipped) on a machine with no GPU.
  *
  * Matrix: both dtypes x the three head-dim pairs x the three block sizes; lengths 1, 63, 64, 65, 1000
@@ -31,7 +31,7 @@
  * Then: the queries, the refusals (workspace, alignment, missing lse: nothing written), and
  * aotk_sel_check_indices on clean and on each kind of bad index.
  *
- * The error rule is the dense tests' (src/aotk_check.h): per tensor, max |gpu - float64| <= 2 x max
+ * The error rule is the dense tests' (src/check/aotk_check.h): per tensor, max |gpu - float64| <= 2 x max
  * |same-precision emulation - float64| + a floor (AOTK__CHECK_ERROR_FLOOR for out,
  * AOTK__CHECK_BWD_ERROR_FLOOR x max(1, max |float64|) for the gradients); lse within AOTK__CHECK_LSE_ABS
  * + AOTK__CHECK_LSE_REL |lse|. Two GPU results that should agree may differ by the sum of their

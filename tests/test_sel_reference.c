@@ -1,9 +1,9 @@
 /*
- * CPU tests of the selection-attention reference (src/aotk_sel_reference.c), which aotk_self_test()
+ * CPU tests of the selection-attention reference (src/check/aotk_sel_reference.c), which aotk_self_test()
  * and test_sel_gpu.c trust as their oracle:
  * - the key sets of hand-worked rows (causal cut, len_k cut, future / out-of-range / negative ids,
  *   block_cnt and its clamping, duplicates, empty sequences, len_q > len_k);
- * - selecting every block <= p / block_size equals the dense causal attention of src/aotk_reference.c
+ * - selecting every block <= p / block_size equals the dense causal attention of src/check/aotk_reference.c
  *   (bottom-right aligned) in out, lse, dq, dk, dv; and the same-precision emulation equals the dense
  *   emulation bit for bit when the blocks are listed in ascending order (same keys, same order);
  * - permuting the slots changes nothing (to float64 rounding);
@@ -360,7 +360,7 @@ static const dense_case dense_cases[] = {
     {dense_library_block, 3, 2, 1, 64, 64, 32},
 };
 
-/* The dense problem of sequence `seq` (src/aotk_reference.h: batch 0 pointed at the sequence's rows),
+/* The dense problem of sequence `seq` (src/check/aotk_reference.h: batch 0 pointed at the sequence's rows),
  * causal, bottom-right aligned. */
 static aotk__attn_reference_problem dense_problem(const test_problem *t, int64_t seq) {
   const aotk__sel_reference_problem *p = &t->p;

@@ -2,7 +2,7 @@
 
     python3 bench/explore/tune_decode_jit.py [--configs 16x128x4x3,16x64x4x3] [--layouts 0,16,256] [--quick]
 
-Times the decoding kernel and, where it splits, the merge, launched as src/aotk_decode.c launches them
+Times the decoding kernel and, where it splits, the merge, launched as src/decode/aotk_decode.c launches them
 (the same split count, from the same rule; PAGE_MODE 0 for a contiguous cache, 2 for pages holding
 whole key blocks, else 1), over issue 13's rows (bf16, head_dim 128, one new token per request, every
 request at its full length) on a contiguous cache and on 16- and 256-key pages in shuffled order.
@@ -36,7 +36,7 @@ SMS = 132
 
 
 def choose_splits(programs, keys, block_n, sms=SMS, min_keys=256):
-    """src/aotk_decode.c's choose_splits (sms: the program slots to fill; min_keys: the fewest keys a
+    """src/decode/aotk_decode.c's choose_splits (sms: the program slots to fill; min_keys: the fewest keys a
     split may have)."""
     if programs >= sms * 4 // 5:
         return 1

@@ -220,7 +220,7 @@ def main():
     offsets = torch.zeros(hk, stride_offsets, device=dev, dtype=torch.int32)
     cursors = torch.zeros(hk, stride_offsets, device=dev, dtype=torch.int32)
     tokens = torch.full((hk, T * S), -7, device=dev, dtype=torch.int32)
-    # The dK/dV split of long lists, as src/aotk_sel.c sizes it.
+    # The dK/dV split of long lists, as src/sel/aotk_sel.c sizes it.
     chunk_tokens = max(triton.cdiv(4096, G), triton.cdiv(hk * T * S, 512))
     max_chunks = args.max_chunks or min(16, triton.cdiv(T, chunk_tokens))
     partials_per_head = 2 * T * S // chunk_tokens + 1

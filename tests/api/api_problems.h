@@ -107,8 +107,9 @@ const aotk__kernel_entry *expected_row(int family, int arch, aotk_dtype dtype, i
 /* A varlen tensor [total, heads, d] as the kernels see it: [1, total, heads, d], batch stride 0. */
 aotk_tensor as_4d(const aotk_tensor *t);
 
-/* The fewest query rows (max_seqlen_q for varlen) that take the three-warpgroup forward (src/aotk_attn.c
- * HOPPER_WG3_MIN_SEQLEN: below, its 192-row tiles measured slower than two warpgroups' 128). */
+/* The fewest query rows (max_seqlen_q for varlen) that take the three-warpgroup forward
+ * (src/attn/aotk_attn.c HOPPER_WG3_MIN_SEQLEN: below, its 192-row tiles measured slower than two
+ * warpgroups' 128). */
 enum { WG3_MIN_SEQLEN_Q = 2048 };
 
 /* The forward family that must run `params` on a GPU that runs `arch` images (from PTX or not) with
@@ -122,7 +123,7 @@ enum { WG3_MIN_SEQLEN_Q = 2048 };
  *   AOTK__FAMILY_ATTN_FWD_TMA (AOTK_FEATURE_TMA), dense only (its rows are EXTRAS: dropout);
  * the Gluon ones varlen too (the packed tensors read as [1, total, heads * d]). AOTK__FAMILY_ATTN_FWD, the
  * pointer kernel, otherwise (which is refused where it does not fit either). A TMA family that does not
- * fit with the config tuned for seqlen_q runs with one for fewer rows that does (src/aotk_attn.c
+ * fit with the config tuned for seqlen_q runs with one for fewer rows that does (src/attn/aotk_attn.c
  * choose_tma_row). */
 int expected_fwd_family(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes);
 
@@ -212,8 +213,8 @@ aotk_sel_params sel_params_for(sel_shape s, bool bwd);
 static inline aotk_sel_params valid_sel_params(void) { return sel_params_for(default_sel_shape, false); }
 static inline aotk_sel_params valid_sel_bwd_params(void) { return sel_params_for(default_sel_shape, true); }
 
-/* The backward's workspace (include/aotk.h, aotk_sel_bwd; src/aotk_sel.c lays it out), each part starting
- * 16-byte aligned: delta fp32 [total_q, heads_q]; the inverse index's list offsets, the scatter's
+/* The backward's workspace (include/aotk.h, aotk_sel_bwd; src/sel/aotk_sel.c lays it out), each part
+ * starting 16-byte aligned: delta fp32 [total_q, heads_q]; the inverse index's list offsets, the scatter's
  * cursors and each list's first partial record, each int32 [heads_kv, round_up(index slots + 1, 4)], one
  * index slot per (sequence, key block); the token lists int32 [heads_kv, total_q * slots]; the split
  * lists' partial dK/dV fp32 [heads_kv, partials_per_head, block_size, head_dim_qk + head_dim_v]. */

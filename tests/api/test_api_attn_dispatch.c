@@ -185,7 +185,7 @@ static void test_tuning_choice(void) {
   }
   /* The TMA kernel (sm_90, aligned, exact head dims), the same rule over its own rows. They are all
    * EXTRAS: the warp-specialized kernel takes every call but dropout, so dropout is what reaches this one
-   * (no window, so the size key is seqlen_q, src/aotk_attn.c fwd_size_key), and a row without EXTRAS
+   * (no window, so the size key is seqlen_q, src/attn/aotk_attn.c fwd_size_key), and a row without EXTRAS
    * would be dead weight in the library. */
   install_fake_gpu(90, SHARED_SM90);
   int tma_variants_tuned_by_size = 0;
@@ -867,8 +867,8 @@ static void test_hopper_grid(void) {
               (long long)cases[i].grid);
   }
   /* Windows make tiles unequal too: a tile costs the key blocks some row of it sees, counted from the
-   * block boundary at or below its first key (src/aotk_attn.c tile_key_blocks). A right bound alone runs
-   * a head's last query block first, as causal does; any other window runs the tiles in order. */
+   * block boundary at or below its first key (src/attn/aotk_attn.c tile_key_blocks). A right bound alone
+   * runs a head's last query block first, as causal does; any other window runs the tiles in order. */
   static const struct {
     problem p;
     int32_t window_left, window_right;

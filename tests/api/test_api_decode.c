@@ -1340,7 +1340,7 @@ static void test_decode_validation_accepts_edge_inputs(void) {
 /* ---- decoding: the split, its workspace, the query ---- */
 
 /* The split choice, through aotk_decode_query on the fake's 132 SMs, worked by hand from the rule in
- * src/aotk_decode.c's comment (flash-attn's num_splits_heuristic): split only when batch * heads_kv *
+ * src/decode/aotk_decode.c's comment (flash-attn's num_splits_heuristic): split only when batch * heads_kv *
  * row chunks programs are fewer than 4/5 of the SMs; the efficiency of n splits is programs * n over the
  * SMs of the waves they take; take the smallest n within 85% of the best; each split keeps at least 256
  * keys (and at most 256 splits). Split lengths are whole key blocks (block_n: 128 keys for these head
@@ -1639,7 +1639,7 @@ static void test_decode_varlen(void) {
   }
 }
 
-/* The decoding family, as literals (src/aotk_decode.c, plan_decode): a contiguous cache runs
+/* The decoding family, as literals (src/decode/aotk_decode.c, plan_decode): a contiguous cache runs
  * attn_decode; a paged one runs attn_decode_paged_blocks (one page lookup per block of keys) when its
  * page size is a multiple of the chosen row's block_n (128 keys up to head dim 128, 64 at 256), else
  * attn_decode_paged (a lookup per key row). The tile is chosen by G * seqlen_q: 16 rows up to 16, 32 up

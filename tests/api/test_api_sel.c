@@ -23,7 +23,7 @@ static double sel_scale(const aotk_sel_params *params, const sel_shape *s) {
  * 16 query-head rows up to a group of 16, 64 from 17 on (several programs per token past 64). */
 static int64_t sel_expected_block_m(const sel_shape *s) { return sel_group_size(s) <= 16 ? 16 : 64; }
 
-/* The dK/dV pass's split of long token lists (src/aotk_sel.c, "the workspace"; kernels/sel_attn.py,
+/* The dK/dV pass's split of long token lists (src/sel/aotk_sel.c, "the workspace"; kernels/sel_attn.py,
  * sel_bwd_dkdv): chunks of chunk_tokens tokens, the larger of 4096 (token, query head) pairs and 1/512 of
  * all the kv heads' index entries, at most 2^29 - 1 (the kernels divide a list's length by it, rounding
  * up, in 32 bits); at most max_chunks of them per list, ceil(total_q / chunk_tokens) clamped to [1, 16]

@@ -9,7 +9,7 @@ appending and the merge are exercised exactly as written, though not the compile
 rounding, no inline PTX: softcap's tanh.approx is replaced by an exact tanh). fp16 only: Triton's
 interpreter computes bf16 dots wrongly (a bf16 16x16 dot is off by ~1e10 in Triton 3.9's interpreter).
 The host side (splits, strides, flags) is re-derived here from include/aotk.h, so a disagreement
-with src/aotk_decode.c shows up in the GPU test (tests/test_decode_gpu.c), not here.
+with src/decode/aotk_decode.c shows up in the GPU test (tests/test_decode_gpu.c), not here.
 """
 import math
 import os

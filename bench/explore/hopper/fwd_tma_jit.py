@@ -166,7 +166,7 @@ def run_tma(q, k, v, out, lse, causal, cfg, variant):
 
 
 def run_ptr(q, k, v, out, lse, causal, cfg):
-    # aotk 0.3's kernel through the JIT, with the arguments src/aotk_attn.c passes for a dense problem.
+    # aotk 0.3's kernel through the JIT, with the arguments src/attn/aotk_attn.c passes for a dense problem.
     from attn_fwd import attn_fwd
     bm, bn, w, s = cfg
     b, sq, hq, d = q.shape

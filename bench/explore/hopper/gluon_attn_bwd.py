@@ -46,7 +46,7 @@ Kernels:
 
 Host: GluonBwd(q, k, v, out, do, lse, causal, config=..., fused_dq=...).run() -> (dq, dk, dv);
 AotkBwd(...).run() runs aotk's current three kernels through the JIT with the catalog's sm_90 configs,
-launched as src/aotk_attn.c's launch_bwd does (tune_bwd_jit.py's run_bwd no longer matches the kernels'
+launched as src/attn/aotk_attn.c's launch_bwd does (tune_bwd_jit.py's run_bwd no longer matches the kernels'
 signatures; its fp32 autograd `reference` is what the checks use); compile_aot(...) compiles the Gluon
 kernel for sm_90a with no GPU and reports shared memory, setmaxnreg and ptxas' spills.
 
@@ -664,7 +664,7 @@ AOTK_DQ_CONFIG = (128, 64, 8, 3)
 
 class AotkBwd:
     """aotk's current backward (kernels/attn_bwd.py: pre-pass, dK/dV, dQ) through the JIT, launched the way
-    src/aotk_attn.c's launch_bwd does, with the catalog's configs. Buffers allocated once."""
+    src/attn/aotk_attn.c's launch_bwd does, with the catalog's configs. Buffers allocated once."""
 
     def __init__(self, q, k, v, out, do, lse, causal, softmax_scale=None):
         import torch

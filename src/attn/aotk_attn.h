@@ -52,7 +52,7 @@ aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_
 aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, int64_t size_key,
                                 const aotk__device_info *device, int *row, aotk__image_kind *kind);
 
-/* Pieces the selection-attention entry points (src/aotk_sel.c) share with these. */
+/* Pieces the selection-attention entry points (src/sel/aotk_sel.c) share with these. */
 const char *aotk__dtype_name(aotk_dtype dtype);
 /* A tensor on its own: data, rank, positive sizes, contiguous last dimension, non-negative strides,
  * element alignment, a byte span that fits in int64. `layout` names the dimensions in messages. */

@@ -245,7 +245,7 @@ void aotk__sel_reference_bwd_f64(const aotk__sel_reference_problem *p, const dou
 
 /* ---- the same precision as the kernels (the header says what it models) ------------------------ */
 
-/* float32 dot product with four partial sums, as src/aotk_reference.c's dot_f32. */
+/* float32 dot product with four partial sums, as src/check/aotk_reference.c's dot_f32. */
 static float sel_dot_f32(const double *a, const double *b, int64_t n) {
   float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
   int64_t d = 0;

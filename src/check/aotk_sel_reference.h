@@ -1,6 +1,6 @@
 /*
  * The host reference of selection attention (include/aotk.h, aotk_sel_params), for the self-test
- * (src/aotk_sel_check.c) and the tests: a literal transcription of the header's math in float64, one
+ * (src/check/aotk_sel_check.c) and the tests: a literal transcription of the header's math in float64, one
  * query row (or one key block) at a time, and beside it the same computation done the way the kernels
  * of a 16-bit dtype do it, for the error bound (flash-attention's rule: the kernel's error against
  * float64 may be at most 2x that of a same-precision computation, plus a small floor). Internal (aotk__ names, not exported): one copy for
@@ -109,7 +109,7 @@ void aotk__sel_reference_bwd_f64(const aotk__sel_reference_problem *p, const dou
 
 /* ---- the same precision as the kernels ----------------------------------------------------------
  *
- * As src/aotk_reference.c's emulation of the dense kernels (aotk__attn_reference_row_lowp and the
+ * As src/check/aotk_reference.c's emulation of the dense kernels (aotk__attn_reference_row_lowp and the
  * backward's *_lowp), which the selection kernels share their arithmetic with: scores, softmax, dP and
  * dS in float32; P rounded to `dtype` (an aotk_dtype value) before it multiplies V (and dout, for dv);
  * dS rounded to `dtype` before it multiplies K (dq) and Q (dk); float32 accumulation; the results

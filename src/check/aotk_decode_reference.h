@@ -1,8 +1,8 @@
 /*
  * The host reference of decoding (include/aotk.h, "Decoding": aotk_attn_decode) and of merging partial
  * attentions ("Merging partial attentions": aotk_attn_merge), for the self-test
- * (src/aotk_decode_check.c) and tests/test_decode_gpu.c: the header's math in float64, one query row at
- * a time, and beside it the same row computed the way the kernels of a 16-bit dtype do it, for the
+ * (src/check/aotk_decode_check.c) and tests/test_decode_gpu.c: the header's math in float64, one query row
+ * at a time, and beside it the same row computed the way the kernels of a 16-bit dtype do it, for the
  * error bound (flash-attention's rule: the kernel's error against float64 may be at most 2x that of a
  * same-precision computation, plus a small floor). Internal (aotk__ names, not exported): one copy for
  * aotk_self_test() and the tests. Nothing here allocates; every function only reads the problem and

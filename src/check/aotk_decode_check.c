@@ -310,7 +310,7 @@ aotk_status aotk__check_decode(const aotk__driver *driver, const aotk__decode_ch
   r->launches = info.launches;
   r->workspace_bytes = info.workspace_bytes;
   r->features = info.features;
-  /* The family follows the cache (src/aotk_decode.c): contiguous, paged with a lookup per key row, or
+  /* The family follows the cache (src/decode/aotk_decode.c): contiguous, paged with a lookup per key row, or
    * paged with pages of whole key blocks (one lookup per block). */
   char prefix[48];
   const char *family = !paged                                                   ? "attn_decode"

@@ -37,7 +37,7 @@ void aotk__check_philox4x32(uint32_t counter[4], const uint32_t key[2], int roun
   }
 }
 
-/* The library's threshold (src/aotk_attn.c): a word is kept when >= floor(p * 2^32). */
+/* The library's threshold (src/attn/aotk_attn.c): a word is kept when >= floor(p * 2^32). */
 static uint32_t dropout_threshold(float dropout_p) {
   double t = (double)dropout_p * 4294967296.0;
   return t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
