@@ -15,7 +15,7 @@ Every feature of issue 4 is a run-time argument here, so the variant count stays
 import triton
 import triton.language as tl
 
-# Bits of the kernels' `flags` argument (src/aotk_attn.c sets them).
+# Bits of the kernels' `flags` argument (src/attn/aotk_attn.c sets them).
 FLAG_WRITE_LSE = tl.constexpr(1)
 FLAG_VARLEN = tl.constexpr(2)
 FLAG_TOP_LEFT = tl.constexpr(4)

@@ -46,7 +46,7 @@ import triton.language as tl
 
 from attn_common import FLAG_ALIBI, FLAG_SINKS, FLAG_SOFTCAP, FLAG_VARLEN, FLAG_WRITE_LSE, LN2, LOG2E, modified_scores
 
-# Bits of attn_decode's `flags` beyond attn_common's (src/aotk_decode.c sets them).
+# Bits of attn_decode's `flags` beyond attn_common's (src/decode/aotk_decode.c sets them).
 FLAG_PAGED = tl.constexpr(256)
 FLAG_SPLIT = tl.constexpr(512)     # write fp32 partials (and partial lse) for attn_merge
 # attn_merge's: which of the typed pointers holds the partials and the output.

@@ -1,7 +1,7 @@
 """The sm_90 forward with FlashAttention-3's schedule, written in Gluon (Triton's explicit-layout dialect).
 
 Persistent and warp-specialized. The grid is at most one program per SM (the host picks it, see
-src/aotk_attn.c); each program walks query tiles of BLOCK_M rows, tile = (batch, query head, query
+src/attn/aotk_attn.c); each program walks query tiles of BLOCK_M rows, tile = (batch, query head, query
 block), in rounds: round r gives program p tile r * nprog + p on even rounds and r * nprog + nprog - 1
 - p on odd ones (boustrophedon), so that under a causal mask, where FLAG_REVERSE puts a head's longest
 tiles first, long and short tiles pair up. A grid of one program per tile is the same kernel with one

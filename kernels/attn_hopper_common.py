@@ -14,7 +14,7 @@ from triton.experimental.gluon.language.nvidia.hopper import tma
 # name raises there), so the kernels compile under either while the pin is evaluated.
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
-# Bits of `flags` (kernels/attn_common.py; src/aotk_attn.c sets them).
+# Bits of `flags` (kernels/attn_common.py; src/attn/aotk_attn.c sets them).
 FLAG_WRITE_LSE: gl.constexpr = gl.constexpr(1)
 FLAG_VARLEN: gl.constexpr = gl.constexpr(2)
 FLAG_TOP_LEFT: gl.constexpr = gl.constexpr(4)

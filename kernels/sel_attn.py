@@ -34,7 +34,7 @@ import triton.language as tl
 
 from attn_common import FLAG_VARLEN, FLAG_WRITE_LSE, LN2, LOG2E, sequence
 
-# Bits of the kernels' `flags` argument (src/aotk_sel.c sets them): attn_common's FLAG_WRITE_LSE and
+# Bits of the kernels' `flags` argument (src/sel/aotk_sel.c sets them): attn_common's FLAG_WRITE_LSE and
 # FLAG_VARLEN (so its `sequence` serves: a sequence's keys are cut to max_seqlen_k, which is total_k
 # without cu_seqlens), and one of selection's own.
 SEL_FLAG_BLOCK_CNT = tl.constexpr(256)
