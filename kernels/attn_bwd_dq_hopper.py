@@ -1,5 +1,5 @@
 """The sm_90 backward's dQ pass, written in Gluon: the deterministic backward's third kernel where the
-Gluon dK/dV pass (kernels/attn_bwd_hopper.py) runs beside it and the head dim is 256.
+Gluon dK/dV pass (kernels/attn_bwd_hopper.py) runs beside it and the head dims are 256 or (192, 128).
 
 It replaces attn_bwd_dq (kernels/attn_bwd.py) there: the same arguments, one owner per dq row, so the
 backward stays bitwise deterministic. One program per (query block of BLOCK_M = 64 rows, batch, query
@@ -13,7 +13,8 @@ Triton pass. Warp-specialized:
       P = exp2(S * scale * log2(e) - lse)   (staged lse; masked only on blocks a window's edge or the
                                              key length crosses)
       dS = P * (dP - delta)                 (times 1 - tanh^2 under softcap)
-      dQ += dS K                            [BLOCK_M, HEAD_DIM] fp32, the warpgroups splitting d
+      dQ += dS K                            [BLOCK_M, HEAD_DIM] fp32, the warpgroups splitting d (at 192
+                                            three accumulators, one per 64-column box of K)
   dS goes through shared memory (two buffers): each warpgroup computed half of its columns and the
   product needs all of them. dQ times softmax_scale is written once, with masked stores.
 

@@ -21,29 +21,32 @@ most query blocks, so the heaviest programs start first). Warp-specialized:
       dK += dS^T Q                                 (dS^T from registers)
   and writes dK (times softmax_scale) and dV once, with masked stores.
 
-At head dim 256 (SPLIT_D) two warpgroups cannot each hold dK and dV of 64 keys: a program takes 64 keys,
-the warpgroups split S^T and dP^T along the query columns and dK, dV along d, and exchange P^T and dS^T
-through shared memory (dV and dK take them as shared-memory operands); the deterministic dQ pass beside
-it is attn_bwd_dq_hopper (kernels/attn_bwd_dq_hopper.py).
+At head dims 256 and (192, 128) (SPLIT_D) two warpgroups cannot each hold dK and dV of 64 keys: a
+program takes 64 keys, the warpgroups split S^T and dP^T along the query columns and dK, dV along d, and
+exchange P^T and dS^T through shared memory (dV and dK take them as shared-memory operands); Q and K come
+in three 64-column boxes at 192 (Gluon's shapes are powers of two), with dK in three accumulators. The
+deterministic dQ pass beside it is attn_bwd_dq_hopper (kernels/attn_bwd_dq_hopper.py).
 
-attn_bwd_fused_hopper is the same program with dQ fused in (FUSED_DQ, head dims 64 and 128), for callers that allow a
-non-deterministic backward (aotk_attn_params.deterministic = 0): per query block it also stores dS^T to
-shared memory (two buffers), computes dQ = dS K (dS^T read transposed; the two warpgroups split dQ along
-d), stages dQ times softmax_scale in shared memory and adds it into an fp32 accumulator with one TMA
-reduce-add, FlashAttention-3's dQ path. The additions from different key blocks land in a varying order,
-so dq is not bitwise reproducible; dK and dV are the same instructions as the deterministic pass's. The
-host zeroes the accumulator first and attn_bwd_dq_convert (kernels/attn_bwd.py) casts it into dq, in
-place of the Triton dQ pass: 5 matrix products per block instead of 7.
+attn_bwd_fused_hopper is the same program with dQ fused in (FUSED_DQ, head dims 64 and 128), for callers
+that allow a non-deterministic backward (aotk_attn_params.deterministic = 0): per query block it also
+stores dS^T to shared memory (two buffers), computes dQ = dS K (dS^T read transposed; the two warpgroups
+split dQ along d), stages dQ times softmax_scale in shared memory and adds it into an fp32 accumulator
+with one TMA reduce-add, FlashAttention-3's dQ path. The additions from different key blocks land in a
+varying order, so dq is not bitwise reproducible; dK and dV are the same instructions as the
+deterministic pass's. The host zeroes the accumulator first and attn_bwd_dq_convert (kernels/attn_bwd.py)
+casts it into dq, in place of the Triton dQ pass: 5 matrix products per block instead of 7.
 
 What it covers: every backward but dropout: masks and windows of both alignments (the query blocks a
 key block walks come from the window rule; only blocks crossing a window's edge or the key length are
-masked), and, compiled in with EXTRAS, softcap (dS times 1 - tanh^2) and ALiBi; layouts TMA can read, dense or varlen, head dims 64, 128 and (the deterministic pass only)
-256, GQA, sinks (they enter through lse only), any lengths. Its arguments are attn_bwd_dkdv's, then descriptors of Q, K, V and dO over
-[batch, seqlen, heads * d] (varlen: [1, total, heads * d], each sequence's rows offset by cu_seqlens;
-blocks reaching past a sequence's end read the next sequence's rows, which are masked as keys, have lse
-= +inf as queries, and are not stored), so the C launcher packs both the same way. Without EXTRAS
-nothing spills at d=64 or 128; the EXTRAS rows at d=128 spill 168 bytes per thread (240 fused; see
-_probabilities for why the score modifiers sit in uniform branches).
+masked), and, compiled in with EXTRAS, softcap (dS times 1 - tanh^2) and ALiBi; layouts TMA can read,
+dense or varlen, head dims 64, 128 and (the deterministic pass only) 256 and (192, 128), GQA, sinks
+(they enter through lse only), any lengths. Its arguments are attn_bwd_dkdv's, then descriptors of Q, K,
+V and dO over [batch, seqlen, heads * d] (varlen: [1, total, heads * d], each sequence's rows offset by
+cu_seqlens; blocks reaching past a sequence's end read the next sequence's rows, which are masked as
+keys, have lse = +inf as queries, and are not stored), so the C launcher packs both the same way.
+Without EXTRAS nothing spills at d=64 or 128; the EXTRAS rows at d=128 spill 168 bytes per thread (240
+fused; see _probabilities for why the score modifiers sit in uniform branches); the split rows spill
+nothing.
 
 Measured through the JIT on the H100 (bench/explore/hopper/gluon_attn_bwd.py, "split _rs": this
 kernel with aotk's pre-pass and dQ pass, against the three Triton kernels, bf16, 16k tokens): the
