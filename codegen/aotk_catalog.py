@@ -339,14 +339,14 @@ ATTN_TUNING = {
     ("attn_bwd_dkdv_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
     ("attn_bwd_dkdv_hopper", 90, 256, 256): ((1, T(64, 64, 8, 2)),),
     # (192, 128): the same split tiles, Q and K in three 64-column boxes.
-    ("attn_bwd_dkdv_hopper", 90, 192, 128): ((1, T(64, 64, 8, 2)),),
+    ("attn_bwd_dkdv_hopper", 90, 192, 128): ((1, T(32, 128, 8, 3)),),
     # The same tiles with dQ fused (gluon_attn_bwd.py's bm64_s2_tr_rs: 0.86x cuDNN over the d64/d128
     # grid through the JIT, against 0.76x for the dK/dV pass beside the Triton dQ pass).
     ("attn_bwd_fused_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
     ("attn_bwd_fused_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
     # The Gluon dQ pass: 64 query rows per program, 64 keys per step, 8 consumer warps, a 2-stage K/V ring.
     ("attn_bwd_dq_hopper", 90, 256, 256): ((1, T(64, 64, 8, 2)),),
-    ("attn_bwd_dq_hopper", 90, 192, 128): ((1, T(64, 64, 8, 2)),),
+    ("attn_bwd_dq_hopper", 90, 192, 128): ((1, T(128, 64, 8, 2)),),
     ("attn_fwd_tma", 90, 128, 128): ((1, T(128, 64, 4, 2)), (4096, T(128, 128, 8, 3))),
     ("attn_fwd_tma", 90, 256, 256): ((1, T(128, 64, 8, 2)),),
     ("attn_fwd", 80, 32, 32): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),

@@ -2,21 +2,23 @@
 Gluon dK/dV pass (kernels/attn_bwd_hopper.py) runs beside it and the head dims are 256 or (192, 128).
 
 It replaces attn_bwd_dq (kernels/attn_bwd.py) there: the same arguments, one owner per dq row, so the
-backward stays bitwise deterministic. One program per (query block of BLOCK_M = 64 rows, batch, query
+backward stays bitwise deterministic. One program per (query block of BLOCK_M rows, batch, query
 head), query block fastest, the heaviest blocks first under causal-like masks (FLAG_REVERSE), as in the
 Triton pass. Warp-specialized:
 - a producer warp (24 registers) loads the program's Q and dO once by TMA, then streams the K and V
   blocks of BLOCK_N = 64 keys that some row of the block sees (the window rule) through a ring of
   STAGES shared-memory stages, K and V with "ready" mbarriers of their own and one "empty" per stage;
 - one consumer partition of two warpgroups computes per key block, as asynchronous wgmma:
-      S = Q K^T, dP = dO V^T           [BLOCK_M, BLOCK_N] fp32, the two warpgroups splitting the keys
+      S = Q K^T, dP = dO V^T           [BLOCK_M, BLOCK_N] fp32
       P = exp2(S * scale * log2(e) - lse)   (staged lse; masked only on blocks a window's edge or the
                                              key length crosses)
       dS = P * (dP - delta)                 (times 1 - tanh^2 under softcap)
-      dQ += dS K                            [BLOCK_M, HEAD_DIM] fp32, the warpgroups splitting d (at 192
-                                            three accumulators, one per 64-column box of K)
-  dS goes through shared memory (two buffers): each warpgroup computed half of its columns and the
-  product needs all of them. dQ times softmax_scale is written once, with masked stores.
+      dQ += dS K                            [BLOCK_M, HEAD_DIM] fp32
+  At d=256 (64-row blocks) the warpgroups split S and dP along the keys and dQ along d, so dS goes through
+  shared memory (two buffers): each warpgroup computed half of its columns and the product needs all of
+  them. At (192, 128) (WIDE: 128-row blocks) each warpgroup owns 64 rows whole and dS stays in registers
+  as the A operand of dQ's three [64, 64] chunks (one per 64-column box of Q and K). dQ times
+  softmax_scale is written once, with masked stores.
 
 What it covers: what the Gluon dK/dV pass covers (every backward but dropout: windows and causal masks of
 both alignments, softcap and ALiBi in the EXTRAS rows, sinks through lse, dense or varlen, GQA, any
@@ -104,7 +106,8 @@ def _probabilities(st, n0, lse, bounds, scores, s_layout: gl.constexpr, BLOCK_N:
 @gluon.jit
 def _consumer(q_smem, do_smem, k_bufs, v_bufs, ds_bufs, bars, coords, n_iters, LseLog2, Delta, dq_base, stride_dqs,
               window, heads_q, stats_stride, softmax_scale, qk_scale_log2, extras, BLOCK_M: gl.constexpr,
-              BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr):
+              BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr,
+              WIDE: gl.constexpr):
     qdo_bar, k_ready, v_ready, kv_empty = bars
     b, m0, hq, n_lo, seqlen_q, seqlen_k, diag = coords
     lo_rel, hi_rel = window
@@ -113,16 +116,25 @@ def _consumer(q_smem, do_smem, k_bufs, v_bufs, ds_bufs, bars, coords, n_iters, L
     QK_BOX: gl.constexpr = q_smem.shape[3]
     QK_CHUNKS: gl.constexpr = HEAD_DIM // QK_BOX
     HEAD_DIM_V: gl.constexpr = do_smem.shape[2]
-    gl.static_assert(QK_CHUNKS == 1 or QK_CHUNKS == 3, "head dims 256 (one box) or 192 (three)")
-    # The two warpgroups split S and dP along the keys and dQ along d (chunk by chunk at 192).
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
-                                                       instr_shape=[16, BLOCK_N // 2, 16])
-    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
-                                                        instr_shape=[16, QK_BOX // 2, 16])
+    gl.static_assert(QK_CHUNKS == 1 or (QK_CHUNKS == 3 and WIDE), "head dims 256 (one box) or 192 (three, WIDE)")
+    if WIDE:
+        # (192, 128), 128-row blocks: each warpgroup owns 64 query rows whole, so dS stays in registers
+        # as the A operand of dQ's three [64, 64] chunks.
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                                           instr_shape=[16, BLOCK_N, 16])
+        dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                                            instr_shape=[16, QK_BOX, 16])
+    else:
+        # The two warpgroups split S and dP along the keys and dQ along d (chunk by chunk at 192).
+        s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                           instr_shape=[16, BLOCK_N // 2, 16])
+        dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                            instr_shape=[16, QK_BOX // 2, 16])
+    ds_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dq_layout, k_width=2)
     do2 = do_smem.reshape([BLOCK_M, HEAD_DIM_V])
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     dq0 = gl.zeros([BLOCK_M, QK_BOX], gl.float32, dq_layout)
-    if QK_CHUNKS == 3:
+    if WIDE:
         dq1 = gl.zeros([BLOCK_M, QK_BOX], gl.float32, dq_layout)
         dq2 = gl.zeros([BLOCK_M, QK_BOX], gl.float32, dq_layout)
 
@@ -176,26 +188,26 @@ def _consumer(q_smem, do_smem, k_bufs, v_bufs, ds_bufs, bars, coords, n_iters, L
         dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
         # dS = P * (dP - delta), P carrying the softcap's 1 - tanh^2.
         ds = p * (dpt - gl.expand_dims(delta, 1))
-        # Two buffers: the barrier after this step's store also tells every thread that both warpgroups
-        # have waited for step it - 1's product, the last reader of the buffer step it + 1 writes.
-        ds_buf = ds_bufs.index(it % 2)
-        ds_buf.store(ds.to(dtype))
-        fence_async_shared()
-        _thread_barrier()
-        dq0_token = warpgroup_mma(ds_buf, k_bufs.index(k_first).reshape([BLOCK_N, QK_BOX]), dq0, is_async=True)
-        if QK_CHUNKS == 3:
-            dq1_token = warpgroup_mma(ds_buf, k_bufs.index(k_first + 1).reshape([BLOCK_N, QK_BOX]), dq1,
-                                      is_async=True)
-            dq2_token = warpgroup_mma(ds_buf, k_bufs.index(k_first + 2).reshape([BLOCK_N, QK_BOX]), dq2,
-                                      is_async=True)
-            dq0, dq1, dq2 = warpgroup_mma_wait(0, deps=(dq0_token, dq1_token, dq2_token))
+        if WIDE:
+            ds_op = gl.convert_layout(ds.to(dtype), ds_layout)
+            dq0_token = warpgroup_mma(ds_op, k_bufs.index(k_first).reshape([BLOCK_N, QK_BOX]), dq0, is_async=True)
+            dq1_token = warpgroup_mma(ds_op, k_bufs.index(k_first + 1).reshape([BLOCK_N, QK_BOX]), dq1, is_async=True)
+            dq2_token = warpgroup_mma(ds_op, k_bufs.index(k_first + 2).reshape([BLOCK_N, QK_BOX]), dq2, is_async=True)
+            dq0, dq1, dq2, ds_op = warpgroup_mma_wait(0, deps=(dq0_token, dq1_token, dq2_token, ds_op))
         else:
+            # Two buffers: the barrier after this step's store also tells every thread that both warpgroups
+            # have waited for step it - 1's product, the last reader of the buffer step it + 1 writes.
+            ds_buf = ds_bufs.index(it % 2)
+            ds_buf.store(ds.to(dtype))
+            fence_async_shared()
+            _thread_barrier()
+            dq0_token = warpgroup_mma(ds_buf, k_bufs.index(k_first).reshape([BLOCK_N, QK_BOX]), dq0, is_async=True)
             dq0 = warpgroup_mma_wait(0, deps=(dq0_token, ))
         mbarrier.arrive(kv_empty.index(s))
 
     # dQ, written once, chunk by chunk (rows past seqlen_q are not).
     store_rows(dq_base, stride_dqs, m0, seqlen_q, 0, (dq0 * softmax_scale).to(dtype), dq_layout, BLOCK_M, QK_BOX)
-    if QK_CHUNKS == 3:
+    if WIDE:
         store_rows(dq_base, stride_dqs, m0, seqlen_q, QK_BOX, (dq1 * softmax_scale).to(dtype), dq_layout, BLOCK_M,
                     QK_BOX)
         store_rows(dq_base, stride_dqs, m0, seqlen_q, 2 * QK_BOX, (dq2 * softmax_scale).to(dtype), dq_layout,
@@ -261,8 +273,15 @@ def attn_bwd_dq_hopper(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK
     do_smem = gl.allocate_shared_memory(dtype, DescDO.block_type.shape, DescDO.layout)
     k_bufs = gl.allocate_shared_memory(dtype, [STAGES * QK_CHUNKS] + DescK.block_type.shape, DescK.layout)
     v_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescV.block_type.shape, DescV.layout)
+    # (192, 128): 128-row blocks whose warpgroups own 64 rows each, dS in registers (measured faster there
+    # than the split form, which shares dS through shared memory).
+    WIDE: gl.constexpr = HEAD_DIM == 192
+    gl.static_assert(not WIDE or BLOCK_M == 128, "(192, 128) runs 128-row blocks")
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
-    ds_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], ds_layout)
+    if WIDE:
+        ds_bufs = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())  # unused
+    else:
+        ds_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_M, BLOCK_N], ds_layout)
     qdo_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -282,7 +301,7 @@ def attn_bwd_dq_hopper(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK
         (_consumer, (q_smem, do_smem, k_bufs, v_bufs, ds_bufs, bars, coords, n_iters, LseLog2, Delta, dq_base,
                      stride_dqs, (lo_rel, hi_rel), heads_q, stats_stride, softmax_scale, qk_scale_log2,
                      (flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2), BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                     EXTRAS)),
+                     EXTRAS, WIDE)),
         (_producer, (DescQ, DescDO, DescK, DescV, q_smem, do_smem, k_bufs, v_bufs, bars, rows, n_iters, HEAD_DIM,
                      BLOCK_N, STAGES)),
     ], [1], [PRODUCER_REGS])

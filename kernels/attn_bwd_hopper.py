@@ -21,11 +21,13 @@ most query blocks, so the heaviest programs start first). Warp-specialized:
       dK += dS^T Q                                 (dS^T from registers)
   and writes dK (times softmax_scale) and dV once, with masked stores.
 
-At head dims 256 and (192, 128) (SPLIT_D) two warpgroups cannot each hold dK and dV of 64 keys: a
-program takes 64 keys, the warpgroups split S^T and dP^T along the query columns and dK, dV along d, and
-exchange P^T and dS^T through shared memory (dV and dK take them as shared-memory operands); Q and K come
-in three 64-column boxes at 192 (Gluon's shapes are powers of two), with dK in three accumulators. The
-deterministic dQ pass beside it is attn_bwd_dq_hopper (kernels/attn_bwd_dq_hopper.py).
+At head dim 256 (SPLIT_D) two warpgroups cannot each hold dK and dV of 64 keys: a program takes 64 keys,
+the warpgroups split S^T and dP^T along the query columns and dK, dV along d, and exchange P^T and dS^T
+through shared memory (dV and dK take them as shared-memory operands). At (192, 128) (WIDE) a program
+takes 128 keys, each warpgroup 64 of them whole, with 32 query rows a step (so that dK, three [64, 64]
+accumulators, dV and the scores fit the registers), P^T and dS^T staying in registers; Q and K come in
+three 64-column boxes (Gluon's shapes are powers of two). The deterministic dQ pass beside both is
+attn_bwd_dq_hopper (kernels/attn_bwd_dq_hopper.py).
 
 attn_bwd_fused_hopper is the same program with dQ fused in (FUSED_DQ, head dims 64 and 128), for callers
 that allow a non-deterministic backward (aotk_attn_params.deterministic = 0): per query block it also
@@ -280,11 +282,11 @@ def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coor
                     dv_base, stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale,
                     qk_scale_log2, extras, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                     STAGES: gl.constexpr, EXTRAS: gl.constexpr):
-    """The consumers at head dims 192 and 256 (SPLIT_D): BLOCK_N = 64 key rows, one warpgroup's M side.
-    The two warpgroups split S^T and dP^T along the query columns and dK, dV along d; each holds half of
-    P^T's and dS^T's columns and needs all of them (the contraction of dV and dK), so both go through
-    shared memory (two buffers each) and dV and dK take them as shared-memory operands. Q and K come in
-    QK_CHUNKS boxes of QK_BOX columns (three of 64 at 192), and dK in as many accumulators."""
+    """The consumers at head dim 256 (SPLIT_D): BLOCK_N = 64 key rows, one warpgroup's M side. The two
+    warpgroups split S^T and dP^T along the query columns and dK, dV along d; each holds half of P^T's
+    and dS^T's columns and needs all of them (the contraction of dV and dK), so both go through shared
+    memory (two buffers each) and dV and dK take them as shared-memory operands. (This form ran (192,
+    128) too, at 0.68-0.82x cuDNN causal; _consumer_wide measured faster there.)"""
     kv_bar, q_ready, do_ready, qdo_empty = bars
     b, n0, hkv, group_size, m_lo, n_m = coords
     lo_rel, hi_rel = window
@@ -293,7 +295,7 @@ def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coor
     QK_BOX: gl.constexpr = q_bufs.shape[3]
     QK_CHUNKS: gl.constexpr = HEAD_DIM // QK_BOX
     HEAD_DIM_V: gl.constexpr = v_smem.shape[2]
-    gl.static_assert(QK_CHUNKS == 1 or QK_CHUNKS == 3, "head dims 256 (one box) or 192 (three)")
+    gl.static_assert(QK_CHUNKS == 1, "head dim 256: Q and K in one box")
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
                                                        instr_shape=[16, BLOCK_M // 2, 16])
     dk_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
@@ -305,9 +307,6 @@ def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coor
     v2 = v_smem.reshape([BLOCK_N, HEAD_DIM_V])
     zero_s = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
     dk0 = gl.zeros([BLOCK_N, QK_BOX], gl.float32, dk_layout)
-    if QK_CHUNKS == 3:
-        dk1 = gl.zeros([BLOCK_N, QK_BOX], gl.float32, dk_layout)
-        dk2 = gl.zeros([BLOCK_N, QK_BOX], gl.float32, dk_layout)
     dv = gl.zeros([BLOCK_N, HEAD_DIM_V], gl.float32, dv_layout)
 
     # Even a program with no query block waits for K and V: its shared memory must not be left while
@@ -358,21 +357,92 @@ def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coor
         _thread_barrier()
         q_first = s * QK_CHUNKS
         dk0_token = warpgroup_mma(ds, q_bufs.index(q_first).reshape([BLOCK_M, QK_BOX]), dk0, is_async=True)
-        if QK_CHUNKS == 3:
-            dk1_token = warpgroup_mma(ds, q_bufs.index(q_first + 1).reshape([BLOCK_M, QK_BOX]), dk1, is_async=True)
-            dk2_token = warpgroup_mma(ds, q_bufs.index(q_first + 2).reshape([BLOCK_M, QK_BOX]), dk2, is_async=True)
-            dv, dk0, dk1, dk2 = warpgroup_mma_wait(0, deps=(dv_token, dk0_token, dk1_token, dk2_token))
-        else:
-            dv, dk0 = warpgroup_mma_wait(0, deps=(dv_token, dk0_token))
+        dv, dk0 = warpgroup_mma_wait(0, deps=(dv_token, dk0_token))
         mbarrier.arrive(qdo_empty.index(s))
 
-    # dK (times softmax_scale, chunk by chunk) and dV, written once (rows past seqlen_k are not).
+    # dK (times softmax_scale) and dV, written once (rows past seqlen_k are not).
     store_rows(dk_base, stride_dks, n0, seqlen_k, 0, (dk0 * softmax_scale).to(dtype), dk_layout, BLOCK_N, QK_BOX)
-    if QK_CHUNKS == 3:
-        store_rows(dk_base, stride_dks, n0, seqlen_k, QK_BOX, (dk1 * softmax_scale).to(dtype), dk_layout, BLOCK_N,
-                    QK_BOX)
-        store_rows(dk_base, stride_dks, n0, seqlen_k, 2 * QK_BOX, (dk2 * softmax_scale).to(dtype), dk_layout,
-                    BLOCK_N, QK_BOX)
+    store_rows(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), dv_layout, BLOCK_N, HEAD_DIM_V)
+
+
+@gluon.jit
+def _consumer_wide(q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLog2, Delta, dk_base, dv_base,
+                   stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale,
+                   qk_scale_log2, extras, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                   STAGES: gl.constexpr, EXTRAS: gl.constexpr):
+    """(192, 128) with 128-key programs: each warpgroup owns 64 key rows whole (P^T and dS^T stay in
+    registers as wgmma A operands), dK in three [BLOCK_N, 64] accumulators and dV [BLOCK_N, 128];
+    BLOCK_M = 32 query rows per step keep the scores small enough for the registers."""
+    kv_bar, q_ready, do_ready, qdo_empty = bars
+    b, n0, hkv, group_size, m_lo, n_m = coords
+    lo_rel, hi_rel = window
+    flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2 = extras
+    dtype: gl.constexpr = q_bufs.dtype
+    QK_BOX: gl.constexpr = q_bufs.shape[3]
+    QK_CHUNKS: gl.constexpr = HEAD_DIM // QK_BOX
+    HEAD_DIM_V: gl.constexpr = v_smem.shape[2]
+    gl.static_assert(QK_CHUNKS == 3, "(192, 128) only")
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                                       instr_shape=[16, BLOCK_M, 16])
+    dk_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                                        instr_shape=[16, QK_BOX, 16])
+    dv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
+                                                        instr_shape=[16, HEAD_DIM_V, 16])
+    pv_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dv_layout, k_width=2)
+    pk_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk_layout, k_width=2)
+    keys = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, s_layout))
+    cols0 = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+    v2 = v_smem.reshape([BLOCK_N, HEAD_DIM_V])
+    zero_s = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)
+    dk0 = gl.zeros([BLOCK_N, QK_BOX], gl.float32, dk_layout)
+    dk1 = gl.zeros([BLOCK_N, QK_BOX], gl.float32, dk_layout)
+    dk2 = gl.zeros([BLOCK_N, QK_BOX], gl.float32, dk_layout)
+    dv = gl.zeros([BLOCK_N, HEAD_DIM_V], gl.float32, dv_layout)
+    mbarrier.wait(kv_bar, 0)
+    for it in range(n_iters):
+        s = it % STAGES
+        phase = (it // STAGES) & 1
+        hq = hkv * group_size + it // n_m
+        m0 = m_lo + (it % n_m) * BLOCK_M
+        do2 = do_bufs.index(s).reshape([BLOCK_M, HEAD_DIM_V])
+        mbarrier.wait(q_ready.index(s), phase)
+        st_token = _scores_t(k_smem, q_bufs, s * QK_CHUNKS, zero_s, BLOCK_N, BLOCK_M, QK_CHUNKS)
+        mbarrier.wait(do_ready.index(s), phase)
+        dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
+        cols = m0 + cols0
+        lse = gl.load(LseLog2 + stats_row + cols)
+        delta = gl.load(Delta + stats_row + cols)
+        st = warpgroup_mma_wait(1, deps=(st_token, ))
+        tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
+        slope_log2 = qk_scale_log2 * 0.0
+        if EXTRAS:
+            if (flags & FLAG_ALIBI) != 0:
+                slope_log2 = gl.load(AlibiSlopes + b.to(gl.int64) * stride_ab + hq) * LOG2E
+            if (flags & FLAG_SOFTCAP) != 0:
+                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                           pv_layout, BLOCK_N, BLOCK_M, True, True, False)
+            else:
+                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                           pv_layout, BLOCK_N, BLOCK_M, False, True, False)
+        else:
+            pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                       pv_layout, BLOCK_N, BLOCK_M, False, False, False)
+        dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
+        dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
+        dst = pt * (dpt - gl.expand_dims(delta, 0))
+        ds_op = gl.convert_layout(dst.to(dtype), pk_layout)
+        q_first = s * QK_CHUNKS
+        dk0_token = warpgroup_mma(ds_op, q_bufs.index(q_first).reshape([BLOCK_M, QK_BOX]), dk0, is_async=True)
+        dk1_token = warpgroup_mma(ds_op, q_bufs.index(q_first + 1).reshape([BLOCK_M, QK_BOX]), dk1, is_async=True)
+        dk2_token = warpgroup_mma(ds_op, q_bufs.index(q_first + 2).reshape([BLOCK_M, QK_BOX]), dk2, is_async=True)
+        dv, dk0, dk1, dk2, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk0_token, dk1_token, dk2_token,
+                                                                         pt_op, ds_op))
+        mbarrier.arrive(qdo_empty.index(s))
+    store_rows(dk_base, stride_dks, n0, seqlen_k, 0, (dk0 * softmax_scale).to(dtype), dk_layout, BLOCK_N, QK_BOX)
+    store_rows(dk_base, stride_dks, n0, seqlen_k, QK_BOX, (dk1 * softmax_scale).to(dtype), dk_layout, BLOCK_N, QK_BOX)
+    store_rows(dk_base, stride_dks, n0, seqlen_k, 2 * QK_BOX, (dk2 * softmax_scale).to(dtype), dk_layout, BLOCK_N,
+               QK_BOX)
     store_rows(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), dv_layout, BLOCK_N, HEAD_DIM_V)
 
 
@@ -441,11 +511,14 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
         mbarrier.init(do_ready.index(i), count=1)
         # Released once by the consumer partition (an arrive is one arrival per partition).
         mbarrier.init(qdo_empty.index(i), count=1)
-    # d = 192 and 256: the two warpgroups split dK and dV along d, and exchange P^T and dS^T through shared
-    # memory (_consumer_split). Only the deterministic pass: fused with dQ at d = 256 (one Q/dO stage beside
+    # d = 256: the two warpgroups split dK and dV along d, and exchange P^T and dS^T through shared memory
+    # (_consumer_split). (192, 128): 128-key programs whose warpgroups own 64 keys each, 32 query rows a
+    # step (_consumer_wide). Only the deterministic pass: fused with dQ at d = 256 (one Q/dO stage beside
     # 64 KiB of dQ staging) it measured slower than this pass with the Gluon dQ pass
     # (kernels/attn_bwd_dq_hopper.py).
-    SPLIT_D: gl.constexpr = HEAD_DIM > 128
+    WIDE: gl.constexpr = HEAD_DIM == 192
+    SPLIT_D: gl.constexpr = HEAD_DIM > 128 and not WIDE
+    gl.static_assert(not WIDE or BLOCK_N == 128, "(192, 128) runs 128-key programs")
     gl.static_assert(not (SPLIT_D and FUSED_DQ), "the fused pass is compiled for head dims up to 128")
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
     if FUSED_DQ or SPLIT_D:
@@ -470,7 +543,15 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     dv_base = DV + b.to(gl.int64) * stride_dvb + k_start.to(gl.int64) * stride_dvs + hkv.to(gl.int64) * stride_dvh
     window = (lo_rel, hi_rel)
     extras = (flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2)
-    if SPLIT_D:
+    if WIDE:
+        gl.warp_specialize([
+            (_consumer_wide, (q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLog2, Delta, dk_base,
+                              dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride, softmax_scale,
+                              qk_scale_log2, extras, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, EXTRAS)),
+            (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
+                         BLOCK_M, STAGES)),
+        ], [1], [PRODUCER_REGS])
+    elif SPLIT_D:
         gl.warp_specialize([
             (_consumer_split, (q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coords, n_iters, LseLog2,
                                Delta, dk_base, dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q,
