@@ -155,6 +155,29 @@ def _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_l
 
 
 @gluon.jit
+def _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype: gl.constexpr, p_layout: gl.constexpr,
+                        BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, EXTRAS: gl.constexpr, SPLIT_D: gl.constexpr):
+    """_probabilities for one step, the score modifiers chosen by `flags` in the EXTRAS rows: each
+    branch computes P^T whole (the softcap's tanh stays inside its branch: a value carried across the
+    join spilled 344 bytes at d=128)."""
+    flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2 = extras
+    slope_log2 = qk_scale_log2 * 0.0
+    if EXTRAS:
+        if (flags & FLAG_ALIBI) != 0:
+            slope_log2 = gl.load(AlibiSlopes + b.to(gl.int64) * stride_ab + hq) * LOG2E
+        if (flags & FLAG_SOFTCAP) != 0:
+            pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                       p_layout, BLOCK_N, BLOCK_M, True, True, SPLIT_D)
+        else:
+            pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                       p_layout, BLOCK_N, BLOCK_M, False, True, SPLIT_D)
+    else:
+        pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
+                                   p_layout, BLOCK_N, BLOCK_M, False, False, SPLIT_D)
+    return pt, pt_op
+
+
+@gluon.jit
 def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base, dv_base,
               stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
               extras, FUSED_DQ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
@@ -162,7 +185,6 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
     kv_bar, q_ready, do_ready, qdo_empty = bars
     b, n0, hkv, group_size, m_lo, n_m = coords
     lo_rel, hi_rel = window
-    flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2 = extras
     dtype: gl.constexpr = q_bufs.dtype
     # Key rows are the M side: [BLOCK_N, BLOCK_M] scores and [BLOCK_N, HEAD_DIM] dK, dV over 8 warps.
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1],
@@ -206,21 +228,8 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
 
         st = warpgroup_mma_wait(1, deps=(st_token, ))
         tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
-        slope_log2 = qk_scale_log2 * 0.0
-        if EXTRAS:
-            if (flags & FLAG_ALIBI) != 0:
-                slope_log2 = gl.load(AlibiSlopes + b.to(gl.int64) * stride_ab + hq) * LOG2E
-            # Each branch computes P whole (the softcap's tanh stays inside its branch: a value carried
-            # across the join spilled 344 bytes at d=128).
-            if (flags & FLAG_SOFTCAP) != 0:
-                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                           p_layout, BLOCK_N, BLOCK_M, True, True, False)
-            else:
-                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                           p_layout, BLOCK_N, BLOCK_M, False, True, False)
-        else:
-            pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                       p_layout, BLOCK_N, BLOCK_M, False, False, False)
+        pt, pt_op = _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype, p_layout, BLOCK_N, BLOCK_M,
+                                        EXTRAS, False)
         dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
         dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
         dst = pt * (dpt - gl.expand_dims(delta, 0))
@@ -290,7 +299,6 @@ def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coor
     kv_bar, q_ready, do_ready, qdo_empty = bars
     b, n0, hkv, group_size, m_lo, n_m = coords
     lo_rel, hi_rel = window
-    flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2 = extras
     dtype: gl.constexpr = q_bufs.dtype
     QK_BOX: gl.constexpr = q_bufs.shape[3]
     QK_CHUNKS: gl.constexpr = HEAD_DIM // QK_BOX
@@ -329,19 +337,8 @@ def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coor
 
         st = warpgroup_mma_wait(1, deps=(st_token, ))
         tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
-        slope_log2 = qk_scale_log2 * 0.0
-        if EXTRAS:
-            if (flags & FLAG_ALIBI) != 0:
-                slope_log2 = gl.load(AlibiSlopes + b.to(gl.int64) * stride_ab + hq) * LOG2E
-            if (flags & FLAG_SOFTCAP) != 0:
-                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                           s_layout, BLOCK_N, BLOCK_M, True, True, True)
-            else:
-                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                           s_layout, BLOCK_N, BLOCK_M, False, True, True)
-        else:
-            pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                       s_layout, BLOCK_N, BLOCK_M, False, False, True)
+        pt, pt_op = _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype, s_layout, BLOCK_N, BLOCK_M,
+                                        EXTRAS, True)
         # The barrier after a store also tells every thread that both warpgroups have waited for step
         # it - 1's products, the last readers of the buffers step it + 1 will write.
         p_buf = p_bufs.index(it % 2)
@@ -376,7 +373,6 @@ def _consumer_wide(q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLo
     kv_bar, q_ready, do_ready, qdo_empty = bars
     b, n0, hkv, group_size, m_lo, n_m = coords
     lo_rel, hi_rel = window
-    flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2 = extras
     dtype: gl.constexpr = q_bufs.dtype
     QK_BOX: gl.constexpr = q_bufs.shape[3]
     QK_CHUNKS: gl.constexpr = HEAD_DIM // QK_BOX
@@ -415,19 +411,8 @@ def _consumer_wide(q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLo
         delta = gl.load(Delta + stats_row + cols)
         st = warpgroup_mma_wait(1, deps=(st_token, ))
         tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
-        slope_log2 = qk_scale_log2 * 0.0
-        if EXTRAS:
-            if (flags & FLAG_ALIBI) != 0:
-                slope_log2 = gl.load(AlibiSlopes + b.to(gl.int64) * stride_ab + hq) * LOG2E
-            if (flags & FLAG_SOFTCAP) != 0:
-                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                           pv_layout, BLOCK_N, BLOCK_M, True, True, False)
-            else:
-                pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                           pv_layout, BLOCK_N, BLOCK_M, False, True, False)
-        else:
-            pt, pt_op = _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, dtype,
-                                       pv_layout, BLOCK_N, BLOCK_M, False, False, False)
+        pt, pt_op = _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype, pv_layout, BLOCK_N, BLOCK_M,
+                                        EXTRAS, False)
         dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
         dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
         dst = pt * (dpt - gl.expand_dims(delta, 0))
