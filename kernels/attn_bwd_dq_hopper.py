@@ -35,8 +35,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, warpgroup_mma, \
     warpgroup_mma_wait
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_REVERSE, FLAG_SOFTCAP, FLAG_TOP_LEFT, FLAG_VARLEN, LOG2E,
-                                store_rows, tanh_approx, tma_load, window_bounds)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_REVERSE, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, sequence, store_rows,
+                                tanh_approx, tma_load, window_bounds)
 
 # A barrier of the partition's threads: thread_barrier in 3.6, barrier in newer releases.
 _thread_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
@@ -240,18 +240,7 @@ def attn_bwd_dq_hopper(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK
     # Sequence b: dense, rows from 0 of batch entry b; varlen, the tensors are [1, total, heads * d] and
     # its rows start at cu_seqlens[b] (a sequence longer than max_seqlen is cut to it, as in the Triton
     # kernels; the grid covers max_seqlen_q, so a shorter sequence's last query blocks have no rows).
-    varlen = (flags & FLAG_VARLEN) != 0
-    bc = b
-    q_start = b * 0
-    k_start = b * 0
-    sq = seqlen_q
-    sk = seqlen_k
-    if varlen:
-        bc = b * 0
-        q_start = gl.load(CuSeqlensQ + b)
-        k_start = gl.load(CuSeqlensK + b)
-        sq = gl.minimum(gl.load(CuSeqlensQ + b + 1) - q_start, seqlen_q)
-        sk = gl.minimum(gl.load(CuSeqlensK + b + 1) - k_start, seqlen_k)
+    bc, q_start, k_start, sq, sk = sequence(b, CuSeqlensQ, CuSeqlensK, seqlen_q, seqlen_k, flags)
     # The window rule (kernels/attn_common.py): row i sees key j when
     # i + diag + lo_rel <= j <= i + diag + hi_rel; the block's rows see keys [lo, hi).
     lo_rel, hi_rel = window_bounds(window_left, window_right)

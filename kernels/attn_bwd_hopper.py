@@ -67,7 +67,7 @@ from triton.experimental.gluon.language._core import builtin as _gluon_builtin
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, FLAG_VARLEN, LOG2E, store_rows, tanh_approx,
+from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, sequence, store_rows, tanh_approx,
                                 tma_load, window_bounds)
 
 
@@ -450,19 +450,7 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     # its rows start at cu_seqlens[b] (the grid covers max_seqlen_k keys: a shorter sequence's last key
     # blocks have no keys and no work; blocks reaching past a sequence's end read the next sequence's
     # rows, which are masked as keys, have lse = +inf as queries, and are not stored).
-    varlen = (flags & FLAG_VARLEN) != 0
-    bc = b
-    q_start = b * 0
-    k_start = b * 0
-    sq = seqlen_q
-    sk = seqlen_k
-    if varlen:
-        bc = b * 0
-        q_start = gl.load(CuSeqlensQ + b)
-        k_start = gl.load(CuSeqlensK + b)
-        # A sequence longer than max_seqlen is cut to it, as in the Triton kernels.
-        sq = gl.minimum(gl.load(CuSeqlensQ + b + 1) - q_start, seqlen_q)
-        sk = gl.minimum(gl.load(CuSeqlensK + b + 1) - k_start, seqlen_k)
+    bc, q_start, k_start, sq, sk = sequence(b, CuSeqlensQ, CuSeqlensK, seqlen_q, seqlen_k, flags)
     # The window rule (kernels/attn_common.py): row i sees key j when
     # i + diag + lo_rel <= j <= i + diag + hi_rel (causal: hi_rel = 0), so the rows from
     # n0 - diag - hi_rel to (the block's last key) - diag - lo_rel see some key of this block: the query

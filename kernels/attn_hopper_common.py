@@ -1,7 +1,7 @@
 """Pieces the Gluon kernels (kernels/attn_fwd_hopper.py, attn_bwd_hopper.py, attn_bwd_dq_hopper.py) share:
-the bits of `flags`, the window rule's bounds, the softcap's tanh and a masked tile store, in Gluon
-(Triton's attn_common.py holds the same for the Triton kernels, whose @triton.jit functions Gluon cannot
-call).
+the bits of `flags`, a sequence's rows, the window rule's bounds, the softcap's tanh and a masked tile
+store, in Gluon (Triton's attn_common.py holds the same for the Triton kernels, whose @triton.jit
+functions Gluon cannot call).
 
 Free of torch and driver calls: imported on a machine with no GPU.
 """
@@ -54,3 +54,22 @@ def store_rows(base, stride, row0, seqlen, col0, tile, layout: gl.constexpr, ROW
     cols = gl.arange(0, WIDTH, layout=gl.SliceLayout(0, layout))
     mask = gl.expand_dims(rows < seqlen, 1) & gl.expand_dims(cols < WIDTH, 0)
     gl.store(base + gl.expand_dims(rows.to(gl.int64), 1) * stride + col0 + gl.expand_dims(cols, 0), tile, mask=mask)
+
+
+@gluon.jit
+def sequence(b, CuSeqlensQ, CuSeqlensK, seqlen_q, seqlen_k, flags):
+    """Sequence b of a call: the view's batch coordinate, its first query and key rows, its lengths.
+    Dense: batch entry b, rows from 0. Varlen (FLAG_VARLEN): the tensors are [1, total, heads * d] and its
+    rows start at cu_seqlens[b]; a sequence longer than max_seqlen is cut to it, as in the Triton kernels."""
+    bc = b
+    q_start = b * 0
+    k_start = b * 0
+    sq = seqlen_q
+    sk = seqlen_k
+    if (flags & FLAG_VARLEN) != 0:
+        bc = b * 0
+        q_start = gl.load(CuSeqlensQ + b)
+        k_start = gl.load(CuSeqlensK + b)
+        sq = gl.minimum(gl.load(CuSeqlensQ + b + 1) - q_start, seqlen_q)
+        sk = gl.minimum(gl.load(CuSeqlensK + b + 1) - k_start, seqlen_k)
+    return bc, q_start, k_start, sq, sk
