@@ -353,8 +353,9 @@ typedef struct aotk_kernel_info {
  * It is persistent: at most one program per SM, each walking several query tiles, so aotk_kernel_info's grid
  * can be smaller than the number of tiles. For AOTK_OP_ATTN_BWD: the dK/dV pass has FlashAttention-3's
  * backward schedule (a TMA producer warp, two consumer warpgroups), one owner per output and bitwise
- * deterministic, unless AOTK_FEATURE_NONDETERMINISTIC is set too (dQ fused into it), at head dims 64, 128
- * and 256 (every backward but dropout); at 256 the dQ pass is warp-specialized too. */
+ * deterministic, unless AOTK_FEATURE_NONDETERMINISTIC is set too (dQ fused into it), at head dims 64, 128,
+ * 256 and (192, 128) (every backward but dropout); at 256 and (192, 128) the dQ pass is warp-specialized
+ * too. */
 #define AOTK_FEATURE_WARP_SPECIALIZED (1u << 10)
 /* Added in 0.4, AOTK_OP_ATTN_BWD only. The backward is not bitwise deterministic: one warp-specialized
  * pass computes dK, dV and dQ (5 matrix products per block instead of 7), adding each block's dQ into
