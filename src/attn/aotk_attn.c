@@ -596,19 +596,19 @@ static const char *family_name(int family) {
 
 /* Whether table row e is a variant of `family` for this problem, ignoring its tile config and head
  * dims. The helper families have no dtype, head dim, alignment or EXTRAS axis. */
-static bool variant_matches(const aotk__kernel_entry *e, int family, int arch, const aotk__attn_problem *problem) {
+static bool variant_matches(const aotk__kernel_entry *e, int family, int arch, const aotk__variant_key *key) {
   if (e->family != family || e->arch != arch) return false;
   if (family == AOTK__FAMILY_ATTN_DROPOUT_MASK || family == AOTK__FAMILY_ATTN_BWD_SINK_REDUCE) return true;
-  if (e->dtype != (int)problem->dtype || e->aligned != problem->aligned) return false;
+  if (e->dtype != (int)key->dtype || e->aligned != key->aligned) return false;
   /* The pre-pass and the fused backward's dQ cast see no scores: one variant serves every feature. */
   if (family == AOTK__FAMILY_ATTN_BWD_PREPROCESS || family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT) return true;
-  return e->extras == problem->extras;
+  return e->extras == key->extras;
 }
 
 /* Whether e's compiled head dims hold the problem's (0: the family has no such axis). */
-static bool dims_hold(const aotk__kernel_entry *e, const aotk__attn_problem *problem) {
-  return (e->head_dim_qk == 0 || e->head_dim_qk >= problem->head_dim_qk) &&
-         (e->head_dim_v == 0 || e->head_dim_v >= problem->head_dim_v);
+static bool dims_hold(const aotk__kernel_entry *e, const aotk__variant_key *key) {
+  return (e->head_dim_qk == 0 || e->head_dim_qk >= key->head_dim_qk) &&
+         (e->head_dim_v == 0 || e->head_dim_v >= key->head_dim_v);
 }
 
 aotk_status aotk__check_row_runs(int row, aotk__image_kind kind, const aotk__device_info *device) {
@@ -624,7 +624,7 @@ aotk_status aotk__check_row_runs(int row, aotk__image_kind kind, const aotk__dev
   return AOTK_OK;
 }
 
-aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, int64_t size_key,
+aotk_status aotk__choose_kernel(int family, const aotk__variant_key *key, int64_t size_key,
                                 const aotk__device_info *device, int *row, aotk__image_kind *kind) {
   int arch;
   aotk_status status = aotk__choose_target(device, &arch, kind);
@@ -634,14 +634,14 @@ aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, i
   int dims = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (!variant_matches(e, family, arch, problem) || !dims_hold(e, problem)) continue;
+    if (!variant_matches(e, family, arch, key) || !dims_hold(e, key)) continue;
     const aotk__kernel_entry *d = dims < 0 ? NULL : &aotk__kernel_table[dims];
     if (d == NULL || e->head_dim_qk + e->head_dim_v < d->head_dim_qk + d->head_dim_v) dims = i;
   }
   int best = -1;
   for (int i = 0; dims >= 0 && i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (!variant_matches(e, family, arch, problem) || e->head_dim_qk != aotk__kernel_table[dims].head_dim_qk ||
+    if (!variant_matches(e, family, arch, key) || e->head_dim_qk != aotk__kernel_table[dims].head_dim_qk ||
         e->head_dim_v != aotk__kernel_table[dims].head_dim_v || e->min_seqlen > size_key) {
       continue;
     }
@@ -650,9 +650,9 @@ aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, i
   if (best < 0) {
     return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT,
                       "no sm_%d %s kernel for %s, head dims %lld/%lld, %s inputs%s in this build%s%s%s", arch,
-                      family_name(family), aotk__dtype_name(problem->dtype), (long long)problem->head_dim_qk,
-                      (long long)problem->head_dim_v, problem->aligned ? "16-byte-aligned" : "unaligned",
-                      problem->extras ? " with softcap/ALiBi/dropout" : "",
+                      family_name(family), aotk__dtype_name(key->dtype), (long long)key->head_dim_qk,
+                      (long long)key->head_dim_v, key->aligned ? "16-byte-aligned" : "unaligned",
+                      key->extras ? " with softcap/ALiBi/dropout" : "",
                       aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter,
                       aotk__kernel_filter[0] ? ")" : "");
   }
@@ -896,6 +896,12 @@ static bool tma_view_ok(const aotk_tensor *t) {
   return t->strides[0] % 8 == 0 && t->strides[0] >= t->shape[1] * t->strides[1] && t->strides[0] < limit;
 }
 
+/* The problem's variant axes, as the kernel table is keyed. */
+static aotk__variant_key variant_key(const aotk__attn_problem *problem) {
+  aotk__variant_key key = {problem->dtype, problem->head_dim_qk, problem->head_dim_v, problem->aligned, problem->extras};
+  return key;
+}
+
 /* The table row of a TMA family (the Triton TMA forward, or one of the warp-specialized Gluon kernels)
  * for this problem on this device, or -1: sm_90 cubins, a layout that TMA can read (dense, or varlen for
  * the Gluon kernels), and a kernel compiled for exactly the problem's head dims (a wider box would reach
@@ -917,10 +923,11 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
       !tma_view_ok(&problem->dout)) {
     return -1;
   }
+  const aotk__variant_key key = variant_key(problem);
   int best = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (!variant_matches(e, family, arch, problem) || e->head_dim_qk != problem->head_dim_qk ||
+    if (!variant_matches(e, family, arch, &key) || e->head_dim_qk != problem->head_dim_qk ||
         e->head_dim_v != problem->head_dim_v || e->min_seqlen > size_key || e->cubin.raw_bytes == 0 ||
         e->shared_bytes > plan->device.max_shared_bytes) {
       continue;
@@ -939,6 +946,7 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
 static bool hopper_kernels_cover(const aotk__attn_problem *problem) { return problem->dropout_p == 0.0f; }
 
 static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) {
+  const aotk__variant_key key = variant_key(problem);
   aotk_status status = AOTK_OK;
   int tma_row = -1;
   /* Without a causal mask the tiles are equal and three consumer warpgroups (192-row tiles, d=64 only)
@@ -958,12 +966,12 @@ static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) 
     plan->rows[0] = tma_row;
     plan->kind = AOTK__IMAGE_CUBIN;
   } else {
-    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD, problem, fwd_size_key(problem), &plan->device, &plan->rows[0],
+    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD, &key, fwd_size_key(problem), &plan->device, &plan->rows[0],
                                  &plan->kind);
   }
   plan->count = 1;
   if (status == AOTK_OK && problem->write_dropout_mask) {
-    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DROPOUT_MASK, problem, problem->seqlen_q, &plan->device,
+    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DROPOUT_MASK, &key, problem->seqlen_q, &plan->device,
                                  &plan->rows[1], &plan->kind);
     plan->count = 2;
   }
@@ -1333,6 +1341,7 @@ static aotk_status check_workspace(const aotk__attn_problem *problem, const attn
  * call, its fused form computes dQ too, into an fp32 accumulator that a cast pass then writes into dq
  * (rows[2] is then the cast). */
 static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) {
+  const aotk__variant_key key = variant_key(problem);
   aotk_status status;
   plan->count = 3;
   const bool covered = hopper_kernels_cover(problem);
@@ -1351,20 +1360,20 @@ static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) 
      * head dims (it takes the Triton pass's place and arguments, and the same one owner per row). */
     if (hopper_row >= 0) dq_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, problem, plan, problem->seqlen_q);
   }
-  if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_PREPROCESS, problem, problem->seqlen_q, &plan->device,
+  if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_PREPROCESS, &key, problem->seqlen_q, &plan->device,
                                     &plan->rows[0], &plan->kind)) != AOTK_OK ||
       (hopper_row < 0 &&
-       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DKDV, problem, problem->seqlen_k, &plan->device,
+       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DKDV, &key, problem->seqlen_k, &plan->device,
                                      &plan->rows[1], &plan->kind)) != AOTK_OK) ||
       (dq_row < 0 &&
-       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DQ, problem, problem->seqlen_q, &plan->device,
+       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DQ, &key, problem->seqlen_q, &plan->device,
                                      &plan->rows[2], &plan->kind)) != AOTK_OK)) {
     return status;
   }
   if (hopper_row >= 0) plan->rows[1] = hopper_row;
   if (dq_row >= 0) plan->rows[2] = dq_row;
   if (problem->dsinks) {
-    if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, problem, problem->seqlen_q, &plan->device,
+    if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, &key, problem->seqlen_q, &plan->device,
                                       &plan->rows[3], &plan->kind)) != AOTK_OK) {
       return status;
     }

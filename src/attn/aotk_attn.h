@@ -47,9 +47,18 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
 aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
                                     aotk__attn_problem *problem);
 
-/* The table row and image kind that kernel `family` runs for `problem` on `device`; `size_key` is the
+/* What a kernel is chosen on beside its family and target: the table's variant axes. A family without
+ * an axis leaves it 0 (its rows say 0). */
+typedef struct aotk__variant_key {
+  aotk_dtype dtype;
+  int64_t head_dim_qk, head_dim_v; /* the problem's; a row is chosen whose compiled dims hold them */
+  int aligned;                     /* the tensors meet aotk__tensor_aligned16 */
+  int extras;                      /* softcap, ALiBi or dropout: the EXTRAS rows */
+} aotk__variant_key;
+
+/* The table row and image kind that kernel `family` runs for `key` on `device`; `size_key` is the
  * length the family's tuning is keyed on (seqlen_k for the dK/dV pass, seqlen_q otherwise). */
-aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, int64_t size_key,
+aotk_status aotk__choose_kernel(int family, const aotk__variant_key *key, int64_t size_key,
                                 const aotk__device_info *device, int *row, aotk__image_kind *kind);
 
 /* Pieces the selection-attention entry points (src/sel/aotk_sel.c) share with these. */
