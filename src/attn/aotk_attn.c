@@ -1,11 +1,11 @@
-/* The attention API: argument validation, kernel choice from the generated table, and the launch.
+/* The attention API: argument validation, the plan (which kernels, from the generated table, through
+ * src/runtime/aotk_launch.c), and the launch.
  *
  * A call validates everything before it touches the driver, so a bad argument gets the same status on
  * a machine with no GPU as on one with a GPU, and nothing is launched or written. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -14,111 +14,15 @@
 #include "aotk_error.h"
 #include "aotk_image.h"
 #include "aotk_kernel_table.h"
+#include "aotk_launch.h"
+#include "aotk_tensor_validate.h"
 
-/* Kernel offsets inside one batch entry are 32-bit (cheap address arithmetic in the inner loop);
- * rows past the end of a block are addressed (masked) up to this many rows beyond the length. */
-#define AOTK__INT32_SPAN_LIMIT ((int64_t)INT32_MAX)
+/* Rows past the end of a block are addressed (masked) up to this many rows beyond the length (offsets
+ * inside one batch entry are 32-bit: AOTK__INT32_SPAN_LIMIT). */
 #define AOTK__MAX_BLOCK_ROWS 256
 /* The smallest struct_size accepted: the struct as release 0.1 defines it. When fields are added,
  * this stays the 0.1 size and the new fields read as zero for callers built against 0.1. */
 #define AOTK__ATTN_PARAMS_FIRST_BYTES offsetof(aotk_attn_params, cu_seqlens_q)
-
-static _Atomic int image_policy = AOTK_IMAGE_POLICY_AUTO;
-
-aotk_status aotk_set_image_policy(aotk_image_policy policy) {
-  aotk__clear_error();
-  if (policy != AOTK_IMAGE_POLICY_AUTO && policy != AOTK_IMAGE_POLICY_SM80_PTX) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "policy = %d is not an aotk_image_policy", (int)policy);
-  }
-  atomic_store(&image_policy, (int)policy);
-  return AOTK_OK;
-}
-
-static int dtype_bytes(aotk_dtype dtype) {
-  switch (dtype) {
-    case AOTK_DTYPE_FLOAT16:
-    case AOTK_DTYPE_BFLOAT16:
-      return 2;
-    case AOTK_DTYPE_FLOAT32:
-    case AOTK_DTYPE_INT32:
-      return 4;
-    case AOTK_DTYPE_INT64:
-      return 8;
-    case AOTK_DTYPE_UINT8:
-      return 1;
-  }
-  return 0;
-}
-
-const char *aotk__dtype_name(aotk_dtype dtype) {
-  switch (dtype) {
-    case AOTK_DTYPE_FLOAT16:
-      return "float16";
-    case AOTK_DTYPE_BFLOAT16:
-      return "bfloat16";
-    case AOTK_DTYPE_FLOAT32:
-      return "float32";
-    case AOTK_DTYPE_INT32:
-      return "int32";
-    case AOTK_DTYPE_INT64:
-      return "int64";
-    case AOTK_DTYPE_UINT8:
-      return "uint8";
-  }
-  return "unknown";
-}
-
-/* Checks what a tensor must satisfy on its own: data, rank, positive sizes, a contiguous last
- * dimension, non-negative strides, element alignment, and a byte span that fits in int64 and in the
- * address space after data, its one-past-the-end address included (fuzz_api found a uint8 mask at
- * 0xffffffffffffffff accepted, then, once spans past the end were refused, the same mask with one
- * byte: its end wraps to 0, which no caller's allocation can have). */
-aotk_status aotk__check_tensor(const aotk_tensor *t, const char *name, int rank, const char *layout) {
-  if (t->data == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "%s.data is NULL", name);
-  int element_bytes = dtype_bytes(t->dtype);
-  if (element_bytes == 0) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %d is not an aotk_dtype", name, (int)t->dtype);
-  }
-  if (t->rank != rank) {
-    return aotk__fail(AOTK_ERROR_RANK, "%s.rank = %d, expected %d (%s)", name, (int)t->rank, rank, layout);
-  }
-  for (int i = 0; i < rank; i++) {
-    if (t->shape[i] <= 0) {
-      return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "%s.shape[%d] = %lld (%s): sizes must be >= 1", name, i,
-                        (long long)t->shape[i], layout);
-    }
-  }
-  if (t->strides[rank - 1] != 1) {
-    return aotk__fail(AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "%s.strides[%d] = %lld: the last dimension must be contiguous",
-                      name, rank - 1, (long long)t->strides[rank - 1]);
-  }
-  int64_t last_offset = 0;
-  for (int i = 0; i < rank; i++) {
-    if (t->strides[i] < 0) {
-      return aotk__fail(AOTK_ERROR_NEGATIVE_STRIDE, "%s.strides[%d] = %lld is negative", name, i,
-                        (long long)t->strides[i]);
-    }
-    int64_t term;
-    if (__builtin_mul_overflow(t->shape[i] - 1, t->strides[i], &term) ||
-        __builtin_add_overflow(last_offset, term, &last_offset)) {
-      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: the offset of its last element overflows int64", name);
-    }
-  }
-  int64_t span_bytes;
-  if (__builtin_add_overflow(last_offset, 1, &span_bytes) ||
-      __builtin_mul_overflow(span_bytes, (int64_t)element_bytes, &span_bytes)) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: its byte span overflows int64", name);
-  }
-  if ((uint64_t)span_bytes > (uint64_t)(UINTPTR_MAX - (uintptr_t)t->data)) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s.data = %p: its %lld bytes run past the end of the address space",
-                      name, t->data, (long long)span_bytes);
-  }
-  if ((uintptr_t)t->data % (uintptr_t)element_bytes != 0) {
-    return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER, "%s.data = %p is not aligned to its %d-byte elements", name,
-                      t->data, element_bytes);
-  }
-  return AOTK_OK;
-}
 
 /* The kernels index within one batch entry with 32-bit offsets, and address (masked) up to
  * AOTK__MAX_BLOCK_ROWS rows past the end of the sequence dimension `sequence_dim`. */
@@ -137,26 +41,7 @@ static aotk_status check_batch_span(const aotk_tensor *t, const char *name, int 
   return AOTK_OK;
 }
 
-aotk_status aotk__check_output_strides(const aotk_tensor *t, const char *name) {
-  for (int i = 0; i < t->rank; i++) {
-    if (t->shape[i] > 1 && t->strides[i] == 0) {
-      return aotk__fail(AOTK_ERROR_INVALID_VALUE,
-                        "%s.strides[%d] = 0 with shape[%d] = %lld: output elements would overwrite each other", name,
-                        i, i, (long long)t->shape[i]);
-    }
-  }
-  return AOTK_OK;
-}
-
 static int64_t blocks(int64_t length, int32_t block) { return (length + block - 1) / block; }
-
-bool aotk__tensor_aligned16(const aotk_tensor *t) {
-  if ((uintptr_t)t->data % 16 != 0) return false;
-  for (int i = 0; i < t->rank - 1; i++) {
-    if (t->strides[i] % 16 != 0) return false;
-  }
-  return true;
-}
 
 static const char *const q_layout = "[batch, seqlen_q, heads_q, head_dim_qk]";
 static const char *const k_layout = "[batch, seqlen_k, heads_kv, head_dim_qk]";
@@ -249,48 +134,6 @@ static const tensor_rule k_rule = {"k", k_layout, varlen_k_layout, {SIZE_BATCH, 
 static const tensor_rule v_rule = {"v", v_layout, varlen_v_layout, {SIZE_BATCH, SIZE_SEQ_K, SIZE_HEADS_KV, SIZE_DIM_V}, 0};
 static const tensor_rule out_rule = {"out", out_layout, varlen_out_layout,
                                      {SIZE_BATCH, SIZE_SEQ_Q, SIZE_HEADS_Q, SIZE_DIM_V}, 1};
-
-aotk_status aotk__check_fp32_vector(const aotk_tensor *t, const char *name, int64_t heads_q, int64_t batch,
-                                     int allow_batch, int64_t *batch_stride) {
-  aotk_status status;
-  if (allow_batch && t->rank == 2) {
-    if ((status = aotk__check_tensor(t, name, 2, "[batch, heads_q]")) != AOTK_OK) return status;
-    if (t->shape[0] != batch) {
-      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[0] = %lld but batch = %lld", name, (long long)t->shape[0],
-                        (long long)batch);
-    }
-    *batch_stride = t->strides[0];
-  } else {
-    if ((status = aotk__check_tensor(t, name, 1, allow_batch ? "[heads_q] or [batch, heads_q]" : "[heads_q]")) != AOTK_OK) {
-      return status;
-    }
-    *batch_stride = 0;
-  }
-  if (t->dtype != AOTK_DTYPE_FLOAT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; it is float32", name, aotk__dtype_name(t->dtype));
-  }
-  if (t->shape[t->rank - 1] != heads_q) {
-    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[%d] = %lld but heads_q = %lld", name, t->rank - 1,
-                      (long long)t->shape[t->rank - 1], (long long)heads_q);
-  }
-  if ((*batch_stride > 0 ? (batch - 1) * *batch_stride : 0) + heads_q > AOTK__INT32_SPAN_LIMIT) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s spans more than 2^31 elements", name);
-  }
-  return AOTK_OK;
-}
-
-aotk_status aotk__check_cu_seqlens(const aotk_tensor *t, const char *name) {
-  aotk_status status = aotk__check_tensor(t, name, 1, "[num_seqs + 1]");
-  if (status != AOTK_OK) return status;
-  if (t->dtype != AOTK_DTYPE_INT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; cu_seqlens are int32", name, aotk__dtype_name(t->dtype));
-  }
-  if (t->shape[0] < 2) {
-    return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "%s.shape[0] = %lld: it holds num_seqs + 1 >= 2 offsets", name,
-                      (long long)t->shape[0]);
-  }
-  return AOTK_OK;
-}
 
 /* The dropout keep threshold: an element is kept when its 32-bit random word is >= this. */
 static uint32_t dropout_threshold(float p) {
@@ -529,139 +372,6 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   return AOTK_OK;
 }
 
-/* Which image a device runs: the sm_90a cubins only on sm_90 itself (arch-specific code), the sm_80
- * cubins on sm_8x, and the sm_80 PTX, JIT-compiled by the driver, on anything newer. */
-aotk_status aotk__choose_target(const aotk__device_info *device, int *arch, aotk__image_kind *kind) {
-  int cc = device->compute_capability;
-  *arch = 0;
-  *kind = AOTK__IMAGE_CUBIN;
-  if (cc < 80) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_ARCH, "the GPU is sm_%d; aotk's kernels need sm_80 or newer", cc);
-  }
-  if (atomic_load(&image_policy) == AOTK_IMAGE_POLICY_SM80_PTX) {
-    *arch = 80;
-    *kind = AOTK__IMAGE_PTX;
-  } else if (cc == 90) {
-    *arch = 90;
-    *kind = AOTK__IMAGE_CUBIN;
-  } else if (cc < 90) {
-    *arch = 80;
-    *kind = AOTK__IMAGE_CUBIN;
-  } else {
-    *arch = 80;
-    *kind = AOTK__IMAGE_PTX;
-  }
-  return AOTK_OK;
-}
-
-static const char *family_name(int family) {
-  switch (family) {
-    case AOTK__FAMILY_ATTN_FWD:
-      return "attn_fwd";
-    case AOTK__FAMILY_ATTN_FWD_TMA:
-      return "attn_fwd_tma";
-    case AOTK__FAMILY_ATTN_FWD_HOPPER:
-      return "attn_fwd_hopper";
-    case AOTK__FAMILY_ATTN_FWD_HOPPER_WG3:
-      return "attn_fwd_hopper_wg3";
-    case AOTK__FAMILY_ATTN_BWD_PREPROCESS:
-      return "attn_bwd_preprocess";
-    case AOTK__FAMILY_ATTN_BWD_DKDV:
-      return "attn_bwd_dkdv";
-    case AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER:
-      return "attn_bwd_dkdv_hopper";
-    case AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER:
-      return "attn_bwd_fused_hopper";
-    case AOTK__FAMILY_ATTN_BWD_DQ_CONVERT:
-      return "attn_bwd_dq_convert";
-    case AOTK__FAMILY_ATTN_BWD_DQ:
-      return "attn_bwd_dq";
-    case AOTK__FAMILY_ATTN_BWD_DQ_HOPPER:
-      return "attn_bwd_dq_hopper";
-    case AOTK__FAMILY_ATTN_DROPOUT_MASK:
-      return "attn_dropout_mask";
-    case AOTK__FAMILY_ATTN_BWD_SINK_REDUCE:
-      return "attn_bwd_sink_reduce";
-    case AOTK__FAMILY_ATTN_DECODE:
-      return "attn_decode";
-    case AOTK__FAMILY_ATTN_DECODE_PAGED:
-      return "attn_decode_paged";
-    case AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS:
-      return "attn_decode_paged_blocks";
-    case AOTK__FAMILY_ATTN_MERGE:
-      return "attn_merge";
-  }
-  return "unknown";
-}
-
-/* Whether table row e is a variant of `family` for this problem, ignoring its tile config and head
- * dims. The helper families have no dtype, head dim, alignment or EXTRAS axis. */
-static bool variant_matches(const aotk__kernel_entry *e, int family, int arch, const aotk__variant_key *key) {
-  if (e->family != family || e->arch != arch) return false;
-  if (family == AOTK__FAMILY_ATTN_DROPOUT_MASK || family == AOTK__FAMILY_ATTN_BWD_SINK_REDUCE) return true;
-  if (e->dtype != (int)key->dtype || e->aligned != key->aligned) return false;
-  /* The pre-pass and the fused backward's dQ cast see no scores: one variant serves every feature. */
-  if (family == AOTK__FAMILY_ATTN_BWD_PREPROCESS || family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT) return true;
-  return e->extras == key->extras;
-}
-
-/* Whether e's compiled head dims hold the problem's (0: the family has no such axis). */
-static bool dims_hold(const aotk__kernel_entry *e, const aotk__variant_key *key) {
-  return (e->head_dim_qk == 0 || e->head_dim_qk >= key->head_dim_qk) &&
-         (e->head_dim_v == 0 || e->head_dim_v >= key->head_dim_v);
-}
-
-aotk_status aotk__check_row_runs(int row, aotk__image_kind kind, const aotk__device_info *device) {
-  const aotk__kernel_entry *e = &aotk__kernel_table[row];
-  if ((kind == AOTK__IMAGE_PTX ? e->ptx.raw_bytes : e->cubin.raw_bytes) == 0) {
-    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT, "sm_%d %s has no %s image in this build", e->arch, e->name,
-                      kind == AOTK__IMAGE_PTX ? "PTX" : "cubin");
-  }
-  if (e->shared_bytes > device->max_shared_bytes) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_ARCH, "%s needs %d bytes of shared memory; the GPU (sm_%d) allows %d",
-                      e->name, e->shared_bytes, device->compute_capability, device->max_shared_bytes);
-  }
-  return AOTK_OK;
-}
-
-aotk_status aotk__choose_kernel(int family, const aotk__variant_key *key, int64_t size_key,
-                                const aotk__device_info *device, int *row, aotk__image_kind *kind) {
-  int arch;
-  aotk_status status = aotk__choose_target(device, &arch, kind);
-  if (status != AOTK_OK) return status;
-  /* First the smallest compiled head-dim pair that holds the problem's; then, among that pair's
-   * configs, the tuning rule: the one with the largest min_seqlen that the size key reaches. */
-  int dims = -1;
-  for (int i = 0; i < aotk__kernel_count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (!variant_matches(e, family, arch, key) || !dims_hold(e, key)) continue;
-    const aotk__kernel_entry *d = dims < 0 ? NULL : &aotk__kernel_table[dims];
-    if (d == NULL || e->head_dim_qk + e->head_dim_v < d->head_dim_qk + d->head_dim_v) dims = i;
-  }
-  int best = -1;
-  for (int i = 0; dims >= 0 && i < aotk__kernel_count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (!variant_matches(e, family, arch, key) || e->head_dim_qk != aotk__kernel_table[dims].head_dim_qk ||
-        e->head_dim_v != aotk__kernel_table[dims].head_dim_v || e->min_seqlen > size_key) {
-      continue;
-    }
-    if (best < 0 || e->min_seqlen > aotk__kernel_table[best].min_seqlen) best = i;
-  }
-  if (best < 0) {
-    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT,
-                      "no sm_%d %s kernel for %s, head dims %lld/%lld, %s inputs%s in this build%s%s%s", arch,
-                      family_name(family), aotk__dtype_name(key->dtype), (long long)key->head_dim_qk,
-                      (long long)key->head_dim_v, key->aligned ? "16-byte-aligned" : "unaligned",
-                      key->extras ? " with softcap/ALiBi/dropout" : "",
-                      aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter,
-                      aotk__kernel_filter[0] ? ")" : "");
-  }
-  if ((status = aotk__check_row_runs(best, *kind, device)) != AOTK_OK) return status;
-  *row = best;
-  return AOTK_OK;
-}
-
-
 /* The Gluon forward: two consumer warpgroups (128-row tiles), or three at d=64 (192-row tiles). */
 static bool is_hopper_fwd(int family) {
   return family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
@@ -685,69 +395,6 @@ static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel
   if (warp_specialized) f |= AOTK_FEATURE_WARP_SPECIALIZED;
   if (e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER) f |= AOTK_FEATURE_NONDETERMINISTIC;
   return f;
-}
-
-void aotk__fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t grid, size_t workspace_bytes,
-                     int32_t launches, uint32_t features, aotk_kernel_info *info) {
-  size_t size = info->struct_size < sizeof *info ? info->struct_size : sizeof *info;
-  aotk_kernel_info full;
-  memset(&full, 0, sizeof full);
-  full.struct_size = info->struct_size;
-  snprintf(full.kernel_name, sizeof full.kernel_name, "%s", e->name);
-  full.arch = e->arch;
-  full.from_ptx = kind == AOTK__IMAGE_PTX;
-  full.num_warps = e->num_warps;
-  full.shared_bytes = e->shared_bytes;
-  full.block_m = e->block_m;
-  full.block_n = e->block_n;
-  full.aligned = e->aligned;
-  full.grid = grid;
-  full.workspace_bytes = workspace_bytes;
-  full.launches = launches;
-  full.head_dim_qk = e->head_dim_qk;
-  full.head_dim_v = e->head_dim_v;
-  full.features = features;
-  full.num_splits = 1;
-  memcpy(info, &full, size);
-}
-
-/* Loads the kernels of `rows` (checking each row's parameter kinds against what its launcher packs)
- * before anything is launched, so that a call that fails to load launches nothing. */
-aotk_status aotk__load_rows(const aotk__driver *driver, const int *rows, const char *const *param_kinds, int count,
-                             aotk__image_kind kind, CUdevice device, CUkernel *kernels) {
-  for (int i = 0; i < count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[rows[i]];
-    if (strcmp(e->param_kinds, param_kinds[i]) != 0) {
-      return aotk__fail(AOTK_ERROR_INTERNAL, "%s takes parameters \"%s\"; the launcher packs \"%s\"", e->name,
-                        e->param_kinds, param_kinds[i]);
-    }
-    aotk_status status = aotk__kernel_get(driver, rows[i], kind, device, &kernels[i]);
-    if (status != AOTK_OK) return status;
-  }
-  return AOTK_OK;
-}
-
-/* Launches table row `row`'s loaded `kernel` with `args`, one per parameter kind, followed by
- * Triton's two scratch pointers (NULL: the generator admits no kernel that needs them). */
-aotk_status aotk__launch_row(const aotk__driver *driver, int row, CUkernel kernel, size_t count, void **args,
-                              int64_t grid, aotk_stream stream) {
-  enum { MAX_ARGS = 128 };
-  const aotk__kernel_entry *e = &aotk__kernel_table[row];
-  if (count + 2 > MAX_ARGS) return aotk__fail(AOTK_ERROR_INTERNAL, "%s: too many parameters", e->name);
-  CUdeviceptr global_scratch = 0, profile_scratch = 0;
-  void *all_args[MAX_ARGS];
-  memcpy(all_args, args, count * sizeof *args);
-  all_args[count] = &global_scratch;
-  all_args[count + 1] = &profile_scratch;
-  CUresult result = driver->cuLaunchKernel((CUfunction)(void *)kernel, (unsigned)grid, 1, 1,
-                                           32u * (unsigned)e->num_warps, 1, 1, (unsigned)e->shared_bytes,
-                                           (CUstream)stream, all_args, NULL);
-  if (result != CUDA_SUCCESS) {
-    char what[160];
-    snprintf(what, sizeof what, "cuLaunchKernel(%s)", e->name);
-    return aotk__cuda_failure(driver, result, what);
-  }
-  return AOTK_OK;
 }
 
 /* Kernel parameters, in the catalog's order (codegen/aotk_catalog.py). "lii" is one tensor's
@@ -927,7 +574,7 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
   int best = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (!variant_matches(e, family, arch, &key) || e->head_dim_qk != problem->head_dim_qk ||
+    if (!aotk__variant_matches(e, family, arch, &key) || e->head_dim_qk != problem->head_dim_qk ||
         e->head_dim_v != problem->head_dim_v || e->min_seqlen > size_key || e->cubin.raw_bytes == 0 ||
         e->shared_bytes > plan->device.max_shared_bytes) {
       continue;
@@ -995,7 +642,7 @@ typedef struct packed_descriptor {
 static aotk_status encode_descriptor(const aotk__driver *driver, const aotk_tensor *t, const aotk__tma_layout *layout,
                                      const char *name, packed_descriptor *d) {
   memset(d, 0, sizeof *d);
-  const int64_t element_bytes = dtype_bytes(t->dtype);
+  const int64_t element_bytes = aotk__dtype_bytes(t->dtype);
   const int64_t row_elements = t->shape[2] * t->shape[3];
   const int64_t batch_stride = t->shape[0] == 1 ? t->shape[1] * t->strides[1] : t->strides[0];
   d->shape[0] = (int32_t)t->shape[0], d->shape[1] = (int32_t)t->shape[1], d->shape[2] = (int32_t)row_elements;
@@ -1589,51 +1236,5 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
     aotk__fill_info(e, plan.kind, blocks(problem.seqlen_k, e->block_n) * problem.batch * problem.heads_kv,
                     bwd_workspace_bytes(&problem, &plan), plan.count, problem_features(&problem, e), info);
   }
-  return AOTK_OK;
-}
-
-aotk_status aotk_preload(void) {
-  aotk__clear_error();
-  const aotk__driver *driver;
-  attn_plan plan;
-  aotk_status status = plan_device(&plan, &driver, NULL);
-  if (status != AOTK_OK) return status;
-  int arch;
-  aotk__image_kind kind;
-  if ((status = aotk__choose_target(&plan.device, &arch, &kind)) != AOTK_OK) return status;
-  for (int i = 0; i < aotk__kernel_count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->arch != arch || e->shared_bytes > plan.device.max_shared_bytes) continue;
-    CUkernel kernel;
-    if ((status = aotk__kernel_get(driver, i, kind, plan.device.device, &kernel)) != AOTK_OK) return status;
-  }
-  return AOTK_OK;
-}
-
-aotk_status aotk_get_build_info(aotk_build_info *info) {
-  aotk__clear_error();
-  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
-  if (info->struct_size < sizeof(size_t)) {
-    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_BUILD_INFO_INIT)", info->struct_size);
-  }
-  aotk_build_info full;
-  memset(&full, 0, sizeof full);
-  full.struct_size = info->struct_size;
-  full.triton_version = aotk__triton_version;
-  full.ptxas_version = aotk__ptxas_version;
-  full.catalog_kernels = aotk__catalog_kernel_count;
-  for (int i = 0; i < aotk__kernel_count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    int64_t bytes = (int64_t)e->cubin.compressed_bytes + (int64_t)e->ptx.compressed_bytes;
-    if (e->arch == 80) {
-      full.kernels_sm80++;
-      full.image_bytes_sm80 += bytes;
-    } else if (e->arch == 90) {
-      full.kernels_sm90++;
-      full.image_bytes_sm90 += bytes;
-    }
-  }
-  size_t size = info->struct_size < sizeof full ? info->struct_size : sizeof full;
-  memcpy(info, &full, size);
   return AOTK_OK;
 }

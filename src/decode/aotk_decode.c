@@ -8,11 +8,12 @@
 #include <string.h>
 
 #include "aotk.h"
-#include "aotk_attn.h"
 #include "aotk_driver.h"
 #include "aotk_error.h"
 #include "aotk_image.h"
 #include "aotk_kernel_table.h"
+#include "aotk_launch.h"
+#include "aotk_tensor_validate.h"
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
