@@ -1,4 +1,5 @@
-/* Internal interface of the attention entry points, shared with the self-test and the tests. */
+/* Dense attention's internal interface: the validated problem, which aotk_attn_validate.c fills and
+ * aotk_attn.c plans and launches. */
 #ifndef AOTK_ATTN_H
 #define AOTK_ATTN_H
 
@@ -43,5 +44,11 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
 /* The backward's validation: the forward's, plus dout, dq, dk, dv, a required lse and the flag. */
 aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
                                     aotk__attn_problem *problem);
+
+/* The backward's workspace rows per (batch, head): seqlen_q padded to a multiple of 128 (aotk_attn.c
+ * lays the workspace out), and the pre-pass's rows per program; validation bounds the pre-pass grid
+ * with both. */
+#define AOTK__ATTN_BWD_PREPROCESS_BLOCK_M 64
+int64_t aotk__attn_bwd_stats_stride(const aotk__attn_problem *problem);
 
 #endif /* AOTK_ATTN_H */
