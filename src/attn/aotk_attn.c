@@ -1,11 +1,12 @@
-/* The attention API: argument validation, kernel choice from the generated table, and the launch.
+/* The attention API: the plan (which kernels, from the generated table, through
+ * src/runtime/aotk_launch.c), the packed arguments and the launch, and the query.
  *
- * A call validates everything before it touches the driver, so a bad argument gets the same status on
- * a machine with no GPU as on one with a GPU, and nothing is launched or written. */
+ * A call validates everything (aotk_attn_validate.c) before it touches the driver, so a bad argument
+ * gets the same status on a machine with no GPU as on one with a GPU, and nothing is launched or
+ * written. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -14,653 +15,16 @@
 #include "aotk_error.h"
 #include "aotk_image.h"
 #include "aotk_kernel_table.h"
-
-/* Kernel offsets inside one batch entry are 32-bit (cheap address arithmetic in the inner loop);
- * rows past the end of a block are addressed (masked) up to this many rows beyond the length. */
-#define AOTK__INT32_SPAN_LIMIT ((int64_t)INT32_MAX)
-#define AOTK__MAX_BLOCK_ROWS 256
-/* The smallest struct_size accepted: the struct as release 0.1 defines it. When fields are added,
- * this stays the 0.1 size and the new fields read as zero for callers built against 0.1. */
-#define AOTK__ATTN_PARAMS_FIRST_BYTES offsetof(aotk_attn_params, cu_seqlens_q)
-
-static _Atomic int image_policy = AOTK_IMAGE_POLICY_AUTO;
-
-aotk_status aotk_set_image_policy(aotk_image_policy policy) {
-  aotk__clear_error();
-  if (policy != AOTK_IMAGE_POLICY_AUTO && policy != AOTK_IMAGE_POLICY_SM80_PTX) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "policy = %d is not an aotk_image_policy", (int)policy);
-  }
-  atomic_store(&image_policy, (int)policy);
-  return AOTK_OK;
-}
-
-static int dtype_bytes(aotk_dtype dtype) {
-  switch (dtype) {
-    case AOTK_DTYPE_FLOAT16:
-    case AOTK_DTYPE_BFLOAT16:
-      return 2;
-    case AOTK_DTYPE_FLOAT32:
-    case AOTK_DTYPE_INT32:
-      return 4;
-    case AOTK_DTYPE_INT64:
-      return 8;
-    case AOTK_DTYPE_UINT8:
-      return 1;
-  }
-  return 0;
-}
-
-const char *aotk__dtype_name(aotk_dtype dtype) {
-  switch (dtype) {
-    case AOTK_DTYPE_FLOAT16:
-      return "float16";
-    case AOTK_DTYPE_BFLOAT16:
-      return "bfloat16";
-    case AOTK_DTYPE_FLOAT32:
-      return "float32";
-    case AOTK_DTYPE_INT32:
-      return "int32";
-    case AOTK_DTYPE_INT64:
-      return "int64";
-    case AOTK_DTYPE_UINT8:
-      return "uint8";
-  }
-  return "unknown";
-}
-
-/* Checks what a tensor must satisfy on its own: data, rank, positive sizes, a contiguous last
- * dimension, non-negative strides, element alignment, and a byte span that fits in int64 and in the
- * address space after data, its one-past-the-end address included (fuzz_api found a uint8 mask at
- * 0xffffffffffffffff accepted, then, once spans past the end were refused, the same mask with one
- * byte: its end wraps to 0, which no caller's allocation can have). */
-aotk_status aotk__check_tensor(const aotk_tensor *t, const char *name, int rank, const char *layout) {
-  if (t->data == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "%s.data is NULL", name);
-  int element_bytes = dtype_bytes(t->dtype);
-  if (element_bytes == 0) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %d is not an aotk_dtype", name, (int)t->dtype);
-  }
-  if (t->rank != rank) {
-    return aotk__fail(AOTK_ERROR_RANK, "%s.rank = %d, expected %d (%s)", name, (int)t->rank, rank, layout);
-  }
-  for (int i = 0; i < rank; i++) {
-    if (t->shape[i] <= 0) {
-      return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "%s.shape[%d] = %lld (%s): sizes must be >= 1", name, i,
-                        (long long)t->shape[i], layout);
-    }
-  }
-  if (t->strides[rank - 1] != 1) {
-    return aotk__fail(AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "%s.strides[%d] = %lld: the last dimension must be contiguous",
-                      name, rank - 1, (long long)t->strides[rank - 1]);
-  }
-  int64_t last_offset = 0;
-  for (int i = 0; i < rank; i++) {
-    if (t->strides[i] < 0) {
-      return aotk__fail(AOTK_ERROR_NEGATIVE_STRIDE, "%s.strides[%d] = %lld is negative", name, i,
-                        (long long)t->strides[i]);
-    }
-    int64_t term;
-    if (__builtin_mul_overflow(t->shape[i] - 1, t->strides[i], &term) ||
-        __builtin_add_overflow(last_offset, term, &last_offset)) {
-      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: the offset of its last element overflows int64", name);
-    }
-  }
-  int64_t span_bytes;
-  if (__builtin_add_overflow(last_offset, 1, &span_bytes) ||
-      __builtin_mul_overflow(span_bytes, (int64_t)element_bytes, &span_bytes)) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: its byte span overflows int64", name);
-  }
-  if ((uint64_t)span_bytes > (uint64_t)(UINTPTR_MAX - (uintptr_t)t->data)) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s.data = %p: its %lld bytes run past the end of the address space",
-                      name, t->data, (long long)span_bytes);
-  }
-  if ((uintptr_t)t->data % (uintptr_t)element_bytes != 0) {
-    return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER, "%s.data = %p is not aligned to its %d-byte elements", name,
-                      t->data, element_bytes);
-  }
-  return AOTK_OK;
-}
-
-/* The kernels index within one batch entry with 32-bit offsets, and address (masked) up to
- * AOTK__MAX_BLOCK_ROWS rows past the end of the sequence dimension `sequence_dim`. */
-static aotk_status check_batch_span(const aotk_tensor *t, const char *name, int sequence_dim) {
-  int64_t span = 0;
-  for (int i = 1; i < t->rank; i++) {
-    int64_t extent = t->shape[i] - 1 + (i == sequence_dim ? AOTK__MAX_BLOCK_ROWS : 0);
-    int64_t term;
-    if (__builtin_mul_overflow(extent, t->strides[i], &term) || __builtin_add_overflow(span, term, &span) ||
-        span > AOTK__INT32_SPAN_LIMIT) {
-      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
-                        "%s: one batch entry spans more than 2^31 elements; the kernels index within it with 32 bits",
-                        name);
-    }
-  }
-  return AOTK_OK;
-}
-
-aotk_status aotk__check_output_strides(const aotk_tensor *t, const char *name) {
-  for (int i = 0; i < t->rank; i++) {
-    if (t->shape[i] > 1 && t->strides[i] == 0) {
-      return aotk__fail(AOTK_ERROR_INVALID_VALUE,
-                        "%s.strides[%d] = 0 with shape[%d] = %lld: output elements would overwrite each other", name,
-                        i, i, (long long)t->shape[i]);
-    }
-  }
-  return AOTK_OK;
-}
+#include "aotk_launch.h"
+#include "aotk_tensor_validate.h"
 
 static int64_t blocks(int64_t length, int32_t block) { return (length + block - 1) / block; }
-
-bool aotk__tensor_aligned16(const aotk_tensor *t) {
-  if ((uintptr_t)t->data % 16 != 0) return false;
-  for (int i = 0; i < t->rank - 1; i++) {
-    if (t->strides[i] % 16 != 0) return false;
-  }
-  return true;
-}
-
-static const char *const q_layout = "[batch, seqlen_q, heads_q, head_dim_qk]";
-static const char *const k_layout = "[batch, seqlen_k, heads_kv, head_dim_qk]";
-static const char *const v_layout = "[batch, seqlen_k, heads_kv, head_dim_v]";
-static const char *const out_layout = "[batch, seqlen_q, heads_q, head_dim_v]";
-static const char *const lse_layout = "[batch, heads_q, seqlen_q]";
-static const char *const varlen_q_layout = "[total_q, heads_q, head_dim_qk] (varlen)";
-static const char *const varlen_k_layout = "[total_k, heads_kv, head_dim_qk] (varlen)";
-static const char *const varlen_v_layout = "[total_k, heads_kv, head_dim_v] (varlen)";
-static const char *const varlen_out_layout = "[total_q, heads_q, head_dim_v] (varlen)";
-static const char *const varlen_lse_layout = "[heads_q, total_q] (varlen)";
-
-static aotk_status check_dim(const aotk_tensor *t, const char *name, int dim, int64_t expected, const char *reference,
-                             const char *meaning) {
-  if (t->shape[dim] == expected) return AOTK_OK;
-  aotk_status status = strncmp(meaning, "head_dim", 8) == 0 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH;
-  return aotk__fail(status, "%s.shape[%d] = %lld but %s = %lld (%s)", name, dim, (long long)t->shape[dim], reference,
-                    (long long)expected, meaning);
-}
-
-/* One of the q/k/v/out-like tensors: its own checks, the dtype, and each dimension against what the
- * problem says (`expected`, in the caller's layout: 4 dims dense, 3 varlen). */
-typedef struct tensor_rule {
-  const char *name;
-  const char *dense_layout, *varlen_layout;
-  /* Indices into the problem's named sizes, per dimension of the dense layout. */
-  int sizes[4];
-  int is_output;
-} tensor_rule;
-
-enum { SIZE_BATCH, SIZE_SEQ_Q, SIZE_SEQ_K, SIZE_HEADS_Q, SIZE_HEADS_KV, SIZE_DIM_QK, SIZE_DIM_V, SIZE_COUNT };
-static const char *const size_meaning[SIZE_COUNT] = {"batch", "seqlen_q", "seqlen_k", "heads_q", "heads_kv",
-                                                     "head_dim_qk", "head_dim_v"};
-
-typedef struct named_sizes {
-  int64_t value[SIZE_COUNT];
-  const char *source[SIZE_COUNT]; /* where the value was read ("q.shape[2]"); NULL: not read */
-} named_sizes;
-
-/* Where each size is read, in the dense and the varlen layout (which has no batch or sequence
- * dimension in q, k, v: those sizes come from cu_seqlens and max_seqlen). */
-static const char *const size_sources[2][SIZE_COUNT] = {
-    {"q.shape[0]", "q.shape[1]", "k.shape[1]", "q.shape[2]", "k.shape[2]", "q.shape[3]", "v.shape[3]"},
-    {NULL, NULL, NULL, "q.shape[1]", "k.shape[1]", "q.shape[2]", "v.shape[2]"}};
-
-/* The dimension each size_sources entry names, in the dense layout (one fewer in the varlen one). */
-static const int size_dims[SIZE_COUNT] = {0, 1, 1, 2, 2, 3, 3};
-
-/* Reads size `which` from tensor t where size_sources says it lives (nothing in the varlen layout for
- * batch and sequence lengths). */
-static void read_size(named_sizes *sizes, int which, const aotk_tensor *t, int varlen) {
-  if (size_sources[varlen][which] == NULL) return;
-  sizes->value[which] = t->shape[size_dims[which] - varlen];
-  sizes->source[which] = size_sources[varlen][which];
-}
-
-/* The 4-d view the kernels use: varlen tensors [total, heads, d] become [1, total, heads, d] with batch
- * stride 0 (the kernels add each sequence's start). */
-static aotk_tensor view_4d(const aotk_tensor *t, int varlen) {
-  if (!varlen) return *t;
-  aotk_tensor v = {t->data, t->dtype, 4, {1, t->shape[0], t->shape[1], t->shape[2], 0, 0},
-                   {0, t->strides[0], t->strides[1], t->strides[2], 0, 0}};
-  return v;
-}
-
-static aotk_status check_like(const aotk_tensor *t, const tensor_rule *rule, const named_sizes *sizes, int varlen,
-                              aotk_dtype dtype) {
-  const char *layout = varlen ? rule->varlen_layout : rule->dense_layout;
-  aotk_status status = aotk__check_tensor(t, rule->name, varlen ? 3 : 4, layout);
-  if (status != AOTK_OK) return status;
-  if (t->dtype != dtype) {
-    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", rule->name, aotk__dtype_name(t->dtype),
-                      aotk__dtype_name(dtype));
-  }
-  /* Varlen tensors have no batch dimension, and their sequence dimension is a total checked apart. */
-  for (int dim = varlen ? 2 : 0; dim < 4; dim++) {
-    int size = rule->sizes[dim];
-    if (sizes->source[size] == NULL) continue;
-    int caller_dim = varlen ? dim - 1 : dim;
-    if ((status = check_dim(t, rule->name, caller_dim, sizes->value[size], sizes->source[size], size_meaning[size])) !=
-        AOTK_OK) {
-      return status;
-    }
-  }
-  if (rule->is_output && (status = aotk__check_output_strides(t, rule->name)) != AOTK_OK) return status;
-  return AOTK_OK;
-}
-
-static const tensor_rule k_rule = {"k", k_layout, varlen_k_layout, {SIZE_BATCH, SIZE_SEQ_K, SIZE_HEADS_KV, SIZE_DIM_QK}, 0};
-static const tensor_rule v_rule = {"v", v_layout, varlen_v_layout, {SIZE_BATCH, SIZE_SEQ_K, SIZE_HEADS_KV, SIZE_DIM_V}, 0};
-static const tensor_rule out_rule = {"out", out_layout, varlen_out_layout,
-                                     {SIZE_BATCH, SIZE_SEQ_Q, SIZE_HEADS_Q, SIZE_DIM_V}, 1};
-
-aotk_status aotk__check_fp32_vector(const aotk_tensor *t, const char *name, int64_t heads_q, int64_t batch,
-                                     int allow_batch, int64_t *batch_stride) {
-  aotk_status status;
-  if (allow_batch && t->rank == 2) {
-    if ((status = aotk__check_tensor(t, name, 2, "[batch, heads_q]")) != AOTK_OK) return status;
-    if (t->shape[0] != batch) {
-      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[0] = %lld but batch = %lld", name, (long long)t->shape[0],
-                        (long long)batch);
-    }
-    *batch_stride = t->strides[0];
-  } else {
-    if ((status = aotk__check_tensor(t, name, 1, allow_batch ? "[heads_q] or [batch, heads_q]" : "[heads_q]")) != AOTK_OK) {
-      return status;
-    }
-    *batch_stride = 0;
-  }
-  if (t->dtype != AOTK_DTYPE_FLOAT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; it is float32", name, aotk__dtype_name(t->dtype));
-  }
-  if (t->shape[t->rank - 1] != heads_q) {
-    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[%d] = %lld but heads_q = %lld", name, t->rank - 1,
-                      (long long)t->shape[t->rank - 1], (long long)heads_q);
-  }
-  if ((*batch_stride > 0 ? (batch - 1) * *batch_stride : 0) + heads_q > AOTK__INT32_SPAN_LIMIT) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s spans more than 2^31 elements", name);
-  }
-  return AOTK_OK;
-}
-
-aotk_status aotk__check_cu_seqlens(const aotk_tensor *t, const char *name) {
-  aotk_status status = aotk__check_tensor(t, name, 1, "[num_seqs + 1]");
-  if (status != AOTK_OK) return status;
-  if (t->dtype != AOTK_DTYPE_INT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; cu_seqlens are int32", name, aotk__dtype_name(t->dtype));
-  }
-  if (t->shape[0] < 2) {
-    return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "%s.shape[0] = %lld: it holds num_seqs + 1 >= 2 offsets", name,
-                      (long long)t->shape[0]);
-  }
-  return AOTK_OK;
-}
 
 /* The dropout keep threshold: an element is kept when its 32-bit random word is >= this. */
 static uint32_t dropout_threshold(float p) {
   double t = (double)p * 4294967296.0;
   return t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
 }
-
-aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
-                                aotk__attn_problem *problem) {
-  if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
-  /* The sizes of released structs: 0.1's, and 0.2's (this one) or larger (a newer caller's; its extra
-   * fields are ignored). A size in between would cut a field in two. Fields a 0.1 caller does not know
-   * about take AOTK_ATTN_PARAMS_INIT's values (features off, windows unbounded). */
-  const size_t size = caller_params->struct_size;
-  if ((size != AOTK__ATTN_PARAMS_FIRST_BYTES && size < sizeof(aotk_attn_params)) || size > (size_t)1 << 20) {
-    return aotk__fail(AOTK_ERROR_STRUCT_SIZE,
-                      "params->struct_size = %zu; expected %zu (use AOTK_ATTN_PARAMS_INIT) or release 0.1's %zu",
-                      size, sizeof(aotk_attn_params), (size_t)AOTK__ATTN_PARAMS_FIRST_BYTES);
-  }
-  const aotk_attn_params defaults = AOTK_ATTN_PARAMS_INIT;
-  *params = defaults;
-  memcpy(params, caller_params,
-         caller_params->struct_size < sizeof *params ? caller_params->struct_size : sizeof *params);
-  memset(problem, 0, sizeof *problem);
-
-  aotk_status status;
-  const int varlen = params->cu_seqlens_q.data != NULL || params->cu_seqlens_k.data != NULL;
-  if (varlen) {
-    if ((status = aotk__check_cu_seqlens(&params->cu_seqlens_q, "cu_seqlens_q")) != AOTK_OK) return status;
-    if ((status = aotk__check_cu_seqlens(&params->cu_seqlens_k, "cu_seqlens_k")) != AOTK_OK) return status;
-    if (params->cu_seqlens_k.shape[0] != params->cu_seqlens_q.shape[0]) {
-      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "cu_seqlens_k.shape[0] = %lld but cu_seqlens_q.shape[0] = %lld",
-                        (long long)params->cu_seqlens_k.shape[0], (long long)params->cu_seqlens_q.shape[0]);
-    }
-    if (params->max_seqlen_q < 1 || params->max_seqlen_k < 1) {
-      return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q = %d, max_seqlen_k = %d: each must be >= 1",
-                        (int)params->max_seqlen_q, (int)params->max_seqlen_k);
-    }
-  }
-  const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v, *out = &params->out, *lse = &params->lse;
-  if ((status = aotk__check_tensor(q, "q", varlen ? 3 : 4, varlen ? varlen_q_layout : q_layout)) != AOTK_OK) return status;
-  if (q->dtype != AOTK_DTYPE_FLOAT16 && q->dtype != AOTK_DTYPE_BFLOAT16) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype = %s; attention takes float16 or bfloat16",
-                      aotk__dtype_name(q->dtype));
-  }
-  named_sizes sizes;
-  memset(&sizes, 0, sizeof sizes);
-  const int d = varlen ? 1 : 0; /* the caller's dims are one fewer in the varlen layout */
-  read_size(&sizes, SIZE_BATCH, q, varlen);
-  read_size(&sizes, SIZE_SEQ_Q, q, varlen);
-  read_size(&sizes, SIZE_HEADS_Q, q, varlen);
-  read_size(&sizes, SIZE_DIM_QK, q, varlen);
-  if ((status = aotk__check_tensor(k, "k", 4 - d, varlen ? varlen_k_layout : k_layout)) != AOTK_OK) return status;
-  read_size(&sizes, SIZE_SEQ_K, k, varlen);
-  read_size(&sizes, SIZE_HEADS_KV, k, varlen);
-  if ((status = check_like(k, &k_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
-  if ((status = aotk__check_tensor(v, "v", 4 - d, varlen ? varlen_v_layout : v_layout)) != AOTK_OK) return status;
-  read_size(&sizes, SIZE_DIM_V, v, varlen);
-  if ((status = check_like(v, &v_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
-  if (varlen && v->shape[0] != k->shape[0]) {
-    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "v.shape[0] = %lld but k.shape[0] = %lld (total_k)",
-                      (long long)v->shape[0], (long long)k->shape[0]);
-  }
-  if ((status = check_like(out, &out_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
-  if (varlen && out->shape[0] != q->shape[0]) {
-    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0] = %lld but q.shape[0] = %lld (total_q)",
-                      (long long)out->shape[0], (long long)q->shape[0]);
-  }
-  const int64_t heads_q = sizes.value[SIZE_HEADS_Q], heads_kv = sizes.value[SIZE_HEADS_KV];
-  const int64_t head_dim_qk = sizes.value[SIZE_DIM_QK], head_dim_v = sizes.value[SIZE_DIM_V];
-  const int64_t batch = varlen ? params->cu_seqlens_q.shape[0] - 1 : sizes.value[SIZE_BATCH];
-  const int64_t seqlen_q = varlen ? params->max_seqlen_q : sizes.value[SIZE_SEQ_Q];
-  const int64_t seqlen_k = varlen ? params->max_seqlen_k : sizes.value[SIZE_SEQ_K];
-  if (heads_q % heads_kv != 0) {
-    return aotk__fail(AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_q = %lld is not a multiple of heads_kv = %lld",
-                      (long long)heads_q, (long long)heads_kv);
-  }
-  if (head_dim_qk % 8 != 0 || head_dim_qk > 256 || head_dim_v % 8 != 0 || head_dim_v > 256) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM,
-                      "head_dim_qk = %lld, head_dim_v = %lld; each must be a multiple of 8 from 8 to 256",
-                      (long long)head_dim_qk, (long long)head_dim_v);
-  }
-  aotk_tensor lse_view = {0};
-  if (lse->data != NULL) {
-    if ((status = aotk__check_tensor(lse, "lse", 3 - d, varlen ? varlen_lse_layout : lse_layout)) != AOTK_OK) return status;
-    if (lse->dtype != AOTK_DTYPE_FLOAT32) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; lse is float32", aotk__dtype_name(lse->dtype));
-    }
-    if (varlen) {
-      if ((status = check_dim(lse, "lse", 0, heads_q, "heads_q", "heads_q")) != AOTK_OK) return status;
-      if ((status = check_dim(lse, "lse", 1, q->shape[0], "q.shape[0]", "total_q")) != AOTK_OK) return status;
-      aotk_tensor view = {lse->data, lse->dtype, 3, {1, heads_q, q->shape[0], 0, 0, 0},
-                          {0, lse->strides[0], 1, 0, 0, 0}};
-      lse_view = view;
-    } else {
-      const int64_t expected[3] = {batch, heads_q, seqlen_q};
-      static const char *const reference[3] = {"q.shape[0]", "q.shape[2]", "q.shape[1]"};
-      static const char *const meaning[3] = {"batch", "heads_q", "seqlen_q"};
-      for (int dim = 0; dim < 3; dim++) {
-        if ((status = check_dim(lse, "lse", dim, expected[dim], reference[dim], meaning[dim])) != AOTK_OK) return status;
-      }
-      lse_view = *lse;
-    }
-    if ((status = aotk__check_output_strides(lse, "lse")) != AOTK_OK) return status;
-  }
-  if (seqlen_q > INT32_MAX - AOTK__MAX_BLOCK_ROWS || seqlen_k > INT32_MAX - AOTK__MAX_BLOCK_ROWS ||
-      heads_q > INT32_MAX || batch > INT32_MAX) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
-                      "batch = %lld, seqlen_q = %lld, seqlen_k = %lld, heads_q = %lld: each must fit in int32 "
-                      "(the lengths with %d to spare)",
-                      (long long)batch, (long long)seqlen_q, (long long)seqlen_k, (long long)heads_q,
-                      AOTK__MAX_BLOCK_ROWS);
-  }
-  /* The kernels' view: 4-d, and for varlen each sequence spans at most max_seqlen rows. */
-  problem->q = view_4d(q, varlen);
-  problem->k = view_4d(k, varlen);
-  problem->v = view_4d(v, varlen);
-  problem->out = view_4d(out, varlen);
-  problem->lse = lse_view;
-  aotk_tensor *spanned[] = {&problem->q, &problem->k, &problem->v, &problem->out};
-  const char *spanned_names[] = {"q", "k", "v", "out"};
-  const int64_t span_rows[] = {seqlen_q, seqlen_k, seqlen_k, seqlen_q};
-  for (int i = 0; i < 4; i++) {
-    aotk_tensor sequence = *spanned[i];
-    sequence.shape[1] = span_rows[i];
-    if ((status = check_batch_span(&sequence, spanned_names[i], 1)) != AOTK_OK) return status;
-  }
-  if (lse->data != NULL) {
-    aotk_tensor sequence = lse_view;
-    if (!varlen && (status = check_batch_span(&sequence, "lse", 2)) != AOTK_OK) return status;
-    if (varlen && (heads_q - 1) * lse->strides[0] + q->shape[0] + AOTK__MAX_BLOCK_ROWS > AOTK__INT32_SPAN_LIMIT) {
-      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "lse spans more than 2^31 elements; the kernels index it with 32 bits");
-    }
-  }
-  /* The grid is 1-d with at most 2^31 - 1 programs; the smallest tile has 64 rows. */
-  int64_t programs = (seqlen_q + 63) / 64;
-  if (__builtin_mul_overflow(programs, batch, &programs) || __builtin_mul_overflow(programs, heads_q, &programs) ||
-      programs > INT32_MAX) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * heads_q * ceil(seqlen_q / 64) exceeds the grid limit of 2^31 - 1 programs");
-  }
-  if (params->causal != 0 && params->causal != 1) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "causal = %d; use 0 or 1", (int)params->causal);
-  }
-  if (params->causal_align != AOTK_ALIGN_BOTTOM_RIGHT && params->causal_align != AOTK_ALIGN_TOP_LEFT) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "causal_align = %d; use AOTK_ALIGN_BOTTOM_RIGHT or AOTK_ALIGN_TOP_LEFT",
-                      (int)params->causal_align);
-  }
-  if (params->window_left < -1 || params->window_right < -1) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_left = %d, window_right = %d; each is -1 (unbounded) or >= 0",
-                      (int)params->window_left, (int)params->window_right);
-  }
-  if (params->causal && params->window_right > 0) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_right = %d with causal = 1; causal means window_right = 0",
-                      (int)params->window_right);
-  }
-  float scale = params->softmax_scale;
-  if (scale == 0.0f) {
-    scale = 1.0f / sqrtf((float)head_dim_qk);
-  } else if (!(scale > 0.0f) || !isfinite(scale)) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "softmax_scale = %g; use 0 (default) or a finite positive value",
-                      (double)scale);
-  }
-  if (!(params->softcap >= 0.0f) || !isfinite(params->softcap)) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "softcap = %g; use 0 (off) or a finite positive value",
-                      (double)params->softcap);
-  }
-  if (params->alibi_slopes.data != NULL &&
-      (status = aotk__check_fp32_vector(&params->alibi_slopes, "alibi_slopes", heads_q, batch, 1,
-                                  &problem->alibi_batch_stride)) != AOTK_OK) {
-    return status;
-  }
-  int64_t unused_stride;
-  if (params->sinks.data != NULL &&
-      (status = aotk__check_fp32_vector(&params->sinks, "sinks", heads_q, batch, 0, &unused_stride)) != AOTK_OK) {
-    return status;
-  }
-  if (!(params->dropout_p >= 0.0f && params->dropout_p < 1.0f)) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "dropout_p = %g; it must be in [0, 1)", (double)params->dropout_p);
-  }
-  if (params->dropout_p > 0.0f || params->dropout_mask.data != NULL) {
-    if (params->dropout_p == 0.0f) {
-      return aotk__fail(AOTK_ERROR_INVALID_VALUE, "dropout_mask is set but dropout_p = 0");
-    }
-    if (params->rng_state.data == NULL) {
-      return aotk__fail(AOTK_ERROR_NULL_POINTER, "rng_state.data is NULL: dropout_p > 0 needs the {seed, offset} state");
-    }
-    if ((status = aotk__check_tensor(&params->rng_state, "rng_state", 1, "[2] {seed, offset}")) != AOTK_OK) return status;
-    if (params->rng_state.dtype != AOTK_DTYPE_INT64) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state.dtype = %s; it is int64 [2] {seed, offset}",
-                        aotk__dtype_name(params->rng_state.dtype));
-    }
-    if (params->rng_state.shape[0] < 2) {
-      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "rng_state.shape[0] = %lld; it holds {seed, offset}: 2 values",
-                        (long long)params->rng_state.shape[0]);
-    }
-  }
-  if (params->dropout_mask.data != NULL) {
-    const aotk_tensor *m = &params->dropout_mask;
-    if ((status = aotk__check_tensor(m, "dropout_mask", 4, "[batch, heads_q, seqlen_q, seqlen_k]")) != AOTK_OK) return status;
-    if (m->dtype != AOTK_DTYPE_UINT8) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "dropout_mask.dtype = %s; it is uint8", aotk__dtype_name(m->dtype));
-    }
-    const int64_t expected[4] = {batch, heads_q, seqlen_q, seqlen_k};
-    static const char *const meaning[4] = {"batch", "heads_q", "seqlen_q", "seqlen_k"};
-    for (int dim = 0; dim < 4; dim++) {
-      if ((status = check_dim(m, "dropout_mask", dim, expected[dim], meaning[dim], meaning[dim])) != AOTK_OK) {
-        return status;
-      }
-    }
-    if ((status = aotk__check_output_strides(m, "dropout_mask")) != AOTK_OK) return status;
-  }
-
-  problem->dtype = q->dtype;
-  problem->batch = batch;
-  problem->seqlen_q = seqlen_q;
-  problem->seqlen_k = seqlen_k;
-  problem->heads_q = heads_q;
-  problem->heads_kv = heads_kv;
-  problem->head_dim_qk = head_dim_qk;
-  problem->head_dim_v = head_dim_v;
-  problem->softmax_scale = scale;
-  problem->varlen = varlen;
-  problem->causal = params->causal;
-  problem->top_left = params->causal_align == AOTK_ALIGN_TOP_LEFT;
-  problem->window_left = params->window_left;
-  problem->window_right = params->causal ? 0 : params->window_right;
-  problem->softcap = params->softcap;
-  problem->alibi = params->alibi_slopes.data != NULL;
-  problem->sinks = params->sinks.data != NULL;
-  problem->dropout_p = params->dropout_p;
-  problem->write_dropout_mask = params->dropout_mask.data != NULL;
-  problem->write_lse = lse->data != NULL;
-  /* Sinks need no EXTRAS kernel: they touch only the forward's epilogue and the backward's pre-pass. */
-  problem->extras = problem->softcap > 0.0f || problem->alibi || problem->dropout_p > 0.0f;
-  problem->aligned = aotk__tensor_aligned16(q) && aotk__tensor_aligned16(k) && aotk__tensor_aligned16(v) && aotk__tensor_aligned16(out);
-  return AOTK_OK;
-}
-
-/* Which image a device runs: the sm_90a cubins only on sm_90 itself (arch-specific code), the sm_80
- * cubins on sm_8x, and the sm_80 PTX, JIT-compiled by the driver, on anything newer. */
-aotk_status aotk__choose_target(const aotk__device_info *device, int *arch, aotk__image_kind *kind) {
-  int cc = device->compute_capability;
-  *arch = 0;
-  *kind = AOTK__IMAGE_CUBIN;
-  if (cc < 80) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_ARCH, "the GPU is sm_%d; aotk's kernels need sm_80 or newer", cc);
-  }
-  if (atomic_load(&image_policy) == AOTK_IMAGE_POLICY_SM80_PTX) {
-    *arch = 80;
-    *kind = AOTK__IMAGE_PTX;
-  } else if (cc == 90) {
-    *arch = 90;
-    *kind = AOTK__IMAGE_CUBIN;
-  } else if (cc < 90) {
-    *arch = 80;
-    *kind = AOTK__IMAGE_CUBIN;
-  } else {
-    *arch = 80;
-    *kind = AOTK__IMAGE_PTX;
-  }
-  return AOTK_OK;
-}
-
-static const char *family_name(int family) {
-  switch (family) {
-    case AOTK__FAMILY_ATTN_FWD:
-      return "attn_fwd";
-    case AOTK__FAMILY_ATTN_FWD_TMA:
-      return "attn_fwd_tma";
-    case AOTK__FAMILY_ATTN_FWD_HOPPER:
-      return "attn_fwd_hopper";
-    case AOTK__FAMILY_ATTN_FWD_HOPPER_WG3:
-      return "attn_fwd_hopper_wg3";
-    case AOTK__FAMILY_ATTN_BWD_PREPROCESS:
-      return "attn_bwd_preprocess";
-    case AOTK__FAMILY_ATTN_BWD_DKDV:
-      return "attn_bwd_dkdv";
-    case AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER:
-      return "attn_bwd_dkdv_hopper";
-    case AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER:
-      return "attn_bwd_fused_hopper";
-    case AOTK__FAMILY_ATTN_BWD_DQ_CONVERT:
-      return "attn_bwd_dq_convert";
-    case AOTK__FAMILY_ATTN_BWD_DQ:
-      return "attn_bwd_dq";
-    case AOTK__FAMILY_ATTN_BWD_DQ_HOPPER:
-      return "attn_bwd_dq_hopper";
-    case AOTK__FAMILY_ATTN_DROPOUT_MASK:
-      return "attn_dropout_mask";
-    case AOTK__FAMILY_ATTN_BWD_SINK_REDUCE:
-      return "attn_bwd_sink_reduce";
-    case AOTK__FAMILY_ATTN_DECODE:
-      return "attn_decode";
-    case AOTK__FAMILY_ATTN_DECODE_PAGED:
-      return "attn_decode_paged";
-    case AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS:
-      return "attn_decode_paged_blocks";
-    case AOTK__FAMILY_ATTN_MERGE:
-      return "attn_merge";
-  }
-  return "unknown";
-}
-
-/* Whether table row e is a variant of `family` for this problem, ignoring its tile config and head
- * dims. The helper families have no dtype, head dim, alignment or EXTRAS axis. */
-static bool variant_matches(const aotk__kernel_entry *e, int family, int arch, const aotk__attn_problem *problem) {
-  if (e->family != family || e->arch != arch) return false;
-  if (family == AOTK__FAMILY_ATTN_DROPOUT_MASK || family == AOTK__FAMILY_ATTN_BWD_SINK_REDUCE) return true;
-  if (e->dtype != (int)problem->dtype || e->aligned != problem->aligned) return false;
-  /* The pre-pass and the fused backward's dQ cast see no scores: one variant serves every feature. */
-  if (family == AOTK__FAMILY_ATTN_BWD_PREPROCESS || family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT) return true;
-  return e->extras == problem->extras;
-}
-
-/* Whether e's compiled head dims hold the problem's (0: the family has no such axis). */
-static bool dims_hold(const aotk__kernel_entry *e, const aotk__attn_problem *problem) {
-  return (e->head_dim_qk == 0 || e->head_dim_qk >= problem->head_dim_qk) &&
-         (e->head_dim_v == 0 || e->head_dim_v >= problem->head_dim_v);
-}
-
-aotk_status aotk__check_row_runs(int row, aotk__image_kind kind, const aotk__device_info *device) {
-  const aotk__kernel_entry *e = &aotk__kernel_table[row];
-  if ((kind == AOTK__IMAGE_PTX ? e->ptx.raw_bytes : e->cubin.raw_bytes) == 0) {
-    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT, "sm_%d %s has no %s image in this build", e->arch, e->name,
-                      kind == AOTK__IMAGE_PTX ? "PTX" : "cubin");
-  }
-  if (e->shared_bytes > device->max_shared_bytes) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_ARCH, "%s needs %d bytes of shared memory; the GPU (sm_%d) allows %d",
-                      e->name, e->shared_bytes, device->compute_capability, device->max_shared_bytes);
-  }
-  return AOTK_OK;
-}
-
-aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, int64_t size_key,
-                                const aotk__device_info *device, int *row, aotk__image_kind *kind) {
-  int arch;
-  aotk_status status = aotk__choose_target(device, &arch, kind);
-  if (status != AOTK_OK) return status;
-  /* First the smallest compiled head-dim pair that holds the problem's; then, among that pair's
-   * configs, the tuning rule: the one with the largest min_seqlen that the size key reaches. */
-  int dims = -1;
-  for (int i = 0; i < aotk__kernel_count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (!variant_matches(e, family, arch, problem) || !dims_hold(e, problem)) continue;
-    const aotk__kernel_entry *d = dims < 0 ? NULL : &aotk__kernel_table[dims];
-    if (d == NULL || e->head_dim_qk + e->head_dim_v < d->head_dim_qk + d->head_dim_v) dims = i;
-  }
-  int best = -1;
-  for (int i = 0; dims >= 0 && i < aotk__kernel_count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (!variant_matches(e, family, arch, problem) || e->head_dim_qk != aotk__kernel_table[dims].head_dim_qk ||
-        e->head_dim_v != aotk__kernel_table[dims].head_dim_v || e->min_seqlen > size_key) {
-      continue;
-    }
-    if (best < 0 || e->min_seqlen > aotk__kernel_table[best].min_seqlen) best = i;
-  }
-  if (best < 0) {
-    return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT,
-                      "no sm_%d %s kernel for %s, head dims %lld/%lld, %s inputs%s in this build%s%s%s", arch,
-                      family_name(family), aotk__dtype_name(problem->dtype), (long long)problem->head_dim_qk,
-                      (long long)problem->head_dim_v, problem->aligned ? "16-byte-aligned" : "unaligned",
-                      problem->extras ? " with softcap/ALiBi/dropout" : "",
-                      aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter,
-                      aotk__kernel_filter[0] ? ")" : "");
-  }
-  if ((status = aotk__check_row_runs(best, *kind, device)) != AOTK_OK) return status;
-  *row = best;
-  return AOTK_OK;
-}
-
 
 /* The Gluon forward: two consumer warpgroups (128-row tiles), or three at d=64 (192-row tiles). */
 static bool is_hopper_fwd(int family) {
@@ -685,69 +49,6 @@ static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel
   if (warp_specialized) f |= AOTK_FEATURE_WARP_SPECIALIZED;
   if (e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER) f |= AOTK_FEATURE_NONDETERMINISTIC;
   return f;
-}
-
-void aotk__fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t grid, size_t workspace_bytes,
-                     int32_t launches, uint32_t features, aotk_kernel_info *info) {
-  size_t size = info->struct_size < sizeof *info ? info->struct_size : sizeof *info;
-  aotk_kernel_info full;
-  memset(&full, 0, sizeof full);
-  full.struct_size = info->struct_size;
-  snprintf(full.kernel_name, sizeof full.kernel_name, "%s", e->name);
-  full.arch = e->arch;
-  full.from_ptx = kind == AOTK__IMAGE_PTX;
-  full.num_warps = e->num_warps;
-  full.shared_bytes = e->shared_bytes;
-  full.block_m = e->block_m;
-  full.block_n = e->block_n;
-  full.aligned = e->aligned;
-  full.grid = grid;
-  full.workspace_bytes = workspace_bytes;
-  full.launches = launches;
-  full.head_dim_qk = e->head_dim_qk;
-  full.head_dim_v = e->head_dim_v;
-  full.features = features;
-  full.num_splits = 1;
-  memcpy(info, &full, size);
-}
-
-/* Loads the kernels of `rows` (checking each row's parameter kinds against what its launcher packs)
- * before anything is launched, so that a call that fails to load launches nothing. */
-aotk_status aotk__load_rows(const aotk__driver *driver, const int *rows, const char *const *param_kinds, int count,
-                             aotk__image_kind kind, CUdevice device, CUkernel *kernels) {
-  for (int i = 0; i < count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[rows[i]];
-    if (strcmp(e->param_kinds, param_kinds[i]) != 0) {
-      return aotk__fail(AOTK_ERROR_INTERNAL, "%s takes parameters \"%s\"; the launcher packs \"%s\"", e->name,
-                        e->param_kinds, param_kinds[i]);
-    }
-    aotk_status status = aotk__kernel_get(driver, rows[i], kind, device, &kernels[i]);
-    if (status != AOTK_OK) return status;
-  }
-  return AOTK_OK;
-}
-
-/* Launches table row `row`'s loaded `kernel` with `args`, one per parameter kind, followed by
- * Triton's two scratch pointers (NULL: the generator admits no kernel that needs them). */
-aotk_status aotk__launch_row(const aotk__driver *driver, int row, CUkernel kernel, size_t count, void **args,
-                              int64_t grid, aotk_stream stream) {
-  enum { MAX_ARGS = 128 };
-  const aotk__kernel_entry *e = &aotk__kernel_table[row];
-  if (count + 2 > MAX_ARGS) return aotk__fail(AOTK_ERROR_INTERNAL, "%s: too many parameters", e->name);
-  CUdeviceptr global_scratch = 0, profile_scratch = 0;
-  void *all_args[MAX_ARGS];
-  memcpy(all_args, args, count * sizeof *args);
-  all_args[count] = &global_scratch;
-  all_args[count + 1] = &profile_scratch;
-  CUresult result = driver->cuLaunchKernel((CUfunction)(void *)kernel, (unsigned)grid, 1, 1,
-                                           32u * (unsigned)e->num_warps, 1, 1, (unsigned)e->shared_bytes,
-                                           (CUstream)stream, all_args, NULL);
-  if (result != CUDA_SUCCESS) {
-    char what[160];
-    snprintf(what, sizeof what, "cuLaunchKernel(%s)", e->name);
-    return aotk__cuda_failure(driver, result, what);
-  }
-  return AOTK_OK;
 }
 
 /* Kernel parameters, in the catalog's order (codegen/aotk_catalog.py). "lii" is one tensor's
@@ -896,6 +197,12 @@ static bool tma_view_ok(const aotk_tensor *t) {
   return t->strides[0] % 8 == 0 && t->strides[0] >= t->shape[1] * t->strides[1] && t->strides[0] < limit;
 }
 
+/* The problem's variant axes, as the kernel table is keyed. */
+static aotk__variant_key variant_key(const aotk__attn_problem *problem) {
+  aotk__variant_key key = {problem->dtype, problem->head_dim_qk, problem->head_dim_v, problem->aligned, problem->extras};
+  return key;
+}
+
 /* The table row of a TMA family (the Triton TMA forward, or one of the warp-specialized Gluon kernels)
  * for this problem on this device, or -1: sm_90 cubins, a layout that TMA can read (dense, or varlen for
  * the Gluon kernels), and a kernel compiled for exactly the problem's head dims (a wider box would reach
@@ -917,10 +224,11 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
       !tma_view_ok(&problem->dout)) {
     return -1;
   }
+  const aotk__variant_key key = variant_key(problem);
   int best = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (!variant_matches(e, family, arch, problem) || e->head_dim_qk != problem->head_dim_qk ||
+    if (!aotk__variant_matches(e, family, arch, &key) || e->head_dim_qk != problem->head_dim_qk ||
         e->head_dim_v != problem->head_dim_v || e->min_seqlen > size_key || e->cubin.raw_bytes == 0 ||
         e->shared_bytes > plan->device.max_shared_bytes) {
       continue;
@@ -939,6 +247,7 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
 static bool hopper_kernels_cover(const aotk__attn_problem *problem) { return problem->dropout_p == 0.0f; }
 
 static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) {
+  const aotk__variant_key key = variant_key(problem);
   aotk_status status = AOTK_OK;
   int tma_row = -1;
   /* Without a causal mask the tiles are equal and three consumer warpgroups (192-row tiles, d=64 only)
@@ -958,12 +267,12 @@ static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) 
     plan->rows[0] = tma_row;
     plan->kind = AOTK__IMAGE_CUBIN;
   } else {
-    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD, problem, fwd_size_key(problem), &plan->device, &plan->rows[0],
+    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD, &key, fwd_size_key(problem), &plan->device, &plan->rows[0],
                                  &plan->kind);
   }
   plan->count = 1;
   if (status == AOTK_OK && problem->write_dropout_mask) {
-    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DROPOUT_MASK, problem, problem->seqlen_q, &plan->device,
+    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DROPOUT_MASK, &key, problem->seqlen_q, &plan->device,
                                  &plan->rows[1], &plan->kind);
     plan->count = 2;
   }
@@ -987,7 +296,7 @@ typedef struct packed_descriptor {
 static aotk_status encode_descriptor(const aotk__driver *driver, const aotk_tensor *t, const aotk__tma_layout *layout,
                                      const char *name, packed_descriptor *d) {
   memset(d, 0, sizeof *d);
-  const int64_t element_bytes = dtype_bytes(t->dtype);
+  const int64_t element_bytes = aotk__dtype_bytes(t->dtype);
   const int64_t row_elements = t->shape[2] * t->shape[3];
   const int64_t batch_stride = t->shape[0] == 1 ? t->shape[1] * t->strides[1] : t->strides[0];
   d->shape[0] = (int32_t)t->shape[0], d->shape[1] = (int32_t)t->shape[1], d->shape[2] = (int32_t)row_elements;
@@ -1186,17 +495,17 @@ aotk_status aotk_attn_fwd(const aotk_attn_params *caller_params, aotk_stream str
  * lse * log2(e). Rows are padded to a multiple of 128 (the largest BLOCK_M), so the passes load them
  * unmasked and aligned (kernels/attn_bwd.py, attn_bwd_preprocess). With dsinks, the sink gradient's
  * partial sums follow: [heads_q, batch, pre-pass blocks]. */
-#define BWD_PREPROCESS_BLOCK_M 64
-static int64_t bwd_stats_stride(const aotk__attn_problem *problem) { return blocks(problem->seqlen_q, 128) * 128; }
+int64_t aotk__attn_bwd_stats_stride(const aotk__attn_problem *problem) { return blocks(problem->seqlen_q, 128) * 128; }
 
 static size_t bwd_stats_bytes(const aotk__attn_problem *problem) {
-  return 2 * (size_t)(problem->batch * problem->heads_q * bwd_stats_stride(problem)) * sizeof(float);
+  return 2 * (size_t)(problem->batch * problem->heads_q * aotk__attn_bwd_stats_stride(problem)) * sizeof(float);
 }
 
 static size_t bwd_stats_and_sinks_bytes(const aotk__attn_problem *problem) {
   size_t bytes = bwd_stats_bytes(problem);
   if (problem->dsinks) {
-    bytes += (size_t)(problem->heads_q * problem->batch * blocks(bwd_stats_stride(problem), BWD_PREPROCESS_BLOCK_M)) *
+    bytes += (size_t)(problem->heads_q * problem->batch *
+                      blocks(aotk__attn_bwd_stats_stride(problem), AOTK__ATTN_BWD_PREPROCESS_BLOCK_M)) *
              sizeof(float);
   }
   return bytes;
@@ -1209,7 +518,8 @@ static size_t bwd_dq_accumulator_offset(const aotk__attn_problem *problem) {
 }
 
 static size_t bwd_dq_accumulator_elements(const aotk__attn_problem *problem) {
-  return (size_t)(problem->batch * problem->heads_q) * (size_t)bwd_stats_stride(problem) * (size_t)problem->head_dim_qk;
+  return (size_t)(problem->batch * problem->heads_q) * (size_t)aotk__attn_bwd_stats_stride(problem) *
+         (size_t)problem->head_dim_qk;
 }
 
 static bool bwd_fused(const attn_plan *plan) {
@@ -1221,93 +531,6 @@ static bool bwd_fused(const attn_plan *plan) {
 static size_t bwd_workspace_bytes(const aotk__attn_problem *problem, const attn_plan *plan) {
   if (!bwd_fused(plan)) return bwd_stats_and_sinks_bytes(problem);
   return bwd_dq_accumulator_offset(problem) + bwd_dq_accumulator_elements(problem) * sizeof(float);
-}
-
-/* The backward's checks beyond the forward's: lse is required (it is the forward's), dout is like
- * out, dq like q, dk and dv like k and v, dsinks like sinks. */
-aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
-                                    aotk__attn_problem *problem) {
-  aotk_status status = aotk__attn_validate(caller_params, params, problem);
-  if (status != AOTK_OK) return status;
-  if (params->lse.data == NULL) {
-    return aotk__fail(AOTK_ERROR_NULL_POINTER, "lse.data is NULL: the backward needs the forward's lse");
-  }
-  if (params->dropout_mask.data != NULL) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "dropout_mask is a forward output; the backward does not take it");
-  }
-  const int varlen = problem->varlen;
-  named_sizes sizes;
-  memset(&sizes, 0, sizeof sizes);
-  const int64_t values[SIZE_COUNT] = {problem->batch, problem->seqlen_q, problem->seqlen_k, problem->heads_q,
-                                      problem->heads_kv, problem->head_dim_qk, problem->head_dim_v};
-  for (int i = 0; i < SIZE_COUNT; i++) {
-    sizes.value[i] = values[i];
-    sizes.source[i] = size_sources[varlen][i];
-  }
-  struct {
-    const aotk_tensor *tensor;
-    tensor_rule rule;
-    const aotk_tensor *like;
-    aotk_tensor *view;
-  } const checks[] = {
-      {&params->dout, {"dout", out_layout, varlen_out_layout, {SIZE_BATCH, SIZE_SEQ_Q, SIZE_HEADS_Q, SIZE_DIM_V}, 0},
-       &params->out, &problem->dout},
-      {&params->dq, {"dq", q_layout, varlen_q_layout, {SIZE_BATCH, SIZE_SEQ_Q, SIZE_HEADS_Q, SIZE_DIM_QK}, 1},
-       &params->q, &problem->dq},
-      {&params->dk, {"dk", k_layout, varlen_k_layout, {SIZE_BATCH, SIZE_SEQ_K, SIZE_HEADS_KV, SIZE_DIM_QK}, 1},
-       &params->k, &problem->dk},
-      {&params->dv, {"dv", v_layout, varlen_v_layout, {SIZE_BATCH, SIZE_SEQ_K, SIZE_HEADS_KV, SIZE_DIM_V}, 1},
-       &params->v, &problem->dv},
-  };
-  for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
-    const aotk_tensor *t = checks[i].tensor;
-    if ((status = check_like(t, &checks[i].rule, &sizes, varlen, params->q.dtype)) != AOTK_OK) return status;
-    if (varlen && t->shape[0] != checks[i].like->shape[0]) {
-      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[0] = %lld but %s has %lld rows", checks[i].rule.name,
-                        (long long)t->shape[0], checks[i].rule.name + 1, (long long)checks[i].like->shape[0]);
-    }
-    *checks[i].view = view_4d(t, varlen);
-    aotk_tensor sequence = *checks[i].view;
-    sequence.shape[1] = checks[i].rule.sizes[1] == SIZE_SEQ_Q ? problem->seqlen_q : problem->seqlen_k;
-    if ((status = check_batch_span(&sequence, checks[i].rule.name, 1)) != AOTK_OK) return status;
-  }
-  if (params->dsinks.data != NULL) {
-    if (!problem->sinks) return aotk__fail(AOTK_ERROR_INVALID_VALUE, "dsinks is set but sinks is not");
-    int64_t unused_stride;
-    if ((status = aotk__check_fp32_vector(&params->dsinks, "dsinks", problem->heads_q, problem->batch, 0, &unused_stride)) !=
-        AOTK_OK) {
-      return status;
-    }
-    problem->dsinks = 1;
-  }
-  if (params->deterministic != 0 && params->deterministic != 1) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "deterministic = %d; use 0 or 1", (int)params->deterministic);
-  }
-  problem->deterministic = params->deterministic;
-  /* The pre-pass runs one program per 64 rows of the padded stats_stride (at least 128 rows, so up to
-   * twice the forward's bound of ceil(seqlen_q / 64) blocks): bound its grid too. */
-  int64_t pre_programs = blocks(bwd_stats_stride(problem), BWD_PREPROCESS_BLOCK_M);
-  if (__builtin_mul_overflow(pre_programs, problem->batch, &pre_programs) ||
-      __builtin_mul_overflow(pre_programs, problem->heads_q, &pre_programs) || pre_programs > INT32_MAX) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
-                      "batch * heads_q * round_up(seqlen_q, 128) / 64 exceeds the grid limit of 2^31 - 1 programs");
-  }
-  /* The dK/dV pass runs one program per key block per kv head; bound its grid with the table's
-   * smallest key block here, before the driver (plan_bwd checks the chosen row's exactly). */
-  int32_t smallest_block_n = INT32_MAX;
-  for (int i = 0; i < aotk__kernel_count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->family == AOTK__FAMILY_ATTN_BWD_DKDV && e->block_n < smallest_block_n) smallest_block_n = e->block_n;
-  }
-  int64_t programs = smallest_block_n == INT32_MAX ? 0 : blocks(problem->seqlen_k, smallest_block_n);
-  if (__builtin_mul_overflow(programs, problem->batch, &programs) ||
-      __builtin_mul_overflow(programs, problem->heads_kv, &programs) || programs > INT32_MAX) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * heads_kv * ceil(seqlen_k / %d) exceeds the grid limit",
-                      (int)smallest_block_n);
-  }
-  problem->aligned = problem->aligned && aotk__tensor_aligned16(&params->dout) && aotk__tensor_aligned16(&params->dq) &&
-                     aotk__tensor_aligned16(&params->dk) && aotk__tensor_aligned16(&params->dv);
-  return AOTK_OK;
 }
 
 static aotk_status check_workspace(const aotk__attn_problem *problem, const attn_plan *plan, const void *workspace,
@@ -1333,6 +556,7 @@ static aotk_status check_workspace(const aotk__attn_problem *problem, const attn
  * call, its fused form computes dQ too, into an fp32 accumulator that a cast pass then writes into dq
  * (rows[2] is then the cast). */
 static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) {
+  const aotk__variant_key key = variant_key(problem);
   aotk_status status;
   plan->count = 3;
   const bool covered = hopper_kernels_cover(problem);
@@ -1351,29 +575,29 @@ static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) 
      * head dims (it takes the Triton pass's place and arguments, and the same one owner per row). */
     if (hopper_row >= 0) dq_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, problem, plan, problem->seqlen_q);
   }
-  if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_PREPROCESS, problem, problem->seqlen_q, &plan->device,
+  if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_PREPROCESS, &key, problem->seqlen_q, &plan->device,
                                     &plan->rows[0], &plan->kind)) != AOTK_OK ||
       (hopper_row < 0 &&
-       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DKDV, problem, problem->seqlen_k, &plan->device,
+       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DKDV, &key, problem->seqlen_k, &plan->device,
                                      &plan->rows[1], &plan->kind)) != AOTK_OK) ||
       (dq_row < 0 &&
-       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DQ, problem, problem->seqlen_q, &plan->device,
+       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_DQ, &key, problem->seqlen_q, &plan->device,
                                      &plan->rows[2], &plan->kind)) != AOTK_OK)) {
     return status;
   }
   if (hopper_row >= 0) plan->rows[1] = hopper_row;
   if (dq_row >= 0) plan->rows[2] = dq_row;
   if (problem->dsinks) {
-    if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, problem, problem->seqlen_q, &plan->device,
+    if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_BWD_SINK_REDUCE, &key, problem->seqlen_q, &plan->device,
                                       &plan->rows[3], &plan->kind)) != AOTK_OK) {
       return status;
     }
     plan->count = 4;
   }
-  if (aotk__kernel_table[plan->rows[0]].block_m != BWD_PREPROCESS_BLOCK_M) {
+  if (aotk__kernel_table[plan->rows[0]].block_m != AOTK__ATTN_BWD_PREPROCESS_BLOCK_M) {
     return aotk__fail(AOTK_ERROR_INTERNAL, "%s has BLOCK_M %d; the workspace layout assumes %d",
                       aotk__kernel_table[plan->rows[0]].name, aotk__kernel_table[plan->rows[0]].block_m,
-                      BWD_PREPROCESS_BLOCK_M);
+                      AOTK__ATTN_BWD_PREPROCESS_BLOCK_M);
   }
   /* The forward's validation bounds the grids over query blocks; the dK/dV grid runs over key
    * blocks of the chosen row and kv heads. */
@@ -1396,7 +620,7 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   packed_tensor o = pack_tensor(&problem->out), dout = pack_tensor(&problem->dout), dq = pack_tensor(&problem->dq);
   packed_tensor dk = pack_tensor(&problem->dk), dv = pack_tensor(&problem->dv);
   feature_args f = make_feature_args(params, problem);
-  int32_t stats_stride = (int32_t)bwd_stats_stride(problem);
+  int32_t stats_stride = (int32_t)aotk__attn_bwd_stats_stride(problem);
   CUdeviceptr lse_ptr = (CUdeviceptr)(uintptr_t)problem->lse.data, delta_ptr = (CUdeviceptr)(uintptr_t)workspace;
   CUdeviceptr lse_log2_ptr = delta_ptr + bwd_stats_bytes(problem) / 2;
   CUdeviceptr sink_partial = problem->dsinks ? delta_ptr + bwd_stats_bytes(problem) : 0;
@@ -1580,51 +804,5 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
     aotk__fill_info(e, plan.kind, blocks(problem.seqlen_k, e->block_n) * problem.batch * problem.heads_kv,
                     bwd_workspace_bytes(&problem, &plan), plan.count, problem_features(&problem, e), info);
   }
-  return AOTK_OK;
-}
-
-aotk_status aotk_preload(void) {
-  aotk__clear_error();
-  const aotk__driver *driver;
-  attn_plan plan;
-  aotk_status status = plan_device(&plan, &driver, NULL);
-  if (status != AOTK_OK) return status;
-  int arch;
-  aotk__image_kind kind;
-  if ((status = aotk__choose_target(&plan.device, &arch, &kind)) != AOTK_OK) return status;
-  for (int i = 0; i < aotk__kernel_count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->arch != arch || e->shared_bytes > plan.device.max_shared_bytes) continue;
-    CUkernel kernel;
-    if ((status = aotk__kernel_get(driver, i, kind, plan.device.device, &kernel)) != AOTK_OK) return status;
-  }
-  return AOTK_OK;
-}
-
-aotk_status aotk_get_build_info(aotk_build_info *info) {
-  aotk__clear_error();
-  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
-  if (info->struct_size < sizeof(size_t)) {
-    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_BUILD_INFO_INIT)", info->struct_size);
-  }
-  aotk_build_info full;
-  memset(&full, 0, sizeof full);
-  full.struct_size = info->struct_size;
-  full.triton_version = aotk__triton_version;
-  full.ptxas_version = aotk__ptxas_version;
-  full.catalog_kernels = aotk__catalog_kernel_count;
-  for (int i = 0; i < aotk__kernel_count; i++) {
-    const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    int64_t bytes = (int64_t)e->cubin.compressed_bytes + (int64_t)e->ptx.compressed_bytes;
-    if (e->arch == 80) {
-      full.kernels_sm80++;
-      full.image_bytes_sm80 += bytes;
-    } else if (e->arch == 90) {
-      full.kernels_sm90++;
-      full.image_bytes_sm90 += bytes;
-    }
-  }
-  size_t size = info->struct_size < sizeof full ? info->struct_size : sizeof full;
-  memcpy(info, &full, size);
   return AOTK_OK;
 }

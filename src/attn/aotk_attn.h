@@ -1,4 +1,5 @@
-/* Internal interface of the attention entry points, shared with the self-test and the tests. */
+/* Dense attention's internal interface: the validated problem, which aotk_attn_validate.c fills and
+ * aotk_attn.c plans and launches. */
 #ifndef AOTK_ATTN_H
 #define AOTK_ATTN_H
 
@@ -6,9 +7,6 @@
 #include <stdint.h>
 
 #include "aotk.h"
-#include "aotk_driver.h"
-#include "aotk_image.h"
-#include "aotk_kernel_table.h"
 
 /* A validated attention problem: sizes and resolved scalars. */
 typedef struct aotk__attn_problem {
@@ -47,38 +45,10 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
 aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_attn_params *params,
                                     aotk__attn_problem *problem);
 
-/* The table row and image kind that kernel `family` runs for `problem` on `device`; `size_key` is the
- * length the family's tuning is keyed on (seqlen_k for the dK/dV pass, seqlen_q otherwise). */
-aotk_status aotk__choose_kernel(int family, const aotk__attn_problem *problem, int64_t size_key,
-                                const aotk__device_info *device, int *row, aotk__image_kind *kind);
-
-/* Pieces the selection-attention entry points (src/sel/aotk_sel.c) share with these. */
-const char *aotk__dtype_name(aotk_dtype dtype);
-/* A tensor on its own: data, rank, positive sizes, contiguous last dimension, non-negative strides,
- * element alignment, a byte span that fits in int64. `layout` names the dimensions in messages. */
-aotk_status aotk__check_tensor(const aotk_tensor *t, const char *name, int rank, const char *layout);
-/* An fp32 vector of one value per query head, [heads_q] or (allow_batch) [batch, heads_q]: ALiBi
- * slopes, sinks. *batch_stride is 0 for [heads_q]. */
-aotk_status aotk__check_fp32_vector(const aotk_tensor *t, const char *name, int64_t heads_q, int64_t batch,
-                                    int allow_batch, int64_t *batch_stride);
-/* An output's strides may not make two elements share memory (stride 0 on a dimension > 1). */
-aotk_status aotk__check_output_strides(const aotk_tensor *t, const char *name);
-aotk_status aotk__check_cu_seqlens(const aotk_tensor *t, const char *name);
-/* Pointer 16-byte aligned and every stride but the last a multiple of 16 elements. */
-bool aotk__tensor_aligned16(const aotk_tensor *t);
-/* The image target the current device runs (arch 80 or 90, cubin or PTX). */
-aotk_status aotk__choose_target(const aotk__device_info *device, int *arch, aotk__image_kind *kind);
-/* Whether table row `row` can run here: its image of `kind` is embedded and the device has the shared
- * memory it needs (AOTK_ERROR_KERNEL_NOT_BUILT, AOTK_ERROR_UNSUPPORTED_ARCH otherwise). */
-aotk_status aotk__check_row_runs(int row, aotk__image_kind kind, const aotk__device_info *device);
-/* Loads the kernels of `rows` after checking each row's parameter kinds against the launcher's. */
-aotk_status aotk__load_rows(const aotk__driver *driver, const int *rows, const char *const *param_kinds, int count,
-                            aotk__image_kind kind, CUdevice device, CUkernel *kernels);
-/* Launches row `row`'s kernel on a 1-d grid of `grid` programs with `args` (one per parameter). */
-aotk_status aotk__launch_row(const aotk__driver *driver, int row, CUkernel kernel, size_t count, void **args,
-                             int64_t grid, aotk_stream stream);
-/* Fills *info (as much of it as info->struct_size holds) for table row e. */
-void aotk__fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t grid, size_t workspace_bytes,
-                     int32_t launches, uint32_t features, aotk_kernel_info *info);
+/* The backward's workspace rows per (batch, head): seqlen_q padded to a multiple of 128 (aotk_attn.c
+ * lays the workspace out), and the pre-pass's rows per program; validation bounds the pre-pass grid
+ * with both. */
+#define AOTK__ATTN_BWD_PREPROCESS_BLOCK_M 64
+int64_t aotk__attn_bwd_stats_stride(const aotk__attn_problem *problem);
 
 #endif /* AOTK_ATTN_H */

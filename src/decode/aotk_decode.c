@@ -8,11 +8,12 @@
 #include <string.h>
 
 #include "aotk.h"
-#include "aotk_attn.h"
 #include "aotk_driver.h"
 #include "aotk_error.h"
 #include "aotk_image.h"
 #include "aotk_kernel_table.h"
+#include "aotk_launch.h"
+#include "aotk_tensor_validate.h"
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -421,12 +422,12 @@ static size_t partial_lse_bytes(const decode_problem *p, int64_t splits) {
   return round16((size_t)(splits * partial_rows(p)) * sizeof(float));
 }
 
-static void as_attn_problem(const decode_problem *p, aotk__attn_problem *ap) {
-  memset(ap, 0, sizeof *ap);
-  ap->dtype = p->dtype;
-  ap->head_dim_qk = p->head_dim_qk;
-  ap->head_dim_v = p->head_dim_v;
-  ap->aligned = 1;
+static void as_variant_key(const decode_problem *p, aotk__variant_key *key) {
+  memset(key, 0, sizeof *key);
+  key->dtype = p->dtype;
+  key->head_dim_qk = p->head_dim_qk;
+  key->head_dim_v = p->head_dim_v;
+  key->aligned = 1;
 }
 
 /* `stream` is checked to belong to the current context before anything is chosen for its device
@@ -439,8 +440,8 @@ static aotk_status plan_decode(const decode_problem *p, aotk_stream stream, deco
       (status = aotk__check_stream_context(plan->driver, &plan->device, stream)) != AOTK_OK) {
     return status;
   }
-  aotk__attn_problem ap;
-  as_attn_problem(p, &ap);
+  aotk__variant_key key;
+  as_variant_key(p, &key);
   const int64_t group_rows = p->group_size * p->seqlen_q;
   /* A paged cache whose pages hold whole key blocks is read with one page lookup per block
    * (attn_decode_paged_blocks); other page sizes look each key row up (attn_decode_paged). The block
@@ -448,14 +449,14 @@ static aotk_status plan_decode(const decode_problem *p, aotk_stream stream, deco
    * falls back to the rows one. */
   status = AOTK_ERROR_KERNEL_NOT_BUILT;
   if (p->paged) {
-    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, &ap, group_rows, &plan->device,
+    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, &key, group_rows, &plan->device,
                                  &plan->decode_row, &plan->kind);
     if (status == AOTK_OK && p->page_size % aotk__kernel_table[plan->decode_row].block_n != 0) {
       status = AOTK_ERROR_KERNEL_NOT_BUILT;
     }
   }
   if (status != AOTK_OK) {
-    if ((status = aotk__choose_kernel(p->paged ? AOTK__FAMILY_ATTN_DECODE_PAGED : AOTK__FAMILY_ATTN_DECODE, &ap,
+    if ((status = aotk__choose_kernel(p->paged ? AOTK__FAMILY_ATTN_DECODE_PAGED : AOTK__FAMILY_ATTN_DECODE, &key,
                                       group_rows, &plan->device, &plan->decode_row, &plan->kind)) != AOTK_OK) {
       return status;
     }
@@ -477,7 +478,7 @@ static aotk_status plan_decode(const decode_problem *p, aotk_stream stream, deco
                       (int)e->block_m, (long long)programs * plan->num_splits);
   }
   plan->append_row = -1;
-  if (p->append && (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_CACHE_APPEND, &ap, 1, &plan->device,
+  if (p->append && (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_CACHE_APPEND, &key, 1, &plan->device,
                                                  &plan->append_row, &plan->kind)) != AOTK_OK) {
     return status;
   }
@@ -486,9 +487,9 @@ static aotk_status plan_decode(const decode_problem *p, aotk_stream stream, deco
     plan->workspace_bytes = partial_out_bytes(p, plan->num_splits) + partial_lse_bytes(p, plan->num_splits);
     /* The merge has no dtype or head-dim axis (one kernel serves them all: its rows say 0), so only the
      * alignment chooses: the partials are padded rows; out was checked aligned. */
-    memset(&ap, 0, sizeof ap);
-    ap.aligned = 1;
-    if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, &ap, 1, &plan->device, &plan->merge_row, &plan->kind)) !=
+    memset(&key, 0, sizeof key);
+    key.aligned = 1;
+    if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, &key, 1, &plan->device, &plan->merge_row, &plan->kind)) !=
         AOTK_OK) {
       return status;
     }
@@ -876,10 +877,10 @@ static aotk_status plan_merge(const merge_problem *p, aotk_stream stream, merge_
       (status = aotk__check_stream_context(plan->driver, &plan->device, stream)) != AOTK_OK) {
     return status;
   }
-  aotk__attn_problem ap;
-  memset(&ap, 0, sizeof ap);
-  ap.aligned = p->aligned;
-  return aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, &ap, 1, &plan->device, &plan->row, &plan->kind);
+  aotk__variant_key key;
+  memset(&key, 0, sizeof key);
+  key.aligned = p->aligned;
+  return aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, &key, 1, &plan->device, &plan->row, &plan->kind);
 }
 
 static int64_t merge_rows(const merge_problem *p) { return p->batch * p->seqlen_q * p->heads; }

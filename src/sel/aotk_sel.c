@@ -9,11 +9,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "aotk_attn.h"
 #include "aotk_driver.h"
 #include "aotk_error.h"
 #include "aotk_image.h"
 #include "aotk_kernel_table.h"
+#include "aotk_launch.h"
+#include "aotk_tensor_validate.h"
 
 /* A validated selection problem. */
 typedef struct sel_problem {
