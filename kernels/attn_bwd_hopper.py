@@ -287,6 +287,36 @@ def _scores_t(k_smem, q_bufs, q_first, zero_s, BLOCK_N: gl.constexpr, BLOCK_M: g
 
 
 @gluon.jit
+def _step_scores(it, q_bufs, do_bufs, k_smem, v2, ready, coords, zero_s, keys, cols0, LseLog2, Delta, heads_q,
+                 stats_stride, bounds, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                 QK_CHUNKS: gl.constexpr):
+    """The start of a step of the d=256 and (192, 128) consumers: its stage and query block, S^T and dP^T
+    issued as soon as Q and dO land, the rows' staged statistics while they run, S^T waited for.
+    Returns the stage, the query head, dO's tile, dP^T's token, S^T, the tile for _probabilities and
+    delta."""
+    q_ready, do_ready = ready
+    b, n0, hkv, group_size, m_lo, n_m = coords
+    seqlen_k, diag, lo_rel, hi_rel = bounds
+    HEAD_DIM_V: gl.constexpr = v2.shape[1]
+    s = it % STAGES
+    phase = (it // STAGES) & 1
+    hq = hkv * group_size + it // n_m
+    m0 = m_lo + (it % n_m) * BLOCK_M
+    do2 = do_bufs.index(s).reshape([BLOCK_M, HEAD_DIM_V])
+    mbarrier.wait(q_ready.index(s), phase)
+    st_token = _scores_t(k_smem, q_bufs, s * QK_CHUNKS, zero_s, BLOCK_N, BLOCK_M, QK_CHUNKS)
+    mbarrier.wait(do_ready.index(s), phase)
+    dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+    stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
+    cols = m0 + cols0
+    lse = gl.load(LseLog2 + stats_row + cols)
+    delta = gl.load(Delta + stats_row + cols)
+    st = warpgroup_mma_wait(1, deps=(st_token, ))
+    tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
+    return s, hq, do2, dpt_token, st, tile, delta
+
+
+@gluon.jit
 def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coords, n_iters, LseLog2, Delta, dk_base,
                     dv_base, stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale,
                     qk_scale_log2, extras, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
@@ -321,22 +351,9 @@ def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coor
     # the copies are in flight.
     mbarrier.wait(kv_bar, 0)
     for it in range(n_iters):
-        s = it % STAGES
-        phase = (it // STAGES) & 1
-        hq = hkv * group_size + it // n_m
-        m0 = m_lo + (it % n_m) * BLOCK_M
-        do2 = do_bufs.index(s).reshape([BLOCK_M, HEAD_DIM_V])
-        mbarrier.wait(q_ready.index(s), phase)
-        st_token = _scores_t(k_smem, q_bufs, s * QK_CHUNKS, zero_s, BLOCK_N, BLOCK_M, QK_CHUNKS)
-        mbarrier.wait(do_ready.index(s), phase)
-        dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
-        cols = m0 + cols0
-        lse = gl.load(LseLog2 + stats_row + cols)
-        delta = gl.load(Delta + stats_row + cols)
-
-        st = warpgroup_mma_wait(1, deps=(st_token, ))
-        tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
+        s, hq, do2, dpt_token, st, tile, delta = _step_scores(
+            it, q_bufs, do_bufs, k_smem, v2, (q_ready, do_ready), coords, zero_s, keys, cols0, LseLog2, Delta,
+            heads_q, stats_stride, (seqlen_k, diag, lo_rel, hi_rel), BLOCK_M, BLOCK_N, STAGES, QK_CHUNKS)
         pt, pt_op = _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype, s_layout, BLOCK_N, BLOCK_M,
                                         EXTRAS, True)
         # The barrier after a store also tells every thread that both warpgroups have waited for step
@@ -396,21 +413,9 @@ def _consumer_wide(q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLo
     dv = gl.zeros([BLOCK_N, HEAD_DIM_V], gl.float32, dv_layout)
     mbarrier.wait(kv_bar, 0)
     for it in range(n_iters):
-        s = it % STAGES
-        phase = (it // STAGES) & 1
-        hq = hkv * group_size + it // n_m
-        m0 = m_lo + (it % n_m) * BLOCK_M
-        do2 = do_bufs.index(s).reshape([BLOCK_M, HEAD_DIM_V])
-        mbarrier.wait(q_ready.index(s), phase)
-        st_token = _scores_t(k_smem, q_bufs, s * QK_CHUNKS, zero_s, BLOCK_N, BLOCK_M, QK_CHUNKS)
-        mbarrier.wait(do_ready.index(s), phase)
-        dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
-        cols = m0 + cols0
-        lse = gl.load(LseLog2 + stats_row + cols)
-        delta = gl.load(Delta + stats_row + cols)
-        st = warpgroup_mma_wait(1, deps=(st_token, ))
-        tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
+        s, hq, do2, dpt_token, st, tile, delta = _step_scores(
+            it, q_bufs, do_bufs, k_smem, v2, (q_ready, do_ready), coords, zero_s, keys, cols0, LseLog2, Delta,
+            heads_q, stats_stride, (seqlen_k, diag, lo_rel, hi_rel), BLOCK_M, BLOCK_N, STAGES, QK_CHUNKS)
         pt, pt_op = _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype, pv_layout, BLOCK_N, BLOCK_M,
                                         EXTRAS, False)
         dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
