@@ -728,20 +728,22 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
                        &f.window_left, &f.window_right, &f.flags, &f.softmax_scale, &f.qk_scale_log2,
                        &f.softcap_scale, &f.softcap_log2, &f.dropout_threshold, &f.dropout_scale};
     _Static_assert(sizeof dq_args / sizeof dq_args[0] == sizeof attn_bwd_dq_param_kinds - 1, "one per parameter");
-    /* The Gluon pass: the same arguments (the pointers it does not read stay in their places), then the
-     * tensor maps of Q, K, V and dO. */
-    void *dq_hopper_args[sizeof dq_args / sizeof dq_args[0] + 4 * 7];
-    void *dq_descriptor_args[] = {DESCRIPTOR_ARGS(dq_descriptors[0]), DESCRIPTOR_ARGS(dq_descriptors[1]),
-                                  DESCRIPTOR_ARGS(dq_descriptors[2]), DESCRIPTOR_ARGS(dq_descriptors[3])};
-    _Static_assert(sizeof attn_bwd_dq_hopper_param_kinds == sizeof attn_bwd_dq_param_kinds + 4,
-                   "four descriptors of seven arguments each");
-    memcpy(dq_hopper_args, dq_args, sizeof dq_args);
-    memcpy(dq_hopper_args + sizeof dq_args / sizeof dq_args[0], dq_descriptor_args, sizeof dq_descriptor_args);
-    status = aotk__launch_row(driver, plan->rows[2], kernels[2],
-                              dq_hopper ? sizeof dq_hopper_args / sizeof dq_hopper_args[0]
-                                        : sizeof dq_args / sizeof dq_args[0],
-                              dq_hopper ? dq_hopper_args : dq_args, m_blocks * problem->batch * problem->heads_q,
-                              stream);
+    if (dq_hopper) {
+      /* The Gluon pass: the same arguments (the pointers it does not read stay in their places), then the
+       * tensor maps of Q, K, V and dO. */
+      void *dq_hopper_args[sizeof dq_args / sizeof dq_args[0] + 4 * 7];
+      void *dq_descriptor_args[] = {DESCRIPTOR_ARGS(dq_descriptors[0]), DESCRIPTOR_ARGS(dq_descriptors[1]),
+                                    DESCRIPTOR_ARGS(dq_descriptors[2]), DESCRIPTOR_ARGS(dq_descriptors[3])};
+      _Static_assert(sizeof attn_bwd_dq_hopper_param_kinds == sizeof attn_bwd_dq_param_kinds + 4,
+                     "four descriptors of seven arguments each");
+      memcpy(dq_hopper_args, dq_args, sizeof dq_args);
+      memcpy(dq_hopper_args + sizeof dq_args / sizeof dq_args[0], dq_descriptor_args, sizeof dq_descriptor_args);
+      status = aotk__launch_row(driver, plan->rows[2], kernels[2], sizeof dq_hopper_args / sizeof dq_hopper_args[0],
+                                dq_hopper_args, m_blocks * problem->batch * problem->heads_q, stream);
+    } else {
+      status = aotk__launch_row(driver, plan->rows[2], kernels[2], sizeof dq_args / sizeof dq_args[0], dq_args,
+                                m_blocks * problem->batch * problem->heads_q, stream);
+    }
   }
   if (status != AOTK_OK || plan->count < 4) return status;
 
