@@ -332,17 +332,20 @@ ATTN_TUNING = {
     # Three consumer warpgroups of 64 rows (4 + 4 + 4 + 1 producer warps, padded to 16): registers
     # 128 at entry, setmaxnreg 160 for the consumers and 24 for the producer (CONSUMER_REGS below).
     ("attn_fwd_hopper_wg3", 90, 64, 64): ((1, T(192, 128, 4, 2)),),
-    # The Gluon dK/dV pass: 64 query rows per step, 128 keys per program, 8 consumer warps (the program
-    # runs 8 + 1 producer, padded to 12), a 2-stage Q/dO ring (bench/explore/hopper/gluon_attn_bwd.py:
-    # 3 stages measured no faster).
-    ("attn_bwd_dkdv_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
-    ("attn_bwd_dkdv_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
+    # The Gluon dK/dV pass: 64 query rows per step, 128 keys per program, a 2-stage Q/dO ring
+    # (bench/explore/hopper/gluon_attn_bwd.py: 3 stages measured no faster). num_warps is the default
+    # partition's: at d 64 and 128 one consumer warpgroup in ping-pong with a second (4 + 4 + 1 producer
+    # warps, padded to 12); at 256 and (192, 128) one 8-warp consumer partition (8 + 1, padded to 12).
+    ("attn_bwd_dkdv_hopper", 90, 64, 64): ((1, T(64, 128, 4, 2)),),
+    ("attn_bwd_dkdv_hopper", 90, 128, 128): ((1, T(64, 128, 4, 2)),),
     ("attn_bwd_dkdv_hopper", 90, 256, 256): ((1, T(64, 64, 8, 2)),),
-    # (192, 128): the same split tiles, Q and K in three 64-column boxes.
+    # (192, 128): its WIDE tiles (32 query rows a step, 3 stages), Q and K in three 64-column boxes.
     ("attn_bwd_dkdv_hopper", 90, 192, 128): ((1, T(32, 128, 8, 3)),),
     # The same tiles with dQ fused (gluon_attn_bwd.py's bm64_s2_tr_rs: 0.86x cuDNN over the d64/d128
-    # grid through the JIT, against 0.76x for the dK/dV pass beside the Triton dQ pass).
-    ("attn_bwd_fused_hopper", 90, 64, 64): ((1, T(64, 128, 8, 2)),),
+    # grid through the JIT, against 0.76x for the dK/dV pass beside the Triton dQ pass). d 64: two
+    # consumer warpgroups in ping-pong and a dQ warpgroup (4 + 4 + 4 + 1, padded to 16; HEAD_DIM_OPTIONS);
+    # d 128: one 8-warp consumer partition.
+    ("attn_bwd_fused_hopper", 90, 64, 64): ((1, T(64, 128, 4, 2)),),
     ("attn_bwd_fused_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
     # The Gluon dQ pass: 64 query rows per program, 64 keys per step, 8 consumer warps, a 2-stage K/V ring.
     ("attn_bwd_dq_hopper", 90, 256, 256): ((1, T(64, 64, 8, 2)),),
@@ -609,6 +612,16 @@ FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_fwd_hoppe
 FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}, "attn_fwd_hopper_wg3": {"maxnreg": 128},
                   "attn_bwd_dkdv_hopper": {"maxnreg": 168},
                   "attn_bwd_fused_hopper": {"maxnreg": 168}, "attn_bwd_dq_hopper": {"maxnreg": 168}}
+# Per head dim, over FAMILY_OPTIONS: the fused d=64 pass runs four warpgroups (two consumers, the dQ
+# warpgroup, the producer's), so 128 registers at entry.
+HEAD_DIM_OPTIONS = {("attn_bwd_fused_hopper", 64): {"maxnreg": 128}}
+
+
+def compile_options(kernel):
+    """Triton's compile options beyond num_warps and num_stages for one kernel."""
+    return {**FAMILY_OPTIONS.get(kernel.family, {}), **HEAD_DIM_OPTIONS.get((kernel.family, kernel.head_dim_qk), {})}
+
+
 # Families written in Gluon (compiled from GluonASTSource, their descriptors typed with the shared-memory
 # layout the kernel allocates).
 GLUON_FAMILIES = ("attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper",

@@ -100,7 +100,10 @@ def kernel_sources(source_name):
 
 def cache_key(kernel):
     h = hashlib.sha256()
-    for part in (GENERATOR_VERSION, aotk_catalog.TRITON_VERSION, repr(kernel), *kernel_sources(kernel.source)):
+    # The compile options beyond the tile config (maxnreg) are part of the key where a kernel has any.
+    options = aotk_catalog.compile_options(kernel)
+    extra = (repr(sorted(options.items())), ) if options else ()
+    for part in (GENERATOR_VERSION, aotk_catalog.TRITON_VERSION, repr(kernel), *extra, *kernel_sources(kernel.source)):
         h.update(part if isinstance(part, bytes) else part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
@@ -151,7 +154,7 @@ def compile_kernel(kernel, cache_dir):
     else:
         source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     options = {"num_warps": kernel.config.num_warps, "num_stages": kernel.config.num_stages,
-               **aotk_catalog.FAMILY_OPTIONS.get(kernel.family, {})}
+               **aotk_catalog.compile_options(kernel)}
     compiled = triton.compile(source, target=GPUTarget("cuda", kernel.arch, 32), options=options)
     elapsed = time.time() - start
     md = compiled.metadata

@@ -10,16 +10,18 @@ most query blocks, so the heaviest programs start first). Warp-specialized:
   tiles of BLOCK_M = 64 query rows through a ring of STAGES shared-memory stages, over every query
   head of the GQA group and every query block that sees the key block; Q and dO have "ready"
   mbarriers of their own (S^T can start before dO lands) and share one "empty" per stage;
-- one consumer partition of two warpgroups (64 key rows each: the key block is the M side of every
-  product, FA3's swapped form; 240 registers through setmaxnreg) computes per query block, as
-  asynchronous wgmma:
+- two consumer warpgroups (64 key rows each: the key block is the M side of every product, FA3's
+  swapped form; 240 registers through setmaxnreg) compute per query block, as asynchronous wgmma:
       S^T = K Q^T, dP^T = V dO^T                  [BLOCK_N, BLOCK_M], fp32 in registers
       P^T = exp2(S^T * scale * log2(e) - lse)      (staged lse: +inf past seqlen_q and for rows with
                                                     no key; masked only on edge and diagonal blocks)
       dV += P^T dO                                 (P^T from registers, issued before dS is computed)
       dS^T = P^T * (dP^T - delta)
       dK += dS^T Q                                 (dS^T from registers)
-  and writes dK (times softmax_scale) and dV once, with masked stores.
+  and writes dK (times softmax_scale) and dV once, with masked stores. At head dims 64 and 128 the
+  two are partitions of their own in ping-pong (_consumer_pp: they take turns issuing S^T and dP^T, so
+  that one's exp2 and dS^T work overlaps the other's products); fused at 128 they are one 8-warp
+  partition (_consumer).
 
 At head dim 256 (SPLIT_D) two warpgroups cannot each hold dK and dV of 64 keys: a program takes 64 keys,
 the warpgroups split S^T and dP^T along the query columns and dK, dV along d, and exchange P^T and dS^T
@@ -36,7 +38,12 @@ split dQ along d), stages dQ times softmax_scale in shared memory and adds it in
 with one TMA reduce-add, FlashAttention-3's dQ path. The additions from different key blocks land in a
 varying order, so dq is not bitwise reproducible; dK and dV are the same instructions as the
 deterministic pass's. The host zeroes the accumulator first and attn_bwd_dq_convert (kernels/attn_bwd.py)
-casts it into dq, in place of the Triton dQ pass: 5 matrix products per block instead of 7.
+casts it into dq, in place of the Triton dQ pass: 5 matrix products per block instead of 7. At head
+dim 64 the consumers do not compute dQ: they store their halves of dS^T and go on, and a third
+warpgroup (_dq_worker, 88 registers; the consumers 200) computes dQ = dS K, stages it and issues the
+reduce-add, so the dQ path leaves the consumers' critical path (bench_attn.py, H100: the d=64 fused
+backward 381 -> 475 TFLOP/s at 16k non-causal). At 128 the consumers' dK and dV (64 registers each)
+leave no registers for that warpgroup (32-row sub-steps made room and measured no faster).
 
 What it covers: every backward but dropout: masks and windows of both alignments (the query blocks a
 key block walks come from the window rule; only blocks crossing a window's edge or the key length are
@@ -46,9 +53,10 @@ dense or varlen, head dims 64, 128 and (the deterministic pass only) 256 and (19
 V and dO over [batch, seqlen, heads * d] (varlen: [1, total, heads * d], each sequence's rows offset by
 cu_seqlens; blocks reaching past a sequence's end read the next sequence's rows, which are masked as
 keys, have lse = +inf as queries, and are not stored), so the C launcher packs both the same way.
-Without EXTRAS nothing spills at d=64 or 128; the EXTRAS rows at d=128 spill 168 bytes per thread (240
-fused; see _probabilities for why the score modifiers sit in uniform branches); the split rows spill
-nothing.
+Spills (cuobjdump STACK, bytes per thread): none at d=64 but the fused EXTRAS rows' 88; at d=128 the
+ping-pong deterministic pass 112 (loop-invariant scalars reloaded once a step) and 304 in its EXTRAS
+rows, the fused pass none and 240 in its EXTRAS rows (see _probabilities for why the score modifiers
+sit in uniform branches); the split rows nothing.
 
 Measured through the JIT on the H100 (bench/explore/hopper/gluon_attn_bwd.py, "split _rs": this
 kernel with aotk's pre-pass and dQ pass, against the three Triton kernels, bf16, 16k tokens): the
@@ -272,6 +280,123 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
 
 
 @gluon.jit
+def _consumer_pp(q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coords, n_iters, LseLog2, Delta,
+                 dk_base, dv_base, stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride,
+                 softmax_scale, qk_scale_log2, extras, WG: gl.constexpr, FUSED_DQ: gl.constexpr,
+                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                 EXTRAS: gl.constexpr):
+    """One of the two consumer warpgroups at head dims 64 and 128, in ping-pong: warpgroup WG owns key
+    rows [WG * 64, WG * 64 + 64) of the program's BLOCK_N = 128 and the two take turns issuing S^T and
+    dP^T, so that one's exp2 and dS^T work runs while the other's products occupy the tensor cores.
+    Fused (head dim 64): each stores its half of dS^T to shared memory for the dQ warpgroup."""
+    kv_bar, q_ready, do_ready, qdo_empty = bars
+    turn, ds_ready, ds_free = pp_bars
+    b, n0, hkv, group_size, m_lo, n_m = coords
+    lo_rel, hi_rel = window
+    dtype: gl.constexpr = q_bufs.dtype
+    ROWS: gl.constexpr = BLOCK_N // 2
+    FIRST: gl.constexpr = 1 if WG == 0 else 0  # warpgroup 0 takes the first turn
+    OTHER: gl.constexpr = 1 - WG
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_M, 16])
+    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
+    n0w = n0 + WG * ROWS
+    keys = n0w + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+    cols0 = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, s_layout))
+    k_all = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM])
+    k2 = k_all.slice(WG * ROWS, ROWS)
+    v2 = v_smem.reshape([BLOCK_N, HEAD_DIM]).slice(WG * ROWS, ROWS)
+    zero_s = gl.zeros([ROWS, BLOCK_M], gl.float32, s_layout)
+    dk = gl.zeros([ROWS, HEAD_DIM], gl.float32, kv_layout)
+    dv = gl.zeros([ROWS, HEAD_DIM], gl.float32, kv_layout)
+    ds_bufs, dq_bufs, desc_dq = dq_handoff
+    turn_phase = 0
+
+    mbarrier.wait(kv_bar, 0)
+    for it in range(n_iters):
+        s = it % STAGES
+        phase = (it // STAGES) & 1
+        hq = hkv * group_size + it // n_m
+        m0 = m_lo + (it % n_m) * BLOCK_M
+        q2 = q_bufs.index(s).reshape([BLOCK_M, HEAD_DIM])
+        do2 = do_bufs.index(s).reshape([BLOCK_M, HEAD_DIM])
+        # Both tiles before the turn: a warpgroup holding the turn must not wait on a load.
+        mbarrier.wait(q_ready.index(s), phase)
+        mbarrier.wait(do_ready.index(s), phase)
+        mbarrier.wait(turn.index(WG), turn_phase ^ FIRST)
+        st_token = warpgroup_mma(k2, q2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
+        mbarrier.arrive(turn.index(OTHER))
+        turn_phase ^= 1
+        stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
+        cols = m0 + cols0
+        lse = gl.load(LseLog2 + stats_row + cols)
+        delta = gl.load(Delta + stats_row + cols)
+
+        st = warpgroup_mma_wait(1, deps=(st_token, ))
+        tile = (keys, cols, lse, seqlen_k, n0w, m0, diag, lo_rel, hi_rel)
+        pt, pt_op = _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype, p_layout, ROWS, BLOCK_M,
+                                        EXTRAS, False)
+        dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
+        dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
+        dst = pt * (dpt - gl.expand_dims(delta, 0))
+        ds_op = gl.convert_layout(dst.to(dtype), p_layout)
+        dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
+        if FUSED_DQ:
+            # dQ = dS K over both warpgroups' keys is the dQ warpgroup's (_dq_worker): each consumer stores
+            # its half of dS^T into buffer it % 2, once step it - 2's dQ product has read it (ds_free),
+            # and arrives on ds_ready.
+            half = it % 2
+            ds = ds_bufs.index(half)
+            mbarrier.wait(ds_free.index(half), ((it // 2) & 1) ^ 1)
+            ds.slice(WG * ROWS, ROWS).store(dst.to(dtype))
+            fence_async_shared()
+            mbarrier.arrive(ds_ready.index(half))
+        dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, pt_op, ds_op))
+        mbarrier.arrive(qdo_empty.index(s))
+    store_rows(dk_base, stride_dks, n0w, seqlen_k, 0, (dk * softmax_scale).to(dtype), kv_layout, ROWS, HEAD_DIM)
+    store_rows(dv_base, stride_dvs, n0w, seqlen_k, 0, dv.to(dtype), kv_layout, ROWS, HEAD_DIM)
+
+
+@gluon.jit
+def _dq_worker(ds_bufs, dq_bufs, k_smem, kv_bar, pp_bars, coords, n_iters, desc_dq, heads_q, softmax_scale,
+               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr):
+    """The fused pass's dQ warpgroup (head dim 64): per step, once both consumers have stored their
+    halves of dS^T (ds_ready), dQ = dS K over the program's BLOCK_N keys (dS^T read transposed), the
+    buffer handed back (ds_free), dQ times softmax_scale staged in buffer it % 2 and reduce-added into
+    the fp32 accumulator. The consumers never wait for dQ."""
+    turn, ds_ready, ds_free = pp_bars
+    b, n0, hkv, group_size, m_lo, n_m = coords
+    gl.static_assert(HEAD_DIM == 64, "the dQ warpgroup is built for head dim 64")
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, HEAD_DIM, 16])
+    k_all = k_smem.index(0).reshape([BLOCK_N, HEAD_DIM])
+    zero_dq = gl.zeros([BLOCK_M, HEAD_DIM], gl.float32, dq_layout)
+    mbarrier.wait(kv_bar, 0)
+    for it in range(n_iters):
+        half = it % 2
+        hq = hkv * group_size + it // n_m
+        m0 = m_lo + (it % n_m) * BLOCK_M
+        ds = ds_bufs.index(half)
+        mbarrier.wait(ds_ready.index(half), (it // 2) & 1)
+        dq_token = warpgroup_mma(ds.permute((1, 0)), k_all, zero_dq, use_acc=False, is_async=True)
+        dq = warpgroup_mma_wait(0, deps=(dq_token, ))
+        mbarrier.arrive(ds_free.index(half))
+        # Buffer it % 2 was last read by step it - 2's reduce-add: with at most the previous step's one
+        # outstanding, it has (the issuing thread's wait; the barrier tells every thread).
+        dq_buf = dq_bufs.index(half)
+        tma.store_wait(1)
+        _thread_barrier()
+        dq_buf.reshape([BLOCK_M, HEAD_DIM]).store(dq * softmax_scale)
+        fence_async_shared()
+        _thread_barrier()
+        _tma_reduce_add(desc_dq, [b * heads_q + hq, m0, 0], dq_buf)
+    tma.store_wait(0)  # the last reduce-adds have read shared memory before the program exits
+
+
+@gluon.jit
 def _scores_t(k_smem, q_bufs, q_first, zero_s, BLOCK_N: gl.constexpr, BLOCK_M: gl.constexpr, CHUNKS: gl.constexpr):
     # S^T = K Q^T as asynchronous wgmma, one per head-dim chunk (three at head dim 192), accumulated in
     # order.
@@ -484,11 +609,15 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     do_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     qdo_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_bar, count=1)
+    # Head dims 64 and 128: two consumer partitions of one warpgroup each, in ping-pong (_consumer_pp);
+    # fused at head dim 64, with a third warpgroup for dQ (_dq_worker). Fused at 128 the consumers'
+    # registers leave none for a dQ warpgroup: one 8-warp consumer partition (_consumer).
+    PINGPONG: gl.constexpr = HEAD_DIM == 64 or (HEAD_DIM == 128 and not FUSED_DQ)
     for i in gl.static_range(STAGES):
         mbarrier.init(q_ready.index(i), count=1)
         mbarrier.init(do_ready.index(i), count=1)
-        # Released once by the consumer partition (an arrive is one arrival per partition).
-        mbarrier.init(qdo_empty.index(i), count=1)
+        # Released once by each consumer partition (an arrive is one arrival per partition).
+        mbarrier.init(qdo_empty.index(i), count=2 if PINGPONG else 1)
     # d = 256: the two warpgroups split dK and dV along d, and exchange P^T and dS^T through shared memory
     # (_consumer_split). (192, 128): 128-key programs whose warpgroups own 64 keys each, 32 query rows a
     # step (_consumer_wide). Only the deterministic pass: fused with dQ at d = 256 (one Q/dO stage beside
@@ -503,7 +632,11 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
         ds_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], ds_layout)
     else:
         ds_bufs = kv_bar  # unused
-    if FUSED_DQ:
+    if FUSED_DQ and PINGPONG:
+        # Two staging buffers: the dQ warpgroup's reduce-add of one step runs while it computes the next.
+        dq_handoff = (ds_bufs, gl.allocate_shared_memory(gl.float32, [2] + DescDQ.block_type.shape, DescDQ.layout),
+                      DescDQ)
+    elif FUSED_DQ:
         dq_handoff = (ds_bufs, gl.allocate_shared_memory(gl.float32, DescDQ.block_type.shape, DescDQ.layout), DescDQ)
     else:
         dq_handoff = (ds_bufs, kv_bar, kv_bar)  # only ds_bufs is used (SPLIT_D)
@@ -521,6 +654,22 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     dv_base = DV + b.to(gl.int64) * stride_dvb + k_start.to(gl.int64) * stride_dvs + hkv.to(gl.int64) * stride_dvh
     window = (lo_rel, hi_rel)
     extras = (flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2)
+    if PINGPONG:
+        # turn: whose turn it is to issue S^T and dP^T. Fused: ds_ready, both halves of dS^T stored (count
+        # 2); ds_free, the step's dQ product has read its dS^T buffer. (Barriers allocated and never used
+        # let the allocator give their bytes to later buffers, which racecheck reports against the init.)
+        turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+        for i in gl.static_range(2):
+            mbarrier.init(turn.index(i), count=1)
+        if FUSED_DQ:
+            ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            for i in gl.static_range(2):
+                mbarrier.init(ds_ready.index(i), count=2)
+                mbarrier.init(ds_free.index(i), count=1)
+            pp_bars = (turn, ds_ready, ds_free)
+        else:
+            pp_bars = (turn, turn, turn)  # only turn is used
     if WIDE:
         gl.warp_specialize([
             (_consumer_wide, (q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLog2, Delta, dk_base,
@@ -538,6 +687,34 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
             (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
                          BLOCK_M, STAGES)),
         ], [1], [PRODUCER_REGS])
+    elif PINGPONG and FUSED_DQ:
+        gl.warp_specialize([
+            (_consumer_pp, (q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coords, n_iters, LseLog2,
+                            Delta, dk_base, dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride,
+                            softmax_scale, qk_scale_log2, extras, 0, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                            EXTRAS)),
+            (_consumer_pp, (q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coords, n_iters, LseLog2,
+                            Delta, dk_base, dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride,
+                            softmax_scale, qk_scale_log2, extras, 1, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                            EXTRAS)),
+            (_dq_worker, (ds_bufs, dq_handoff[1], k_smem, kv_bar, pp_bars, coords, n_iters, DescDQ, heads_q,
+                          softmax_scale, BLOCK_M, BLOCK_N, HEAD_DIM)),
+            (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
+                         BLOCK_M, STAGES)),
+        ], [4, 4, 1], [200, 88, PRODUCER_REGS])
+    elif PINGPONG:
+        gl.warp_specialize([
+            (_consumer_pp, (q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coords, n_iters, LseLog2,
+                            Delta, dk_base, dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride,
+                            softmax_scale, qk_scale_log2, extras, 0, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                            EXTRAS)),
+            (_consumer_pp, (q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coords, n_iters, LseLog2,
+                            Delta, dk_base, dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride,
+                            softmax_scale, qk_scale_log2, extras, 1, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
+                            EXTRAS)),
+            (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
+                         BLOCK_M, STAGES)),
+        ], [4, 1], [240, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base,
