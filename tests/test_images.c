@@ -5,8 +5,9 @@
  * variant of every family (the forward, its sm_90 TMA form and its dropout-mask helper; the backward's
  * preprocess, dK/dV, dQ and sink-reduce passes; selection attention's forward, dQ and dK/dV passes and
  * its index and check helpers) has a kernel for every problem size, each row's fields agree with its
- * name and with what its target allows, the TMA rows' descriptor layouts fit their tiles, and a damaged
- * image is refused before the driver could see it.
+ * name and with what its target allows, the TMA rows' descriptor layouts fit their tiles, a refusal for
+ * want of a kernel names the family as the catalog does, and a damaged image is refused before the
+ * driver could see it.
  *
  * The table and the images come from the build tree (build/generated), so these tests check what this
  * build actually embeds, not what the catalog meant to embed.
@@ -20,6 +21,7 @@
 #include "aotk.h"
 #include "aotk_image.h"
 #include "aotk_kernel_table.h"
+#include "aotk_launch.h"
 #include "aotk_test_harness.h"
 
 /* Each family's run-time parameters, in the order of the Triton function's signature (kernels/attn_fwd.py,
@@ -457,6 +459,29 @@ static void test_table_names_unique_per_arch(void) {
       const aotk__kernel_entry *a = &aotk__kernel_table[i], *b = &aotk__kernel_table[j];
       CHECK_MSG(a->arch != b->arch || strcmp(a->name, b->name) != 0, "rows %d and %d are both sm_%d %s", i, j,
                 a->arch, a->name);
+    }
+  }
+}
+
+/* A refusal for want of a kernel names the family as the catalog does (src/runtime/aotk_launch.c's
+ * family names), for every family chosen through aotk__choose_kernel: all but selection attention's,
+ * which src/sel/aotk_sel.c chooses and names itself. Size key 0 is below every row's min_seqlen (at
+ * least 1: see test_table_covers_every_variant_from_seqlen_one), so no row is chosen, built or not. */
+static void test_kernel_refusals_name_the_family(void) {
+  static const int archs[] = {80, 90};
+  for (int f = 0; f < FAMILY_COUNT; f++) {
+    if (strncmp(families[f].name, "sel_", 4) == 0) continue;
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+      const aotk__device_info device = {NULL, 0, archs[a], 227 * 1024, 132};
+      const aotk__variant_key key = {AOTK_DTYPE_FLOAT16, 64, 64, 1, 0};
+      int row = -1;
+      aotk__image_kind kind;
+      aotk_status status = aotk__choose_kernel(families[f].id, &key, 0, &device, &row, &kind);
+      char expected[96];
+      snprintf(expected, sizeof expected, "no sm_%d %s kernel for ", archs[a], families[f].name);
+      CHECK_MSG(status == AOTK_ERROR_KERNEL_NOT_BUILT && strstr(aotk_last_error(), expected) != NULL,
+                "%s on sm_%d: %s, \"%s\"; expected a refusal naming it (\"%s...\")", families[f].name, archs[a],
+                aotk_status_name(status), aotk_last_error(), expected);
     }
   }
 }
@@ -1192,6 +1217,7 @@ int main(void) {
   RUN_TEST(test_table_is_unfiltered);
   RUN_TEST(test_table_covers_every_variant_from_seqlen_one);
   RUN_TEST(test_table_names_unique_per_arch);
+  RUN_TEST(test_kernel_refusals_name_the_family);
   RUN_TEST(test_table_tuning_bounds_distinct);
   RUN_TEST(test_table_rows_describe_valid_configs);
   RUN_TEST(test_table_selection_tiles);

@@ -110,8 +110,8 @@ aotk_status aotk__check_attn_fwd(const aotk__driver *driver, const aotk__fwd_che
 #define AOTK__CHECK_LSE_ABS 1e-3
 #define AOTK__CHECK_LSE_REL 1e-4
 
-/* Helpers the check functions share (this file's, src/check/aotk_sel_check.c's,
- * src/check/aotk_decode_check.c's). */
+/* Helpers the check functions share (the forward's and the backward's, src/check/aotk_sel_check.c's,
+ * src/check/aotk_decode_check.c's), defined in src/check/aotk_check_case.c. */
 /* Inside a check function with a `status` and a `done:` label that releases everything: a failed driver
  * call sets the status and jumps there. */
 #define AOTK__CHECK_CU(call, what)                             \

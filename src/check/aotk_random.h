@@ -1,6 +1,6 @@
 /* The host-side random inputs of the self-test and the GPU tests: splitmix64 and what is drawn from
  * it, and the conversions between float and a dtype's 16-bit pattern. Header-only (static inline), for
- * src/check/aotk_check.c, src/check/aotk_sel_check.c and the tests, which each had their own copy. */
+ * src/check/aotk_check_case.c, src/check/aotk_sel_check.c and the tests, which each had their own copy. */
 #ifndef AOTK_RANDOM_H
 #define AOTK_RANDOM_H
 

@@ -1,374 +1,22 @@
 /*
  * Decoding over a KV cache (aotk_attn_decode) and the merge of partial attentions (aotk_attn_merge):
- * validation, the split-KV plan, argument packing and launches. The kernels are kernels/attn_decode.py.
+ * the split-KV plan, argument packing and launches, and the queries. The arguments are validated first
+ * (aotk_decode_validate.c). The kernels are kernels/attn_decode.py.
  */
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "aotk.h"
+#include "aotk_decode.h"
 #include "aotk_driver.h"
 #include "aotk_error.h"
 #include "aotk_image.h"
 #include "aotk_kernel_table.h"
 #include "aotk_launch.h"
-#include "aotk_tensor_validate.h"
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
-/* --- decoding: validation ------------------------------------------------------------------------ */
-
-typedef struct decode_problem {
-  aotk_dtype dtype;
-  int64_t batch, seqlen_q, heads_q, heads_kv, group_size;
-  int64_t head_dim_qk, head_dim_v;
-  int paged;
-  int64_t capacity;      /* keys a request can hold: the contiguous cache's length, or pages x page_size */
-  int64_t page_size;     /* paged only */
-  int64_t size_hint;     /* max_seqlen_k, or the capacity: what the split choice plans for */
-  float softmax_scale;   /* resolved */
-  int causal;
-  int32_t window_left, window_right; /* resolved: causal makes window_right 0 */
-  float softcap;
-  int alibi;
-  int64_t alibi_batch_stride;
-  int sinks;
-  int write_lse;
-  int32_t num_splits_asked; /* 0: aotk chooses */
-  int append;               /* k_new and v_new given: attn_cache_append writes them first */
-  int varlen;               /* cu_seqlens_q given: packed q, out [total_q, ...], lse [heads_q, total_q] */
-  int64_t total_q;          /* varlen: q.shape[0] */
-  int64_t seqlen_new;       /* their tokens per request; 0 without */
-} decode_problem;
-
-static const char *const q_layout = "[batch, seqlen_q, heads_q, head_dim_qk]";
-static const char *const cache_layout = "[batch, capacity, heads_kv, head_dim] (paged: [num_pages, page_size, heads_kv, head_dim])";
-static const char *const out_layout = "[batch, seqlen_q, heads_q, head_dim_v]";
-static const char *const varlen_q_layout = "[total_q, heads_q, head_dim_qk] (with cu_seqlens_q)";
-static const char *const varlen_out_layout = "[total_q, heads_q, head_dim_v] (with cu_seqlens_q)";
-
-static aotk_status check_head_dim(int64_t head_dim, const char *name) {
-  if (head_dim % 8 != 0 || head_dim > 256) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "%s = %lld; decoding takes multiples of 8 up to 256", name,
-                      (long long)head_dim);
-  }
-  return AOTK_OK;
-}
-
-static aotk_status check_aligned(const aotk_tensor *t, const char *name) {
-  if (!aotk__tensor_aligned16(t)) {
-    return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER,
-                      "%s: decoding needs a 16-byte-aligned pointer and strides that are multiples of 16 elements "
-                      "(data %p, strides %lld %lld %lld)",
-                      name, t->data, (long long)t->strides[0], (long long)t->strides[1], (long long)t->strides[2]);
-  }
-  return AOTK_OK;
-}
-
-static aotk_status check_dim(const aotk_tensor *t, const char *name, int dim, int64_t expected, const char *what,
-                             aotk_status status) {
-  if (t->shape[dim] != expected) {
-    return aotk__fail(status, "%s.shape[%d] = %lld but %s = %lld", name, dim, (long long)t->shape[dim], what,
-                      (long long)expected);
-  }
-  return AOTK_OK;
-}
-
-static aotk_status check_int32_vector(const aotk_tensor *t, const char *name, int rank, const char *layout) {
-  aotk_status status = aotk__check_tensor(t, name, rank, layout);
-  if (status != AOTK_OK) return status;
-  if (t->dtype != AOTK_DTYPE_INT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; it is int32", name, aotk__dtype_name(t->dtype));
-  }
-  return AOTK_OK;
-}
-
-static aotk_status decode_validate(const aotk_decode_params *caller_params, aotk_decode_params *params,
-                                   decode_problem *p) {
-  if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
-  const size_t size = caller_params->struct_size;
-  if (size < sizeof(aotk_decode_params) || size > (size_t)1 << 20) {
-    return aotk__fail(AOTK_ERROR_STRUCT_SIZE,
-                      "params->struct_size = %zu; expected %zu (use AOTK_DECODE_PARAMS_INIT)", size,
-                      sizeof(aotk_decode_params));
-  }
-  memcpy(params, caller_params, sizeof *params);
-  memset(p, 0, sizeof *p);
-  aotk_status status;
-  const aotk_tensor *q = &params->q, *k = &params->k_cache, *v = &params->v_cache, *out = &params->out;
-
-  /* Packed queries (cu_seqlens_q): a prefill over the cache, any number of tokens per request. */
-  p->varlen = params->cu_seqlens_q.data != NULL;
-  if (p->varlen) {
-    if ((status = aotk__check_cu_seqlens(&params->cu_seqlens_q, "cu_seqlens_q")) != AOTK_OK) return status;
-    if ((status = aotk__check_tensor(q, "q", 3, varlen_q_layout)) != AOTK_OK) return status;
-  } else if ((status = aotk__check_tensor(q, "q", 4, q_layout)) != AOTK_OK) {
-    return status;
-  }
-  if (q->dtype != AOTK_DTYPE_FLOAT16 && q->dtype != AOTK_DTYPE_BFLOAT16) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "q.dtype = %s; decoding takes float16 or bfloat16",
-                      aotk__dtype_name(q->dtype));
-  }
-  p->dtype = q->dtype;
-  if (p->varlen) {
-    p->batch = params->cu_seqlens_q.shape[0] - 1;
-    p->total_q = q->shape[0];
-    p->heads_q = q->shape[1];
-    p->head_dim_qk = q->shape[2];
-    if (params->max_seqlen_q < 1) {
-      return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q = %d: with cu_seqlens_q it must be >= 1",
-                        (int)params->max_seqlen_q);
-    }
-    p->seqlen_q = params->max_seqlen_q;
-  } else {
-    p->batch = q->shape[0];
-    p->seqlen_q = q->shape[1];
-    p->heads_q = q->shape[2];
-    p->head_dim_qk = q->shape[3];
-  }
-  if (!p->varlen && p->seqlen_q > AOTK_DECODE_MAX_SEQLEN_Q) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE,
-                      "q.shape[1] = %lld new tokens; decoding takes 1 to %d per request (pack longer steps with "
-                      "cu_seqlens_q, or use aotk_attn_fwd for a prefill without a cache)",
-                      (long long)p->seqlen_q, AOTK_DECODE_MAX_SEQLEN_Q);
-  }
-  if ((status = check_head_dim(p->head_dim_qk, p->varlen ? "q.shape[2] (head_dim_qk)" : "q.shape[3] (head_dim_qk)")) !=
-      AOTK_OK) {
-    return status;
-  }
-
-  const char *const batch_source = p->varlen ? "batch (cu_seqlens_q.shape[0] - 1)" : "batch (q.shape[0])";
-  p->paged = params->block_table.data != NULL;
-  if ((status = aotk__check_tensor(k, "k_cache", 4, cache_layout)) != AOTK_OK) return status;
-  if (k->dtype != p->dtype) {
-    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "k_cache.dtype = %s but q.dtype = %s", aotk__dtype_name(k->dtype),
-                      aotk__dtype_name(p->dtype));
-  }
-  p->heads_kv = k->shape[2];
-  if ((status = check_dim(k, "k_cache", 3, p->head_dim_qk, "head_dim_qk (q's last dimension)", AOTK_ERROR_HEAD_DIM_MISMATCH)) !=
-      AOTK_OK) {
-    return status;
-  }
-  if ((status = aotk__check_tensor(v, "v_cache", 4, cache_layout)) != AOTK_OK) return status;
-  if (v->dtype != p->dtype) {
-    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "v_cache.dtype = %s but q.dtype = %s", aotk__dtype_name(v->dtype),
-                      aotk__dtype_name(p->dtype));
-  }
-  static const char *const cache_dims[] = {"k_cache.shape[0]", "k_cache.shape[1]", "heads_kv (k_cache.shape[2])"};
-  for (int d = 0; d < 3; d++) {
-    if ((status = check_dim(v, "v_cache", d, k->shape[d], cache_dims[d], AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
-      return status;
-    }
-  }
-  p->head_dim_v = v->shape[3];
-  if ((status = check_head_dim(p->head_dim_v, "v_cache.shape[3] (head_dim_v)")) != AOTK_OK) return status;
-  if (p->heads_q % p->heads_kv != 0) {
-    return aotk__fail(AOTK_ERROR_HEADS_NOT_DIVISIBLE, "heads_q = %lld (q.shape[2]) is not a multiple of heads_kv = %lld",
-                      (long long)p->heads_q, (long long)p->heads_kv);
-  }
-  p->group_size = p->heads_q / p->heads_kv;
-  /* The kernels count query rows (and the merge its rows, the grid its programs, which are fewer) in
-   * int32; each size can be valid alone (broadcast inputs) while the product wraps. */
-  int64_t rows;
-  if (__builtin_mul_overflow(p->batch, p->seqlen_q, &rows) || __builtin_mul_overflow(rows, p->heads_q, &rows) ||
-      rows > INT32_MAX) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
-                      "batch * seqlen_q * heads_q = %lld * %lld * %lld query rows exceeds 2^31 - 1",
-                      (long long)p->batch, (long long)p->seqlen_q, (long long)p->heads_q);
-  }
-
-  if (p->paged) {
-    const aotk_tensor *table = &params->block_table;
-    if ((status = check_int32_vector(table, "block_table", 2, "[batch, max_pages_per_seq]")) != AOTK_OK) return status;
-    if ((status = check_dim(table, "block_table", 0, p->batch, batch_source, AOTK_ERROR_SHAPE_MISMATCH)) !=
-        AOTK_OK) {
-      return status;
-    }
-    p->page_size = k->shape[1];
-    if (__builtin_mul_overflow(table->shape[1], p->page_size, &p->capacity) || p->capacity > AOTK_DECODE_MAX_CAPACITY) {
-      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
-                        "block_table.shape[1] * page_size = %lld * %lld keys per request exceeds AOTK_DECODE_MAX_CAPACITY (2^30)",
-                        (long long)table->shape[1], (long long)p->page_size);
-    }
-  } else {
-    if (k->shape[0] != p->batch) {
-      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH,
-                        "k_cache.shape[0] = %lld but %s = %lld (a paged cache needs block_table)",
-                        (long long)k->shape[0], batch_source, (long long)p->batch);
-    }
-    p->capacity = k->shape[1];
-    p->page_size = 0;
-    if (p->capacity > AOTK_DECODE_MAX_CAPACITY) {
-      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "k_cache.shape[1] = %lld keys exceeds AOTK_DECODE_MAX_CAPACITY (2^30)",
-                        (long long)p->capacity);
-    }
-  }
-  if ((status = check_int32_vector(&params->cache_seqlens, "cache_seqlens", 1, "[batch]")) != AOTK_OK) return status;
-  if ((status = check_dim(&params->cache_seqlens, "cache_seqlens", 0, p->batch, batch_source,
-                          AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
-    return status;
-  }
-
-  const int out_rank = p->varlen ? 3 : 4;
-  if ((status = aotk__check_tensor(out, "out", out_rank, p->varlen ? varlen_out_layout : out_layout)) != AOTK_OK) {
-    return status;
-  }
-  if (out->dtype != p->dtype) {
-    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "out.dtype = %s but q.dtype = %s", aotk__dtype_name(out->dtype),
-                      aotk__dtype_name(p->dtype));
-  }
-  const int64_t dense_out_shape[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_v};
-  const int64_t varlen_out_shape[3] = {p->total_q, p->heads_q, p->head_dim_v};
-  static const char *const dense_out_dims[] = {"batch", "seqlen_q", "heads_q", "head_dim_v"};
-  static const char *const varlen_out_dims[] = {"total_q (q.shape[0])", "heads_q", "head_dim_v"};
-  for (int d = 0; d < out_rank; d++) {
-    if ((status = check_dim(out, "out", d, p->varlen ? varlen_out_shape[d] : dense_out_shape[d],
-                            p->varlen ? varlen_out_dims[d] : dense_out_dims[d],
-                            d == out_rank - 1 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
-      return status;
-    }
-  }
-  if ((status = aotk__check_output_strides(out, "out")) != AOTK_OK) return status;
-  const aotk_tensor *lse = &params->lse;
-  p->write_lse = lse->data != NULL;
-  if (p->write_lse) {
-    const int lse_rank = p->varlen ? 2 : 3;
-    if ((status = aotk__check_tensor(lse, "lse", lse_rank,
-                                     p->varlen ? "[heads_q, total_q] (with cu_seqlens_q)" : "[batch, heads_q, seqlen_q]")) !=
-        AOTK_OK) {
-      return status;
-    }
-    if (lse->dtype != AOTK_DTYPE_FLOAT32) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; it is float32", aotk__dtype_name(lse->dtype));
-    }
-    const int64_t dense_lse_shape[3] = {p->batch, p->heads_q, p->seqlen_q};
-    const int64_t varlen_lse_shape[2] = {p->heads_q, p->total_q};
-    static const char *const dense_lse_dims[] = {"batch", "heads_q", "seqlen_q"};
-    static const char *const varlen_lse_dims[] = {"heads_q", "total_q (q.shape[0])"};
-    for (int d = 0; d < lse_rank; d++) {
-      if ((status = check_dim(lse, "lse", d, p->varlen ? varlen_lse_shape[d] : dense_lse_shape[d],
-                              p->varlen ? varlen_lse_dims[d] : dense_lse_dims[d], AOTK_ERROR_SHAPE_MISMATCH)) !=
-          AOTK_OK) {
-        return status;
-      }
-    }
-    if ((status = aotk__check_output_strides(lse, "lse")) != AOTK_OK) return status;
-  }
-
-  if (params->causal != 0 && params->causal != 1) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "causal = %d; use 0 or 1", (int)params->causal);
-  }
-  if (params->window_left < -1 || params->window_right < -1) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_left = %d, window_right = %d; each is -1 (unbounded) or >= 0",
-                      (int)params->window_left, (int)params->window_right);
-  }
-  if (params->causal && params->window_right > 0) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_right = %d with causal = 1; causal means window_right = 0",
-                      (int)params->window_right);
-  }
-  p->causal = params->causal;
-  p->window_left = params->window_left;
-  p->window_right = params->causal ? 0 : params->window_right;
-  float scale = params->softmax_scale;
-  if (scale == 0.0f) {
-    scale = 1.0f / sqrtf((float)p->head_dim_qk);
-  } else if (!(scale > 0.0f) || !isfinite(scale)) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "softmax_scale = %g; use 0 (default) or a finite positive value",
-                      (double)scale);
-  }
-  p->softmax_scale = scale;
-  if (!(params->softcap >= 0.0f) || !isfinite(params->softcap)) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "softcap = %g; use 0 (off) or a finite positive value",
-                      (double)params->softcap);
-  }
-  p->softcap = params->softcap;
-  p->alibi = params->alibi_slopes.data != NULL;
-  if (p->alibi && (status = aotk__check_fp32_vector(&params->alibi_slopes, "alibi_slopes", p->heads_q, p->batch, 1,
-                                                    &p->alibi_batch_stride)) != AOTK_OK) {
-    return status;
-  }
-  p->sinks = params->sinks.data != NULL;
-  int64_t unused_stride;
-  if (p->sinks &&
-      (status = aotk__check_fp32_vector(&params->sinks, "sinks", p->heads_q, p->batch, 0, &unused_stride)) != AOTK_OK) {
-    return status;
-  }
-  if (params->num_splits < 0 || params->num_splits > AOTK_DECODE_MAX_SPLITS) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "num_splits = %d; use 0 (aotk chooses) or 1 to %d",
-                      (int)params->num_splits, AOTK_DECODE_MAX_SPLITS);
-  }
-  p->num_splits_asked = params->num_splits;
-  if (p->varlen && params->num_splits > 1) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE,
-                      "num_splits = %d with cu_seqlens_q; a prefill over the cache runs unsplit (use 0 or 1)",
-                      (int)params->num_splits);
-  }
-  if (params->max_seqlen_k < 0) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "max_seqlen_k = %d; use 0 (the capacity) or a bound >= 1",
-                      (int)params->max_seqlen_k);
-  }
-  p->size_hint = params->max_seqlen_k > 0 && params->max_seqlen_k < p->capacity ? params->max_seqlen_k : p->capacity;
-
-  /* Appending: k_new [batch, seqlen_new, heads_kv, head_dim_qk] and v_new (head_dim_v), given together. */
-  const aotk_tensor *k_new = &params->k_new, *v_new = &params->v_new;
-  p->append = k_new->data != NULL || v_new->data != NULL;
-  if (p->append && p->varlen) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE,
-                      "k_new and v_new with cu_seqlens_q: appending is for the dense decoding step only (write a "
-                      "prefill chunk's keys into the cache first)");
-  }
-  if (p->append) {
-    static const char *const new_layouts[2] = {"[batch, seqlen_new, heads_kv, head_dim_qk]",
-                                               "[batch, seqlen_new, heads_kv, head_dim_v]"};
-    const aotk_tensor *news[2] = {k_new, v_new};
-    static const char *const names[2] = {"k_new", "v_new"};
-    for (int t = 0; t < 2; t++) {
-      if ((status = aotk__check_tensor(news[t], names[t], 4, new_layouts[t])) != AOTK_OK) return status;
-      if (news[t]->dtype != p->dtype) {
-        return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", names[t],
-                          aotk__dtype_name(news[t]->dtype), aotk__dtype_name(p->dtype));
-      }
-      const int64_t expected[4] = {p->batch, k_new->shape[1], p->heads_kv, t == 0 ? p->head_dim_qk : p->head_dim_v};
-      static const char *const what[4] = {"batch (q.shape[0])", "seqlen_new (k_new.shape[1])", "heads_kv",
-                                          "the cache's head dim"};
-      for (int d = 0; d < 4; d++) {
-        if ((status = check_dim(news[t], names[t], d, expected[d], what[d],
-                                d == 3 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
-          return status;
-        }
-      }
-    }
-    p->seqlen_new = k_new->shape[1];
-    int64_t programs;
-    if (p->seqlen_new > AOTK_DECODE_MAX_CAPACITY || __builtin_mul_overflow(p->batch, p->seqlen_new, &programs) ||
-        programs > INT32_MAX) {
-      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
-                        "k_new.shape[1] = %lld new tokens per request: more than AOTK_DECODE_MAX_CAPACITY, or "
-                        "batch * seqlen_new exceeds 2^31 - 1",
-                        (long long)p->seqlen_new);
-    }
-    /* The caches are outputs now: a stride 0 would make requests (or heads, or rows) write one row. */
-    if ((status = aotk__check_output_strides(k, "k_cache")) != AOTK_OK ||
-        (status = aotk__check_output_strides(v, "v_cache")) != AOTK_OK) {
-      return status;
-    }
-  }
-
-  /* Last: the 16-byte alignment the compiled kernels assume (the shape errors above are more useful). */
-  if ((status = check_aligned(q, "q")) != AOTK_OK || (status = check_aligned(k, "k_cache")) != AOTK_OK ||
-      (status = check_aligned(v, "v_cache")) != AOTK_OK || (status = check_aligned(out, "out")) != AOTK_OK) {
-    return status;
-  }
-  if (p->append &&
-      ((status = check_aligned(k_new, "k_new")) != AOTK_OK || (status = check_aligned(v_new, "v_new")) != AOTK_OK)) {
-    return status;
-  }
-  /* The grid: batch * heads_kv * row chunks * splits programs, each factor small, checked as a whole
-   * once the plan knows its tile. */
-  return AOTK_OK;
-}
 
 /* --- decoding: the plan -------------------------------------------------------------------------- */
 
@@ -413,16 +61,16 @@ static int64_t choose_splits(int64_t programs, int64_t keys, int64_t block_n, in
 }
 
 static size_t round16(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
-static int64_t partial_stride(const decode_problem *p) { return round_up(p->head_dim_v, 16); }
-static int64_t partial_rows(const decode_problem *p) { return p->batch * p->seqlen_q * p->heads_q; }
-static size_t partial_out_bytes(const decode_problem *p, int64_t splits) {
+static int64_t partial_stride(const aotk__decode_problem *p) { return round_up(p->head_dim_v, 16); }
+static int64_t partial_rows(const aotk__decode_problem *p) { return p->batch * p->seqlen_q * p->heads_q; }
+static size_t partial_out_bytes(const aotk__decode_problem *p, int64_t splits) {
   return round16((size_t)(splits * partial_rows(p) * partial_stride(p)) * sizeof(float));
 }
-static size_t partial_lse_bytes(const decode_problem *p, int64_t splits) {
+static size_t partial_lse_bytes(const aotk__decode_problem *p, int64_t splits) {
   return round16((size_t)(splits * partial_rows(p)) * sizeof(float));
 }
 
-static void as_variant_key(const decode_problem *p, aotk__variant_key *key) {
+static void as_variant_key(const aotk__decode_problem *p, aotk__variant_key *key) {
   memset(key, 0, sizeof *key);
   key->dtype = p->dtype;
   key->head_dim_qk = p->head_dim_qk;
@@ -432,7 +80,7 @@ static void as_variant_key(const decode_problem *p, aotk__variant_key *key) {
 
 /* `stream` is checked to belong to the current context before anything is chosen for its device
  * (aotk__check_stream_context); the query, which launches nothing, passes NULL. */
-static aotk_status plan_decode(const decode_problem *p, aotk_stream stream, decode_plan *plan) {
+static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream, decode_plan *plan) {
   memset(plan, 0, sizeof *plan);
   aotk_status status = aotk__driver_get(&plan->driver);
   if (status != AOTK_OK) return status;
@@ -497,7 +145,7 @@ static aotk_status plan_decode(const decode_problem *p, aotk_stream stream, deco
   return AOTK_OK;
 }
 
-static uint32_t decode_features(const decode_problem *p, const decode_plan *plan) {
+static uint32_t decode_features(const aotk__decode_problem *p, const decode_plan *plan) {
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
   uint32_t f = 0;
   if (p->causal) f |= AOTK_FEATURE_CAUSAL;
@@ -583,8 +231,8 @@ static aotk_status launch_merge(const aotk__driver *driver, int row, CUkernel ke
                           merge_programs(row, a->num_rows, (int64_t)a->head_dim8 * 8, a->flags & FLAG_WHOLE_ROWS), stream);
 }
 
-static aotk_status launch_decode(const aotk_decode_params *params, const decode_problem *p, const decode_plan *plan,
-                                 void *workspace, aotk_stream stream) {
+static aotk_status launch_decode(const aotk_decode_params *params, const aotk__decode_problem *p,
+                                 const decode_plan *plan, void *workspace, aotk_stream stream) {
   /* Every kernel is loaded before the first launch: a load failure launches nothing. */
   int rows[3] = {plan->decode_row, 0, 0};
   const char *kinds[3] = {decode_param_kinds, NULL, NULL};
@@ -694,9 +342,9 @@ aotk_status aotk_attn_decode(const aotk_decode_params *caller_params, void *work
                              aotk_stream stream) {
   aotk__clear_error();
   aotk_decode_params params;
-  decode_problem problem;
+  aotk__decode_problem problem;
   decode_plan plan;
-  aotk_status status = decode_validate(caller_params, &params, &problem);
+  aotk_status status = aotk__decode_validate(caller_params, &params, &problem);
   if (status != AOTK_OK || (status = plan_decode(&problem, stream, &plan)) != AOTK_OK) return status;
   if (plan.workspace_bytes > 0) {
     if (workspace == NULL) {
@@ -729,9 +377,9 @@ aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *caller_param
     return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
   }
   aotk_decode_params params;
-  decode_problem problem;
+  aotk__decode_problem problem;
   decode_plan plan;
-  aotk_status status = decode_validate(caller_params, &params, &problem);
+  aotk_status status = aotk__decode_validate(caller_params, &params, &problem);
   if (status != AOTK_OK || (status = plan_decode(&problem, NULL, &plan)) != AOTK_OK) return status;
   aotk__fill_info(&aotk__kernel_table[plan.decode_row], plan.kind, plan.programs, plan.workspace_bytes,
                   1 + (plan.num_splits > 1) + problem.append, decode_features(&problem, &plan), info);
@@ -741,127 +389,6 @@ aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *caller_param
 
 /* --- the merge ----------------------------------------------------------------------------------- */
 
-typedef struct merge_problem {
-  int packed;                      /* rank 4 partials: [num_partials, total_q, heads, head_dim] */
-  int64_t num_partials, batch, seqlen_q, heads, head_dim;
-  int write_lse, sinks, aligned;
-} merge_problem;
-
-static aotk_status check_float_dtype(const aotk_tensor *t, const char *name) {
-  if (t->dtype != AOTK_DTYPE_FLOAT32 && t->dtype != AOTK_DTYPE_FLOAT16 && t->dtype != AOTK_DTYPE_BFLOAT16) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; the merge takes float32, float16 or bfloat16", name,
-                      aotk__dtype_name(t->dtype));
-  }
-  return AOTK_OK;
-}
-
-static aotk_status merge_validate(const aotk_merge_params *caller_params, aotk_merge_params *params, merge_problem *p) {
-  if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
-  const size_t size = caller_params->struct_size;
-  if (size < sizeof(aotk_merge_params) || size > (size_t)1 << 20) {
-    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "params->struct_size = %zu; expected %zu (use AOTK_MERGE_PARAMS_INIT)",
-                      size, sizeof(aotk_merge_params));
-  }
-  memcpy(params, caller_params, sizeof *params);
-  memset(p, 0, sizeof *p);
-  aotk_status status;
-  const aotk_tensor *parts = &params->out_partials, *lse_parts = &params->lse_partials, *out = &params->out;
-  if (parts->data == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "out_partials.data is NULL");
-  if (parts->rank != 4 && parts->rank != 5) {
-    return aotk__fail(AOTK_ERROR_RANK,
-                      "out_partials.rank = %d, expected 5 ([num_partials, batch, seqlen_q, heads, head_dim]) or 4 "
-                      "([num_partials, total_q, heads, head_dim])",
-                      (int)parts->rank);
-  }
-  p->packed = parts->rank == 4;
-  const int rank = parts->rank;
-  if ((status = aotk__check_tensor(parts, "out_partials", rank,
-                                   p->packed ? "[num_partials, total_q, heads, head_dim]"
-                                             : "[num_partials, batch, seqlen_q, heads, head_dim]")) != AOTK_OK ||
-      (status = check_float_dtype(parts, "out_partials")) != AOTK_OK) {
-    return status;
-  }
-  p->num_partials = parts->shape[0];
-  p->batch = p->packed ? 1 : parts->shape[1];
-  p->seqlen_q = parts->shape[rank - 3];
-  p->heads = parts->shape[rank - 2];
-  p->head_dim = parts->shape[rank - 1];
-  if (p->head_dim % 8 != 0) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "out_partials.shape[%d] = %lld; head_dim must be a multiple of 8",
-                      rank - 1, (long long)p->head_dim);
-  }
-  /* The kernel walks the columns in int32 (head_dim / 8 packed as int32, times 8, plus a 64-wide block):
-   * a fuzz_api input had 2^34 accepted, packed as INT32_MIN, and nothing written. */
-  if (p->head_dim > (int64_t)1 << 30) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_HEAD_DIM, "out_partials.shape[%d] = %lld; the merge takes head dims up to 2^30",
-                      rank - 1, (long long)p->head_dim);
-  }
-  /* lse_partials: [num_partials, (batch,) heads, seqlen_q]. */
-  if ((status = aotk__check_tensor(lse_parts, "lse_partials", rank - 1,
-                                   p->packed ? "[num_partials, heads, total_q]"
-                                             : "[num_partials, batch, heads, seqlen_q]")) != AOTK_OK) {
-    return status;
-  }
-  if (lse_parts->dtype != AOTK_DTYPE_FLOAT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse_partials.dtype = %s; it is float32",
-                      aotk__dtype_name(lse_parts->dtype));
-  }
-  int64_t lse_shape[4] = {p->num_partials, p->batch, p->heads, p->seqlen_q};
-  static const char *const lse_names[4] = {"num_partials", "batch", "heads", "seqlen_q"};
-  for (int d = 0; d < rank - 1; d++) {
-    const int source = p->packed && d > 0 ? d + 1 : d;
-    if ((status = check_dim(lse_parts, "lse_partials", d, lse_shape[source], lse_names[source],
-                            AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
-      return status;
-    }
-  }
-  /* out: the partials' shape without the first dimension. */
-  if ((status = aotk__check_tensor(out, "out", rank - 1,
-                                   p->packed ? "[total_q, heads, head_dim]" : "[batch, seqlen_q, heads, head_dim]")) !=
-          AOTK_OK ||
-      (status = check_float_dtype(out, "out")) != AOTK_OK) {
-    return status;
-  }
-  for (int d = 0; d < rank - 1; d++) {
-    if ((status = check_dim(out, "out", d, parts->shape[d + 1], "out_partials' matching size",
-                            d == rank - 2 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
-      return status;
-    }
-  }
-  if ((status = aotk__check_output_strides(out, "out")) != AOTK_OK) return status;
-  const aotk_tensor *lse = &params->lse;
-  p->write_lse = lse->data != NULL;
-  if (p->write_lse) {
-    if ((status = aotk__check_tensor(lse, "lse", rank - 2,
-                                     p->packed ? "[heads, total_q]" : "[batch, heads, seqlen_q]")) != AOTK_OK) {
-      return status;
-    }
-    if (lse->dtype != AOTK_DTYPE_FLOAT32) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; it is float32", aotk__dtype_name(lse->dtype));
-    }
-    for (int d = 0; d < rank - 2; d++) {
-      if ((status = check_dim(lse, "lse", d, lse_parts->shape[d + 1], "lse_partials' matching size",
-                              AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
-        return status;
-      }
-    }
-    if ((status = aotk__check_output_strides(lse, "lse")) != AOTK_OK) return status;
-  }
-  p->sinks = params->sinks.data != NULL;
-  int64_t unused_stride;
-  if (p->sinks &&
-      (status = aotk__check_fp32_vector(&params->sinks, "sinks", p->heads, p->batch, 0, &unused_stride)) != AOTK_OK) {
-    return status;
-  }
-  int64_t rows;
-  if (__builtin_mul_overflow(p->batch, p->seqlen_q, &rows) || __builtin_mul_overflow(rows, p->heads, &rows) ||
-      rows > INT32_MAX || p->num_partials > INT32_MAX) {
-    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "batch * seqlen_q * heads or num_partials exceeds 2^31 - 1");
-  }
-  p->aligned = aotk__tensor_aligned16(parts) && aotk__tensor_aligned16(out);
-  return AOTK_OK;
-}
-
 typedef struct merge_plan {
   const aotk__driver *driver;
   aotk__device_info device;
@@ -870,7 +397,7 @@ typedef struct merge_plan {
 } merge_plan;
 
 /* As plan_decode: `stream` checked first, NULL from the query. */
-static aotk_status plan_merge(const merge_problem *p, aotk_stream stream, merge_plan *plan) {
+static aotk_status plan_merge(const aotk__merge_problem *p, aotk_stream stream, merge_plan *plan) {
   aotk_status status = aotk__driver_get(&plan->driver);
   if (status != AOTK_OK) return status;
   if ((status = aotk__current_device(plan->driver, &plan->device)) != AOTK_OK ||
@@ -883,7 +410,7 @@ static aotk_status plan_merge(const merge_problem *p, aotk_stream stream, merge_
   return aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, &key, 1, &plan->device, &plan->row, &plan->kind);
 }
 
-static int64_t merge_rows(const merge_problem *p) { return p->batch * p->seqlen_q * p->heads; }
+static int64_t merge_rows(const aotk__merge_problem *p) { return p->batch * p->seqlen_q * p->heads; }
 
 /* One past the last byte a validated fp32 tensor reaches (its start when it has no element). */
 static uintptr_t fp32_tensor_end(const aotk_tensor *t) {
@@ -898,7 +425,7 @@ static uintptr_t fp32_tensor_end(const aotk_tensor *t) {
 /* An in-place merge writes lse over the first partial's: then one program per row block walks every
  * column chunk (FLAG_WHOLE_ROWS), so that no program writes an lse another still reads. So does a merge
  * whose column chunks would pass the grid limit. */
-static int merge_whole_rows(const merge_problem *p, const aotk_merge_params *params, int row) {
+static int merge_whole_rows(const aotk__merge_problem *p, const aotk_merge_params *params, int row) {
   if (merge_chunks_overflow(row, merge_rows(p), p->head_dim)) return 1;
   if (!p->write_lse) return 0;
   const uintptr_t lse = (uintptr_t)params->lse.data, parts = (uintptr_t)params->lse_partials.data;
@@ -908,9 +435,9 @@ static int merge_whole_rows(const merge_problem *p, const aotk_merge_params *par
 aotk_status aotk_attn_merge(const aotk_merge_params *caller_params, aotk_stream stream) {
   aotk__clear_error();
   aotk_merge_params params;
-  merge_problem problem;
+  aotk__merge_problem problem;
   merge_plan plan;
-  aotk_status status = merge_validate(caller_params, &params, &problem);
+  aotk_status status = aotk__merge_validate(caller_params, &params, &problem);
   if (status != AOTK_OK || (status = plan_merge(&problem, stream, &plan)) != AOTK_OK) return status;
   const char *const kinds[1] = {merge_param_kinds};
   CUkernel kernel;
@@ -960,9 +487,9 @@ aotk_status aotk_merge_query(aotk_op op, const aotk_merge_params *caller_params,
     return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
   }
   aotk_merge_params params;
-  merge_problem problem;
+  aotk__merge_problem problem;
   merge_plan plan;
-  aotk_status status = merge_validate(caller_params, &params, &problem);
+  aotk_status status = aotk__merge_validate(caller_params, &params, &problem);
   if (status != AOTK_OK || (status = plan_merge(&problem, NULL, &plan)) != AOTK_OK) return status;
   const aotk__kernel_entry *e = &aotk__kernel_table[plan.row];
   const int whole_rows = merge_whole_rows(&problem, &params, plan.row);

@@ -86,6 +86,8 @@ static const char *family_name(int family) {
       return "attn_decode_paged_blocks";
     case AOTK__FAMILY_ATTN_MERGE:
       return "attn_merge";
+    case AOTK__FAMILY_ATTN_CACHE_APPEND:
+      return "attn_cache_append";
   }
   return "unknown";
 }
