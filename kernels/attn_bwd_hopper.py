@@ -186,10 +186,41 @@ def _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype: gl.conste
 
 
 @gluon.jit
+def _step_gradients(st_token, dpt_token, q2, do2, dv, dk, statistics, tile_rows, extras, qk_scale_log2,
+                    dtype: gl.constexpr, p_layout: gl.constexpr, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
+                    EXTRAS: gl.constexpr):
+    """The rest of a step of the head-dim 64 and 128 consumers once S^T (st_token) and dP^T (dpt_token) are
+    issued: the rows' statistics while the products run, P^T, dV += P^T dO issued, dS^T, dK += dS^T Q
+    issued. Returns dV's and dK's tokens, dS^T in fp32, and P^T's and dS^T's register operands (to be
+    waited for with the tokens)."""
+    LseLog2, Delta, b, heads_q, hq, stats_stride = statistics
+    keys, cols0, seqlen_k, n0, m0, diag, lo_rel, hi_rel = tile_rows
+    # Staged in rows of stats_stride floats, padded with neutral values, so the loads need no mask.
+    stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
+    cols = m0 + cols0
+    lse = gl.load(LseLog2 + stats_row + cols)
+    delta = gl.load(Delta + stats_row + cols)
+
+    st = warpgroup_mma_wait(1, deps=(st_token, ))
+    tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
+    pt, pt_op = _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype, p_layout, ROWS, BLOCK_M,
+                                    EXTRAS, False)
+    dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
+    dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
+    dst = pt * (dpt - gl.expand_dims(delta, 0))
+    ds_op = gl.convert_layout(dst.to(dtype), p_layout)
+    dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
+    return dv_token, dk_token, dst, pt_op, ds_op
+
+
+@gluon.jit
 def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base, dv_base,
               stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
-              extras, FUSED_DQ: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-              STAGES: gl.constexpr, EXTRAS: gl.constexpr):
+              extras, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+              EXTRAS: gl.constexpr):
+    """The fused pass's consumers at head dim 128: one partition of two warpgroups (64 key rows each),
+    which also compute dQ (their dK and dV take 128 registers a thread, leaving none for a dQ
+    warpgroup; see _dq_worker)."""
     kv_bar, q_ready, do_ready, qdo_empty = bars
     b, n0, hkv, group_size, m_lo, n_m = coords
     lo_rel, hi_rel = window
@@ -227,56 +258,34 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
         st_token = warpgroup_mma(k2, q2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
         mbarrier.wait(do_ready.index(s), phase)
         dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        # The rows' statistics while the products run: staged in rows of stats_stride floats, padded
-        # with neutral values, so the loads need no mask.
-        stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
-        cols = m0 + cols0
-        lse = gl.load(LseLog2 + stats_row + cols)
-        delta = gl.load(Delta + stats_row + cols)
-
-        st = warpgroup_mma_wait(1, deps=(st_token, ))
-        tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
-        pt, pt_op = _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype, p_layout, BLOCK_N, BLOCK_M,
-                                        EXTRAS, False)
-        dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
-        dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
-        dst = pt * (dpt - gl.expand_dims(delta, 0))
-        ds_op = gl.convert_layout(dst.to(dtype), p_layout)
-        dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
-        if FUSED_DQ:
-            # dQ = dS K needs dS (not dS^T) as the A operand: dS^T goes to shared memory and is read
-            # transposed. Two buffers: this step's barrier orders the readers of buffer it % 2 in step
-            # it - 2 (their wgmma waited) before the store. The previous step's reduce-add has read
-            # dq_smem once the issuing thread's wait passes; the barrier tells every thread.
-            tma.store_wait(0)
-            ds = ds_bufs.index(it % 2)
-            ds.store(dst.to(dtype))
-            fence_async_shared()
-            _thread_barrier()
-            dq_token = warpgroup_mma(ds.permute((1, 0)), k2, zero_dq, use_acc=False, is_async=True)
-            dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, dq_token, pt_op, ds_op))
-            # FlashAttention-3's dQ path: the block to shared memory, then one bulk reduce-add into the
-            # fp32 accumulator [batch * heads_q, stats_stride, HEAD_DIM] (waited for at the next step's
-            # dS^T store). Releasing the stage (a barrier of the consumer warps, then one arrival) also
-            # orders every thread's dQ stores before the reduce is issued.
-            dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq * softmax_scale)
-            fence_async_shared()
-            mbarrier.arrive(qdo_empty.index(s))
-            _tma_reduce_add(desc_dq, [b * heads_q + hq, m0, 0], dq_smem)
-        else:
-            dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, pt_op, ds_op))
-            mbarrier.arrive(qdo_empty.index(s))
-    if FUSED_DQ:
-        tma.store_wait(0)  # the last reduce-add has read shared memory before the program exits
+        dv_token, dk_token, dst, pt_op, ds_op = _step_gradients(
+            st_token, dpt_token, q2, do2, dv, dk, (LseLog2, Delta, b, heads_q, hq, stats_stride),
+            (keys, cols0, seqlen_k, n0, m0, diag, lo_rel, hi_rel), extras, qk_scale_log2, dtype, p_layout, BLOCK_N,
+            BLOCK_M, EXTRAS)
+        # dQ = dS K needs dS (not dS^T) as the A operand: dS^T goes to shared memory and is read
+        # transposed. Two buffers: this step's barrier orders the readers of buffer it % 2 in step
+        # it - 2 (their wgmma waited) before the store. The previous step's reduce-add has read
+        # dq_smem once the issuing thread's wait passes; the barrier tells every thread.
+        tma.store_wait(0)
+        ds = ds_bufs.index(it % 2)
+        ds.store(dst.to(dtype))
+        fence_async_shared()
+        _thread_barrier()
+        dq_token = warpgroup_mma(ds.permute((1, 0)), k2, zero_dq, use_acc=False, is_async=True)
+        dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, dq_token, pt_op, ds_op))
+        # FlashAttention-3's dQ path: the block to shared memory, then one bulk reduce-add into the
+        # fp32 accumulator [batch * heads_q, stats_stride, HEAD_DIM] (waited for at the next step's
+        # dS^T store). Releasing the stage (a barrier of the consumer warps, then one arrival) also
+        # orders every thread's dQ stores before the reduce is issued.
+        dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq * softmax_scale)
+        fence_async_shared()
+        mbarrier.arrive(qdo_empty.index(s))
+        _tma_reduce_add(desc_dq, [b * heads_q + hq, m0, 0], dq_smem)
+    tma.store_wait(0)  # the last reduce-add has read shared memory before the program exits
 
     # dK and dV, written once (rows past seqlen_k are not).
-    rows_o = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, kv_layout))
-    cols_o = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, kv_layout))
-    o_mask = gl.expand_dims(rows_o < seqlen_k, 1) & gl.expand_dims(cols_o < HEAD_DIM, 0)
-    rows64 = gl.expand_dims(rows_o.to(gl.int64), 1)
-    gl.store(dk_base + rows64 * stride_dks + gl.expand_dims(cols_o, 0), (dk * softmax_scale).to(dtype), mask=o_mask)
-    dv_ptrs = dv_base + rows64 * stride_dvs + gl.expand_dims(cols_o, 0)
-    gl.store(dv_ptrs, dv.to(dtype), mask=o_mask)
+    store_rows(dk_base, stride_dks, n0, seqlen_k, 0, (dk * softmax_scale).to(dtype), kv_layout, BLOCK_N, HEAD_DIM)
+    store_rows(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), kv_layout, BLOCK_N, HEAD_DIM)
 
 
 @gluon.jit
@@ -330,20 +339,10 @@ def _consumer_pp(q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coo
         dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
         mbarrier.arrive(turn.index(OTHER))
         turn_phase ^= 1
-        stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
-        cols = m0 + cols0
-        lse = gl.load(LseLog2 + stats_row + cols)
-        delta = gl.load(Delta + stats_row + cols)
-
-        st = warpgroup_mma_wait(1, deps=(st_token, ))
-        tile = (keys, cols, lse, seqlen_k, n0w, m0, diag, lo_rel, hi_rel)
-        pt, pt_op = _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype, p_layout, ROWS, BLOCK_M,
-                                        EXTRAS, False)
-        dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
-        dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
-        dst = pt * (dpt - gl.expand_dims(delta, 0))
-        ds_op = gl.convert_layout(dst.to(dtype), p_layout)
-        dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
+        dv_token, dk_token, dst, pt_op, ds_op = _step_gradients(
+            st_token, dpt_token, q2, do2, dv, dk, (LseLog2, Delta, b, heads_q, hq, stats_stride),
+            (keys, cols0, seqlen_k, n0w, m0, diag, lo_rel, hi_rel), extras, qk_scale_log2, dtype, p_layout, ROWS,
+            BLOCK_M, EXTRAS)
         if FUSED_DQ:
             # dQ = dS K over both warpgroups' keys is the dQ warpgroup's (_dq_worker): each consumer stores
             # its half of dS^T into buffer it % 2, once step it - 2's dQ product has read it (ds_free),
@@ -716,10 +715,11 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
                          BLOCK_M, STAGES)),
         ], [4, 1], [240, PRODUCER_REGS])
     else:
+        gl.static_assert(FUSED_DQ and HEAD_DIM == 128, "the 8-warp consumer runs the fused pass at head dim 128")
         gl.warp_specialize([
             (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base,
                          dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride, softmax_scale,
-                         qk_scale_log2, extras, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, EXTRAS)),
+                         qk_scale_log2, extras, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, EXTRAS)),
             (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
                          BLOCK_M, STAGES)),
         ], [1], [PRODUCER_REGS])
