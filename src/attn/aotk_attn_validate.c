@@ -270,13 +270,8 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "causal_align = %d; use AOTK_ALIGN_BOTTOM_RIGHT or AOTK_ALIGN_TOP_LEFT",
                       (int)params->causal_align);
   }
-  if (params->window_left < -1 || params->window_right < -1) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_left = %d, window_right = %d; each is -1 (unbounded) or >= 0",
-                      (int)params->window_left, (int)params->window_right);
-  }
-  if (params->causal && params->window_right > 0) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_right = %d with causal = 1; causal means window_right = 0",
-                      (int)params->window_right);
+  if ((status = aotk__check_window(params->causal, params->window_left, params->window_right)) != AOTK_OK) {
+    return status;
   }
   float scale = params->softmax_scale;
   if (scale == 0.0f) {

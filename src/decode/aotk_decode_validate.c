@@ -231,13 +231,8 @@ aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_
   if (params->causal != 0 && params->causal != 1) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "causal = %d; use 0 or 1", (int)params->causal);
   }
-  if (params->window_left < -1 || params->window_right < -1) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_left = %d, window_right = %d; each is -1 (unbounded) or >= 0",
-                      (int)params->window_left, (int)params->window_right);
-  }
-  if (params->causal && params->window_right > 0) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_right = %d with causal = 1; causal means window_right = 0",
-                      (int)params->window_right);
+  if ((status = aotk__check_window(params->causal, params->window_left, params->window_right)) != AOTK_OK) {
+    return status;
   }
   p->causal = params->causal;
   p->window_left = params->window_left;

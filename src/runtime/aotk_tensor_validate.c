@@ -152,3 +152,15 @@ aotk_status aotk__check_cu_seqlens(const aotk_tensor *t, const char *name) {
   }
   return AOTK_OK;
 }
+
+aotk_status aotk__check_window(int32_t causal, int32_t window_left, int32_t window_right) {
+  if (window_left < -1 || window_right < -1) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_left = %d, window_right = %d; each is -1 (unbounded) or >= 0",
+                      (int)window_left, (int)window_right);
+  }
+  if (causal && window_right > 0) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "window_right = %d with causal = 1; causal means window_right = 0",
+                      (int)window_right);
+  }
+  return AOTK_OK;
+}

@@ -24,6 +24,9 @@ aotk_status aotk__check_fp32_vector(const aotk_tensor *t, const char *name, int6
 /* An output's strides may not make two elements share memory (stride 0 on a dimension > 1). */
 aotk_status aotk__check_output_strides(const aotk_tensor *t, const char *name);
 aotk_status aotk__check_cu_seqlens(const aotk_tensor *t, const char *name);
+/* The window of attention and decoding: each bound -1 (unbounded) or >= 0, and window_right 0 (or
+ * unbounded) under causal = 1, which means window_right = 0. */
+aotk_status aotk__check_window(int32_t causal, int32_t window_left, int32_t window_right);
 /* Pointer 16-byte aligned and every stride but the last a multiple of 16 elements. */
 bool aotk__tensor_aligned16(const aotk_tensor *t);
 
