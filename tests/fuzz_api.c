@@ -1024,8 +1024,8 @@ static void expect_blocks(const aotk__kernel_entry *e, int64_t num_blocks, int64
 }
 
 /* One of q, k, v, out, dout, dq, dk, dv as an attention kernel reaches it. Its pointer and (batch: int64,
- * sequence: int32, head: int32) stride arguments are the caller's tensor's
- * (src/attn/aotk_attn_validate.c's view_4d: packed, batch stride 0). A program touches rows 0 .. seqlen - 1 of its sequence (the masks bound
+ * sequence: int32, head: int32) stride arguments are the caller's tensor's (src/attn/aotk_attn_validate.c's
+ * view_4d: packed, batch stride 0). A program touches rows 0 .. seqlen - 1 of its sequence (the masks bound
  * nothing more: this is every row of every sequence and head, causal or windowed or not), `heads`
  * heads, `columns` columns. Dense, that is rows 0 .. seqlen - 1 of each batch entry. Packed, a
  * sequence's rows start at its cu_seqlens offset, device data that include/aotk.h makes the caller's
