@@ -87,13 +87,15 @@ ATTN_FWD_TMA_PARAMS = ATTN_FWD_PARAMS + [
     ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
 ]
 # The Gluon forward (kernels/attn_fwd_hopper.py): the TMA kernel's parameters with Q in 64-row boxes
-# (one per consumer warpgroup), then the number of tiles its persistent programs share. Q and K boxes
+# (one per consumer warpgroup) and O's in 64-row boxes too (its TMA store; without FLAG_O_TMA it is V's,
+# unused), then the number of tiles its persistent programs share. Q and K boxes
 # span the head dim, but for 192 (not a power of two, which Gluon's shapes must be): 64 columns, three
 # boxes side by side.
 ATTN_FWD_HOPPER_PARAMS = ATTN_FWD_PARAMS + [
     ("DescQ", "tensordesc<{dtype}[1,64,{dqk_box}]>", False),
     ("DescK", "tensordesc<{dtype}[1,{block_n},{dqk_box}]>", False),
     ("DescV", "tensordesc<{dtype}[1,{block_n},{dv}]>", False),
+    ("DescO", "tensordesc<{dtype}[1,64,{dv}]>", False),
     ("num_tiles", "i32", False),
 ]
 ATTN_DROPOUT_MASK_PARAMS = (

@@ -34,7 +34,9 @@ arguments are attn_fwd_tma's (kernels/attn_fwd.py) plus num_tiles, so the C laun
 same way; the ones it does not need are ignored. Q, K and V come through host-side descriptors over
 [batch, seqlen, heads * d] (varlen: [1, total, heads * d], rows offset by cu_seqlens): dense blocks
 past a sequence's end read zeros, varlen ones the next sequence's rows, which are masked (keys) or not
-stored (queries). O and lse are written with masked stores (rows past seqlen_q are never written).
+stored (queries). O leaves through a TMA store from the warpgroup's Q slice where the host set
+FLAG_O_TMA (out readable by TMA, dqk == dv, not a varlen slice that reaches past its sequence's end),
+otherwise through masked stores; lse through masked stores (rows past seqlen_q are never written).
 
 Measured through the JIT on the H100 (bench/explore/hopper/gluon_attn_fwd.py, the same schedule with
 4-d descriptors; bf16, batch 16384 / seqlen, heads 2048 / d; ratio to cuDNN in the same run): d=64
@@ -52,10 +54,11 @@ Free of torch and driver calls: imported on a machine with no GPU.
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP, FLAG_TOP_LEFT, FLAG_VARLEN,
-                                FLAG_WRITE_LSE, LOG2E, tanh_approx, tma_load, window_bounds)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_O_TMA, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP, FLAG_TOP_LEFT, FLAG_VARLEN,
+                                FLAG_WRITE_LSE, LOG2E, tanh_approx, thread_barrier, tma_load, window_bounds)
 
 # Query rows per consumer warpgroup (one wgmma M of 64); a program runs BLOCK_M // ROWS consumer
 # warpgroups (2, or 3 for the 192-row tiles of attn_fwd_hopper_wg3 at d=64).
@@ -216,10 +219,23 @@ def _scores(q_bufs, k_bufs, q_first, k_first, zero_s, ROWS: gl.constexpr, BLOCK_
 
 
 @gluon.jit
-def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob, stride_os,
+def _store_o(out, o_args, o_layout: gl.constexpr, ROWS: gl.constexpr, HEAD_DIM_V: gl.constexpr):
+    # A warpgroup's 64 rows of O by masked stores (rows past seqlen_q are not written).
+    Out, b, q_start, hq, row0, seqlen_q, stride_ob, stride_os, stride_oh = o_args
+    rows_o = row0 + gl.arange(0, ROWS, layout=gl.SliceLayout(1, o_layout))
+    cols_o = gl.arange(0, HEAD_DIM_V, layout=gl.SliceLayout(0, o_layout))
+    o_base = Out + b.to(gl.int64) * stride_ob + q_start.to(gl.int64) * stride_os + hq.to(gl.int64) * stride_oh
+    o_ptrs = o_base + gl.expand_dims(rows_o.to(gl.int64) * stride_os, 1) + gl.expand_dims(cols_o, 0)
+    o_mask = gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o < HEAD_DIM_V, 0)
+    gl.store(o_ptrs, out, mask=o_mask)
+
+
+@gluon.jit
+def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob, stride_os,
               stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale, softcap_log2,
               WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM_QK: gl.constexpr,
-              HEAD_DIM_V: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr, EXTRAS: gl.constexpr):
+              HEAD_DIM_V: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr, EXTRAS: gl.constexpr,
+              O_TMA: gl.constexpr):
     # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of each tile.
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
@@ -304,8 +320,16 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, A
                 acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
                 p_op = gl.convert_layout(p.to(dtype), p_layout)
 
-            # Every QK^T of this tile is done: its Q buffer may take the tile after next.
-            mbarrier.arrive(q_empty.index(qs))
+            # Every QK^T of this tile is done: its Q buffer may take the tile after next, unless O leaves
+            # through it (below). Varlen: a slice that reaches past its sequence's end would write the next
+            # sequence's rows, so it takes the masked stores (dense rows are clipped at seqlen_q by the
+            # descriptor).
+            o_tma = ((flags & FLAG_O_TMA) != 0) & (((flags & FLAG_VARLEN) == 0) | (row0 + ROWS <= seqlen_q))
+            if O_TMA:
+                if o_tma == 0:
+                    mbarrier.arrive(q_empty.index(qs))
+            else:
+                mbarrier.arrive(q_empty.index(qs))
             # Epilogue: O += P_last V_last.
             it += n_blocks
             sv = (it - 1) % STAGES
@@ -331,13 +355,25 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, A
             # past seqlen_q are never written.
             has_keys = l_i > 0.0
             l_safe = gl.where(has_keys, l_i, 1.0)
-            out = acc / gl.expand_dims(gl.convert_layout(l_safe, row_o), 1)
-            rows_o = row0 + gl.arange(0, ROWS, layout=row_o)
-            cols_o = gl.arange(0, HEAD_DIM_V, layout=gl.SliceLayout(0, o_layout))
-            o_base = Out + b.to(gl.int64) * stride_ob + q_start.to(gl.int64) * stride_os + hq.to(gl.int64) * stride_oh
-            o_ptrs = o_base + gl.expand_dims(rows_o.to(gl.int64) * stride_os, 1) + gl.expand_dims(cols_o, 0)
-            o_mask = gl.expand_dims(rows_o < seqlen_q, 1) & gl.expand_dims(cols_o < HEAD_DIM_V, 0)
-            gl.store(o_ptrs, out.to(dtype), mask=o_mask)
+            out = acc * gl.expand_dims(gl.convert_layout(1.0 / l_safe, row_o), 1)
+            o_args = (Out, b, q_start, hq, row0, seqlen_q, stride_ob, stride_os, stride_oh)
+            if O_TMA:
+                if o_tma:
+                    # O through shared memory and one TMA store per warpgroup: into this tile's Q slice,
+                    # which every QK^T has read. The buffer goes back to the producer once the store has
+                    # read it.
+                    o_buf = q_bufs.index(q_first)
+                    o_buf.reshape([ROWS, HEAD_DIM_V]).store(out.to(dtype))
+                    fence_async_shared()
+                    thread_barrier()
+                    bc = b - b * ((flags & FLAG_VARLEN) != 0).to(gl.int32)
+                    tma.async_copy_shared_to_global(DescO, [bc, q_start + row0, hq * HEAD_DIM_V], o_buf)
+                    tma.store_wait(0)
+                    mbarrier.arrive(q_empty.index(qs))
+                else:
+                    _store_o(out.to(dtype), o_args, o_layout, ROWS, HEAD_DIM_V)
+            else:
+                _store_o(out.to(dtype), o_args, o_layout, ROWS, HEAD_DIM_V)
             if (flags & FLAG_WRITE_LSE) != 0:
                 lse = gl.where(has_keys, (m_i + gl.log2(l_i)) * 0.6931471805599453, float("-inf"))
                 lse_ptrs = Lse + b.to(gl.int64) * stride_lb + hq.to(gl.int64) * stride_lh + q_start.to(gl.int64) + rows
@@ -348,7 +384,7 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, A
 @gluon.jit
 def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
-             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, num_tiles,
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
              HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              STAGES: gl.constexpr, EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     # The program of both entry points: BLOCK_M // ROWS consumer warpgroups.
@@ -358,6 +394,8 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
     # Two Q buffers let the next tile's Q load during this one; from d=192 on they do not fit beside the
     # ring.
     Q_BUFS: gl.constexpr = 2 if HEAD_DIM_QK <= 128 else 1
+    # O leaves through a TMA store from the warpgroup's Q slice where the two have one shape.
+    O_TMA: gl.constexpr = HEAD_DIM_QK == HEAD_DIM_V
     # Q and K come in boxes of the descriptors' width: the head dim, or 64 columns at (192, 128).
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // DescQ.block_type.shape[2]
     gl.static_assert(QK_CHUNKS * DescQ.block_type.shape[2] == HEAD_DIM_QK, "whole boxes along the head dim")
@@ -396,26 +434,26 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
     # (The argument tuples are written out in each call: a tuple held in a variable loses its constexprs.)
     if NUM_WG == 3:
         gl.warp_specialize([
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob,
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
-                         softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS)),
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob,
+                         softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
-                         softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS)),
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob,
+                         softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
-                         softcap_log2, 2, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS)),
+                         softcap_log2, 2, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
                          HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob,
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
-                         softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS)),
-            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, Out, Lse, Sinks, AlibiSlopes, stride_ob,
+                         softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
+            (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
-                         softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS)),
+                         softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
                          HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
@@ -431,14 +469,14 @@ def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sink
                     seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
                     window_left, window_right, flags,
                     qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
-                    DescQ, DescK, DescV, num_tiles,
+                    DescQ, DescK, DescV, DescO, num_tiles,
                     HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr,
                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr,
                     PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     # Two consumer warpgroups, 128-row tiles; EXTRAS compiles in softcap and ALiBi (not dropout).
     _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
-             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, num_tiles, HEAD_DIM_QK,
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles, HEAD_DIM_QK,
              HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS)
 
 
@@ -452,12 +490,12 @@ def attn_fwd_hopper_wg3(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, 
                         seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
                         window_left, window_right, flags,
                         qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
-                        DescQ, DescK, DescV, num_tiles,
+                        DescQ, DescK, DescV, DescO, num_tiles,
                         HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr,
                         BLOCK_N: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr,
                         PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     # Three consumer warpgroups, 192-row tiles (d=64; the host takes it without a causal mask).
     _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
-             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, num_tiles, HEAD_DIM_QK,
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles, HEAD_DIM_QK,
              HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS)

@@ -10,6 +10,9 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import tma
 
+# A barrier of the partition's threads: thread_barrier in 3.6, barrier in newer releases.
+thread_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+
 # The TMA load: Triton 3.6 calls it async_copy_global_to_shared, newer releases async_load (the old
 # name raises there), so the kernels compile under either while the pin is evaluated.
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
@@ -22,6 +25,8 @@ FLAG_SOFTCAP: gl.constexpr = gl.constexpr(8)
 FLAG_ALIBI: gl.constexpr = gl.constexpr(16)
 FLAG_SINKS: gl.constexpr = gl.constexpr(32)
 FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
+# The forward's O goes out through a TMA store (DescO describes it); without it, through masked stores.
+FLAG_O_TMA: gl.constexpr = gl.constexpr(256)
 LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
 
 # A window bound beyond any sequence these kernels see: TMA-readable q, k and v have a token stride of

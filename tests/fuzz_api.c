@@ -844,6 +844,7 @@ enum {
   ATTN_ALIBI = 16,
   ATTN_SINKS = 32,
   ATTN_DROPOUT = 64,
+  ATTN_O_TMA = 256, /* the Gluon forward's O leaves through its fourth descriptor */
   SEL_BLOCK_CNT = 256,
   SEL_DKDV_REDUCE = 512,
 };
@@ -1134,12 +1135,12 @@ static void check_attn_fwd_launch(const aotk__kernel_entry *e, unsigned grid, vo
   enum { POINTER_KERNEL_PARAMS = 40 };
   EXPECT(strncmp(e->param_kinds, "ppppp" "pp" "ppp" "liiliiliilii" "lil" "iiiii" "iiiii" "fff" "if",
                  POINTER_KERNEL_PARAMS) == 0 &&
-             strcmp(e->param_kinds + POINTER_KERNEL_PARAMS, hopper ? "ttti" : tma ? "ttt" : "") == 0,
+             strcmp(e->param_kinds + POINTER_KERNEL_PARAMS, hopper ? "tttti" : tma ? "ttt" : "") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of the forward is out of date", e->param_kinds);
   const aotk_attn_params *p = seen.attn;
   EXPECT(p != NULL, "launched by a call other than aotk_attn_fwd");
   enum { Q, K, V, OUT, LSE, CU_Q, CU_K, ALIBI, SINKS, RNG, QB, KB = 13, VB = 16, OB = 19, LB = 22, AB = 24, SEQLEN_Q,
-         SEQLEN_K, HEADS_Q, GROUP_SIZE, M_BLOCKS, DQK8, DV8, FLAGS = 34, DESCRIPTORS = 40, NUM_TILES = 61 };
+         SEQLEN_K, HEADS_Q, GROUP_SIZE, M_BLOCKS, DQK8, DV8, FLAGS = 34, DESCRIPTORS = 40, NUM_TILES = 68 };
   const attn_caller c = attn_caller_problem(p);
   const int64_t seqlen_q = arg_i32(a, SEQLEN_Q), heads_q = arg_i32(a, HEADS_Q), group_size = arg_i32(a, GROUP_SIZE);
   const int64_t m_blocks = arg_i32(a, M_BLOCKS);
@@ -1164,11 +1165,17 @@ static void check_attn_fwd_launch(const aotk__kernel_entry *e, unsigned grid, vo
   check_attn_tensor(e, a, OUT, OB, &c, &p->out, false, heads_q, head_dim_v, !hopper, true, "Out");
   if (flags & ATTN_WRITE_LSE) check_attn_lse(e, a, LSE, LB, &c, &p->lse, !hopper, true);
   check_attn_features(e, a, &c, p, flags, CU_Q, CU_K, ALIBI, AB, SINKS, RNG);
+  /* The Gluon forward's fourth descriptor is over out where it stores O by TMA (FLAG_O_TMA), else over v
+   * (unused, in O's 64-row boxes); only it sets the flag. */
+  EXPECT(hopper || (flags & ATTN_O_TMA) == 0, "flags = %#x: FLAG_O_TMA for a kernel without O's descriptor",
+         (unsigned)flags);
   if (tma) {
+    const bool o_tma = (flags & ATTN_O_TMA) != 0;
     const descriptor_role roles[] = {{Q, hopper ? 64 : e->block_m, head_dim_qk, 2, "DescQ"},
                                      {K, e->block_n, head_dim_qk, 2, "DescK"},
-                                     {V, e->block_n, head_dim_v, 2, "DescV"}};
-    check_descriptors(e, a, DESCRIPTORS, roles, 3);
+                                     {V, e->block_n, head_dim_v, 2, "DescV"},
+                                     {o_tma ? OUT : V, 64, head_dim_v, 2, o_tma ? "DescO" : "DescO (v's)"}};
+    check_descriptors(e, a, DESCRIPTORS, roles, hopper ? 4 : 3);
   }
 }
 

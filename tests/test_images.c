@@ -134,12 +134,12 @@ static const struct family {
      false, true, 0, 90, true, false},
     /* The Gluon forward: every call but dropout (softcap and ALiBi in its EXTRAS rows). */
     {AOTK__FAMILY_ATTN_FWD_HOPPER, "attn_fwd_hopper",
-     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt" "i", true, false, HEAD_DIMS_HOPPER_PAIRS,
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "tttt" "i", true, false, HEAD_DIMS_HOPPER_PAIRS,
      EXTRAS_BOTH, false, true, 0, 90, true, true},
     /* The same Gluon forward with three consumer warpgroups (192-row tiles), d=64 only, for the plain
      * forward alone: no EXTRAS variant. */
     {AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, "attn_fwd_hopper_wg3",
-     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "ttt" "i", true, false, HEAD_DIMS_HOPPER_WG3_PAIRS,
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "tttt" "i", true, false, HEAD_DIMS_HOPPER_WG3_PAIRS,
      EXTRAS_NONE, false, true, 192, 90, true, true},
     {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, false, HEAD_DIMS_NONE,
      EXTRAS_NONE, false, true, 0, 0, false, false},
@@ -739,7 +739,7 @@ static void test_table_selection_tiles(void) {
  * the kernel loads the head as whole boxes); for the Gluon kernels a power of two wide, since Gluon's
  * shapes must be (a head of 192 is three 64-column boxes side by side); TMA's own rules: at most 256 per
  * dimension, an inner extent of a multiple of 16 bytes, and at most the swizzle's span (128 bytes for the
- * 128-byte swizzle, 3). The forward's TMA families take three, the backward's Gluon passes four (the dK/dV
+ * 128-byte swizzle, 3). The Triton TMA forward takes three, the Gluon forward four (O last, in 64-row boxes), the backward's Gluon passes four (the dK/dV
  * pass, and the dQ pass with the same tiles: block_m rows of Q and dO, block_n of K and V), the fused
  * form five (the fifth over the fp32 dQ accumulator, [batch * heads_q, stats_stride, head_dim_qk], in
  * block_m-row tiles); other rows have none. */
@@ -759,14 +759,16 @@ static void test_table_tma_descriptors(void) {
       continue;
     }
     tma_rows++;
-    const int count = fused ? 5 : bwd ? 4 : 3;
+    const int count = fused ? 5 : bwd || hopper_fwd ? 4 : 3;
     CHECK_MSG(e->descriptor_count == count, "row %d %s: %d TMA descriptors, expected %d (Q, K, V%s)", i, e->name,
-              e->descriptor_count, count, fused ? ", dO, the dQ accumulator" : bwd ? ", dO" : "");
+              e->descriptor_count, count,
+              fused ? ", dO, the dQ accumulator" : bwd ? ", dO" : hopper_fwd ? ", O" : "");
     if (e->descriptor_count != count) continue;
     rows_of_192 += e->head_dim_qk == 192;
-    static const char *const names[5] = {"Q", "K", "V", "dO", "dQ accumulator"};
+    /* The Gluon forward's fourth is O's, in 64-row boxes like Q's, dv wide like dO's. */
+    const char *const names[5] = {"Q", "K", "V", hopper_fwd ? "O" : "dO", "dQ accumulator"};
     const int32_t q_rows = hopper_fwd ? 64 : e->block_m;
-    const int32_t rows[5] = {q_rows, e->block_n, e->block_n, e->block_m, e->block_m};
+    const int32_t rows[5] = {q_rows, e->block_n, e->block_n, q_rows, e->block_m};
     const int32_t head_dims[5] = {e->head_dim_qk, e->head_dim_qk, e->head_dim_v, e->head_dim_v, e->head_dim_qk};
     /* The accumulator is fp32 ([batch * heads_q, stats_stride, head_dim_qk]), the others fp16/bf16. */
     const int32_t element_bytes[5] = {TMA_ELEMENT_BYTES, TMA_ELEMENT_BYTES, TMA_ELEMENT_BYTES, TMA_ELEMENT_BYTES, 4};

@@ -63,9 +63,10 @@ static const char attn_fwd_param_kinds[] = "ppppp" FEATURE_POINTERS "ppp" STRIDE
 /* The TMA forward takes the pointer kernel's parameters, then descriptors of Q, K and V. */
 static const char attn_fwd_tma_param_kinds[] = "ppppp" FEATURE_POINTERS "ppp" STRIDES STRIDES STRIDES STRIDES "lil"
                                                "iiiii" MASK_INTS SCORE_SCALARS DROPOUT_SCALARS "ttt";
-/* The Gluon forward takes the TMA kernel's, then the number of tiles its persistent programs share. */
+/* The Gluon forward takes the TMA kernel's and O's descriptor, then the number of tiles its persistent
+ * programs share. */
 static const char attn_fwd_hopper_param_kinds[] = "ppppp" FEATURE_POINTERS "ppp" STRIDES STRIDES STRIDES STRIDES "lil"
-                                                  "iiiii" MASK_INTS SCORE_SCALARS DROPOUT_SCALARS "ttt" "i";
+                                                  "iiiii" MASK_INTS SCORE_SCALARS DROPOUT_SCALARS "tttt" "i";
 static const char attn_dropout_mask_param_kinds[] = "p" FEATURE_POINTERS "p" "lll" "iiiiii";
 static const char attn_bwd_preprocess_param_kinds[] = "ppppp" "p" "pp" STRIDES STRIDES "li" "iiii" "i" "ii";
 static const char attn_bwd_sink_reduce_param_kinds[] = "ppi";
@@ -98,6 +99,7 @@ enum {
   FLAG_SINKS = 32,
   FLAG_DROPOUT = 64,
   FLAG_REVERSE = 128,
+  FLAG_O_TMA = 256, /* the Gluon forward stores O through its descriptor */
 };
 
 /* A tensor's device pointer and strides, as the kernels take them. */
@@ -444,17 +446,23 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
   if (status != AOTK_OK) return status;
   const int64_t grid = fwd_grid(problem, e, plan);
   if (tma) {
-    packed_descriptor descriptors[3];
-    const aotk_tensor *tensors[3] = {&problem->q, &problem->k, &problem->v};
-    static const char *const names[3] = {"q", "k", "v"};
-    if ((status = encode_descriptors(driver, e, tensors, names, 3, descriptors)) != AOTK_OK) return status;
-    void *tma_args[sizeof args / sizeof args[0] + 3 * 7 + 1];
+    /* The Gluon forward stores O by TMA where O's layout allows (its descriptor in 64-row boxes, dv wide);
+     * otherwise by masked stores, and the fourth descriptor is V's (same box width, always encodable
+     * here, never used). */
+    const bool o_tma = hopper && tma_view_ok(&problem->out);
+    if (o_tma) f.flags |= FLAG_O_TMA;
+    const int count_maps = hopper ? 4 : 3;
+    packed_descriptor descriptors[4];
+    const aotk_tensor *tensors[4] = {&problem->q, &problem->k, &problem->v, o_tma ? &problem->out : &problem->v};
+    static const char *const names[4] = {"q", "k", "v", "out"};
+    if ((status = encode_descriptors(driver, e, tensors, names, count_maps, descriptors)) != AOTK_OK) return status;
+    void *tma_args[sizeof args / sizeof args[0] + 4 * 7 + 1];
     memcpy(tma_args, args, sizeof args);
     void *descriptor_args[] = {DESCRIPTOR_ARGS(descriptors[0]), DESCRIPTOR_ARGS(descriptors[1]),
-                               DESCRIPTOR_ARGS(descriptors[2])};
-    _Static_assert(sizeof descriptor_args == 3 * 7 * sizeof(void *), "seven arguments per descriptor");
-    memcpy(tma_args + sizeof args / sizeof args[0], descriptor_args, sizeof descriptor_args);
-    size_t count = sizeof args / sizeof args[0] + 3 * 7;
+                               DESCRIPTOR_ARGS(descriptors[2]), DESCRIPTOR_ARGS(descriptors[3])};
+    _Static_assert(sizeof descriptor_args == 4 * 7 * sizeof(void *), "seven arguments per descriptor");
+    memcpy(tma_args + sizeof args / sizeof args[0], descriptor_args, (size_t)count_maps * 7 * sizeof(void *));
+    size_t count = sizeof args / sizeof args[0] + (size_t)count_maps * 7;
     if (hopper) tma_args[count++] = &num_tiles32;
     status = aotk__launch_row(driver, plan->rows[0], kernels[0], count, tma_args, grid, stream);
   } else {

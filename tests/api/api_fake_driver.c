@@ -28,7 +28,7 @@ const struct kernel_signature kernel_signatures[KERNEL_COUNT] = {
     {"sel_check_indices", AOTK__FAMILY_SEL_CHECK_INDICES, SEL_CHECK_INDICES_KINDS HIDDEN_KINDS},
     {"attn_fwd_tma", AOTK__FAMILY_ATTN_FWD_TMA, ATTN_FWD_TMA_KINDS HIDDEN_KINDS},
     /* The warp-specialized Gluon forward (kernels/attn_fwd_hopper.py) takes attn_fwd_tma's parameters,
-     * then num_tiles. */
+     * then O's descriptor and num_tiles. */
     {"attn_fwd_hopper", AOTK__FAMILY_ATTN_FWD_HOPPER, ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS},
     /* The same Gluon forward with three consumer warpgroups (192-row tiles, d=64): the same parameters. */
     {"attn_fwd_hopper_wg3", AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS},
@@ -56,7 +56,7 @@ _Static_assert((int)TMA_PARAM_COUNT ==
                    sizeof ATTN_FWD_TMA_KINDS HIDDEN_KINDS - 1 + TMA_DESCRIPTORS * (TMA_DESC_SLOTS - 1),
                "TMA forward parameter list");
 _Static_assert((int)HOPPER_PARAM_COUNT ==
-                   sizeof ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS - 1 + TMA_DESCRIPTORS * (TMA_DESC_SLOTS - 1),
+                   sizeof ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS - 1 + (TMA_DESCRIPTORS + 1) * (TMA_DESC_SLOTS - 1),
                "warp-specialized forward parameter list");
 _Static_assert((int)HOPPER_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the warp-specialized forward's list");
 _Static_assert((int)MASK_PARAM_COUNT == sizeof ATTN_DROPOUT_MASK_KINDS HIDDEN_KINDS - 1, "dropout-mask parameter list");

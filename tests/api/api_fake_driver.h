@@ -81,7 +81,7 @@ enum driver_function {
 #define ATTN_FWD_KINDS "ppppp" "pp" "ppp" STRIDES STRIDES STRIDES STRIDES "lil" "iiiii" "iiiii" "fff" "if"
 /* The sm_90 TMA forward: attn_fwd's, then descriptors of Q, K and V over [batch, seqlen, heads * d]. */
 #define ATTN_FWD_TMA_KINDS ATTN_FWD_KINDS "ttt"
-#define ATTN_FWD_HOPPER_KINDS ATTN_FWD_TMA_KINDS "i"
+#define ATTN_FWD_HOPPER_KINDS ATTN_FWD_TMA_KINDS "t" "i"
 #define ATTN_DROPOUT_MASK_KINDS "pppp" "lll" "iiiiii"
 #define ATTN_BWD_PREPROCESS_KINDS "ppppp" "ppp" STRIDES STRIDES "li" "iiii" "i" "ii"
 #define ATTN_BWD_SINK_REDUCE_KINDS "ppi"
@@ -167,6 +167,7 @@ enum {
   FLAG_SINKS = 32,
   FLAG_DROPOUT = 64,
   FLAG_REVERSE = 128,
+  FLAG_O_TMA = 256, /* the Gluon forward stores O through its fourth descriptor */
 };
 
 /* attn_fwd: one program per (query block, batch, query head). */
@@ -200,10 +201,11 @@ enum tma_launch_param {
   TMA_PARAM_COUNT
 };
 enum { TMA_SLOT_MAP = 0, TMA_SLOT_SHAPE = 1, TMA_SLOT_STRIDES = 1 + TMA_RANK }; /* within a descriptor's seven */
-/* attn_fwd_hopper and attn_fwd_hopper_wg3: attn_fwd_tma's arguments up to its descriptors, then the number
- * of tiles their persistent programs share, then the two scratch pointers. */
+/* attn_fwd_hopper and attn_fwd_hopper_wg3: attn_fwd_tma's arguments up to its descriptors, O's descriptor,
+ * then the number of tiles their persistent programs share, then the two scratch pointers. */
 enum hopper_launch_param {
-  HOPPER_ARG_NUM_TILES = TMA_ARG_GLOBAL_SCRATCH,
+  HOPPER_ARG_DESC_O = TMA_ARG_GLOBAL_SCRATCH,
+  HOPPER_ARG_NUM_TILES = HOPPER_ARG_DESC_O + TMA_DESC_SLOTS,
   HOPPER_ARG_GLOBAL_SCRATCH,
   HOPPER_ARG_PROFILE_SCRATCH,
   HOPPER_PARAM_COUNT

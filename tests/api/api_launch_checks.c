@@ -157,15 +157,19 @@ static void check_descriptors(const char *what, const recorded_launch *launch, c
 }
 
 /* The forward's three (Q, K, V), after its pointer kernel's arguments: boxes of the tile's query rows
- * (or for the warp-specialized kernels one consumer warpgroup's 64) and of its key block. */
+ * (or for the warp-specialized kernels one consumer warpgroup's 64) and of its key block; the
+ * warp-specialized kernels' fourth, O's in 64-row boxes, over out where TMA can write it (FLAG_O_TMA), else
+ * over v (unused). */
 static void check_tma_descriptors(const char *what, const recorded_launch *launch, const aotk_attn_params *params,
                                   const aotk__kernel_entry *row, int first) {
-  static const char *const names[TMA_DESCRIPTORS] = {"q", "k", "v"};
-  const aotk_tensor *tensors[TMA_DESCRIPTORS] = {&params->q, &params->k, &params->v};
-  const int32_t q_rows = family_is_hopper_fwd(row->family) ? 64 : row->block_m;
-  const int32_t tile_rows[TMA_DESCRIPTORS] = {q_rows, row->block_n, row->block_n};
-  check_descriptors(what, launch, row, first, TMA_DESCRIPTORS, first + TMA_DESCRIPTORS, tensors, names, tile_rows,
-                    TMA_ARG_DESC_Q);
+  const bool hopper = family_is_hopper_fwd(row->family), o_tma = tma_readable(&params->out);
+  const char *const names[TMA_DESCRIPTORS + 1] = {"q", "k", "v", o_tma ? "out" : "v (as out)"};
+  const aotk_tensor *tensors[TMA_DESCRIPTORS + 1] = {&params->q, &params->k, &params->v,
+                                                     o_tma ? &params->out : &params->v};
+  const int32_t q_rows = hopper ? 64 : row->block_m;
+  const int32_t tile_rows[TMA_DESCRIPTORS + 1] = {q_rows, row->block_n, row->block_n, 64};
+  const int count = TMA_DESCRIPTORS + hopper;
+  check_descriptors(what, launch, row, first, count, first + count, tensors, names, tile_rows, TMA_ARG_DESC_Q);
 }
 
 /* aotk_query(AOTK_OP_ATTN_FWD), then aotk_attn_fwd: the query names the row the tuning rule picks for
@@ -323,8 +327,9 @@ void check_launch(const char *what, const aotk_attn_params *params, const proble
   check_int(what, kernel, launch, ARG_HEAD_DIM_V8, dim_v(p) / 8, "head_dim_v8");
   check_int(what, kernel, launch, ARG_WINDOW_LEFT, expected.window_left, "window_left");
   check_int(what, kernel, launch, ARG_WINDOW_RIGHT, expected.window_right, "window_right");
-  CHECK_MSG(arg_i32(launch, ARG_FLAGS) == expected.flags, "%s: flags %#x, expected %#x", what,
-            (unsigned)arg_i32(launch, ARG_FLAGS), (unsigned)expected.flags);
+  const int32_t flags = expected.flags | (hopper && tma_readable(out) ? FLAG_O_TMA : 0);
+  CHECK_MSG(arg_i32(launch, ARG_FLAGS) == flags, "%s: flags %#x, expected %#x", what,
+            (unsigned)arg_i32(launch, ARG_FLAGS), (unsigned)flags);
   check_float(what, kernel, launch, ARG_QK_SCALE_LOG2, expected.qk_scale_log2, "qk_scale_log2");
   check_float(what, kernel, launch, ARG_SOFTCAP_SCALE, expected.softcap_scale, "softcap_scale");
   check_float(what, kernel, launch, ARG_SOFTCAP_LOG2, expected.softcap_log2, "softcap_log2");

@@ -204,7 +204,7 @@ aotk_tensor as_4d(const aotk_tensor *t) {
 /* Whether TMA can read t [batch, seqlen, heads, d] as the kernel's view [batch, seqlen, heads * d]: each
  * token's heads contiguous, token rows that do not overlap and are a multiple of 16 bytes apart, and
  * batches that do not overlap either (unless there is one batch, whose stride nothing uses). */
-static bool tma_readable(const aotk_tensor *caller_tensor) {
+bool tma_readable(const aotk_tensor *caller_tensor) {
   const aotk_tensor view = as_4d(caller_tensor), *t = &view;
   if (t->rank != 4) return false;
   const int64_t row = t->shape[2] * t->shape[3];

@@ -127,6 +127,10 @@ enum { WG3_MIN_SEQLEN_Q = 2048 };
  * choose_tma_row). */
 int expected_fwd_family(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes);
 
+/* Whether TMA can read or write t [batch, seqlen, heads, d] (varlen [total, heads, d]) as the kernels'
+ * view [batch, seqlen, heads * d]. */
+bool tma_readable(const aotk_tensor *caller_tensor);
+
 /* The Gluon dK/dV pass's row for the call: its EXTRAS variant where bwd_hopper_extras says, tuned by
  * seqlen_k (max_seqlen_k for varlen). */
 const aotk__kernel_entry *bwd_hopper_row(const aotk_attn_params *params);

@@ -367,7 +367,8 @@ static void check_fwd_family(const char *what, const aotk_attn_params *params, i
                 fake.launch_log[0].kernel == fwd_kernel_id(family),
             "%s: %d launches, the first of %s", what, fake.launches - launches_before,
             fake.logged_launches >= 1 ? kernel_signatures[fake.launch_log[0].kernel].function : "(none)");
-  const int encodes = family == AOTK__FAMILY_ATTN_FWD ? 0 : TMA_DESCRIPTORS;
+  /* Q, K and V; the Gluon forward O's too (over v where out is not TMA-writable). */
+  const int encodes = family == AOTK__FAMILY_ATTN_FWD ? 0 : TMA_DESCRIPTORS + family_is_hopper_fwd(family);
   CHECK_MSG(fake.encode_count == encodes, "%s: %d tensor maps encoded, expected %d", what, fake.encode_count, encodes);
 }
 
@@ -558,16 +559,20 @@ static void test_tma_eligibility(void) {
   /* (192, 128), DeepSeek's pair: a Gluon tile of its own, reached as its other pairs are. Q and K come
    * in three 64-column boxes each (the row's layout, which check_launch holds the encodes to; written
    * out here): [batch, seqlen, heads * 192] in boxes of 64 rows (one consumer warpgroup's) or 128 keys
-   * by 64 columns; V [batch, seqlen_k, heads_kv * 128] in boxes of 128 keys by 64 columns. */
+   * by 64 columns; V [batch, seqlen_k, heads_kv * 128] in boxes of 128 keys by 64 columns; O [batch,
+   * seqlen, heads * 128] in boxes of 64 rows by 64 columns (the kernel stores O by masked stores at this
+   * pair, but the descriptor is there). */
   p = d128;
   p.head_dim = 192, p.head_dim_v = 128;
   params = params_for(p);
   check_fwd_family("head dims 192/128 (the Gluon kernel's own pair)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   {
     const encode_call *q_map = &fake.encodes[0], *k_map = &fake.encodes[1], *v_map = &fake.encodes[2];
-    CHECK_MSG(fake.encode_count == 3 && q_map->dims[0] == 8 * 192 && q_map->box[0] == 64 && q_map->box[1] == 64 &&
+    const encode_call *o_map = &fake.encodes[3];
+    CHECK_MSG(fake.encode_count == 4 && q_map->dims[0] == 8 * 192 && q_map->box[0] == 64 && q_map->box[1] == 64 &&
                   k_map->dims[0] == 2 * 192 && k_map->box[0] == 64 && k_map->box[1] == 128 &&
-                  v_map->dims[0] == 2 * 128 && v_map->box[0] == 64 && v_map->box[1] == 128,
+                  v_map->dims[0] == 2 * 128 && v_map->box[0] == 64 && v_map->box[1] == 128 &&
+                  o_map->dims[0] == 8 * 128 && o_map->box[0] == 64 && o_map->box[1] == 64,
               "head dims 192/128: %d maps; q {%llu, ...} box {%u, %u}, k {%llu, ...} box {%u, %u}, v {%llu, ...} "
               "box {%u, %u}",
               fake.encode_count, (unsigned long long)q_map->dims[0], q_map->box[0], q_map->box[1],
@@ -707,12 +712,12 @@ static void test_tma_launch_arguments(void) {
   reset_launch_log();
   CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK && fake.logged_launches == 1);
   CHECK_MSG(fake.launch_log[0].kernel == KERNEL_ATTN_FWD_HOPPER &&
-                arg_i32(&fake.launch_log[0], ARG_FLAGS) == (FLAG_WRITE_LSE | FLAG_SINKS | FLAG_REVERSE) &&
+                arg_i32(&fake.launch_log[0], ARG_FLAGS) == (FLAG_WRITE_LSE | FLAG_SINKS | FLAG_REVERSE | FLAG_O_TMA) &&
                 arg_pointer(&fake.launch_log[0], ARG_SINKS) == (uint64_t)(uintptr_t)FAKE_SINKS,
             "warp-specialized d128 sinks: %s, flags %#x, sinks %#llx; expected attn_fwd_hopper, %#x, %#llx",
             kernel_signatures[fake.launch_log[0].kernel].function, (unsigned)arg_i32(&fake.launch_log[0], ARG_FLAGS),
             (unsigned long long)arg_pointer(&fake.launch_log[0], ARG_SINKS),
-            (unsigned)(FLAG_WRITE_LSE | FLAG_SINKS | FLAG_REVERSE), (unsigned long long)(uintptr_t)FAKE_SINKS);
+            (unsigned)(FLAG_WRITE_LSE | FLAG_SINKS | FLAG_REVERSE | FLAG_O_TMA), (unsigned long long)(uintptr_t)FAKE_SINKS);
   /* A left window bound (wider than the query rows, so the size key stays seqlen_q) is the warp-specialized
    * kernel's too, in natural tile order (no FLAG_REVERSE); with dropout the Triton TMA kernel runs it. */
   params.window_left = 2048;
@@ -820,11 +825,12 @@ static void test_tma_launch_arguments(void) {
               what, kernel_signatures[launch->kernel].function, launch->grid[0], launch->block[0],
               arg_i32(launch, ARG_NUM_M_BLOCKS), arg_i32(launch, HOPPER_ARG_NUM_TILES), (long long)written[i].grid,
               (long long)written[i].m_blocks, (long long)written[i].tiles);
-    CHECK_MSG(fake.encode_count == TMA_DESCRIPTORS && fake.encodes[0].box[1] == 64 && fake.encodes[1].box[1] == 128 &&
-                  fake.encodes[2].box[1] == 128 && fake.encodes[0].box[2] == 1 && fake.encodes[1].box[2] == 1 &&
-                  fake.encodes[2].box[2] == 1,
-              "%s: %d maps, boxes of %u, %u and %u rows (expected 64, 128, 128)", what, fake.encode_count,
-              fake.encodes[0].box[1], fake.encodes[1].box[1], fake.encodes[2].box[1]);
+    CHECK_MSG(fake.encode_count == TMA_DESCRIPTORS + 1 && fake.encodes[0].box[1] == 64 &&
+                  fake.encodes[1].box[1] == 128 && fake.encodes[2].box[1] == 128 && fake.encodes[3].box[1] == 64 &&
+                  fake.encodes[0].box[2] == 1 && fake.encodes[1].box[2] == 1 && fake.encodes[2].box[2] == 1 &&
+                  fake.encodes[3].box[2] == 1,
+              "%s: %d maps, boxes of %u, %u, %u and %u rows (expected 64, 128, 128, 64)", what, fake.encode_count,
+              fake.encodes[0].box[1], fake.encodes[1].box[1], fake.encodes[2].box[1], fake.encodes[3].box[1]);
   }
   uninstall_fake_gpu();
 }
@@ -1330,11 +1336,11 @@ static void test_bwd_encode_failure(void) {
  * anything is launched (the dropout-mask kernel neither); the next call, with the driver well again,
  * runs whole. For the Triton TMA kernel (with dropout and its mask) and the warp-specialized one. */
 static void test_tma_encode_failure(void) {
-  static const char *const names[3] = {"cuTensorMapEncodeTiled(q)", "cuTensorMapEncodeTiled(k)",
-                                       "cuTensorMapEncodeTiled(v)"};
+  static const char *const names[4] = {"cuTensorMapEncodeTiled(q)", "cuTensorMapEncodeTiled(k)",
+                                       "cuTensorMapEncodeTiled(v)", "cuTensorMapEncodeTiled(out)"};
   const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
   for (int hopper = 0; hopper <= 1; hopper++)
-    for (int failing = 1; failing <= 3; failing++) {
+    for (int failing = 1; failing <= 3 + hopper; failing++) { /* the Gluon forward encodes out's too */
       install_fake_gpu(90, SHARED_SM90);
       aotk_attn_params params = params_for(d128);
       if (!hopper) {
@@ -1361,7 +1367,7 @@ static void test_tma_encode_failure(void) {
       reset_launch_log();
       CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
       CHECK_MSG(fake.launches == 2 - hopper && fake.launch_log[0].kernel == fwd_kernel_id(family) &&
-                    fake.encode_count == TMA_DESCRIPTORS,
+                    fake.encode_count == TMA_DESCRIPTORS + hopper,
                 "after encode %d failed: %d launches, %d encodes", failing, fake.launches, fake.encode_count);
       CHECK(aotk_last_error()[0] == '\0');
     }

@@ -360,12 +360,14 @@ static void test_feature_launches_literal(void) {
     reset_launch_log();
     CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
     const recorded_launch *launch = &fake.launch_log[0];
+    /* The warp-specialized kernel stores O by TMA (out is contiguous here): FLAG_O_TMA (256) besides. */
+    const int32_t flags = cases[i].flags | (cases[i].kernel == KERNEL_ATTN_FWD_HOPPER ? FLAG_O_TMA : 0);
     CHECK_MSG(arg_i32(launch, ARG_WINDOW_LEFT) == cases[i].window_left &&
                   arg_i32(launch, ARG_WINDOW_RIGHT) == cases[i].window_right &&
-                  arg_i32(launch, ARG_FLAGS) == cases[i].flags,
+                  arg_i32(launch, ARG_FLAGS) == flags,
               "%s: window (%d, %d) flags %#x, expected (%d, %d) %#x", cases[i].what, arg_i32(launch, ARG_WINDOW_LEFT),
               arg_i32(launch, ARG_WINDOW_RIGHT), (unsigned)arg_i32(launch, ARG_FLAGS), cases[i].window_left,
-              cases[i].window_right, (unsigned)cases[i].flags);
+              cases[i].window_right, (unsigned)flags);
     CHECK_MSG((uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD) == cases[i].dropout_threshold &&
                   arg_f32(launch, ARG_DROPOUT_SCALE) == cases[i].dropout_scale,
               "%s: dropout threshold %u scale %g", cases[i].what, (uint32_t)arg_i32(launch, ARG_DROPOUT_THRESHOLD),
@@ -520,7 +522,13 @@ static void test_varlen_launches(void) {
               "varlen lse strides (%lld, %d), expected (0, 450)", (long long)arg_i64(launch, ARG_STRIDE_LB),
               arg_i32(launch, ARG_STRIDE_LH));
     CHECK(arg_i32(launch, ARG_SEQLEN_Q) == 200 && arg_i32(launch, ARG_SEQLEN_K) == 300);
-    CHECK(arg_i32(launch, ARG_FLAGS) == (FLAG_WRITE_LSE | FLAG_VARLEN));
+    /* The Gluon kernel (sm_90): O by TMA store (FLAG_O_TMA) where out is TMA-writable, a sequence's last
+     * slice by the masked stores (kernels/attn_fwd_hopper.py). */
+    const bool o_tma = family_is_hopper_fwd(expected_fwd_family(&params, info.arch, info.from_ptx,
+                                                                fake.max_shared_bytes)) &&
+                       tma_readable(&params.out);
+    CHECK_MSG(arg_i32(launch, ARG_FLAGS) == (FLAG_WRITE_LSE | FLAG_VARLEN | (o_tma ? FLAG_O_TMA : 0)),
+              "varlen: flags %#x, expected O by TMA %d", (unsigned)arg_i32(launch, ARG_FLAGS), (int)o_tma);
     CHECK(arg_pointer(launch, ARG_CU_SEQLENS_Q) == (uint64_t)(uintptr_t)FAKE_CU_SEQLENS_Q &&
           arg_pointer(launch, ARG_CU_SEQLENS_K) == (uint64_t)(uintptr_t)FAKE_CU_SEQLENS_K);
     CHECK(launch->grid[0] == (unsigned)info.grid);

@@ -1,0 +1,164 @@
+"""The library's sm_90 Gluon forward (kernels/attn_fwd_hopper.py) through Triton's JIT, on the GPU machine,
+checked against a float32 reference and timed beside cuDNN in one process. A change to the library's
+kernel is tried here first: give the kernel a constexpr that selects the variant (a default keeps the
+library's build unchanged) and name each variant's overrides on the command line; the library's own
+benchmark (bench/bench_attn.py) then measures what ships.
+
+    python3 bench/explore/hopper/fwd_hopper_jit.py --variants 'base:{}' 'new:{"VARIANT":1}' \
+        --head-dims 64,128 --seqlens 1024,4096,16384
+
+Not part of the build; results go to stdout and $OUT/fwd_hopper_jit.json. (The harness builds
+descriptors for Q, K, V and O as the library does and sets FLAG_O_TMA.)
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "kernels"))
+from attn_fwd_hopper import attn_fwd_hopper, attn_fwd_hopper_wg3  # noqa: E402
+
+LOG2E = 1.4426950408889634
+FLAG_WRITE_LSE, FLAG_SOFTCAP, FLAG_ALIBI, FLAG_REVERSE, FLAG_O_TMA = 1, 8, 16, 128, 256
+
+
+def _desc(t3, block):
+    dt = gl.bfloat16 if t3.dtype == torch.bfloat16 else gl.float16
+    return TensorDescriptor(t3, list(t3.shape), list(t3.stride()), block,
+                            gl.NVMMASharedLayout.get_default_for(block, dt))
+
+
+def launcher(q, k, v, out, lse, causal, softcap=0.0, alibi=None, wg3=False, extras=False, **over):
+    """A callable that launches the kernel with everything prepared (descriptors built once)."""
+    b, sq, hq, d = q.shape
+    sk, hkv = k.shape[1], k.shape[2]
+    block_m = 192 if wg3 else 128
+    block_n = 64 if d > 128 else 128
+    q3, k3, v3 = (t.view(t.shape[0], t.shape[1], -1) for t in (q, k, v))
+    dq_box = d
+    dq = _desc(q3, [1, 64, dq_box])
+    dk = _desc(k3, [1, block_n, dq_box])
+    dv = _desc(v3, [1, block_n, d])
+    do = _desc(out.view(out.shape[0], out.shape[1], -1), [1, 64, d])
+    nmb = triton.cdiv(sq, block_m)
+    tiles = nmb * b * hq
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    grid = min(tiles, sms)
+    if causal and sq <= 2048:
+        grid = tiles  # the host's costing picks one program per tile for short causal problems
+    # O by TMA store (out is contiguous here); flags is then never 1, which the JIT would compile in.
+    flags = FLAG_WRITE_LSE | FLAG_O_TMA | (FLAG_REVERSE if causal else 0)
+    scale = 1.0 / math.sqrt(d)
+    if softcap > 0:
+        flags |= FLAG_SOFTCAP
+    if alibi is not None:
+        flags |= FLAG_ALIBI
+    cx = dict(HEAD_DIM_QK=d, HEAD_DIM_V=d, BLOCK_M=block_m, BLOCK_N=block_n, STAGES=2, EXTRAS=extras,
+              PRODUCER_REGS=24, CONSUMER_REGS=160 if wg3 else 240)
+    cx.update(over)
+    opts = dict(num_warps=4, maxnreg=128 if wg3 else 168)
+    kern = attn_fwd_hopper_wg3 if wg3 else attn_fwd_hopper
+    ints = torch.zeros(2, device=q.device, dtype=torch.int32)
+    floats = torch.zeros(2, device=q.device, dtype=torch.float32)
+    al = alibi if alibi is not None else floats
+    args = (q, k, v, out, lse, ints, ints, al, floats, ints.view(torch.int64),
+                   q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
+                   v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2),
+                   lse.stride(0), lse.stride(1), al.stride(0) if alibi is not None else 0,
+                   sq, sk, hq, hq // hkv, nmb, d // 8, d // 8, -1, 0 if causal else -1, flags,
+                   scale * LOG2E, scale / softcap if softcap > 0 else 0.0, softcap * LOG2E, 0, 1.0,
+                   dq, dk, dv, tiles, do)
+    kw = dict(cx, **opts)
+    return lambda: kern[(grid, )](*args, **kw)
+
+
+def reference(q, k, v, causal, softcap=0.0, alibi=None):
+    qf, kf, vf = (t.float().transpose(1, 2) for t in (q, k, v))
+    kf = kf.repeat_interleave(q.shape[2] // k.shape[2], 1)
+    vf = vf.repeat_interleave(q.shape[2] // k.shape[2], 1)
+    s = qf @ kf.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    sq, sk = q.shape[1], k.shape[1]
+    i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
+    j = torch.arange(sk, device=q.device)[None, :]
+    if alibi is not None:
+        s = s - alibi[:, :, None, None] * (i - j).abs().float()
+    if causal:
+        s = s.masked_fill(j > i, float("-inf"))
+    return (s.softmax(-1) @ vf).transpose(1, 2), torch.logsumexp(s, -1)
+
+
+def bench(fn):
+    return triton.testing.do_bench(fn, warmup=50, rep=200)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", nargs="+", default=["base:{}"], help="name:json constexpr overrides")
+    ap.add_argument("--head-dims", default="64,128")
+    ap.add_argument("--seqlens", default="1024,4096,16384")
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--feature", default="plain", choices=["plain", "softcap", "alibi"])
+    ap.add_argument("--wg3", action="store_true", help="the 192-row three-warpgroup entry (d=64)")
+    ap.add_argument("--dtype", default="bf16")
+    args = ap.parse_args()
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    variants = [(v.split(":", 1)[0], json.loads(v.split(":", 1)[1])) for v in args.variants]
+    rows = []
+    torch.manual_seed(0)
+    extras = args.feature != "plain"
+    for d in (int(x) for x in args.head_dims.split(",")):
+        for causal in (bool(int(c)) for c in args.causal.split(",")):
+            # Correctness on a small problem first.
+            b, n, h = 2, 777, 4
+            q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=dtype) for _ in range(3))
+            softcap = 30.0 if args.feature == "softcap" else 0.0
+            alibi = (torch.rand(b, h, device="cuda") * 0.2) if args.feature == "alibi" else None
+            ref, ref_lse = reference(q, k, v, causal, softcap, alibi)
+            for name, over in variants:
+                out = torch.empty_like(q)
+                lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
+                launcher(q, k, v, out, lse, causal, softcap, alibi, args.wg3, extras, **over)()
+                torch.cuda.synchronize()
+                err = (out.float() - ref).abs().max().item()
+                lerr = (lse - ref_lse).abs().max().item()
+                print(f"check d={d} causal={int(causal)} {name}: max|out-ref| {err:.2e}  max|lse-ref| {lerr:.2e}"
+                      + ("  FAIL" if err > 2e-2 or lerr > 1e-3 else ""), flush=True)
+            for n in (int(x) for x in args.seqlens.split(",")):
+                b, h = max(1, 16384 // n), 2048 // d
+                q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=dtype) for _ in range(3))
+                alibi = (torch.rand(b, h, device="cuda") * 0.2) if args.feature == "alibi" else None
+                out = torch.empty_like(q)
+                lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
+                flops = 4.0 * b * h * n * n * d / (2 if causal else 1)
+                res = {}
+                if args.feature == "plain":
+                    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+                    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                        res["cudnn"] = bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal))
+                for name, over in variants:
+                    res[name] = bench(launcher(q, k, v, out, lse, causal, softcap, alibi, args.wg3, extras, **over))
+                line = f"d={d} causal={int(causal)} n={n}:"
+                for name, ms in res.items():
+                    line += f"  {name} {flops / ms / 1e9:.0f}"
+                    if "cudnn" in res and name != "cudnn":
+                        line += f" ({res['cudnn'] / ms:.3f}x)"
+                print(line, flush=True)
+                rows.append(dict(d=d, causal=causal, n=n, feature=args.feature, wg3=args.wg3,
+                                 tflops={k2: flops / ms / 1e9 for k2, ms in res.items()}))
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "fwd_hopper_jit.json"), "a") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
