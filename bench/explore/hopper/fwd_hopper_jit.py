@@ -75,7 +75,7 @@ def launcher(q, k, v, out, lse, causal, softcap=0.0, alibi=None, wg3=False, extr
                    lse.stride(0), lse.stride(1), al.stride(0) if alibi is not None else 0,
                    sq, sk, hq, hq // hkv, nmb, d // 8, d // 8, -1, 0 if causal else -1, flags,
                    scale * LOG2E, scale / softcap if softcap > 0 else 0.0, softcap * LOG2E, 0, 1.0,
-                   dq, dk, dv, tiles, do)
+                   dq, dk, dv, do, tiles)
     kw = dict(cx, **opts)
     return lambda: kern[(grid, )](*args, **kw)
 
