@@ -36,10 +36,7 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
     warpgroup_mma_wait
 
 from attn_hopper_common import (FLAG_ALIBI, FLAG_REVERSE, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, sequence, store_rows,
-                                tanh_approx, tma_load, window_bounds)
-
-# A barrier of the partition's threads: thread_barrier in 3.6, barrier in newer releases.
-_thread_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+                                tanh_approx, thread_barrier, tma_load, window_bounds)
 
 
 @gluon.jit
@@ -200,7 +197,7 @@ def _consumer(q_smem, do_smem, k_bufs, v_bufs, ds_bufs, bars, coords, n_iters, L
             ds_buf = ds_bufs.index(it % 2)
             ds_buf.store(ds.to(dtype))
             fence_async_shared()
-            _thread_barrier()
+            thread_barrier()
             dq0_token = warpgroup_mma(ds_buf, k_bufs.index(k_first).reshape([BLOCK_N, QK_BOX]), dq0, is_async=True)
             dq0 = warpgroup_mma_wait(0, deps=(dq0_token, ))
         mbarrier.arrive(kv_empty.index(s))

@@ -76,7 +76,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 
 from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, sequence, store_rows, tanh_approx,
-                                tma_load, window_bounds)
+                                thread_barrier, tma_load, window_bounds)
 
 
 @_gluon_builtin
@@ -89,8 +89,6 @@ def _tma_reduce_add_36(tensor_desc, coord, src, _semantic=None):
 
 
 _tma_reduce_add = getattr(tma, "async_atomic_add", None) or _tma_reduce_add_36
-# A barrier of the partition's threads: thread_barrier in 3.6, barrier in newer releases.
-_thread_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
 
 @gluon.jit
@@ -187,6 +185,15 @@ def _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype: gl.conste
 
 
 @gluon.jit
+def _step_statistics(LseLog2, Delta, b, heads_q, hq, stats_stride, m0, cols0):
+    # A step's query rows and their staged lse * log2(e) and delta: rows of stats_stride floats, padded
+    # with neutral values, so the loads need no mask.
+    stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
+    cols = m0 + cols0
+    return cols, gl.load(LseLog2 + stats_row + cols), gl.load(Delta + stats_row + cols)
+
+
+@gluon.jit
 def _step_gradients(st_token, dpt_token, q2, do2, dv, dk, statistics, tile_rows, extras, qk_scale_log2,
                     dtype: gl.constexpr, p_layout: gl.constexpr, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
                     EXTRAS: gl.constexpr):
@@ -196,11 +203,7 @@ def _step_gradients(st_token, dpt_token, q2, do2, dv, dk, statistics, tile_rows,
     waited for with the tokens)."""
     LseLog2, Delta, b, heads_q, hq, stats_stride = statistics
     keys, cols0, seqlen_k, n0, m0, diag, lo_rel, hi_rel = tile_rows
-    # Staged in rows of stats_stride floats, padded with neutral values, so the loads need no mask.
-    stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
-    cols = m0 + cols0
-    lse = gl.load(LseLog2 + stats_row + cols)
-    delta = gl.load(Delta + stats_row + cols)
+    cols, lse, delta = _step_statistics(LseLog2, Delta, b, heads_q, hq, stats_stride, m0, cols0)
 
     st = warpgroup_mma_wait(1, deps=(st_token, ))
     tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
@@ -271,7 +274,7 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
         ds = ds_bufs.index(it % 2)
         ds.store(dst.to(dtype))
         fence_async_shared()
-        _thread_barrier()
+        thread_barrier()
         dq_token = warpgroup_mma(ds.permute((1, 0)), k2, zero_dq, use_acc=False, is_async=True)
         dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, dq_token, pt_op, ds_op))
         # FlashAttention-3's dQ path: the block to shared memory, then one bulk reduce-add into the
@@ -388,10 +391,10 @@ def _dq_worker(ds_bufs, dq_bufs, k_smem, kv_bar, pp_bars, coords, n_iters, desc_
         # outstanding, it has (the issuing thread's wait; the barrier tells every thread).
         dq_buf = dq_bufs.index(half)
         tma.store_wait(1)
-        _thread_barrier()
+        thread_barrier()
         dq_buf.reshape([BLOCK_M, HEAD_DIM]).store(dq * softmax_scale)
         fence_async_shared()
-        _thread_barrier()
+        thread_barrier()
         _tma_reduce_add(desc_dq, [b * heads_q + hq, m0, 0], dq_buf)
     tma.store_wait(0)  # the last reduce-adds have read shared memory before the program exits
 
@@ -432,10 +435,7 @@ def _step_scores(it, q_bufs, do_bufs, k_smem, v2, ready, coords, zero_s, keys, c
     st_token = _scores_t(k_smem, q_bufs, s * QK_CHUNKS, zero_s, BLOCK_N, BLOCK_M, QK_CHUNKS)
     mbarrier.wait(do_ready.index(s), phase)
     dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-    stats_row = (b * heads_q + hq).to(gl.int64) * stats_stride
-    cols = m0 + cols0
-    lse = gl.load(LseLog2 + stats_row + cols)
-    delta = gl.load(Delta + stats_row + cols)
+    cols, lse, delta = _step_statistics(LseLog2, Delta, b, heads_q, hq, stats_stride, m0, cols0)
     st = warpgroup_mma_wait(1, deps=(st_token, ))
     tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
     return s, hq, do2, dpt_token, st, tile, delta
@@ -486,14 +486,14 @@ def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coor
         p_buf = p_bufs.index(it % 2)
         p_buf.store(pt_op)
         fence_async_shared()
-        _thread_barrier()
+        thread_barrier()
         dv_token = warpgroup_mma(p_buf, do2, dv, is_async=True)
         dpt = warpgroup_mma_wait(1, deps=(dpt_token, ))
         dst = pt * (dpt - gl.expand_dims(delta, 0))
         ds = ds_bufs.index(it % 2)
         ds.store(dst.to(dtype))
         fence_async_shared()
-        _thread_barrier()
+        thread_barrier()
         q_first = s * QK_CHUNKS
         dk0_token = warpgroup_mma(ds, q_bufs.index(q_first).reshape([BLOCK_M, QK_BOX]), dk0, is_async=True)
         dv, dk0 = warpgroup_mma_wait(0, deps=(dv_token, dk0_token))
