@@ -454,7 +454,7 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
     const int count_maps = hopper ? 4 : 3;
     packed_descriptor descriptors[4];
     const aotk_tensor *tensors[4] = {&problem->q, &problem->k, &problem->v, o_tma ? &problem->out : &problem->v};
-    static const char *const names[4] = {"q", "k", "v", "out"};
+    const char *const names[4] = {"q", "k", "v", o_tma ? "out" : "v (as out's stand-in)"};
     if ((status = encode_descriptors(driver, e, tensors, names, count_maps, descriptors)) != AOTK_OK) return status;
     void *tma_args[sizeof args / sizeof args[0] + 4 * 7 + 1];
     memcpy(tma_args, args, sizeof args);

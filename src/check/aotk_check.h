@@ -62,6 +62,8 @@ typedef struct aotk__fwd_check_case {
   int causal;
   float softmax_scale;        /* 0: the default */
   aotk__check_layout layout;  /* of q, k, v, out (and lse, alibi slopes and dropout mask padded for PADDED) */
+  int out_permuted;           /* 1: out heads-outer (PERMUTED) whatever `layout` is (dense only), which the
+                                 sm_90 Gluon forward cannot store by TMA: it takes its masked stores */
   int with_lse;
   int64_t rows_per_head;      /* query rows compared per (sequence, head): all when the sequence has at most this */
   uint64_t seed;

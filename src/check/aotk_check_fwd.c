@@ -53,7 +53,8 @@ aotk_status aotk__check_attn_fwd(const aotk__driver *driver, const aotk__fwd_che
   aotk__placed_tensor tq = aotk__check_place(c->layout, placed_batch, s.rows_q, HQ, DQK);
   aotk__placed_tensor tk = aotk__check_place(c->layout, placed_batch, s.rows_k, HKV, DQK);
   aotk__placed_tensor tv = aotk__check_place(c->layout, placed_batch, s.rows_k, HKV, DV);
-  aotk__placed_tensor to = aotk__check_place(c->layout, placed_batch, s.rows_q, HQ, DV);
+  const aotk__check_layout out_layout = c->out_permuted && !s.varlen ? AOTK__LAYOUT_PERMUTED : c->layout;
+  aotk__placed_tensor to = aotk__check_place(out_layout, placed_batch, s.rows_q, HQ, DV);
 
   float *hq = malloc(sizeof(float) * (size_t)tq.storage_elements);
   float *hk = malloc(sizeof(float) * (size_t)tk.storage_elements);
