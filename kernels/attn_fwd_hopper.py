@@ -25,8 +25,9 @@ ptxas spills 48 bytes per thread at d=256 and (192, 128) and 80-120 in the EXTRA
 --dump-resource-usage, STACK).
 
 What it covers: every forward but dropout (the host sends that to the Triton kernels): masks and
-windows of both alignments (the key blocks a tile walks come from the window rule; only the blocks at
-a window's edges and the last block are masked), sinks (an epilogue term, as in the Triton kernels),
+windows of both alignments (the key blocks a tile walks come from the window rule, from the tile's
+first visible key in the plain two-warpgroup rows; only the blocks at a window's edges and the last
+block are masked, and there only the first block compares keys with the left bound), sinks (an epilogue term, as in the Triton kernels),
 and, compiled in with EXTRAS, softcap (tanh.approx on the MUFU) and ALiBi; dense or varlen layouts,
 head dims with kernels in the catalog (64, 128, 256, and (192, 128) with Q and K in three 64-column
 boxes, since Gluon's shapes are powers of two), GQA, any lengths, lse optional. Its
@@ -75,13 +76,16 @@ def _tile_id(r, pid, nprog):
 
 
 @gluon.jit
-def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
+def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, UNALIGNED: gl.constexpr):
     """A tile's coordinates, its sequence (first query and key row in the tensors, lengths, diagonal),
-    whether it has rows at all, and its key blocks: n_blocks from key block k_lo on. Dense: sequence b
+    whether it has rows at all, and its key blocks: n_blocks from kb on (_block_start). Dense: sequence b
     starts at row 0 of batch entry b. Varlen: the tensors are [1, total, heads * d] and sequence b's
     rows start at cu_seqlens[b]; the grid covers max_seqlen_q, so a shorter sequence's last tiles have
-    no rows and are skipped (by every partition alike). Keys [k_lo * BLOCK_N, hi) are the ones the
-    window rule (kernels/attn_common.py) lets some row of the tile see. At least one block is walked, so
+    no rows and are skipped (by every partition alike). Keys [lo, hi) are the ones the window rule
+    (kernels/attn_common.py) lets some row of the tile see; the blocks start at lo itself when UNALIGNED
+    (kb = lo: TMA loads from any row, so a window walks no block that only its left edge masks, and
+    every row's first key lies in the first block), else at the block boundary below it (kb = lo //
+    BLOCK_N, the block's index). At least one block is walked, so
     the pipeline's prologue and epilogue always run; a tile whose rows see no key masks everything."""
     num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, lo_rel, hi_rel, reverse, varlen, CuQ, CuK = sched
     bh = tile // num_m_blocks
@@ -107,9 +111,23 @@ def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):
     last = gl.minimum(m0 + BLOCK_M, sq) - 1
     lo = gl.minimum(gl.maximum(m0 + diag + lo_rel, 0), sk)
     hi = gl.maximum(gl.minimum(last + diag + hi_rel + 1, sk), 0)
-    k_lo = lo // BLOCK_N
-    n_blocks = gl.maximum(gl.cdiv(hi - k_lo * BLOCK_N, BLOCK_N), 1)
-    return b, m0, hq, hq // group_size, k_lo, n_blocks, q_start, k_start, sq, sk, diag, m0 < sq
+    if UNALIGNED:
+        kb = lo
+        n_blocks = gl.maximum(gl.cdiv(hi - lo, BLOCK_N), 1)
+    else:
+        kb = lo // BLOCK_N
+        n_blocks = gl.maximum(gl.cdiv(hi - kb * BLOCK_N, BLOCK_N), 1)
+    return b, m0, hq, hq // group_size, kb, n_blocks, q_start, k_start, sq, sk, diag, m0 < sq
+
+
+@gluon.jit
+def _block_start(kb, j, BLOCK_N: gl.constexpr, UNALIGNED: gl.constexpr):
+    # The first key of a tile's block j (kb from _tile).
+    if UNALIGNED:
+        n0 = kb + j * BLOCK_N
+    else:
+        n0 = (kb + j) * BLOCK_N
+    return n0
 
 
 @gluon.jit
@@ -128,11 +146,12 @@ def _load(desc, bufs, ready, empty, it, coord0, coord1, coord2, STAGES: gl.const
 @gluon.jit
 def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles,
               HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              STAGES: gl.constexpr, Q_BUFS: gl.constexpr):
+              STAGES: gl.constexpr, Q_BUFS: gl.constexpr, EXTRAS: gl.constexpr):
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // desc_q.block_type.shape[2]
     varlen_i = sched[9].to(gl.int32)
+    UNALIGNED: gl.constexpr = (not EXTRAS) and BLOCK_N >= BLOCK_M - 1  # as the consumers
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     kit = 0
@@ -140,13 +159,13 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
     t = 0
     for r in range(gl.cdiv(num_tiles, nprog)):
         tile = _tile_id(r, pid, nprog)
-        b, m0, hq, hkv, k_lo, n_blocks, q_start, k_start, sq, sk, diag, active = _tile(
-            gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N)
+        b, m0, hq, hkv, kb, n_blocks, q_start, k_start, sq, sk, diag, active = _tile(
+            gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N, UNALIGNED)
         if (tile < num_tiles) & active:
             # The view's batch coordinate: the batch entry, or 0 for varlen (starts are in the rows).
             bc = b - b * varlen_i
             # The tile's first key row in the view.
-            k_row = k_start + k_lo * BLOCK_N
+            k_row = k_start + _block_start(kb, 0, BLOCK_N, UNALIGNED)
             # K(0) first: the first product needs it and Q; then Q, then K(j+1) before V(j), the order
             # in which the consumers use them.
             _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_row, hkv * HEAD_DIM_QK, STAGES, QK_CHUNKS)
@@ -170,10 +189,12 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
 
 @gluon.jit
 def _softmax_step(qk, m_i, l_i, n0, rows, first_key, last_key, full_lo, full_hi, row_alibi, scores,
-                  s_layout: gl.constexpr, BLOCK_N: gl.constexpr, EXTRAS: gl.constexpr):
+                  s_layout: gl.constexpr, BLOCK_N: gl.constexpr, EXTRAS: gl.constexpr, LEFT: gl.constexpr):
     # Row i sees keys first_key[i] <= j <= last_key[i] (the window rule and the key length). A block
     # that every row of this warpgroup sees in full ([full_lo, full_hi]) is not masked: that is every
-    # block but the edges of a window and the last one.
+    # block but the edges of a window and the last one. LEFT: the block may start before some row's
+    # first key; without it a masked block compares each key with the right bound alone (one compare a
+    # score fewer).
     qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags = scores
     cols = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     if EXTRAS:
@@ -193,7 +214,10 @@ def _softmax_step(qk, m_i, l_i, n0, rows, first_key, last_key, full_lo, full_hi,
     need_mask = (n0 < full_lo) | (n0 + BLOCK_N - 1 > full_hi)
     if need_mask:
         c = gl.expand_dims(cols, 0)
-        ok = (c >= gl.expand_dims(first_key, 1)) & (c <= gl.expand_dims(last_key, 1))
+        if LEFT:
+            ok = (c >= gl.expand_dims(first_key, 1)) & (c <= gl.expand_dims(last_key, 1))
+        else:
+            ok = c <= gl.expand_dims(last_key, 1)
         s = gl.where(ok, s, float("-inf"))
     m_new = gl.maximum(m_i, gl.max(s, 1) * scale)
     # A row that has seen no visible key keeps m = -inf; subtract 0 instead (exp2 gives 0, not NaN).
@@ -255,6 +279,12 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // q_bufs.shape[3]
+    # A tile's key blocks start at its first visible key where a block holds every row's first key
+    # (BLOCK_N >= BLOCK_M - 1, see _tile): then only the first block compares keys with a window's left
+    # bound. The 192-row tiles and d=256's 64-key blocks cannot drop the compare, and keep block
+    # boundaries, as do the EXTRAS rows: there the change measured slower, compare dropped or not
+    # (ptxas schedules their loops differently: three-warpgroup d=64 5-11%, softcap 4-7%, ALiBi 11%).
+    UNALIGNED: gl.constexpr = (not EXTRAS) and BLOCK_N >= BLOCK_M - 1
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     # Ring position of this tile's first K and V block: both rings advance by n_blocks per tile.
@@ -263,8 +293,8 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
     turn_phase = 0
     for r in range(gl.cdiv(num_tiles, nprog)):
         tile = _tile_id(r, pid, nprog)
-        b, m0, hq, hkv, k_lo, n_blocks, q_start, k_start, seqlen_q, seqlen_k, diag, active = _tile(
-            gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N)
+        b, m0, hq, hkv, kb, n_blocks, q_start, k_start, seqlen_q, seqlen_k, diag, active = _tile(
+            gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N, UNALIGNED)
         if (tile < num_tiles) & active:
             row0 = m0 + WG * ROWS
             rows = row0 + gl.arange(0, ROWS, layout=row_s)
@@ -296,8 +326,9 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
             turn_phase ^= 1
             qk = warpgroup_mma_wait(0, deps=(s_token, ))
             mbarrier.arrive(k_empty.index(s))
-            p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, k_lo * BLOCK_N, rows, first_key, last_key, full_lo,
-                                               full_hi, row_alibi, scores, s_layout, BLOCK_N, EXTRAS)
+            p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, _block_start(kb, 0, BLOCK_N, UNALIGNED), rows, first_key,
+                                               last_key, full_lo, full_hi, row_alibi, scores, s_layout, BLOCK_N, EXTRAS,
+                                               True)
             p_op = gl.convert_layout(p.to(dtype), p_layout)
 
             for j in range(1, n_blocks):
@@ -315,8 +346,9 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
                 # wgmma groups retire in order: with one left outstanding, S_j (issued first) is done.
                 qk = warpgroup_mma_wait(1, deps=(s_token, ))
                 mbarrier.arrive(k_empty.index(s))
-                p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, (k_lo + j) * BLOCK_N, rows, first_key, last_key,
-                                                   full_lo, full_hi, row_alibi, scores, s_layout, BLOCK_N, EXTRAS)
+                p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, _block_start(kb, j, BLOCK_N, UNALIGNED), rows,
+                                                   first_key, last_key, full_lo, full_hi, row_alibi, scores, s_layout,
+                                                   BLOCK_N, EXTRAS, not UNALIGNED)
                 acc, p_done = warpgroup_mma_wait(0, deps=(o_token, p_op))
                 mbarrier.arrive(v_empty.index(sv))
                 acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
@@ -446,7 +478,7 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 2, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
-                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS)),
+                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, EXTRAS)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
@@ -457,7 +489,7 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
-                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS)),
+                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, EXTRAS)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 

@@ -330,16 +330,19 @@ static aotk_status encode_descriptor(const aotk__driver *driver, const aotk_tens
  * rule is the one the exploration measured for causal masks (bench/explore/hopper/gluon_attn_fwd.py,
  * persistent_grid). */
 /* The key blocks a tile of query rows [m0, m0 + block_m) walks in the Gluon forward (_tile in
- * kernels/attn_fwd_hopper.py): those some row sees under the window rule, from a block boundary. */
-static int64_t tile_key_blocks(const aotk__attn_problem *problem, int64_t m0, int64_t block_m, int64_t block_n,
+ * kernels/attn_fwd_hopper.py): those some row sees under the window rule, from the first such key, or
+ * from the block boundary below it in the rows that keep boundaries (EXTRAS, or blocks shorter than
+ * the tile). */
+static int64_t tile_key_blocks(const aotk__attn_problem *problem, const aotk__kernel_entry *e, int64_t m0,
                                int64_t diag) {
+  const int64_t block_m = e->block_m, block_n = e->block_n;
   const int64_t sk = problem->seqlen_k;
   const int64_t last = (m0 + block_m < problem->seqlen_q ? m0 + block_m : problem->seqlen_q) - 1;
   int64_t lo = problem->window_left >= 0 ? m0 + diag - problem->window_left : 0;
   int64_t hi = problem->window_right >= 0 ? last + diag + problem->window_right + 1 : sk;
   lo = lo < 0 ? 0 : lo > sk ? sk : lo;
   hi = hi < 0 ? 0 : hi > sk ? sk : hi;
-  lo = lo / block_n * block_n;
+  if (e->extras || block_n < block_m - 1) lo = lo / block_n * block_n;
   return hi > lo ? blocks(hi - lo, block_n) : 0;
 }
 
@@ -354,10 +357,10 @@ static int64_t hopper_grid(const aotk__attn_problem *problem, const aotk__kernel
    * last answer is kept per thread: a training or inference loop asks about the same shapes each step.
    * The answer depends on nothing else than the key. */
   static _Thread_local struct {
-    int64_t key[9], grid;
+    int64_t key[10], grid;
   } memo;
-  const int64_t key[9] = {num_tiles, num_m_blocks,          problem->seqlen_k,     diag, e->block_m,
-                          e->block_n, problem->window_left, problem->window_right, sms};
+  const int64_t key[10] = {num_tiles,  num_m_blocks,         problem->seqlen_k,     diag, e->block_m,
+                           e->block_n, problem->window_left, problem->window_right, sms,  e->extras};
   if (memo.grid != 0 && memcmp(memo.key, key, sizeof key) == 0) return memo.grid;
   const bool reverse = problem->window_right >= 0 && problem->window_left < 0; /* as attn_flags sets it */
   double load[1024];
@@ -370,7 +373,7 @@ static int64_t hopper_grid(const aotk__attn_problem *problem, const aotk__kernel
       if (tile >= num_tiles) continue;
       /* FLAG_REVERSE (causal-like masks): a head's last query block first. */
       const int64_t m_block = reverse ? num_m_blocks - 1 - tile % num_m_blocks : tile % num_m_blocks;
-      const int64_t key_blocks = tile_key_blocks(problem, m_block * e->block_m, e->block_m, e->block_n, diag);
+      const int64_t key_blocks = tile_key_blocks(problem, e, m_block * e->block_m, diag);
       const double work = (double)(key_blocks > 1 ? key_blocks : 1) + 1.0;
       load[p] += work;
       total += work;

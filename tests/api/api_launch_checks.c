@@ -196,13 +196,15 @@ static int64_t expected_hopper_grid(const aotk_attn_params *params, const proble
     const int64_t round = t / sms, slot = t % sms, program = round % 2 == 0 ? slot : sms - 1 - slot;
     /* Causal-like masks (a right bound alone) run the longest first. */
     const int64_t m_block = right >= 0 && left < 0 ? m_blocks - 1 - t % m_blocks : t % m_blocks;
-    /* Keys [first, last] that some row of rows [m0, m0 + block_m) sees, from a block boundary. */
+    /* Keys [first, last] that some row of rows [m0, m0 + block_m) sees, in blocks from the first of them,
+     * or from the block boundary below it in the rows that keep boundaries (EXTRAS, or blocks shorter
+     * than the tile). */
     const int64_t m0 = m_block * row->block_m;
     const int64_t last_row = (m0 + row->block_m < p->seqlen_q ? m0 + row->block_m : p->seqlen_q) - 1;
     int64_t first = left >= 0 ? m0 + diag - left : 0, end = right >= 0 ? last_row + diag + right + 1 : p->seqlen_k;
     first = first < 0 ? 0 : first > p->seqlen_k ? p->seqlen_k : first;
     end = end < 0 ? 0 : end > p->seqlen_k ? p->seqlen_k : end;
-    first -= first % row->block_n;
+    if (row->extras || row->block_n < row->block_m - 1) first -= first % row->block_n;
     const int64_t key_blocks = end > first ? ceil_div(end - first, row->block_n) : 0;
     load[program] += (double)(key_blocks < 1 ? 1 : key_blocks) + 1.0;
     total += (double)(key_blocks < 1 ? 1 : key_blocks) + 1.0;

@@ -872,14 +872,16 @@ static void test_hopper_grid(void) {
     CHECK_MSG(info.grid == cases[i].grid, "%s: grid %lld, expected %lld", what, (long long)info.grid,
               (long long)cases[i].grid);
   }
-  /* Windows make tiles unequal too: a tile costs the key blocks some row of it sees, counted from the
-   * block boundary at or below its first key (src/attn/aotk_attn.c tile_key_blocks). A right bound alone
+  /* Windows make tiles unequal too: a tile costs the key blocks some row of it sees, counted from its
+   * first key in the plain rows, from the block boundary at or below it in the EXTRAS rows
+   * (src/attn/aotk_attn.c tile_key_blocks). A right bound alone
    * runs a head's last query block first, as causal does; any other window runs the tiles in order. */
   static const struct {
     problem p;
     int32_t window_left, window_right;
     aotk_align causal_align;
     int64_t grid;
+    int softcap; /* 1: softcap 30 (the EXTRAS rows) */
   } windows[] = {
       /* A sliding causal window: the first 8 query blocks see fewer keys, 9% over the mean. */
       {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 1024, 0, AOTK_ALIGN_BOTTOM_RIGHT, 1024},
@@ -901,18 +903,22 @@ static void test_hopper_grid(void) {
       /* A left bound alone runs in order, the first query blocks (which see every key) first: too
        * unequal, one program per tile; the same tiles last block first would balance on 132. */
       {{AOTK_DTYPE_BFLOAT16, 1, 4096, 4096, 24, 24, 128, true, 0}, 1000, -1, AOTK_ALIGN_BOTTOM_RIGHT, 768},
-      /* A narrow band: a tile's keys [m0 - 64, m0 + 191] span 3 blocks counted from the boundary below
-       * them (2 from the first key), so the middle tiles cost 4 and the first and last 3: one program per
-       * tile. Counted from the first key every tile would cost 3, and 132 programs would do. */
-      {{AOTK_DTYPE_BFLOAT16, 1, 1000, 1000, 32, 32, 128, true, 0}, 64, 64, AOTK_ALIGN_BOTTOM_RIGHT, 256},
+      /* A narrow band: a tile's keys [m0 - 64, m0 + 191] span 2 blocks counted from the first key (3 from
+       * the boundary below it, where the middle tiles would cost 4 and the first and last 3, and one
+       * program per tile would run): every tile costs 3, and 132 programs do. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 1000, 1000, 32, 32, 128, true, 0}, 64, 64, AOTK_ALIGN_BOTTOM_RIGHT, 132},
+      /* The same band with softcap: the EXTRAS rows count from the block boundary, one program per tile. */
+      {{AOTK_DTYPE_BFLOAT16, 1, 1000, 1000, 32, 32, 128, true, 0}, 64, 64, AOTK_ALIGN_BOTTOM_RIGHT, 256, 1},
   };
   for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++) {
     aotk_attn_params params = params_for(windows[i].p);
     params.window_left = windows[i].window_left, params.window_right = windows[i].window_right;
     params.causal_align = windows[i].causal_align;
+    if (windows[i].softcap) params.softcap = 30.0f;
     char what[96];
-    snprintf(what, sizeof what, "persistent grid, window (%d, %d)%s", windows[i].window_left, windows[i].window_right,
-             windows[i].causal_align == AOTK_ALIGN_TOP_LEFT ? " top-left" : "");
+    snprintf(what, sizeof what, "persistent grid, window (%d, %d)%s%s", windows[i].window_left,
+             windows[i].window_right, windows[i].causal_align == AOTK_ALIGN_TOP_LEFT ? " top-left" : "",
+             windows[i].softcap ? " softcap" : "");
     check_launch_of(what, &params, &windows[i].p, TWO);
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
