@@ -884,29 +884,29 @@ static void test_hopper_grid(void) {
     int softcap; /* 1: softcap 30 (the EXTRAS rows) */
   } windows[] = {
       /* A sliding causal window: the first 8 query blocks see fewer keys, 9% over the mean. */
-      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 1024, 0, AOTK_ALIGN_BOTTOM_RIGHT, 1024},
+      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 1024, 0, AOTK_ALIGN_BOTTOM_RIGHT, 1024, 0},
       /* A left bound alone: the early query blocks see every key, the late ones 9 blocks. */
-      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 1024, -1, AOTK_ALIGN_BOTTOM_RIGHT, 1024},
+      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 1024, -1, AOTK_ALIGN_BOTTOM_RIGHT, 1024, 0},
       /* A band: only the tiles at either end are shorter, 3% over. */
-      {{AOTK_DTYPE_BFLOAT16, 1, 16384, 16384, 16, 16, 128, true, 0}, 2048, 2048, AOTK_ALIGN_BOTTOM_RIGHT, 132},
+      {{AOTK_DTYPE_BFLOAT16, 1, 16384, 16384, 16, 16, 128, true, 0}, 2048, 2048, AOTK_ALIGN_BOTTOM_RIGHT, 132, 0},
       /* Wider than the sequence: every tile walks every key. */
-      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 100000, -1, AOTK_ALIGN_BOTTOM_RIGHT, 132},
+      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 100000, -1, AOTK_ALIGN_BOTTOM_RIGHT, 132, 0},
       /* The diagonal: one key block a tile. */
-      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 0, 0, AOTK_ALIGN_BOTTOM_RIGHT, 132},
+      {{AOTK_DTYPE_BFLOAT16, 1, 8192, 8192, 16, 16, 128, true, 0}, 0, 0, AOTK_ALIGN_BOTTOM_RIGHT, 132, 0},
       /* Top-left with twice as many keys as query rows: no row sees the keys past 5120, 10% over. */
-      {{AOTK_DTYPE_BFLOAT16, 1, 4096, 8192, 16, 16, 128, true, 0}, 1024, 1024, AOTK_ALIGN_TOP_LEFT, 512},
+      {{AOTK_DTYPE_BFLOAT16, 1, 4096, 8192, 16, 16, 128, true, 0}, 1024, 1024, AOTK_ALIGN_TOP_LEFT, 512, 0},
       /* Causal as window_right 0: the last query block first balances 2592 tiles on 132 programs (in order
        * they would take one program each). */
-      {{AOTK_DTYPE_BFLOAT16, 3, 3333, 3333, 32, 32, 128, true, 0}, -1, 0, AOTK_ALIGN_BOTTOM_RIGHT, 132},
+      {{AOTK_DTYPE_BFLOAT16, 3, 3333, 3333, 32, 32, 128, true, 0}, -1, 0, AOTK_ALIGN_BOTTOM_RIGHT, 132, 0},
       /* A right bound alone, top-left: causal-like, the last query block first. */
-      {{AOTK_DTYPE_BFLOAT16, 1, 3000, 3000, 16, 16, 128, true, 0}, -1, 700, AOTK_ALIGN_TOP_LEFT, 384},
+      {{AOTK_DTYPE_BFLOAT16, 1, 3000, 3000, 16, 16, 128, true, 0}, -1, 700, AOTK_ALIGN_TOP_LEFT, 384, 0},
       /* A left bound alone runs in order, the first query blocks (which see every key) first: too
        * unequal, one program per tile; the same tiles last block first would balance on 132. */
-      {{AOTK_DTYPE_BFLOAT16, 1, 4096, 4096, 24, 24, 128, true, 0}, 1000, -1, AOTK_ALIGN_BOTTOM_RIGHT, 768},
+      {{AOTK_DTYPE_BFLOAT16, 1, 4096, 4096, 24, 24, 128, true, 0}, 1000, -1, AOTK_ALIGN_BOTTOM_RIGHT, 768, 0},
       /* A narrow band: a tile's keys [m0 - 64, m0 + 191] span 2 blocks counted from the first key (3 from
        * the boundary below it, where the middle tiles would cost 4 and the first and last 3, and one
        * program per tile would run): every tile costs 3, and 132 programs do. */
-      {{AOTK_DTYPE_BFLOAT16, 1, 1000, 1000, 32, 32, 128, true, 0}, 64, 64, AOTK_ALIGN_BOTTOM_RIGHT, 132},
+      {{AOTK_DTYPE_BFLOAT16, 1, 1000, 1000, 32, 32, 128, true, 0}, 64, 64, AOTK_ALIGN_BOTTOM_RIGHT, 132, 0},
       /* The same band with softcap: the EXTRAS rows count from the block boundary, one program per tile. */
       {{AOTK_DTYPE_BFLOAT16, 1, 1000, 1000, 32, 32, 128, true, 0}, 64, 64, AOTK_ALIGN_BOTTOM_RIGHT, 256, 1},
   };
