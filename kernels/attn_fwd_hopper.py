@@ -27,10 +27,11 @@ ptxas spills 48 bytes per thread at d=256 and (192, 128) and 80-120 in the EXTRA
 What it covers: every forward but dropout (the host sends that to the Triton kernels): masks and
 windows of both alignments (the key blocks a tile walks come from the window rule, from the tile's
 first visible key in the plain two-warpgroup rows; only the blocks at a window's edges and the last
-block are masked, and there only the first block compares keys with the left bound), sinks (an epilogue term, as in the Triton kernels),
-and, compiled in with EXTRAS, softcap (tanh.approx on the MUFU) and ALiBi; dense or varlen layouts,
-head dims with kernels in the catalog (64, 128, 256, and (192, 128) with Q and K in three 64-column
-boxes, since Gluon's shapes are powers of two), GQA, any lengths, lse optional. Its
+block are masked, and there only the first block compares keys with the left bound), sinks (an
+epilogue term, as in the Triton kernels), and, compiled in with EXTRAS, softcap (tanh.approx on the
+MUFU) and ALiBi; dense or varlen layouts, head dims with kernels in the catalog (64, 128, 256, and
+(192, 128) with Q and K in three 64-column boxes, since Gluon's shapes are powers of two), GQA, any
+lengths, lse optional. Its
 arguments are attn_fwd_tma's (kernels/attn_fwd.py) plus num_tiles, so the C launcher packs both the
 same way; the ones it does not need are ignored. Q, K and V come through host-side descriptors over
 [batch, seqlen, heads * d] (varlen: [1, total, heads * d], rows offset by cu_seqlens): dense blocks
@@ -58,8 +59,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_O_TMA, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP, FLAG_TOP_LEFT, FLAG_VARLEN,
-                                FLAG_WRITE_LSE, LOG2E, tanh_approx, thread_barrier, tma_load, window_bounds)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_O_TMA, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP, FLAG_TOP_LEFT,
+                                FLAG_VARLEN, FLAG_WRITE_LSE, LOG2E, tanh_approx, thread_barrier, tma_load,
+                                window_bounds)
 
 # Query rows per consumer warpgroup (one wgmma M of 64); a program runs BLOCK_M // ROWS consumer
 # warpgroups (2, or 3 for the 192-row tiles of attn_fwd_hopper_wg3 at d=64).
@@ -146,12 +148,11 @@ def _load(desc, bufs, ready, empty, it, coord0, coord1, coord2, STAGES: gl.const
 @gluon.jit
 def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles,
               HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              STAGES: gl.constexpr, Q_BUFS: gl.constexpr, EXTRAS: gl.constexpr):
+              STAGES: gl.constexpr, Q_BUFS: gl.constexpr, UNALIGNED: gl.constexpr):
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // desc_q.block_type.shape[2]
     varlen_i = sched[9].to(gl.int32)
-    UNALIGNED: gl.constexpr = (not EXTRAS) and BLOCK_N >= BLOCK_M - 1  # as the consumers
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     kit = 0
@@ -261,7 +262,7 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
               stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale, softcap_log2,
               WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM_QK: gl.constexpr,
               HEAD_DIM_V: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr, EXTRAS: gl.constexpr,
-              O_TMA: gl.constexpr):
+              O_TMA: gl.constexpr, UNALIGNED: gl.constexpr):
     # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of each tile.
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
@@ -279,12 +280,6 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     zero_s = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // q_bufs.shape[3]
-    # A tile's key blocks start at its first visible key where a block holds every row's first key
-    # (BLOCK_N >= BLOCK_M - 1, see _tile): then only the first block compares keys with a window's left
-    # bound. The 192-row tiles and d=256's 64-key blocks cannot drop the compare, and keep block
-    # boundaries, as do the EXTRAS rows: there the change measured slower, compare dropped or not
-    # (ptxas schedules their loops differently: three-warpgroup d=64 5-11%, softcap 4-7%, ALiBi 11%).
-    UNALIGNED: gl.constexpr = (not EXTRAS) and BLOCK_N >= BLOCK_M - 1
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     # Ring position of this tile's first K and V block: both rings advance by n_blocks per tile.
@@ -359,10 +354,9 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
             # sequence's rows, so it takes the masked stores (dense rows are clipped at seqlen_q by the
             # descriptor).
             o_tma = ((flags & FLAG_O_TMA) != 0) & (((flags & FLAG_VARLEN) == 0) | (row0 + ROWS <= seqlen_q))
-            if O_TMA:
-                if o_tma == 0:
-                    mbarrier.arrive(q_empty.index(qs))
-            else:
+            if not O_TMA:
+                mbarrier.arrive(q_empty.index(qs))
+            elif o_tma == 0:
                 mbarrier.arrive(q_empty.index(qs))
             # Epilogue: O += P_last V_last.
             it += n_blocks
@@ -430,6 +424,13 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
     Q_BUFS: gl.constexpr = 2 if HEAD_DIM_QK <= 128 else 1
     # O leaves through a TMA store from the warpgroup's Q slice where the two have one shape.
     O_TMA: gl.constexpr = HEAD_DIM_QK == HEAD_DIM_V
+    # A tile's key blocks start at its first visible key where a block holds every row's first key
+    # (BLOCK_N >= BLOCK_M - 1, see _tile): then only the first block compares keys with a window's left
+    # bound. The 192-row tiles and d=256's 64-key blocks cannot drop the compare, and keep block
+    # boundaries, as do the EXTRAS rows: there the change measured slower, compare dropped or not
+    # (ptxas schedules their loops differently: three-warpgroup d=64 5-11%, softcap 4-7%, ALiBi 11%).
+    # The host costs tiles by the same rule (tile_key_blocks in src/attn/aotk_attn.c).
+    UNALIGNED: gl.constexpr = (not EXTRAS) and BLOCK_N >= BLOCK_M - 1
     # Q and K come in boxes of the descriptors' width: the head dim, or 64 columns at (192, 128).
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // DescQ.block_type.shape[2]
     gl.static_assert(QK_CHUNKS * DescQ.block_type.shape[2] == HEAD_DIM_QK, "whole boxes along the head dim")
@@ -470,26 +471,31 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
         gl.warp_specialize([
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
-                         softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
+                         softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
+                         UNALIGNED)),
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
-                         softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
+                         softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
+                         UNALIGNED)),
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
-                         softcap_log2, 2, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
+                         softcap_log2, 2, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
+                         UNALIGNED)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
-                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, EXTRAS)),
+                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, UNALIGNED)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
-                         softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
+                         softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
+                         UNALIGNED)),
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
-                         softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA)),
+                         softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
+                         UNALIGNED)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
-                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, EXTRAS)),
+                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, UNALIGNED)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
