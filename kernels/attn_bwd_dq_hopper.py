@@ -18,7 +18,8 @@ Triton pass. Warp-specialized:
   shared memory (two buffers): each warpgroup computed half of its columns and the product needs all of
   them. At (192, 128) (WIDE: 128-row blocks) each warpgroup owns 64 rows whole and dS stays in registers
   as the A operand of dQ's three [64, 64] chunks (one per 64-column box of Q and K). dQ times
-  softmax_scale is written once, with masked stores.
+  softmax_scale is written once, through Q's shared-memory buffers and coalesced masked stores
+  (store_rows_staged).
 
 What it covers: what the Gluon dK/dV pass covers (every backward but dropout: windows and causal masks of
 both alignments, softcap and ALiBi in the EXTRAS rows, sinks through lse, dense or varlen, GQA, any
@@ -35,8 +36,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, warpgroup_mma, \
     warpgroup_mma_wait
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_REVERSE, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, sequence, store_rows,
-                                tanh_approx, thread_barrier, tma_load, window_bounds)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_REVERSE, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, sequence,
+                                store_rows_staged, tanh_approx, thread_barrier, tma_load, window_bounds)
 
 
 @gluon.jit
@@ -202,13 +203,16 @@ def _consumer(q_smem, do_smem, k_bufs, v_bufs, ds_bufs, bars, coords, n_iters, L
             dq0 = warpgroup_mma_wait(0, deps=(dq0_token, ))
         mbarrier.arrive(kv_empty.index(s))
 
-    # dQ, written once, chunk by chunk (rows past seqlen_q are not).
-    store_rows(dq_base, stride_dqs, m0, seqlen_q, 0, (dq0 * softmax_scale).to(dtype), dq_layout, BLOCK_M, QK_BOX)
+    # dQ, written once, chunk by chunk (rows past seqlen_q are not), through Q's buffers once every warp's
+    # last products have read them (the barrier).
+    thread_barrier()
+    store_rows_staged(dq_base, stride_dqs, m0, seqlen_q, 0, (dq0 * softmax_scale).to(dtype),
+                      q_smem.index(0).reshape([BLOCK_M, QK_BOX]), BLOCK_M, QK_BOX, 8)
     if WIDE:
-        store_rows(dq_base, stride_dqs, m0, seqlen_q, QK_BOX, (dq1 * softmax_scale).to(dtype), dq_layout, BLOCK_M,
-                    QK_BOX)
-        store_rows(dq_base, stride_dqs, m0, seqlen_q, 2 * QK_BOX, (dq2 * softmax_scale).to(dtype), dq_layout,
-                    BLOCK_M, QK_BOX)
+        store_rows_staged(dq_base, stride_dqs, m0, seqlen_q, QK_BOX, (dq1 * softmax_scale).to(dtype),
+                          q_smem.index(1).reshape([BLOCK_M, QK_BOX]), BLOCK_M, QK_BOX, 8)
+        store_rows_staged(dq_base, stride_dqs, m0, seqlen_q, 2 * QK_BOX, (dq2 * softmax_scale).to(dtype),
+                          q_smem.index(2).reshape([BLOCK_M, QK_BOX]), BLOCK_M, QK_BOX, 8)
 
 
 @gluon.jit

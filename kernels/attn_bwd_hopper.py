@@ -18,7 +18,11 @@ most query blocks, so the heaviest programs start first). Warp-specialized:
       dV += P^T dO                                 (P^T from registers, issued before dS is computed)
       dS^T = P^T * (dP^T - delta)
       dK += dS^T Q                                 (dS^T from registers)
-  and writes dK (times softmax_scale) and dV once, with masked stores. At head dims 64 and 128 the
+  and writes dK (times softmax_scale) and dV once: into K's and V's shared-memory buffers (free once the
+  last products have read them), read back 16 bytes a thread and stored coalesced, masked by row
+  (store_rows_staged; stored straight from the accumulators' layout, 4-byte pieces in 8 rows per warp
+  instruction, the epilogue cost 85 us of the d=128 fused pass's 813 at 1k tokens, 5.5 us a program:
+  bench/explore/hopper/bwd_breakdown.py, H100). At head dims 64 and 128 the
   two are partitions of their own in ping-pong (_consumer_pp: they take turns issuing S^T and dP^T, so
   that one's exp2 and dS^T work overlaps the other's products); fused at 128 they are one 8-warp
   partition (_consumer).
@@ -35,10 +39,12 @@ attn_bwd_fused_hopper is the same program with dQ fused in (FUSED_DQ, head dims 
 that allow a non-deterministic backward (aotk_attn_params.deterministic = 0): per query block it also
 stores dS^T to shared memory (two buffers), computes dQ = dS K (dS^T read transposed; the two warpgroups
 split dQ along d), stages dQ times softmax_scale in shared memory and adds it into an fp32 accumulator
-with one TMA reduce-add, FlashAttention-3's dQ path. The additions from different key blocks land in a
-varying order, so dq is not bitwise reproducible; dK and dV are the same instructions as the
-deterministic pass's. The host zeroes the accumulator first and attn_bwd_dq_convert (kernels/attn_bwd.py)
-casts it into dq, in place of the Triton dQ pass: 5 matrix products per block instead of 7. At head
+with one TMA reduce-add, FlashAttention-3's dQ path (at 128, dQ's product is issued before dK's so
+that dQ is staged while dK's runs: 1.5-3.5% on the d=128 rows). The additions from different key
+blocks land in a varying order, so dq is not bitwise reproducible; dK and dV are the same
+instructions as the deterministic pass's. The host zeroes the accumulator first and
+attn_bwd_dq_convert (kernels/attn_bwd.py) casts it into dq, in place of the Triton dQ pass: 5 matrix
+products per block instead of 7. At head
 dim 64 the consumers do not compute dQ: they store their halves of dS^T and go on, and a third
 warpgroup (_dq_worker, 88 registers; the consumers 200) computes dQ = dS K, stages it and issues the
 reduce-add, so the dQ path leaves the consumers' critical path (bench_attn.py, H100: the d=64 fused
@@ -75,8 +81,8 @@ from triton.experimental.gluon.language._core import builtin as _gluon_builtin
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, sequence, store_rows, tanh_approx,
-                                thread_barrier, tma_load, window_bounds)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, sequence, store_rows_staged,
+                                tanh_approx, thread_barrier, tma_load, window_bounds)
 
 
 @_gluon_builtin
@@ -196,11 +202,12 @@ def _step_statistics(LseLog2, Delta, b, heads_q, hq, stats_stride, m0, cols0):
 @gluon.jit
 def _step_gradients(st_token, dpt_token, q2, do2, dv, dk, statistics, tile_rows, extras, qk_scale_log2,
                     dtype: gl.constexpr, p_layout: gl.constexpr, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
-                    EXTRAS: gl.constexpr):
+                    EXTRAS: gl.constexpr, ISSUE_DK: gl.constexpr = True):
     """The rest of a step of the head-dim 64 and 128 consumers once S^T (st_token) and dP^T (dpt_token) are
     issued: the rows' statistics while the products run, P^T, dV += P^T dO issued, dS^T, dK += dS^T Q
-    issued. Returns dV's and dK's tokens, dS^T in fp32, and P^T's and dS^T's register operands (to be
-    waited for with the tokens)."""
+    issued (unless ISSUE_DK is False: the caller issues it, and dk comes back in its place). Returns dV's
+    and dK's tokens, dS^T in fp32, and P^T's and dS^T's register operands (to be waited for with the
+    tokens)."""
     LseLog2, Delta, b, heads_q, hq, stats_stride = statistics
     keys, cols0, seqlen_k, n0, m0, diag, lo_rel, hi_rel = tile_rows
     cols, lse, delta = _step_statistics(LseLog2, Delta, b, heads_q, hq, stats_stride, m0, cols0)
@@ -213,7 +220,10 @@ def _step_gradients(st_token, dpt_token, q2, do2, dv, dk, statistics, tile_rows,
     dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
     dst = pt * (dpt - gl.expand_dims(delta, 0))
     ds_op = gl.convert_layout(dst.to(dtype), p_layout)
-    dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
+    if ISSUE_DK:
+        dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
+    else:
+        dk_token = dk
     return dv_token, dk_token, dst, pt_op, ds_op
 
 
@@ -262,10 +272,10 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
         st_token = warpgroup_mma(k2, q2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
         mbarrier.wait(do_ready.index(s), phase)
         dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        dv_token, dk_token, dst, pt_op, ds_op = _step_gradients(
+        dv_token, dk, dst, pt_op, ds_op = _step_gradients(
             st_token, dpt_token, q2, do2, dv, dk, (LseLog2, Delta, b, heads_q, hq, stats_stride),
             (keys, cols0, seqlen_k, n0, m0, diag, lo_rel, hi_rel), extras, qk_scale_log2, dtype, p_layout, BLOCK_N,
-            BLOCK_M, EXTRAS)
+            BLOCK_M, EXTRAS, False)
         # dQ = dS K needs dS (not dS^T) as the A operand: dS^T goes to shared memory and is read
         # transposed. Two buffers: this step's barrier orders the readers of buffer it % 2 in step
         # it - 2 (their wgmma waited) before the store. The previous step's reduce-add has read
@@ -275,21 +285,27 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
         ds.store(dst.to(dtype))
         fence_async_shared()
         thread_barrier()
+        # dQ's product before dK's, so that dQ is staged while dK's runs (wgmma completes in order: one
+        # group outstanding means dV's and dQ's are done).
         dq_token = warpgroup_mma(ds.permute((1, 0)), k2, zero_dq, use_acc=False, is_async=True)
-        dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, dq_token, pt_op, ds_op))
+        dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
+        dv, dq = warpgroup_mma_wait(1, deps=(dv_token, dq_token))
         # FlashAttention-3's dQ path: the block to shared memory, then one bulk reduce-add into the
         # fp32 accumulator [batch * heads_q, stats_stride, HEAD_DIM] (waited for at the next step's
-        # dS^T store). Releasing the stage (a barrier of the consumer warps, then one arrival) also
-        # orders every thread's dQ stores before the reduce is issued.
+        # dS^T store). Releasing the stage (a barrier of the consumer warps, then one arrival) once dK's
+        # product has read Q also orders every thread's dQ stores before the reduce is issued.
         dq_smem.reshape([BLOCK_M, HEAD_DIM]).store(dq * softmax_scale)
         fence_async_shared()
+        dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dk_token, pt_op, ds_op))
         mbarrier.arrive(qdo_empty.index(s))
         _tma_reduce_add(desc_dq, [b * heads_q + hq, m0, 0], dq_smem)
     tma.store_wait(0)  # the last reduce-add has read shared memory before the program exits
 
-    # dK and dV, written once (rows past seqlen_k are not).
-    store_rows(dk_base, stride_dks, n0, seqlen_k, 0, (dk * softmax_scale).to(dtype), kv_layout, BLOCK_N, HEAD_DIM)
-    store_rows(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), kv_layout, BLOCK_N, HEAD_DIM)
+    # dK and dV, written once (rows past seqlen_k are not), through K's and V's buffers: the barrier
+    # tells every warp that both warpgroups' last products have read them.
+    thread_barrier()
+    store_rows_staged(dk_base, stride_dks, n0, seqlen_k, 0, (dk * softmax_scale).to(dtype), k2, BLOCK_N, HEAD_DIM, 8)
+    store_rows_staged(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), v2, BLOCK_N, HEAD_DIM, 8)
 
 
 @gluon.jit
@@ -359,8 +375,16 @@ def _consumer_pp(q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coo
             mbarrier.arrive(ds_ready.index(half))
         dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk_token, pt_op, ds_op))
         mbarrier.arrive(qdo_empty.index(s))
-    store_rows(dk_base, stride_dks, n0w, seqlen_k, 0, (dk * softmax_scale).to(dtype), kv_layout, ROWS, HEAD_DIM)
-    store_rows(dv_base, stride_dvs, n0w, seqlen_k, 0, dv.to(dtype), kv_layout, ROWS, HEAD_DIM)
+    # dK and dV through this warpgroup's rows of K and V, which only its own products read (the barrier:
+    # every warp's have) but for K the dQ warpgroup's too: its last dQ product released the last dS^T
+    # buffer (ds_free) after reading K.
+    thread_barrier()
+    store_rows_staged(dv_base, stride_dvs, n0w, seqlen_k, 0, dv.to(dtype), v2, ROWS, HEAD_DIM, 4)
+    if FUSED_DQ:
+        if n_iters > 0:
+            last = n_iters - 1
+            mbarrier.wait(ds_free.index(last % 2), (last // 2) & 1)
+    store_rows_staged(dk_base, stride_dks, n0w, seqlen_k, 0, (dk * softmax_scale).to(dtype), k2, ROWS, HEAD_DIM, 4)
 
 
 @gluon.jit
@@ -499,9 +523,12 @@ def _consumer_split(q_bufs, do_bufs, k_smem, v_smem, bars, ds_bufs, p_bufs, coor
         dv, dk0 = warpgroup_mma_wait(0, deps=(dv_token, dk0_token))
         mbarrier.arrive(qdo_empty.index(s))
 
-    # dK (times softmax_scale) and dV, written once (rows past seqlen_k are not).
-    store_rows(dk_base, stride_dks, n0, seqlen_k, 0, (dk0 * softmax_scale).to(dtype), dk_layout, BLOCK_N, QK_BOX)
-    store_rows(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), dv_layout, BLOCK_N, HEAD_DIM_V)
+    # dK (times softmax_scale) and dV, written once (rows past seqlen_k are not), through K's and V's
+    # buffers once both warpgroups' last products have read them (the barrier).
+    thread_barrier()
+    store_rows_staged(dk_base, stride_dks, n0, seqlen_k, 0, (dk0 * softmax_scale).to(dtype),
+                      k_smem.index(0).reshape([BLOCK_N, QK_BOX]), BLOCK_N, QK_BOX, 8)
+    store_rows_staged(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), v2, BLOCK_N, HEAD_DIM_V, 8)
 
 
 @gluon.jit
@@ -554,11 +581,16 @@ def _consumer_wide(q_bufs, do_bufs, k_smem, v_smem, bars, coords, n_iters, LseLo
         dv, dk0, dk1, dk2, pt_op, ds_op = warpgroup_mma_wait(0, deps=(dv_token, dk0_token, dk1_token, dk2_token,
                                                                          pt_op, ds_op))
         mbarrier.arrive(qdo_empty.index(s))
-    store_rows(dk_base, stride_dks, n0, seqlen_k, 0, (dk0 * softmax_scale).to(dtype), dk_layout, BLOCK_N, QK_BOX)
-    store_rows(dk_base, stride_dks, n0, seqlen_k, QK_BOX, (dk1 * softmax_scale).to(dtype), dk_layout, BLOCK_N, QK_BOX)
-    store_rows(dk_base, stride_dks, n0, seqlen_k, 2 * QK_BOX, (dk2 * softmax_scale).to(dtype), dk_layout, BLOCK_N,
-               QK_BOX)
-    store_rows(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), dv_layout, BLOCK_N, HEAD_DIM_V)
+    # dK's three column boxes and dV through K's and V's buffers, once every warp's last products have
+    # read them (the barrier).
+    thread_barrier()
+    store_rows_staged(dk_base, stride_dks, n0, seqlen_k, 0, (dk0 * softmax_scale).to(dtype),
+                      k_smem.index(0).reshape([BLOCK_N, QK_BOX]), BLOCK_N, QK_BOX, 8)
+    store_rows_staged(dk_base, stride_dks, n0, seqlen_k, QK_BOX, (dk1 * softmax_scale).to(dtype),
+                      k_smem.index(1).reshape([BLOCK_N, QK_BOX]), BLOCK_N, QK_BOX, 8)
+    store_rows_staged(dk_base, stride_dks, n0, seqlen_k, 2 * QK_BOX, (dk2 * softmax_scale).to(dtype),
+                      k_smem.index(2).reshape([BLOCK_N, QK_BOX]), BLOCK_N, QK_BOX, 8)
+    store_rows_staged(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), v2, BLOCK_N, HEAD_DIM_V, 8)
 
 
 @gluon.jit

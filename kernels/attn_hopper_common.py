@@ -62,6 +62,23 @@ def store_rows(base, stride, row0, seqlen, col0, tile, layout: gl.constexpr, ROW
 
 
 @gluon.jit
+def store_rows_staged(base, stride, row0, seqlen, col0, tile, smem, ROWS: gl.constexpr, WIDTH: gl.constexpr,
+                      NUM_WARPS: gl.constexpr):
+    """store_rows through shared memory: tile [ROWS, WIDTH] (16-bit, in a wgmma accumulator's layout, whose
+    4-byte pieces would make 8 partial sectors per warp store) into smem (a free buffer of its shape),
+    then read back 16 bytes a thread along rows and stored coalesced into columns col0.. The caller has
+    made smem free in every thread of the partition (a barrier after its last reader) and must not
+    reuse it before a barrier."""
+    gl.static_assert(WIDTH % 8 == 0 and (WIDTH // 8) <= 32, "rows of 8 to 256 16-bit values")
+    COLS: gl.constexpr = WIDTH // 8
+    out_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[32 // COLS, COLS],
+                                                warps_per_cta=[NUM_WARPS, 1], order=[1, 0])
+    smem.store(tile)
+    thread_barrier()
+    store_rows(base, stride, row0, seqlen, col0, smem.load(out_layout), out_layout, ROWS, WIDTH)
+
+
+@gluon.jit
 def sequence(b, CuSeqlensQ, CuSeqlensK, seqlen_q, seqlen_k, flags):
     """Sequence b of a call: the view's batch coordinate, its first query and key rows, its lengths.
     Dense: batch entry b, rows from 0. Varlen (FLAG_VARLEN): the tensors are [1, total, heads * d] and its
