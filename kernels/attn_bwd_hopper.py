@@ -21,11 +21,10 @@ most query blocks, so the heaviest programs start first). Warp-specialized:
   and writes dK (times softmax_scale) and dV once: into K's and V's shared-memory buffers (free once the
   last products have read them), read back 16 bytes a thread and stored coalesced, masked by row
   (store_rows_staged; stored straight from the accumulators' layout, 4-byte pieces in 8 rows per warp
-  instruction, the epilogue cost 85 us of the d=128 fused pass's 813 at 1k tokens, 5.5 us a program:
-  bench/explore/hopper/bwd_breakdown.py, H100). At head dims 64 and 128 the
-  two are partitions of their own in ping-pong (_consumer_pp: they take turns issuing S^T and dP^T, so
-  that one's exp2 and dS^T work overlaps the other's products); fused at 128 they are one 8-warp
-  partition (_consumer).
+  instruction, they cost 85 us of the d=128 fused pass's 813 at 1k tokens, 5.5 us a program:
+  bench/explore/hopper/bwd_breakdown.py, H100). At head dims 64 and 128 the two are partitions of
+  their own in ping-pong (_consumer_pp: they take turns issuing S^T and dP^T, so that one's exp2 and
+  dS^T work overlaps the other's products); fused at 128 they are one 8-warp partition (_consumer).
 
 At head dim 256 (SPLIT_D) two warpgroups cannot each hold dK and dV of 64 keys: a program takes 64 keys,
 the warpgroups split S^T and dP^T along the query columns and dK, dV along d, and exchange P^T and dS^T
@@ -44,12 +43,12 @@ that dQ is staged while dK's runs: 1.5-3.5% on the d=128 rows). The additions fr
 blocks land in a varying order, so dq is not bitwise reproducible; dK and dV are the same
 instructions as the deterministic pass's. The host zeroes the accumulator first and
 attn_bwd_dq_convert (kernels/attn_bwd.py) casts it into dq, in place of the Triton dQ pass: 5 matrix
-products per block instead of 7. At head
-dim 64 the consumers do not compute dQ: they store their halves of dS^T and go on, and a third
-warpgroup (_dq_worker, 88 registers; the consumers 200) computes dQ = dS K, stages it and issues the
-reduce-add, so the dQ path leaves the consumers' critical path (bench_attn.py, H100: the d=64 fused
-backward 381 -> 475 TFLOP/s at 16k non-causal). At 128 the consumers' dK and dV (64 registers each)
-leave no registers for that warpgroup (32-row sub-steps made room and measured no faster).
+products per block instead of 7. At head dim 64 the consumers do not compute dQ: they store their
+halves of dS^T and go on, and a third warpgroup (_dq_worker, 88 registers; the consumers 200)
+computes dQ = dS K, stages it and issues the reduce-add, so the dQ path leaves the consumers' critical
+path (bench_attn.py, H100: the d=64 fused backward 381 -> 475 TFLOP/s at 16k non-causal). At 128 the
+consumers' dK and dV (64 registers each) leave no registers for that warpgroup (32-row sub-steps made
+room and measured no faster).
 
 What it covers: every backward but dropout: masks and windows of both alignments (the query blocks a
 key block walks come from the window rule; only blocks crossing a window's edge or the key length are

@@ -69,8 +69,8 @@ def store_rows_staged(base, stride, row0, seqlen, col0, tile, smem, ROWS: gl.con
     then read back 16 bytes a thread along rows and stored coalesced into columns col0.. The caller has
     made smem free in every thread of the partition (a barrier after its last reader) and must not
     reuse it before a barrier."""
-    gl.static_assert(WIDTH % 8 == 0 and (WIDTH // 8) <= 32, "rows of 8 to 256 16-bit values")
-    COLS: gl.constexpr = WIDTH // 8
+    COLS: gl.constexpr = WIDTH // 8  # threads along a row, 16 bytes each
+    gl.static_assert(WIDTH % 8 == 0 and 32 % COLS == 0, "rows of 8, 16, 32, 64, 128 or 256 16-bit values")
     out_layout: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[32 // COLS, COLS],
                                                 warps_per_cta=[NUM_WARPS, 1], order=[1, 0])
     smem.store(tile)
