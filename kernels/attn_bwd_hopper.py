@@ -199,14 +199,13 @@ def _step_statistics(LseLog2, Delta, b, heads_q, hq, stats_stride, m0, cols0):
 
 
 @gluon.jit
-def _step_gradients(st_token, dpt_token, q2, do2, dv, dk, statistics, tile_rows, extras, qk_scale_log2,
+def _step_gradients(st_token, dpt_token, do2, dv, statistics, tile_rows, extras, qk_scale_log2,
                     dtype: gl.constexpr, p_layout: gl.constexpr, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
-                    EXTRAS: gl.constexpr, ISSUE_DK: gl.constexpr = True):
+                    EXTRAS: gl.constexpr):
     """The rest of a step of the head-dim 64 and 128 consumers once S^T (st_token) and dP^T (dpt_token) are
-    issued: the rows' statistics while the products run, P^T, dV += P^T dO issued, dS^T, dK += dS^T Q
-    issued (unless ISSUE_DK is False: the caller issues it, and dk comes back in its place). Returns dV's
-    and dK's tokens, dS^T in fp32, and P^T's and dS^T's register operands (to be waited for with the
-    tokens)."""
+    issued: the rows' statistics while the products run, P^T, dV += P^T dO issued, dS^T. Returns dV's
+    token, dS^T in fp32, and P^T's and dS^T's register operands (P^T's to be waited for with dV's token;
+    dS^T's is dK += dS^T Q's A operand, which the caller issues where its schedule needs it)."""
     LseLog2, Delta, b, heads_q, hq, stats_stride = statistics
     keys, cols0, seqlen_k, n0, m0, diag, lo_rel, hi_rel = tile_rows
     cols, lse, delta = _step_statistics(LseLog2, Delta, b, heads_q, hq, stats_stride, m0, cols0)
@@ -219,11 +218,7 @@ def _step_gradients(st_token, dpt_token, q2, do2, dv, dk, statistics, tile_rows,
     dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
     dst = pt * (dpt - gl.expand_dims(delta, 0))
     ds_op = gl.convert_layout(dst.to(dtype), p_layout)
-    if ISSUE_DK:
-        dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
-    else:
-        dk_token = dk
-    return dv_token, dk_token, dst, pt_op, ds_op
+    return dv_token, dst, pt_op, ds_op
 
 
 @gluon.jit
@@ -271,10 +266,10 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
         st_token = warpgroup_mma(k2, q2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
         mbarrier.wait(do_ready.index(s), phase)
         dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
-        dv_token, dk, dst, pt_op, ds_op = _step_gradients(
-            st_token, dpt_token, q2, do2, dv, dk, (LseLog2, Delta, b, heads_q, hq, stats_stride),
+        dv_token, dst, pt_op, ds_op = _step_gradients(
+            st_token, dpt_token, do2, dv, (LseLog2, Delta, b, heads_q, hq, stats_stride),
             (keys, cols0, seqlen_k, n0, m0, diag, lo_rel, hi_rel), extras, qk_scale_log2, dtype, p_layout, BLOCK_N,
-            BLOCK_M, EXTRAS, False)
+            BLOCK_M, EXTRAS)
         # dQ = dS K needs dS (not dS^T) as the A operand: dS^T goes to shared memory and is read
         # transposed. Two buffers: this step's barrier orders the readers of buffer it % 2 in step
         # it - 2 (their wgmma waited) before the store. The previous step's reduce-add has read
@@ -358,10 +353,11 @@ def _consumer_pp(q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coo
         dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
         mbarrier.arrive(turn.index(OTHER))
         turn_phase ^= 1
-        dv_token, dk_token, dst, pt_op, ds_op = _step_gradients(
-            st_token, dpt_token, q2, do2, dv, dk, (LseLog2, Delta, b, heads_q, hq, stats_stride),
+        dv_token, dst, pt_op, ds_op = _step_gradients(
+            st_token, dpt_token, do2, dv, (LseLog2, Delta, b, heads_q, hq, stats_stride),
             (keys, cols0, seqlen_k, n0w, m0, diag, lo_rel, hi_rel), extras, qk_scale_log2, dtype, p_layout, ROWS,
             BLOCK_M, EXTRAS)
+        dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
         if FUSED_DQ:
             # dQ = dS K over both warpgroups' keys is the dQ warpgroup's (_dq_worker): each consumer stores
             # its half of dS^T into buffer it % 2, once step it - 2's dQ product has read it (ds_free),
