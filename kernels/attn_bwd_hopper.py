@@ -58,10 +58,10 @@ dense or varlen, head dims 64, 128 and (the deterministic pass only) 256 and (19
 V and dO over [batch, seqlen, heads * d] (varlen: [1, total, heads * d], each sequence's rows offset by
 cu_seqlens; blocks reaching past a sequence's end read the next sequence's rows, which are masked as
 keys, have lse = +inf as queries, and are not stored), so the C launcher packs both the same way.
-Spills (cuobjdump STACK, bytes per thread): none at d=64 but the fused EXTRAS rows' 88; at d=128 the
-ping-pong deterministic pass 112 (loop-invariant scalars reloaded once a step) and 304 in its EXTRAS
-rows, the fused pass none and 240 in its EXTRAS rows (see _probabilities for why the score modifiers
-sit in uniform branches); the split rows nothing.
+Spills (cuobjdump STACK, bytes per thread, bf16): none at d=64 but the fused EXTRAS rows' 104; at d=128
+the ping-pong deterministic pass 104 (loop-invariant scalars reloaded once a step), 288 in its EXTRAS
+rows, the fused pass none, 256 in its EXTRAS rows (see _probabilities for why the score modifiers sit in
+uniform branches); d=256 8 and (192, 128) 48 in their EXTRAS rows only.
 
 Measured through the JIT on the H100 (bench/explore/hopper/gluon_attn_bwd.py, "split _rs": this
 kernel with aotk's pre-pass and dQ pass, against the three Triton kernels, bf16, 16k tokens): the
