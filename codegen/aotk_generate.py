@@ -5,10 +5,11 @@
 
 Runs on a machine with no GPU: it calls triton.compile directly (not triton.tools.compile, whose C
 launcher is wrong for a library: notes/triton-aot.md) for each kernel and target, checks the compiled
-.entry against the catalog's parameter list, xz-compresses the cubin (and the PTX where kept) and writes
+.entry against the catalog's parameter list, xz-compresses the cubin (and the PTX where kept; in the
+workers, into the cache entry beside the raw image) and writes
   aotk_kernel_images.S   the compressed images, embedded with .incbin (fast to assemble)
   aotk_kernel_table.c    one aotk__kernel_entry per kernel: names, launch metadata, sizes, hashes
-Compiles run in parallel and are cached by content (kernel source, parameter spec, constexprs,
+Compiles run in parallel, longest first, and are cached by content (kernel source, parameter spec, constexprs,
 options, target, Triton version, this generator), so a rebuild with nothing changed compiles nothing.
 Outputs are deterministic and rewritten only when their content changes.
 """
@@ -109,10 +110,40 @@ def cache_key(kernel):
     return h.hexdigest()[:32]
 
 
+def image_kinds(kernel):
+    return ("cubin", "ptx") if aotk_catalog.KEEP_PTX[kernel.arch] else ("cubin",)
+
+
+def pack_images(kernel, entry_dir):
+    """Runs in a worker process. Writes the entry's images as the library embeds them, next to the raw
+    ones: kernel.<kind>.xz and kernel.<kind>.json (raw size and FNV-1a hash), unless they are there.
+    Done here, not in the main process, because compressing and hashing ~240 MB of images with
+    preset 9 takes about 220 s of one core: in the workers it overlaps the compiles, and a cached
+    entry never redoes it."""
+    for kind in image_kinds(kernel):
+        info_path = os.path.join(entry_dir, f"kernel.{kind}.json")
+        if os.path.exists(info_path):
+            continue
+        with open(os.path.join(entry_dir, f"kernel.{kind}"), "rb") as f:
+            raw = f.read()
+        if kind == "ptx":
+            raw += b"\0"  # the driver takes PTX as a NUL-terminated string
+        packed = lzma.compress(raw, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=9)
+        info = json.dumps({"raw_bytes": len(raw), "fnv1a64": f"{fnv1a64(raw):016x}"})
+        # Each file lands whole (write, then rename), the .json last: its presence means both are done.
+        for name, data in ((f"kernel.{kind}.xz", packed), (f"kernel.{kind}.json", info.encode())):
+            fd, tmp = tempfile.mkstemp(dir=entry_dir)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, os.path.join(entry_dir, name))
+
+
 def compile_kernel(kernel, cache_dir):
-    """Runs in a worker process. Compiles one kernel into cache_dir/<key>/ unless it is there."""
+    """Runs in a worker process. Compiles one kernel into cache_dir/<key>/ unless it is there, and
+    packs its images."""
     entry_dir = os.path.join(cache_dir, cache_key(kernel))
     if os.path.exists(os.path.join(entry_dir, "meta.json")):
+        pack_images(kernel, entry_dir)
         return entry_dir, 0.0
     os.environ["CUDA_VISIBLE_DEVICES"] = ""  # never touch a GPU, even where there is one
     # Triton's own cache lives in the build tree, not in ~/.triton: a clean build is really clean, and
@@ -205,6 +236,7 @@ def compile_kernel(kernel, cache_dir):
         os.rename(tmp, entry_dir)
     except OSError:  # another build filled the same entry first; its content is the same
         shutil.rmtree(tmp, ignore_errors=True)
+    pack_images(kernel, entry_dir)
     return entry_dir, elapsed
 
 
@@ -214,6 +246,18 @@ def _ptxas_version_string(arch):
     out = subprocess.check_output([get_ptxas(arch).path, "--version"], text=True)
     match = re.search(r"release (\S+?),\s*V(\S+)", out)
     return match.group(2) if match else out.strip().splitlines()[-1]
+
+
+# Compile times measured on the 2-core build machine (Triton 3.6.0, 2026-11-26 CI log), for the
+# order of the queue only: the workers take the longest first, so the build does not end waiting for
+# one long compile started last. The index sort's 8192-element sort took 95 s (sm_80) and 50 s (sm_90)
+# and was once the last job, with the other core idle; the next longest are under 15 s.
+_COMPILE_SECONDS = (("sel_index_order", 80.0), ("attn_fwd_", 5.0), ("attn_bwd_", 3.0), ("sel_", 2.0))
+
+
+def expected_compile_seconds(kernel):
+    seconds = next((s for prefix, s in _COMPILE_SECONDS if kernel.name.startswith(prefix)), 1.0)
+    return seconds * (1.5 if kernel.extras else 1.0) * (1.3 if kernel.arch == 80 else 1.0)
 
 
 def write_if_changed(path, content):
@@ -251,7 +295,8 @@ def main():
     entry_dirs = {}
     compiled_now = 0
     with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = {pool.submit(compile_kernel, k, os.path.abspath(args.cache_dir)): k for k in kernels}
+        futures = {pool.submit(compile_kernel, k, os.path.abspath(args.cache_dir)): k
+                   for k in sorted(kernels, key=expected_compile_seconds, reverse=True)}
         for future in concurrent.futures.as_completed(futures):
             kernel = futures[future]
             try:
@@ -280,27 +325,23 @@ def main():
             meta = json.load(f)
         triton_versions.add(meta["triton_version"])
         ptxas_versions.add(meta["ptxas_version"])
-        images = {}
-        with open(os.path.join(entry_dir, "kernel.cubin"), "rb") as f:
-            images["cubin"] = f.read()
-        if aotk_catalog.KEEP_PTX[kernel.arch]:
-            with open(os.path.join(entry_dir, "kernel.ptx"), "rb") as f:
-                images["ptx"] = f.read() + b"\0"  # the driver takes PTX as a NUL-terminated string
         image_fields = {}
         for kind in ("cubin", "ptx"):
-            if kind not in images:
+            if kind not in image_kinds(kernel):
                 image_fields[kind] = "{0, 0, 0, 0}"
                 continue
-            raw = images[kind]
-            packed = lzma.compress(raw, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=9)
+            with open(os.path.join(entry_dir, f"kernel.{kind}.xz"), "rb") as f:
+                packed = f.read()
+            with open(os.path.join(entry_dir, f"kernel.{kind}.json")) as f:
+                info = json.load(f)
             file_name = f"sm{kernel.arch}_{kernel.name}.{kind}.xz"
             write_if_changed(os.path.join(image_dir, file_name), packed)
             symbol = f"aotk__image_{index}_{kind}"
             # The hash in the comment makes this file change whenever an image does, so the assembler
             # reruns (it cannot see into the .incbin files).
             asm_lines += [f"\t.globl {symbol}", f"\t.hidden {symbol}", "\t.balign 16", f"{symbol}:",
-                          f'\t.incbin "{os.path.join(image_dir, file_name)}"  /* fnv1a64 {fnv1a64(raw):016x} */']
-            image_fields[kind] = f"{{{symbol}, {len(packed)}u, {len(raw)}u, 0x{fnv1a64(raw):016x}ull}}"
+                          f'\t.incbin "{os.path.join(image_dir, file_name)}"  /* fnv1a64 {info["fnv1a64"]} */']
+            image_fields[kind] = f"{{{symbol}, {len(packed)}u, {info['raw_bytes']}u, 0x{info['fnv1a64']}ull}}"
         kinds = "".join(PARAM_KIND[param_class(t)] for _, t, _ in kernel.params)
         descriptors = meta.get("descriptors", [])
         tma = ", ".join(f"{{{d['swizzle']}, {{{', '.join(str(b) for b in d['box'])}}}}}" for d in descriptors)
