@@ -37,11 +37,15 @@ class TileConfig:
     block_n: int
     num_warps: int
     num_stages: int
+    # The merge's partials per step (BLOCK_P); 0 elsewhere. Left out of repr (the generator's cache key):
+    # the constexprs carry it, and the other families' keys stay as they were.
+    block_p: int = field(default=0, repr=False)
 
     @property
     def tag(self):
         block_n = f"n{self.block_n}" if self.block_n else ""
-        return f"m{self.block_m}{block_n}w{self.num_warps}s{self.num_stages}"
+        block_p = f"p{self.block_p}" if self.block_p else ""
+        return f"m{self.block_m}{block_n}{block_p}w{self.num_warps}s{self.num_stages}"
 
 
 ALWAYS = "always"
@@ -435,8 +439,13 @@ def _decode_configs(arch, dqk, dv):
 # The merge: 8 rows x 32 head-dim columns per program, 2 warps, 3 stages (the partials' loads pipelined).
 # Split-KV merges few rows from many partials, so small tiles keep more SMs loading: on the H100
 # (bench/explore/tune_decode_jit.py, bf16 d128) 8x32 against 16x64 took a batch-1 128k-token MQA step from 78 to
-# 64 us with 103 partials, and never lost.
-MERGE_CONFIG = T(8, 32, 2, 3)
+# 64 us with 103 partials, and never lost. Where that kernel's grid leaves SMs idle (few rows: split-KV
+# decoding at small batch) and from MERGE_WIDE_PARTIALS partials on (the size key is then the partial
+# count: src/decode/aotk_decode.c, choose_merge), one row and 32 partials a program: one partial a step
+# waited for each load in turn, most of a split batch-1 step (tune_decode_jit.py --merge-only, H200: 32
+# rows x 128 partials 40 -> 5 us, against 7.6-16.6 for 2-8 rows or 16 partials a step).
+MERGE_WIDE_PARTIALS = 4
+MERGE_CONFIGS = ((1, T(8, 32, 2, 3, block_p=1)), (MERGE_WIDE_PARTIALS, T(1, 32, 2, 3, block_p=32)))
 APPEND_CONFIG = T(8, 0, 4, 1)   # kv heads per step
 SEL_INDEX_CONFIG = T(1024, 0, 4, 1)   # ENTRIES: index entries per program (count, scatter)
 SEL_ORDER_CONFIG = T(8192, 1024, 4, 1)  # SORT_TILE (lists sorted in registers) x ENTRIES (the long-list scan)
@@ -540,7 +549,7 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
     if family in DECODE_PAGE_MODES:
         return _decode_configs(arch, dqk, dv)
     if family == "attn_merge":
-        return ((1, MERGE_CONFIG),)
+        return MERGE_CONFIGS
     if family == "attn_cache_append":
         return ((1, APPEND_CONFIG),)
     if family in ("sel_index_count", "sel_index_scatter"):
@@ -570,7 +579,8 @@ def _constexprs(function_params, dqk, dv, config, extras, block_size=0, page_mod
               # selection: 192 = 128 + 64; the group, pair and index tiles
               "HEAD_DIM_QK0": 128 if dqk == 192 else dqk, "HEAD_DIM_QK1": 64 if dqk == 192 else 0,
               "BLOCK_G": config.block_m, "BLOCK_R": config.block_m, "BLOCK_SIZE": block_size,
-              "ENTRIES": config.block_n if config.block_n else config.block_m, "SORT_TILE": config.block_m}
+              "ENTRIES": config.block_n if config.block_n else config.block_m, "SORT_TILE": config.block_m,
+              "BLOCK_P": config.block_p}
     return tuple((n, values[n]) for n in function_params)
 
 
@@ -593,7 +603,7 @@ CONSTEXPRS = {
     "attn_decode": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "PAGE_MODE"),
     "attn_decode_paged": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "PAGE_MODE"),
     "attn_decode_paged_blocks": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "PAGE_MODE"),
-    "attn_merge": ("BLOCK_M", "BLOCK_N"),
+    "attn_merge": ("BLOCK_M", "BLOCK_N", "BLOCK_P"),
     "attn_cache_append": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M"),
     "sel_fwd": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),
     "sel_bwd_dq": ("HEAD_DIM_QK0", "HEAD_DIM_QK1", "HEAD_DIM_V", "BLOCK_G", "BLOCK_SIZE"),

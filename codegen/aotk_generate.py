@@ -348,7 +348,7 @@ def main():
         rows.append(
             f"  {{{c_string(kernel.name)}, {c_string(meta['function_name'])}, {FAMILY_ENUM[kernel.family]}, {kernel.arch}, "
             f"{DTYPE_ENUM[kernel.dtype]}, {kernel.head_dim_qk}, {kernel.head_dim_v}, {int(kernel.aligned)}, "
-            f"{int(kernel.extras)}, {kernel.block_size}, {kernel.config.block_m}, "
+            f"{int(kernel.extras)}, {kernel.block_size}, {kernel.config.block_p}, {kernel.config.block_m}, "
             f"{kernel.config.block_n}, {meta['num_warps']}, {kernel.config.num_stages}, {meta['shared_bytes']}, "
             f"{kernel.min_seqlen}, {c_string(kinds)},\n   {image_fields['cubin']},\n   {image_fields['ptx']}"
             # Every field written out, none left to zero-initialization (-Wmissing-field-initializers).

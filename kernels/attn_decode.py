@@ -220,15 +220,19 @@ def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Ou
                stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, stride_ls,
                num_partials, seqlen_q, heads, num_rows, head_dim8, flags,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_P: tl.constexpr):
     # One program per BLOCK_M rows (batch, token, head; flattened with the head fastest) and BLOCK_N
     # columns of the head dim (the column chunk fastest in the grid), so that a merge of few rows still
     # spreads over several programs; with FLAG_WHOLE_ROWS one program per BLOCK_M rows walks every
     # chunk (the host asks for it when lse is written over the partials' lse, an in-place merge: the
-    # programs of one row must not write the lse that another one still reads). The loops over the
-    # partials carry no branch, so Triton pipelines their loads (num_stages): split-KV at batch 1
-    # merges up to 256 partials of a few rows, which is bound by load latency, not bandwidth. All
-    # strides are int64 (the partials of a long prefill may span more than 2^31 elements).
+    # programs of one row must not write the lse that another one still reads). The partials are read
+    # BLOCK_P at a time, as one [BLOCK_P, BLOCK_M, BLOCK_N] tile summed over its first axis: split-KV
+    # at batch 1 merges up to 256 partials of a few rows, which is bound by the loads' latency, not by
+    # bandwidth, and a loop of one partial a step (even pipelined, num_stages) waited for each in turn
+    # (the host takes the kernel of BLOCK_P = 1 for merges of few partials or of many rows, whose
+    # programs fill the GPU and are bound by bandwidth: there the wide tiles measured 2-8x slower;
+    # src/decode/aotk_decode.c, choose_merge). The loops carry no branch, so Triton pipelines their
+    # loads. All strides are int64 (the partials of a long prefill may span more than 2^31 elements).
     pid = tl.program_id(0)
     chunks = (head_dim8 * 8 + BLOCK_N - 1) // BLOCK_N
     whole = (flags & FLAG_WHOLE_ROWS) != 0
@@ -242,13 +246,16 @@ def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Ou
     token = (rows // heads) % seqlen_q
     batch = rows // heads // seqlen_q
     lse_rows = LsePartial + batch * stride_lpb + head * stride_lph + token * stride_lps
+    offs_p = tl.arange(0, BLOCK_P)
     # The largest lse of each row (the sink's too), then the weights relative to it.
     m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    nan = tl.zeros([BLOCK_M], dtype=tl.int1)
-    for p in range(0, num_partials):
-        lse_p = tl.load(lse_rows + p * stride_lpp, mask=row_ok, other=float("-inf"))
-        m = tl.maximum(m, lse_p)
-        nan = nan | (lse_p != lse_p)
+    nan = tl.zeros([BLOCK_M], dtype=tl.int32)
+    for p0 in range(0, num_partials, BLOCK_P):
+        p = (p0 + offs_p).to(tl.int64)
+        ok = (p < num_partials)[:, None] & row_ok[None, :]
+        lse_p = tl.load(lse_rows[None, :] + p[:, None] * stride_lpp, mask=ok, other=float("-inf"))
+        m = tl.maximum(m, tl.max(lse_p, axis=0))
+        nan = nan | tl.max((lse_p != lse_p).to(tl.int32), axis=0)
     sink = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     if (flags & FLAG_SINKS) != 0:
         sink = tl.load(Sinks + head, mask=row_ok, other=float("-inf"))
@@ -263,17 +270,22 @@ def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Ou
         mask = row_ok[:, None] & (cols < head_dim8 * 8)[None, :]
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         total = tl.math.exp(sink - m_safe)
-        for p in range(0, num_partials):
-            weight = tl.math.exp(tl.load(lse_rows + p * stride_lpp, mask=row_ok, other=float("-inf")) - m_safe)
-            total += weight
-            x = _merge_load(OutPartial32, OutPartial16, OutPartialBF16,
-                            (p_rows + p * stride_pp)[:, None] + cols[None, :], mask, flags)
+        for p0 in range(0, num_partials, BLOCK_P):
+            p = (p0 + offs_p).to(tl.int64)
+            p_ok = p < num_partials
+            lse_p = tl.load(lse_rows[None, :] + p[:, None] * stride_lpp, mask=p_ok[:, None] & row_ok[None, :],
+                            other=float("-inf"))
+            weight = tl.math.exp(lse_p - m_safe[None, :])  # [BLOCK_P, BLOCK_M]
+            total += tl.sum(weight, axis=0)
+            offsets = (p_rows[None, :] + p[:, None] * stride_pp)[:, :, None] + cols[None, None, :]
+            x = _merge_load(OutPartial32, OutPartial16, OutPartialBF16, offsets,
+                            p_ok[:, None, None] & mask[None, :, :], flags)
             # A partial with no keys has weight 0 and, by the contract, out 0; where() keeps a NaN or
             # garbage out of a weightless partial from reaching the sum.
-            acc += tl.where(weight[:, None] > 0.0, x * weight[:, None], 0.0)
+            acc += tl.sum(tl.where(weight[:, :, None] > 0.0, x * weight[:, :, None], 0.0), axis=0)
         acc = acc * (1.0 / tl.where(total > 0.0, total, 1.0))[:, None]
         # A NaN lse poisons its row (max and the weights above would otherwise drop it).
-        acc = tl.where(nan[:, None], float("nan"), acc)
+        acc = tl.where(nan[:, None] != 0, float("nan"), acc)
         offsets = o_rows[:, None] + cols[None, :]
         if (flags & FLAG_OUT_FP16) != 0:
             tl.store(Out16 + offsets, acc.to(tl.float16), mask=mask)
@@ -283,7 +295,7 @@ def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Ou
             tl.store(Out32 + offsets, acc, mask=mask)
     if (flags & FLAG_WRITE_LSE) != 0 and chunk_lo == 0:
         lse = tl.where(total > 0.0, m_safe + tl.math.log(total), float("-inf"))
-        lse = tl.where(nan, float("nan"), lse)
+        lse = tl.where(nan != 0, float("nan"), lse)
         tl.store(Lse + batch * stride_lb + head * stride_lh + token * stride_ls, lse, mask=row_ok)
 
 

@@ -70,7 +70,8 @@
  * - the caches after every run (base, again, lse dropped or added, splits, graph replays): as expected,
  *   byte for byte.
  *
- * Merging, 13 cases (merge_rows below): 1, 2 and 5 partials; partials fp32, fp16 and bf16 merged into
+ * Merging, 16 cases (merge_rows below): 1, 2, 5, 17, 40 and 133 partials (both kernels: one partial a
+ * step below 4 partials, 16 a step from 4, with a partly filled last step); partials fp32, fp16 and bf16 merged into
  * out fp32, fp16 and bf16 (all 9 pairs); head dims 8, 40, 64, 72, 96, 128, 200, 256; the rank-5 layout
  * contiguous, with odd strides and unaligned pointers (the "any" kernel), with padded strides that are
  * multiples of 16 (the aligned kernel); the packed rank-4 layout; in place (out and lse
@@ -110,7 +111,7 @@
 #include "aotk_test_harness.h"
 #include "aotk_gpu_test.h"
 
-enum { MAX_BATCH = 16, MAX_THREADS = 64, MAX_PARTIALS = 8, SPARE_PAGES = 2 };
+enum { MAX_BATCH = 16, MAX_THREADS = 64, MAX_PARTIALS = 160, SPARE_PAGES = 2 };
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -1738,7 +1739,8 @@ static bool merge_run_create(merge_run *x, const merge_case *c) {
   const int64_t P = c->num_partials, D = c->head_dim;
   x->rows = c->batch * c->seqlen_q * c->heads;
   const bool describable = P <= MAX_PARTIALS && (c->layout != MERGE_IN_PLACE || c->partial_dtype == c->out_dtype);
-  CHECK_MSG(describable, "a case this test cannot run: %lld partials, in place with two dtypes", (long long)P);
+  CHECK_MSG(describable, "a case this test cannot run: %lld partials (at most %d), or in place with two dtypes",
+            (long long)P, (int)MAX_PARTIALS);
   if (!describable) return false;
   merge_layouts(x);
   if (!buffer_create(&x->part_buffer, strided_span(&x->part), dtype_bytes(c->partial_dtype)) ||
@@ -1981,6 +1983,9 @@ static const merge_row merge_rows[] = {
     {BF16, BF16, 2, 3, 2, 13, 64, 37, MERGE_IN_PLACE, 0, 0},
     {F16, BF16, 5, 2, 5, 7, 96, 3, MERGE_CONTIGUOUS, 1, 0},
     {F16, F16, 2, 2, 5, 7, 72, 37, MERGE_STRIDED, 1, 1},
+    {F32, BF16, 17, 2, 3, 7, 128, 37, MERGE_CONTIGUOUS, 1, 1},
+    {BF16, BF16, 40, 1, 2, 5, 64, 37, MERGE_IN_PLACE, 1, 0},
+    {F32, F16, 133, 1, 1, 32, 128, 300, MERGE_STRIDED_ALIGNED, 1, 0},
 };
 #undef F32
 #undef F16

@@ -207,9 +207,9 @@ static const struct family {
      "pppppppppppp" "llllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false, HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true,
      0, 0, true, false},
     /* The merge: no dtype (typed pointer triples chosen at run time), aligned or any; 8 rows by 32
-     * head-dim columns per program. */
+     * head-dim columns a program reading a partial a step, or 1 row by 32 reading 32 (BLOCK_P). */
     {AOTK__FAMILY_ATTN_MERGE, "attn_merge", "ppppppppp" "llllllllllllll" "iiiiii", false, true, HEAD_DIMS_NONE,
-     EXTRAS_NONE, false, true, 8, 0, false, false},
+     EXTRAS_NONE, false, true, 0, 0, false, false},
     /* Appending the step's keys and values: 8 kv heads per step (block_m). */
     {AOTK__FAMILY_ATTN_CACHE_APPEND, "attn_cache_append", "pppppp" "lllllllllllll" "iiiiiii", true, false,
      HEAD_DIMS_PAIRS, EXTRAS_NONE, false, false, 8, 0, true, false},
@@ -396,6 +396,7 @@ static void expected_name(const aotk__kernel_entry *e, const char *family_name, 
   if (e->extras) used += snprintf(name + used, size - used, "_extras");
   used += snprintf(name + used, size - used, "_m%d", e->block_m);
   if (e->block_n != 0) used += snprintf(name + used, size - used, "n%d", e->block_n);
+  if (e->block_p != 0) used += snprintf(name + used, size - used, "p%d", e->block_p);
   const struct family *family = family_of(e);
   const int32_t warps = family != NULL && family->warp_specialized ? named_warps(e) : e->num_warps;
   snprintf(name + used, size - used, "w%ds%d", warps, e->num_stages);
@@ -647,6 +648,11 @@ static void test_table_rows_describe_valid_configs(void) {
     } else {
       CHECK_MSG(e->block_n == 0, "row %d %s: block_n %d, but %s has no BLOCK_N", i, e->name, e->block_n,
                 family->name);
+    }
+    if (e->family == AOTK__FAMILY_ATTN_MERGE) {
+      CHECK_MSG(is_power_of_two(e->block_p) && e->block_p <= 64, "row %d %s: block_p %d", i, e->name, e->block_p);
+    } else {
+      CHECK_MSG(e->block_p == 0, "row %d %s: block_p %d, but only the merge has BLOCK_P", i, e->name, e->block_p);
     }
     CHECK_MSG(e->num_stages >= 1, "row %d %s: num_stages %d", i, e->name, e->num_stages);
     CHECK_MSG(e->min_seqlen >= 1, "row %d %s: min_seqlen %d", i, e->name, e->min_seqlen);

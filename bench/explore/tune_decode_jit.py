@@ -31,13 +31,18 @@ ROWS = [  # (batch, seqlen_k, heads_q, heads_kv)
 ]
 QUICK_ROWS = [(64, 4096, 32, 8), (2, 131072, 32, 8)]
 FLAG_SPLIT, FLAG_OUT_BF16 = 512, 8192
-MERGE_CONFIG = (8, 32, 2, 3)  # codegen/aotk_catalog.py's MERGE_CONFIG
+MERGE_CONFIG = (1, 32, 2, 3, 32)  # codegen/aotk_catalog.py's MERGE_CONFIGS' wide one (BLOCK_P last)
 SMS = 132
 
 
-def choose_splits(programs, keys, block_n, sms=SMS, min_keys=256):
+THRESHOLD = 0.95
+ROUNDED = True
+
+
+def choose_splits(programs, keys, block_n, sms=SMS, min_keys=128):
     """src/decode/aotk_decode.c's choose_splits (sms: the program slots to fill; min_keys: the fewest keys a
-    split may have)."""
+    split may have). THRESHOLD: the fraction of the best efficiency taken; ROUNDED: the efficiency of the
+    split count that rounding each split to whole key blocks really gives, not of n."""
     if programs >= sms * 4 // 5:
         return 1
     most = min(keys // min_keys, 256, -(-keys // block_n))
@@ -45,13 +50,14 @@ def choose_splits(programs, keys, block_n, sms=SMS, min_keys=256):
         return 1
     eff = {}
     for n in range(1, most + 1):
-        work = programs * n
+        real = -(-keys // (-(-(-(-keys // n)) // block_n) * block_n)) if ROUNDED else n
+        work = programs * real
         eff[n] = work / (-(-work // sms) * sms)
     best = max(eff.values())
-    return next(n for n in range(1, most + 1) if eff[n] >= 0.85 * best)
+    return next(n for n in range(1, most + 1) if eff[n] >= THRESHOLD * best)
 
 
-def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=MERGE_CONFIG, min_keys=256):
+def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=MERGE_CONFIG, min_keys=128):
     block_m, block_n, warps, stages = cfg
     batch, seqlen_q, heads_q, d = q.shape
     heads_kv = kc.shape[2]
@@ -88,19 +94,57 @@ def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=M
                 rows * d, seqlen_q * heads_q * d, heads_q * d, d, rows, heads_q * seqlen_q, seqlen_q, 1,
                 out.stride(0), out.stride(1), out.stride(2), 0, 0, 0,
                 splits, seqlen_q, heads_q, rows, d // 8, FLAG_OUT_BF16,
-                BLOCK_M=mcfg[0], BLOCK_N=mcfg[1], num_warps=mcfg[2], num_stages=mcfg[3])
+                BLOCK_M=mcfg[0], BLOCK_N=mcfg[1], BLOCK_P=mcfg[4] if len(mcfg) > 4 else 1,
+                num_warps=mcfg[2], num_stages=mcfg[3])
 
     return run, out, splits
 
 
+def merge_only(cases, merges, d=128):
+    """The merge alone: `rows` rows (heads 32, one token) from `partials` fp32 partials with random lse, into
+    bf16; checked against torch, then timed by CUDA-graph replay."""
+    for rows, partials in cases:
+        heads = 32
+        batch = max(1, rows // heads)
+        part = torch.randn(partials, batch, 1, heads, d, device="cuda")
+        lsep = torch.randn(partials, batch, heads, 1, device="cuda") * 3
+        lsep[partials // 2] = float("-inf")  # one partial with no keys
+        w = torch.softmax(lsep.permute(0, 1, 3, 2), dim=0)[..., None]  # [P, B, 1, H, 1]
+        ref = (w * part).sum(0)
+        out = torch.empty(batch, 1, heads, d, device="cuda", dtype=torch.bfloat16)
+        cells = []
+        for mcfg in merges:
+            bp = mcfg[4] if len(mcfg) > 4 else 1
+            grid = (-(-rows // mcfg[0]) * -(-d // mcfg[1]),)
+
+            def run():
+                K.attn_merge[grid](
+                    part, part, part, lsep, out, out, out, lsep, lsep,
+                    batch * heads * d, heads * d, heads * d, d, batch * heads, heads, 1, 1,
+                    out.stride(0), out.stride(1), out.stride(2), 0, 0, 0,
+                    partials, 1, heads, batch * heads, d // 8, FLAG_OUT_BF16,
+                    BLOCK_M=mcfg[0], BLOCK_N=mcfg[1], BLOCK_P=bp, num_warps=mcfg[2], num_stages=mcfg[3])
+            out.zero_()
+            run()
+            err = (out.float() - ref).abs().max().item()
+            t = triton.testing.do_bench_cudagraph(run, rep=100)
+            cells.append(f"{'x'.join(map(str, mcfg))} {t * 1e3:7.1f} us (err {err:.1e})")
+        print(f"  merge {rows} rows x {partials} partials: " + " | ".join(cells), flush=True)
+
+
 def main():
+    global THRESHOLD, ROUNDED
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--configs", default="16x128x4x3,16x64x4x3,32x128x4x3,64x64x4x2")
     ap.add_argument("--layouts", default="0,16,256", help="page sizes; 0 = contiguous")
     ap.add_argument("--slots", default="132", help="program slots the split rule fills (132: one per SM), list")
-    ap.add_argument("--min-keys", default="256", help="the fewest keys per split, list")
-    ap.add_argument("--merges", default="8x32x2x3", help="merge configs BLOCK_MxBLOCK_Nxwarpsxstages, list")
+    ap.add_argument("--min-keys", default="128", help="the fewest keys per split, list")
+    ap.add_argument("--merges", default="1x32x2x3x32",
+                    help="merge configs BLOCK_MxBLOCK_NxwarpsxstagesxBLOCK_P (BLOCK_P optional, 1), list")
+    ap.add_argument("--merge-only", default="",
+                    help="rows:partials,... : time the merge alone (bf16 out, fp32 partials, d128) and exit")
     ap.add_argument("--rows", default="", help="batch:L:hq:hkv,... instead of the default rows")
+    ap.add_argument("--rules", default="0.95r", help="split rules: THRESHOLD, or THRESHOLDr (rounded), list")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
@@ -111,6 +155,9 @@ def main():
     rows = [tuple(int(x) for x in r.split(":")) for r in args.rows.split(",")] if args.rows else \
         (QUICK_ROWS if args.quick else ROWS)
     print(f"{torch.cuda.get_device_name()}; triton {triton.__version__}; torch {torch.__version__}", flush=True)
+    if args.merge_only:
+        merge_only([tuple(int(x) for x in c.split(":")) for c in args.merge_only.split(",")], merges)
+        return
     for batch, seqlen_k, heads_q, heads_kv in rows:
         torch.manual_seed(0)
         d = 128
@@ -139,10 +186,13 @@ def main():
                 table = order.to(torch.int32).view(batch, seqlen_k // page_size).contiguous()
             cells = []
             for cfg in configs:
-                for slots, mcfg, min_keys in itertools.product(slot_list, merges, min_keys_list):
+                for slots, mcfg, min_keys, rule in itertools.product(slot_list, merges, min_keys_list,
+                                                                      args.rules.split(",")):
+                    THRESHOLD, ROUNDED = float(rule.rstrip("r")), rule.endswith("r")
                     name = "x".join(map(str, cfg)) + (f"@{slots}" if len(slot_list) > 1 else "") + \
                         ("+m" + "x".join(map(str, mcfg)) if len(merges) > 1 else "") + \
-                        (f" k{min_keys}" if len(min_keys_list) > 1 else "")
+                        (f" k{min_keys}" if len(min_keys_list) > 1 else "") + \
+                        (f" e{rule}" if "," in args.rules else "")
                     try:
                         run, out, splits = launcher(q, kc, vc, table, lens, page_size or seqlen_k, seqlen_k, cfg,
                                                     slots, mcfg, min_keys)

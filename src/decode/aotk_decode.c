@@ -33,31 +33,62 @@ typedef struct decode_plan {
 } decode_plan;
 
 /* How many ranges to cut each request's keys into, when batch * heads_kv * row_chunks programs cannot
- * fill the GPU. flash-attn's rule (num_splits_heuristic): the efficiency of n splits is the fraction of
- * the last wave's SMs that have work, programs * n / (ceil(programs * n / SMs) * SMs); take the smallest
- * n within 85% of the best, so that a split is not paid for (a merge, more partials) when it does not
- * fill the GPU better. For example 2 requests x 8 kv heads = 16 programs on 132 SMs: n = 8 gives 128
- * programs in one wave (97%), n = 16 gives 256 in two (97%): 8. Each split keeps at least 256 keys (4
- * blocks), so short caches are not cut into ranges whose merge costs more than their loads. */
+ * fill the GPU. flash-attn's rule (num_splits_heuristic), with the split count that whole key blocks
+ * really give: n asked splits of keys become ceil(keys / round_up(ceil(keys / n), block_n)), and the
+ * efficiency of a count is the fraction of the last wave's SMs that have work, programs * count /
+ * (ceil(programs * count / SMs) * SMs); take the smallest n within 95% of the best, so that a split is
+ * not paid for (a merge, more partials) when it does not fill the GPU better. For example 2 requests x
+ * 8 kv heads = 16 programs on 132 SMs: n = 8 gives 128 programs in one wave (97%), n = 16 gives 256 in
+ * two (97%): 8. Each split keeps at least 128 keys (a block of the d <= 128 kernels). On the H200
+ * (bench/explore/tune_decode_jit.py, bf16 d128, with the merge below) the rounded count at 95% against
+ * flash-attn's 85% of n took batch-1 MQA at 128k keys from 103 to 128 splits and 48 to 46 us, batch 8
+ * MQA at 8k from 7 to 8 splits (24.5 to 21.2 us), and lost nowhere by more than 1%; 128 keys against 256
+ * took batch 1 at 1k keys from 4 to 8 splits and 9.3 to 7.8 us. */
+static int64_t split_count(int64_t keys, int64_t n, int64_t block_n) {
+  return ceil_div(keys, round_up(ceil_div(keys, n), block_n));
+}
+
 static int64_t choose_splits(int64_t programs, int64_t keys, int64_t block_n, int multiprocessors) {
   if (multiprocessors < 1) multiprocessors = 1;
   if (programs >= (int64_t)multiprocessors * 4 / 5) return 1;
-  int64_t most = keys / 256; /* not ceil: 300 keys in 2 splits would give each 150 */
+  int64_t most = keys / 128; /* not ceil: 150 keys in 2 splits would give each 75 */
   if (most > AOTK_DECODE_MAX_SPLITS) most = AOTK_DECODE_MAX_SPLITS;
   if (most > ceil_div(keys, block_n)) most = ceil_div(keys, block_n);
   if (most <= 1) return 1;
   double efficiency[AOTK_DECODE_MAX_SPLITS + 1];
   double best = 0.0;
   for (int64_t n = 1; n <= most; n++) {
-    int64_t work = programs * n;
+    int64_t work = programs * split_count(keys, n, block_n);
     int64_t waves = ceil_div(work, multiprocessors);
     efficiency[n] = (double)work / (double)(waves * multiprocessors);
     if (efficiency[n] > best) best = efficiency[n];
   }
   for (int64_t n = 1; n <= most; n++) {
-    if (efficiency[n] >= 0.85 * best) return n;
+    if (efficiency[n] >= 0.95 * best) return n;
   }
   return most;
+}
+
+/* The merge's grid: a program per block_m rows and block_n head-dim columns, or per block_m rows with
+ * FLAG_WHOLE_ROWS (each walks every column chunk). */
+static int64_t merge_programs(int row, int64_t num_rows, int64_t head_dim, int whole_rows) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[row];
+  const int64_t row_blocks = ceil_div(num_rows, e->block_m);
+  return whole_rows ? row_blocks : row_blocks * ceil_div(head_dim, e->block_n);
+}
+
+/* Which merge kernel. The one that reads a partial a step (size key 1), unless its grid leaves SMs
+ * idle: a merge of few rows (split-KV decoding at small batch, up to 256 partials) is bound by the
+ * latency of its loads, and then the size key is the partial count, which from the catalog's
+ * MERGE_WIDE_PARTIALS takes the kernel of one row and 32 partials a step. On the H200
+ * (tune_decode_jit.py --merge-only, d128 fp32 partials into bf16): 32 rows x 128 partials 40 -> 5 us,
+ * x 16 partials 6.5 -> 2.5 us; but 4096 rows x 4 partials 5 us a partial a step against 13-48 us with
+ * the wide tiles, and 262,144 rows x 2 partials 168 against 720-3150 us: hence the test on the grid. */
+static aotk_status choose_merge(aotk__variant_key *key, int64_t partials, int64_t rows, int64_t head_dim,
+                                const aotk__device_info *device, int *row, aotk__image_kind *kind) {
+  aotk_status status = aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, key, 1, device, row, kind);
+  if (status != AOTK_OK || merge_programs(*row, rows, head_dim, 0) >= device->multiprocessors) return status;
+  return aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, key, partials, device, row, kind);
 }
 
 static size_t round16(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
@@ -134,10 +165,12 @@ static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream
   if (plan->num_splits > 1) {
     plan->workspace_bytes = partial_out_bytes(p, plan->num_splits) + partial_lse_bytes(p, plan->num_splits);
     /* The merge has no dtype or head-dim axis (one kernel serves them all: its rows say 0), so only the
-     * alignment chooses: the partials are padded rows; out was checked aligned. */
+     * alignment chooses (the partials are padded rows; out was checked aligned), and choose_merge's
+     * rule. */
     memset(&key, 0, sizeof key);
     key.aligned = 1;
-    if ((status = aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, &key, 1, &plan->device, &plan->merge_row, &plan->kind)) !=
+    if ((status = choose_merge(&key, plan->num_splits, partial_rows(p), p->head_dim_v, &plan->device, &plan->merge_row,
+                               &plan->kind)) !=
         AOTK_OK) {
       return status;
     }
@@ -203,14 +236,6 @@ static int partial_flag(aotk_dtype dtype) {
 }
 static int out_flag(aotk_dtype dtype) {
   return dtype == AOTK_DTYPE_FLOAT16 ? FLAG_OUT_FP16 : dtype == AOTK_DTYPE_BFLOAT16 ? FLAG_OUT_BF16 : 0;
-}
-
-/* The merge's grid: a program per block_m rows and block_n head-dim columns, or per block_m rows with
- * FLAG_WHOLE_ROWS (each walks every column chunk). */
-static int64_t merge_programs(int row, int64_t num_rows, int64_t head_dim, int whole_rows) {
-  const aotk__kernel_entry *e = &aotk__kernel_table[row];
-  const int64_t row_blocks = ceil_div(num_rows, e->block_m);
-  return whole_rows ? row_blocks : row_blocks * ceil_div(head_dim, e->block_n);
 }
 
 /* Whether a program per column chunk would pass the grid limit of 2^31 - 1: 2^31 - 1 rows of head dim
@@ -407,7 +432,8 @@ static aotk_status plan_merge(const aotk__merge_problem *p, aotk_stream stream, 
   aotk__variant_key key;
   memset(&key, 0, sizeof key);
   key.aligned = p->aligned;
-  return aotk__choose_kernel(AOTK__FAMILY_ATTN_MERGE, &key, 1, &plan->device, &plan->row, &plan->kind);
+  return choose_merge(&key, p->num_partials, p->batch * p->seqlen_q * p->heads, p->head_dim, &plan->device, &plan->row,
+                      &plan->kind);
 }
 
 static int64_t merge_rows(const aotk__merge_problem *p) { return p->batch * p->seqlen_q * p->heads; }

@@ -68,6 +68,7 @@ typedef struct aotk__kernel_entry {
   int32_t aligned;
   int32_t extras;            /* softcap, ALiBi and dropout compiled in (sinks are in every variant) */
   int32_t block_size;        /* selection attention's key block size; 0 for the other families */
+  int32_t block_p;           /* the merge's partials per step (BLOCK_P); 0 for the other families */
   int32_t block_m, block_n, num_warps, num_stages;
   int32_t shared_bytes;      /* dynamic shared memory per program */
   int32_t min_seqlen;        /* tuning: chosen when the family's size key (seqlen_k for the dK/dV pass,

@@ -436,12 +436,27 @@ aotk_decode_params decode_params_for(decode_shape s) {
   return params;
 }
 
-const aotk__kernel_entry *merge_row_for(int arch, int aligned) {
+/* The merge's row, by the rule src/decode/aotk_decode.c's choose_merge states: the row for one partial
+ * (the size key 1), unless its grid of ceil(rows / block_m) x ceil(head_dim / block_n) programs is
+ * smaller than the fake device's SMs; then the row for `partials` (of the rows for the arch and
+ * alignment, the one with the largest min_seqlen that `partials` reaches). */
+static const aotk__kernel_entry *merge_row_for_size(int arch, int aligned, int64_t size) {
+  const aotk__kernel_entry *best = NULL;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    if (e->family == AOTK__FAMILY_ATTN_MERGE && e->arch == arch && e->aligned == aligned) return e;
+    if (e->family == AOTK__FAMILY_ATTN_MERGE && e->arch == arch && e->aligned == aligned && e->min_seqlen <= size &&
+        (best == NULL || e->min_seqlen > best->min_seqlen)) {
+      best = e;
+    }
   }
-  return NULL;
+  return best;
+}
+
+const aotk__kernel_entry *merge_row_for(int arch, int aligned, int64_t partials, int64_t rows, int64_t head_dim) {
+  const aotk__kernel_entry *one = merge_row_for_size(arch, aligned, 1);
+  if (one == NULL) return NULL;
+  const int64_t grid = (rows + one->block_m - 1) / one->block_m * ((head_dim + one->block_n - 1) / one->block_n);
+  return grid >= FAKE_MULTIPROCESSORS ? one : merge_row_for_size(arch, aligned, partials);
 }
 
 int merge_slot(aotk_dtype dtype) {

@@ -251,7 +251,7 @@ static inline aotk_decode_params valid_decode_params(void) { return decode_param
 static inline int64_t round_up_to(int64_t value, int64_t multiple) { return ceil_div(value, multiple) * multiple; }
 
 /* The one merge row for a target and alignment (the family has no dtype or head-dim axis). */
-const aotk__kernel_entry *merge_row_for(int arch, int aligned);
+const aotk__kernel_entry *merge_row_for(int arch, int aligned, int64_t partials, int64_t rows, int64_t head_dim);
 
 /* The merge's typed pointer slots (fp32, fp16, bf16) and the flags naming the partials' and output's. */
 int merge_slot(aotk_dtype dtype);

@@ -161,7 +161,8 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   const int64_t group = decode_group(s), group_rows = group * s->seqlen_q;
   const bool split = splits > 1, paged = params->block_table.data != NULL, causal = params->causal == 1;
   const aotk__kernel_entry *row = expected_decode_row(s, g->arch, paged ? params->k_cache.shape[1] : 0, group_rows);
-  const aotk__kernel_entry *merge = merge_row_for(g->arch, 1);
+  const aotk__kernel_entry *merge =
+      merge_row_for(g->arch, 1, splits, s->batch * s->seqlen_q * s->heads_q, s->head_dim_v);
   CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d decoding or attn_merge row", what, g->arch);
   if (row == NULL || merge == NULL) return;
   const bool append = params->k_new.data != NULL, varlen = params->cu_seqlens_q.data != NULL;
@@ -1356,32 +1357,35 @@ static void test_decode_split_choice(void) {
   } cases[] = {
       {"64 requests x 8 kv heads = 512 programs fill 132 SMs: no split", 64, 32, 8, 1, 32768, 0, 0, 0, 1, 0},
       {"105 programs (132 x 4/5): no split", 105, 4, 1, 1, 32768, 0, 0, 0, 1, 0},
-      {"104 programs: 5 splits (520 in 4 waves, 98%; 1 to 4 give 79%; 33 give 100%) of ceil(32768 / 5) = 6554 keys, "
-       "6656 in whole blocks", 13, 32, 8, 1, 32768, 0, 0, 0, 5, 6656},
-      {"1 request x 8 kv heads, 32768 keys: 15 splits (120 of 132 SMs, 91%; 14 give 84.8% of the best, 33's 100%) of "
-       "2185 keys, 2304 in whole blocks", 1, 32, 8, 1, 32768, 0, 0, 0, 15, 2304},
+      {"104 programs: 5 splits (520 in 4 waves, 98.5%; 1 to 4 give 79%; the best, 99.9%, at 52) of ceil(32768 / 5) = "
+       "6554 keys, 6656 in whole blocks", 13, 32, 8, 1, 32768, 0, 0, 0, 5, 6656},
+      {"1 request x 8 kv heads, 32768 keys: 16 splits of 2048 keys (128 of 132 SMs, 97%, the best; 15 give 91%, under "
+       "95% of it)", 1, 32, 8, 1, 32768, 0, 0, 0, 16, 2048},
       {"the comment's example, 2 requests x 8 kv heads: 8 splits (128 programs, 97%)", 2, 16, 8, 1, 65536, 0, 0, 0, 8,
        8192},
       {"a group of 128 x 16 tokens is 32 row chunks of 64: 32 programs, 4 splits (97%)", 1, 128, 1, 16, 32768, 0, 0,
        0, 4, 8192},
-      {"200 keys: fewer than two splits of 256", 1, 32, 8, 1, 200, 0, 0, 0, 1, 0},
-      {"300 keys: two splits would hold fewer than 256 each", 1, 32, 8, 1, 300, 0, 0, 0, 1, 0},
-      {"1024 keys, 16 programs: 4 splits of 256 (the most that keep 256 each)", 2, 32, 8, 1, 1024, 0, 0, 0, 4, 256},
-      {"max_seqlen_k 300 bounds a 32768-key cache: no split", 1, 32, 8, 1, 32768, 0, 0, 300, 1, 0},
-      {"max_seqlen_k 4096: 14 splits asked (85%) of 293 keys, 384-key splits make 11", 1, 32, 8, 1, 32768, 0, 0, 4096,
-       11, 384},
-      {"max_seqlen_k above the capacity: the capacity", 1, 32, 8, 1, 32768, 0, 0, 100000, 15, 2304},
+      {"200 keys: fewer than two splits of 128", 1, 32, 8, 1, 200, 0, 0, 0, 1, 0},
+      {"255 keys: two splits would hold fewer than 128 each", 1, 32, 8, 1, 255, 0, 0, 0, 1, 0},
+      {"256 keys: two splits of 128", 1, 32, 8, 1, 256, 0, 0, 0, 2, 128},
+      {"300 keys: two splits asked of 150, 256 in whole blocks (and 44)", 1, 32, 8, 1, 300, 0, 0, 0, 2, 256},
+      {"1024 keys, 16 programs: 8 splits of 128 (the most that keep 128 each; 128 programs, 97%)", 2, 32, 8, 1, 1024,
+       0, 0, 0, 8, 128},
+      {"max_seqlen_k 255 bounds a 32768-key cache: no split", 1, 32, 8, 1, 32768, 0, 0, 255, 1, 0},
+      {"max_seqlen_k 4096: 16 splits of 256 (97%; 13 to 15 asked give 11 splits of 384 in whole blocks, 67%)", 1, 32,
+       8, 1, 32768, 0, 0, 4096, 16, 256},
+      {"max_seqlen_k above the capacity: the capacity", 1, 32, 8, 1, 32768, 0, 0, 100000, 16, 2048},
       {"forced 64 splits of 200 keys: one 128-key block each, 2", 1, 32, 8, 1, 200, 0, 64, 0, 2, 128},
       {"forced 256 splits of 32768 keys: 128 keys each", 1, 32, 8, 1, 32768, 0, 256, 0, 256, 128},
       {"forced 7 splits of 1000 keys: 143 keys, 256 in whole blocks, so 4", 3, 8, 2, 2, 1000, 0, 7, 0, 4, 256},
       {"forced 3 splits of 1000 keys: 384 keys each", 3, 8, 2, 2, 1000, 0, 3, 0, 3, 384},
-      {"forced 1 split where the rule would take 15", 1, 32, 8, 1, 32768, 0, 1, 0, 1, 0},
+      {"forced 1 split where the rule would take 16", 1, 32, 8, 1, 32768, 0, 1, 0, 1, 0},
       {"forced 2 splits of 64 keys: one block, one split", 1, 32, 8, 1, 64, 0, 2, 0, 1, 0},
-      {"paged, 2048 pages of 16 keys: as the contiguous 32768", 1, 32, 8, 1, 32768, 16, 0, 0, 15, 2304},
+      {"paged, 2048 pages of 16 keys: as the contiguous 32768", 1, 32, 8, 1, 32768, 16, 0, 0, 16, 2048},
       {"paged, 128 pages of 256 keys (whole blocks, one lookup each): as the contiguous 32768", 1, 32, 8, 1, 32768,
-       256, 0, 0, 15, 2304},
-      {"paged, 64 pages of 100 keys: 25 splits allowed, the best 16's 97%, 14 within 85% of it, 512-key splits: 13",
-       1, 32, 8, 1, 6400, 100, 0, 0, 13, 512},
+       256, 0, 0, 16, 2048},
+      {"paged, 64 pages of 100 keys: 50 splits allowed; 13 splits of 512 keys are the best (104 programs, 79%: 14 to "
+       "16 asked round to 13 too, 17 give 136 programs in two waves)", 1, 32, 8, 1, 6400, 100, 0, 0, 13, 512},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     decode_shape s = {AOTK_DTYPE_BFLOAT16, cases[i].batch, cases[i].seqlen_q, cases[i].heads_q, cases[i].heads_kv,
@@ -1414,14 +1418,15 @@ static void test_decode_split_choice(void) {
    * 128 floats (245760 bytes) and 480 LSEs (1920 bytes). */
   decode_shape s = {AOTK_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 128, 32768, 0, 0, true, 0};
   CHECK(decode_workspace_bytes(&s, 15) == 245760 + 1920);
-  /* head_dim_v 72 pads partial rows to 80 floats: 11 x 1 x 3 x 5 = 165 rows of them (52800 bytes), and
-   * 165 LSEs (660 bytes) pad to 672: one program (a group of 5 x 3 tokens in one 16-row chunk of 128-key
-   * blocks), 4096 keys allow 16 splits of 256, the rule takes 14 (n / 132 within 85% of 16 / 132), of
-   * ceil(4096 / 14) = 293 keys, 384 in whole blocks: 11 splits. */
+  /* head_dim_v 72 pads partial rows to 80 floats: with 11 splits, 11 x 1 x 3 x 5 = 165 rows of them (52800
+   * bytes), and 165 LSEs (660 bytes) pad to 672. The rule's split for it: one program (a group of 5 x 3
+   * tokens in one 16-row chunk of 128-key blocks), 4096 keys allow 32 splits of 128, and only 32 come
+   * within 95% of the best (31 asked round to 256-key splits, 16 of them): 480 rows, 153600 + 1920 bytes. */
   s = (decode_shape){AOTK_DTYPE_FLOAT16, 1, 3, 5, 1, 64, 72, 4096, 0, 0, true, 0};
   CHECK(decode_workspace_bytes(&s, 11) == 52800 + 672);
+  CHECK(decode_workspace_bytes(&s, 32) == 153600 + 1920);
   aotk_decode_params params = strided_decode_params(s);
-  check_decode("head dims (64, 72), 3 tokens of a group of 5", &params, &s, &sel_sm90, 11, 384,
+  check_decode("head dims (64, 72), 3 tokens of a group of 5", &params, &s, &sel_sm90, 32, 128,
                FAKE_WORKSPACE);
   uninstall_fake_gpu();
 }
@@ -1439,11 +1444,14 @@ static void test_decode_launch_arguments(void) {
   check_decode("contiguous, 3 splits of 384 keys", &params, &s, &sel_sm90, 3, 384, FAKE_WORKSPACE);
   CHECK_MSG(fake.loaded_images == 2, "loaded %d images, expected the decoding kernel and the merge",
             fake.loaded_images);
-  /* The rule's own choice for 6 programs and 1000 keys: 3 splits (the most that keep 256 keys each). */
+  /* The rule's own choice for 6 programs and 1000 keys: 4 splits of 256 (7 keep 128 keys each, but 4 to 7
+   * asked all round to 256-key splits, 4 of them; 3 would be 384 keys each). */
   params.num_splits = 0;
-  check_decode("contiguous, the rule's split", &params, &s, &sel_sm90, 3, 384, byte_offset(FAKE_WORKSPACE, 4096));
-  CHECK_MSG(fake.loaded_images == 2 && fake.calls[CALL_cuLibraryLoadData] == 0, "loaded %d images",
-            fake.loaded_images);
+  check_decode("contiguous, the rule's split", &params, &s, &sel_sm90, 4, 256, byte_offset(FAKE_WORKSPACE, 4096));
+  /* The 3 forced splits' merge read a partial a step; 4 partials of 48 rows (a grid of 24 programs for
+   * that kernel) take the wide one: a third image, loaded now. */
+  CHECK_MSG(fake.loaded_images == 3 && fake.calls[CALL_cuLibraryLoadData] == 1, "loaded %d images, %d now",
+            fake.loaded_images, fake.calls[CALL_cuLibraryLoadData]);
 
   s = default_paged_shape;
   params = strided_decode_params(s);
@@ -1574,15 +1582,15 @@ static void test_decode_varlen(void) {
     check_decode(what, &params, &s, &sel_sm90, 1, 0, NULL);
   }
 
-  /* Where the dense call splits (1 request x 8 kv heads over 32768 keys: 15 splits), the packed one does
+  /* Where the dense call splits (1 request x 8 kv heads over 32768 keys: 16 splits), the packed one does
    * not: one launch, no workspace, and a NULL workspace is fine. */
   decode_shape s = {AOTK_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 128, 32768, 0, 0, true, 0};
   aotk_decode_params params = decode_params_for(s);
   aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
-  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK && info.num_splits == 15);
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK && info.num_splits == 16);
   s.total_q = 1;
   params = decode_params_for(s);
-  check_decode("varlen, one token where the dense call takes 15 splits", &params, &s, &sel_sm90, 1, 0, NULL);
+  check_decode("varlen, one token where the dense call takes 16 splits", &params, &s, &sel_sm90, 1, 0, NULL);
 
   /* Every run-time feature at once, float16, no lse, ALiBi per request, head dims (192, 64). */
   s = default_varlen_paged_shape;

@@ -62,7 +62,7 @@ static bool merge_writes_lse_in_place(const aotk_merge_params *params) {
 }
 
 /* What aotk_merge_query reports and aotk_attn_merge launches, from the header: the merge row of the
- * GPU's target for the alignment (partials and out 16-byte aligned with strides multiples of 16
+ * GPU's target for the alignment and the partial count (partials and out 16-byte aligned with strides multiples of 16
  * elements), one program per block_m of the batch * seqlen_q * heads rows and block_n of the head_dim
  * columns, or per block_m rows alone with FLAG_WHOLE_ROWS when lse is written in place or the column
  * chunks would pass the grid limit of 2^31 - 1; the typed
@@ -78,7 +78,8 @@ static void check_merge(const char *what, const aotk_merge_params *params, const
   if (status != AOTK_OK) return;
   CHECK_MSG(fake.calls[CALL_cuLibraryLoadData] == 0 && fake.calls[CALL_cuLaunchKernel] == 0,
             "%s: aotk_merge_query loaded or launched (%s)", what, called_functions());
-  const aotk__kernel_entry *row = merge_row_for(g->arch, aligned);
+  const aotk__kernel_entry *row =
+      merge_row_for(g->arch, aligned, s->num_partials, s->batch * s->seqlen_q * s->heads, s->head_dim);
   CHECK_MSG(row != NULL, "%s: no sm_%d attn_merge row (aligned %d)", what, g->arch, aligned);
   if (row == NULL) return;
   const int64_t rows = s->batch * s->seqlen_q * s->heads;
@@ -488,40 +489,72 @@ static void test_merge_validation_accepts_edge_inputs(void) {
   uninstall_fake_gpu();
 }
 
-/* The merge's grid, as literals (8 rows x 32 head-dim columns per program): the default problem's 3 x 5
- * x 8 = 120 rows of 128 columns take 15 row blocks x 4 column chunks = 60 programs, unless lse is
- * written over the partials' lse (in place), where one program per row block walks the 4 chunks
- * (FLAG_WHOLE_ROWS, 15 programs): the programs of a row would otherwise write the lse that the others
- * still read. An in-place merge without lse, or an lse that only borders the partials' lse (on either
- * side), keeps the chunks. */
+/* The merge's grid, as literals. The default problem's 3 x 5 x 8 = 120 rows of 128 columns from 4
+ * partials: the one-partial kernel (8 rows x 32 columns a program) would have 15 x 4 = 60 programs, fewer
+ * than the 132 SMs, so the kernel of one row x 32 columns (32 partials a step) runs, 120 row blocks x 4
+ * column chunks = 480 programs, unless lse is written over the partials' lse (in place), where one
+ * program per row block walks the 4 chunks (FLAG_WHOLE_ROWS, 120 programs): the programs of a row would
+ * otherwise write the lse that the others still read. An in-place merge without lse, or an lse that
+ * only borders the partials' lse (on either side), keeps the chunks. The same with 2 partials (the
+ * one-partial kernel: 60 and 15 programs). */
 static void test_merge_in_place_grid(void) {
   install_fake_gpu(90, SHARED_SM90);
-  merge_shape s = default_merge_shape;
-  s.out_dtype = AOTK_DTYPE_FLOAT32;
-  aotk_merge_params in_place = merge_params_for(s);
-  in_place.out.data = in_place.out_partials.data;
-  memcpy(in_place.out.strides, in_place.out_partials.strides + 1, 4 * sizeof(int64_t));
-  in_place.lse.data = in_place.lse_partials.data;
-  memcpy(in_place.lse.strides, in_place.lse_partials.strides + 1, 3 * sizeof(int64_t));
-  aotk_merge_params no_lse = in_place;
-  no_lse.lse.data = NULL;
-  /* lse (120 floats) right after the partials' lse (4 x 120 floats from FAKE_LSE_PARTIALS), and right
-   * before it. */
-  aotk_merge_params after = merge_params_for(s), before = merge_params_for(s);
-  after.lse.data = byte_offset(FAKE_LSE_PARTIALS, 4 * 4 * 120);
-  before.lse.data = (void *)((uintptr_t)FAKE_LSE_PARTIALS - 4 * 120);
-  const struct {
-    const char *what;
-    const aotk_merge_params *params;
-    bool with_lse, whole_rows;
-    int64_t grid;
-  } cases[] = {
-      {"out of place", NULL, true, false, 60},
-      {"in place, lse over the first partial's", &in_place, true, true, 15},
-      {"in place, no lse", &no_lse, false, false, 60},
-      {"lse right after the partials' lse", &after, true, false, 60},
-      {"lse right before the partials' lse", &before, true, false, 60},
-  };
+  for (int round = 0; round < 2; round++) {
+    /* Round 0: 4 partials, the wide kernel; round 1: 2 partials, the one-partial kernel. */
+    const int64_t partials = round == 0 ? 4 : 2, block_m = round == 0 ? 1 : 8, row_blocks = 120 / block_m;
+    merge_shape s = default_merge_shape;
+    s.out_dtype = AOTK_DTYPE_FLOAT32;
+    s.num_partials = partials;
+    aotk_merge_params in_place = merge_params_for(s);
+    in_place.out.data = in_place.out_partials.data;
+    memcpy(in_place.out.strides, in_place.out_partials.strides + 1, 4 * sizeof(int64_t));
+    in_place.lse.data = in_place.lse_partials.data;
+    memcpy(in_place.lse.strides, in_place.lse_partials.strides + 1, 3 * sizeof(int64_t));
+    aotk_merge_params no_lse = in_place;
+    no_lse.lse.data = NULL;
+    /* lse (120 floats) right after the partials' lse (partials x 120 floats from FAKE_LSE_PARTIALS), and
+     * right before it. */
+    aotk_merge_params after = merge_params_for(s), before = merge_params_for(s);
+    after.lse.data = byte_offset(FAKE_LSE_PARTIALS, 4 * (size_t)partials * 120);
+    before.lse.data = (void *)((uintptr_t)FAKE_LSE_PARTIALS - 4 * 120);
+    const struct {
+      const char *what;
+      const aotk_merge_params *params;
+      bool with_lse, whole_rows;
+      int64_t grid;
+    } cases[] = {
+        {"out of place", NULL, true, false, row_blocks * 4},
+        {"in place, lse over the first partial's", &in_place, true, true, row_blocks},
+        {"in place, no lse", &no_lse, false, false, row_blocks * 4},
+        {"lse right after the partials' lse", &after, true, false, row_blocks * 4},
+        {"lse right before the partials' lse", &before, true, false, row_blocks * 4},
+    };
+    const aotk_merge_params out_of_place = merge_params_for(s);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      char what[160];
+      snprintf(what, sizeof what, "%lld partials, %s", (long long)partials, cases[i].what);
+      const aotk_merge_params *params = cases[i].params != NULL ? cases[i].params : &out_of_place;
+      aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+      aotk_status status = aotk_merge_query(AOTK_OP_MERGE, params, &info);
+      CHECK_MSG(status == AOTK_OK && info.block_m == block_m && info.block_n == 32 && info.grid == cases[i].grid,
+                "%s: %s (%s), block %d x %d, grid %lld, expected %lld x 32, %lld", what, aotk_status_name(status),
+                aotk_last_error(), info.block_m, info.block_n, (long long)info.grid, (long long)block_m,
+                (long long)cases[i].grid);
+      reset_launch_log();
+      status = aotk_attn_merge(params, FAKE_STREAM);
+      CHECK_MSG(status == AOTK_OK && fake.logged_launches == 1, "%s: %s (%s), %d launches", what,
+                aotk_status_name(status), aotk_last_error(), fake.logged_launches);
+      if (status != AOTK_OK || fake.logged_launches != 1) continue;
+      const recorded_launch *launch = &fake.launch_log[0];
+      const int32_t flags =
+          (cases[i].with_lse ? FLAG_WRITE_LSE : 0) | (cases[i].whole_rows ? MERGE_FLAG_WHOLE_ROWS : 0);
+      CHECK_MSG(launch->grid[0] == (unsigned)cases[i].grid && arg_i32(launch, MERGE_FLAGS) == flags,
+                "%s: grid %u, flags %#x, expected %lld, %#x", what, launch->grid[0],
+                (unsigned)arg_i32(launch, MERGE_FLAGS), (long long)cases[i].grid, (unsigned)flags);
+      s.with_lse = cases[i].with_lse;
+      check_merge(what, params, &s, &sel_sm90, 1);
+    }
+  }
   /* 2^31 - 1 rows (1 x (2^31 - 1) tokens x 1 head, the partials broadcast) of head dim 1024: 2^28 row
    * blocks x 32 column chunks = 2^33 programs would pass the grid limit of 2^31 - 1, so whole rows, 2^28
    * programs, though nothing is in place. */
@@ -543,27 +576,6 @@ static void test_merge_in_place_grid(void) {
             "2^31 - 1 rows of head dim 1024: %s (%s), %d launches", aotk_status_name(huge_status), aotk_last_error(),
             fake.logged_launches);
   check_merge("2^31 - 1 rows of head dim 1024", &huge, &huge_shape, &sel_sm90, 1);
-  const aotk_merge_params out_of_place = merge_params_for(s);
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    const aotk_merge_params *params = cases[i].params != NULL ? cases[i].params : &out_of_place;
-    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
-    aotk_status status = aotk_merge_query(AOTK_OP_MERGE, params, &info);
-    CHECK_MSG(status == AOTK_OK && info.block_m == 8 && info.block_n == 32 && info.grid == cases[i].grid,
-              "%s: %s (%s), block %d x %d, grid %lld, expected 8 x 32, %lld", cases[i].what, aotk_status_name(status),
-              aotk_last_error(), info.block_m, info.block_n, (long long)info.grid, (long long)cases[i].grid);
-    reset_launch_log();
-    status = aotk_attn_merge(params, FAKE_STREAM);
-    CHECK_MSG(status == AOTK_OK && fake.logged_launches == 1, "%s: %s (%s), %d launches", cases[i].what,
-              aotk_status_name(status), aotk_last_error(), fake.logged_launches);
-    if (status != AOTK_OK || fake.logged_launches != 1) continue;
-    const recorded_launch *launch = &fake.launch_log[0];
-    const int32_t flags = (cases[i].with_lse ? FLAG_WRITE_LSE : 0) | (cases[i].whole_rows ? MERGE_FLAG_WHOLE_ROWS : 0);
-    CHECK_MSG(launch->grid[0] == (unsigned)cases[i].grid && arg_i32(launch, MERGE_FLAGS) == flags,
-              "%s: grid %u, flags %#x, expected %lld, %#x", cases[i].what, launch->grid[0],
-              (unsigned)arg_i32(launch, MERGE_FLAGS), (long long)cases[i].grid, (unsigned)flags);
-    s.with_lse = cases[i].with_lse;
-    check_merge(cases[i].what, params, &s, &sel_sm90, 1);
-  }
   uninstall_fake_gpu();
 }
 
