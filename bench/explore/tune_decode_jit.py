@@ -21,7 +21,8 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-KERNELS = os.path.join(HERE, "..", "..", "kernels")
+# AOTK_KERNELS_DIR: another copy of the kernel sources (a variant kept beside the tree's).
+KERNELS = os.environ.get("AOTK_KERNELS_DIR") or os.path.join(HERE, "..", "..", "kernels")
 sys.path.insert(0, KERNELS)
 import attn_decode as K  # noqa: E402
 

@@ -63,8 +63,8 @@ def launcher(q, k, v, out, lse, causal, softcap=0.0, alibi=None, wg3=False, extr
     """A callable that launches the kernel with everything prepared (descriptors built once)."""
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
-    block_m = 192 if wg3 else 128
-    block_n = 64 if d > 128 else 128
+    block_m = over.get("BLOCK_M", 192 if wg3 else 128)
+    block_n = over.get("BLOCK_N", 64 if d > 128 else 128)  # a variant may name its key block
     q3, k3, v3 = (t.view(t.shape[0], t.shape[1], -1) for t in (q, k, v))
     dq_box = d
     dq = _desc(q3, [1, 64, dq_box])
