@@ -433,6 +433,10 @@ AOTK_API aotk_status aotk_query(aotk_op op, const aotk_attn_params *params, aotk
  * multiples of 16 elements in q, k, v, out, dout, dq, dk and dv (true of contiguous tensors with these
  * head dims); other layouts get AOTK_ERROR_MISALIGNED_POINTER. lse, block_idx, block_cnt and the
  * cu_seqlens need only element alignment.
+ *
+ * Sizes: a tensor may span more than 2^31 elements, but one token's heads must not, and the token
+ * stride of k and v times block_size must stay under 2^31 (a block's rows are addressed with 32
+ * bits); AOTK_ERROR_SIZE_OVERFLOW otherwise.
  */
 typedef struct aotk_sel_params {
   size_t struct_size;

@@ -191,6 +191,16 @@ static aotk_status sel_validate(const aotk_sel_params *caller_params, int backwa
   if (params->block_size != 32 && params->block_size != 64 && params->block_size != 128) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "block_size = %d; use 32, 64 or 128", (int)params->block_size);
   }
+  /* The forward and dQ address a selected block's key rows from its first in 32 bits. */
+  for (int i = 0; i < 2; i++) {
+    const aotk_tensor *t = i == 0 ? &params->k : &params->v;
+    if (t->strides[0] > INT32_MAX / params->block_size) {
+      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
+                        "%s.strides[0] = %lld: a block of %d tokens spans more than 2^31 elements; the kernels address "
+                        "a block's rows with 32 bits",
+                        i == 0 ? "k" : "v", (long long)t->strides[0], (int)params->block_size);
+    }
+  }
   float scale = params->softmax_scale;
   if (scale == 0.0f) {
     scale = 1.0f / sqrtf((float)head_dim_qk);

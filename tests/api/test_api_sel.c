@@ -276,6 +276,13 @@ static void sel_q_heads_span_overflow(aotk_sel_params *p) { /* one token's heads
   p->q.strides[1] = (int64_t)1 << 29, p->q.strides[0] = (int64_t)1 << 32;
 }
 static void sel_block_idx_heads_span_overflow(aotk_sel_params *p) { p->block_idx.strides[1] = (int64_t)1 << 31; }
+/* a block of block_size tokens past 2^31 elements (the kernels address a block's rows with 32 bits) */
+static void sel_k_block_span_overflow(aotk_sel_params *p) {
+  p->k.strides[0] = (INT32_MAX / p->block_size / 16 + 1) * 16;
+}
+static void sel_v_block_span_overflow(aotk_sel_params *p) {
+  p->v.strides[0] = (INT32_MAX / p->block_size / 16 + 1) * 16;
+}
 static void sel_total_q_beyond_int32(aotk_sel_params *p) {
   sel_shape s = default_sel_shape;
   s.total_q = INT32_MAX;
@@ -409,6 +416,8 @@ static const sel_bad_input sel_bad_inputs[] = {
     {"max_seqlen_k INT32_MIN with cu_seqlens", sel_max_seqlen_k_min, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_k"},
     {"total_q * slots * group size beyond int32", sel_slots_overflow, AOTK_ERROR_SIZE_OVERFLOW, "slots = 4194304"},
     {"q: one token's heads beyond int32", sel_q_heads_span_overflow, AOTK_ERROR_SIZE_OVERFLOW, "q: one token"},
+    {"k: a block of tokens beyond int32", sel_k_block_span_overflow, AOTK_ERROR_SIZE_OVERFLOW, "k.strides[0]"},
+    {"v: a block of tokens beyond int32", sel_v_block_span_overflow, AOTK_ERROR_SIZE_OVERFLOW, "v.strides[0]"},
     {"block_idx: one token's heads beyond int32", sel_block_idx_heads_span_overflow, AOTK_ERROR_SIZE_OVERFLOW,
      "block_idx: one token"},
     {"total_q beyond int32", sel_total_q_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "total_q = 2147483647"},
