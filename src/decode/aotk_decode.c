@@ -41,9 +41,9 @@ typedef struct decode_plan {
  * 8 kv heads = 16 programs on 132 SMs: n = 8 gives 128 programs in one wave (97%), n = 16 gives 256 in
  * two (97%): 8. Each split keeps at least 128 keys (a block of the d <= 128 kernels). On the H200
  * (bench/explore/tune_decode_jit.py, bf16 d128, with the merge below) the rounded count at 95% against
- * flash-attn's 85% of n took batch-1 MQA at 128k keys from 103 to 128 splits and 48 to 46 us, batch 8
- * MQA at 8k from 7 to 8 splits (24.5 to 21.2 us), and lost nowhere by more than 1%; 128 keys against 256
- * took batch 1 at 1k keys from 4 to 8 splits and 9.3 to 7.8 us. */
+ * flash-attn's 85% of n took batch-1 MQA at 128k keys from 103 to 128 splits (46.6 to 45.7 us) and
+ * batch-1 GQA at 16k from 15 to 16 (27.0 to 26.1 us), and lost nowhere by more than 1%; 128 keys a
+ * split against 256 took batch 1 at 1k keys from 4 to 8 splits and 9.3 to 7.8 us. */
 static int64_t split_count(int64_t keys, int64_t n, int64_t block_n) {
   return ceil_div(keys, round_up(ceil_div(keys, n), block_n));
 }
