@@ -531,7 +531,8 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   <= j <= p_i + window_right. With causal, window_right must be -1 or 0. ALiBi's
  *                   distance is |p_i - j|.
  *   num_splits      0 (default): aotk chooses; n >= 1 (at most AOTK_DECODE_MAX_SPLITS) cuts each request's
- *                   keys into at most n ranges of whole 64-key blocks (7 asked over 700 keys gives 6),
+ *                   keys into at most n ranges of whole key blocks (128 keys up to head dim 128, else 64:
+ *                   7 asked over 700 keys gives 6),
  *                   whose partial results are merged; aotk_decode_query reports the count.
  *   max_seqlen_k    0 (default): capacity; else a host-side bound on every L_b that aotk's choice of
  *                   num_splits uses (a request longer than it is still computed in full, only slower).
