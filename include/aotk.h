@@ -218,7 +218,10 @@ static inline aotk_tensor aotk_tensor_3d(void *data, aotk_dtype dtype, int64_t d
  *
  * Sizes: batch (num_seqs), seqlen_q, seqlen_k, heads >= 1; head_dim_qk and head_dim_v multiples of 8
  * from 8 to 256; the compiled pairs (aotk info lists them) are padded sizes that smaller dims run in.
- * Each tensor's span within one sequence must stay under 2^31 elements, and the whole under 2^63 bytes.
+ * A tensor may span more than 2^31 elements (and the whole under 2^63 bytes), but each token stride
+ * must be at most (2^31 - 1) / 256 elements and each head stride (lse's too) under 2^31; seqlen_q and
+ * seqlen_k (varlen: the max_seqlens) at most 2^30 - 512, the varlen totals at most 2^31 - 257.
+ * AOTK_ERROR_SIZE_OVERFLOW otherwise.
  */
 typedef struct aotk_attn_params {
   size_t struct_size;

@@ -51,19 +51,23 @@ def attn_bwd_preprocess(Out, DOut, Lse, Delta, LseLog2, CuSeqlensQ, Sinks, SinkP
     batch = bh // heads_q
     head = bh % heads_q
     q_start, sq = sequence(CuSeqlensQ, batch, seqlen_q, flags)
+    # The block's first row in int64, the rows within it in int32 (see attn_fwd).
     batch64 = batch.to(tl.int64)
+    head64 = head.to(tl.int64)
     start64 = q_start.to(tl.int64)
-    offs_m = m_block * BLOCK_M + tl.arange(0, BLOCK_M)
+    local = tl.arange(0, BLOCK_M)
+    offs_m = m_block * BLOCK_M + local
+    first64 = start64 + m_block * BLOCK_M
     offs_d = tl.arange(0, HEAD_DIM_V)
     d_ok = offs_d < head_dim_v8 * 8
     row_ok = offs_m < sq
     mask = row_ok[:, None] & d_ok[None, :]
-    o = tl.load(Out + batch64 * stride_ob + start64 * stride_os + head * stride_oh + offs_m[:, None] * stride_os
+    o = tl.load(Out + batch64 * stride_ob + first64 * stride_os + head64 * stride_oh + local[:, None] * stride_os
                 + offs_d[None, :], mask=mask, other=0.0)
-    do = tl.load(DOut + batch64 * stride_db + start64 * stride_ds + head * stride_dh + offs_m[:, None] * stride_ds
+    do = tl.load(DOut + batch64 * stride_db + first64 * stride_ds + head64 * stride_dh + local[:, None] * stride_ds
                  + offs_d[None, :], mask=mask, other=0.0)
     delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)
-    lse = tl.load(Lse + batch64 * stride_lb + head * stride_lh + start64 + offs_m, mask=row_ok, other=float("inf"))
+    lse = tl.load(Lse + batch64 * stride_lb + head64 * stride_lh + start64 + offs_m, mask=row_ok, other=float("inf"))
     lse = tl.where(lse == float("-inf"), float("inf"), lse) * LOG2E
     row = bh.to(tl.int64) * stats_stride
     tl.store(Delta + row + offs_m, delta)
@@ -139,17 +143,21 @@ def attn_bwd_dkdv(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK,
     batch64 = batch.to(tl.int64)
     q_start64 = q_start.to(tl.int64)
     k_start64 = k_start.to(tl.int64)
-    offs_n = start_n + tl.arange(0, BLOCK_N)
+    local_n = tl.arange(0, BLOCK_N)
+    offs_n = start_n + local_n
     offs_m = tl.arange(0, BLOCK_M)
     offs_dqk = tl.arange(0, HEAD_DIM_QK)
     offs_dv = tl.arange(0, HEAD_DIM_V)
     dqk_ok = offs_dqk < head_dim_qk8 * 8
     dv_ok = offs_dv < head_dim_v8 * 8
     col_ok = offs_n < sk
+    # Offsets to a block's first row in int64, within the block in int32 (see attn_fwd).
+    first_k64 = k_start64 + start_n
+    head_kv64 = head_kv.to(tl.int64)
 
-    k = tl.load(K + batch64 * stride_kb + k_start64 * stride_ks + head_kv * stride_kh + offs_n[:, None] * stride_ks
+    k = tl.load(K + batch64 * stride_kb + first_k64 * stride_ks + head_kv64 * stride_kh + local_n[:, None] * stride_ks
                 + offs_dqk[None, :], mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
-    v = tl.load(V + batch64 * stride_vb + k_start64 * stride_vs + head_kv * stride_vh + offs_n[:, None] * stride_vs
+    v = tl.load(V + batch64 * stride_vb + first_k64 * stride_vs + head_kv64 * stride_vh + local_n[:, None] * stride_vs
                 + offs_dv[None, :], mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
     dk = tl.zeros([BLOCK_N, HEAD_DIM_QK], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM_V], dtype=tl.float32)
@@ -169,8 +177,8 @@ def attn_bwd_dkdv(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK,
 
     for g in range(0, group_size):
         head_q = head_kv * group_size + g
-        q_base = Q + batch64 * stride_qb + q_start64 * stride_qs + head_q * stride_qh
-        do_base = DOut + batch64 * stride_dob + q_start64 * stride_dos + head_q * stride_doh
+        q_base = Q + batch64 * stride_qb + q_start64 * stride_qs + head_q.to(tl.int64) * stride_qh
+        do_base = DOut + batch64 * stride_dob + q_start64 * stride_dos + head_q.to(tl.int64) * stride_doh
         stats_row = (batch64 * heads_q + head_q) * stats_stride
         lse_base = LseLog2 + stats_row
         delta_base = Delta + stats_row
@@ -193,9 +201,9 @@ def attn_bwd_dkdv(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK,
                                    dropout_scale, start_n, BLOCK_M, BLOCK_N, True, EXTRAS)
 
     dk = dk * softmax_scale
-    tl.store(DK + batch64 * stride_dkb + k_start64 * stride_dks + head_kv * stride_dkh + offs_n[:, None] * stride_dks
+    tl.store(DK + batch64 * stride_dkb + first_k64 * stride_dks + head_kv64 * stride_dkh + local_n[:, None] * stride_dks
              + offs_dqk[None, :], dk.to(DK.dtype.element_ty), mask=col_ok[:, None] & dqk_ok[None, :])
-    tl.store(DV + batch64 * stride_dvb + k_start64 * stride_dvs + head_kv * stride_dvh + offs_n[:, None] * stride_dvs
+    tl.store(DV + batch64 * stride_dvb + first_k64 * stride_dvs + head_kv64 * stride_dvh + local_n[:, None] * stride_dvs
              + offs_dv[None, :], dv.to(DV.dtype.element_ty), mask=col_ok[:, None] & dv_ok[None, :])
 
 
@@ -216,15 +224,16 @@ def _dkdv_block_range(q_base, do_base, lse_base, delta_base, k, v, dk, dv,
         start_m = tl.where(start_m >= gap_lo, start_m + (gap_hi - gap_lo), start_m)
         start_m = tl.multiple_of(start_m, BLOCK_M)
         rows = start_m + offs_m
+        # The block's first row in int64, the rows within it in int32 (see attn_fwd).
+        q_ptrs = q_base + start_m.to(tl.int64) * stride_qs + offs_m[:, None] * stride_qs + offs_dqk[None, :]
+        do_ptrs = do_base + start_m.to(tl.int64) * stride_dos + offs_m[:, None] * stride_dos + offs_dv[None, :]
         if MASKED:
             row_ok = rows < seqlen_q
-            q = tl.load(q_base + rows[:, None] * stride_qs + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :],
-                        other=0.0)
-            do = tl.load(do_base + rows[:, None] * stride_dos + offs_dv[None, :], mask=row_ok[:, None] & dv_ok[None, :],
-                         other=0.0)
+            q = tl.load(q_ptrs, mask=row_ok[:, None] & dqk_ok[None, :], other=0.0)
+            do = tl.load(do_ptrs, mask=row_ok[:, None] & dv_ok[None, :], other=0.0)
         else:
-            q = tl.load(q_base + rows[:, None] * stride_qs + offs_dqk[None, :], mask=dqk_ok[None, :], other=0.0)
-            do = tl.load(do_base + rows[:, None] * stride_dos + offs_dv[None, :], mask=dv_ok[None, :], other=0.0)
+            q = tl.load(q_ptrs, mask=dqk_ok[None, :], other=0.0)
+            do = tl.load(do_ptrs, mask=dv_ok[None, :], other=0.0)
         lse, delta = _load_row_stats(lse_base, delta_base, rows)
         qk_t = tl.dot(k, tl.trans(q))  # [BLOCK_N, BLOCK_M]
         if EXTRAS:
@@ -283,23 +292,27 @@ def attn_bwd_dq(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK, Alibi
     batch64 = batch.to(tl.int64)
     q_start64 = q_start.to(tl.int64)
     k_start64 = k_start.to(tl.int64)
-    rows = start_m + tl.arange(0, BLOCK_M)
+    local_m = tl.arange(0, BLOCK_M)
+    rows = start_m + local_m
     offs_n = tl.arange(0, BLOCK_N)
     offs_dqk = tl.arange(0, HEAD_DIM_QK)
     offs_dv = tl.arange(0, HEAD_DIM_V)
     dqk_ok = offs_dqk < head_dim_qk8 * 8
     dv_ok = offs_dv < head_dim_v8 * 8
     row_ok = rows < sq
+    # Offsets to a block's first row in int64, within the block in int32 (see attn_fwd).
+    first_q64 = q_start64 + start_m
+    head_q64 = head_q.to(tl.int64)
 
-    q = tl.load(Q + batch64 * stride_qb + q_start64 * stride_qs + head_q * stride_qh + rows[:, None] * stride_qs
+    q = tl.load(Q + batch64 * stride_qb + first_q64 * stride_qs + head_q64 * stride_qh + local_m[:, None] * stride_qs
                 + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :], other=0.0)
-    do = tl.load(DOut + batch64 * stride_dob + q_start64 * stride_dos + head_q * stride_doh + rows[:, None] * stride_dos
-                 + offs_dv[None, :], mask=row_ok[:, None] & dv_ok[None, :], other=0.0)
+    do = tl.load(DOut + batch64 * stride_dob + first_q64 * stride_dos + head_q64 * stride_doh
+                 + local_m[:, None] * stride_dos + offs_dv[None, :], mask=row_ok[:, None] & dv_ok[None, :], other=0.0)
     stats_row = bh.to(tl.int64) * stats_stride
     lse, delta = _load_row_stats(LseLog2 + stats_row, Delta + stats_row, rows)
     dq = tl.zeros([BLOCK_M, HEAD_DIM_QK], dtype=tl.float32)
-    k_base = K + batch64 * stride_kb + k_start64 * stride_ks + head_kv * stride_kh
-    v_base = V + batch64 * stride_vb + k_start64 * stride_vs + head_kv * stride_vh
+    k_base = K + batch64 * stride_kb + k_start64 * stride_ks + head_kv.to(tl.int64) * stride_kh
+    v_base = V + batch64 * stride_vb + k_start64 * stride_vs + head_kv.to(tl.int64) * stride_vh
 
     diag = diagonal(sq, sk, flags)
     last_row = tl.minimum(start_m + BLOCK_M, sq) - 1
@@ -327,7 +340,7 @@ def attn_bwd_dq(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK, Alibi
                          qk_scale_log2, softcap_scale, softcap_log2, slope_log2, seed, offset_lo, bh, threshold,
                          dropout_scale, BLOCK_M, BLOCK_N, True, EXTRAS)
     dq = dq * softmax_scale
-    tl.store(DQ + batch64 * stride_dqb + q_start64 * stride_dqs + head_q * stride_dqh + rows[:, None] * stride_dqs
+    tl.store(DQ + batch64 * stride_dqb + first_q64 * stride_dqs + head_q64 * stride_dqh + local_m[:, None] * stride_dqs
              + offs_dqk[None, :], dq.to(DQ.dtype.element_ty), mask=row_ok[:, None] & dqk_ok[None, :])
 
 
@@ -345,15 +358,16 @@ def _dq_block_range(k_base, v_base, q, do, lse, delta, dq, stride_ks, stride_vs,
         start_n = tl.where(start_n >= gap_lo, start_n + (gap_hi - gap_lo), start_n)
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n
+        # The block's first key in int64, the keys within it in int32 (see attn_fwd).
+        k_ptrs = k_base + start_n.to(tl.int64) * stride_ks + offs_n[:, None] * stride_ks + offs_dqk[None, :]
+        v_ptrs = v_base + start_n.to(tl.int64) * stride_vs + offs_n[:, None] * stride_vs + offs_dv[None, :]
         if MASKED:
             col_ok = cols < seqlen_k
-            k = tl.load(k_base + cols[:, None] * stride_ks + offs_dqk[None, :], mask=col_ok[:, None] & dqk_ok[None, :],
-                        other=0.0)
-            v = tl.load(v_base + cols[:, None] * stride_vs + offs_dv[None, :], mask=col_ok[:, None] & dv_ok[None, :],
-                        other=0.0)
+            k = tl.load(k_ptrs, mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
         else:
-            k = tl.load(k_base + cols[:, None] * stride_ks + offs_dqk[None, :], mask=dqk_ok[None, :], other=0.0)
-            v = tl.load(v_base + cols[:, None] * stride_vs + offs_dv[None, :], mask=dv_ok[None, :], other=0.0)
+            k = tl.load(k_ptrs, mask=dqk_ok[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=dv_ok[None, :], other=0.0)
         qk = tl.dot(q, tl.trans(k))
         if EXTRAS:
             s, t = modified_scores(qk, rows, cols, diag, qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags)

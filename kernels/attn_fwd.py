@@ -49,8 +49,10 @@ def _attn_fwd_block_range(q, k_base, v_base, stride_ks, stride_vs, acc, m_i, l_i
             # seqlen_k reads zeros (the hardware's bounds), and the mask below drops those keys.
             k = k_base.load([desc_batch, start_n, desc_col_k]).reshape(BLOCK_N, q.shape[1])
         else:
-            k_ptrs = k_base + cols[:, None] * stride_ks + offs_dqk[None, :]
-            v_ptrs = v_base + cols[:, None] * stride_vs + offs_dv[None, :]
+            # The block's first key in int64 (a sequence may span more than 2^31 elements), the rows
+            # within it in int32 (the host keeps a token stride times 256 rows under 2^31).
+            k_ptrs = k_base + start_n.to(tl.int64) * stride_ks + offs_n[:, None] * stride_ks + offs_dqk[None, :]
+            v_ptrs = v_base + start_n.to(tl.int64) * stride_vs + offs_n[:, None] * stride_vs + offs_dv[None, :]
             if MASKED:
                 col_ok = cols < seqlen_k
                 k = tl.load(k_ptrs, mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
@@ -124,7 +126,8 @@ def _attn_fwd_program(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Si
     start_m = m_block * BLOCK_M
     if start_m >= sq:
         return
-    rows = start_m + tl.arange(0, BLOCK_M)
+    offs_m = tl.arange(0, BLOCK_M)
+    rows = start_m + offs_m
     offs_n = tl.arange(0, BLOCK_N)
     offs_dqk = tl.arange(0, HEAD_DIM_QK)
     offs_dv = tl.arange(0, HEAD_DIM_V)
@@ -133,17 +136,20 @@ def _attn_fwd_program(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Si
     dqk_ok = offs_dqk < head_dim_qk8 * 8
     dv_ok = offs_dv < head_dim_v8 * 8
 
+    # Offsets to a tile's first row in int64, within the tile in int32: a sequence may span more than
+    # 2^31 elements, a tile of up to 256 rows may not (the host's rule on token strides).
     batch64 = batch.to(tl.int64)
-    q_base = Q + batch64 * stride_qb + q_start.to(tl.int64) * stride_qs + head_q * stride_qh
-    k_base = K + batch64 * stride_kb + k_start.to(tl.int64) * stride_ks + head_kv * stride_kh
-    v_base = V + batch64 * stride_vb + k_start.to(tl.int64) * stride_vs + head_kv * stride_vh
+    first_q64 = q_start.to(tl.int64) + start_m
+    q_base = Q + batch64 * stride_qb + first_q64 * stride_qs + head_q.to(tl.int64) * stride_qh
+    k_base = K + batch64 * stride_kb + k_start.to(tl.int64) * stride_ks + head_kv.to(tl.int64) * stride_kh
+    v_base = V + batch64 * stride_vb + k_start.to(tl.int64) * stride_vs + head_kv.to(tl.int64) * stride_vh
     row_ok = rows < sq
     if TMA:
         # Dense layouts only (the host sends varlen to the pointer kernel): the descriptors' first
         # dimension is the batch, so blocks past a sequence's end read zeros, never the next entry.
         q = DescQ.load([batch, start_m, head_q * HEAD_DIM_QK]).reshape(BLOCK_M, HEAD_DIM_QK)
     else:
-        q = tl.load(q_base + rows[:, None] * stride_qs + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :],
+        q = tl.load(q_base + offs_m[:, None] * stride_qs + offs_dqk[None, :], mask=row_ok[:, None] & dqk_ok[None, :],
                     other=0.0)
     if TMA:
         k_base = DescK
@@ -199,13 +205,13 @@ def _attn_fwd_program(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Si
         if (flags & FLAG_DROPOUT) != 0:
             l_safe = l_safe / dropout_scale
     out = acc / l_safe[:, None]
-    o_ptrs = Out + batch64 * stride_ob + q_start.to(tl.int64) * stride_os + head_q * stride_oh
-    o_ptrs = o_ptrs + rows[:, None] * stride_os + offs_dv[None, :]
+    o_ptrs = Out + batch64 * stride_ob + first_q64 * stride_os + head_q.to(tl.int64) * stride_oh
+    o_ptrs = o_ptrs + offs_m[:, None] * stride_os + offs_dv[None, :]
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None] & dv_ok[None, :])
     if (flags & FLAG_WRITE_LSE) != 0:
         # m is in log2 units (scores were multiplied by log2(e)); lse is natural log.
         lse = tl.where(has_keys, (m_i + tl.math.log2(l_i)) * LN2, float("-inf"))
-        lse_ptrs = Lse + batch64 * stride_lb + head_q * stride_lh + q_start.to(tl.int64) + rows
+        lse_ptrs = Lse + batch64 * stride_lb + head_q.to(tl.int64) * stride_lh + q_start.to(tl.int64) + rows
         tl.store(lse_ptrs, lse, mask=row_ok)
 
 

@@ -29,10 +29,10 @@ FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
 FLAG_O_TMA: gl.constexpr = gl.constexpr(256)
 LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
 
-# A window bound beyond any sequence these kernels see: TMA-readable q, k and v have a token stride of
-# at least heads x head_dim >= 8 elements and the host keeps a batch entry under 2^31 elements, so
-# lengths are under 2^28 and a bound past +-2^30 bounds nothing that +-2^30 would not (window_bounds
-# clamps to it, which keeps every sum of rows, keys, the diagonal and a bound in int32).
+# A window bound beyond any sequence these kernels see: the host keeps lengths at most 2^30 - 512
+# (AOTK__MAX_SEQLEN), so |j - i - diag| < 2^30 and a bound past +-2^30 bounds nothing that +-2^30 would
+# not (window_bounds clamps to it), and every sum of a row (up to a tile past the end), the diagonal
+# and a bound stays in int32: at most seqlen_k + 191 + 2^30 < 2^31.
 FAR: gl.constexpr = gl.constexpr(1073741824)
 
 

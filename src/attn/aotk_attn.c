@@ -350,6 +350,9 @@ static int64_t hopper_grid(const aotk__attn_problem *problem, const aotk__kernel
                            int64_t num_tiles, int multiprocessors) {
   const int64_t sms = multiprocessors > 0 ? multiprocessors : 1;
   if (num_tiles <= sms) return num_tiles;
+  /* A persistent program counts the key blocks of all its tiles in int32 (its pipeline's ring
+   * counters): where that could pass 2^31 (sequences of 2^27 keys and more), one program per tile. */
+  if (blocks(num_tiles, sms) * blocks(problem->seqlen_k, e->block_n) >= INT32_MAX) return num_tiles;
   /* Only a mask makes tiles unequal; many rounds average out. */
   if ((problem->window_left < 0 && problem->window_right < 0) || num_tiles > 64 * sms) return sms;
   const int64_t diag = problem->top_left ? 0 : problem->seqlen_k - problem->seqlen_q;
@@ -437,8 +440,8 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
   const char *const kinds[] = {hopper ? attn_fwd_hopper_param_kinds : tma ? attn_fwd_tma_param_kinds : attn_fwd_param_kinds,
                                attn_dropout_mask_param_kinds};
   const int64_t num_tiles = fwd_tiles(problem, e);
-  /* A guard, not a reachable refusal: validation's limit of 2^31 elements per tensor keeps the tiles
-   * (128 query rows of at least 64 elements each) far below 2^31. */
+  /* A guard, not a reachable refusal: validation's grid bound, batch * heads_q * ceil(seqlen_q / 64)
+   * < 2^31, keeps the tiles (64 query rows or more) below it. */
   if (hopper && num_tiles > INT32_MAX) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%lld query tiles: the persistent forward counts them in 32 bits",
                       (long long)num_tiles);

@@ -12,26 +12,34 @@
 #include "aotk_kernel_table.h"
 #include "aotk_tensor_validate.h"
 
-/* Rows past the end of a block are addressed (masked) up to this many rows beyond the length (offsets
- * inside one batch entry are 32-bit: AOTK__INT32_SPAN_LIMIT). */
+/* The most rows of a block (and so the most rows a block addresses, masked, past a sequence's end). */
 #define AOTK__MAX_BLOCK_ROWS 256
+/* The kernels address a block's first row in 64 bits and its rows within the block in 32: a token
+ * stride times AOTK__MAX_BLOCK_ROWS must fit in int32. */
+#define AOTK__MAX_TOKEN_STRIDE (AOTK__INT32_SPAN_LIMIT / AOTK__MAX_BLOCK_ROWS)
+/* Sequence lengths (max_seqlen for varlen): the Gluon kernels' window arithmetic adds a row, the
+ * diagonal and a bound clamped to +-2^30 in int32 (FAR in kernels/attn_hopper_common.py), which holds
+ * for lengths up to 2^30 less a block of padding rows. */
+#define AOTK__MAX_SEQLEN (((int64_t)1 << 30) - 2 * AOTK__MAX_BLOCK_ROWS)
 /* The smallest struct_size accepted: the struct as release 0.1 defines it. When fields are added,
  * this stays the 0.1 size and the new fields read as zero for callers built against 0.1. */
 #define AOTK__ATTN_PARAMS_FIRST_BYTES offsetof(aotk_attn_params, cu_seqlens_q)
 
-/* The kernels index within one batch entry with 32-bit offsets, and address (masked) up to
- * AOTK__MAX_BLOCK_ROWS rows past the end of the sequence dimension `sequence_dim`. */
-static aotk_status check_batch_span(const aotk_tensor *t, const char *name, int sequence_dim) {
-  int64_t span = 0;
-  for (int i = 1; i < t->rank; i++) {
-    int64_t extent = t->shape[i] - 1 + (i == sequence_dim ? AOTK__MAX_BLOCK_ROWS : 0);
-    int64_t term;
-    if (__builtin_mul_overflow(extent, t->strides[i], &term) || __builtin_add_overflow(span, term, &span) ||
-        span > AOTK__INT32_SPAN_LIMIT) {
-      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
-                        "%s: one batch entry spans more than 2^31 elements; the kernels index within it with 32 bits",
-                        name);
-    }
+/* A tensor may span any number of elements (the kernels address a block's first row and each head in
+ * 64 bits), but the rows within a block are addressed in 32 bits and the head stride is an int32
+ * argument. `t` is the kernels' 4-d view [batch, seqlen, heads, head_dim]; the caller's dims are one
+ * fewer for varlen. */
+static aotk_status check_kernel_strides(const aotk_tensor *t, const char *name, int varlen) {
+  if (t->strides[1] > AOTK__MAX_TOKEN_STRIDE) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
+                      "%s: strides[%d] = %lld; a token stride must be at most %lld elements (the kernels address "
+                      "the %d rows of a block with 32 bits)",
+                      name, 1 - varlen, (long long)t->strides[1], (long long)AOTK__MAX_TOKEN_STRIDE,
+                      AOTK__MAX_BLOCK_ROWS);
+  }
+  if (t->strides[2] > AOTK__INT32_SPAN_LIMIT) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: strides[%d] = %lld; a head stride must be under 2^31 elements",
+                      name, 2 - varlen, (long long)t->strides[2]);
   }
   return AOTK_OK;
 }
@@ -228,13 +236,17 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
     }
     if ((status = aotk__check_output_strides(lse, "lse")) != AOTK_OK) return status;
   }
-  if (seqlen_q > INT32_MAX - AOTK__MAX_BLOCK_ROWS || seqlen_k > INT32_MAX - AOTK__MAX_BLOCK_ROWS ||
-      heads_q > INT32_MAX || batch > INT32_MAX) {
+  if (seqlen_q > AOTK__MAX_SEQLEN || seqlen_k > AOTK__MAX_SEQLEN || heads_q > INT32_MAX || batch > INT32_MAX) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
-                      "batch = %lld, seqlen_q = %lld, seqlen_k = %lld, heads_q = %lld: each must fit in int32 "
-                      "(the lengths with %d to spare)",
+                      "batch = %lld, seqlen_q = %lld, seqlen_k = %lld, heads_q = %lld: batch and heads must fit in "
+                      "int32, and the lengths be at most 2^30 - %d = %lld",
                       (long long)batch, (long long)seqlen_q, (long long)seqlen_k, (long long)heads_q,
-                      AOTK__MAX_BLOCK_ROWS);
+                      2 * AOTK__MAX_BLOCK_ROWS, (long long)AOTK__MAX_SEQLEN);
+  }
+  /* Varlen: the Gluon kernels' TMA coordinates (a sequence's first token plus a row) are int32. */
+  if (varlen && (q->shape[0] > INT32_MAX - AOTK__MAX_BLOCK_ROWS || k->shape[0] > INT32_MAX - AOTK__MAX_BLOCK_ROWS)) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "total_q = %lld, total_k = %lld: each must be at most 2^31 - %d",
+                      (long long)q->shape[0], (long long)k->shape[0], AOTK__MAX_BLOCK_ROWS + 1);
   }
   /* The kernels' view: 4-d, and for varlen each sequence spans at most max_seqlen rows. */
   problem->q = view_4d(q, varlen);
@@ -244,18 +256,13 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   problem->lse = lse_view;
   aotk_tensor *spanned[] = {&problem->q, &problem->k, &problem->v, &problem->out};
   const char *spanned_names[] = {"q", "k", "v", "out"};
-  const int64_t span_rows[] = {seqlen_q, seqlen_k, seqlen_k, seqlen_q};
   for (int i = 0; i < 4; i++) {
-    aotk_tensor sequence = *spanned[i];
-    sequence.shape[1] = span_rows[i];
-    if ((status = check_batch_span(&sequence, spanned_names[i], 1)) != AOTK_OK) return status;
+    if ((status = check_kernel_strides(spanned[i], spanned_names[i], varlen)) != AOTK_OK) return status;
   }
-  if (lse->data != NULL) {
-    aotk_tensor sequence = lse_view;
-    if (!varlen && (status = check_batch_span(&sequence, "lse", 2)) != AOTK_OK) return status;
-    if (varlen && (heads_q - 1) * lse->strides[0] + q->shape[0] + AOTK__MAX_BLOCK_ROWS > AOTK__INT32_SPAN_LIMIT) {
-      return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "lse spans more than 2^31 elements; the kernels index it with 32 bits");
-    }
+  /* lse's head stride is an int32 argument too (its rows are contiguous). */
+  if (lse->data != NULL && lse_view.strides[1] > AOTK__INT32_SPAN_LIMIT) {
+    return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "lse: strides[%d] = %lld; a head stride must be under 2^31 elements",
+                      1 - varlen, (long long)lse_view.strides[1]);
   }
   /* The grid is 1-d with at most 2^31 - 1 programs; the smallest tile has 64 rows. */
   int64_t programs = (seqlen_q + 63) / 64;
@@ -400,9 +407,7 @@ aotk_status aotk__attn_bwd_validate(const aotk_attn_params *caller_params, aotk_
                         (long long)t->shape[0], checks[i].rule.name + 1, (long long)checks[i].like->shape[0]);
     }
     *checks[i].view = view_4d(t, varlen);
-    aotk_tensor sequence = *checks[i].view;
-    sequence.shape[1] = checks[i].rule.sizes[1] == SIZE_SEQ_Q ? problem->seqlen_q : problem->seqlen_k;
-    if ((status = check_batch_span(&sequence, checks[i].rule.name, 1)) != AOTK_OK) return status;
+    if ((status = check_kernel_strides(checks[i].view, checks[i].rule.name, varlen)) != AOTK_OK) return status;
   }
   if (params->dsinks.data != NULL) {
     if (!problem->sinks) return aotk__fail(AOTK_ERROR_INVALID_VALUE, "dsinks is set but sinks is not");

@@ -80,13 +80,12 @@ static void set_q_offset_overflow(aotk_attn_params *p) {
 }
 static void set_k_stride_max(aotk_attn_params *p) { p->k.strides[0] = INT64_MAX; }
 static void set_v_byte_overflow(aotk_attn_params *p) { p->v.strides[0] = (int64_t)1 << 62; } /* elements fit, bytes do not */
-static void set_q_batch_span_by_stride(aotk_attn_params *p) { p->q.strides[1] = (int64_t)1 << 24; }
-static void set_lse_batch_span_by_stride(aotk_attn_params *p) { p->lse.strides[1] = (int64_t)1 << 30; }
-static void set_batch_span_by_size(aotk_attn_params *p) {
-  problem shape = default_problem;
-  shape.seqlen_q = (int64_t)1 << 22; /* 2^22 rows of 8 heads of 64: 2^31 elements per batch entry */
-  *p = params_for(shape);
-}
+/* The kernels address a block's rows within it in 32 bits: a token stride times 256 rows must fit. */
+static void set_q_token_stride_2_23(aotk_attn_params *p) { p->q.strides[1] = (int64_t)1 << 23; }
+static void set_k_token_stride_2_24(aotk_attn_params *p) { p->k.strides[1] = (int64_t)1 << 24; }
+/* Head strides are int32 arguments. */
+static void set_q_head_stride_2_31(aotk_attn_params *p) { p->q.strides[2] = (int64_t)1 << 31; }
+static void set_lse_head_stride_2_31(aotk_attn_params *p) { p->lse.strides[1] = (int64_t)1 << 31; }
 static void set_seqlen_q_beyond_int32(aotk_attn_params *p) {
   problem shape = default_problem;
   shape.seqlen_q = INT32_MAX;
@@ -352,9 +351,10 @@ static const bad_input bad_inputs[] = {
     {"q last offset overflows int64", set_q_offset_overflow, AOTK_ERROR_SIZE_OVERFLOW, "q:"},
     {"k stride INT64_MAX", set_k_stride_max, AOTK_ERROR_SIZE_OVERFLOW, "k:"},
     {"v byte span overflows int64", set_v_byte_overflow, AOTK_ERROR_SIZE_OVERFLOW, "v:"},
-    {"q batch entry beyond 2^31 elements (stride)", set_q_batch_span_by_stride, AOTK_ERROR_SIZE_OVERFLOW, "q:"},
-    {"q batch entry beyond 2^31 elements (size)", set_batch_span_by_size, AOTK_ERROR_SIZE_OVERFLOW, "q:"},
-    {"lse batch entry beyond 2^31 elements", set_lse_batch_span_by_stride, AOTK_ERROR_SIZE_OVERFLOW, "lse:"},
+    {"q token stride 2^23 (256 rows past 2^31)", set_q_token_stride_2_23, AOTK_ERROR_SIZE_OVERFLOW, "q: strides[1]"},
+    {"k token stride 2^24", set_k_token_stride_2_24, AOTK_ERROR_SIZE_OVERFLOW, "k: strides[1]"},
+    {"q head stride 2^31", set_q_head_stride_2_31, AOTK_ERROR_SIZE_OVERFLOW, "q: strides[2]"},
+    {"lse head stride 2^31", set_lse_head_stride_2_31, AOTK_ERROR_SIZE_OVERFLOW, "lse: strides[1]"},
     {"seqlen_q beyond int32", set_seqlen_q_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_q"},
     {"seqlen_k beyond int32", set_seqlen_k_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_k"},
     {"batch beyond int32", set_batch_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "batch"},
@@ -542,11 +542,10 @@ static void test_validation_rejects_bad_inputs(void) {
   uninstall_fake_gpu();
 }
 
-/* A sequence stride so large that the 257 rows the span check counts (seqlen_q 2 plus the 256 rows a
- * block may address past the end) wrap int64 to a small number: 257 * 71777214294589696 = 2^64 + 256.
- * The tensor's own last offset (1 stride) fits, so only the batch-span check can refuse it, and the
- * stride does not fit the kernel's int32 parameter: launching would address row 1 at a truncated
- * offset. */
+/* A sequence stride so large that 257 rows of it (seqlen_q 2 plus the 256 rows a block may address
+ * past the end) wrap int64 to a small number: 257 * 71777214294589696 = 2^64 + 256. The tensor's own
+ * last offset (1 stride) fits, so only the token-stride rule can refuse it, and the stride does not fit
+ * the kernel's int32 parameter: launching would address row 1 at a truncated offset. */
 static void set_sequence_stride_wrapping_span(aotk_attn_params *p) {
   problem shape = default_problem;
   shape.seqlen_q = 2;
@@ -641,6 +640,28 @@ static void test_validation_accepts_edge_inputs(void) {
   cases[count].params.struct_size = sizeof(aotk_attn_params) + 64;
   count++;
 
+  /* Past 2^31 elements: the kernels address a block's first row and each head in 64 bits. */
+  cases[count].what = "one batch entry of 2^31 elements (2^22 rows of 8 heads of 64)";
+  problem long_rows = default_problem;
+  long_rows.seqlen_q = (int64_t)1 << 22;
+  cases[count].params = params_for(long_rows);
+  count++;
+
+  cases[count].what = "q, k, v, out as [batch, heads, seqlen, head_dim] in memory, 2^33 elements each";
+  problem transposed = default_problem;
+  transposed.seqlen_q = transposed.seqlen_k = (int64_t)1 << 23;
+  transposed.heads_kv = transposed.heads_q;
+  transposed.with_lse = false;
+  cases[count].params = params_for(transposed);
+  aotk_tensor *heads_outer[] = {&cases[count].params.q, &cases[count].params.k, &cases[count].params.v,
+                                &cases[count].params.out};
+  for (int t = 0; t < 4; t++) {
+    aotk_tensor *x = heads_outer[t];
+    x->strides[3] = 1, x->strides[1] = x->shape[3], x->strides[2] = x->shape[1] * x->shape[3];
+    x->strides[0] = x->shape[2] * x->strides[2];
+  }
+  count++;
+
   for (int i = 0; i < count; i++) {
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &cases[i].params, &info);
@@ -653,8 +674,7 @@ static void test_validation_accepts_edge_inputs(void) {
 }
 
 /* lse is [batch, heads_q, seqlen_q]: the rows a block may address past the end run along its last
- * dimension, not along heads. seqlen_q 2^23 with one head spans 2^23 lse elements (and 2^29 of q),
- * well under the documented 2^31 per batch entry, so the call must be accepted. */
+ * dimension, not along heads. seqlen_q 2^23 with one head: the call must be accepted. */
 static void test_validation_lse_span_follows_its_layout(void) {
   install_fake_gpu(90, SHARED_SM90);
   problem long_sequence = {AOTK_DTYPE_FLOAT16, 1, (int64_t)1 << 23, 64, 1, 1, 64, true, 0};
@@ -691,7 +711,7 @@ static void test_validation_lse_span_follows_its_layout(void) {
   static void set_##t##_last_stride_0(aotk_attn_params *p) { p->t.strides[3] = 0; }              \
   static void set_##t##_stride_negative(aotk_attn_params *p) { p->t.strides[2] = -64; }          \
   static void set_##t##_odd_address(aotk_attn_params *p) { p->t.data = byte_offset(p->t.data, 1); } \
-  static void set_##t##_batch_span(aotk_attn_params *p) { p->t.strides[1] = (int64_t)1 << 24; }
+  static void set_##t##_token_stride(aotk_attn_params *p) { p->t.strides[1] = (int64_t)1 << 24; }
 BWD_TENSOR_SPOILERS(dout)
 BWD_TENSOR_SPOILERS(dq)
 BWD_TENSOR_SPOILERS(dk)
@@ -714,7 +734,7 @@ BWD_TENSOR_SPOILERS(dv)
       {#t " last stride 0", set_##t##_last_stride_0, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, #t ".strides[3]"},      \
       {#t " negative head stride", set_##t##_stride_negative, AOTK_ERROR_NEGATIVE_STRIDE, #t ".strides[2]"},    \
       {#t " odd address", set_##t##_odd_address, AOTK_ERROR_MISALIGNED_POINTER, #t ".data"},                    \
-      {#t " batch entry beyond 2^31 elements", set_##t##_batch_span, AOTK_ERROR_SIZE_OVERFLOW, #t ":"}
+      {#t " token stride 2^24", set_##t##_token_stride, AOTK_ERROR_SIZE_OVERFLOW, #t ": strides[1]"}
 
 /* Outputs: a zero stride on a dimension longer than 1 would make programs overwrite each other. */
 #define BWD_OUTPUT_STRIDE_SPOILERS(t)                                                  \
@@ -959,6 +979,13 @@ static void test_bwd_validation_accepts_edge_inputs(void) {
   tiny.seqlen_q = tiny.seqlen_k = 1;
   cases[count].shape = tiny;
   cases[count].params = bwd_params_for(tiny);
+  count++;
+
+  cases[count].what = "sequences of 2^31 elements (2^22 rows of 8 heads of 64)";
+  problem long_rows = default_problem;
+  long_rows.seqlen_q = long_rows.seqlen_k = (int64_t)1 << 22;
+  cases[count].shape = long_rows;
+  cases[count].params = bwd_params_for(long_rows);
   count++;
 
   for (int i = 0; i < count; i++) {
