@@ -10,7 +10,10 @@
  *   - the forward and the backward with a causal window of 256 keys (so that the float64 reference of
  *     dk and dv, which needs the statistics of every row that sees a key, stays cheap): deterministic 0
  *     and 1;
- *   - the same in the varlen layout, two sequences [0, 1000) and [1000, SEQ) packed.
+ *   - the same in the varlen layout, two sequences [0, 1000) and [1000, SEQ) packed;
+ *   - decoding one token over the k and v storage as a cache of SEQ keys (contiguous, appending a token
+ *     at SEQ - 1, and 1025 shuffled pages of 256 keys), split and merged;
+ *   - selection attention (NSA's selected branch) over the sequence, forward and backward.
  * Each output's storage is poisoned before the call and downloaded whole after it: every element of
  * the problem's heads written and finite, every other element (the other 62 heads, the padding) left
  * alone. Errors are bounded as the other GPU suites bound them: 2 x the same-precision reference's error
@@ -27,7 +30,9 @@
 
 #include "aotk_gpu_test.h"
 #include "aotk_random.h"
+#include "aotk_decode_reference.h"
 #include "aotk_reference.h"
+#include "aotk_sel_reference.h"
 
 enum { SEQ = 262400, HEAD_DIM = 128, HEADS_Q = 2, HEADS_KV = 1, VARLEN_SPLIT = 1000, WINDOW = 256 };
 #define SOFTMAX_SCALE 0.5f /* peaked rows: each output is a mix of a few keys' values, not their mean */
@@ -372,6 +377,355 @@ done:
   aotk_gpu_test_free(&cu);
 }
 
+/* --- decoding over a cache of 262,400 keys ------------------------------------------------------ */
+
+/* One query token of 2 heads over the k and v storage as the cache of one request (contiguous, capacity
+ * SEQ), or as 1025 pages of 256 keys in shuffled order; aotk chooses the splits (batch 1 over 1 kv head:
+ * many, so the merge runs too). The contiguous case appends one token at position SEQ - 1, whose rows lie
+ * past 2^31 elements: the cache rows are compared with what was appended, and the reference reads them. */
+typedef struct decode_case {
+  const char *name;
+  int paged;
+} decode_case;
+
+enum { PAGE = 256, PAGES = SEQ / PAGE };
+
+static void run_decode_case(const void *argument) {
+  const decode_case *c = argument;
+  if (dev.token_stride != 8192 && !setup_storage(8192)) {
+    TEST_SKIP("the device has too little memory for %zu-byte tensors", storage_elements(8192) * 2);
+    return;
+  }
+  uint64_t state = seed ^ 0xdec0deULL;
+  float q_host[HEADS_Q * HEAD_DIM], new_f[2][HEAD_DIM];
+  uint16_t q_bits[HEADS_Q * HEAD_DIM], new_b[2][HEAD_DIM];
+  for (int i = 0; i < HEADS_Q * HEAD_DIM; i++) {
+    q_bits[i] = aotk__dtype_bits(aotk__random_normal(&state), DTYPE);
+    q_host[i] = aotk__dtype_value(q_bits[i], DTYPE);
+  }
+  for (int t = 0; t < 2; t++) {
+    for (int d = 0; d < HEAD_DIM; d++) {
+      new_b[t][d] = aotk__dtype_bits(aotk__random_normal(&state), DTYPE);
+      new_f[t][d] = aotk__dtype_value(new_b[t][d], DTYPE);
+    }
+  }
+  int32_t *table = malloc(sizeof(int32_t) * PAGES);
+  if (table == NULL) {
+    CHECK_MSG(false, "out of host memory");
+    return;
+  }
+  for (int32_t i = 0; i < PAGES; i++) table[i] = i;
+  aotk__random_shuffle_int32(table, PAGES, &state);
+  const bool append = !c->paged;
+  const int32_t cache_seqlen = append ? SEQ - 1 : SEQ;
+  CUdeviceptr q = 0, out = 0, lse = 0, seqlens = 0, block_table = 0, k_new = 0, v_new = 0, workspace = 0;
+  bool ready = aotk_gpu_test_upload(&q, q_bits, sizeof q_bits) && aotk_gpu_test_alloc(&out, 2 * HEADS_Q * HEAD_DIM) &&
+               aotk_gpu_test_alloc(&lse, 4 * HEADS_Q) && aotk_gpu_test_upload(&seqlens, &cache_seqlen, 4) &&
+               (!c->paged || aotk_gpu_test_upload(&block_table, table, sizeof(int32_t) * PAGES)) &&
+               (!append || (aotk_gpu_test_upload(&k_new, new_b[0], 2 * HEAD_DIM) &&
+                            aotk_gpu_test_upload(&v_new, new_b[1], 2 * HEAD_DIM)));
+  if (!ready) goto done;
+  aotk_decode_params params = AOTK_DECODE_PARAMS_INIT;
+  aotk_tensor qt = {(void *)(uintptr_t)q, DTYPE, 4, {1, 1, HEADS_Q, HEAD_DIM}, {HEADS_Q * HEAD_DIM, HEADS_Q * HEAD_DIM, HEAD_DIM, 1}};
+  aotk_tensor ot = qt;
+  ot.data = (void *)(uintptr_t)out;
+  aotk_tensor lt = {(void *)(uintptr_t)lse, AOTK_DTYPE_FLOAT32, 3, {1, HEADS_Q, 1}, {HEADS_Q, 1, 1}};
+  aotk_tensor st = {(void *)(uintptr_t)seqlens, AOTK_DTYPE_INT32, 1, {1}, {1}};
+  params.q = qt, params.out = ot, params.lse = lt, params.cache_seqlens = st;
+  params.causal = 1;
+  params.softmax_scale = SOFTMAX_SCALE;
+  const int64_t ts = dev.token_stride;
+  if (c->paged) {
+    aotk_tensor kc = {(void *)(uintptr_t)dev.k, DTYPE, 4, {PAGES, PAGE, HEADS_KV, HEAD_DIM}, {PAGE * ts, ts, HEAD_DIM, 1}};
+    aotk_tensor bt = {(void *)(uintptr_t)block_table, AOTK_DTYPE_INT32, 2, {1, PAGES}, {PAGES, 1}};
+    params.k_cache = kc, params.block_table = bt;
+  } else {
+    aotk_tensor kc = {(void *)(uintptr_t)dev.k, DTYPE, 4, {1, SEQ, HEADS_KV, HEAD_DIM}, {SEQ * ts, ts, HEAD_DIM, 1}};
+    aotk_tensor kn = {(void *)(uintptr_t)k_new, DTYPE, 4, {1, 1, HEADS_KV, HEAD_DIM}, {HEAD_DIM, HEAD_DIM, HEAD_DIM, 1}};
+    params.k_cache = kc;
+    params.k_new = kn;
+    params.v_new = kn;
+    params.v_new.data = (void *)(uintptr_t)v_new;
+  }
+  params.v_cache = params.k_cache;
+  params.v_cache.data = (void *)(uintptr_t)dev.v;
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+  CHECK_MSG(status == AOTK_OK, "aotk_decode_query: %s (%s)", aotk_status_name(status), aotk_last_error());
+  if (status != AOTK_OK || !aotk_gpu_test_alloc(&workspace, info.workspace_bytes) ||
+      !aotk_gpu_test_poison(out, 2 * HEADS_Q * HEAD_DIM) || !aotk_gpu_test_poison(lse, 4 * HEADS_Q) ||
+      !aotk_gpu_test_settle()) {
+    goto done;
+  }
+  status = aotk_attn_decode(&params, (void *)(uintptr_t)workspace, info.workspace_bytes, (aotk_stream)stream);
+  CHECK_MSG(status == AOTK_OK, "aotk_attn_decode: %s (%s)", aotk_status_name(status), aotk_last_error());
+  if (status != AOTK_OK || !aotk_gpu_test_synchronize("the decode")) goto done;
+  uint16_t out_bits[HEADS_Q * HEAD_DIM];
+  float lse_host[HEADS_Q];
+  if (!aotk_gpu_test_download(out_bits, out, sizeof out_bits) || !aotk_gpu_test_download(lse_host, lse, sizeof lse_host)) {
+    goto done;
+  }
+  if (append) {
+    /* The appended rows, at element (SEQ - 1) * 8192 of each cache, and the host copies the reference
+     * (and the later cases' uploads) read. */
+    uint16_t row[2][HEAD_DIM];
+    const size_t at = (size_t)(SEQ - 1) * (size_t)ts * 2;
+    if (!aotk_gpu_test_download(row[0], dev.k + at, sizeof row[0]) ||
+        !aotk_gpu_test_download(row[1], dev.v + at, sizeof row[1])) {
+      goto done;
+    }
+    CHECK_MSG(memcmp(row, new_b, sizeof row) == 0, "the appended token is not in the caches' row %d", SEQ - 1);
+    for (int d = 0; d < HEAD_DIM; d++) {
+      k_b[(int64_t)(SEQ - 1) * HEAD_DIM + d] = new_b[0][d], k_f[(int64_t)(SEQ - 1) * HEAD_DIM + d] = new_f[0][d];
+      v_b[(int64_t)(SEQ - 1) * HEAD_DIM + d] = new_b[1][d], v_f[(int64_t)(SEQ - 1) * HEAD_DIM + d] = new_f[1][d];
+    }
+  }
+  aotk__decode_reference_problem p;
+  memset(&p, 0, sizeof p);
+  p.batch = 1, p.seqlen_q = 1, p.heads_q = HEADS_Q, p.heads_kv = HEADS_KV, p.head_dim_qk = p.head_dim_v = HEAD_DIM;
+  p.q = q_host;
+  p.q_strides[0] = p.q_strides[1] = HEADS_Q * HEAD_DIM, p.q_strides[2] = HEAD_DIM;
+  p.k_cache = k_f, p.v_cache = v_f;
+  const int64_t block_rows = c->paged ? PAGE : SEQ;
+  p.k_strides[0] = p.v_strides[0] = block_rows * HEADS_KV * HEAD_DIM;
+  p.k_strides[1] = p.v_strides[1] = HEADS_KV * HEAD_DIM;
+  p.k_strides[2] = p.v_strides[2] = HEAD_DIM;
+  if (c->paged) p.block_table = table, p.block_table_stride = PAGES, p.page_size = PAGE;
+  p.capacity = SEQ;
+  p.cache_seqlens = &cache_seqlen;
+  p.seqlen_new = append ? 1 : 0;
+  p.softmax_scale = SOFTMAX_SCALE;
+  p.causal = 1;
+  p.window_left = p.window_right = -1;
+  p.dtype = DTYPE;
+  void *scratch = malloc(aotk__decode_reference_scratch_bytes(&p));
+  double ref[HEADS_Q * HEAD_DIM], ref_lse[HEADS_Q];
+  float lowp[HEADS_Q * HEAD_DIM];
+  int64_t keys[HEADS_Q];
+  if (scratch == NULL) {
+    CHECK_MSG(false, "out of host memory");
+    goto done;
+  }
+  aotk__decode_reference(&p, scratch, ref, lowp, ref_lse, keys);
+  free(scratch);
+  double max_error = 0.0, lowp_max_error = 0.0, lse_max_error = 0.0;
+  for (int i = 0; i < HEADS_Q * HEAD_DIM; i++) {
+    double error = fabs(aotk__dtype_value(out_bits[i], DTYPE) - ref[i]);
+    if (!(error <= max_error)) max_error = isnan(error) ? INFINITY : error;
+    double lowp_error = fabs((double)lowp[i] - ref[i]);
+    if (lowp_error > lowp_max_error) lowp_max_error = lowp_error;
+  }
+  for (int h = 0; h < HEADS_Q; h++) {
+    double error = fabs(lse_host[h] - ref_lse[h]) / (LSE_ABS + LSE_REL * fabs(ref_lse[h]));
+    if (!(error <= lse_max_error)) lse_max_error = isnan(error) ? INFINITY : error;
+    CHECK_MSG(keys[h] == SEQ, "head %d saw %lld keys", h, (long long)keys[h]);
+  }
+  const double bound = 2.0 * lowp_max_error + ERROR_FLOOR;
+  CHECK_MSG(max_error <= bound && lse_max_error <= 1.0, "decode: err %.3g (bound %.3g), lse err %.3g of its tolerance",
+            max_error, bound, lse_max_error);
+  printf("    %s (%d launches): err %.3g of bound %.3g, lse %.3g of tolerance\n", info.kernel_name, (int)info.launches,
+         max_error, bound, lse_max_error);
+done:
+  free(table);
+  CUdeviceptr *all[] = {&q, &out, &lse, &seqlens, &block_table, &k_new, &v_new, &workspace};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) aotk_gpu_test_free(all[i]);
+}
+
+/* --- selection attention over the same sequence -------------------------------------------------- */
+
+/* NSA's selected branch over the 262,400 tokens as one sequence: blocks of 64 keys, 16 slots, each token
+ * selecting its own block, the first one and 14 random earlier ones (distinct). Forward and backward;
+ * compared: the sampled tokens' out, lse and dq, and dk, dv of four blocks, three of them past 2^31
+ * elements (the last blocks: few tokens select them, so the reference stays cheap). Every row of dk and
+ * dv is written (zero where unselected), nothing else. */
+enum { SEL_BLOCK = 64, SEL_SLOTS = 16, SEL_BLOCKS = (SEQ + SEL_BLOCK - 1) / SEL_BLOCK };
+
+static double *to_double(const float *values, int64_t count) {
+  double *out = malloc(sizeof(double) * (size_t)count);
+  for (int64_t i = 0; out != NULL && i < count; i++) out[i] = values[i];
+  return out;
+}
+
+static void run_sel_case(void) {
+  if (dev.token_stride != 8192 && !setup_storage(8192)) {
+    TEST_SKIP("the device has too little memory for %zu-byte tensors", storage_elements(8192) * 2);
+    return;
+  }
+  uint64_t state = seed ^ 0x5e1ULL;
+  const int64_t ts = dev.token_stride, q_items = (int64_t)SEQ * HEADS_Q * HEAD_DIM, kv_items = (int64_t)SEQ * HEADS_KV * HEAD_DIM;
+  int32_t *idx = malloc(sizeof(int32_t) * SEQ * SEL_SLOTS);
+  double *qd = to_double(q_f, q_items), *kd = to_double(k_f, kv_items), *vd = to_double(v_f, kv_items);
+  double *dod = to_double(do_f, q_items);
+  double *out64 = calloc((size_t)q_items, sizeof(double)), *lse64 = calloc((size_t)SEQ * HEADS_Q, sizeof(double));
+  float *out32 = calloc((size_t)q_items, sizeof(float)), *lse32 = calloc((size_t)SEQ * HEADS_Q, sizeof(float));
+  double *dk64 = calloc((size_t)kv_items, sizeof(double)), *dv64 = calloc((size_t)kv_items, sizeof(double));
+  float *dk32 = calloc((size_t)kv_items, sizeof(float)), *dv32 = calloc((size_t)kv_items, sizeof(float));
+  unsigned char *needed = calloc(SEQ, 1);
+  CUdeviceptr index = 0, workspace = 0;
+  if (!idx || !qd || !kd || !vd || !dod || !out64 || !lse64 || !out32 || !lse32 || !dk64 || !dv64 || !dk32 || !dv32 ||
+      !needed) {
+    TEST_SKIP("too little host memory for the selection reference");
+    goto done;
+  }
+  for (int64_t t = 0; t < SEQ; t++) {
+    int32_t *row = idx + t * SEL_SLOTS;
+    const int32_t own = (int32_t)(t / SEL_BLOCK);
+    for (int s = 0; s < SEL_SLOTS; s++) row[s] = -1;
+    row[0] = own;
+    if (own > 0) row[1] = 0;
+    int filled = own > 0 ? 2 : 1;
+    for (int tries = 0; filled < SEL_SLOTS && own > 1 && tries < 64; tries++) {
+      const int32_t b = (int32_t)aotk__random_int(&state, 1, own - 1);
+      bool seen = false;
+      for (int s = 0; s < filled; s++) seen = seen || row[s] == b;
+      if (!seen) row[filled++] = b;
+    }
+  }
+  if (!aotk_gpu_test_upload(&index, idx, sizeof(int32_t) * SEQ * SEL_SLOTS)) goto done;
+  aotk_sel_params params = AOTK_SEL_PARAMS_INIT;
+  params.q = view(dev.q, HEADS_Q, ts, true);
+  params.k = view(dev.k, HEADS_KV, ts, true);
+  params.v = view(dev.v, HEADS_KV, ts, true);
+  params.out = view(dev.out, HEADS_Q, ts, true);
+  aotk_tensor lt = {(void *)(uintptr_t)dev.lse, AOTK_DTYPE_FLOAT32, 2, {SEQ, HEADS_Q}, {HEADS_Q, 1}};
+  aotk_tensor it = {(void *)(uintptr_t)index, AOTK_DTYPE_INT32, 3, {SEQ, HEADS_KV, SEL_SLOTS}, {HEADS_KV * SEL_SLOTS, SEL_SLOTS, 1}};
+  params.lse = lt, params.block_idx = it;
+  params.block_size = SEL_BLOCK;
+  params.softmax_scale = SOFTMAX_SCALE;
+  params.dout = view(dev.dout, HEADS_Q, ts, true);
+  params.dq = view(dev.dq, HEADS_Q, ts, true);
+  params.dk = view(dev.dk, HEADS_KV, ts, true);
+  params.dv = view(dev.dv, HEADS_KV, ts, true);
+  aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+  aotk_status status = aotk_sel_query(AOTK_OP_SEL_BWD, &params, &info);
+  CHECK_MSG(status == AOTK_OK, "aotk_sel_query: %s (%s)", aotk_status_name(status), aotk_last_error());
+  CUdeviceptr outputs[4] = {dev.out, dev.dq, dev.dk, dev.dv};
+  bool ready = status == AOTK_OK && aotk_gpu_test_alloc(&workspace, info.workspace_bytes);
+  for (int i = 0; i < 4 && ready; i++) ready = aotk_gpu_test_poison(outputs[i], storage_elements(ts) * 2);
+  if (!ready || !aotk_gpu_test_poison(dev.lse, sizeof(float) * HEADS_Q * SEQ) || !aotk_gpu_test_settle()) goto done;
+  status = aotk_sel_fwd(&params, (aotk_stream)stream);
+  CHECK_MSG(status == AOTK_OK, "aotk_sel_fwd: %s (%s)", aotk_status_name(status), aotk_last_error());
+  if (status == AOTK_OK) {
+    status = aotk_sel_bwd(&params, (void *)(uintptr_t)workspace, info.workspace_bytes, (aotk_stream)stream);
+    CHECK_MSG(status == AOTK_OK, "aotk_sel_bwd: %s (%s)", aotk_status_name(status), aotk_last_error());
+  }
+  if (status != AOTK_OK || !aotk_gpu_test_synchronize("the selection forward and backward")) goto done;
+
+  aotk__sel_reference_problem p;
+  memset(&p, 0, sizeof p);
+  const int64_t cu[2] = {0, SEQ};
+  p.num_seqs = 1, p.cu_seqlens_q = cu, p.cu_seqlens_k = cu;
+  p.heads_q = HEADS_Q, p.heads_kv = HEADS_KV, p.head_dim_qk = p.head_dim_v = HEAD_DIM;
+  p.block_size = SEL_BLOCK, p.slots = SEL_SLOTS, p.softmax_scale = SOFTMAX_SCALE;
+  p.q = qd, p.k = kd, p.v = vd, p.dout = dod;
+  p.q_strides[0] = p.dout_strides[0] = HEADS_Q * HEAD_DIM, p.q_strides[1] = p.dout_strides[1] = HEAD_DIM;
+  p.k_strides[0] = p.v_strides[0] = HEADS_KV * HEAD_DIM, p.k_strides[1] = p.v_strides[1] = HEAD_DIM;
+  p.block_idx = idx;
+  /* The rows whose out and lse the comparisons need: the sampled tokens, and every token that selected
+   * one of the compared blocks. */
+  int64_t tokens[16];
+  const int count = sampled_tokens(tokens, &state);
+  const int64_t blocks[4] = {SEL_BLOCKS / 2, 262144 / SEL_BLOCK, 262144 / SEL_BLOCK + 1, SEL_BLOCKS - 1};
+  for (int i = 0; i < count; i++) needed[tokens[i]] = 1;
+  for (int64_t t = 0; t < SEQ; t++) {
+    for (int s = 0; s < SEL_SLOTS; s++) {
+      for (int b = 0; b < 4; b++) needed[t] |= idx[t * SEL_SLOTS + s] == blocks[b];
+    }
+  }
+  int64_t needed_rows = 0;
+  for (int64_t t = 0; t < SEQ; t++) {
+    if (!needed[t]) continue;
+    needed_rows++;
+    for (int64_t h = 0; h < HEADS_Q; h++) {
+      const int64_t at = (t * HEADS_Q + h) * HEAD_DIM;
+      aotk__sel_reference_fwd_row_f64(&p, t, h, out64 + at, lse64 + t * HEADS_Q + h);
+      aotk__sel_reference_fwd_row_lowp(&p, DTYPE, t, h, out32 + at, lse32 + t * HEADS_Q + h);
+    }
+  }
+  /* out and lse of the sampled tokens. */
+  float *lse_host = malloc(sizeof(float) * HEADS_Q * SEQ);
+  int64_t unwritten = 0, clobbered = 0;
+  if (lse_host == NULL || !aotk_gpu_test_download(lse_host, dev.lse, sizeof(float) * HEADS_Q * SEQ) ||
+      !download_output(dev.out, HEADS_Q, &unwritten, &clobbered)) {
+    free(lse_host);
+    goto done;
+  }
+  CHECK_MSG(unwritten == 0 && clobbered == 0, "out: %lld elements unwritten or not finite, %lld clobbered",
+            (long long)unwritten, (long long)clobbered);
+  double max_err[4] = {0}, lowp_err[4] = {0}, magnitude[4] = {0}, lse_max_error = 0.0;
+  for (int i = 0; i < count; i++) {
+    for (int64_t h = 0; h < HEADS_Q; h++) {
+      const int64_t at = (tokens[i] * HEADS_Q + h) * HEAD_DIM;
+      for (int64_t d = 0; d < HEAD_DIM; d++) {
+        double error = fabs(staged(tokens[i], h, d) - out64[at + d]);
+        if (!(error <= max_err[0])) max_err[0] = isnan(error) ? INFINITY : error;
+        double lowp_error = fabs((double)out32[at + d] - out64[at + d]);
+        if (lowp_error > lowp_err[0]) lowp_err[0] = lowp_error;
+      }
+      const double ref_lse = lse64[tokens[i] * HEADS_Q + h];
+      double error = fabs(lse_host[tokens[i] * HEADS_Q + h] - ref_lse) / (LSE_ABS + LSE_REL * fabs(ref_lse));
+      if (!(error <= lse_max_error)) lse_max_error = isnan(error) ? INFINITY : error;
+    }
+  }
+  free(lse_host);
+  /* dq of the sampled tokens. */
+  if (!download_output(dev.dq, HEADS_Q, &unwritten, &clobbered)) goto done;
+  CHECK_MSG(unwritten == 0 && clobbered == 0, "dq: %lld elements unwritten or not finite, %lld clobbered",
+            (long long)unwritten, (long long)clobbered);
+  for (int i = 0; i < count; i++) {
+    for (int64_t h = 0; h < HEADS_Q; h++) {
+      double exact[HEAD_DIM];
+      float lowp[HEAD_DIM];
+      aotk__sel_reference_dq_row_f64(&p, tokens[i], h, out64, lse64, exact);
+      aotk__sel_reference_dq_row_lowp(&p, DTYPE, tokens[i], h, out32, lse32, lowp);
+      for (int64_t d = 0; d < HEAD_DIM; d++) {
+        double error = fabs(staged(tokens[i], h, d) - exact[d]);
+        if (!(error <= max_err[1])) max_err[1] = isnan(error) ? INFINITY : error;
+        double lowp_error = fabs((double)lowp[d] - exact[d]);
+        if (lowp_error > lowp_err[1]) lowp_err[1] = lowp_error;
+        if (fabs(exact[d]) > magnitude[1]) magnitude[1] = fabs(exact[d]);
+      }
+    }
+  }
+  /* dk and dv of the compared blocks. */
+  for (int b = 0; b < 4; b++) {
+    aotk__sel_reference_dkdv_block_f64(&p, 0, 0, blocks[b], out64, lse64, dk64, dv64, NULL);
+    aotk__sel_reference_dkdv_block_lowp(&p, DTYPE, 0, 0, blocks[b], out32, lse32, dk32, dv32);
+  }
+  for (int g = 2; g < 4; g++) {
+    if (!download_output(g == 2 ? dev.dk : dev.dv, HEADS_KV, &unwritten, &clobbered)) goto done;
+    CHECK_MSG(unwritten == 0 && clobbered == 0, "%s: %lld elements unwritten or not finite, %lld clobbered",
+              g == 2 ? "dk" : "dv", (long long)unwritten, (long long)clobbered);
+    const double *exact = g == 2 ? dk64 : dv64;
+    const float *lowp = g == 2 ? dk32 : dv32;
+    for (int b = 0; b < 4; b++) {
+      for (int64_t key = blocks[b] * SEL_BLOCK; key < (blocks[b] + 1) * SEL_BLOCK && key < SEQ; key++) {
+        for (int64_t d = 0; d < HEAD_DIM; d++) {
+          double error = fabs(staged(key, 0, d) - exact[key * HEAD_DIM + d]);
+          if (!(error <= max_err[g])) max_err[g] = isnan(error) ? INFINITY : error;
+          double lowp_error = fabs((double)lowp[key * HEAD_DIM + d] - exact[key * HEAD_DIM + d]);
+          if (lowp_error > lowp_err[g]) lowp_err[g] = lowp_error;
+          if (fabs(exact[key * HEAD_DIM + d]) > magnitude[g]) magnitude[g] = fabs(exact[key * HEAD_DIM + d]);
+        }
+      }
+    }
+  }
+  static const char *const names[4] = {"out", "dq", "dk", "dv"};
+  for (int g = 0; g < 4; g++) {
+    const double bound = 2.0 * lowp_err[g] + ERROR_FLOOR * (magnitude[g] > 1.0 ? magnitude[g] : 1.0);
+    CHECK_MSG(max_err[g] <= bound, "selection %s: err %.3g (bound %.3g)", names[g], max_err[g], bound);
+    printf("    selection %s: err %.3g of bound %.3g\n", names[g], max_err[g], bound);
+  }
+  CHECK_MSG(lse_max_error <= 1.0, "selection lse: err %.3g of its tolerance", lse_max_error);
+  printf("    selection: %s, %lld reference rows, lse %.3g of tolerance\n", info.kernel_name, (long long)needed_rows,
+         lse_max_error);
+done:
+  free(idx), free(qd), free(kd), free(vd), free(dod), free(out64), free(lse64), free(out32), free(lse32);
+  free(dk64), free(dv64), free(dk32), free(dv32), free(needed);
+  aotk_gpu_test_free(&index);
+  aotk_gpu_test_free(&workspace);
+}
+
 static void fill(float **values, uint16_t **bits, int64_t count, uint64_t *state) {
   *values = malloc(sizeof(float) * (size_t)count);
   *bits = malloc(sizeof(uint16_t) * (size_t)count);
@@ -411,7 +765,13 @@ int main(void) {
       {"window, varlen, pointer kernels, backward", 8200, 1, 1, 1, 0, "attn_fwd_bf16_d128_",
        "attn_bwd_dkdv_bf16_d128_"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) aotk_test_run_with(cases[i].name, run_long_case, &cases[i]);
+  /* The cases of the stride 8192, decoding over the same storage, then the stride 8200. */
+  for (size_t i = 0; i < 4; i++) aotk_test_run_with(cases[i].name, run_long_case, &cases[i]);
+  static const decode_case decode_cases[] = {{"decode: a contiguous cache of 262,400 keys, appending", 0},
+                                             {"decode: 1025 shuffled pages of 256 keys", 1}};
+  for (size_t i = 0; i < 2; i++) aotk_test_run_with(decode_cases[i].name, run_decode_case, &decode_cases[i]);
+  aotk_test_run("selection: 262,400 tokens, 64-key blocks, 16 slots, forward and backward", run_sel_case);
+  for (size_t i = 4; i < sizeof cases / sizeof cases[0]; i++) aotk_test_run_with(cases[i].name, run_long_case, &cases[i]);
   free_storage();
   driver->cuStreamDestroy(stream);
   return aotk_test_finish();
