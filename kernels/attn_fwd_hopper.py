@@ -190,12 +190,13 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
 
 @gluon.jit
 def _softmax_step(qk, m_i, l_i, n0, rows, first_key, last_key, full_lo, full_hi, row_alibi, scores,
-                  s_layout: gl.constexpr, BLOCK_N: gl.constexpr, EXTRAS: gl.constexpr, LEFT: gl.constexpr):
+                  s_layout: gl.constexpr, BLOCK_N: gl.constexpr, EXTRAS: gl.constexpr, LEFT: gl.constexpr,
+                  ALIBI_FP32: gl.constexpr):
     # Row i sees keys first_key[i] <= j <= last_key[i] (the window rule and the key length). A block
     # that every row of this warpgroup sees in full ([full_lo, full_hi]) is not masked: that is every
     # block but the edges of a window and the last one. LEFT: the block may start before some row's
     # first key; without it a masked block compares each key with the right bound alone (one compare a
-    # score fewer).
+    # score fewer). ALIBI_FP32: ALiBi's distances from fp32 column offsets (below).
     qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags = scores
     cols = n0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     if EXTRAS:
@@ -204,10 +205,21 @@ def _softmax_step(qk, m_i, l_i, n0, rows, first_key, last_key, full_lo, full_hi,
         if (flags & FLAG_SOFTCAP) != 0:
             s = tanh_approx(qk * softcap_scale) * softcap_log2
         if (flags & FLAG_ALIBI) != 0:
-            # Converted before the absolute value, which then folds into the FFMA as an operand modifier
-            # (an integer IABS per score otherwise: 7-12% of the ALiBi row's time).
-            distance = gl.abs((gl.expand_dims(row_alibi, 1) - gl.expand_dims(cols, 0)).to(gl.float32))
-            s = s - slope_log2 * distance
+            if ALIBI_FP32:
+                # |i + diag - j| as |(i + diag - n0) - (j - n0)| in fp32: the first term converted once a
+                # row and block, the second the layout's column offsets (converted once, kept in
+                # registers), so that a score costs one FADD and no I2F: conversions issue at the MUFU's
+                # rate, 16 a clock an SM, so one a score cost as much as its exp2. Exact while
+                # |i + diag - n0| < 2^24. Only where registers allow (head dim 64: JIT, H100, ALiBi
+                # forward 1.20-1.28x; at 128 the 32 offsets a thread keeps made it spill, 0.73x).
+                rel = gl.expand_dims((row_alibi - n0).to(gl.float32), 1)
+                offs = gl.expand_dims(gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout)).to(gl.float32), 0)
+                s = s - slope_log2 * gl.abs(rel - offs)
+            else:
+                # Converted before the absolute value, which then folds into the FFMA as an operand
+                # modifier (an integer IABS per score otherwise: 7-12% of the ALiBi row's time).
+                distance = gl.abs((gl.expand_dims(row_alibi, 1) - gl.expand_dims(cols, 0)).to(gl.float32))
+                s = s - slope_log2 * distance
         scale = 1.0
     else:
         s = qk
@@ -323,7 +335,7 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
             mbarrier.arrive(k_empty.index(s))
             p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, _block_start(kb, 0, BLOCK_N, UNALIGNED), rows, first_key,
                                                last_key, full_lo, full_hi, row_alibi, scores, s_layout, BLOCK_N, EXTRAS,
-                                               True)
+                                               True, HEAD_DIM_V <= 64)
             p_op = gl.convert_layout(p.to(dtype), p_layout)
 
             for j in range(1, n_blocks):
@@ -343,7 +355,7 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
                 mbarrier.arrive(k_empty.index(s))
                 p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, _block_start(kb, j, BLOCK_N, UNALIGNED), rows,
                                                    first_key, last_key, full_lo, full_hi, row_alibi, scores, s_layout,
-                                                   BLOCK_N, EXTRAS, not UNALIGNED)
+                                                   BLOCK_N, EXTRAS, not UNALIGNED, HEAD_DIM_V <= 64)
                 acc, p_done = warpgroup_mma_wait(0, deps=(o_token, p_op))
                 mbarrier.arrive(v_empty.index(sv))
                 acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)

@@ -578,6 +578,17 @@ static void feature_section(int *index, uint64_t *state) {
                      (*index)++, false);
         run_feature_case(&fc);
       }
+  /* ALiBi on the warp-specialized kernel at head dim 64, whose distances come from fp32 column offsets
+   * (kernels/attn_fwd_hopper.py, ALIBI_FP32): the packed layout, both slope shapes, more rows than one
+   * tile and keys far from the diagonal. */
+  for (int kind = 1; kind <= 2; kind++)
+    for (int causal = 0; causal < 2; causal++) {
+      memset(&f, 0, sizeof f);
+      f.alibi = kind;
+      feature_case(&fc, AOTK_DTYPE_BFLOAT16, 64, causal, 1000, causal ? 1000 : 1531, kind == 2 ? 3 : 1, 4, 2,
+                   AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
+      run_feature_case(&fc);
+    }
   memset(&f, 0, sizeof f);
   f.alibi = 2;
   set_varlen(&f, 0);
