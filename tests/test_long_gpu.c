@@ -126,6 +126,31 @@ static bool download_output(CUdeviceptr pointer, int64_t heads, int64_t *unwritt
   return true;
 }
 
+/* The largest error against the float64 reference over the elements compared, the same-precision
+ * emulation's (for the bound) and the reference's magnitude. */
+typedef struct tally {
+  double error, lowp_error, magnitude;
+} tally;
+
+static void tally_add(tally *t, double got, double exact, double lowp) {
+  const double error = fabs(got - exact), lowp_error = fabs(lowp - exact);
+  if (!(error <= t->error)) t->error = isnan(error) ? INFINITY : error; /* NaN counts as infinite */
+  if (lowp_error > t->lowp_error) t->lowp_error = lowp_error;
+  if (fabs(exact) > t->magnitude) t->magnitude = fabs(exact);
+}
+
+/* The GPU suites' bound: 2 x the same-precision error plus a floor, which the gradients' scale with the
+ * reference's magnitude. */
+static double tally_bound(const tally *t, bool floor_scaled) {
+  return 2.0 * t->lowp_error + ERROR_FLOOR * (floor_scaled && t->magnitude > 1.0 ? t->magnitude : 1.0);
+}
+
+/* lse's error, in units of its tolerance, into the largest seen. */
+static void lse_add(double *worst, double got, double exact) {
+  const double error = fabs(got - exact) / (LSE_ABS + LSE_REL * fabs(exact));
+  if (!(error <= *worst)) *worst = isnan(error) ? INFINITY : error;
+}
+
 static float staged(int64_t token, int64_t head, int64_t d) {
   return aotk__dtype_value(staging[token * dev.token_stride + head * HEAD_DIM + d], DTYPE);
 }
@@ -244,7 +269,8 @@ static void run_long_case(const void *argument) {
   }
   CHECK_MSG(unwritten == 0 && clobbered == 0, "out: %lld elements unwritten or not finite, %lld clobbered",
             (long long)unwritten, (long long)clobbered);
-  double max_error = 0.0, lowp_max_error = 0.0, lse_max_error = 0.0;
+  tally out_errors = {0, 0, 0};
+  double lse_max_error = 0.0;
   int rows = 0;
   for (int b = 0; b < seqs; b++) {
     aotk__attn_reference_problem p;
@@ -256,25 +282,18 @@ static void run_long_case(const void *argument) {
         double ref_lse;
         aotk__attn_reference_row_f64(&p, 0, h, row, ref, &ref_lse);
         aotk__attn_reference_row_lowp(&p, DTYPE, 0, h, row, lowp);
-        for (int64_t d = 0; d < HEAD_DIM; d++) {
-          double error = fabs(staged(tokens[i], h, d) - ref[d]);
-          if (!(error <= max_error)) max_error = isnan(error) ? INFINITY : error;
-          double lowp_error = fabs((double)lowp[d] - ref[d]);
-          if (lowp_error > lowp_max_error) lowp_max_error = lowp_error;
-        }
-        double got_lse = lse_host[h * SEQ + tokens[i]];
-        double lse_error = fabs(got_lse - ref_lse) / (LSE_ABS + LSE_REL * fabs(ref_lse));
-        if (!(lse_error <= lse_max_error)) lse_max_error = isnan(lse_error) ? INFINITY : lse_error;
+        for (int64_t d = 0; d < HEAD_DIM; d++) tally_add(&out_errors, staged(tokens[i], h, d), ref[d], lowp[d]);
+        lse_add(&lse_max_error, lse_host[h * SEQ + tokens[i]], ref_lse);
         rows++;
       }
     }
   }
-  const double bound = 2.0 * lowp_max_error + ERROR_FLOOR;
-  CHECK_MSG(max_error <= bound && lse_max_error <= 1.0,
-            "forward: err %.3g (bound %.3g), lse err %.3g of its tolerance, %d rows", max_error, bound, lse_max_error,
-            rows);
-  printf("    forward %s: %d rows, err %.3g of bound %.3g, lse %.3g of tolerance\n", info.kernel_name, rows, max_error,
-         bound, lse_max_error);
+  const double bound = tally_bound(&out_errors, false);
+  CHECK_MSG(out_errors.error <= bound && lse_max_error <= 1.0,
+            "forward: err %.3g (bound %.3g), lse err %.3g of its tolerance, %d rows", out_errors.error, bound,
+            lse_max_error, rows);
+  printf("    forward %s: %d rows, err %.3g of bound %.3g, lse %.3g of tolerance\n", info.kernel_name, rows,
+         out_errors.error, bound, lse_max_error);
 
   if (c->backward) {
     params.dout = view(dev.dout, HEADS_Q, c->token_stride, c->varlen);
@@ -298,7 +317,7 @@ static void run_long_case(const void *argument) {
         /* The statistics of every row a compared key or row needs: float64 and same-precision. */
         double *lse64 = malloc(sizeof(double) * HEADS_Q * SEQ), *delta64 = malloc(sizeof(double) * HEADS_Q * SEQ);
         float *lse32 = malloc(sizeof(float) * HEADS_Q * SEQ), *delta32 = malloc(sizeof(float) * HEADS_Q * SEQ);
-        double max_err[3] = {0, 0, 0}, lowp_err[3] = {0, 0, 0}, magnitude[3] = {0, 0, 0};
+        tally errors[3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
         int64_t bad[3] = {0, 0, 0}, untouched[3] = {0, 0, 0};
         static const char *const names[3] = {"dq", "dk", "dv"};
         if (lse64 && delta64 && lse32 && delta32) {
@@ -347,22 +366,19 @@ static void run_long_case(const void *argument) {
                   }
                   const int64_t offset = g == 2 ? HEAD_DIM : 0;
                   for (int64_t d = 0; d < HEAD_DIM; d++) {
-                    double error = fabs(staged(tokens[i], h, d) - exact[offset + d]);
-                    if (!(error <= max_err[g])) max_err[g] = isnan(error) ? INFINITY : error;
-                    double lowp_error = fabs((double)lowp[offset + d] - exact[offset + d]);
-                    if (lowp_error > lowp_err[g]) lowp_err[g] = lowp_error;
-                    if (fabs(exact[offset + d]) > magnitude[g]) magnitude[g] = fabs(exact[offset + d]);
+                    tally_add(&errors[g], staged(tokens[i], h, d), exact[offset + d], lowp[offset + d]);
                   }
                 }
               }
             }
           }
           for (int g = 0; g < 3; g++) {
-            const double bound_g = 2.0 * lowp_err[g] + ERROR_FLOOR * (magnitude[g] > 1.0 ? magnitude[g] : 1.0);
+            const double bound_g = tally_bound(&errors[g], true);
             CHECK_MSG(bad[g] == 0 && untouched[g] == 0, "%s: %lld elements unwritten or not finite, %lld clobbered",
                       names[g], (long long)bad[g], (long long)untouched[g]);
-            CHECK_MSG(max_err[g] <= bound_g, "%s: err %.3g (bound %.3g)", names[g], max_err[g], bound_g);
-            printf("    backward %s %s: err %.3g of bound %.3g\n", bwd_info.kernel_name, names[g], max_err[g], bound_g);
+            CHECK_MSG(errors[g].error <= bound_g, "%s: err %.3g (bound %.3g)", names[g], errors[g].error, bound_g);
+            printf("    backward %s %s: err %.3g of bound %.3g\n", bwd_info.kernel_name, names[g], errors[g].error,
+                   bound_g);
           }
         } else {
           CHECK_MSG(false, "out of host memory for the statistics");
@@ -508,23 +524,18 @@ static void run_decode_case(const void *argument) {
   }
   aotk__decode_reference(&p, scratch, ref, lowp, ref_lse, keys);
   free(scratch);
-  double max_error = 0.0, lowp_max_error = 0.0, lse_max_error = 0.0;
-  for (int i = 0; i < HEADS_Q * HEAD_DIM; i++) {
-    double error = fabs(aotk__dtype_value(out_bits[i], DTYPE) - ref[i]);
-    if (!(error <= max_error)) max_error = isnan(error) ? INFINITY : error;
-    double lowp_error = fabs((double)lowp[i] - ref[i]);
-    if (lowp_error > lowp_max_error) lowp_max_error = lowp_error;
-  }
+  tally errors = {0, 0, 0};
+  double lse_max_error = 0.0;
+  for (int i = 0; i < HEADS_Q * HEAD_DIM; i++) tally_add(&errors, aotk__dtype_value(out_bits[i], DTYPE), ref[i], lowp[i]);
   for (int h = 0; h < HEADS_Q; h++) {
-    double error = fabs(lse_host[h] - ref_lse[h]) / (LSE_ABS + LSE_REL * fabs(ref_lse[h]));
-    if (!(error <= lse_max_error)) lse_max_error = isnan(error) ? INFINITY : error;
+    lse_add(&lse_max_error, lse_host[h], ref_lse[h]);
     CHECK_MSG(keys[h] == SEQ, "head %d saw %lld keys", h, (long long)keys[h]);
   }
-  const double bound = 2.0 * lowp_max_error + ERROR_FLOOR;
-  CHECK_MSG(max_error <= bound && lse_max_error <= 1.0, "decode: err %.3g (bound %.3g), lse err %.3g of its tolerance",
-            max_error, bound, lse_max_error);
+  const double bound = tally_bound(&errors, false);
+  CHECK_MSG(errors.error <= bound && lse_max_error <= 1.0, "decode: err %.3g (bound %.3g), lse err %.3g of its tolerance",
+            errors.error, bound, lse_max_error);
   printf("    %s (%d launches): err %.3g of bound %.3g, lse %.3g of tolerance\n", info.kernel_name, (int)info.launches,
-         max_error, bound, lse_max_error);
+         errors.error, bound, lse_max_error);
 done:
   free(table);
   CUdeviceptr *all[] = {&q, &out, &lse, &seqlens, &block_table, &k_new, &v_new, &workspace};
@@ -652,19 +663,13 @@ static void run_sel_case(void) {
   }
   CHECK_MSG(unwritten == 0 && clobbered == 0, "out: %lld elements unwritten or not finite, %lld clobbered",
             (long long)unwritten, (long long)clobbered);
-  double max_err[4] = {0}, lowp_err[4] = {0}, magnitude[4] = {0}, lse_max_error = 0.0;
+  tally errors[4] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}}; /* out, dq, dk, dv */
+  double lse_max_error = 0.0;
   for (int i = 0; i < count; i++) {
     for (int64_t h = 0; h < HEADS_Q; h++) {
       const int64_t at = (tokens[i] * HEADS_Q + h) * HEAD_DIM;
-      for (int64_t d = 0; d < HEAD_DIM; d++) {
-        double error = fabs(staged(tokens[i], h, d) - out64[at + d]);
-        if (!(error <= max_err[0])) max_err[0] = isnan(error) ? INFINITY : error;
-        double lowp_error = fabs((double)out32[at + d] - out64[at + d]);
-        if (lowp_error > lowp_err[0]) lowp_err[0] = lowp_error;
-      }
-      const double ref_lse = lse64[tokens[i] * HEADS_Q + h];
-      double error = fabs(lse_host[tokens[i] * HEADS_Q + h] - ref_lse) / (LSE_ABS + LSE_REL * fabs(ref_lse));
-      if (!(error <= lse_max_error)) lse_max_error = isnan(error) ? INFINITY : error;
+      for (int64_t d = 0; d < HEAD_DIM; d++) tally_add(&errors[0], staged(tokens[i], h, d), out64[at + d], out32[at + d]);
+      lse_add(&lse_max_error, lse_host[tokens[i] * HEADS_Q + h], lse64[tokens[i] * HEADS_Q + h]);
     }
   }
   free(lse_host);
@@ -678,13 +683,7 @@ static void run_sel_case(void) {
       float lowp[HEAD_DIM];
       aotk__sel_reference_dq_row_f64(&p, tokens[i], h, out64, lse64, exact);
       aotk__sel_reference_dq_row_lowp(&p, DTYPE, tokens[i], h, out32, lse32, lowp);
-      for (int64_t d = 0; d < HEAD_DIM; d++) {
-        double error = fabs(staged(tokens[i], h, d) - exact[d]);
-        if (!(error <= max_err[1])) max_err[1] = isnan(error) ? INFINITY : error;
-        double lowp_error = fabs((double)lowp[d] - exact[d]);
-        if (lowp_error > lowp_err[1]) lowp_err[1] = lowp_error;
-        if (fabs(exact[d]) > magnitude[1]) magnitude[1] = fabs(exact[d]);
-      }
+      for (int64_t d = 0; d < HEAD_DIM; d++) tally_add(&errors[1], staged(tokens[i], h, d), exact[d], lowp[d]);
     }
   }
   /* dk and dv of the compared blocks. */
@@ -701,20 +700,16 @@ static void run_sel_case(void) {
     for (int b = 0; b < 4; b++) {
       for (int64_t key = blocks[b] * SEL_BLOCK; key < (blocks[b] + 1) * SEL_BLOCK && key < SEQ; key++) {
         for (int64_t d = 0; d < HEAD_DIM; d++) {
-          double error = fabs(staged(key, 0, d) - exact[key * HEAD_DIM + d]);
-          if (!(error <= max_err[g])) max_err[g] = isnan(error) ? INFINITY : error;
-          double lowp_error = fabs((double)lowp[key * HEAD_DIM + d] - exact[key * HEAD_DIM + d]);
-          if (lowp_error > lowp_err[g]) lowp_err[g] = lowp_error;
-          if (fabs(exact[key * HEAD_DIM + d]) > magnitude[g]) magnitude[g] = fabs(exact[key * HEAD_DIM + d]);
+          tally_add(&errors[g], staged(key, 0, d), exact[key * HEAD_DIM + d], lowp[key * HEAD_DIM + d]);
         }
       }
     }
   }
   static const char *const names[4] = {"out", "dq", "dk", "dv"};
   for (int g = 0; g < 4; g++) {
-    const double bound = 2.0 * lowp_err[g] + ERROR_FLOOR * (magnitude[g] > 1.0 ? magnitude[g] : 1.0);
-    CHECK_MSG(max_err[g] <= bound, "selection %s: err %.3g (bound %.3g)", names[g], max_err[g], bound);
-    printf("    selection %s: err %.3g of bound %.3g\n", names[g], max_err[g], bound);
+    const double bound = tally_bound(&errors[g], g > 0); /* the gradients' floor scales, as above */
+    CHECK_MSG(errors[g].error <= bound, "selection %s: err %.3g (bound %.3g)", names[g], errors[g].error, bound);
+    printf("    selection %s: err %.3g of bound %.3g\n", names[g], errors[g].error, bound);
   }
   CHECK_MSG(lse_max_error <= 1.0, "selection lse: err %.3g of its tolerance", lse_max_error);
   printf("    selection: %s, %lld reference rows, lse %.3g of tolerance\n", info.kernel_name, (long long)needed_rows,
