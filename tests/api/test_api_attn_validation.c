@@ -96,6 +96,11 @@ static void set_seqlen_k_beyond_int32(aotk_attn_params *p) {
   p->k.shape[1] = p->v.shape[1] = INT32_MAX;
   p->k.strides[1] = p->v.strides[1] = 0; /* inputs may broadcast; keeps the byte span small */
 }
+/* One past the length limit, 2^30 - 512 (the Gluon kernels' window arithmetic). */
+static void set_seqlen_k_past_limit(aotk_attn_params *p) {
+  p->k.shape[1] = p->v.shape[1] = ((int64_t)1 << 30) - 511;
+  p->k.strides[1] = p->v.strides[1] = 0;
+}
 static void set_batch_beyond_int32(aotk_attn_params *p) {
   problem shape = default_problem;
   shape.batch = (int64_t)1 << 33;
@@ -264,6 +269,13 @@ static void set_cu_seqlens_k_stride_2(aotk_attn_params *p) { make_varlen(p), p->
 static void set_max_seqlen_q_zero(aotk_attn_params *p) { make_varlen(p), p->max_seqlen_q = 0; }
 static void set_max_seqlen_k_negative(aotk_attn_params *p) { make_varlen(p), p->max_seqlen_k = -1; }
 static void set_max_seqlen_q_beyond_int32(aotk_attn_params *p) { make_varlen(p), p->max_seqlen_q = INT32_MAX; }
+/* total_k past 2^31 - 257 (the Gluon kernels' TMA row coordinates are int32); k and v broadcast, so
+ * that only the total is out of range. */
+static void set_total_k_beyond_limit(aotk_attn_params *p) {
+  make_varlen(p);
+  p->k.shape[0] = p->v.shape[0] = INT32_MAX - 255;
+  p->k.strides[0] = p->v.strides[0] = 0;
+}
 static void set_varlen_q_rank_4(aotk_attn_params *p) {
   make_varlen(p), p->q = aotk_tensor_4d(FAKE_Q, p->q.dtype, 1, VARLEN_TOTAL_Q, 8, 64);
 }
@@ -357,6 +369,7 @@ static const bad_input bad_inputs[] = {
     {"lse head stride 2^31", set_lse_head_stride_2_31, AOTK_ERROR_SIZE_OVERFLOW, "lse: strides[1]"},
     {"seqlen_q beyond int32", set_seqlen_q_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_q"},
     {"seqlen_k beyond int32", set_seqlen_k_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_k"},
+    {"seqlen_k 2^30 - 511", set_seqlen_k_past_limit, AOTK_ERROR_SIZE_OVERFLOW, "2^30 - 512"},
     {"batch beyond int32", set_batch_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "batch"},
     {"batch * heads_q * query blocks beyond the grid", set_batch_beyond_grid, AOTK_ERROR_SIZE_OVERFLOW, "programs"},
     {"causal 2", set_causal_2, AOTK_ERROR_INVALID_VALUE, "causal"},
@@ -460,6 +473,7 @@ static const bad_input bad_inputs[] = {
     {"varlen: max_seqlen_q 0", set_max_seqlen_q_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q = 0"},
     {"varlen: max_seqlen_k -1", set_max_seqlen_k_negative, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_k = -1"},
     {"varlen: max_seqlen_q INT32_MAX", set_max_seqlen_q_beyond_int32, AOTK_ERROR_SIZE_OVERFLOW, "seqlen_q"},
+    {"varlen: total_k 2^31 - 256", set_total_k_beyond_limit, AOTK_ERROR_SIZE_OVERFLOW, "total_k"},
     {"varlen: q rank 4", set_varlen_q_rank_4, AOTK_ERROR_RANK, "q.rank"},
     {"varlen: k rank 4", set_varlen_k_rank_4, AOTK_ERROR_RANK, "k.rank"},
     {"varlen: v rank 4", set_varlen_v_rank_4, AOTK_ERROR_RANK, "v.rank"},
