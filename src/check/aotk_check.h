@@ -186,6 +186,11 @@ typedef struct aotk__bwd_check_case {
    * query head) of dq and key rows per (sequence, kv head) of dk and dv, the first and the last among
    * them; every element is still checked for poison and clobbering, and dsinks is always whole. */
   int64_t rows_per_head;
+  /* 1: the same-precision emulation's delta = sum(dout * out) reads out as the forward stored it (the
+   * kernels' delta does) instead of the emulation's own rounding of out. Off in the suites; a diagnosis
+   * (bench/explore/sinks_short_probe.c) for rows whose dP - delta cancels, where the two roundings of out
+   * are independent draws that "2x the emulation's error" compares one to one. */
+  int stored_out_delta;
   aotk__check_features features;
 } aotk__bwd_check_case;
 

@@ -65,6 +65,7 @@ typedef struct bwd_reference_job {
   aotk_dtype dtype;
   const aotk__placed_tensor *placed;  /* [BWD_TENSORS] */
   const uint16_t *gradient_bits[3];
+  const uint16_t *out_bits; /* the forward's out, when the emulation's delta reads it (stored_out_delta) */
   double *lse_f64, *delta_f64;  /* at aotk__check_shape.stats_offset[seq] + head * len_q[seq] + row */
   float *lse_lowp, *delta_lowp;
   const bwd_item *dq_items, *kv_items;
@@ -129,6 +130,13 @@ static void *bwd_reference_worker(void *argument) {
       aotk__attn_reference_bwd_row_stats_f64(p, 0, h, row, exact, &job->lse_f64[item], &job->delta_f64[item]);
       aotk__attn_reference_bwd_row_stats_lowp(p, (int)job->dtype, 0, h, row, lowp, &job->lse_lowp[item],
                                               &job->delta_lowp[item]);
+      if (job->out_bits != NULL && !isinf(job->lse_lowp[item])) {
+        for (int64_t d = 0; d < DV; d++) {
+          lowp[d] = (float)aotk__dtype_value(
+              job->out_bits[aotk__check_seq_element(&job->placed[BWD_OUT], s, true, b, row, h, d)], job->dtype);
+        }
+        job->delta_lowp[item] = aotk__attn_reference_bwd_delta_lowp(p, 0, h, row, lowp);
+      }
     } else if (item < job->dq_count) {
       const bwd_item *it = &job->dq_items[item];
       const int64_t b = it->seq, h = it->head, row = it->row;
@@ -247,7 +255,7 @@ aotk_status aotk__check_attn_bwd(const aotk__driver *driver, const aotk__bwd_che
   static const char *const gradient_names[AOTK__CHECK_GRADIENTS] = {"dq", "dk", "dv", "dsinks"};
 
   float *host[BWD_TENSORS] = {NULL};
-  uint16_t *first_bits[3] = {NULL}, *repeat_bits = NULL, *bits = NULL;
+  uint16_t *first_bits[3] = {NULL}, *repeat_bits = NULL, *bits = NULL, *out_bits = NULL;
   float *dsinks_first = NULL, *dsinks_repeat = NULL;
   double *lse_f64 = NULL, *delta_f64 = NULL;
   float *lse_lowp = NULL, *delta_lowp = NULL;
@@ -334,6 +342,14 @@ aotk_status aotk__check_attn_bwd(const aotk__driver *driver, const aotk__bwd_che
   if ((status = aotk__check_settle(driver)) != AOTK_OK) goto done;
   if ((status = aotk_attn_fwd(&params, c->stream)) != AOTK_OK) goto done;
   if ((status = aotk__check_synchronize(driver, c->stream, "aotk_attn_fwd")) != AOTK_OK) goto done;
+  if (c->stored_out_delta) {
+    const size_t out_bytes = 2 * (size_t)placed[BWD_OUT].storage_elements;
+    if ((out_bits = malloc(out_bytes)) == NULL) {
+      status = aotk__fail(AOTK_ERROR_OUT_OF_MEMORY, "check: host allocation failed");
+      goto done;
+    }
+    AOTK__CHECK_CU(driver->cuMemcpyDtoH(out_bits, dev[BWD_OUT], out_bytes), "cuMemcpyDtoH");
+  }
   if (dropout) {
     AOTK__CHECK_CU(driver->cuMemcpyDtoH(fb.mask, fb.mask_device, (size_t)s.mask_elements), "cuMemcpyDtoH");
     aotk__check_mask_comparison m;
@@ -397,7 +413,7 @@ aotk_status aotk__check_attn_bwd(const aotk__driver *driver, const aotk__bwd_che
   for (int64_t b = 0; b < s.seqs; b++) aotk__check_reference_problem(&problems[b], &s, b, c->causal, scale, f, &in);
   const int64_t dq_count = choose_items(&s, true, c->rows_per_head, scratch, &state, dq_items);
   const int64_t kv_count = choose_items(&s, false, c->rows_per_head, scratch, &state, kv_items);
-  bwd_reference_job job = {problems, &s, c->dtype, placed, {first_bits[0], first_bits[1], first_bits[2]},
+  bwd_reference_job job = {problems, &s, c->dtype, placed, {first_bits[0], first_bits[1], first_bits[2]}, out_bits,
                            lse_f64, delta_f64, lse_lowp, delta_lowp, dq_items, kv_items, dq_count, kv_count,
                            0, 0, 0, per_worker};
   run_bwd_reference_phase(&job, 0, stats_count, threads, workers, handles);
@@ -499,6 +515,7 @@ done:
   if (dev_dsinks) driver->cuMemFree(dev_dsinks);
   aotk__check_free_features(driver, &fb);
   for (int g = 0; g < 3; g++) free(first_bits[g]);
+  free(out_bits);
   free(bits);
   free(repeat_bits);
   free(dsinks_first);

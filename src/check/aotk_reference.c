@@ -340,11 +340,16 @@ void aotk__attn_reference_bwd_row_stats_lowp(const aotk__attn_reference_problem 
    * where dP - delta cancels in exact arithmetic (a row that sees a single key has dS = 0), the
    * float32 rounding noise left over, which the kernels sum over rows into dk, is then in the
    * emulation too instead of cancelling exactly. */
+  *delta = aotk__attn_reference_bwd_delta_lowp(p, batch, head_q, row, out_row);
+}
+
+float aotk__attn_reference_bwd_delta_lowp(const aotk__attn_reference_problem *p, int64_t batch, int64_t head_q,
+                                          int64_t row, const float *out_row) {
   const float *dout_row = dout_row_of(p, batch, head_q, row);
   const int64_t head_dim_v = value_head_dim(p);
   float sum_of_products = 0.0f;
   for (int64_t d = 0; d < head_dim_v; d++) sum_of_products += dout_row[d] * out_row[d];
-  *delta = sum_of_products;
+  return sum_of_products;
 }
 
 void aotk__attn_reference_bwd_dq_row_lowp(const aotk__attn_reference_problem *p, int dtype, int64_t batch,

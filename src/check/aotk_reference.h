@@ -166,6 +166,10 @@ void aotk__attn_reference_bwd_dq_row_lowp(const aotk__attn_reference_problem *p,
 void aotk__attn_reference_bwd_dkdv_row_lowp(const aotk__attn_reference_problem *p, int dtype, int64_t batch,
                                             int64_t head_kv, int64_t key, const float *lse, const float *delta,
                                             float *dk_row, float *dv_row);
+/* The emulation's delta of one row, sum(dout * out) in float32 in its order, over a given out row (the
+ * emulation's own, or the one the forward stored: aotk__bwd_check_case.stored_out_delta). */
+float aotk__attn_reference_bwd_delta_lowp(const aotk__attn_reference_problem *p, int64_t batch, int64_t head_q,
+                                          int64_t row, const float *out_row);
 float aotk__attn_reference_bwd_dsink_lowp(const aotk__attn_reference_problem *p, int64_t head_q, const float *lse,
                                           const float *delta);
 
