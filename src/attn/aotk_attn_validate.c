@@ -59,10 +59,8 @@ static const char *const varlen_lse_layout = "[heads_q, total_q] (varlen)";
 
 static aotk_status check_dim(const aotk_tensor *t, const char *name, int dim, int64_t expected, const char *reference,
                              const char *meaning) {
-  if (t->shape[dim] == expected) return AOTK_OK;
   aotk_status status = strncmp(meaning, "head_dim", 8) == 0 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH;
-  return aotk__fail(status, "%s.shape[%d] = %lld but %s = %lld (%s)", name, dim, (long long)t->shape[dim], reference,
-                    (long long)expected, meaning);
+  return aotk__check_dim(t, name, dim, expected, reference, meaning, status);
 }
 
 /* One of the q/k/v/out-like tensors: its own checks, the dtype, and each dimension against what the
@@ -115,10 +113,7 @@ static aotk_status check_like(const aotk_tensor *t, const tensor_rule *rule, con
   const char *layout = varlen ? rule->varlen_layout : rule->dense_layout;
   aotk_status status = aotk__check_tensor(t, rule->name, varlen ? 3 : 4, layout);
   if (status != AOTK_OK) return status;
-  if (t->dtype != dtype) {
-    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", rule->name, aotk__dtype_name(t->dtype),
-                      aotk__dtype_name(dtype));
-  }
+  if ((status = aotk__check_same_dtype(t, rule->name, dtype, "q")) != AOTK_OK) return status;
   /* Varlen tensors have no batch dimension, and their sequence dimension is a total checked apart. */
   for (int dim = varlen ? 2 : 0; dim < 4; dim++) {
     int size = rule->sizes[dim];
@@ -159,12 +154,7 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   aotk_status status;
   const int varlen = params->cu_seqlens_q.data != NULL || params->cu_seqlens_k.data != NULL;
   if (varlen) {
-    if ((status = aotk__check_cu_seqlens(&params->cu_seqlens_q, "cu_seqlens_q")) != AOTK_OK) return status;
-    if ((status = aotk__check_cu_seqlens(&params->cu_seqlens_k, "cu_seqlens_k")) != AOTK_OK) return status;
-    if (params->cu_seqlens_k.shape[0] != params->cu_seqlens_q.shape[0]) {
-      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "cu_seqlens_k.shape[0] = %lld but cu_seqlens_q.shape[0] = %lld",
-                        (long long)params->cu_seqlens_k.shape[0], (long long)params->cu_seqlens_q.shape[0]);
-    }
+    if ((status = aotk__check_cu_seqlens_pair(&params->cu_seqlens_q, &params->cu_seqlens_k)) != AOTK_OK) return status;
     if (params->max_seqlen_q < 1 || params->max_seqlen_k < 1) {
       return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q = %d, max_seqlen_k = %d: each must be >= 1",
                         (int)params->max_seqlen_q, (int)params->max_seqlen_k);
@@ -190,14 +180,13 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   if ((status = aotk__check_tensor(v, "v", 4 - d, varlen ? varlen_v_layout : v_layout)) != AOTK_OK) return status;
   read_size(&sizes, SIZE_DIM_V, v, varlen);
   if ((status = check_like(v, &v_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
-  if (varlen && v->shape[0] != k->shape[0]) {
-    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "v.shape[0] = %lld but k.shape[0] = %lld (total_k)",
-                      (long long)v->shape[0], (long long)k->shape[0]);
+  const aotk_status mismatch = AOTK_ERROR_SHAPE_MISMATCH;
+  if (varlen && (status = aotk__check_dim(v, "v", 0, k->shape[0], "k.shape[0]", "total_k", mismatch)) != AOTK_OK) {
+    return status;
   }
   if ((status = check_like(out, &out_rule, &sizes, varlen, q->dtype)) != AOTK_OK) return status;
-  if (varlen && out->shape[0] != q->shape[0]) {
-    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "out.shape[0] = %lld but q.shape[0] = %lld (total_q)",
-                      (long long)out->shape[0], (long long)q->shape[0]);
+  if (varlen && (status = aotk__check_dim(out, "out", 0, q->shape[0], "q.shape[0]", "total_q", mismatch)) != AOTK_OK) {
+    return status;
   }
   const int64_t heads_q = sizes.value[SIZE_HEADS_Q], heads_kv = sizes.value[SIZE_HEADS_KV];
   const int64_t head_dim_qk = sizes.value[SIZE_DIM_QK], head_dim_v = sizes.value[SIZE_DIM_V];
@@ -216,9 +205,7 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   aotk_tensor lse_view = {0};
   if (lse->data != NULL) {
     if ((status = aotk__check_tensor(lse, "lse", 3 - d, varlen ? varlen_lse_layout : lse_layout)) != AOTK_OK) return status;
-    if (lse->dtype != AOTK_DTYPE_FLOAT32) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; lse is float32", aotk__dtype_name(lse->dtype));
-    }
+    if ((status = aotk__check_dtype_is(lse, "lse", AOTK_DTYPE_FLOAT32, "lse is float32")) != AOTK_OK) return status;
     if (varlen) {
       if ((status = check_dim(lse, "lse", 0, heads_q, "heads_q", "heads_q")) != AOTK_OK) return status;
       if ((status = check_dim(lse, "lse", 1, q->shape[0], "q.shape[0]", "total_q")) != AOTK_OK) return status;
@@ -312,9 +299,9 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
       return aotk__fail(AOTK_ERROR_NULL_POINTER, "rng_state.data is NULL: dropout_p > 0 needs the {seed, offset} state");
     }
     if ((status = aotk__check_tensor(&params->rng_state, "rng_state", 1, "[2] {seed, offset}")) != AOTK_OK) return status;
-    if (params->rng_state.dtype != AOTK_DTYPE_INT64) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "rng_state.dtype = %s; it is int64 [2] {seed, offset}",
-                        aotk__dtype_name(params->rng_state.dtype));
+    const char *const rng_dtype = "it is int64 [2] {seed, offset}";
+    if ((status = aotk__check_dtype_is(&params->rng_state, "rng_state", AOTK_DTYPE_INT64, rng_dtype)) != AOTK_OK) {
+      return status;
     }
     if (params->rng_state.shape[0] < 2) {
       return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "rng_state.shape[0] = %lld; it holds {seed, offset}: 2 values",
@@ -324,9 +311,7 @@ aotk_status aotk__attn_validate(const aotk_attn_params *caller_params, aotk_attn
   if (params->dropout_mask.data != NULL) {
     const aotk_tensor *m = &params->dropout_mask;
     if ((status = aotk__check_tensor(m, "dropout_mask", 4, "[batch, heads_q, seqlen_q, seqlen_k]")) != AOTK_OK) return status;
-    if (m->dtype != AOTK_DTYPE_UINT8) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "dropout_mask.dtype = %s; it is uint8", aotk__dtype_name(m->dtype));
-    }
+    if ((status = aotk__check_dtype_is(m, "dropout_mask", AOTK_DTYPE_UINT8, "it is uint8")) != AOTK_OK) return status;
     const int64_t expected[4] = {batch, heads_q, seqlen_q, seqlen_k};
     static const char *const meaning[4] = {"batch", "heads_q", "seqlen_q", "seqlen_k"};
     for (int dim = 0; dim < 4; dim++) {

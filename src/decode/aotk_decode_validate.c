@@ -40,20 +40,13 @@ static aotk_status check_aligned(const aotk_tensor *t, const char *name) {
 
 static aotk_status check_dim(const aotk_tensor *t, const char *name, int dim, int64_t expected, const char *what,
                              aotk_status status) {
-  if (t->shape[dim] != expected) {
-    return aotk__fail(status, "%s.shape[%d] = %lld but %s = %lld", name, dim, (long long)t->shape[dim], what,
-                      (long long)expected);
-  }
-  return AOTK_OK;
+  return aotk__check_dim(t, name, dim, expected, what, NULL, status);
 }
 
 static aotk_status check_int32_vector(const aotk_tensor *t, const char *name, int rank, const char *layout) {
   aotk_status status = aotk__check_tensor(t, name, rank, layout);
   if (status != AOTK_OK) return status;
-  if (t->dtype != AOTK_DTYPE_INT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; it is int32", name, aotk__dtype_name(t->dtype));
-  }
-  return AOTK_OK;
+  return aotk__check_dtype_is(t, name, AOTK_DTYPE_INT32, "it is int32");
 }
 
 aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_decode_params *params,
@@ -113,20 +106,14 @@ aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_
   const char *const batch_source = p->varlen ? "batch (cu_seqlens_q.shape[0] - 1)" : "batch (q.shape[0])";
   p->paged = params->block_table.data != NULL;
   if ((status = aotk__check_tensor(k, "k_cache", 4, cache_layout)) != AOTK_OK) return status;
-  if (k->dtype != p->dtype) {
-    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "k_cache.dtype = %s but q.dtype = %s", aotk__dtype_name(k->dtype),
-                      aotk__dtype_name(p->dtype));
-  }
+  if ((status = aotk__check_same_dtype(k, "k_cache", p->dtype, "q")) != AOTK_OK) return status;
   p->heads_kv = k->shape[2];
   if ((status = check_dim(k, "k_cache", 3, p->head_dim_qk, "head_dim_qk (q's last dimension)", AOTK_ERROR_HEAD_DIM_MISMATCH)) !=
       AOTK_OK) {
     return status;
   }
   if ((status = aotk__check_tensor(v, "v_cache", 4, cache_layout)) != AOTK_OK) return status;
-  if (v->dtype != p->dtype) {
-    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "v_cache.dtype = %s but q.dtype = %s", aotk__dtype_name(v->dtype),
-                      aotk__dtype_name(p->dtype));
-  }
+  if ((status = aotk__check_same_dtype(v, "v_cache", p->dtype, "q")) != AOTK_OK) return status;
   static const char *const cache_dims[] = {"k_cache.shape[0]", "k_cache.shape[1]", "heads_kv (k_cache.shape[2])"};
   for (int d = 0; d < 3; d++) {
     if ((status = check_dim(v, "v_cache", d, k->shape[d], cache_dims[d], AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
@@ -164,10 +151,9 @@ aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_
                         (long long)table->shape[1], (long long)p->page_size);
     }
   } else {
-    if (k->shape[0] != p->batch) {
-      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH,
-                        "k_cache.shape[0] = %lld but %s = %lld (a paged cache needs block_table)",
-                        (long long)k->shape[0], batch_source, (long long)p->batch);
+    if ((status = aotk__check_dim(k, "k_cache", 0, p->batch, batch_source, "a paged cache needs block_table",
+                                  AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+      return status;
     }
     p->capacity = k->shape[1];
     p->page_size = 0;
@@ -186,10 +172,7 @@ aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_
   if ((status = aotk__check_tensor(out, "out", out_rank, p->varlen ? varlen_out_layout : out_layout)) != AOTK_OK) {
     return status;
   }
-  if (out->dtype != p->dtype) {
-    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "out.dtype = %s but q.dtype = %s", aotk__dtype_name(out->dtype),
-                      aotk__dtype_name(p->dtype));
-  }
+  if ((status = aotk__check_same_dtype(out, "out", p->dtype, "q")) != AOTK_OK) return status;
   const int64_t dense_out_shape[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_v};
   const int64_t varlen_out_shape[3] = {p->total_q, p->heads_q, p->head_dim_v};
   static const char *const dense_out_dims[] = {"batch", "seqlen_q", "heads_q", "head_dim_v"};
@@ -211,9 +194,7 @@ aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_
         AOTK_OK) {
       return status;
     }
-    if (lse->dtype != AOTK_DTYPE_FLOAT32) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; it is float32", aotk__dtype_name(lse->dtype));
-    }
+    if ((status = aotk__check_dtype_is(lse, "lse", AOTK_DTYPE_FLOAT32, "it is float32")) != AOTK_OK) return status;
     const int64_t dense_lse_shape[3] = {p->batch, p->heads_q, p->seqlen_q};
     const int64_t varlen_lse_shape[2] = {p->heads_q, p->total_q};
     static const char *const dense_lse_dims[] = {"batch", "heads_q", "seqlen_q"};
@@ -292,10 +273,7 @@ aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_
     static const char *const names[2] = {"k_new", "v_new"};
     for (int t = 0; t < 2; t++) {
       if ((status = aotk__check_tensor(news[t], names[t], 4, new_layouts[t])) != AOTK_OK) return status;
-      if (news[t]->dtype != p->dtype) {
-        return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", names[t],
-                          aotk__dtype_name(news[t]->dtype), aotk__dtype_name(p->dtype));
-      }
+      if ((status = aotk__check_same_dtype(news[t], names[t], p->dtype, "q")) != AOTK_OK) return status;
       const int64_t expected[4] = {p->batch, k_new->shape[1], p->heads_kv, t == 0 ? p->head_dim_qk : p->head_dim_v};
       static const char *const what[4] = {"batch (q.shape[0])", "seqlen_new (k_new.shape[1])", "heads_kv",
                                           "the cache's head dim"};
@@ -394,9 +372,8 @@ aotk_status aotk__merge_validate(const aotk_merge_params *caller_params, aotk_me
                                              : "[num_partials, batch, heads, seqlen_q]")) != AOTK_OK) {
     return status;
   }
-  if (lse_parts->dtype != AOTK_DTYPE_FLOAT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse_partials.dtype = %s; it is float32",
-                      aotk__dtype_name(lse_parts->dtype));
+  if ((status = aotk__check_dtype_is(lse_parts, "lse_partials", AOTK_DTYPE_FLOAT32, "it is float32")) != AOTK_OK) {
+    return status;
   }
   int64_t lse_shape[4] = {p->num_partials, p->batch, p->heads, p->seqlen_q};
   static const char *const lse_names[4] = {"num_partials", "batch", "heads", "seqlen_q"};
@@ -428,9 +405,7 @@ aotk_status aotk__merge_validate(const aotk_merge_params *caller_params, aotk_me
                                      p->packed ? "[heads, total_q]" : "[batch, heads, seqlen_q]")) != AOTK_OK) {
       return status;
     }
-    if (lse->dtype != AOTK_DTYPE_FLOAT32) {
-      return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "lse.dtype = %s; it is float32", aotk__dtype_name(lse->dtype));
-    }
+    if ((status = aotk__check_dtype_is(lse, "lse", AOTK_DTYPE_FLOAT32, "it is float32")) != AOTK_OK) return status;
     for (int d = 0; d < rank - 2; d++) {
       if ((status = check_dim(lse, "lse", d, lse_parts->shape[d + 1], "lse_partials' matching size",
                               AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {

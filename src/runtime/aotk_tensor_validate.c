@@ -103,6 +103,24 @@ aotk_status aotk__check_output_strides(const aotk_tensor *t, const char *name) {
   return AOTK_OK;
 }
 
+aotk_status aotk__check_dim(const aotk_tensor *t, const char *name, int dim, int64_t expected, const char *source,
+                            const char *note, aotk_status status) {
+  if (t->shape[dim] == expected) return AOTK_OK;
+  return aotk__fail(status, "%s.shape[%d] = %lld but %s = %lld%s%s%s", name, dim, (long long)t->shape[dim], source,
+                    (long long)expected, note != NULL ? " (" : "", note != NULL ? note : "", note != NULL ? ")" : "");
+}
+
+aotk_status aotk__check_same_dtype(const aotk_tensor *t, const char *name, aotk_dtype dtype, const char *source) {
+  if (t->dtype == dtype) return AOTK_OK;
+  return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but %s.dtype = %s", name, aotk__dtype_name(t->dtype),
+                    source, aotk__dtype_name(dtype));
+}
+
+aotk_status aotk__check_dtype_is(const aotk_tensor *t, const char *name, aotk_dtype dtype, const char *why) {
+  if (t->dtype == dtype) return AOTK_OK;
+  return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; %s", name, aotk__dtype_name(t->dtype), why);
+}
+
 bool aotk__tensor_aligned16(const aotk_tensor *t) {
   if ((uintptr_t)t->data % 16 != 0) return false;
   for (int i = 0; i < t->rank - 1; i++) {
@@ -116,9 +134,8 @@ aotk_status aotk__check_fp32_vector(const aotk_tensor *t, const char *name, int6
   aotk_status status;
   if (allow_batch && t->rank == 2) {
     if ((status = aotk__check_tensor(t, name, 2, "[batch, heads_q]")) != AOTK_OK) return status;
-    if (t->shape[0] != batch) {
-      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[0] = %lld but batch = %lld", name, (long long)t->shape[0],
-                        (long long)batch);
+    if ((status = aotk__check_dim(t, name, 0, batch, "batch", NULL, AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+      return status;
     }
     *batch_stride = t->strides[0];
   } else {
@@ -127,12 +144,10 @@ aotk_status aotk__check_fp32_vector(const aotk_tensor *t, const char *name, int6
     }
     *batch_stride = 0;
   }
-  if (t->dtype != AOTK_DTYPE_FLOAT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; it is float32", name, aotk__dtype_name(t->dtype));
-  }
-  if (t->shape[t->rank - 1] != heads_q) {
-    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[%d] = %lld but heads_q = %lld", name, t->rank - 1,
-                      (long long)t->shape[t->rank - 1], (long long)heads_q);
+  if ((status = aotk__check_dtype_is(t, name, AOTK_DTYPE_FLOAT32, "it is float32")) != AOTK_OK) return status;
+  const int last = t->rank - 1;
+  if ((status = aotk__check_dim(t, name, last, heads_q, "heads_q", NULL, AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+    return status;
   }
   if ((*batch_stride > 0 ? (batch - 1) * *batch_stride : 0) + heads_q > AOTK__INT32_SPAN_LIMIT) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s spans more than 2^31 elements", name);
@@ -143,14 +158,20 @@ aotk_status aotk__check_fp32_vector(const aotk_tensor *t, const char *name, int6
 aotk_status aotk__check_cu_seqlens(const aotk_tensor *t, const char *name) {
   aotk_status status = aotk__check_tensor(t, name, 1, "[num_seqs + 1]");
   if (status != AOTK_OK) return status;
-  if (t->dtype != AOTK_DTYPE_INT32) {
-    return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; cu_seqlens are int32", name, aotk__dtype_name(t->dtype));
-  }
+  if ((status = aotk__check_dtype_is(t, name, AOTK_DTYPE_INT32, "cu_seqlens are int32")) != AOTK_OK) return status;
   if (t->shape[0] < 2) {
     return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "%s.shape[0] = %lld: it holds num_seqs + 1 >= 2 offsets", name,
                       (long long)t->shape[0]);
   }
   return AOTK_OK;
+}
+
+aotk_status aotk__check_cu_seqlens_pair(const aotk_tensor *cu_seqlens_q, const aotk_tensor *cu_seqlens_k) {
+  aotk_status status;
+  if ((status = aotk__check_cu_seqlens(cu_seqlens_q, "cu_seqlens_q")) != AOTK_OK) return status;
+  if ((status = aotk__check_cu_seqlens(cu_seqlens_k, "cu_seqlens_k")) != AOTK_OK) return status;
+  return aotk__check_dim(cu_seqlens_k, "cu_seqlens_k", 0, cu_seqlens_q->shape[0], "cu_seqlens_q.shape[0]", NULL,
+                         AOTK_ERROR_SHAPE_MISMATCH);
 }
 
 aotk_status aotk__check_window(int32_t causal, int32_t window_left, int32_t window_right) {

@@ -48,17 +48,14 @@ static aotk_status check_packed(const aotk_tensor *t, const char *name, const ch
                                 int64_t dim, const char *dim_source, int is_output) {
   aotk_status status = aotk__check_tensor(t, name, 3, layout);
   if (status != AOTK_OK) return status;
-  if (t->dtype != dtype) {
-    return aotk__fail(AOTK_ERROR_DTYPE_MISMATCH, "%s.dtype = %s but q.dtype = %s", name, aotk__dtype_name(t->dtype),
-                      aotk__dtype_name(dtype));
-  }
+  if ((status = aotk__check_same_dtype(t, name, dtype, "q")) != AOTK_OK) return status;
   const int64_t expected[3] = {rows, heads, dim};
   const char *const sources[3] = {rows_source, heads_source, dim_source};
   for (int i = 0; i < 3; i++) {
-    if (sources[i] != NULL && t->shape[i] != expected[i]) {
-      return aotk__fail(i == 2 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH,
-                        "%s.shape[%d] = %lld but %s = %lld (%s)", name, i, (long long)t->shape[i], sources[i],
-                        (long long)expected[i], layout);
+    if (sources[i] != NULL &&
+        (status = aotk__check_dim(t, name, i, expected[i], sources[i], layout,
+                                  i == 2 ? AOTK_ERROR_HEAD_DIM_MISMATCH : AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+      return status;
     }
   }
   if (is_output && (status = aotk__check_output_strides(t, name)) != AOTK_OK) return status;
@@ -87,13 +84,9 @@ static aotk_status check_per_token(const aotk_tensor *t, const char *name, const
     return aotk__fail(AOTK_ERROR_UNSUPPORTED_DTYPE, "%s.dtype = %s; it is %s %s", name, aotk__dtype_name(t->dtype),
                       aotk__dtype_name(dtype), layout);
   }
-  if (t->shape[0] != total_q) {
-    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[0] = %lld but q.shape[0] = %lld (total_q)", name,
-                      (long long)t->shape[0], (long long)total_q);
-  }
-  if (t->shape[1] != heads) {
-    return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "%s.shape[1] = %lld but %s = %lld", name, (long long)t->shape[1],
-                      heads_name, (long long)heads);
+  if ((status = aotk__check_dim(t, name, 0, total_q, "q.shape[0]", "total_q", AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK ||
+      (status = aotk__check_dim(t, name, 1, heads, heads_name, NULL, AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+    return status;
   }
   if ((t->shape[1] - 1) * t->strides[1] + (rank == 3 ? t->shape[2] : 1) > INT32_MAX) {
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW, "%s: one token's entries span more than 2^31 elements", name);
@@ -117,12 +110,7 @@ static aotk_status sel_validate(const aotk_sel_params *caller_params, int backwa
   const aotk_tensor *q = &params->q, *k = &params->k, *v = &params->v;
   const int varlen = params->cu_seqlens_q.data != NULL || params->cu_seqlens_k.data != NULL;
   if (varlen) {
-    if ((status = aotk__check_cu_seqlens(&params->cu_seqlens_q, "cu_seqlens_q")) != AOTK_OK) return status;
-    if ((status = aotk__check_cu_seqlens(&params->cu_seqlens_k, "cu_seqlens_k")) != AOTK_OK) return status;
-    if (params->cu_seqlens_k.shape[0] != params->cu_seqlens_q.shape[0]) {
-      return aotk__fail(AOTK_ERROR_SHAPE_MISMATCH, "cu_seqlens_k.shape[0] = %lld but cu_seqlens_q.shape[0] = %lld",
-                        (long long)params->cu_seqlens_k.shape[0], (long long)params->cu_seqlens_q.shape[0]);
-    }
+    if ((status = aotk__check_cu_seqlens_pair(&params->cu_seqlens_q, &params->cu_seqlens_k)) != AOTK_OK) return status;
     if (params->max_seqlen_k < 1) {
       return aotk__fail(AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_k = %d: with cu_seqlens it must be >= 1",
                         (int)params->max_seqlen_k);
