@@ -549,18 +549,10 @@ static size_t bwd_workspace_bytes(const aotk__attn_problem *problem, const attn_
 
 static aotk_status check_workspace(const aotk__attn_problem *problem, const attn_plan *plan, const void *workspace,
                                    size_t workspace_bytes) {
-  size_t needed = bwd_workspace_bytes(problem, plan);
-  if (workspace_bytes < needed || (workspace == NULL && needed > 0)) {
-    /* Before planning only the size every plan needs is known: say "at least". */
-    return aotk__fail(AOTK_ERROR_WORKSPACE_TOO_SMALL,
-                      "workspace_bytes = %zu%s but this problem needs %s%zu (aotk_query reports the size for these "
-                      "params)", workspace_bytes, workspace == NULL ? " (workspace NULL)" : "",
-                      plan == NULL && !problem->deterministic ? "at least " : "", needed);
-  }
-  if ((uintptr_t)workspace % 16 != 0) {
-    return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER, "workspace = %p is not 16-byte aligned", workspace);
-  }
-  return AOTK_OK;
+  /* Before planning only the size every plan needs is known: say "at least". */
+  return aotk__check_workspace(workspace, workspace_bytes, bwd_workspace_bytes(problem, plan),
+                               plan == NULL && !problem->deterministic ? "at least " : "",
+                               "aotk_query reports the size for these params");
 }
 
 /* The backward: the pre-pass, the dK/dV pass (on sm_90 the Gluon kernel where it covers the call and TMA
@@ -788,10 +780,8 @@ aotk_status aotk_attn_bwd(const aotk_attn_params *caller_params, void *workspace
 
 aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_kernel_info *info) {
   aotk__clear_error();
-  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
-  if (info->struct_size < sizeof(size_t)) {
-    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
-  }
+  aotk_status status = aotk__check_query_info(info);
+  if (status != AOTK_OK) return status;
   if (op == AOTK_OP_SEL_FWD || op == AOTK_OP_SEL_BWD) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is a selection-attention op: ask aotk_sel_query", (int)op);
   }
@@ -804,8 +794,8 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
   }
   aotk_attn_params params;
   aotk__attn_problem problem;
-  aotk_status status = op == AOTK_OP_ATTN_FWD ? aotk__attn_validate(caller_params, &params, &problem)
-                                              : aotk__attn_bwd_validate(caller_params, &params, &problem);
+  status = op == AOTK_OP_ATTN_FWD ? aotk__attn_validate(caller_params, &params, &problem)
+                                 : aotk__attn_bwd_validate(caller_params, &params, &problem);
   if (status != AOTK_OK) return status;
   const aotk__driver *driver;
   attn_plan plan;

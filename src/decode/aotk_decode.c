@@ -397,14 +397,12 @@ aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *caller_param
   if (op != AOTK_OP_DECODE) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d; aotk_decode_query answers AOTK_OP_DECODE", (int)op);
   }
-  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
-  if (info->struct_size < sizeof(size_t)) {
-    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
-  }
+  aotk_status status = aotk__check_query_info(info);
+  if (status != AOTK_OK) return status;
   aotk_decode_params params;
   aotk__decode_problem problem;
   decode_plan plan;
-  aotk_status status = aotk__decode_validate(caller_params, &params, &problem);
+  status = aotk__decode_validate(caller_params, &params, &problem);
   if (status != AOTK_OK || (status = plan_decode(&problem, NULL, &plan)) != AOTK_OK) return status;
   aotk__fill_info(&aotk__kernel_table[plan.decode_row], plan.kind, plan.programs, plan.workspace_bytes,
                   1 + (plan.num_splits > 1) + problem.append, decode_features(&problem, &plan), info);
@@ -508,14 +506,12 @@ aotk_status aotk_merge_query(aotk_op op, const aotk_merge_params *caller_params,
   if (op != AOTK_OP_MERGE) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d; aotk_merge_query answers AOTK_OP_MERGE", (int)op);
   }
-  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
-  if (info->struct_size < sizeof(size_t)) {
-    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
-  }
+  aotk_status status = aotk__check_query_info(info);
+  if (status != AOTK_OK) return status;
   aotk_merge_params params;
   aotk__merge_problem problem;
   merge_plan plan;
-  aotk_status status = aotk__merge_validate(caller_params, &params, &problem);
+  status = aotk__merge_validate(caller_params, &params, &problem);
   if (status != AOTK_OK || (status = plan_merge(&problem, NULL, &plan)) != AOTK_OK) return status;
   const aotk__kernel_entry *e = &aotk__kernel_table[plan.row];
   const int whole_rows = merge_whole_rows(&problem, &params, plan.row);

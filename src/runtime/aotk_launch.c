@@ -159,6 +159,26 @@ aotk_status aotk__choose_kernel(int family, const aotk__variant_key *key, int64_
   return AOTK_OK;
 }
 
+aotk_status aotk__check_query_info(const aotk_kernel_info *info) {
+  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
+  if (info->struct_size < sizeof(size_t)) {
+    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
+  }
+  return AOTK_OK;
+}
+
+aotk_status aotk__check_workspace(const void *workspace, size_t workspace_bytes, size_t needed, const char *at_least,
+                                  const char *hint) {
+  if (workspace_bytes < needed || (workspace == NULL && needed > 0)) {
+    return aotk__fail(AOTK_ERROR_WORKSPACE_TOO_SMALL, "workspace_bytes = %zu%s but this problem needs %s%zu (%s)",
+                      workspace_bytes, workspace == NULL ? " (workspace NULL)" : "", at_least, needed, hint);
+  }
+  if ((uintptr_t)workspace % 16 != 0) {
+    return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER, "workspace = %p is not 16-byte aligned", workspace);
+  }
+  return AOTK_OK;
+}
+
 void aotk__fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t grid, size_t workspace_bytes,
                      int32_t launches, uint32_t features, aotk_kernel_info *info) {
   size_t size = info->struct_size < sizeof *info ? info->struct_size : sizeof *info;

@@ -40,6 +40,13 @@ aotk_status aotk__load_rows(const aotk__driver *driver, const int *rows, const c
 /* Launches row `row`'s kernel on a 1-d grid of `grid` programs with `args` (one per parameter). */
 aotk_status aotk__launch_row(const aotk__driver *driver, int row, CUkernel kernel, size_t count, void **args,
                              int64_t grid, aotk_stream stream);
+/* A query's info argument: not NULL, and a struct_size that holds at least its first field. */
+aotk_status aotk__check_query_info(const aotk_kernel_info *info);
+/* A caller's workspace for `needed` bytes: at least that many (NULL only when none is needed) and
+ * 16-byte aligned. The refusal reads "workspace_bytes = N[ (workspace NULL)] but this problem needs
+ * <at_least>M (<hint>)", the hint naming the query that reports the size. */
+aotk_status aotk__check_workspace(const void *workspace, size_t workspace_bytes, size_t needed, const char *at_least,
+                                  const char *hint);
 /* Fills *info (as much of it as info->struct_size holds) for table row e. */
 void aotk__fill_info(const aotk__kernel_entry *e, aotk__image_kind kind, int64_t grid, size_t workspace_bytes,
                      int32_t launches, uint32_t features, aotk_kernel_info *info);

@@ -319,15 +319,7 @@ static size_t bwd_workspace_bytes(const sel_problem *p) {
 #define CHECK_WORKSPACE_BYTES 16
 
 static aotk_status check_workspace(const void *workspace, size_t workspace_bytes, size_t needed) {
-  if (workspace_bytes < needed || (workspace == NULL && needed > 0)) {
-    return aotk__fail(AOTK_ERROR_WORKSPACE_TOO_SMALL,
-                      "workspace_bytes = %zu%s but this problem needs %zu (aotk_sel_query reports it)", workspace_bytes,
-                      workspace == NULL ? " (workspace NULL)" : "", needed);
-  }
-  if ((uintptr_t)workspace % 16 != 0) {
-    return aotk__fail(AOTK_ERROR_MISALIGNED_POINTER, "workspace = %p is not 16-byte aligned", workspace);
-  }
-  return AOTK_OK;
+  return aotk__check_workspace(workspace, workspace_bytes, needed, "", "aotk_sel_query reports it");
 }
 
 /* --- kernel choice ------------------------------------------------------------------------------ */
@@ -680,10 +672,8 @@ aotk_status aotk_sel_bwd(const aotk_sel_params *caller_params, void *workspace, 
 
 aotk_status aotk_sel_query(aotk_op op, const aotk_sel_params *caller_params, aotk_kernel_info *info) {
   aotk__clear_error();
-  if (info == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "info is NULL");
-  if (info->struct_size < sizeof(size_t)) {
-    return aotk__fail(AOTK_ERROR_STRUCT_SIZE, "info->struct_size = %zu (use AOTK_KERNEL_INFO_INIT)", info->struct_size);
-  }
+  aotk_status status = aotk__check_query_info(info);
+  if (status != AOTK_OK) return status;
   if (op != AOTK_OP_SEL_FWD && op != AOTK_OP_SEL_BWD) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d; aotk_sel_query answers AOTK_OP_SEL_FWD and AOTK_OP_SEL_BWD",
                       (int)op);
@@ -691,7 +681,7 @@ aotk_status aotk_sel_query(aotk_op op, const aotk_sel_params *caller_params, aot
   aotk_sel_params params;
   sel_problem problem;
   sel_plan plan;
-  aotk_status status = sel_validate(caller_params, op == AOTK_OP_SEL_BWD, &params, &problem);
+  status = sel_validate(caller_params, op == AOTK_OP_SEL_BWD, &params, &problem);
   if (status != AOTK_OK || (status = plan_sel(&problem, NULL, &plan)) != AOTK_OK) return status;
   uint32_t features = problem.varlen ? AOTK_FEATURE_VARLEN : 0;
   if (op == AOTK_OP_SEL_FWD) {
