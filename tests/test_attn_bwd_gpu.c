@@ -3,10 +3,10 @@
  * batch 1-4, GQA ratios 1/4/8, the four memory layouts (and mixtures in which each gradient's strides
  * differ from its input's), default and explicit scales; 4097 in a few cases only (see below); bitwise
  * determinism over 5 runs; a workspace that is too small; CUDA graph capture; the sm_80 PTX.
- * Then the features of aotk_attn_params (feature_section): head dims from 8 to 256 with head_dim_qk !=
- * head_dim_v, variable length with empty sequences, sliding windows of 0, 1, 63, 64, 65 and 1000 keys
- * in both alignments, softcap, ALiBi, sinks (and dsinks) and dropout, each alone over both dtypes, and
- * all together. Exits 77 (skipped) on a machine with no GPU.
+ * Then the features of aotk_attn_params (the forward's matrix, tests/aotk_feature_matrix.h): head dims
+ * from 8 to 256 with head_dim_qk != head_dim_v, variable length with empty sequences, sliding windows
+ * of 0, 1, 63, 64, 65 and 1000 keys in both alignments, softcap, ALiBi, sinks (and dsinks) and dropout,
+ * each alone over both dtypes, and all together. Exits 77 (skipped) on a machine with no GPU.
  *
  * The host reference costs ~1 us per (query row, visible key, query head) on one core and is spread
  * over the machine's cores (aotk__check_attn_bwd); the matrix is sized to keep the whole binary
@@ -23,6 +23,7 @@
 #include "aotk_half.h"
 #include "aotk_test_harness.h"
 #include "aotk_gpu_test.h"
+#include "aotk_feature_matrix.h"
 
 
 typedef struct bwd_case {
@@ -514,267 +515,13 @@ static void feature_case(bwd_case *bc, aotk_dtype dtype, int64_t head_dim, int c
 
 static void run_feature_case(bwd_case *bc) { aotk_test_run_with(bc->name, run_bwd_case, bc); }
 
-/* Offsets below 2^62 (the forward check adds 1); half of them past 2^32. */
-static int64_t random_offset(uint64_t *state, int index) {
-  uint64_t r = next_random(state);
-  return (int64_t)(index % 2 ? r >> 2 : r >> 34);
-}
-
-static const int64_t varlen_mixed[][2] = {{17, 17}, {0, 31}, {127, 0}, {1, 1}, {1000, 1000}, {5, 300}};
-static const int64_t varlen_short_rows[][2] = {{1, 1000}, {1, 127}, {1, 0}, {64, 64}, {65, 63}, {128, 129}};
-static const int64_t varlen_empty[][2] = {{300, 0}, {0, 300}, {0, 0}, {257, 255}};
-
-static void set_varlen(aotk__check_features *f, int which) {
-  switch (which % 3) {
-    case 0:
-      aotk_gpu_test_set_seqlens(f, varlen_mixed, 6);
-      break;
-    case 1:
-      aotk_gpu_test_set_seqlens(f, varlen_short_rows, 6);
-      break;
-    default:
-      aotk_gpu_test_set_seqlens(f, varlen_empty, 4);
-      break;
-  }
-}
-
-/*
- * The forward test's feature matrix, for the gradients: each feature alone over both dtypes, a few
- * head dims, causal and not, GQA (dk and dv summed over the group), odd lengths, the layouts with the
- * gradients' strides unlike their inputs' in half; then all together. dsinks is compared whenever
- * there are sinks; the dropout cases regenerate the forward's mask in the backward's kernels.
- */
-static void feature_section(int *index, uint64_t *state) {
-  static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
-  static const int64_t groups[] = {1, 4, 8};
+/* The feature matrix (tests/aotk_feature_matrix.h), each case as a backward case. */
+static void run_feature_spec(const aotk_feature_spec *spec, int index) {
   bwd_case bc;
-  aotk__check_features f;
-
-  /* Head dims: padded in a compiled pair, head_dim_v != head_dim_qk either way. */
-  static const int64_t dims[][2] = {{8, 8},     {40, 40},   {72, 72},   {96, 96},  {136, 136},
-                                    {192, 128}, {256, 256}, {256, 128}, {64, 128}, {128, 40}};
-  static const int64_t shapes[][2] = {{1, 17}, {17, 127}, {127, 1000}, {1000, 127}, {300, 300}};
-  for (int t = 0; t < 2; t++)
-    for (int i = 0; i < 10; i++) {
-      memset(&f, 0, sizeof f);
-      f.head_dim_v = dims[i][1];
-      const int k = *index;
-      const int64_t *shape = shapes[(i + t) % 5];
-      const bool large = shape[0] * shape[1] > 50000;
-      const int64_t heads_kv = large ? 1 : 1 + k % 2;
-      feature_case(&bc, dtypes[t], dims[i][0], (i + t) % 2, shape[0], shape[1], large ? 1 : 1 + k % 3,
-                   heads_kv * groups[k % 3], heads_kv, (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), k / 4 % 2, 0.0f,
-                   &f, 0, (*index)++, false);
-      run_feature_case(&bc);
-    }
-
-  /* Variable length with empty sequences (no rows: dk and dv of its keys are 0; no keys: dq of its
-   * rows is 0). */
-  static const int64_t varlen_dims[] = {64, 128, 96};
-  for (int t = 0; t < 2; t++)
-    for (int causal = 0; causal < 2; causal++)
-      for (int h = 0; h < 2; h++) {
-        memset(&f, 0, sizeof f);
-        const int k = *index;
-        set_varlen(&f, t * 4 + causal * 2 + h);
-        feature_case(&bc, dtypes[t], varlen_dims[(t + h) % 3], causal, 0, 0, 0, 2 * groups[k % 3], 2,
-                     (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), k % 2, 0.0f, &f, 0, (*index)++, false);
-        run_feature_case(&bc);
-      }
-  memset(&f, 0, sizeof f);
-  set_varlen(&f, 1);
-  f.max_seqlen_slack = 37;
-  f.top_left = 1;
-  feature_case(&bc, AOTK_DTYPE_BFLOAT16, 96, 1, 0, 0, 0, 4, 4, AOTK__LAYOUT_PADDED, 1, 0.0f, &f, 0, (*index)++, false);
+  feature_case(&bc, spec->dtype, spec->head_dim, spec->causal, spec->seqlen_q, spec->seqlen_k, spec->batch,
+               spec->heads_q, spec->heads_kv, spec->layout, spec->mix_layouts, spec->softmax_scale, &spec->features,
+               spec->repeats, index, spec->ptx);
   run_feature_case(&bc);
-
-  /* Sliding windows of 0, 1, 63, 64, 65 and 1000 keys, seqlen_q != seqlen_k both ways, both alignments
-   * (the dK/dV pass walks the window's query range, query_ranges in kernels/attn_common.py). */
-  static const int32_t windows[] = {0, 1, 63, 64, 65, 1000};
-  for (int w = 0; w < 6; w++)
-    for (int shape = 0; shape < 4; shape++) {
-      memset(&f, 0, sizeof f);
-      f.window = 1;
-      int causal = 0;
-      int64_t seqlen_q = 127, seqlen_k = 1000;
-      switch (shape) {
-        case 0:
-          causal = 1;
-          f.window_left = windows[w];
-          f.window_right = -1;
-          break;
-        case 1:
-          f.window_left = windows[w];
-          f.window_right = windows[w];
-          f.top_left = 1;
-          seqlen_q = 1000;
-          seqlen_k = 127;
-          break;
-        case 2:
-          f.window_left = -1;
-          f.window_right = windows[w];
-          f.top_left = 1;
-          break;
-        default:
-          causal = 1;
-          f.window_left = windows[w];
-          f.window_right = 0;
-          seqlen_q = 1000;
-          seqlen_k = 127;
-          break;
-      }
-      const int k = *index;
-      feature_case(&bc, dtypes[(w + shape) % 2], (w + shape) % 3 == 0 ? 128 : 64, causal, seqlen_q, seqlen_k,
-                   1 + k % 2, groups[k % 3], 1, (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), k / 4 % 2, 0.0f, &f, 0,
-                   (*index)++, false);
-      run_feature_case(&bc);
-    }
-
-  /* Softcap: the chain rule's 1 - tanh^2, well into tanh's bend (5 with scale 0.3 at d=128) and
-   * Gemma-2's 30. */
-  for (int t = 0; t < 2; t++)
-    for (int causal = 0; causal < 2; causal++)
-      for (int which = 0; which < 2; which++) {
-        memset(&f, 0, sizeof f);
-        f.softcap = which ? 30.0f : 5.0f;
-        const int k = *index;
-        feature_case(&bc, dtypes[t], which ? 64 : 128, causal, which ? 300 : 127, which ? 300 : 1000, 1 + k % 2, 4,
-                     4 / groups[k % 2], (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), k % 2, which ? 0.0f : 0.3f, &f,
-                     0, (*index)++, false);
-        run_feature_case(&bc);
-      }
-
-  /* ALiBi (no gradient of its own: a constant shift of the scores), 1-d and 2-d slopes. */
-  for (int t = 0; t < 2; t++)
-    for (int kind = 1; kind <= 2; kind++)
-      for (int causal = 0; causal < 2; causal++) {
-        memset(&f, 0, sizeof f);
-        f.alibi = kind;
-        const int k = *index;
-        feature_case(&bc, dtypes[t], kind == 1 ? 64 : 128, causal, causal ? 17 : 300, causal ? 127 : 300,
-                     kind == 2 ? 3 : 1, 4, 2, (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), k % 2, 0.0f, &f, 0,
-                     (*index)++, false);
-        run_feature_case(&bc);
-      }
-  memset(&f, 0, sizeof f);
-  f.alibi = 2;
-  set_varlen(&f, 2);
-  feature_case(&bc, AOTK_DTYPE_FLOAT16, 64, 1, 0, 0, 0, 4, 2, AOTK__LAYOUT_OFFSET, 1, 0.0f, &f, 0, (*index)++, false);
-  run_feature_case(&bc);
-
-  /* Sinks, and dsinks: rows that see no key (causal, more rows than keys) carry no gradient to it. */
-  for (int t = 0; t < 2; t++)
-    for (int causal = 0; causal < 2; causal++) {
-      memset(&f, 0, sizeof f);
-      f.sinks = 1;
-      const int k = *index;
-      feature_case(&bc, dtypes[t], causal ? 128 : 64, causal, causal ? 1000 : 127, causal ? 127 : 1000, 2, 8, 2,
-                   (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), k % 2, 0.0f, &f, 0, (*index)++, false);
-      run_feature_case(&bc);
-    }
-  memset(&f, 0, sizeof f);
-  f.sinks = 1;
-  set_varlen(&f, 0);
-  feature_case(&bc, AOTK_DTYPE_BFLOAT16, 64, 0, 0, 0, 0, 4, 1, AOTK__LAYOUT_PADDED, 1, 0.0f, &f, 0, (*index)++, false);
-  run_feature_case(&bc);
-
-  /* Dropout: the backward regenerates the forward's mask in two differently tiled kernels. */
-  static const struct {
-    float p;
-    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
-    int causal, top_left;
-    aotk__check_layout layout;
-  } dropouts[] = {
-      {0.1f, 2, 4, 2, 1000, 1000, 64, 1, 0, AOTK__LAYOUT_CONTIGUOUS},
-      {0.5f, 1, 4, 1, 300, 300, 128, 0, 0, AOTK__LAYOUT_PERMUTED},
-      {0.9f, 1, 8, 1, 127, 1000, 96, 0, 0, AOTK__LAYOUT_PADDED},
-      {0.01f, 3, 2, 2, 17, 127, 64, 1, 1, AOTK__LAYOUT_OFFSET},
-      {0.3f, 1, 4, 4, 1, 17, 128, 0, 0, AOTK__LAYOUT_CONTIGUOUS},
-      {0.7f, 2, 8, 1, 1000, 1, 64, 1, 1, AOTK__LAYOUT_PADDED},
-  };
-  for (int i = 0; i < 6; i++) {
-    for (int t = 0; t < 2; t++) {
-      if (i >= 2 && t != i % 2) continue;
-      memset(&f, 0, sizeof f);
-      f.dropout_p = dropouts[i].p;
-      f.top_left = dropouts[i].top_left;
-      f.rng_seed = (int64_t)next_random(state);
-      f.rng_offset = random_offset(state, *index);
-      feature_case(&bc, dtypes[t], dropouts[i].head_dim, dropouts[i].causal, dropouts[i].seqlen_q,
-                   dropouts[i].seqlen_k, dropouts[i].batch, dropouts[i].heads_q, dropouts[i].heads_kv,
-                   dropouts[i].layout, i % 2, 0.0f, &f, 0, (*index)++, false);
-      run_feature_case(&bc);
-    }
-  }
-
-  /* Everything together: varlen, a causal window, softcap, per-sequence ALiBi, sinks, dropout; both
-   * alignments and dtypes; one of them run three times for bitwise determinism. Then dense two-sided
-   * windows with the padded head dims. */
-  for (int t = 0; t < 2; t++)
-    for (int align = 0; align < 2; align++) {
-      memset(&f, 0, sizeof f);
-      const int k = *index;
-      set_varlen(&f, k);
-      f.window = 1;
-      f.window_left = 63;
-      f.window_right = 0;
-      f.top_left = align;
-      f.softcap = 20.0f;
-      f.alibi = 2;
-      f.sinks = 1;
-      f.dropout_p = 0.2f;
-      f.rng_seed = (int64_t)next_random(state);
-      f.rng_offset = random_offset(state, k);
-      feature_case(&bc, dtypes[t], (t + align) % 2 ? 128 : 64, 1, 0, 0, 0, 2 * groups[k % 3], 2,
-                   (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 1, 0.0f, &f, t == 0 && align == 0 ? 2 : 0,
-                   (*index)++, false);
-      run_feature_case(&bc);
-    }
-  static const int64_t combined_dims[][2] = {{192, 128}, {40, 40}};
-  for (int t = 0; t < 2; t++) {
-    memset(&f, 0, sizeof f);
-    f.head_dim_v = combined_dims[t][1];
-    f.window = 1;
-    f.window_left = 65;
-    f.window_right = 64;
-    f.top_left = t;
-    f.softcap = 10.0f;
-    f.alibi = 1;
-    f.sinks = 1;
-    f.dropout_p = 0.15f;
-    f.rng_seed = (int64_t)next_random(state);
-    f.rng_offset = random_offset(state, t);
-    feature_case(&bc, dtypes[t], combined_dims[t][0], 0, 127, 1000, 2, 4, 2,
-                 t ? AOTK__LAYOUT_PADDED : AOTK__LAYOUT_CONTIGUOUS, 1, 0.0f, &f, 0, (*index)++, false);
-    run_feature_case(&bc);
-  }
-
-  /* The EXTRAS backward through the sm_80 PTX. */
-  CHECK(aotk_set_image_policy(AOTK_IMAGE_POLICY_SM80_PTX) == AOTK_OK);
-  memset(&f, 0, sizeof f);
-  set_varlen(&f, 1);
-  f.window = 1;
-  f.window_left = 64;
-  f.window_right = -1;
-  f.softcap = 20.0f;
-  f.alibi = 2;
-  f.sinks = 1;
-  f.dropout_p = 0.25f;
-  f.rng_seed = (int64_t)next_random(state);
-  f.rng_offset = random_offset(state, 1);
-  feature_case(&bc, AOTK_DTYPE_BFLOAT16, 128, 1, 0, 0, 0, 4, 2, AOTK__LAYOUT_CONTIGUOUS, 1, 0.0f, &f, 0, (*index)++,
-               true);
-  run_feature_case(&bc);
-  memset(&f, 0, sizeof f);
-  f.window = 1;
-  f.window_left = 63;
-  f.window_right = 1;
-  f.dropout_p = 0.4f;
-  f.rng_seed = (int64_t)next_random(state);
-  f.rng_offset = random_offset(state, 0);
-  feature_case(&bc, AOTK_DTYPE_FLOAT16, 96, 0, 300, 127, 1, 4, 1, AOTK__LAYOUT_PADDED, 0, 0.0f, &f, 0, (*index)++, true);
-  run_feature_case(&bc);
-  aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
 }
 
 /* The warp-specialized dK/dV pass (sm_90) where the main matrix is thin: both causal alignments with
@@ -967,7 +714,7 @@ int main(void) {
       }
   aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
 
-  feature_section(&index, &state);
+  aotk_feature_matrix(AOTK_MATRIX_BWD, &index, &state, run_feature_spec);
   hopper_section(&index);
   varlen_hopper_section(&index);
   hopper_feature_section(&index);

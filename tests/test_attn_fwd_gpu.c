@@ -3,10 +3,10 @@
  * memory layouts (packed, permuted, padded with unaligned strides, unaligned pointer), lse on and off;
  * then the sm_80 PTX on this GPU, concurrent first use from several threads, and CUDA graph capture.
  *
- * Then the features of aotk_attn_params (see feature_section): head dims from 8 to 256 with
- * head_dim_qk != head_dim_v, variable length with empty sequences, sliding windows of 0, 1, 63, 64, 65
- * and 1000 keys in both alignments, softcap, ALiBi, sinks and dropout, each alone over both dtypes,
- * and all together; the dropout mask checked bit for bit against the host's Philox, its keep rate, its
+ * Then the features of aotk_attn_params (tests/aotk_feature_matrix.h, the matrix the backward shares):
+ * head dims from 8 to 256 with head_dim_qk != head_dim_v, variable length with empty sequences,
+ * sliding windows of 0, 1, 63, 64, 65 and 1000 keys in both alignments, softcap, ALiBi, sinks and
+ * dropout, each alone over both dtypes, and all together; the dropout mask checked bit for bit against the host's Philox, its keep rate, its
  * invariance to everything but (seed, offset, b, h, i, j), and a captured graph replayed under a new
  * offset. Exits 77 (skipped) on a machine with no GPU. */
 #include <math.h>
@@ -21,6 +21,7 @@
 #include "aotk_driver.h"
 #include "aotk_test_harness.h"
 #include "aotk_gpu_test.h"
+#include "aotk_feature_matrix.h"
 
 
 typedef struct fwd_case {
@@ -388,31 +389,6 @@ static void persistent_section(int *index) {
   }
 }
 
-/* Offsets below 2^62, so that the check's offset + 1 cannot overflow; half of them past 2^32, where
- * the offset's high word enters the Philox key. */
-static int64_t random_offset(uint64_t *state, int index) {
-  uint64_t r = next_random(state);
-  return (int64_t)(index % 2 ? r >> 2 : r >> 34);
-}
-
-static const int64_t varlen_mixed[][2] = {{17, 17}, {0, 31}, {127, 0}, {1, 1}, {1000, 1000}, {5, 300}};
-static const int64_t varlen_short_rows[][2] = {{1, 1000}, {1, 127}, {1, 0}, {64, 64}, {65, 63}, {128, 129}};
-static const int64_t varlen_empty[][2] = {{300, 0}, {0, 300}, {0, 0}, {257, 255}};
-
-static void set_varlen(aotk__check_features *f, int which) {
-  switch (which % 3) {
-    case 0:
-      aotk_gpu_test_set_seqlens(f, varlen_mixed, 6);
-      break;
-    case 1:
-      aotk_gpu_test_set_seqlens(f, varlen_short_rows, 6);
-      break;
-    default:
-      aotk_gpu_test_set_seqlens(f, varlen_empty, 4);
-      break;
-  }
-}
-
 /* The warp-specialized kernel on the varlen layout (packed, read as [1, total, heads * d]): sequences of
  * every kind of length (empty ones, one row, longer than a tile, queries without keys and keys without
  * queries), causal of both alignments, at each head dim it has; run_fwd_case holds each to the rule. */
@@ -442,282 +418,12 @@ static void varlen_hopper_section(int *index) {
   }
 }
 
-/*
- * Each feature alone over both dtypes, a few head dims, causal and not, GQA, odd lengths, the four
- * layouts; then all of them together. Sizes stay at or below 1000 x 1000 so that the host reference of
- * the ~100 cases costs seconds.
- */
-static void feature_section(int *index, uint64_t *state) {
-  static const aotk_dtype dtypes[] = {AOTK_DTYPE_BFLOAT16, AOTK_DTYPE_FLOAT16};
-  static const int64_t groups[] = {1, 4, 8};
+/* The feature matrix (tests/aotk_feature_matrix.h), each case as a forward case. */
+static void run_feature_spec(const aotk_feature_spec *spec, int index) {
   fwd_case fc;
-  aotk__check_features f;
-
-  /* Head dims: every multiple of 8 runs in the smallest compiled pair that holds it; head_dim_v may
-   * differ from head_dim_qk either way. */
-  static const int64_t dims[][2] = {{8, 8},     {40, 40},   {72, 72},   {96, 96},  {136, 136},
-                                    {192, 128}, {256, 256}, {256, 128}, {64, 128}, {128, 40}};
-  static const int64_t shapes[][2] = {{1, 17}, {17, 127}, {127, 1000}, {1000, 1000}, {1000, 127}};
-  for (int t = 0; t < 2; t++)
-    for (int i = 0; i < 10; i++) {
-      memset(&f, 0, sizeof f);
-      f.head_dim_v = dims[i][1];
-      const int k = *index;
-      const int64_t *shape = shapes[(i + t) % 5];
-      const bool large = shape[0] * shape[1] > 100000;
-      const int64_t heads_kv = large ? 1 : 1 + k % 2;
-      feature_case(&fc, dtypes[t], dims[i][0], (i + t) % 2, shape[0], shape[1], large ? 1 : 1 + k % 3,
-                   heads_kv * groups[k % 3], heads_kv, (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f,
-                   (*index)++, false);
-      run_feature_case(&fc);
-    }
-
-  /* Variable length, with sequences of no query rows, no keys, or neither, and lengths on and around
-   * the block sizes; causal is bottom-right per sequence (each its own diagonal). */
-  static const int64_t varlen_dims[] = {64, 128, 96};
-  for (int t = 0; t < 2; t++)
-    for (int causal = 0; causal < 2; causal++)
-      for (int h = 0; h < 2; h++) {
-        memset(&f, 0, sizeof f);
-        const int k = *index;
-        set_varlen(&f, t * 4 + causal * 2 + h);
-        feature_case(&fc, dtypes[t], varlen_dims[(t + h) % 3], causal, 0, 0, 0, 2 * groups[k % 3], 2,
-                     (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f, (*index)++, false);
-        run_feature_case(&fc);
-      }
-  /* max_seqlen above every sequence (its grid covers more rows than any has), top-left causal. */
-  memset(&f, 0, sizeof f);
-  set_varlen(&f, 1);
-  f.max_seqlen_slack = 37;
-  f.top_left = 1;
-  feature_case(&fc, AOTK_DTYPE_BFLOAT16, 96, 1, 0, 0, 0, 4, 4, AOTK__LAYOUT_PADDED, 0.0f, &f, (*index)++, false);
+  feature_case(&fc, spec->dtype, spec->head_dim, spec->causal, spec->seqlen_q, spec->seqlen_k, spec->batch,
+               spec->heads_q, spec->heads_kv, spec->layout, spec->softmax_scale, &spec->features, index, spec->ptx);
   run_feature_case(&fc);
-  /* One sequence: the varlen layout of a plain batch of 1. */
-  static const int64_t single[][2] = {{1000, 127}};
-  memset(&f, 0, sizeof f);
-  aotk_gpu_test_set_seqlens(&f, single, 1);
-  feature_case(&fc, AOTK_DTYPE_FLOAT16, 128, 1, 0, 0, 0, 8, 1, AOTK__LAYOUT_PERMUTED, 0.0f, &f, (*index)++, false);
-  run_feature_case(&fc);
-
-  /* Sliding windows of 0, 1, 63, 64, 65 and 1000 keys (around the 64-key blocks, and wider than the
-   * keys), with seqlen_q != seqlen_k both ways and both alignments: left-only under causal, both sides,
-   * right-only, and causal with an explicit right bound of 0 (more rows than keys, bottom-right: the
-   * first rows see no key). */
-  static const int32_t windows[] = {0, 1, 63, 64, 65, 1000};
-  for (int w = 0; w < 6; w++)
-    for (int shape = 0; shape < 4; shape++) {
-      memset(&f, 0, sizeof f);
-      f.window = 1;
-      int causal = 0;
-      int64_t seqlen_q = 127, seqlen_k = 1000;
-      switch (shape) {
-        case 0:
-          causal = 1;
-          f.window_left = windows[w];
-          f.window_right = -1;
-          break;
-        case 1:
-          f.window_left = windows[w];
-          f.window_right = windows[w];
-          f.top_left = 1;
-          seqlen_q = 1000;
-          seqlen_k = 127;
-          break;
-        case 2:
-          f.window_left = -1;
-          f.window_right = windows[w];
-          f.top_left = 1;
-          break;
-        default:
-          causal = 1;
-          f.window_left = windows[w];
-          f.window_right = 0;
-          seqlen_q = 1000;
-          seqlen_k = 127;
-          break;
-      }
-      const int k = *index;
-      feature_case(&fc, dtypes[(w + shape) % 2], (w + shape) % 3 == 0 ? 128 : 64, causal, seqlen_q, seqlen_k,
-                   1 + k % 2, groups[k % 3], 1, (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f, (*index)++,
-                   false);
-      run_feature_case(&fc);
-    }
-  /* A local-attention model's shape: causal, equal lengths, window 255. */
-  for (int t = 0; t < 2; t++) {
-    memset(&f, 0, sizeof f);
-    f.window = 1;
-    f.window_left = 255;
-    f.window_right = -1;
-    feature_case(&fc, dtypes[t], 128, 1, 1000, 1000, 2, 8, 2, AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
-    run_feature_case(&fc);
-  }
-
-  /* Softcap: 5 with scale 0.3 at d=128 (scores of standard deviation ~3.4, well into tanh's bend)
-   * and Gemma-2's 30 with the default scale. */
-  for (int t = 0; t < 2; t++)
-    for (int causal = 0; causal < 2; causal++)
-      for (int which = 0; which < 2; which++) {
-        memset(&f, 0, sizeof f);
-        f.softcap = which ? 30.0f : 5.0f;
-        const int k = *index;
-        feature_case(&fc, dtypes[t], which ? 64 : 128, causal, which ? 1000 : 127, 1000, 1 + k % 2, 4, 4 / groups[k % 2],
-                     (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), which ? 0.0f : 0.3f, &f, (*index)++, false);
-        run_feature_case(&fc);
-      }
-
-  /* ALiBi, slopes per head [heads_q] and per batch entry [batch, heads_q]. */
-  for (int t = 0; t < 2; t++)
-    for (int kind = 1; kind <= 2; kind++)
-      for (int causal = 0; causal < 2; causal++) {
-        memset(&f, 0, sizeof f);
-        f.alibi = kind;
-        const int k = *index;
-        const bool large = causal == 0;
-        feature_case(&fc, dtypes[t], kind == 1 ? 64 : 128, causal, large ? 1000 : 17, large ? 1000 : 127,
-                     kind == 2 ? 3 : 1, 4, large ? 1 : 2, (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f,
-                     (*index)++, false);
-        run_feature_case(&fc);
-      }
-  /* ALiBi on the warp-specialized kernel at head dim 64, whose distances come from fp32 column offsets
-   * (kernels/attn_fwd_hopper.py, ALIBI_FP32): the packed layout, both slope shapes, more rows than one
-   * tile and keys far from the diagonal. */
-  for (int kind = 1; kind <= 2; kind++)
-    for (int causal = 0; causal < 2; causal++) {
-      memset(&f, 0, sizeof f);
-      f.alibi = kind;
-      feature_case(&fc, AOTK_DTYPE_BFLOAT16, 64, causal, 1000, causal ? 1000 : 1531, kind == 2 ? 3 : 1, 4, 2,
-                   AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
-      run_feature_case(&fc);
-    }
-  memset(&f, 0, sizeof f);
-  f.alibi = 2;
-  set_varlen(&f, 0);
-  feature_case(&fc, AOTK_DTYPE_FLOAT16, 64, 1, 0, 0, 0, 4, 2, AOTK__LAYOUT_OFFSET, 0.0f, &f, (*index)++, false);
-  run_feature_case(&fc);
-
-  /* Sinks: with causal and more rows than keys (bottom-right), the first rows see no key and get the
-   * sink alone (out 0, lse = sink); a top-left diagonal-only window leaves rows past the keys empty. */
-  for (int t = 0; t < 2; t++)
-    for (int causal = 0; causal < 2; causal++) {
-      memset(&f, 0, sizeof f);
-      f.sinks = 1;
-      const int k = *index;
-      feature_case(&fc, dtypes[t], causal ? 128 : 64, causal, causal ? 1000 : 127, causal ? 127 : 1000, 2, 8, 2,
-                   (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f, (*index)++, false);
-      run_feature_case(&fc);
-    }
-  memset(&f, 0, sizeof f);
-  f.sinks = 1;
-  f.window = 1;
-  f.top_left = 1;
-  feature_case(&fc, AOTK_DTYPE_BFLOAT16, 64, 0, 127, 17, 2, 4, 1, AOTK__LAYOUT_PADDED, 0.0f, &f, (*index)++, false);
-  run_feature_case(&fc);
-
-  /* Dropout: the mask bit for bit against the host's Philox, the same bits from the same state, another
-   * mask from the next offset, and the keep rate over 8e6 (and 1e6) elements. */
-  static const struct {
-    float p;
-    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
-    int causal, top_left;
-    aotk__check_layout layout;
-  } dropouts[] = {
-      {0.1f, 2, 4, 2, 1000, 1000, 64, 1, 0, AOTK__LAYOUT_CONTIGUOUS},
-      {0.5f, 2, 4, 1, 1000, 1000, 128, 0, 0, AOTK__LAYOUT_PERMUTED},
-      {0.9f, 1, 8, 1, 127, 1000, 96, 0, 0, AOTK__LAYOUT_PADDED},
-      {0.01f, 3, 2, 2, 17, 127, 64, 1, 1, AOTK__LAYOUT_OFFSET},
-      {0.3f, 1, 4, 4, 1, 17, 128, 0, 0, AOTK__LAYOUT_CONTIGUOUS},
-      {0.7f, 2, 8, 1, 1000, 1, 64, 1, 1, AOTK__LAYOUT_PADDED},
-  };
-  for (int i = 0; i < 6; i++) {
-    for (int t = 0; t < 2; t++) {
-      /* The two large ones in both dtypes; the others in one each. */
-      if (i >= 2 && t != i % 2) continue;
-      memset(&f, 0, sizeof f);
-      f.dropout_p = dropouts[i].p;
-      f.top_left = dropouts[i].top_left;
-      f.rng_seed = (int64_t)next_random(state);
-      f.rng_offset = random_offset(state, *index);
-      feature_case(&fc, dtypes[t], dropouts[i].head_dim, dropouts[i].causal, dropouts[i].seqlen_q, dropouts[i].seqlen_k,
-                   dropouts[i].batch, dropouts[i].heads_q, dropouts[i].heads_kv, dropouts[i].layout, 0.0f, &f,
-                   (*index)++, false);
-      run_feature_case(&fc);
-    }
-  }
-  /* Dropout on the varlen layout: the mask [num_seqs, heads_q, max_seqlen_q, max_seqlen_k]. */
-  memset(&f, 0, sizeof f);
-  set_varlen(&f, 1);
-  f.dropout_p = 0.2f;
-  f.rng_seed = (int64_t)next_random(state);
-  f.rng_offset = random_offset(state, 1);
-  feature_case(&fc, AOTK_DTYPE_BFLOAT16, 64, 1, 0, 0, 0, 4, 2, AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
-  run_feature_case(&fc);
-
-  /* Everything together: varlen, a window under causal, softcap, ALiBi per sequence, sinks, dropout;
-   * both alignments, both dtypes, two head dims. Then dense, non-causal two-sided windows with the
-   * 1-d slopes and the padded head dims. */
-  for (int t = 0; t < 2; t++)
-    for (int align = 0; align < 2; align++) {
-      memset(&f, 0, sizeof f);
-      const int k = *index;
-      set_varlen(&f, k);
-      f.window = 1;
-      f.window_left = 63;
-      f.window_right = 0;
-      f.top_left = align;
-      f.softcap = 20.0f;
-      f.alibi = 2;
-      f.sinks = 1;
-      f.dropout_p = 0.2f;
-      f.rng_seed = (int64_t)next_random(state);
-      f.rng_offset = random_offset(state, k);
-      feature_case(&fc, dtypes[t], (t + align) % 2 ? 128 : 64, 1, 0, 0, 0, 2 * groups[k % 3], 2,
-                   (aotk__check_layout)(k % AOTK__LAYOUT_COUNT), 0.0f, &f, (*index)++, false);
-      run_feature_case(&fc);
-    }
-  static const int64_t combined_dims[][2] = {{192, 128}, {40, 40}};
-  for (int t = 0; t < 2; t++) {
-    memset(&f, 0, sizeof f);
-    f.head_dim_v = combined_dims[t][1];
-    f.window = 1;
-    f.window_left = 65;
-    f.window_right = 64;
-    f.top_left = t;
-    f.softcap = 10.0f;
-    f.alibi = 1;
-    f.sinks = 1;
-    f.dropout_p = 0.15f;
-    f.rng_seed = (int64_t)next_random(state);
-    f.rng_offset = random_offset(state, t);
-    feature_case(&fc, dtypes[t], combined_dims[t][0], 0, 127, 1000, 2, 4, 2,
-                 t ? AOTK__LAYOUT_PADDED : AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, false);
-    run_feature_case(&fc);
-  }
-
-  /* The EXTRAS kernels through the sm_80 PTX (what GPUs newer than sm_90 run). */
-  CHECK(aotk_set_image_policy(AOTK_IMAGE_POLICY_SM80_PTX) == AOTK_OK);
-  memset(&f, 0, sizeof f);
-  set_varlen(&f, 0);
-  f.window = 1;
-  f.window_left = 64;
-  f.window_right = -1;
-  f.softcap = 20.0f;
-  f.alibi = 2;
-  f.sinks = 1;
-  f.dropout_p = 0.25f;
-  f.rng_seed = (int64_t)next_random(state);
-  f.rng_offset = random_offset(state, 1);
-  feature_case(&fc, AOTK_DTYPE_BFLOAT16, 128, 1, 0, 0, 0, 4, 2, AOTK__LAYOUT_CONTIGUOUS, 0.0f, &f, (*index)++, true);
-  run_feature_case(&fc);
-  memset(&f, 0, sizeof f);
-  f.window = 1;
-  f.window_left = 63;
-  f.window_right = 1;
-  f.dropout_p = 0.4f;
-  f.rng_seed = (int64_t)next_random(state);
-  f.rng_offset = random_offset(state, 0);
-  feature_case(&fc, AOTK_DTYPE_FLOAT16, 96, 0, 1000, 127, 1, 4, 1, AOTK__LAYOUT_PADDED, 0.0f, &f, (*index)++, true);
-  run_feature_case(&fc);
-  aotk_set_image_policy(AOTK_IMAGE_POLICY_AUTO);
 }
 
 /* The host's Philox4x32 against Random123's known-answer vectors (kat_vectors, philox4x32 with 7 and
@@ -1021,7 +727,7 @@ int main(void) {
   varlen_hopper_section(&index);
 
   RUN_TEST(test_philox_known_answers);
-  feature_section(&index, &state);
+  aotk_feature_matrix(AOTK_MATRIX_FWD, &index, &state, run_feature_spec);
   RUN_TEST(test_dropout_mask_invariance);
   RUN_TEST(test_graph_capture_dropout);
   printf("worst error as a fraction of its bound: bf16 %.3f, fp16 %.3f\n", worst_error_fraction[AOTK_DTYPE_BFLOAT16],
