@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Every GPU test binary under compute-sanitizer's tools, in one call on the GPU machine.
-#   here:  bench/gpu_sanitize.sh --bundle      copies libaotk.a (stripped of debug sections) and liblzma.a
-#                                              into build/gpu-main/archive/ (~34 MB)
-#   there: [RUNS="tool:suite[:filter] ..."] bench/gpu_sanitize.sh [SECONDS] [JOBS]   links each tests/test_*_gpu.c against that archive
-#          (one 34 MB archive travels instead of one 33 MB static binary per suite, so every suite fits in
-#          one carry), then runs each suite under each tool, JOBS processes at a time (default 12), each
-#          stopped after SECONDS (default 500). RUNS picks the runs (default: every tool below over every
-#          suite; a filter is the suite's AOTK_TEST_FILTER; the tool "none" runs the suite bare). The table of cases passed and errors reported, and each run's reports grouped by the
-#          kernel line or host frame they name, go to $OUT/sanitize/summary.txt; the logs, compressed, to
-#          $OUT/sanitize/logs.tar.xz.
+#   here:  bench/gpu_sanitize.sh --bundle
+#          copies libaotk.a (stripped of debug sections), liblzma.a and the generated aotk_families.h into
+#          build/gpu-main/archive/ (~34 MB; carry that folder).
+#   there: [RUNS="tool:suite[:filter] ..."] bench/gpu_sanitize.sh [SECONDS] [JOBS]
+#          links each tests/test_*_gpu.c against that archive (one 34 MB archive travels instead of one
+#          33 MB static binary per suite, so every suite fits in one carry), then runs each suite under
+#          each tool, JOBS processes at a time (default 12), each stopped after SECONDS (default 500).
+#          RUNS picks the runs (default: every tool below over every suite; a filter is the suite's
+#          AOTK_TEST_FILTER; the tool "none" runs the suite bare). The table of cases passed and errors
+#          reported, and each run's reports grouped by the kernel line or host frame they name, go to
+#          $OUT/sanitize/summary.txt; the logs, compressed, to $OUT/sanitize/logs.tar.xz.
 # Tools: memcheck, synccheck and initcheck over every suite; racecheck over the suites whose kernels are
 # not warp-specialized (selection, decoding): on the Gluon kernels racecheck reports the
 # gl.warp_specialize hand-off (docs/design.md, "Sanitizers and the warp-specialized kernels").
@@ -19,6 +21,7 @@ if [ "${1:-}" = "--bundle" ]; then
   mkdir -p "$archive"
   lzma=$(sed -n 's/^LZMA_STATIC_LIBRARY:FILEPATH=//p' build/CMakeCache.txt)
   cp build/libaotk.a "$archive"/ && strip -g "$archive"/libaotk.a && cp "$lzma" "$archive"/liblzma.a
+  cp build/generated/aotk_families.h "$archive"/  # the family ids the internal headers include
   du -sh "$archive"
   exit 0
 fi
@@ -27,7 +30,7 @@ jobs=${2:-12}
 out=${OUT:-/tmp/aotk-sanitize}/sanitize
 bin=/tmp/aotk-sanitize-bin
 mkdir -p "$out" "$bin"
-includes="-Iinclude -Isrc/runtime -Isrc/attn -Isrc/decode -Isrc/check -Itests"
+includes="-Iinclude -Isrc/runtime -Isrc/attn -Isrc/decode -Isrc/check -Itests -I$archive"
 suites=""
 for source in tests/test_*_gpu.c; do
   # test_long_gpu (35 GB a process) was run under memcheck, synccheck and initcheck on its own.

@@ -12,8 +12,9 @@
  * out (aotk__bwd_check_case.stored_out_delta), and counts the draws over their bound each way. If the
  * kernel computed something other than the flash backward of its inputs, reading the stored out would
  * not bring it inside the bound; if the excess is the rounding of out, it would.
- *   cc -O2 -std=gnu11 -Iinclude -Isrc/runtime -Isrc/attn -Isrc/decode -Isrc/check -Itests \
- *      bench/explore/sinks_short_probe.c libaotk.a liblzma.a -ldl -lm -lpthread -o probe && ./probe [draws]
+ *   cc -O2 -std=gnu11 -Iinclude -Isrc/runtime -Isrc/attn -Isrc/decode -Isrc/check -Itests -I<archive> \
+ *      bench/explore/sinks_short_probe.c <archive>/libaotk.a <archive>/liblzma.a -ldl -lm -lpthread -o probe
+ * with <archive> what `bench/gpu_sanitize.sh --bundle` fills (build/gpu-main/archive); ./probe [draws].
  */
 #include <stdio.h>
 #include <stdlib.h>

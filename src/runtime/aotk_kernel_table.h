@@ -10,35 +10,9 @@
 
 #include "aotk.h"
 
-enum {
-  AOTK__FAMILY_ATTN_FWD = 1,
-  AOTK__FAMILY_ATTN_BWD_PREPROCESS = 2,
-  AOTK__FAMILY_ATTN_BWD_DKDV = 3,
-  AOTK__FAMILY_ATTN_BWD_DQ = 4,
-  AOTK__FAMILY_ATTN_DROPOUT_MASK = 5,
-  AOTK__FAMILY_ATTN_BWD_SINK_REDUCE = 6,
-  AOTK__FAMILY_SEL_FWD = 7,
-  AOTK__FAMILY_SEL_BWD_DQ = 8,
-  AOTK__FAMILY_SEL_BWD_DKDV = 9,
-  AOTK__FAMILY_SEL_INDEX_COUNT = 10,
-  AOTK__FAMILY_SEL_INDEX_SCAN = 11,
-  AOTK__FAMILY_SEL_INDEX_SCATTER = 12,
-  AOTK__FAMILY_SEL_CHECK_INDICES = 13,
-  AOTK__FAMILY_SEL_INDEX_ZERO = 14,
-  AOTK__FAMILY_SEL_INDEX_ORDER = 15,
-  AOTK__FAMILY_ATTN_FWD_TMA = 16,
-  AOTK__FAMILY_ATTN_FWD_HOPPER = 17,
-  AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER = 18,
-  AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER = 19,
-  AOTK__FAMILY_ATTN_BWD_DQ_CONVERT = 20,
-  AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 = 21,
-  AOTK__FAMILY_ATTN_DECODE = 22,
-  AOTK__FAMILY_ATTN_MERGE = 23,
-  AOTK__FAMILY_ATTN_CACHE_APPEND = 24,
-  AOTK__FAMILY_ATTN_DECODE_PAGED = 25,        /* attn_decode with PAGE_MODE 1: a page lookup per key row */
-  AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS = 26, /* PAGE_MODE 2: one per block (page size a multiple of block_n) */
-  AOTK__FAMILY_ATTN_BWD_DQ_HOPPER = 27,       /* the sm_90 dQ pass in Gluon (kernels/attn_bwd_dq_hopper.py) */
-};
+/* The families' AOTK__FAMILY_* ids, generated from the catalog's FAMILIES into the build tree (as the
+ * table is), and their names in aotk__family_names below. */
+#include "aotk_families.h"
 
 /* A host-side TMA descriptor's layout, as the compiler chose it: the CUtensorMapSwizzle mode and the
  * box (outermost dimension first) that cuTensorMapEncodeTiled must be given. */
@@ -88,5 +62,7 @@ extern const int aotk__catalog_kernel_count;
 extern const char aotk__triton_version[];
 extern const char aotk__ptxas_version[];
 extern const char aotk__kernel_filter[];
+/* The catalog's name of each family ("attn_fwd"), indexed by its id; [0] is "unknown". */
+extern const char *const aotk__family_names[AOTK__FAMILY_COUNT];
 
 #endif /* AOTK_KERNEL_TABLE_H */

@@ -50,46 +50,8 @@ aotk_status aotk__choose_target(const aotk__device_info *device, int *arch, aotk
   return AOTK_OK;
 }
 
-static const char *family_name(int family) {
-  switch (family) {
-    case AOTK__FAMILY_ATTN_FWD:
-      return "attn_fwd";
-    case AOTK__FAMILY_ATTN_FWD_TMA:
-      return "attn_fwd_tma";
-    case AOTK__FAMILY_ATTN_FWD_HOPPER:
-      return "attn_fwd_hopper";
-    case AOTK__FAMILY_ATTN_FWD_HOPPER_WG3:
-      return "attn_fwd_hopper_wg3";
-    case AOTK__FAMILY_ATTN_BWD_PREPROCESS:
-      return "attn_bwd_preprocess";
-    case AOTK__FAMILY_ATTN_BWD_DKDV:
-      return "attn_bwd_dkdv";
-    case AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER:
-      return "attn_bwd_dkdv_hopper";
-    case AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER:
-      return "attn_bwd_fused_hopper";
-    case AOTK__FAMILY_ATTN_BWD_DQ_CONVERT:
-      return "attn_bwd_dq_convert";
-    case AOTK__FAMILY_ATTN_BWD_DQ:
-      return "attn_bwd_dq";
-    case AOTK__FAMILY_ATTN_BWD_DQ_HOPPER:
-      return "attn_bwd_dq_hopper";
-    case AOTK__FAMILY_ATTN_DROPOUT_MASK:
-      return "attn_dropout_mask";
-    case AOTK__FAMILY_ATTN_BWD_SINK_REDUCE:
-      return "attn_bwd_sink_reduce";
-    case AOTK__FAMILY_ATTN_DECODE:
-      return "attn_decode";
-    case AOTK__FAMILY_ATTN_DECODE_PAGED:
-      return "attn_decode_paged";
-    case AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS:
-      return "attn_decode_paged_blocks";
-    case AOTK__FAMILY_ATTN_MERGE:
-      return "attn_merge";
-    case AOTK__FAMILY_ATTN_CACHE_APPEND:
-      return "attn_cache_append";
-  }
-  return "unknown";
+const char *aotk__family_name(int family) {
+  return family > 0 && family < AOTK__FAMILY_COUNT ? aotk__family_names[family] : aotk__family_names[0];
 }
 
 /* Whether table row e is a variant of `family` for this problem, ignoring its tile config and head
@@ -148,7 +110,7 @@ aotk_status aotk__choose_kernel(int family, const aotk__variant_key *key, int64_
   if (best < 0) {
     return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT,
                       "no sm_%d %s kernel for %s, head dims %lld/%lld, %s inputs%s in this build%s%s%s", arch,
-                      family_name(family), aotk__dtype_name(key->dtype), (long long)key->head_dim_qk,
+                      aotk__family_name(family), aotk__dtype_name(key->dtype), (long long)key->head_dim_qk,
                       (long long)key->head_dim_v, key->aligned ? "16-byte-aligned" : "unaligned",
                       key->extras ? " with softcap/ALiBi/dropout" : "",
                       aotk__kernel_filter[0] ? " (built with the filter " : "", aotk__kernel_filter,

@@ -40,6 +40,8 @@ aotk_status aotk__load_rows(const aotk__driver *driver, const int *rows, const c
 /* Launches row `row`'s kernel on a 1-d grid of `grid` programs with `args` (one per parameter). */
 aotk_status aotk__launch_row(const aotk__driver *driver, int row, CUkernel kernel, size_t count, void **args,
                              int64_t grid, aotk_stream stream);
+/* The catalog's name of a family ("attn_fwd"; "unknown" for an id it does not have), for messages. */
+const char *aotk__family_name(int family);
 /* A query's info argument: not NULL, and a struct_size that holds at least its first field. */
 aotk_status aotk__check_query_info(const aotk_kernel_info *info);
 /* A caller's workspace for `needed` bytes: at least that many (NULL only when none is needed) and

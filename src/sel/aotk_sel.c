@@ -324,30 +324,6 @@ static aotk_status check_workspace(const void *workspace, size_t workspace_bytes
 
 /* --- kernel choice ------------------------------------------------------------------------------ */
 
-static const char *sel_family_name(int family) {
-  switch (family) {
-    case AOTK__FAMILY_SEL_FWD:
-      return "sel_fwd";
-    case AOTK__FAMILY_SEL_BWD_DQ:
-      return "sel_bwd_dq";
-    case AOTK__FAMILY_SEL_BWD_DKDV:
-      return "sel_bwd_dkdv";
-    case AOTK__FAMILY_SEL_INDEX_COUNT:
-      return "sel_index_count";
-    case AOTK__FAMILY_SEL_INDEX_SCAN:
-      return "sel_index_scan";
-    case AOTK__FAMILY_SEL_INDEX_SCATTER:
-      return "sel_index_scatter";
-    case AOTK__FAMILY_SEL_INDEX_ZERO:
-      return "sel_index_zero";
-    case AOTK__FAMILY_SEL_INDEX_ORDER:
-      return "sel_index_order";
-    case AOTK__FAMILY_SEL_CHECK_INDICES:
-      return "sel_check_indices";
-  }
-  return "unknown";
-}
-
 /* The row of `family` for the problem: the variant (dtype, head dims, block size; the index helpers
  * have none), then the tuning rule on the group size (the largest min_seqlen it reaches). */
 static aotk_status choose_sel_kernel(int family, const sel_problem *p, const aotk__device_info *device, int *row,
@@ -374,7 +350,7 @@ static aotk_status choose_sel_kernel(int family, const sel_problem *p, const aot
   if (best < 0) {
     return aotk__fail(AOTK_ERROR_KERNEL_NOT_BUILT,
                       "no sm_%d %s kernel for %s, head dims %lld/%lld, block size %d, group size %lld in this build%s%s%s",
-                      arch, sel_family_name(family), aotk__dtype_name(p->dtype), (long long)p->head_dim_qk,
+                      arch, aotk__family_name(family), aotk__dtype_name(p->dtype), (long long)p->head_dim_qk,
                       (long long)p->head_dim_v, (int)p->block_size, (long long)p->group_size,
                       aotk__kernel_filter[0] ? " (built with the filter " : "",
                       aotk__kernel_filter, aotk__kernel_filter[0] ? ")" : "");
