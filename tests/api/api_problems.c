@@ -413,6 +413,11 @@ aotk_sel_params sel_params_for(sel_shape s, bool bwd) {
   return params;
 }
 
+void add_new_kv(aotk_decode_params *params, const decode_shape *s, int64_t seqlen_new) {
+  params->k_new = aotk_tensor_4d(FAKE_K_NEW, s->dtype, s->batch, seqlen_new, s->heads_kv, s->head_dim_qk);
+  params->v_new = aotk_tensor_4d(FAKE_V_NEW, s->dtype, s->batch, seqlen_new, s->heads_kv, s->head_dim_v);
+}
+
 aotk_decode_params decode_params_for(decode_shape s) {
   aotk_decode_params params = AOTK_DECODE_PARAMS_INIT;
   const bool paged = s.page_size > 0;

@@ -243,11 +243,26 @@ typedef struct decode_shape {
 
 /* GQA (group 4), two new tokens, lse written. */
 static const decode_shape default_decode_shape = {AOTK_DTYPE_BFLOAT16, 3, 2, 8, 2, 128, 128, 1000, 0, 0, true, 0};
+/* The default shape with 64 pages of 16 keys per request, out of a pool of 200 pages. */
+static const decode_shape default_paged_shape = {AOTK_DTYPE_BFLOAT16, 3, 2, 8, 2, 128, 128, 1024, 16, 200, true, 0};
+/* Packed: 3 requests' 100 query tokens, at most 40 each, over the default caches: G 4 x 40 = 160 rows per
+ * (request, kv head), the 64-row tile in 3 chunks. */
+static const decode_shape default_varlen_shape = {AOTK_DTYPE_BFLOAT16, 3, 40, 8, 2, 128, 128, 1000, 0, 0, true, 100};
+static const decode_shape default_varlen_paged_shape = {AOTK_DTYPE_BFLOAT16, 3, 40, 8, 2, 128, 128, 1024, 16, 200,
+                                                        true, 100};
 
 /* Contiguous tensors at the fake addresses. */
 aotk_decode_params decode_params_for(decode_shape s);
+/* Appending (include/aotk.h, k_new and v_new): seqlen_new new keys and values per request,
+ * [batch, seqlen_new, heads_kv, head_dim], contiguous at their own fake addresses. */
+/* Appending (include/aotk.h, k_new and v_new): seqlen_new new keys and values per request,
+ * [batch, seqlen_new, heads_kv, head_dim], contiguous at their own fake addresses. */
+void add_new_kv(aotk_decode_params *params, const decode_shape *s, int64_t seqlen_new);
 
 static inline aotk_decode_params valid_decode_params(void) { return decode_params_for(default_decode_shape); }
+/* ALiBi slopes and sinks for the default shape's 8 query heads. */
+static inline void dec_alibi(aotk_decode_params *p) { p->alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8); }
+static inline void dec_sinks(aotk_decode_params *p) { p->sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8); }
 static inline int64_t round_up_to(int64_t value, int64_t multiple) { return ceil_div(value, multiple) * multiple; }
 
 /* The one merge row for a target and alignment (the family has no dtype or head-dim axis). */
