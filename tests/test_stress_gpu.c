@@ -453,8 +453,8 @@ static void run_attn_checked(worker *w, attn_draw *d) {
     /* bf16 with sinks and sequences of 1-2 keys: a row's dP - delta nearly cancels there, so dq, dk and
      * dsinks are a few rounding errors of delta = sum(dout * out), with out as the forward stored it in
      * bf16. The emulation then reads that out as the kernels do (stored_out_delta); with its own rounding
-     * of out the bound compared two independent draws of that noise and was crossed (dq, dk up to 2x,
-     * dsinks up to 8x) in 2-3% of draws. bench/explore/sinks_short_probe.c measured both on the H100:
+     * of out the bound compared two independent draws of that noise and was crossed (dq up to 2x, dk
+     * 1.06x, dsinks up to 8x) in 1-3% of draws. bench/explore/sinks_short_probe.c measured both on the H100:
      * 600 draws, 4 over the bound with the emulation's own out, 0 with the stored one (worst 0.50). */
     c->stored_out_delta = short_with_sinks(c);
     if (c->stored_out_delta) w->stored_out_checked++;
