@@ -1,8 +1,8 @@
 /*
  * What the reference tests share (tests/test_reference.c, test_reference_bwd.c): a seeded generator per
- * case, the strided test tensors and the attention problems built from them in four layouts, the
- * feature cases, and the emulation's error-test shapes. Static functions, each test file using what it
- * needs (they compile with -Wno-unused-function).
+ * case (aotk_test_random.h), the strided test tensors and the attention problems built from them in
+ * four layouts, the feature cases, and the emulation's error-test shapes. Static functions, each test
+ * file using what it needs (they compile with -Wno-unused-function).
  */
 #ifndef REFERENCE_TEST_INPUTS_H
 #define REFERENCE_TEST_INPUTS_H
@@ -19,43 +19,7 @@
 #include "aotk_half.h"
 #include "aotk_reference.h"
 #include "aotk_test_harness.h"
-
-static uint64_t run_seed;
-
-/* splitmix64: tiny, and good enough for test inputs. Each case seeds its own generator from the run
- * seed, so a case's inputs do not depend on which cases ran before it. */
-typedef struct random_generator {
-  uint64_t state;
-} random_generator;
-
-static random_generator random_for_case(uint64_t case_salt) {
-  random_generator generator = {run_seed ^ (case_salt * 0x9E3779B97F4A7C15ull)};
-  return generator;
-}
-
-static uint64_t random_u64(random_generator *generator) {
-  uint64_t z = (generator->state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [0, 1), 53 random bits. */
-static double random_uniform(random_generator *generator) {
-  return (double)(random_u64(generator) >> 11) * 0x1.0p-53;
-}
-
-/* Uniform in [low, high]. */
-static int64_t random_int(random_generator *generator, int64_t low, int64_t high) {
-  return low + (int64_t)(random_u64(generator) % (uint64_t)(high - low + 1));
-}
-
-/* N(0, 1) by Box-Muller. */
-static double random_normal(random_generator *generator) {
-  double u1 = 1.0 - random_uniform(generator); /* in (0, 1], so log is finite */
-  double u2 = random_uniform(generator);
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
+#include "aotk_test_random.h"
 
 /* Equal values with equal signs, so that -0 and +0 differ. (signbit's nonzero result is not
  * normalised: compare its truth, not its value.) */

@@ -25,39 +25,7 @@
 #include "aotk_reference.h"
 #include "aotk_sel_reference.h"
 #include "aotk_test_harness.h"
-
-static uint64_t run_seed;
-
-typedef struct random_generator {
-  uint64_t state;
-} random_generator;
-
-static random_generator random_for_case(uint64_t case_salt) {
-  random_generator generator = {run_seed ^ (case_salt * 0x9E3779B97F4A7C15ull)};
-  return generator;
-}
-
-static uint64_t random_u64(random_generator *generator) {
-  uint64_t z = (generator->state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-static double random_uniform(random_generator *generator) {
-  return (double)(random_u64(generator) >> 11) * 0x1.0p-53;
-}
-
-/* Uniform in [low, high]. */
-static int64_t random_int(random_generator *generator, int64_t low, int64_t high) {
-  return low + (int64_t)(random_u64(generator) % (uint64_t)(high - low + 1));
-}
-
-static double random_normal(random_generator *generator) {
-  double u1 = 1.0 - random_uniform(generator);
-  double u2 = random_uniform(generator);
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
+#include "aotk_test_random.h"
 
 static void shuffle_int32(int32_t *values, int64_t count, random_generator *generator) {
   for (int64_t i = count - 1; i > 0; i--) {
