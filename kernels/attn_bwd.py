@@ -110,6 +110,28 @@ def attn_bwd_sink_reduce(SinkPartial, DSinks, count, BLOCK: tl.constexpr):
     tl.store(DSinks + head, tl.sum(total, axis=0))
 
 
+# Causal-like masks (FLAG_REVERSE): about this many programs per group of heads (program_tile).
+GROUP_PROGRAMS = tl.constexpr(128)
+
+
+@triton.jit
+def program_tile(pid, num_blocks, flags):
+    """The (block, sequence x head) tile of program pid: block fastest; under causal-like masks heaviest
+    first within groups of about GROUP_PROGRAMS programs (kernels/attn_hopper_common.py's program_tile,
+    which says why)."""
+    num_heads = tl.num_programs(0) // num_blocks
+    block = pid % num_blocks
+    head = pid // num_blocks
+    if (flags & FLAG_REVERSE) != 0:
+        group_heads = tl.minimum(tl.cdiv(GROUP_PROGRAMS, num_blocks), num_heads)
+        first = pid // (group_heads * num_blocks) * group_heads
+        in_group = tl.minimum(group_heads, num_heads - first)
+        rank = pid - first * num_blocks
+        block = rank // in_group
+        head = first + rank % in_group
+    return block, head
+
+
 @triton.jit
 def _load_row_stats(lse_base, delta_base, rows):
     # Staged by attn_bwd_preprocess: padded, so no mask; lse already in log2 units.
@@ -130,9 +152,7 @@ def attn_bwd_dkdv(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK,
                   softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
                   HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
                   BLOCK_N: tl.constexpr, EXTRAS: tl.constexpr):
-    pid = tl.program_id(0)
-    bh = pid // num_n_blocks
-    n_block = pid % num_n_blocks
+    n_block, bh = program_tile(tl.program_id(0), num_n_blocks, flags)
     batch = bh // heads_kv
     head_kv = bh % heads_kv
     q_start, sq = sequence(CuSeqlensQ, batch, seqlen_q, flags)
@@ -276,9 +296,7 @@ def attn_bwd_dq(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK, Alibi
                 softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
                 HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                 EXTRAS: tl.constexpr):
-    pid = tl.program_id(0)
-    bh = pid // num_m_blocks
-    m_block = pid % num_m_blocks
+    m_block, bh = program_tile(tl.program_id(0), num_m_blocks, flags)
     if (flags & FLAG_REVERSE) != 0:
         m_block = num_m_blocks - 1 - m_block
     batch = bh // heads_q

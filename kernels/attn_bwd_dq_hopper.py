@@ -3,8 +3,8 @@ Gluon dK/dV pass (kernels/attn_bwd_hopper.py) runs beside it and the head dims a
 
 It replaces attn_bwd_dq (kernels/attn_bwd.py) there: the same arguments, one owner per dq row, so the
 backward stays bitwise deterministic. One program per (query block of BLOCK_M rows, batch, query
-head), query block fastest, the heaviest blocks first under causal-like masks (FLAG_REVERSE), as in the
-Triton pass. Warp-specialized:
+head), query block fastest, the heaviest blocks first under causal-like masks (FLAG_REVERSE) within groups
+of heads (program_tile, kernels/attn_hopper_common.py), as in the Triton pass. Warp-specialized:
 - a producer warp (24 registers) loads the program's Q and dO once by TMA, then streams the K and V
   blocks of BLOCK_N = 64 keys that some row of the block sees (the window rule) through a ring of
   STAGES shared-memory stages, K and V with "ready" mbarriers of their own and one "empty" per stage;
@@ -36,8 +36,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, warpgroup_mma, \
     warpgroup_mma_wait
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_REVERSE, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, sequence,
-                                store_rows_staged, tanh_approx, thread_barrier, tma_load, window_bounds)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_REVERSE, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, program_tile,
+                                sequence, store_rows_staged, tanh_approx, thread_barrier, tma_load, window_bounds)
 
 
 @gluon.jit
@@ -229,9 +229,9 @@ def attn_bwd_dq_hopper(Q, K, V, DOut, LseLog2, Delta, DQ, CuSeqlensQ, CuSeqlensK
                        DescQ, DescK, DescV, DescDO,
                        HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                        EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
-    pid = gl.program_id(0)
-    bh = pid // num_m_blocks
-    m_block = pid % num_m_blocks
+    # Query block fastest; under causal-like masks the last query blocks first, in groups of heads
+    # (program_tile).
+    m_block, bh = program_tile(gl.program_id(0), num_m_blocks, flags)
     if (flags & FLAG_REVERSE) != 0:
         m_block = num_m_blocks - 1 - m_block
     b = bh // heads_q

@@ -4,8 +4,9 @@ with dQ fused in.
 It replaces attn_bwd_dkdv (kernels/attn_bwd.py) on sm_90 for the plain backward; the pre-pass and the
 dQ pass stay the Triton kernels, so the backward keeps its one owner per output and stays bitwise
 deterministic. One program per (key block of BLOCK_N = 128 keys, batch, kv head), key block fastest
-(programs in flight share a head's Q and dO in L2; under a causal mask the first key blocks see the
-most query blocks, so the heaviest programs start first). Warp-specialized:
+(programs in flight share a head's Q and dO in L2); under a causal mask, where the first key blocks see
+the most query blocks, heaviest first within groups of heads (program_tile, kernels/attn_hopper_common.py).
+Warp-specialized:
 - a producer warp (24 registers) loads the program's K and V once by TMA, then streams the Q and dO
   tiles of BLOCK_M = 64 query rows through a ring of STAGES shared-memory stages, over every query
   head of the GQA group and every query block that sees the key block; Q and dO have "ready"
@@ -80,8 +81,8 @@ from triton.experimental.gluon.language._core import builtin as _gluon_builtin
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, sequence, store_rows_staged,
-                                tanh_approx, thread_barrier, tma_load, window_bounds)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, program_tile, sequence,
+                                store_rows_staged, tanh_approx, thread_barrier, tma_load, window_bounds)
 
 
 @_gluon_builtin
@@ -597,9 +598,8 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
              FUSED_DQ: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              STAGES: gl.constexpr, EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
     # One program of either entry point (DescDQ: the fused one's accumulator descriptor, else DescQ).
-    pid = gl.program_id(0)
-    bh = pid // num_n_blocks
-    n_block = pid % num_n_blocks
+    # Key block fastest; under causal-like masks heaviest first in groups of heads (program_tile).
+    n_block, bh = program_tile(gl.program_id(0), num_n_blocks, flags)
     b = bh // heads_kv
     hkv = bh % heads_kv
     n0 = n_block * BLOCK_N

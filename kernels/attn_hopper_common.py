@@ -78,6 +78,35 @@ def store_rows_staged(base, stride, row0, seqlen, col0, tile, smem, ROWS: gl.con
     store_rows(base, stride, row0, seqlen, col0, smem.load(out_layout), out_layout, ROWS, WIDTH)
 
 
+# The backward's grids under causal-like masks (FLAG_REVERSE): about this many programs per group (an
+# H100 has 132 SMs). See program_tile.
+GROUP_PROGRAMS: gl.constexpr = gl.constexpr(128)
+
+
+@gluon.jit
+def program_tile(pid, num_blocks, flags):
+    """The (block, sequence x head) tile of program pid in a backward grid of num_blocks blocks per head.
+    Plain: block fastest, so that the programs in flight share a head's rows in L2. Under causal-like masks
+    (FLAG_REVERSE) a block's work falls with its index (the dK/dV pass's key blocks; the dQ pass reverses
+    its query blocks), and the heads' heaviest programs would start one head at a time, the last head's
+    with nothing left to pair them with (about 10% of the time at 8k tokens, by a list-scheduling model).
+    So the heads are taken in groups of about GROUP_PROGRAMS programs (ceil(GROUP_PROGRAMS / num_blocks)
+    heads), block slowest within a group: the in-flight programs span about as many heads as before, and
+    each group runs heaviest first. (Block slowest over the whole grid balanced the load but read each
+    head's rows from one program at a time: 0.6-0.95x the time at d 64 and 128, H100, bench/explore/ab_libs.py.)"""
+    num_heads = gl.num_programs(0) // num_blocks
+    block = pid % num_blocks
+    head = pid // num_blocks
+    if (flags & FLAG_REVERSE) != 0:
+        group_heads = gl.minimum(gl.cdiv(GROUP_PROGRAMS, num_blocks), num_heads)
+        first = pid // (group_heads * num_blocks) * group_heads
+        in_group = gl.minimum(group_heads, num_heads - first)
+        rank = pid - first * num_blocks
+        block = rank // in_group
+        head = first + rank % in_group
+    return block, head
+
+
 @gluon.jit
 def sequence(b, CuSeqlensQ, CuSeqlensK, seqlen_q, seqlen_k, flags):
     """Sequence b of a call: the view's batch coordinate, its first query and key rows, its lengths.

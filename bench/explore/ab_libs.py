@@ -1,0 +1,141 @@
+"""Two builds of libaotk side by side in one process: the backward (or forward) of each on the same inputs,
+alternating, with cuDNN's time beside them.
+
+    python bench/explore/ab_libs.py --libs base.so,new.so [--op bwd|fwd] [--rounds 3] [--rows ROWS] [--ptx]
+
+ROWS: semicolon-separated `d[/dv]:causal:seqlen[:heads_q[/heads_kv]]` (batch = 16384 / seqlen, heads
+2048 / d by default, as the benchmark's grid). For each row the first library's forward gives out and lse;
+every library's backward is then run in both modes (deterministic = 0 and 1). The deterministic results
+must be bitwise equal across libraries (each output element has one owner in a fixed order, so a change of
+program order or schedule must not change a bit) and the default mode's must match within rounding; a
+mismatch is printed loudly. Each (library, mode) is timed `rounds` times, libraries alternating, and the
+minimum kept. Exploration only: bench/bench_attn.py is the benchmark whose results are committed.
+"""
+import argparse
+import ctypes
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from aotk_bench.common import (AOTK_OP_ATTN_BWD, Aotk, current_stream, describe_tensor, fwd_params,  # noqa: E402
+                               rel_l2, time_ms, torch)
+
+DEFAULT_ROWS = ";".join(
+    [f"{d}:1:{n}" for d in ("64", "128", "192/128", "256") for n in (1024, 2048, 4096, 8192, 16384)]
+    + ["128:1:8192:32/8", "128:0:4096", "192/128:0:8192"])
+
+
+def parse_rows(text):
+    rows = []
+    for item in text.split(";"):
+        parts = item.split(":")
+        d, _, dv = parts[0].partition("/")
+        d, dv = int(d), int(dv or d)
+        causal, n = parts[1] == "1", int(parts[2])
+        hq, hkv = 2048 // d, 2048 // d
+        if len(parts) > 3:
+            a, _, b = parts[3].partition("/")
+            hq, hkv = int(a), int(b or a)
+        rows.append(dict(d=d, dv=dv, causal=causal, n=n, hq=hq, hkv=hkv, b=max(16384 // n, 1)))
+    return rows
+
+
+def cudnn_ms(q, k, v, dout, causal, op, gqa):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+        args = (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        if op == "fwd":
+            with torch.no_grad():
+                return time_ms(lambda: F.scaled_dot_product_attention(*args, is_causal=causal, enable_gqa=gqa))
+        o = F.scaled_dot_product_attention(*args, is_causal=causal, enable_gqa=gqa)
+        g = dout.transpose(1, 2)
+        return time_ms(lambda: torch.autograd.grad(o, (q, k, v), g, retain_graph=True))
+
+
+def run_row(row, libs, op, rounds):
+    dt = torch.bfloat16
+    b, n, hq, hkv, d, dv = row["b"], row["n"], row["hq"], row["hkv"], row["d"], row["dv"]
+    q = torch.randn(b, n, hq, d, device="cuda", dtype=dt, requires_grad=True)
+    k = torch.randn(b, n, hkv, d, device="cuda", dtype=dt, requires_grad=True)
+    v = torch.randn(b, n, hkv, dv, device="cuda", dtype=dt, requires_grad=True)
+    dout = torch.randn(b, n, hq, dv, device="cuda", dtype=dt)
+    ref = cudnn_ms(q, k, v, dout, row["causal"], op, hq != hkv)
+    out = torch.empty(b, n, hq, dv, device="cuda", dtype=dt)
+    lse = torch.empty(b, hq, n, device="cuda", dtype=torch.float32)
+    params = fwd_params(q.detach(), k.detach(), v.detach(), out, lse, row["causal"])
+    grads = [(torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)) for _ in libs]
+    pref = ctypes.byref(params)
+    libs[0].attn_fwd(pref, current_stream())
+    flops = 4.0 * b * hq * n * n * (d + dv) / 2 * (0.5 if row["causal"] else 1.0) * (2.5 if op == "bwd" else 1.0)
+    modes = (0,) if op == "fwd" else (0, 1)
+    times = {}
+    for mode in modes:
+        params.deterministic = mode
+        ws = []
+        for i, lib in enumerate(libs):
+            if op == "bwd":
+                for field, t in zip(("dout", "dq", "dk", "dv"), (dout,) + grads[i]):
+                    setattr(params, field, describe_tensor(t))
+                info = lib.query(AOTK_OP_ATTN_BWD, params)
+                w = torch.empty(max(info["workspace_bytes"], 16), device="cuda", dtype=torch.uint8)
+                ws.append((w, info["workspace_bytes"]))
+                for t in grads[i]:
+                    t.fill_(float("nan"))
+                lib.attn_bwd(pref, w.data_ptr(), info["workspace_bytes"], current_stream())
+        torch.cuda.synchronize()
+        if op == "bwd":
+            for i in range(1, len(libs)):
+                for name, a, c in zip(("dq", "dk", "dv"), grads[0], grads[i]):
+                    same = torch.equal(a, c)
+                    err = rel_l2(c, a)
+                    if (mode == 1 and not same) or not err < 1e-2:
+                        print(f"!!! MISMATCH lib {i} vs 0, deterministic={mode}, {name}: bitwise {same}, rel L2 {err}")
+        for r in range(rounds):
+            for i, lib in enumerate(libs):
+                if op == "bwd":
+                    for field, t in zip(("dq", "dk", "dv"), grads[i]):
+                        setattr(params, field, describe_tensor(t))
+                    w, nb = ws[i]
+                    ms = time_ms(lambda: lib.attn_bwd(pref, w.data_ptr(), nb, current_stream()))
+                else:
+                    ms = time_ms(lambda: lib.attn_fwd(pref, current_stream()))
+                key = (i, mode)
+                times[key] = min(times.get(key, math.inf), ms)
+    label = f"{op} d{d}{'/' + str(dv) if dv != d else ''} {'causal' if row['causal'] else 'full'} {n} " \
+            f"b{b} h{hq}/{hkv}"
+    for mode in modes:
+        base = times[(0, mode)]
+        cells = [f"det={mode}"] + [f"lib{i} {times[(i, mode)]:.3f} ms ({flops / times[(i, mode)] / 1e9:.0f} TF, "
+                                   f"x{base / times[(i, mode)]:.3f}, cudnn {ref / times[(i, mode)]:.3f})"
+                                   for i in range(len(libs))]
+        print(f"{label:40s} cudnn {ref:.3f} | " + " | ".join(cells), flush=True)
+    return {(i, m): (ref / t) for (i, m), t in times.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--libs", required=True, help="comma-separated libaotk.so paths, the first the base")
+    ap.add_argument("--op", default="bwd", choices=("bwd", "fwd"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rows", default=DEFAULT_ROWS)
+    ap.add_argument("--ptx", action="store_true",
+                    help="every library runs the sm_80 PTX (aotk_set_image_policy): the Triton kernels newer "
+                         "GPUs take, and the nearest this GPU comes to sm_80's code")
+    args = ap.parse_args()
+    libs = [Aotk(p) for p in args.libs.split(",")]
+    if args.ptx:
+        for lib in libs:
+            lib.check(lib.lib.aotk_set_image_policy(1), "aotk_set_image_policy")
+    ratios = {}
+    for row in parse_rows(args.rows):
+        for key, r in run_row(row, libs, args.op, args.rounds).items():
+            ratios.setdefault(key, []).append(r)
+    for (i, m), rs in sorted(ratios.items()):
+        print(f"lib{i} det={m}: geomean x cuDNN {math.exp(sum(map(math.log, rs)) / len(rs)):.4f} over {len(rs)} rows")
+
+
+if __name__ == "__main__":
+    main()
