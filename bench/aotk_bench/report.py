@@ -4,7 +4,7 @@ import math
 import os
 import sys
 
-from .common import GRID_DTYPES, IMPLS, SDPA_BACKENDS, note
+from .common import GRID_DTYPES, HEAD_DIMS, IMPLS, SDPA_BACKENDS, note
 from .features import FEATURE_BAR, FEATURE_TABLE_HEAD
 
 # ---------------------------------------------------------------------------------------------------
@@ -79,15 +79,17 @@ def gpu_slug(name):
 def write_results(path, doc, ops_run):
     """Writes doc to path. Rows of ops this run did not run are kept from the file already there (same
     GPU, same day), so `--features` after a grid run, or the reverse, leaves one file with both; so are
-    grid rows of dtypes this run did not run."""
+    grid rows of dtypes or head dims this run did not run."""
     kept = []
     if os.path.exists(path):
         try:
             with open(path) as f:
                 old = json.load(f)
-            # The grid's rows of a dtype this run left out stay too (--dtypes fp16 after a bf16 run).
+            # The grid's rows of a dtype or head dim this run left out stay too (--dtypes fp16 after a bf16
+            # run; --head-dims 64,128 after a --head-dims 192 run).
             kept = [r for r in old.get("rows", []) if r.get("op") not in ops_run
-                    or (r.get("op") in ("fwd", "bwd") and r.get("dtype") not in GRID_DTYPES)]
+                    or (r.get("op") in ("fwd", "bwd")
+                        and (r.get("dtype") not in GRID_DTYPES or r.get("head_dim") not in HEAD_DIMS))]
         except (OSError, ValueError) as e:
             note(f"could not read the earlier {path} ({e}); its rows are not kept")
     if kept:

@@ -488,6 +488,31 @@ def doc_stand_in_checks(report):
         common.DEVICE = saved
 
 
+def write_results_problems():
+    """Three runs into one file, as a session does them: bf16 at head dim 192, then fp16 at 64, then bf16 at
+    64 with the GQA op. Every row of the first two must survive the third except the one it replaces."""
+    import json
+    from . import report
+    saved = (common.GRID_DTYPES[:], common.HEAD_DIMS[:])
+    row = lambda op, dtype, d, tag: dict(op=op, dtype=dtype, head_dim=d, impl="aotk", tag=tag)  # noqa: E731
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "results.json")
+            for dtypes, dims, ops, rows in (
+                    (["bf16"], [192], {"bwd"}, [row("bwd", "bf16", 192, 1), row("bwd", "bf16", 64, 1)]),
+                    (["fp16"], [64], {"bwd", "sel_fwd"}, [row("bwd", "fp16", 64, 2), row("sel_fwd", "bf16", 0, 2)]),
+                    (["bf16"], [64], {"bwd", "bwd_gqa"}, [row("bwd", "bf16", 64, 3), row("bwd_gqa", "bf16", 128, 3)])):
+                common.GRID_DTYPES[:], common.HEAD_DIMS[:] = dtypes, dims
+                report.write_results(path, {"rows": rows}, ops)
+            with open(path) as f:
+                got = sorted((r["op"], r["dtype"], r["head_dim"], r["tag"]) for r in json.load(f)["rows"])
+    finally:
+        common.GRID_DTYPES[:], common.HEAD_DIMS[:] = saved
+    want = sorted([("bwd", "bf16", 192, 1), ("bwd", "fp16", 64, 2), ("sel_fwd", "bf16", 0, 2),
+                   ("bwd", "bf16", 64, 3), ("bwd_gqa", "bf16", 128, 3)])
+    return [] if got == want else [f"rows {got}, expected {want}"]
+
+
 def self_check():
     """Checks what needs no GPU. Without torch: the ctypes layout, the pair counts, the case list.
     With torch (CPU): also the reference's mask, and every feature row's check against a stand-in."""
@@ -642,6 +667,11 @@ def self_check():
         print("  skip   varlen document checks against the stand-in (torch not installed here)")
     else:
         doc_stand_in_checks(report)
+
+    # 11. write_results keeps the grid rows of dtypes and head dims a run left out, and replaces the rest.
+    problems = write_results_problems()
+    report(not problems, "write_results keeps other dtypes' and head dims' grid rows and other ops' rows"
+           + ("; " + "; ".join(problems) if problems else ""))
 
     print(f"self-check: {passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
