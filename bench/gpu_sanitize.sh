@@ -48,7 +48,7 @@ if [ -z "$runs" ]; then
   for suite in $suites; do
     for tool in memcheck synccheck initcheck; do runs="$runs $tool:$suite"; done
   done
-  for suite in test_sel_gpu test_decode_gpu; do runs="$runs racecheck:$suite"; done
+  for suite in test_sel_gpu test_sel_calls_gpu test_decode_gpu test_merge_gpu; do runs="$runs racecheck:$suite"; done
 fi
 run_one() {
   IFS=: read -r tool suite filter <<< "$1"

@@ -4,7 +4,7 @@
 #   there: bench/gpu_session.sh [--no-bench] [--no-tests] [--sanitize] [--bench-args "..."]
 # The carry to the GPU machine is limited to 64 MiB and every binary embeds all the kernel images
 # (~21 MiB each), so the binaries travel in sets, one set per call:
-#   sel    libaotk.so and test_sel_gpu        (selection tests, check_selection.py, the benchmark; with
+#   sel    libaotk.so, test_sel_gpu and test_sel_calls_gpu (selection tests, check_selection.py, the benchmark; with
 #          the public NSA kernel copied from its mirror, when fetched, as the selection rows' anchor)
 #   dense  test_attn_fwd_gpu, test_attn_bwd_gpu
 #   tools  aotk and libaotk.so                (aotk info / check, check_features.py, the benchmark)
@@ -18,7 +18,7 @@ bundle=.gpu
 if [ "${1:-}" = "--bundle" ]; then
   rm -rf "$bundle" && mkdir -p "$bundle"
   case "${2:-}" in
-    sel) cp -L build/libaotk.so "$bundle"/libaotk.so && cp -a build/tests/test_sel_gpu "$bundle"/
+    sel) cp -L build/libaotk.so "$bundle"/libaotk.so && cp -a build/tests/test_sel_gpu build/tests/test_sel_calls_gpu "$bundle"/
          # Issue 12's anchor, the public NSA Triton kernel, where its mirror is on this machine (fetch
          # github:XunhaoLai/native-sparse-attention-triton): a copy in the ignored bundle, never committed.
          nsa_git=/work/.mirror/XunhaoLai+native-sparse-attention-triton/repo
@@ -48,7 +48,7 @@ mkdir -p "$out"
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 gpu_tests=""
-for t in test_attn_fwd_gpu test_attn_bwd_gpu test_sel_gpu; do
+for t in test_attn_fwd_gpu test_attn_bwd_gpu test_sel_gpu test_sel_calls_gpu; do
   [ -x "$bundle/$t" ] && gpu_tests="$gpu_tests $t"
 done
 if [ -x "$bundle/aotk" ]; then
