@@ -1,0 +1,432 @@
+/*
+ * How far the decoding, merge and cache-append kernels reach (tests/fuzz_api.c): each launch's packed
+ * arguments against the caller's problem, and every byte range each pointer argument can reach.
+ */
+#ifndef FUZZ_REACH_DECODE_H
+#define FUZZ_REACH_DECODE_H
+
+#include "fuzz_reach.h"
+
+
+/* attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSlopes, Sinks, OutPartial,
+ * LsePartial, 12 int64 q/k/v/out strides, stride_lb, stride_lh, stride_tb, stride_ab, 15 int32 sizes and
+ * flags (seqlen_new last), 3 floats), its grid (split fastest, then row chunk, kv head, request). With
+ * FLAG_VARLEN, q and out are packed [total_q, heads_q, d] (batch strides 0) and lse [heads_q, total_q],
+ * request b's rows starting at CuSeqlensQ[b], read on the device. Three families share the function
+ * (a constexpr PAGE_MODE apart: attn_decode, attn_decode_paged, attn_decode_paged_blocks); the fake
+ * driver's handle names the row that ran (by its image), and so does the query's announcement. */
+static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "pppppppppppplllllllllllllllliiiiiiiiiiiiiiifff") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_decode is out of date", e->param_kinds);
+  const aotk_decode_params *d = seen.decode;
+  EXPECT(d != NULL, "launched by a call other than aotk_attn_decode");
+  /* Appending (include/aotk.h): the new keys are written first, and the decoding kernel attends to
+   * seqlen_new more keys per request. */
+  const bool append = d->k_new.data != NULL;
+  const int64_t seqlen_new = arg_i32(a, 42);
+  EXPECT(seqlen_new == (append ? d->k_new.shape[1] : 0), "seqlen_new = %lld for k_new of %lld tokens (data %p)",
+         (long long)seqlen_new, (long long)d->k_new.shape[1], d->k_new.data);
+  EXPECT(seen.decode_launches == 0 && seen.append_launches == (append ? 1 : 0),
+         "launched after %d decoding and %d appending launches of the same call", seen.decode_launches,
+         seen.append_launches);
+  seen.decode_launches++;
+  enum { Q, K, V, OUT, LSE, TABLE, SEQLENS, CU_SEQLENS_Q, ALIBI, SINKS, OUT_PARTIAL, LSE_PARTIAL };
+  enum { QB = 12, QS, QH, KP, KS, KH, VP, VS, VH, OB, OS, OH, LB, LH, TB, AB };
+  const int64_t batch = arg_i32(a, 28), seqlen_q = arg_i32(a, 29), heads_q = arg_i32(a, 30);
+  const int64_t group_size = arg_i32(a, 31), capacity = arg_i32(a, 32), page_size = arg_i32(a, 33);
+  const int64_t num_splits = arg_i32(a, 34), split_keys = arg_i32(a, 35), row_chunks = arg_i32(a, 36);
+  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, 37), head_dim_v = 8 * (int64_t)arg_i32(a, 38);
+  const int32_t flags = arg_i32(a, 41);
+  const bool paged = flags & DECODE_PAGED, split = flags & DECODE_SPLIT, varlen = flags & DECODE_VARLEN;
+
+  /* The arguments describe the caller's problem (a size cut to int32 would not): dense q [batch,
+   * seqlen_q, heads_q, d], or packed q [total_q, heads_q, d] with batch = cu_seqlens_q.shape[0] - 1 and
+   * seqlen_q = max_seqlen_q, unsplit, without appending. */
+  EXPECT(varlen == (d->cu_seqlens_q.data != NULL) &&
+             arg_pointer(a, CU_SEQLENS_Q) == (uintptr_t)(varlen ? d->cu_seqlens_q.data : NULL),
+         "flags = %#x, CuSeqlensQ = %#lx for cu_seqlens_q.data %p", (unsigned)flags,
+         (unsigned long)arg_pointer(a, CU_SEQLENS_Q), d->cu_seqlens_q.data);
+  if (varlen) {
+    EXPECT(batch == d->cu_seqlens_q.shape[0] - 1 && seqlen_q == d->max_seqlen_q && heads_q == d->q.shape[1],
+           "batch, seqlen_q, heads_q = %lld, %lld, %lld for cu_seqlens_q of %lld, max_seqlen_q %d, q of %lld heads",
+           (long long)batch, (long long)seqlen_q, (long long)heads_q, (long long)d->cu_seqlens_q.shape[0],
+           (int)d->max_seqlen_q, (long long)d->q.shape[1]);
+    EXPECT(seqlen_q >= 1 && num_splits == 1 && !append, "max_seqlen_q %lld, %lld splits, appending %d",
+           (long long)seqlen_q, (long long)num_splits, (int)append);
+  } else {
+    EXPECT(batch == d->q.shape[0] && seqlen_q == d->q.shape[1] && heads_q == d->q.shape[2],
+           "batch, seqlen_q, heads_q = %lld, %lld, %lld for q of shape [%lld, %lld, %lld, %lld]", (long long)batch,
+           (long long)seqlen_q, (long long)heads_q, (long long)d->q.shape[0], (long long)d->q.shape[1],
+           (long long)d->q.shape[2], (long long)d->q.shape[3]);
+  }
+  EXPECT(group_size >= 1 && heads_q % group_size == 0 && heads_q / group_size == d->k_cache.shape[2],
+         "group_size = %lld with heads_q = %lld and %lld kv heads", (long long)group_size, (long long)heads_q,
+         (long long)d->k_cache.shape[2]);
+  const int64_t q_head_dim = d->q.shape[varlen ? 2 : 3];
+  EXPECT(head_dim_qk == q_head_dim && head_dim_v == d->v_cache.shape[3], "head dims %lld, %lld for %lld, %lld",
+         (long long)head_dim_qk, (long long)head_dim_v, (long long)q_head_dim, (long long)d->v_cache.shape[3]);
+  EXPECT(paged == (d->block_table.data != NULL), "flags = %#x", (unsigned)flags);
+  const __int128 expected_capacity =
+      paged ? (__int128)d->block_table.shape[1] * d->k_cache.shape[1] : (__int128)d->k_cache.shape[1];
+  EXPECT(capacity == expected_capacity && (!paged || page_size == d->k_cache.shape[1]),
+         "capacity = %lld, page_size = %lld for a cache of %lld rows per page or request", (long long)capacity,
+         (long long)page_size, (long long)d->k_cache.shape[1]);
+  /* The splits' key ranges start at split * split_keys in int32. */
+  EXPECT(num_splits >= 1 && num_splits <= AOTK_DECODE_MAX_SPLITS && split == (num_splits > 1) && split_keys >= 1 &&
+             (num_splits - 1) * split_keys <= (int64_t)INT32_MAX,
+         "num_splits = %lld, split_keys = %lld, flags = %#x, capacity %lld", (long long)num_splits,
+         (long long)split_keys, (unsigned)flags, (long long)capacity);
+  /* Every query row of a group in some program, no program past the last request, and the int32 row
+   * numbers (chunk * BLOCK_M + i < group_size * seqlen_q, at most row_chunks * BLOCK_M - 1) free of
+   * overflow. */
+  int64_t block_m_smallest, block_m_largest;
+  entry_block_m(e, &block_m_smallest, &block_m_largest);
+  const int64_t group_rows = group_size * seqlen_q;
+  EXPECT(row_chunks >= 1 && row_chunks * block_m_largest >= group_rows &&
+             row_chunks * block_m_largest - 1 <= (int64_t)INT32_MAX,
+         "row_chunks = %lld for %lld rows per group", (long long)row_chunks, (long long)group_rows);
+  const int64_t heads_kv = heads_q / group_size;
+  EXPECT((__int128)grid == (__int128)batch * heads_kv * row_chunks * num_splits,
+         "a grid of %u programs for %lld requests x %lld kv heads x %lld row chunks x %lld splits", grid,
+         (long long)batch, (long long)heads_kv, (long long)row_chunks, (long long)num_splits);
+  if (seen.announced) {
+    const aotk_kernel_info *info = &seen.announced_info;
+    EXPECT(info->grid == (int64_t)grid && info->num_splits == num_splits &&
+               row_chunks == (group_rows + info->block_m - 1) / info->block_m,
+           "aotk_decode_query announced a grid of %lld with %d splits and block_m %d; launched %u, %lld splits, %lld "
+           "row chunks",
+           (long long)info->grid, (int)info->num_splits, (int)info->block_m, grid, (long long)num_splits,
+           (long long)row_chunks);
+    /* The family follows the cache. One page lookup per key block (PAGE_MODE 2) reads the block's keys
+     * as rows start_n % page_size + 0 .. BLOCK_N - 1 of one page: inside it only when the page size is
+     * a multiple of BLOCK_N (start_n is one: the loop starts at a multiple and steps by BLOCK_N). */
+    const aotk__kernel_entry *ran = announced_row(info);
+    EXPECT(ran != NULL && strcmp(ran->function_name, e->function_name) == 0,
+           "aotk_decode_query announced %s on sm_%d, no attn_decode row", info->kernel_name, (int)info->arch);
+    EXPECT(paged ? ran->family == AOTK__FAMILY_ATTN_DECODE_PAGED || ran->family == AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS
+                 : ran->family == AOTK__FAMILY_ATTN_DECODE,
+           "%s (family %d) for a %s cache", ran->name, ran->family, paged ? "paged" : "contiguous");
+    EXPECT(ran->family != AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS || page_size % ran->block_n == 0,
+           "%s looks pages up per block of %d keys; pages of %lld keys", ran->name, ran->block_n,
+           (long long)page_size);
+  }
+  /* What the aligned-only kernel assumes: 16-byte pointers, strides multiples of 16 elements. */
+  static const int aligned_pointers[] = {Q, K, V, OUT, OUT_PARTIAL, LSE_PARTIAL};
+  for (size_t i = 0; i < sizeof aligned_pointers / sizeof aligned_pointers[0]; i++) {
+    EXPECT(arg_pointer(a, aligned_pointers[i]) % 16 == 0, "pointer argument %d = %#lx", aligned_pointers[i],
+           (unsigned long)arg_pointer(a, aligned_pointers[i]));
+  }
+  for (int i = QB; i <= OH; i++) EXPECT(arg_i64(a, i) % 16 == 0, "stride argument %d = %lld", i, (long long)arg_i64(a, i));
+
+  /* The reach. Rows (request, token, query head): all of them, the grid being whole. Keys: rows
+   * 0 .. capacity - 1 of the request (contiguous), or rows 0 .. page_size - 1 of any page the caller
+   * described (paged: the page ids are device data, valid by contract; per block, the rows of one page
+   * as above). The block table: entries key / page_size of the keys below the capacity, whether looked
+   * up per key row or once per block (at its first key, start_n < the request's length <= capacity,
+   * an unmasked load). Packed queries: request b's
+   * tokens are rows cu_seqlens_q[b] + i for i < min(cu_seqlens_q[b + 1] - cu_seqlens_q[b], max_seqlen_q),
+   * device data the header asks to be offsets into q (0 <= cu_seqlens_q[b] <= cu_seqlens_q[b + 1] <=
+   * total_q), so by contract every token row lies in 0 .. total_q - 1 (q's own rows, which out and lse
+   * must match); the host cannot see more, so that whole box is what must fit. */
+  const int64_t rows = batch * seqlen_q * heads_q; /* under 2^38: the grid is whole, 2^32 programs at most */
+  const axis columns_qk = {0, head_dim_qk, 1}, columns_v = {0, head_dim_v, 1};
+  const int64_t total_q = d->q.shape[0];
+  if (varlen) {
+    const bool lse = flags & DECODE_WRITE_LSE;
+    EXPECT(arg_i64(a, QB) == 0 && arg_i64(a, OB) == 0 && arg_i64(a, LB) == 0 && arg_i64(a, QS) == d->q.strides[0] &&
+               arg_i64(a, QH) == d->q.strides[1] && arg_i64(a, OS) == d->out.strides[0] &&
+               arg_i64(a, OH) == d->out.strides[1] && (!lse || arg_i64(a, LH) == d->lse.strides[0]),
+           "packed strides q (%lld, %lld, %lld), out (%lld, %lld, %lld), lse (%lld, %lld)", (long long)arg_i64(a, QB),
+           (long long)arg_i64(a, QS), (long long)arg_i64(a, QH), (long long)arg_i64(a, OB), (long long)arg_i64(a, OS),
+           (long long)arg_i64(a, OH), (long long)arg_i64(a, LB), (long long)arg_i64(a, LH));
+    const axis cu_axes[] = {{0, batch + 1, 1}};
+    check_box(arg_pointer(a, CU_SEQLENS_Q), cu_axes, 1, 4, e->function_name, "CuSeqlensQ");
+    const axis q_axes[] = {{0, total_q, arg_i64(a, QS)}, {0, heads_q, arg_i64(a, QH)}, columns_qk};
+    check_box(arg_pointer(a, Q), q_axes, 3, 2, e->function_name, "Q (packed)");
+  } else {
+    check_rows(arg_pointer(a, Q), rows, seqlen_q, heads_q, arg_i64(a, QB), arg_i64(a, QS), arg_i64(a, QH),
+               &columns_qk, 1, 2, e->function_name, "Q");
+  }
+  const int64_t pages_k = paged ? d->k_cache.shape[0] : batch, pages_v = paged ? d->v_cache.shape[0] : batch;
+  const int64_t cache_rows = paged ? (page_size < capacity ? page_size : capacity) : capacity;
+  const axis k_axes[] = {{0, pages_k, arg_i64(a, KP)}, {0, cache_rows, arg_i64(a, KS)}, {0, heads_kv, arg_i64(a, KH)},
+                         columns_qk};
+  const axis v_axes[] = {{0, pages_v, arg_i64(a, VP)}, {0, cache_rows, arg_i64(a, VS)}, {0, heads_kv, arg_i64(a, VH)},
+                         columns_v};
+  check_box(arg_pointer(a, K), k_axes, 4, 2, e->function_name, "K");
+  check_box(arg_pointer(a, V), v_axes, 4, 2, e->function_name, "V");
+  if (paged) {
+    EXPECT(page_size >= 1, "page_size = %lld", (long long)page_size);
+    const axis table_axes[] = {{0, batch, arg_i64(a, TB)}, {0, capacity >= 1 ? (capacity - 1) / page_size + 1 : 0, 1}};
+    check_box(arg_pointer(a, TABLE), table_axes, 2, 4, e->function_name, "BlockTable");
+  }
+  const axis seqlens_axes[] = {{0, batch, 1}};
+  check_box(arg_pointer(a, SEQLENS), seqlens_axes, 1, 4, e->function_name, "CacheSeqlens");
+  if (flags & DECODE_ALIBI) {
+    const axis alibi_axes[] = {{0, batch, arg_i64(a, AB)}, {0, heads_q, 1}};
+    check_box(arg_pointer(a, ALIBI), alibi_axes, 2, 4, e->function_name, "AlibiSlopes");
+  }
+  if (split) {
+    /* The partials: rows [split, request, token, head] padded to 16 floats, then their LSEs, apart. */
+    const int64_t padded = (head_dim_v / 8 + 1) / 2 * 16;
+    const axis partial_axes[] = {{0, num_splits * rows, padded}, columns_v}, lse_axes[] = {{0, num_splits * rows, 1}};
+    check_box(arg_pointer(a, OUT_PARTIAL), partial_axes, 2, 4, e->function_name, "OutPartial");
+    check_box(arg_pointer(a, LSE_PARTIAL), lse_axes, 1, 4, e->function_name, "LsePartial");
+    const __int128 partial_end = (__int128)arg_pointer(a, OUT_PARTIAL) +
+                                 ((__int128)(num_splits * rows - 1) * padded + head_dim_v) * 4;
+    const __int128 lse_end = (__int128)arg_pointer(a, LSE_PARTIAL) + (__int128)(num_splits * rows) * 4;
+    EXPECT(partial_end <= arg_pointer(a, LSE_PARTIAL) || lse_end <= arg_pointer(a, OUT_PARTIAL),
+           "the partial outputs at %#lx and their LSEs at %#lx overlap", (unsigned long)arg_pointer(a, OUT_PARTIAL),
+           (unsigned long)arg_pointer(a, LSE_PARTIAL));
+    seen.decode_splits = num_splits;
+  } else if (varlen) {
+    const axis out_axes[] = {{0, total_q, arg_i64(a, OS)}, {0, heads_q, arg_i64(a, OH)}, columns_v};
+    check_box(arg_pointer(a, OUT), out_axes, 3, 2, e->function_name, "Out (packed)");
+    if (flags & DECODE_WRITE_LSE) {
+      const axis lse_axes[] = {{0, heads_q, arg_i64(a, LH)}, {0, total_q, 1}};
+      check_box(arg_pointer(a, LSE), lse_axes, 2, 4, e->function_name, "Lse (packed)");
+    }
+    if (flags & DECODE_SINKS) {
+      const axis sink_axes[] = {{0, heads_q, 1}};
+      check_box(arg_pointer(a, SINKS), sink_axes, 1, 4, e->function_name, "Sinks");
+    }
+  } else {
+    check_rows(arg_pointer(a, OUT), rows, seqlen_q, heads_q, arg_i64(a, OB), arg_i64(a, OS), arg_i64(a, OH),
+               &columns_v, 1, 2, e->function_name, "Out");
+    if (flags & DECODE_WRITE_LSE) {
+      check_rows(arg_pointer(a, LSE), rows, seqlen_q, heads_q, arg_i64(a, LB), 1, arg_i64(a, LH), NULL, 0, 4, e->function_name,
+                 "Lse");
+    }
+    if (flags & DECODE_SINKS) {
+      const axis sink_axes[] = {{0, heads_q, 1}};
+      check_box(arg_pointer(a, SINKS), sink_axes, 1, 4, e->function_name, "Sinks");
+    }
+  }
+}
+
+/* attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Out16, OutBF16, Lse, Sinks,
+ * 14 int64 strides, 6 int32), one program per BLOCK_M rows and BLOCK_N head-dim columns (the column
+ * chunk fastest), or per BLOCK_M rows walking every chunk with FLAG_WHOLE_ROWS; from aotk_attn_merge or
+ * after a split decoding launch. */
+static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "ppppppppplllllllllllllliiiiii") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_merge is out of date", e->param_kinds);
+  enum { LSE_PARTIAL = 3, LSE = 7, SINKS = 8 };
+  enum { PP = 9, PB, PS, PH, LPP, LPB, LPH, LPS, OB, OS, OH, LB, LH, LS };
+  const int64_t num_partials = arg_i32(a, 23), seqlen_q = arg_i32(a, 24), heads = arg_i32(a, 25);
+  const int64_t num_rows = arg_i32(a, 26), head_dim = 8 * (int64_t)arg_i32(a, 27);
+  const int32_t flags = arg_i32(a, 28);
+  const int partial_slot = flags & MERGE_PARTIAL_FP16 ? 1 : flags & MERGE_PARTIAL_BF16 ? 2 : 0;
+  const int out_slot = flags & MERGE_OUT_FP16 ? 1 : flags & MERGE_OUT_BF16 ? 2 : 0;
+  static const aotk_dtype slot_dtypes[] = {AOTK_DTYPE_FLOAT32, AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
+
+  /* The caller's problem: aotk_attn_merge's params, or the decoding call's splits. */
+  int64_t batch;
+  aotk_dtype partial_dtype, out_dtype;
+  if (seen.merge != NULL) {
+    const aotk_tensor *parts = &seen.merge->out_partials;
+    const int rank = parts->rank;
+    batch = rank == 5 ? parts->shape[1] : 1;
+    EXPECT(num_partials == parts->shape[0] && seqlen_q == parts->shape[rank - 3] && heads == parts->shape[rank - 2] &&
+               head_dim == parts->shape[rank - 1],
+           "num_partials, seqlen_q, heads, head_dim = %lld, %lld, %lld, %lld", (long long)num_partials,
+           (long long)seqlen_q, (long long)heads, (long long)head_dim);
+    partial_dtype = parts->dtype, out_dtype = seen.merge->out.dtype;
+  } else {
+    const aotk_decode_params *d = seen.decode;
+    EXPECT(d != NULL, "launched by a call other than aotk_attn_merge and aotk_attn_decode");
+    EXPECT(seen.decode_launches == 1, "the merge of a decoding call after %d decoding launches", seen.decode_launches);
+    batch = d->q.shape[0];
+    EXPECT(num_partials == seen.decode_splits && seqlen_q == d->q.shape[1] && heads == d->q.shape[2] &&
+               head_dim == d->v_cache.shape[3],
+           "num_partials, seqlen_q, heads, head_dim = %lld, %lld, %lld, %lld after %lld splits", (long long)num_partials,
+           (long long)seqlen_q, (long long)heads, (long long)head_dim, (long long)seen.decode_splits);
+    partial_dtype = AOTK_DTYPE_FLOAT32, out_dtype = d->q.dtype;
+  }
+  EXPECT(head_dim <= (int64_t)INT32_MAX, "head_dim8 = %lld: the kernel's head_dim8 * 8 overflows int32",
+         (long long)(head_dim / 8));
+  EXPECT((__int128)num_rows == (__int128)batch * seqlen_q * heads, "num_rows = %lld for %lld x %lld x %lld", (long long)num_rows,
+         (long long)batch, (long long)seqlen_q, (long long)heads);
+  EXPECT(slot_dtypes[partial_slot] == partial_dtype && slot_dtypes[out_slot] == out_dtype, "flags = %#x",
+         (unsigned)flags);
+  /* The typed pointers: exactly the flags' one of each triple set. */
+  for (int slot = 0; slot < 3; slot++) {
+    EXPECT((arg_pointer(a, slot) != 0) == (slot == partial_slot), "partial pointer %d = %#lx with flags %#x", slot,
+           (unsigned long)arg_pointer(a, slot), (unsigned)flags);
+    EXPECT((arg_pointer(a, 4 + slot) != 0) == (slot == out_slot), "output pointer %d = %#lx with flags %#x", slot,
+           (unsigned long)arg_pointer(a, 4 + slot), (unsigned)flags);
+  }
+  /* Program pid covers rows (pid / chunks) * BLOCK_M + i and columns (pid % chunks) * BLOCK_N + j, chunks
+   * = ceil(head_dim / BLOCK_N), or rows pid * BLOCK_M + i and every chunk with FLAG_WHOLE_ROWS; rows and
+   * columns past the ends are masked off. So the grid must be ceil(num_rows / BLOCK_M) programs times
+   * the chunks (fewer leaves rows or columns unwritten), within the launch limit of 2^31 - 1, and no
+   * int32 row or column number may wrap (a wrapped one is negative, passes the masks and indexes before
+   * every tensor). BLOCK_M and BLOCK_N: some row's sharing the .entry, the announced row's for
+   * aotk_attn_merge. */
+  const bool whole_rows = flags & MERGE_WHOLE_ROWS;
+  const aotk__kernel_entry *announced = seen.merge != NULL && seen.announced ? announced_row(&seen.announced_info) : NULL;
+  if (seen.merge != NULL && seen.announced) {
+    EXPECT(announced != NULL && strcmp(announced->function_name, e->function_name) == 0 &&
+               seen.announced_info.grid == (int64_t)grid,
+           "aotk_merge_query announced %s with a grid of %lld; launched %u", seen.announced_info.kernel_name,
+           (long long)seen.announced_info.grid, grid);
+  }
+  bool grid_covers = false;
+  for (int row = 0; row < aotk__kernel_count && !grid_covers; row++) {
+    const aotk__kernel_entry *other = &aotk__kernel_table[row];
+    if (strcmp(other->function_name, e->function_name) != 0 || (announced != NULL && other != announced)) continue;
+    const int64_t row_blocks = (num_rows + other->block_m - 1) / other->block_m;
+    const int64_t chunks = whole_rows ? 1 : (head_dim + other->block_n - 1) / other->block_n;
+    grid_covers = (int64_t)grid == row_blocks * chunks && row_blocks * other->block_m - 1 <= (int64_t)INT32_MAX &&
+                  head_dim + other->block_n - 1 <= (int64_t)INT32_MAX;
+  }
+  EXPECT(grid <= (unsigned)INT32_MAX && grid_covers,
+         "a grid of %u programs for %lld rows x %lld columns (whole rows %d) fits no attn_merge tile", grid,
+         (long long)num_rows, (long long)head_dim, (int)whole_rows);
+  /* Written over the partials' LSEs (in place, aotk_attn_merge's contract), lse must be written by the one
+   * program that reads a row's partial LSEs for every column chunk: else a row's chunk programs race, one
+   * writing the lse another still reads. (Split-KV's own merge reads the workspace: an lse overlapping
+   * it is the caller's error, include/aotk.h.) */
+  if (seen.merge != NULL && (flags & DECODE_WRITE_LSE)) {
+    const axis lse_extra[] = {{0, num_partials, arg_i64(a, LPP)}};
+    __int128 lse_lo, lse_hi, parts_lo, parts_hi;
+    if (rows_offsets(num_rows, seqlen_q, heads, arg_i64(a, LB), arg_i64(a, LS), arg_i64(a, LH), NULL, 0, &lse_lo,
+                     &lse_hi) &&
+        rows_offsets(num_rows, seqlen_q, heads, arg_i64(a, LPB), arg_i64(a, LPS), arg_i64(a, LPH), lse_extra, 1,
+                     &parts_lo, &parts_hi)) {
+      const __int128 lse_base = arg_pointer(a, LSE), parts_base = arg_pointer(a, LSE_PARTIAL);
+      const bool overlap = lse_base + 4 * lse_lo < parts_base + 4 * (parts_hi + 1) &&
+                           parts_base + 4 * parts_lo < lse_base + 4 * (lse_hi + 1);
+      EXPECT(!overlap || whole_rows, "lse at %#lx over the partials' LSEs at %#lx, flags %#x",
+             (unsigned long)arg_pointer(a, LSE), (unsigned long)arg_pointer(a, LSE_PARTIAL), (unsigned)flags);
+    }
+  }
+  /* The aligned variant's assumptions: the split's own partials always qualify (so src/decode/aotk_decode.c
+   * always takes it there); for aotk_attn_merge, where its query named it. */
+  if (seen.merge == NULL || (seen.announced && seen.announced_info.aligned)) {
+    for (int slot = 0; slot < 3; slot++) {
+      EXPECT(arg_pointer(a, slot) % 16 == 0 && arg_pointer(a, 4 + slot) % 16 == 0, "pointers %#lx, %#lx",
+             (unsigned long)arg_pointer(a, slot), (unsigned long)arg_pointer(a, 4 + slot));
+    }
+    static const int aligned_strides[] = {PP, PB, PS, PH, OB, OS, OH};
+    for (size_t i = 0; i < sizeof aligned_strides / sizeof aligned_strides[0]; i++) {
+      EXPECT(arg_i64(a, aligned_strides[i]) % 16 == 0, "stride argument %d = %lld", aligned_strides[i],
+             (long long)arg_i64(a, aligned_strides[i]));
+    }
+  }
+  /* The reach: every partial of every row, head_dim columns (the loop's mask). */
+  static const size_t slot_bytes[] = {4, 2, 2};
+  const axis partial_extra[] = {{0, num_partials, arg_i64(a, PP)}, {0, head_dim, 1}};
+  check_rows(arg_pointer(a, partial_slot), num_rows, seqlen_q, heads, arg_i64(a, PB), arg_i64(a, PS), arg_i64(a, PH),
+             partial_extra, 2, slot_bytes[partial_slot], e->function_name, "OutPartial");
+  const axis lse_extra[] = {{0, num_partials, arg_i64(a, LPP)}};
+  check_rows(arg_pointer(a, LSE_PARTIAL), num_rows, seqlen_q, heads, arg_i64(a, LPB), arg_i64(a, LPS), arg_i64(a, LPH),
+             lse_extra, 1, 4, e->function_name, "LsePartial");
+  const axis out_extra[] = {{0, head_dim, 1}};
+  check_rows(arg_pointer(a, 4 + out_slot), num_rows, seqlen_q, heads, arg_i64(a, OB), arg_i64(a, OS), arg_i64(a, OH),
+             out_extra, 1, slot_bytes[out_slot], e->function_name, "Out");
+  if (flags & DECODE_WRITE_LSE) {
+    check_rows(arg_pointer(a, LSE), num_rows, seqlen_q, heads, arg_i64(a, LB), arg_i64(a, LS), arg_i64(a, LH), NULL, 0,
+               4, e->function_name, "Lse");
+  }
+  if (flags & DECODE_SINKS) {
+    const axis sink_axes[] = {{0, num_rows < heads ? num_rows : heads, 1}};
+    check_box(arg_pointer(a, SINKS), sink_axes, 1, 4, e->function_name, "Sinks");
+  }
+}
+
+/* attn_cache_append(KNew, VNew, K, V, BlockTable, CacheSeqlens, k_new's and v_new's (batch, token, head)
+ * strides, the caches' (page, row, head) strides, stride_tb, 7 int32: seqlen_new, heads_kv, capacity,
+ * page_size, head_dim_qk8, head_dim_v8, flags), one program per (request, new token). It reads every
+ * row of k_new and v_new, the request's cache_seqlens entry and, paged, the block table's entries of
+ * positions below the capacity; it writes rows of the caches at positions below the capacity: anywhere
+ * in rows 0 .. capacity - 1 of the request (contiguous), or in rows 0 .. page_size - 1 of any page the
+ * caller described (paged: page ids are device data, valid by contract). */
+static void check_append_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "ppppppllllllllllllliiiiiii") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_cache_append is out of date", e->param_kinds);
+  const aotk_decode_params *d = seen.decode;
+  EXPECT(d != NULL && d->k_new.data != NULL && d->v_new.data != NULL && d->cu_seqlens_q.data == NULL,
+         "launched by a call other than a dense aotk_attn_decode with k_new and v_new");
+  EXPECT(seen.append_launches == 0 && seen.decode_launches == 0,
+         "launched after %d appending and %d decoding launches of the same call", seen.append_launches,
+         seen.decode_launches);
+  seen.append_launches++;
+  enum { K_NEW, V_NEW, K, V, TABLE, SEQLENS };
+  enum { NB = 6, NS, NH, WB, WS, WH, KP, KS, KH, VP, VS, VH, TB };
+  const int64_t seqlen_new = arg_i32(a, 19), heads_kv = arg_i32(a, 20), capacity = arg_i32(a, 21);
+  const int64_t page_size = arg_i32(a, 22), head_dim_qk = 8 * (int64_t)arg_i32(a, 23);
+  const int64_t head_dim_v = 8 * (int64_t)arg_i32(a, 24);
+  const int32_t flags = arg_i32(a, 25);
+  const bool paged = flags & DECODE_PAGED;
+  const int64_t batch = d->q.shape[0];
+
+  /* The caller's problem, untruncated. */
+  EXPECT((flags & ~DECODE_PAGED) == 0 && paged == (d->block_table.data != NULL), "flags = %#x", (unsigned)flags);
+  EXPECT(seqlen_new == d->k_new.shape[1] && seqlen_new == d->v_new.shape[1] && seqlen_new >= 1 &&
+             seqlen_new <= AOTK_DECODE_MAX_CAPACITY,
+         "seqlen_new = %lld for k_new of %lld and v_new of %lld tokens", (long long)seqlen_new,
+         (long long)d->k_new.shape[1], (long long)d->v_new.shape[1]);
+  EXPECT(heads_kv == d->k_cache.shape[2] && heads_kv == d->k_new.shape[2] && heads_kv == d->v_new.shape[2],
+         "heads_kv = %lld for caches of %lld heads, k_new of %lld and v_new of %lld", (long long)heads_kv,
+         (long long)d->k_cache.shape[2], (long long)d->k_new.shape[2], (long long)d->v_new.shape[2]);
+  EXPECT(head_dim_qk == d->k_new.shape[3] && head_dim_qk == d->k_cache.shape[3] && head_dim_v == d->v_new.shape[3] &&
+             head_dim_v == d->v_cache.shape[3],
+         "head dims %lld, %lld for k_new's %lld and v_new's %lld", (long long)head_dim_qk, (long long)head_dim_v,
+         (long long)d->k_new.shape[3], (long long)d->v_new.shape[3]);
+  const __int128 expected_capacity =
+      paged ? (__int128)d->block_table.shape[1] * d->k_cache.shape[1] : (__int128)d->k_cache.shape[1];
+  EXPECT(capacity == expected_capacity && page_size == (paged ? d->k_cache.shape[1] : 0),
+         "capacity = %lld, page_size = %lld for a cache of %lld rows per page or request", (long long)capacity,
+         (long long)page_size, (long long)d->k_cache.shape[1]);
+  EXPECT((__int128)grid == (__int128)batch * seqlen_new, "a grid of %u programs for %lld requests x %lld new tokens",
+         grid, (long long)batch, (long long)seqlen_new);
+  /* The caller's tensors, not others of the same shape. */
+  EXPECT(arg_pointer(a, K_NEW) == (uintptr_t)d->k_new.data && arg_pointer(a, V_NEW) == (uintptr_t)d->v_new.data &&
+             arg_pointer(a, K) == (uintptr_t)d->k_cache.data && arg_pointer(a, V) == (uintptr_t)d->v_cache.data &&
+             arg_pointer(a, TABLE) == (uintptr_t)(paged ? d->block_table.data : NULL) &&
+             arg_pointer(a, SEQLENS) == (uintptr_t)d->cache_seqlens.data,
+         "pointers %#lx %#lx %#lx %#lx %#lx %#lx", (unsigned long)arg_pointer(a, K_NEW),
+         (unsigned long)arg_pointer(a, V_NEW), (unsigned long)arg_pointer(a, K), (unsigned long)arg_pointer(a, V),
+         (unsigned long)arg_pointer(a, TABLE), (unsigned long)arg_pointer(a, SEQLENS));
+  const aotk_tensor *strided[4] = {&d->k_new, &d->v_new, &d->k_cache, &d->v_cache};
+  for (int t = 0; t < 4; t++) {
+    for (int i = 0; i < 3; i++) {
+      EXPECT(arg_i64(a, NB + 3 * t + i) == strided[t]->strides[i], "stride argument %d = %lld, the tensor's %lld",
+             NB + 3 * t + i, (long long)arg_i64(a, NB + 3 * t + i), (long long)strided[t]->strides[i]);
+    }
+  }
+  EXPECT(!paged || arg_i64(a, TB) == d->block_table.strides[0], "stride_tb = %lld, the block table's %lld",
+         (long long)arg_i64(a, TB), (long long)d->block_table.strides[0]);
+  /* What the kernel assumes (hinted throughout, as attn_decode). */
+  for (int i = K_NEW; i <= V; i++) {
+    EXPECT(arg_pointer(a, i) % 16 == 0, "pointer argument %d = %#lx", i, (unsigned long)arg_pointer(a, i));
+  }
+  for (int i = NB; i <= VH; i++) EXPECT(arg_i64(a, i) % 16 == 0, "stride argument %d = %lld", i, (long long)arg_i64(a, i));
+
+  /* The reach, from the packed arguments. */
+  const axis columns_qk = {0, head_dim_qk, 1}, columns_v = {0, head_dim_v, 1};
+  const axis k_new_axes[] = {{0, batch, arg_i64(a, NB)}, {0, seqlen_new, arg_i64(a, NS)}, {0, heads_kv, arg_i64(a, NH)},
+                             columns_qk};
+  const axis v_new_axes[] = {{0, batch, arg_i64(a, WB)}, {0, seqlen_new, arg_i64(a, WS)}, {0, heads_kv, arg_i64(a, WH)},
+                             columns_v};
+  check_box(arg_pointer(a, K_NEW), k_new_axes, 4, 2, e->function_name, "KNew");
+  check_box(arg_pointer(a, V_NEW), v_new_axes, 4, 2, e->function_name, "VNew");
+  const int64_t pages_k = paged ? d->k_cache.shape[0] : batch, pages_v = paged ? d->v_cache.shape[0] : batch;
+  const int64_t cache_rows = paged ? (page_size < capacity ? page_size : capacity) : capacity;
+  const axis k_axes[] = {{0, pages_k, arg_i64(a, KP)}, {0, cache_rows, arg_i64(a, KS)}, {0, heads_kv, arg_i64(a, KH)},
+                         columns_qk};
+  const axis v_axes[] = {{0, pages_v, arg_i64(a, VP)}, {0, cache_rows, arg_i64(a, VS)}, {0, heads_kv, arg_i64(a, VH)},
+                         columns_v};
+  check_box_in(arg_pointer(a, K), k_axes, 4, 2, e->function_name, "K (written)", &d->k_cache);
+  check_box_in(arg_pointer(a, V), v_axes, 4, 2, e->function_name, "V (written)", &d->v_cache);
+  if (paged) {
+    EXPECT(page_size >= 1, "page_size = %lld", (long long)page_size);
+    const axis table_axes[] = {{0, batch, arg_i64(a, TB)}, {0, capacity >= 1 ? (capacity - 1) / page_size + 1 : 0, 1}};
+    check_box(arg_pointer(a, TABLE), table_axes, 2, 4, e->function_name, "BlockTable");
+  }
+  const axis seqlens_axes[] = {{0, batch, 1}};
+  check_box(arg_pointer(a, SEQLENS), seqlens_axes, 1, 4, e->function_name, "CacheSeqlens");
+}
+
+#endif /* FUZZ_REACH_DECODE_H */
