@@ -22,6 +22,16 @@ bytes read once (batch x L x heads_kv x d x 2 tensors x 2 bytes).
 Prints a table and the bars' verdicts, and writes <out-dir>/<gpu>-<date>-decode.json: one row per
 (shape, implementation) with "op": "decode", "impl", "page_size" (0 for contiguous), "ms" and "gbps",
 and one "impl": "copy" row.
+
+The paged prefill (chunked prefill over a cache: flash_attn_varlen_func with block_table, which runs
+aotk_attn_decode with packed queries), rows "op": "prefill" (--prefill runs only these): bf16, d128,
+GQA 32/8, 4 requests each with a cache of L keys whose last C are the chunk's tokens (causal,
+bottom-right), for C x L in PREFILL_ROWS. Implementations, checked against each other and timed as above:
+  aotk-paged16, aotk-paged256   the paged prefill over 16- and 256-key pages in shuffled order
+  aotk-varlen                   aotk's prefill kernel (flash_attn_varlen_func without block_table: the
+                                sm_90 forward) on the same keys stored contiguously
+"tflops" counts the score pairs computed, 4 x pairs x heads_q x d; "speed_vs_varlen" is the prefill
+kernel's time over the paged one's.
 """
 import argparse
 import datetime
@@ -44,6 +54,9 @@ ISSUE_ROWS = {(64, 4096, 32, 8, 1), (16, 32768, 32, 8, 1), (2, 131072, 32, 8, 1)
 ROWS = GQA_GRID + [(2, 131072, 32, 8, 1)] + OTHER_ROWS
 QUICK_ROWS = [(64, 4096, 32, 8, 1), (2, 131072, 32, 8, 1), (1, 131072, 32, 1, 1)]
 PAGE_SIZES = (16, 256)
+# (chunk tokens C, cache keys L including the chunk), 4 requests, GQA 32/8.
+PREFILL_ROWS = [(256, 4096), (1024, 4096), (1024, 16384), (4096, 16384)]
+PREFILL_BATCH = 4
 COPY_BYTES = 2 << 30
 
 
@@ -52,6 +65,7 @@ def main(argv=None):
     ap.add_argument("--package-dir", required=True, help="directory holding the aotk package (build/python)")
     ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     ap.add_argument("--quick", action="store_true", help="three rows only")
+    ap.add_argument("--prefill", action="store_true", help="only the paged-prefill rows")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.path.abspath(args.package_dir))
     import torch
@@ -80,7 +94,7 @@ def main(argv=None):
     names = ("aotk", "aotk-paged16", "aotk-paged256", "aotk-prefill", "sdpa-flash", "sdpa-cudnn")
     print(f"{'batch':>5} {'L':>7} {'hq/hkv':>6} {'sq':>2} | " + " ".join(f"{n:>13}" for n in names) +
           " | aotk GB/s  /cudnn /flash  paged16/256 vs contiguous", flush=True)
-    for batch, seqlen_k, heads_q, heads_kv, seqlen_q in (QUICK_ROWS if args.quick else ROWS):
+    for batch, seqlen_k, heads_q, heads_kv, seqlen_q in ([] if args.prefill else QUICK_ROWS if args.quick else ROWS):
         torch.manual_seed(0)
         q = torch.randn(batch, seqlen_q, heads_q, HEAD_DIM, device=dev, dtype=torch.bfloat16)
         k = torch.randn(batch, seqlen_k, heads_kv, HEAD_DIM, device=dev, dtype=torch.bfloat16)
@@ -172,6 +186,7 @@ def main(argv=None):
             results.append({"op": "decode", "impl": name, **shape, "note": text})
         del q, k, v, caches, impls
         torch.cuda.empty_cache()
+    results += prefill_rows(torch, aotk, bench, PREFILL_ROWS[:1] if args.quick else PREFILL_ROWS)
     verdicts = bars(results, copy_gbps)
     for line in verdicts:
         print(line)
@@ -184,9 +199,74 @@ def main(argv=None):
     print(f"wrote {path}")
 
 
+def prefill_rows(torch, aotk, bench, rows):
+    """The paged prefill against aotk's prefill kernel on the same keys (see the module's docstring)."""
+    dev, heads_q, heads_kv, b = "cuda", 32, 8, PREFILL_BATCH
+    names = ("aotk-varlen", "aotk-paged16", "aotk-paged256")
+    print(f"paged prefill: {b} requests, GQA {heads_q}/{heads_kv}, d {HEAD_DIM}, bf16, causal bottom-right")
+    print(f"{'chunk':>6} {'L':>6} | " + " ".join(f"{n:>14}" for n in names) + " | TFLOP/s: varlen paged16 paged256 |"
+          " paged16/256 vs varlen", flush=True)
+    results = []
+    for chunk, seqlen_k in rows:
+        torch.manual_seed(0)
+        q = torch.randn(b * chunk, heads_q, HEAD_DIM, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(b * seqlen_k, heads_kv, HEAD_DIM, device=dev, dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        cu_q = torch.arange(0, b + 1, device=dev, dtype=torch.int32) * chunk
+        cu_k = torch.arange(0, b + 1, device=dev, dtype=torch.int32) * seqlen_k
+        impls = {"aotk-varlen": lambda: aotk.flash_attn_varlen_func(q, k, v, cu_q, cu_k, chunk, seqlen_k, causal=True)}
+        for page_size in PAGE_SIZES:
+            pages = b * seqlen_k // page_size
+            order = torch.randperm(pages, device=dev)
+            kp = torch.empty(pages, page_size, heads_kv, HEAD_DIM, device=dev, dtype=torch.bfloat16)
+            vp = torch.empty_like(kp)
+            kp[order] = k.reshape(pages, page_size, heads_kv, HEAD_DIM)
+            vp[order] = v.reshape(pages, page_size, heads_kv, HEAD_DIM)
+            table = order.to(torch.int32).view(b, seqlen_k // page_size).contiguous()
+            impls[f"aotk-paged{page_size}"] = (lambda kp=kp, vp=vp, table=table: aotk.flash_attn_varlen_func(
+                q, kp, vp, cu_q, cu_k, chunk, seqlen_k, causal=True, block_table=table))
+        pairs = b * (chunk * (seqlen_k - chunk) + chunk * (chunk + 1) // 2)
+        flops = 4.0 * pairs * heads_q * HEAD_DIM
+        reference = impls["aotk-varlen"]().float()
+        times, notes = {}, {}
+        for name, fn in impls.items():
+            try:
+                err = (fn().float() - reference).abs().max().item()
+                if not err < 2e-2:
+                    notes[name] = f"max |{name} - aotk-varlen| = {err}: not timed"
+                    continue
+                times[name] = bench(fn)
+            except RuntimeError as e:
+                notes[name] = str(e).splitlines()[0][:120]
+        tfl = {n: flops / (t * 1e-3) / 1e12 for n, t in times.items()}
+
+        def ratio(name):
+            return times["aotk-varlen"] / times[name] if name in times and "aotk-varlen" in times else float("nan")
+        print(f"{chunk:>6} {seqlen_k:>6} | " + " ".join(f"{times[n] * 1e3:>11.1f} us" if n in times else f"{'-':>14}"
+                                                   for n in names) +
+              " | " + " ".join(f"{tfl.get(n, float('nan')):>6.0f}" for n in names) +
+              f" | {ratio('aotk-paged16'):>6.2f} {ratio('aotk-paged256'):>5.2f}", flush=True)
+        for name, text in notes.items():
+            print(f"  note: {name}: {text}")
+        shape = {"batch": b, "seqlen_q": chunk, "seqlen_k": seqlen_k, "heads_q": heads_q, "heads_kv": heads_kv,
+                 "head_dim": HEAD_DIM, "dtype": "bf16", "causal": True, "pairs": pairs}
+        for name, t in times.items():
+            row = {"op": "prefill", "impl": name, **shape, "page_size": int(name[10:]) if "paged" in name else 0,
+                   "ms": t, "tflops": tfl[name]}
+            if name != "aotk-varlen" and "aotk-varlen" in times:
+                row["speed_vs_varlen"] = times["aotk-varlen"] / t
+            results.append(row)
+        for name, text in notes.items():
+            results.append({"op": "prefill", "impl": name, **shape, "note": text})
+        del q, k, v, impls, reference
+        torch.cuda.empty_cache()
+    return results
+
+
 def bars(results, copy_gbps):
     """Issue 13's three bars over the rows of this run, as lines of text."""
-    rows = [r for r in results if r.get("impl", "").startswith("aotk") and "ms" in r and r["impl"] != "aotk-prefill"]
+    rows = [r for r in results if r.get("op") == "decode" and r.get("impl", "").startswith("aotk") and "ms" in r
+            and r["impl"] != "aotk-prefill"]
     lines = []
     big = [r for r in rows if r["batch"] * r["seqlen_k"] >= 65536 and r["seqlen_q"] == 1]
     if big:
