@@ -3,7 +3,7 @@ backward, each kernel's mean duration over a few calls (torch.profiler, CUPTI), 
 problems (16k tokens, hidden 2048).
 
     python3 bench/explore/hopper/bwd_breakdown.py --lib build/python/aotk/libaotk.so \
-        --head-dims 128 --seqlens 1024,16384 [--causal 0,1] [--dtype bf16] [--modes aotk,aotk-det,cudnn]
+        --head-dims 128,192/128 --seqlens 1024,16384 [--causal 0,1] [--dtype bf16] [--modes aotk,aotk-det,cudnn]
 
 Printed per problem and implementation: each kernel (name cut to 60 characters), its count per call and
 mean microseconds, and the sum of the kernels' means beside the call's wall time (CUDA events, L2 not
@@ -67,17 +67,20 @@ def main():
     args = ap.parse_args()
     aotk = Aotk(args.lib)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
-    for d in (int(x) for x in args.head_dims.split(",")):
+    for dims in args.head_dims.split(","):
+        d, _, dv = dims.partition("/")  # "192/128": head_dim_qk 192, head_dim_v 128
+        d, dv = int(d), int(dv or d)
         for causal in (bool(int(x)) for x in args.causal.split(",")):
             for n in (int(x) for x in args.seqlens.split(",")):
                 b, h = 16384 // n, 2048 // d
-                print(f"d={d} causal={int(causal)} seqlen={n} batch={b} heads={h}", flush=True)
-                q, k, v, dout = (torch.randn(b, n, h, d, device="cuda", dtype=dtype) for _ in range(4))
-                out = torch.empty_like(q)
+                print(f"d={d}/{dv} causal={int(causal)} seqlen={n} batch={b} heads={h}", flush=True)
+                q, k = (torch.randn(b, n, h, d, device="cuda", dtype=dtype) for _ in range(2))
+                v, dout = (torch.randn(b, n, h, dv, device="cuda", dtype=dtype) for _ in range(2))
+                out = torch.empty_like(dout)
                 lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
-                dq, dk, dv = (torch.empty_like(q) for _ in range(3))
+                dq, dk, dv_ = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
                 params = fwd_params(q, k, v, out, lse, causal)
-                for field, t in (("dout", dout), ("dq", dq), ("dk", dk), ("dv", dv)):
+                for field, t in (("dout", dout), ("dq", dq), ("dk", dk), ("dv", dv_)):
                     setattr(params, field, describe_tensor(t))
                 ref = ctypes.byref(params)
                 aotk.attn_fwd(ref, current_stream())
@@ -98,7 +101,7 @@ def main():
                         show("cudnn", *kernel_table(lambda: torch.autograd.grad(o, (qt, kt, vt), g,
                                                                                 retain_graph=True)))
                     del qt, kt, vt, o
-                del q, k, v, dout, out, lse, dq, dk, dv
+                del q, k, v, dout, out, lse, dq, dk, dv_
                 torch.cuda.empty_cache()
 
 
