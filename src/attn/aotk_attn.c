@@ -782,16 +782,7 @@ aotk_status aotk_query(aotk_op op, const aotk_attn_params *caller_params, aotk_k
   aotk__clear_error();
   aotk_status status = aotk__check_query_info(info);
   if (status != AOTK_OK) return status;
-  if (op == AOTK_OP_SEL_FWD || op == AOTK_OP_SEL_BWD) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is a selection-attention op: ask aotk_sel_query", (int)op);
-  }
-  if (op == AOTK_OP_DECODE || op == AOTK_OP_MERGE) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d: ask aotk_%s_query", (int)op,
-                      op == AOTK_OP_DECODE ? "decode" : "merge");
-  }
-  if (op != AOTK_OP_ATTN_FWD && op != AOTK_OP_ATTN_BWD) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is not an aotk_op", (int)op);
-  }
+  if ((status = aotk__check_query_op(op, "aotk_query")) != AOTK_OK) return status;
   aotk_attn_params params;
   aotk__attn_problem problem;
   status = op == AOTK_OP_ATTN_FWD ? aotk__attn_validate(caller_params, &params, &problem)

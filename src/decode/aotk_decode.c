@@ -394,10 +394,9 @@ aotk_status aotk_attn_decode(const aotk_decode_params *caller_params, void *work
 
 aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *caller_params, aotk_kernel_info *info) {
   aotk__clear_error();
-  if (op != AOTK_OP_DECODE) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d; aotk_decode_query answers AOTK_OP_DECODE", (int)op);
-  }
-  aotk_status status = aotk__check_query_info(info);
+  aotk_status status = aotk__check_query_op(op, "aotk_decode_query");
+  if (status != AOTK_OK) return status;
+  status = aotk__check_query_info(info);
   if (status != AOTK_OK) return status;
   aotk_decode_params params;
   aotk__decode_problem problem;
@@ -503,10 +502,9 @@ aotk_status aotk_attn_merge(const aotk_merge_params *caller_params, aotk_stream 
 
 aotk_status aotk_merge_query(aotk_op op, const aotk_merge_params *caller_params, aotk_kernel_info *info) {
   aotk__clear_error();
-  if (op != AOTK_OP_MERGE) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d; aotk_merge_query answers AOTK_OP_MERGE", (int)op);
-  }
-  aotk_status status = aotk__check_query_info(info);
+  aotk_status status = aotk__check_query_op(op, "aotk_merge_query");
+  if (status != AOTK_OK) return status;
+  status = aotk__check_query_info(info);
   if (status != AOTK_OK) return status;
   aotk_merge_params params;
   aotk__merge_problem problem;

@@ -129,6 +129,35 @@ aotk_status aotk__check_query_info(const aotk_kernel_info *info) {
   return AOTK_OK;
 }
 
+/* The public ops (include/aotk.h's aotk_op) and the query that answers each: a family's ops are listed
+ * here, and each query refuses the others by naming theirs, so no family names another's ops. */
+static const struct {
+  aotk_op op;
+  const char *name, *query;
+} op_queries[] = {
+    {AOTK_OP_ATTN_FWD, "AOTK_OP_ATTN_FWD", "aotk_query"},    {AOTK_OP_ATTN_BWD, "AOTK_OP_ATTN_BWD", "aotk_query"},
+    {AOTK_OP_SEL_FWD, "AOTK_OP_SEL_FWD", "aotk_sel_query"},  {AOTK_OP_SEL_BWD, "AOTK_OP_SEL_BWD", "aotk_sel_query"},
+    {AOTK_OP_DECODE, "AOTK_OP_DECODE", "aotk_decode_query"}, {AOTK_OP_MERGE, "AOTK_OP_MERGE", "aotk_merge_query"},
+};
+
+aotk_status aotk__check_query_op(aotk_op op, const char *query) {
+  char answers[128] = "";
+  const char *owner = NULL, *name = NULL;
+  for (size_t i = 0; i < sizeof op_queries / sizeof op_queries[0]; i++) {
+    if (strcmp(op_queries[i].query, query) == 0) {
+      size_t used = strlen(answers);
+      snprintf(answers + used, sizeof answers - used, "%s%s", used > 0 ? " and " : "", op_queries[i].name);
+    }
+    if ((int)op_queries[i].op == (int)op) owner = op_queries[i].query, name = op_queries[i].name;
+  }
+  if (owner != NULL && strcmp(owner, query) == 0) return AOTK_OK;
+  if (owner != NULL) {
+    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d (%s) is %s's; %s answers %s", (int)op, name, owner, query,
+                      answers);
+  }
+  return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d is not an aotk_op; %s answers %s", (int)op, query, answers);
+}
+
 aotk_status aotk__check_workspace(const void *workspace, size_t workspace_bytes, size_t needed, const char *at_least,
                                   const char *hint) {
   if (workspace_bytes < needed || (workspace == NULL && needed > 0)) {

@@ -44,6 +44,10 @@ aotk_status aotk__launch_row(const aotk__driver *driver, int row, CUkernel kerne
 const char *aotk__family_name(int family);
 /* A query's info argument: not NULL, and a struct_size that holds at least its first field. */
 aotk_status aotk__check_query_info(const aotk_kernel_info *info);
+/* AOTK_OK if `query` (a query function's name, e.g. "aotk_sel_query") answers op; else
+ * AOTK_ERROR_INVALID_VALUE with a message naming the ops it answers and, for another family's op, the
+ * query that answers it. */
+aotk_status aotk__check_query_op(aotk_op op, const char *query);
 /* A caller's workspace for `needed` bytes: at least that many (NULL only when none is needed) and
  * 16-byte aligned. The refusal reads "workspace_bytes = N[ (workspace NULL)] but this problem needs
  * <at_least>M (<hint>)", the hint naming the query that reports the size. */

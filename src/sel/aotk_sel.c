@@ -650,10 +650,7 @@ aotk_status aotk_sel_query(aotk_op op, const aotk_sel_params *caller_params, aot
   aotk__clear_error();
   aotk_status status = aotk__check_query_info(info);
   if (status != AOTK_OK) return status;
-  if (op != AOTK_OP_SEL_FWD && op != AOTK_OP_SEL_BWD) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d; aotk_sel_query answers AOTK_OP_SEL_FWD and AOTK_OP_SEL_BWD",
-                      (int)op);
-  }
+  if ((status = aotk__check_query_op(op, "aotk_sel_query")) != AOTK_OK) return status;
   aotk_sel_params params;
   sel_problem problem;
   sel_plan plan;

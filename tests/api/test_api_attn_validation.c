@@ -1160,6 +1160,20 @@ static void test_query_arguments(void) {
     CHECK_MSG(message_mentions("op"), "op %d: message \"%s\"", bad_ops[i], aotk_last_error());
     CHECK(info_untouched(&info));
   }
+  /* Another family's op: refused, naming the query that answers it (the runtime's table of ops). */
+  static const struct {
+    aotk_op op;
+    const char *query;
+  } other_ops[] = {{AOTK_OP_SEL_FWD, "aotk_sel_query"}, {AOTK_OP_SEL_BWD, "aotk_sel_query"},
+                   {AOTK_OP_DECODE, "aotk_decode_query"}, {AOTK_OP_MERGE, "aotk_merge_query"}};
+  for (size_t i = 0; i < sizeof other_ops / sizeof other_ops[0]; i++) {
+    poison_info(&info);
+    aotk_status status = aotk_query(other_ops[i].op, &params, &info);
+    CHECK_MSG(status == AOTK_ERROR_INVALID_VALUE && message_mentions(other_ops[i].query) &&
+                  message_mentions("AOTK_OP_ATTN_FWD"),
+              "op %d: %s (%s)", (int)other_ops[i].op, aotk_status_name(status), aotk_last_error());
+    CHECK(info_untouched(&info));
+  }
   CHECK_MSG(total_calls() == 0, "bad query arguments reached the driver (%s)", called_functions());
 
   /* Both ops are valid: the forward's params with the forward, the backward's with the backward. The
