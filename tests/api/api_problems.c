@@ -494,3 +494,37 @@ aotk_merge_params merge_params_for(merge_shape s) {
   if (s.with_sinks) params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, H);
   return params;
 }
+
+/* q and k laid out [batch, heads, seqlen, head_dim] (transposed), v with padded rows, out contiguous,
+ * lse with padded rows: every stride has a distinct value, so a stride packed into the wrong slot
+ * shows. All strides stay multiples of 16, so the aligned kernel runs. */
+aotk_attn_params strided_params(problem p) {
+  aotk_attn_params params = params_for(p);
+  const int64_t d = p.head_dim, dv = dim_v(&p), v_row = p.heads_kv * dv + 32, lse_row = p.seqlen_q + 48;
+  aotk_tensor *q = &params.q, *k = &params.k, *v = &params.v, *lse = &params.lse;
+  q->strides[0] = p.heads_q * p.seqlen_q * d, q->strides[1] = d, q->strides[2] = p.seqlen_q * d;
+  k->strides[0] = p.heads_kv * p.seqlen_k * d, k->strides[1] = d, k->strides[2] = p.seqlen_k * d;
+  v->strides[0] = p.seqlen_k * v_row + 1024, v->strides[1] = v_row, v->strides[2] = dv;
+  if (p.with_lse) lse->strides[0] = p.heads_q * lse_row, lse->strides[1] = lse_row, lse->strides[2] = 1;
+  return params;
+}
+
+/* strided_params, with dout, dq, dk and dv strided too, each differently from its counterpart: a
+ * stride packed into the wrong slot shows. All strides stay multiples of 16, so the aligned kernels
+ * run. */
+aotk_attn_params strided_bwd_params(problem p) {
+  p.with_lse = true;
+  aotk_attn_params params = strided_params(p);
+  const aotk_attn_params contiguous = bwd_params_for(p);
+  params.dout = contiguous.dout;
+  params.dq = contiguous.dq;
+  params.dk = contiguous.dk;
+  params.dv = contiguous.dv;
+  const int64_t d = p.head_dim, e = dim_v(&p), dout_row = p.heads_q * (e + 80), dk_row = p.heads_kv * (d + 32);
+  aotk_tensor *dout = &params.dout, *dq = &params.dq, *dk = &params.dk, *dv = &params.dv;
+  dout->strides[0] = p.seqlen_q * dout_row + 512, dout->strides[1] = dout_row, dout->strides[2] = e + 80;
+  dq->strides[0] = p.heads_q * p.seqlen_q * (d + 16) + 256, dq->strides[1] = d + 16, dq->strides[2] = p.seqlen_q * (d + 16);
+  dk->strides[0] = p.seqlen_k * dk_row + 64, dk->strides[1] = dk_row, dk->strides[2] = d + 32;
+  dv->strides[0] = p.heads_kv * p.seqlen_k * (e + 48) + 128, dv->strides[1] = e + 48, dv->strides[2] = p.seqlen_k * (e + 48);
+  return params;
+}

@@ -33,6 +33,12 @@ static inline aotk_attn_params valid_params(void) { return params_for(default_pr
 aotk_attn_params bwd_params_for(problem p);
 
 static inline aotk_attn_params valid_bwd_params(void) { return bwd_params_for(default_problem); }
+/* params_for with q and k laid out [batch, heads, seqlen, head_dim] (transposed), v and lse with padded
+ * rows, out contiguous: every stride distinct (a stride packed into the wrong slot shows), all multiples
+ * of 16 (the aligned kernels run). strided_bwd_params: the same with dout, dq, dk and dv strided too, each
+ * differently from its counterpart. */
+aotk_attn_params strided_params(problem p);
+aotk_attn_params strided_bwd_params(problem p);
 
 /* The variable-length layout of problem `p`: p.batch sequences of at most p.seqlen_q query and
  * p.seqlen_k key rows (max_seqlen_q, max_seqlen_k), packed into total_q and total_k rows; q, out
