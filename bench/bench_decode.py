@@ -103,21 +103,12 @@ def main(argv=None):
         scale = 1.0 / math.sqrt(HEAD_DIM)
         causal = seqlen_q > 1  # bottom-right: the step's tokens see the cache and their predecessors
 
-        def paged(page_size):
-            pages = batch * seqlen_k // page_size
-            order = torch.randperm(pages, device=dev)
-            kp = torch.empty(pages, page_size, heads_kv, HEAD_DIM, device=dev, dtype=torch.bfloat16)
-            vp = torch.empty_like(kp)
-            kp[order] = k.reshape(pages, page_size, heads_kv, HEAD_DIM)
-            vp[order] = v.reshape(pages, page_size, heads_kv, HEAD_DIM)
-            return kp, vp, order.to(torch.int32).view(batch, seqlen_k // page_size).contiguous()
-
         impls = {
             "aotk": lambda: torch.ops.aotk.decode(q, k, v, lens, None, None, None, scale, causal, -1, -1, 0.0, 0)[0],
         }
         caches = {}
         for page_size in PAGE_SIZES:
-            caches[page_size] = paged(page_size)
+            caches[page_size] = shuffled_pages(torch, k, v, batch, seqlen_k, page_size)
             impls[f"aotk-paged{page_size}"] = (lambda c=caches[page_size]: torch.ops.aotk.decode(
                 q, c[0], c[1], lens, c[2], None, None, scale, causal, -1, -1, 0.0, 0)[0])
         if (batch, seqlen_k, heads_q, heads_kv, seqlen_q) in ISSUE_ROWS:
@@ -199,6 +190,19 @@ def main(argv=None):
     print(f"wrote {path}")
 
 
+def shuffled_pages(torch, k, v, batch, seqlen_k, page_size):
+    """The caches k, v (batch x seqlen_k keys, request by request) as pages of page_size keys in shuffled
+    order: (k pages, v pages, block_table int32 [batch, seqlen_k / page_size])."""
+    heads_kv, head_dim = k.shape[-2], k.shape[-1]
+    pages = batch * seqlen_k // page_size
+    order = torch.randperm(pages, device=k.device)
+    kp = torch.empty(pages, page_size, heads_kv, head_dim, device=k.device, dtype=k.dtype)
+    vp = torch.empty_like(kp)
+    kp[order] = k.reshape(pages, page_size, heads_kv, head_dim)
+    vp[order] = v.reshape(pages, page_size, heads_kv, head_dim)
+    return kp, vp, order.to(torch.int32).view(batch, seqlen_k // page_size).contiguous()
+
+
 def prefill_rows(torch, aotk, bench, rows):
     """The paged prefill against aotk's prefill kernel on the same keys (see the module's docstring)."""
     dev, heads_q, heads_kv, b = "cuda", 32, 8, PREFILL_BATCH
@@ -216,13 +220,7 @@ def prefill_rows(torch, aotk, bench, rows):
         cu_k = torch.arange(0, b + 1, device=dev, dtype=torch.int32) * seqlen_k
         impls = {"aotk-varlen": lambda: aotk.flash_attn_varlen_func(q, k, v, cu_q, cu_k, chunk, seqlen_k, causal=True)}
         for page_size in PAGE_SIZES:
-            pages = b * seqlen_k // page_size
-            order = torch.randperm(pages, device=dev)
-            kp = torch.empty(pages, page_size, heads_kv, HEAD_DIM, device=dev, dtype=torch.bfloat16)
-            vp = torch.empty_like(kp)
-            kp[order] = k.reshape(pages, page_size, heads_kv, HEAD_DIM)
-            vp[order] = v.reshape(pages, page_size, heads_kv, HEAD_DIM)
-            table = order.to(torch.int32).view(b, seqlen_k // page_size).contiguous()
+            kp, vp, table = shuffled_pages(torch, k, v, b, seqlen_k, page_size)
             impls[f"aotk-paged{page_size}"] = (lambda kp=kp, vp=vp, table=table: aotk.flash_attn_varlen_func(
                 q, kp, vp, cu_q, cu_k, chunk, seqlen_k, causal=True, block_table=table))
         pairs = b * (chunk * (seqlen_k - chunk) + chunk * (chunk + 1) // 2)
