@@ -124,7 +124,7 @@ _torch_ops_module = None
 
 
 def _ops(fn):
-    """aotk._torch_ops, importing torch and registering the custom ops on first use."""
+    """aotk._torch_functions (the front ends), importing torch and registering the custom ops on first use."""
     global _torch_ops_module
     if _torch_ops_module is None:
         try:
@@ -132,7 +132,7 @@ def _ops(fn):
         except ImportError as e:
             raise ImportError(f"aotk.{fn} needs PyTorch, which could not be imported ({e}); aotk's functions "
                               f"that take no tensors (version, build_info, ...) work without it") from e
-        from . import _torch_ops as module
+        from . import _torch_functions as module
         _torch_ops_module = module
     return _torch_ops_module
 
