@@ -141,16 +141,18 @@ static const struct {
 };
 
 aotk_status aotk__check_query_op(aotk_op op, const char *query) {
-  char answers[128] = "";
   const char *owner = NULL, *name = NULL;
   for (size_t i = 0; i < sizeof op_queries / sizeof op_queries[0]; i++) {
-    if (strcmp(op_queries[i].query, query) == 0) {
-      size_t used = strlen(answers);
-      snprintf(answers + used, sizeof answers - used, "%s%s", used > 0 ? " and " : "", op_queries[i].name);
-    }
     if ((int)op_queries[i].op == (int)op) owner = op_queries[i].query, name = op_queries[i].name;
   }
   if (owner != NULL && strcmp(owner, query) == 0) return AOTK_OK;
+  /* Refused: the message lists the ops this query answers. */
+  char answers[128] = "";
+  for (size_t i = 0; i < sizeof op_queries / sizeof op_queries[0]; i++) {
+    if (strcmp(op_queries[i].query, query) != 0) continue;
+    size_t used = strlen(answers);
+    snprintf(answers + used, sizeof answers - used, "%s%s", used > 0 ? " and " : "", op_queries[i].name);
+  }
   if (owner != NULL) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "op = %d (%s) is %s's; %s answers %s", (int)op, name, owner, query,
                       answers);
