@@ -21,7 +21,8 @@ bytes read once (batch x L x heads_kv x d x 2 tensors x 2 bytes).
 
 Prints a table and the bars' verdicts, and writes <out-dir>/<gpu>-<date>-decode.json: one row per
 (shape, implementation) with "op": "decode", "impl", "page_size" (0 for contiguous), "ms" and "gbps",
-and one "impl": "copy" row.
+and one "impl": "copy" row. A file already there from the same day keeps the rows of ops this run did
+not run (--prefill after a full run keeps the decoding rows).
 
 The paged prefill (chunked prefill over a cache: flash_attn_varlen_func with block_table, which runs
 aotk_attn_decode with packed queries), rows "op": "prefill" (--prefill runs only these): bf16, d128,
@@ -184,10 +185,22 @@ def main(argv=None):
     os.makedirs(args.out_dir, exist_ok=True)
     slug = "".join(c if c.isalnum() else "-" for c in gpu.lower()).strip("-")
     path = os.path.join(args.out_dir, f"{slug}-{datetime.date.today().isoformat()}-decode.json")
+    rows = kept_rows(path, {"prefill"} if args.prefill else {"decode", "prefill"}) + results
     with open(path, "w") as f:
-        json.dump({"gpu": gpu, "torch": torch.__version__, "aotk": aotk.version(), "bars": verdicts,
-                   "rows": results}, f, indent=1)
-    print(f"wrote {path}")
+        json.dump({"gpu": gpu, "torch": torch.__version__, "aotk": aotk.version(), "bars": bars(rows, copy_gbps),
+                   "rows": rows}, f, indent=1)
+    print(f"wrote {path} ({len(results)} rows from this run, {len(rows)} in the file)")
+
+
+def kept_rows(path, ops_run):
+    """The rows of a file already at `path` (same GPU, same day) that this run does not replace: those of
+    ops it did not run (--prefill after a full run keeps the decoding rows). The copy row is measured by
+    every run, so the old one goes."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        old = json.load(f).get("rows", [])
+    return [r for r in old if r.get("op") not in ops_run and r.get("impl") != "copy"]
 
 
 def shuffled_pages(torch, k, v, batch, seqlen_k, page_size):
