@@ -426,13 +426,20 @@ DECODE_PAGE_MODES = {"attn_decode": 0, "attn_decode_paged": 1, "attn_decode_page
 # (measured on the H100 through bench/explore/tune_decode_jit.py, bf16 d128, the kernel and its merge: against
 # 64 keys, within 4% either way on contiguous caches (64 keys ahead when split at batch 1, behind at
 # batch 64), 10-25% faster on 16- and 256-key pages, 1.4x on MQA); 64 at 256, where 128 keys of K and V
-# take 128 KB a stage. More warps or stages measured no better; filling two program slots per SM with
-# splits (264 programs) was 5-25% slower than one.
+# take 128 KB a stage. More stages measured no better; filling two program slots per SM with splits
+# (264 programs) was 5-25% slower than one. The 32-row tile runs 8 warps on sm_90 up to head dim 128:
+# with 4 it holds 255 registers and spills 120 bytes where nothing tells the compiler that seqlen_q
+# is 1 (the JIT, which specializes the 1, had measured 4 warps no slower). Through the JIT with that
+# specialization off, as the AOT build compiles it (tune_decode_jit.py --unspecialize all, H100, bf16
+# d128, MQA 32/1), 8 warps against 4: batch 8 at 8k keys 19.7 -> 17.0 us, batch 1 at 128k
+# 37.9 -> 35.3, batch 16 at 32k 106.7 -> 100.4, batch 64 at 4k 69.8 -> 65.3, and 16-key pages
+# 6-20% faster.
 def _decode_configs(arch, dqk, dv):
     wide = dqk <= 128 and dv <= 128
     stages = (3 if wide else 2) if arch == 90 else (2 if wide else 1)
     block_n = 128 if wide else 64
-    return ((1, T(16, block_n, 4, stages)), (17, T(32, block_n, 4, stages)),
+    warps32 = 8 if arch == 90 and wide else 4
+    return ((1, T(16, block_n, 4, stages)), (17, T(32, block_n, warps32, stages)),
             (33, T(64, 64, 4 if wide else 8, min(stages, 2))))
 
 

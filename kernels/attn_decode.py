@@ -137,6 +137,12 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSl
     last = tl.where(row_ok, last, -1)
     lo = (tl.min(first, 0) // BLOCK_N) * BLOCK_N
     hi = tl.max(last, 0) + 1
+    # The keys every row of the tile sees: a block inside [full_lo, full_hi] needs no mask, which is
+    # every block of a split but its last for one new token. (Rows outside the group are computed
+    # unmasked there and never stored.) Skipping the per-score mask (two compares and a select on each
+    # of BLOCK_M x BLOCK_N scores) there measured 0-4% faster (tune_decode_jit.py, H100).
+    full_lo = tl.max(tl.where(row_ok, first, -2147483647), 0)
+    full_hi = tl.min(tl.where(row_ok, last, 2147483647), 0)
 
     slope_log2 = tl.zeros([BLOCK_M], dtype=tl.float32)
     if (flags & FLAG_ALIBI) != 0:
@@ -175,7 +181,8 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSl
         qk = tl.dot(q, tl.trans(k))
         s, _ = modified_scores(qk, position, cols, 0, qk_scale_log2, softcap_scale, softcap_log2,
                                slope_log2[:, None], flags)
-        s = tl.where((cols[None, :] >= first[:, None]) & (cols[None, :] <= last[:, None]), s, float("-inf"))
+        if (start_n < full_lo) | (start_n + BLOCK_N - 1 > full_hi):
+            s = tl.where((cols[None, :] >= first[:, None]) & (cols[None, :] <= last[:, None]), s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         # A row that has seen no visible key yet keeps m = -inf: subtract 0 so exp2 gives 0, not NaN.
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)

@@ -147,7 +147,17 @@ def main():
     ap.add_argument("--rows", default="", help="batch:L:hq:hkv,... instead of the default rows")
     ap.add_argument("--rules", default="0.95r", help="split rules: THRESHOLD, or THRESHOLDr (rounded), list")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--unspecialize", default="",
+                    help="integer arguments of attn_decode the JIT must not specialize (value 1, divisibility by "
+                         "16), comma-separated, or 'all': the AOT build has only the catalog's hints")
     args = ap.parse_args()
+    if args.unspecialize:
+        ints = ["batch_size", "seqlen_q", "heads_q", "group_size", "capacity", "page_size", "num_splits",
+                "split_keys", "row_chunks", "head_dim_qk8", "head_dim_v8", "window_left", "window_right", "flags",
+                "seqlen_new"]
+        off = ints if args.unspecialize == "all" else args.unspecialize.split(",")
+        K.attn_decode = triton.jit(do_not_specialize=off)(K.attn_decode.fn)
+        print(f"attn_decode without the JIT's specialization of {', '.join(off)}", flush=True)
     configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
     layouts = [int(x) for x in args.layouts.split(",")]
     slot_list = [int(x) for x in args.slots.split(",")]
