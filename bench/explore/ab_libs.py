@@ -1,7 +1,7 @@
 """Two builds of libaotk side by side in one process: the backward (or forward) of each on the same inputs,
 alternating, with cuDNN's time beside them.
 
-    python bench/explore/ab_libs.py --libs base.so,new.so [--op bwd|fwd] [--rounds 3] [--rows ROWS] [--ptx]
+    python bench/explore/ab_libs.py --libs base.so,new.so [--op bwd|fwd|sel] [--rounds 3] [--rows ROWS] [--ptx]
 
 ROWS: semicolon-separated `d[/dv]:causal:seqlen[:heads_q[/heads_kv]]` (batch = 16384 / seqlen, heads
 2048 / d by default, as the benchmark's grid). For each row the first library's forward gives out and lse;
@@ -10,6 +10,11 @@ must be bitwise equal across libraries (each output element has one owner in a f
 program order or schedule must not change a bit) and the default mode's must match within rounding; a
 mismatch is printed loudly. Each (library, mode) is timed `rounds` times, libraries alternating, and the
 minimum kept. Exploration only: bench/bench_attn.py is the benchmark whose results are committed.
+
+--op sel: selection attention (aotk_sel_fwd and aotk_sel_bwd) on the benchmark's problem (one sequence,
+heads 64/4, d 128, block 64, 16 slots, bf16); ROWS are `tokens:distribution` (an index distribution of
+bench_attn.py's selection rows). Every library's out, lse, dq, dk and dv must be bitwise equal to the first
+one's (the selection backward is deterministic), and each library's forward and backward are timed.
 """
 import argparse
 import ctypes
@@ -19,8 +24,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from aotk_bench.common import (AOTK_OP_ATTN_BWD, Aotk, current_stream, describe_tensor, fwd_params,  # noqa: E402
-                               rel_l2, time_ms, torch)
+from aotk_bench.common import (AOTK_OP_ATTN_BWD, AOTK_OP_SEL_BWD, Aotk, current_stream,  # noqa: E402
+                               describe_tensor, fwd_params, rel_l2, time_ms, torch)
 
 DEFAULT_ROWS = ";".join(
     [f"{d}:1:{n}" for d in ("64", "128", "192/128", "256") for n in (1024, 2048, 4096, 8192, 16384)]
@@ -40,6 +45,61 @@ def parse_rows(text):
             hq, hkv = int(a), int(b or a)
         rows.append(dict(d=d, dv=dv, causal=causal, n=n, hq=hq, hkv=hkv, b=max(16384 // n, 1)))
     return rows
+
+
+SEL_ROWS = ";".join(f"{n}:{dist}" for n in (16384, 65536) for dist in ("uniform-causal", "nsa-fixed", "nsa-topk"))
+
+
+def sel_main(paths, rows, rounds):
+    """--op sel: each row's selection forward and backward in every library, alternating."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crosscheck"))
+    import check_selection as cs
+    import aotk_bench.selection as bench_selection
+    libs = [cs.load(p) for p in paths]
+    hq, hkv, d, block, slots = 64, 4, 128, 64, 16
+    stream = current_stream()
+    for item in rows.split(";"):
+        n, dist = item.split(":")
+        n = int(n)
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v, do = (torch.randn(n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+                       for h in (hq, hkv, hkv, hq))
+        if dist == "uniform-causal":
+            idx = cs.random_indices(n, n, hkv, slots, block, gen, "cuda", junk=False)
+        else:
+            idx = torch.tensor(bench_selection.sel_nsa_block_rows(dist, n, hkv, slots, block, 1), dtype=torch.int32,
+                               device="cuda")
+        runs = []
+        for lib in libs:
+            t = {"q": q, "k": k, "v": v, "out": torch.full_like(q, float("nan")),
+                 "lse": torch.full((n, hq), float("nan"), device="cuda"), "block_idx": idx, "block_size": block,
+                 "dout": do, "dq": torch.full_like(q, float("nan")), "dk": torch.full_like(k, float("nan")),
+                 "dv": torch.full_like(v, float("nan"))}
+            p = cs.sel_params(t)
+            info = cs.ba.AotkKernelInfo()
+            info.struct_size = ctypes.sizeof(info)
+            lib.check(lib.lib.aotk_sel_query(AOTK_OP_SEL_BWD, ctypes.byref(p), ctypes.byref(info)), "aotk_sel_query")
+            ws = torch.empty(max(info.workspace_bytes, 16), device="cuda", dtype=torch.uint8)
+            fwd = (lambda lib=lib, p=p: lib.check(lib.lib.aotk_sel_fwd(ctypes.byref(p), stream), "aotk_sel_fwd"))
+            bwd = (lambda lib=lib, p=p, ws=ws, nb=info.workspace_bytes:
+                   lib.check(lib.lib.aotk_sel_bwd(ctypes.byref(p), ws.data_ptr(), nb, stream), "aotk_sel_bwd"))
+            fwd()
+            bwd()
+            runs.append((t, fwd, bwd, p, [math.inf, math.inf]))
+        torch.cuda.synchronize()
+        for i in range(1, len(runs)):
+            for name in ("out", "lse", "dq", "dk", "dv"):
+                if not torch.equal(runs[0][0][name], runs[i][0][name]):
+                    print(f"!!! MISMATCH lib {i} vs 0, {name}: not bitwise equal, rel L2 "
+                          f"{rel_l2(runs[i][0][name], runs[0][0][name])}")
+        for _ in range(rounds):
+            for t, fwd, bwd, p, best in runs:
+                best[0] = min(best[0], time_ms(fwd))
+                best[1] = min(best[1], time_ms(bwd))
+        base = runs[0][4]
+        cells = [f"lib{i} fwd {b[0]:.3f} ms (x{base[0] / b[0]:.3f}) bwd {b[1]:.3f} ms (x{base[1] / b[1]:.3f})"
+                 for i, (_, _, _, _, b) in enumerate(runs)]
+        print(f"sel {dist:14s} {n:6d} | " + " | ".join(cells), flush=True)
 
 
 def cudnn_ms(q, k, v, dout, causal, op, gqa):
@@ -118,13 +178,17 @@ def run_row(row, libs, op, rounds):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--libs", required=True, help="comma-separated libaotk.so paths, the first the base")
-    ap.add_argument("--op", default="bwd", choices=("bwd", "fwd"))
+    ap.add_argument("--op", default="bwd", choices=("bwd", "fwd", "sel"))
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--rows", default=DEFAULT_ROWS)
+    ap.add_argument("--rows", default=None, help="default: the causal grid (fwd, bwd); SEL_ROWS (sel)")
     ap.add_argument("--ptx", action="store_true",
                     help="every library runs the sm_80 PTX (aotk_set_image_policy): the Triton kernels newer "
                          "GPUs take, and the nearest this GPU comes to sm_80's code")
     args = ap.parse_args()
+    if args.op == "sel":
+        sel_main(args.libs.split(","), args.rows or SEL_ROWS, args.rounds)
+        return
+    args.rows = args.rows or DEFAULT_ROWS
     libs = [Aotk(p) for p in args.libs.split(",")]
     if args.ptx:
         for lib in libs:
