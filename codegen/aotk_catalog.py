@@ -430,11 +430,10 @@ DECODE_PAGE_MODES = {"attn_decode": 0, "attn_decode_paged": 1, "attn_decode_page
 # (264 programs) was 5-25% slower than one. The 32-row tile runs 8 warps on sm_90 up to head dim 128:
 # with 4 it holds 255 registers and spills 120 bytes where nothing tells the compiler that seqlen_q
 # is 1 (the JIT, which specializes the 1, measures 4 warps faster: 15.8 against 16.9 us at batch 8 and
-# 8k keys). Through the JIT with that
-# specialization off, as the AOT build compiles it (tune_decode_jit.py --unspecialize all, H100, bf16
-# d128, MQA 32/1), 8 warps against 4: batch 8 at 8k keys 19.7 -> 17.0 us, batch 1 at 128k
-# 37.9 -> 35.3, batch 16 at 32k 106.7 -> 100.4, batch 64 at 4k 69.8 -> 65.3, and 16-key pages
-# 6-20% faster.
+# 8k keys). Through the JIT with that specialization off, as the AOT build compiles it
+# (tune_decode_jit.py --unspecialize all, H100, bf16 d128, MQA 32/1), 8 warps against 4: batch 8 at 8k
+# keys 19.7 -> 17.0 us, batch 1 at 128k 37.9 -> 35.3, batch 16 at 32k 106.7 -> 100.4, batch 64 at 4k
+# 69.8 -> 65.3, and 16-key pages 6-20% faster.
 def _decode_configs(arch, dqk, dv):
     wide = dqk <= 128 and dv <= 128
     stages = (3 if wide else 2) if arch == 90 else (2 if wide else 1)

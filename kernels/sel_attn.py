@@ -165,25 +165,6 @@ def _group_q(Q, token64, stride_qs, q_rows, g_ok, HEAD_DIM_QK0: tl.constexpr, HE
 
 
 @triton.jit
-def _fwd_block(b, m_i, l_i, acc, position, len_k, k_seq, v_seq, stride_ks, stride_vs, q0, q1, offs_n, qk_scale_log2,
-               HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr, HEAD_DIM_V: tl.constexpr,
-               BLOCK_SIZE: tl.constexpr):
-    """The forward's online-softmax step over one valid selected block b."""
-    first_key, key_ok, qk, _, _ = _selected_block(b, position, len_k, k_seq, stride_ks, q0, q1, offs_n, HEAD_DIM_QK0,
-                                                  HEAD_DIM_QK1, BLOCK_SIZE)
-    s = tl.where(key_ok[None, :], qk * qk_scale_log2, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    # Every valid block shows the token at least its first key, so m_new is finite from the first block on
-    # (the rows of absent query heads, all zeros, too).
-    p = tl.math.exp2(s - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    v = _load_rows(v_seq + first_key * stride_vs, offs_n * stride_vs.to(tl.int32), key_ok, HEAD_DIM_V, 0)
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-    return m_new, l_i, acc
-
-
-@triton.jit
 def _dq_block(b, dq0, dq1, position, len_k, k_seq, v_seq, stride_ks, stride_vs, q0, q1, do, delta, lse_log2, offs_n,
               qk_scale_log2, HEAD_DIM_QK0: tl.constexpr, HEAD_DIM_QK1: tl.constexpr, HEAD_DIM_V: tl.constexpr,
               BLOCK_SIZE: tl.constexpr):
@@ -235,9 +216,18 @@ def sel_fwd(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, BlockIdx, BlockCnt,
     for start in range(0, count, SLOT_TILE):
         ids, valid = _compact_slots(idx_row, start, count, position, num_blocks, scratch, BLOCK_SIZE, SLOT_TILE)
         for i in range(0, valid):
-            m_i, l_i, acc = _fwd_block(tl.load(ids + i), m_i, l_i, acc, position, len_k, k_seq, v_seq, stride_ks,
-                                       stride_vs, q0, q1, offs_n, qk_scale_log2, HEAD_DIM_QK0, HEAD_DIM_QK1,
-                                       HEAD_DIM_V, BLOCK_SIZE)
+            first_key, key_ok, qk, _, _ = _selected_block(tl.load(ids + i), position, len_k, k_seq, stride_ks, q0,
+                                                          q1, offs_n, HEAD_DIM_QK0, HEAD_DIM_QK1, BLOCK_SIZE)
+            s = tl.where(key_ok[None, :], qk * qk_scale_log2, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            # Every valid block shows the token at least its first key, so m_new is finite from the first
+            # block on (the rows of absent query heads, all zeros, too).
+            p = tl.math.exp2(s - m_new[:, None])
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = _load_rows(v_seq + first_key * stride_vs, offs_n * stride_vs.to(tl.int32), key_ok, HEAD_DIM_V, 0)
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+            m_i = m_new
 
     tl.debug_barrier()  # every thread has read the ids in the out row
     # An empty selection (l = 0): out = 0, lse = -inf.

@@ -120,21 +120,21 @@ def self_test(device=0):
     return text
 
 
-_torch_ops_module = None
+_torch_functions_module = None
 
 
 def _ops(fn):
     """aotk._torch_functions (the front ends), importing torch and registering the custom ops on first use."""
-    global _torch_ops_module
-    if _torch_ops_module is None:
+    global _torch_functions_module
+    if _torch_functions_module is None:
         try:
             import torch  # noqa: F401
         except ImportError as e:
             raise ImportError(f"aotk.{fn} needs PyTorch, which could not be imported ({e}); aotk's functions "
                               f"that take no tensors (version, build_info, ...) work without it") from e
         from . import _torch_functions as module
-        _torch_ops_module = module
-    return _torch_ops_module
+        _torch_functions_module = module
+    return _torch_functions_module
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
