@@ -455,7 +455,7 @@ MERGE_WIDE_PARTIALS = 4
 MERGE_CONFIGS = ((1, T(8, 32, 2, 3, block_p=1)), (MERGE_WIDE_PARTIALS, T(1, 32, 2, 3, block_p=32)))
 APPEND_CONFIG = T(8, 0, 4, 1)   # kv heads per step
 SEL_INDEX_CONFIG = T(1024, 0, 4, 1)   # ENTRIES: index entries per program (count, scatter)
-SEL_ORDER_CONFIG = T(8192, 1024, 4, 1)  # SORT_TILE (lists sorted in registers) x ENTRIES (the long-list scan)
+SEL_ORDER_CONFIG = T(8192, 256, 4, 1)  # SORT_TILE (lists sorted in registers) x SCAN_TOKENS (the long-list scan)
 SEL_SCAN_CONFIG = T(1024, 0, 4, 1)
 SEL_CHECK_CONFIG = T(64, 0, 4, 1)
 PREPROCESS_CONFIG = T(64, 0, 4, 1)
@@ -586,7 +586,7 @@ def _constexprs(function_params, dqk, dv, config, extras, block_size=0, page_mod
               # selection: 192 = 128 + 64; the group, pair and index tiles
               "HEAD_DIM_QK0": 128 if dqk == 192 else dqk, "HEAD_DIM_QK1": 64 if dqk == 192 else 0,
               "BLOCK_G": config.block_m, "BLOCK_R": config.block_m, "BLOCK_SIZE": block_size,
-              "ENTRIES": config.block_n if config.block_n else config.block_m, "SORT_TILE": config.block_m,
+              "ENTRIES": config.block_m, "SORT_TILE": config.block_m, "SCAN_TOKENS": config.block_n,
               "BLOCK_P": config.block_p}
     return tuple((n, values[n]) for n in function_params)
 
@@ -619,7 +619,7 @@ CONSTEXPRS = {
     "sel_index_count": ("ENTRIES",),
     "sel_index_scan": ("BLOCK",),
     "sel_index_scatter": ("ENTRIES",),
-    "sel_index_order": ("SORT_TILE", "ENTRIES"),
+    "sel_index_order": ("SORT_TILE", "SCAN_TOKENS"),
     "sel_check_indices": ("BLOCK",),
 }
 

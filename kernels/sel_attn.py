@@ -433,7 +433,7 @@ def _sort_list(tokens, length, TILE: tl.constexpr):
 def sel_index_order(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets, Tokens,
                     stride_is, stride_ih, stride_cs, stride_ch, stride_offsets, stride_tokens,
                     num_seqs, total_q, total_k, max_seqlen_k, block_size, num_slots, flags,
-                    SORT_TILE: tl.constexpr, ENTRIES: tl.constexpr):
+                    SORT_TILE: tl.constexpr, SCAN_TOKENS: tl.constexpr):
     # Pass 4: each list into token order, one program per (kv head, sequence, block), so that dK/dV
     # sum in a fixed order (bitwise deterministic). A list of up to SORT_TILE tokens is sorted in
     # registers. A longer one (a block most tokens select, like NSA's always-selected first block) is
@@ -461,26 +461,37 @@ def sel_index_order(BlockIdx, BlockCnt, CuSeqlensQ, CuSeqlensK, Offsets, Tokens,
     elif length <= SORT_TILE:
         _sort_list(tokens, length, SORT_TILE)
     else:
+        # SCAN_TOKENS tokens a step, as a [tokens, 16 slots] tile: each token's hits summed along its row
+        # (a block listed twice by a token counts twice, as in the count pass), then one prefix sum over
+        # the tokens. (A flat prefix sum over 1024 index entries a step, 64 tokens of 16 slots, took
+        # about 0.9 ms at 64k tokens for NSA's first block, whose list holds every token: H200,
+        # bench/explore/ab_libs.py --profile.)
         q_start, len_q = sequence(CuSeqlensQ, n, total_q, flags)
         k_start, len_k = sequence(CuSeqlensK, n, max_seqlen_k, flags)
         first_token = tl.maximum(block * block_size - (len_k - len_q), 0)
-        entries = tl.maximum(len_q - first_token, 0) * num_slots
+        slots16 = tl.arange(0, 16)
         written = tl.zeros([], dtype=tl.int32)
-        for chunk in range(0, entries, ENTRIES):
-            entry = chunk + tl.arange(0, ENTRIES)
-            ok = entry < entries
-            local = first_token + entry // num_slots
-            slot = entry % num_slots
+        for t0 in range(first_token, len_q, SCAN_TOKENS):
+            local = t0 + tl.arange(0, SCAN_TOKENS)
+            token_ok = local < len_q
             token64 = (q_start + local).to(tl.int64)
-            b = tl.load(BlockIdx + token64 * stride_is + head_kv * stride_ih + slot, mask=ok, other=-1)
+            row = BlockIdx + token64 * stride_is + head_kv * stride_ih
+            count = tl.full([SCAN_TOKENS], num_slots, tl.int32)
             if (flags & SEL_FLAG_BLOCK_CNT) != 0:
-                count = tl.load(BlockCnt + token64 * stride_cs + head_kv * stride_ch, mask=ok, other=0)
-                b = tl.where(slot < count, b, -1)
-            # b == block is valid here: the block exists and starts at or before these tokens' positions.
-            hit = (b == block).to(tl.int32)
-            where = written + tl.cumsum(hit, 0) - 1
-            tl.store(tokens + where, q_start + local, mask=(hit > 0) & (where < length))
-            written += tl.sum(hit, 0)
+                count = tl.load(BlockCnt + token64 * stride_cs + head_kv * stride_ch, mask=token_ok, other=0)
+            hits = tl.zeros([SCAN_TOKENS], dtype=tl.int32)
+            for s0 in range(0, num_slots, 16):
+                slot = s0 + slots16
+                ok = token_ok[:, None] & (slot < num_slots)[None, :]
+                b = tl.load(row[:, None] + slot[None, :], mask=ok, other=-1)
+                b = tl.where(slot[None, :] < count[:, None], b, -1)
+                # b == block is valid here: the block exists and starts at or before these tokens' positions.
+                hits += tl.sum((b == block).to(tl.int32), 1)
+            ends = written + tl.cumsum(hits, 0)
+            for c in range(tl.max(hits, 0)):
+                where = ends - hits + c
+                tl.store(tokens + where, q_start + local, mask=(c < hits) & (where < length))
+            written += tl.sum(hits, 0)
 
 
 @triton.jit
