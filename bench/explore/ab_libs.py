@@ -2,6 +2,7 @@
 alternating, with cuDNN's time beside them.
 
     python bench/explore/ab_libs.py --libs base.so,new.so [--op bwd|fwd|sel] [--rounds 3] [--rows ROWS] [--ptx]
+                                    [--profile]
 
 ROWS: semicolon-separated `d[/dv]:causal:seqlen[:heads_q[/heads_kv]]` (batch = 16384 / seqlen, heads
 2048 / d by default, as the benchmark's grid). For each row the first library's forward gives out and lse;
@@ -15,6 +16,9 @@ minimum kept. Exploration only: bench/bench_attn.py is the benchmark whose resul
 heads 64/4, d 128, block 64, 16 slots, bf16); ROWS are `tokens:distribution` (an index distribution of
 bench_attn.py's selection rows). Every library's out, lse, dq, dk and dv must be bitwise equal to the first
 one's (the selection backward is deterministic), and each library's forward and backward are timed.
+
+--profile (sel): after the timing, each row's backward of every library once more under torch.profiler, and
+its kernels' device times (the index passes, dQ, dK/dV, the reduction), to see where a change moved time.
 """
 import argparse
 import ctypes
@@ -50,7 +54,22 @@ def parse_rows(text):
 SEL_ROWS = ";".join(f"{n}:{dist}" for n in (16384, 65536) for dist in ("uniform-causal", "nsa-fixed", "nsa-topk"))
 
 
-def sel_main(paths, rows, rounds):
+def kernel_times(fn):
+    """fn's kernels and their device times (us), from one run under torch.profiler (CUPTI records the
+    kernels the library launches through the driver, as it does torch's)."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    times = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            times[e.name] = times.get(e.name, 0.0) + e.device_time_total
+    return times
+
+
+def sel_main(paths, rows, rounds, profile=False):
     """--op sel: each row's selection forward and backward in every library, alternating."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crosscheck"))
     import check_selection as cs
@@ -100,6 +119,12 @@ def sel_main(paths, rows, rounds):
         cells = [f"lib{i} fwd {b[0]:.3f} ms (x{base[0] / b[0]:.3f}) bwd {b[1]:.3f} ms (x{base[1] / b[1]:.3f})"
                  for i, (_, _, _, _, b) in enumerate(runs)]
         print(f"sel {dist:14s} {n:6d} | " + " | ".join(cells), flush=True)
+        if profile:
+            for i, (_, _, bwd, _, _) in enumerate(runs):
+                times = kernel_times(bwd)
+                print(f"    lib{i} bwd kernels (us): " + ", ".join(
+                    f"{name.split('_bf16')[0]} {t:.0f}" for name, t in sorted(times.items(), key=lambda x: -x[1])),
+                    flush=True)
 
 
 def cudnn_ms(q, k, v, dout, causal, op, gqa):
@@ -181,12 +206,14 @@ def main():
     ap.add_argument("--op", default="bwd", choices=("bwd", "fwd", "sel"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rows", default=None, help="default: the causal grid (fwd, bwd); SEL_ROWS (sel)")
+    ap.add_argument("--profile", action="store_true",
+                    help="sel: each library's backward kernels and their device times (torch.profiler)")
     ap.add_argument("--ptx", action="store_true",
                     help="every library runs the sm_80 PTX (aotk_set_image_policy): the Triton kernels newer "
                          "GPUs take, and the nearest this GPU comes to sm_80's code")
     args = ap.parse_args()
     if args.op == "sel":
-        sel_main(args.libs.split(","), args.rows or SEL_ROWS, args.rounds)
+        sel_main(args.libs.split(","), args.rows or SEL_ROWS, args.rounds, args.profile)
         return
     args.rows = args.rows or DEFAULT_ROWS
     libs = [Aotk(p) for p in args.libs.split(",")]
