@@ -99,6 +99,12 @@ def _token_program(CuSeqlensQ, CuSeqlensK, num_seqs, total_q, max_seqlen_k, grou
 
 
 @triton.jit
+def _valid_block(b, position, num_blocks, BLOCK_SIZE: tl.constexpr):
+    # B(t, h)'s test for a listed id: in range and at or before the token's position (the diagonal).
+    return (b >= 0) & (b < num_blocks) & (b * BLOCK_SIZE <= position)
+
+
+@triton.jit
 def _compact_slots(idx_row, start, count, position, num_blocks, scratch, BLOCK_SIZE: tl.constexpr,
                    SLOT_TILE: tl.constexpr):
     """Slots start .. start+SLOT_TILE-1 of a token's row: where to read its valid block ids (B(t, h): listed
@@ -108,7 +114,7 @@ def _compact_slots(idx_row, start, count, position, num_blocks, scratch, BLOCK_S
     row's time follows its selected keys, not its slot count."""
     slot = start + tl.arange(0, SLOT_TILE)
     b = tl.load(idx_row + slot, mask=slot < count, other=-1)
-    ok = (b >= 0) & (b < num_blocks) & (b * BLOCK_SIZE <= position)
+    ok = _valid_block(b, position, num_blocks, BLOCK_SIZE)
     valid = tl.sum(ok.to(tl.int32), 0)
     ids = idx_row + start
     tl.debug_barrier()  # the previous tile's ids in the scratch have been read
@@ -121,13 +127,13 @@ def _compact_slots(idx_row, start, count, position, num_blocks, scratch, BLOCK_S
 
 @triton.jit
 def _row_all_valid(idx_row, count, position, num_blocks, BLOCK_SIZE: tl.constexpr, SLOT_TILE: tl.constexpr):
-    """Whether every one of a row's `count` slots names a valid block (the test of _compact_slots)."""
+    """Whether every one of a row's `count` slots names a valid block (_valid_block)."""
     invalid = 0
     for start in range(0, count, SLOT_TILE):
         slot = start + tl.arange(0, SLOT_TILE)
         listed = slot < count
         b = tl.load(idx_row + slot, mask=listed, other=0)
-        bad = listed & ((b < 0) | (b >= num_blocks) | (b * BLOCK_SIZE > position))
+        bad = listed & ~_valid_block(b, position, num_blocks, BLOCK_SIZE)
         invalid += tl.sum(bad.to(tl.int32), 0)
     return invalid == 0
 
