@@ -450,9 +450,15 @@ def _decode_configs(arch, dqk, dv):
 # decoding at small batch) and from MERGE_WIDE_PARTIALS partials on (the size key is then the partial
 # count: src/decode/aotk_decode.c, choose_merge), one row and 32 partials a program: one partial a step
 # waited for each load in turn, most of a split batch-1 step (tune_decode_jit.py --merge-only, H200: 32
-# rows x 128 partials 40 -> 5 us, against 7.6-16.6 for 2-8 rows or 16 partials a step).
+# rows x 128 partials 40 -> 5 us, against 7.6-16.6 for 2-8 rows or 16 partials a step). From
+# MERGE_MANY_PARTIALS on (split-KV at batch 1-2 with one kv head: up to 256 splits), 128 partials a step
+# and 4 warps: on the H100 (tune_decode_jit.py, the one-pass merge) 32 rows x 128 partials 4.6 -> 3.4 us,
+# a batch-1 MQA step at 128k keys 34.8 -> 33.6 us and at 64k 17.4 -> 16.1; from 16 partials of 256 rows
+# it lost (3.2 -> 6.3 us), and at 61 partials it measured the same as 32 a step.
 MERGE_WIDE_PARTIALS = 4
-MERGE_CONFIGS = ((1, T(8, 32, 2, 3, block_p=1)), (MERGE_WIDE_PARTIALS, T(1, 32, 2, 3, block_p=32)))
+MERGE_MANY_PARTIALS = 64
+MERGE_CONFIGS = ((1, T(8, 32, 2, 3, block_p=1)), (MERGE_WIDE_PARTIALS, T(1, 32, 2, 3, block_p=32)),
+                 (MERGE_MANY_PARTIALS, T(1, 32, 4, 3, block_p=128)))
 APPEND_CONFIG = T(8, 0, 4, 1)   # kv heads per step
 SEL_INDEX_CONFIG = T(1024, 0, 4, 1)   # ENTRIES: index entries per program (count, scatter)
 SEL_ORDER_CONFIG = T(8192, 256, 4, 1)  # SORT_TILE (lists sorted in registers) x SCAN_TOKENS (the long-list scan)

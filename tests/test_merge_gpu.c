@@ -4,8 +4,9 @@
  * split-KV decoding is tested with decoding, tests/test_decode_gpu.c). Exits 77 (skipped) on a machine
  * with no GPU.
  *
- * Merging, 16 cases (merge_rows below): 1, 2, 5, 17, 40 and 133 partials (both kernels: one partial a
- * step below 4 partials, 16 a step from 4, with a partly filled last step); partials fp32, fp16 and bf16 merged into
+ * Merging, 17 cases (merge_rows below): 1, 2, 5, 17, 40, 70 and 133 partials (the three kernels: one
+ * partial a step below 4 partials, 32 a step from 4, 128 from 64, with a partly filled last step: 40, 70
+ * and 133 partials); partials fp32, fp16 and bf16 merged into
  * out fp32, fp16 and bf16 (all 9 pairs); head dims 8, 40, 64, 72, 96, 128, 200, 256; the rank-5 layout
  * contiguous, with odd strides and unaligned pointers (the "any" kernel), with padded strides that are
  * multiples of 16 (the aligned kernel); the packed rank-4 layout; in place (out and lse
@@ -491,6 +492,7 @@ static const merge_row merge_rows[] = {
     {F32, BF16, 17, 2, 3, 7, 128, 37, MERGE_CONTIGUOUS, 1, 1},
     {BF16, BF16, 40, 1, 2, 5, 64, 37, MERGE_IN_PLACE, 1, 0},
     {F32, F16, 133, 1, 1, 32, 128, 300, MERGE_STRIDED_ALIGNED, 1, 0},
+    {BF16, BF16, 70, 1, 2, 9, 64, 300, MERGE_IN_PLACE, 1, 1},
 };
 #undef F32
 #undef F16

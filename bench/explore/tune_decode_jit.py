@@ -58,12 +58,15 @@ def choose_splits(programs, keys, block_n, sms=SMS, min_keys=128):
     return next(n for n in range(1, most + 1) if eff[n] >= THRESHOLD * best)
 
 
-def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=MERGE_CONFIG, min_keys=128):
+def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=MERGE_CONFIG, min_keys=128,
+             rows_per_program=0):
     block_m, block_n, warps, stages = cfg
     batch, seqlen_q, heads_q, d = q.shape
     heads_kv = kc.shape[2]
     group = heads_q // heads_kv
-    row_chunks = -(-group * seqlen_q // block_m)
+    # rows_per_program > 0: the group's rows in chunks of that many (a kernel that reads its chunk's
+    # rows from row_chunks), more programs each reading all its keys; 0: chunks of block_m.
+    row_chunks = -(-group * seqlen_q // (rows_per_program or block_m))
     programs = batch * heads_kv * row_chunks
     splits = choose_splits(programs, capacity, block_n, slots, min_keys)
     split_keys = -(-(-(-capacity // splits)) // block_n) * block_n
@@ -146,6 +149,11 @@ def main():
                     help="rows:partials,... : time the merge alone (bf16 out, fp32 partials, d128) and exit")
     ap.add_argument("--rows", default="", help="batch:L:hq:hkv,... instead of the default rows")
     ap.add_argument("--rules", default="0.95r", help="split rules: THRESHOLD, or THRESHOLDr (rounded), list")
+    ap.add_argument("--page-order", default="shuffled", choices=["shuffled", "sequential"],
+                    help="the pages' order in the cache: a random permutation, or request by request in order")
+    ap.add_argument("--rows-per-program", default="0",
+                    help="list: rows of a group per program (0: the tile's BLOCK_M); needs a kernel that takes its "
+                         "rows from row_chunks")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--unspecialize", default="",
                     help="integer arguments of attn_decode the JIT must not specialize (value 1, divisibility by "
@@ -189,7 +197,8 @@ def main():
                 kc, vc, table = k, v, None
             else:
                 pages = batch * seqlen_k // page_size
-                order = torch.randperm(pages, device="cuda")
+                order = torch.randperm(pages, device="cuda") if args.page_order == "shuffled" else \
+                    torch.arange(pages, device="cuda")
                 kc = torch.empty(pages, page_size, heads_kv, d, device="cuda", dtype=torch.bfloat16)
                 vc = torch.empty_like(kc)
                 kc[order] = k.reshape(pages, page_size, heads_kv, d)
@@ -197,16 +206,18 @@ def main():
                 table = order.to(torch.int32).view(batch, seqlen_k // page_size).contiguous()
             cells = []
             for cfg in configs:
-                for slots, mcfg, min_keys, rule in itertools.product(slot_list, merges, min_keys_list,
-                                                                      args.rules.split(",")):
+                rpp_list = [int(x) for x in args.rows_per_program.split(",")]
+                for slots, mcfg, min_keys, rule, rpp in itertools.product(slot_list, merges, min_keys_list,
+                                                                           args.rules.split(","), rpp_list):
                     THRESHOLD, ROUNDED = float(rule.rstrip("r")), rule.endswith("r")
                     name = "x".join(map(str, cfg)) + (f"@{slots}" if len(slot_list) > 1 else "") + \
                         ("+m" + "x".join(map(str, mcfg)) if len(merges) > 1 else "") + \
                         (f" k{min_keys}" if len(min_keys_list) > 1 else "") + \
-                        (f" e{rule}" if "," in args.rules else "")
+                        (f" e{rule}" if "," in args.rules else "") + \
+                        (f" r{rpp}" if len(rpp_list) > 1 else "")
                     try:
                         run, out, splits = launcher(q, kc, vc, table, lens, page_size or seqlen_k, seqlen_k, cfg,
-                                                    slots, mcfg, min_keys)
+                                                    slots, mcfg, min_keys, rpp)
                         if splits == 1 and mcfg != merges[0]:
                             continue  # no merge: the same as the first merge config
                         run()

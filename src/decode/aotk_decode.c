@@ -80,7 +80,8 @@ static int64_t merge_programs(int row, int64_t num_rows, int64_t head_dim, int w
 /* Which merge kernel. The one that reads a partial a step (size key 1), unless its grid leaves SMs
  * idle: a merge of few rows (split-KV decoding at small batch, up to 256 partials) is bound by the
  * latency of its loads, and then the size key is the partial count, which from the catalog's
- * MERGE_WIDE_PARTIALS takes the kernel of one row and 32 partials a step. On the H200
+ * MERGE_WIDE_PARTIALS takes the kernel of one row and 32 partials a step (from MERGE_MANY_PARTIALS, 128
+ * a step: a batch-1 MQA step's 128 splits merged in one step of loads). On the H200
  * (tune_decode_jit.py --merge-only, d128 fp32 partials into bf16): 32 rows x 128 partials 40 -> 5 us,
  * x 16 partials 6.5 -> 2.5 us; but 4096 rows x 4 partials 5 us a partial a step against 13-48 us with
  * the wide tiles, and 262,144 rows x 2 partials 168 against 720-3150 us: hence the test on the grid. */
