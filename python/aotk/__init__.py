@@ -234,8 +234,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 
     Returns out [batch, seqlen_q, heads_q, head_dim_v], or (out, softmax_lse) with return_softmax_lse=True:
     softmax_lse fp32 [batch, heads_q, seqlen_q], natural log (-inf for a request with no key). Not
-    supported yet (NotImplementedError): rotary_cos/rotary_sin (rotate q and k before the call),
-    cache_batch_idx (a paged cache's block_table maps requests to cache memory instead) and cache_leftpad.
+    supported yet (NotImplementedError): rotary_cos/rotary_sin (rotate q and k before the call) and
+    cache_leftpad.
+
+    cache_batch_idx: int32 [batch] on the GPU, with a contiguous cache only: request b's keys are
+    k_cache[cache_batch_idx[b]] (the cache may hold more slots than requests), appended there too. The
+    library reads it as a paged cache of one page per slot (page_size = capacity), so it costs what
+    such pages cost (README, "Decoding performance"). Indices must lie in [0, k_cache.shape[0]) (not
+    checked: they are on the GPU); two requests of the same slot appending write the same rows.
     """
     return _ops("flash_attn_with_kvcache").flash_attn_with_kvcache(
         q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,

@@ -409,9 +409,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if rotary_cos is not None or rotary_sin is not None:
         raise NotImplementedError(f"{fn}: rotary_cos/rotary_sin (rotary embedding applied inside the call) are not "
                                   f"supported yet: apply the rotary embedding to q and k before the call")
-    if cache_batch_idx is not None:
-        raise NotImplementedError(f"{fn}: cache_batch_idx is not supported yet: request b uses k_cache[b]; to map "
-                                  f"requests onto cache slots, use a paged cache and its block_table")
     if cache_leftpad is not None:
         raise NotImplementedError(f"{fn}: cache_leftpad (left-padded caches) is not supported yet: each request's "
                                   f"keys start at cache position 0")
@@ -436,13 +433,25 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if t.stride(-1) != 1:
             raise ValueError(f"{fn}: {name}'s last dimension must be contiguous (stride 1): the cache is read and "
                              f"appended to in place, never copied")
-    if block_table is not None:
+    if cache_batch_idx is not None:
+        # Request b's cache is k_cache[cache_batch_idx[b]]: the contiguous cache read as a paged one whose
+        # pages are its slots (page_size = capacity) through the block table [batch, 1] = cache_batch_idx.
+        if block_table is not None:
+            raise ValueError(f"{fn}: cache_batch_idx indexes the slots of a contiguous cache; a paged cache maps "
+                             f"requests to pages with block_table: give one of them")
+        _check_tensor(fn, "cache_batch_idx", cache_batch_idx, 1, "[batch]")
+        if cache_batch_idx.dtype != torch.int32 or cache_batch_idx.shape[0] != batch:
+            raise ValueError(f"{fn}: cache_batch_idx must be int32 [batch={batch}], got {cache_batch_idx.dtype} "
+                             f"{tuple(cache_batch_idx.shape)}")
+        block_table = cache_batch_idx.reshape(batch, 1).contiguous()
+        capacity = k_cache.shape[1]
+    elif block_table is not None:
         block_table = _check_block_table(fn, block_table, batch)
         capacity = block_table.shape[1] * k_cache.shape[1]
     else:
         if k_cache.shape[0] != batch:
             raise ValueError(f"{fn}: k_cache holds {k_cache.shape[0]} requests but q has batch {batch} (a paged "
-                             f"cache needs block_table; cache_batch_idx is not supported)")
+                             f"cache needs block_table; a cache of more slots than requests, cache_batch_idx)")
         capacity = k_cache.shape[1]
 
     if (k is None) != (v is None):
@@ -487,7 +496,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     sinks = _check_sinks(fn, sinks, heads_q)
     num_splits = _check_int(fn, "num_splits", num_splits, 0, _capi.AOTK_DECODE_MAX_SPLITS)
     _check_device(fn, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v),
-                       ("cache_seqlens", cache_seqlens), ("block_table", block_table), ("alibi_slopes", alibi_slopes),
+                       ("cache_seqlens", cache_seqlens), ("cache_batch_idx", cache_batch_idx),
+                       ("block_table", block_table), ("alibi_slopes", alibi_slopes),
                        ("sinks", sinks)])
     q = _last_dim_contiguous(q)
     # Appending is the library's (in-kernel, before the attention, in the same call): cache_seqlens goes in

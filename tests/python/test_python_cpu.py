@@ -485,8 +485,10 @@ def test_torch_argument_errors():
     seqlens = torch.zeros(2, dtype=torch.int32)
     expect_raises(ValueError, ["q", "CUDA"], kvcache, qd, kc, vc, k=kn, v=vn, cache_seqlens=seqlens)
     expect_raises(NotImplementedError, ["rotary"], kvcache, qd, kc, vc, rotary_cos=t(100, 32), rotary_sin=t(100, 32))
-    expect_raises(NotImplementedError, ["cache_batch_idx", "block_table"], kvcache, qd, kc, vc,
-                  cache_batch_idx=torch.arange(2, dtype=torch.int32))
+    expect_raises(ValueError, ["cache_batch_idx", "block_table"], kvcache, qd, kc, vc,
+                  cache_batch_idx=torch.arange(2, dtype=torch.int32), block_table=torch.zeros(2, 1, dtype=torch.int32))
+    expect_raises(ValueError, ["cache_batch_idx", "int32"], kvcache, qd, kc, vc,
+                  cache_batch_idx=torch.arange(2, dtype=torch.int64))
     expect_raises(NotImplementedError, ["cache_leftpad"], kvcache, qd, kc, vc, cache_leftpad=seqlens)
     expect_raises(NotImplementedError, ["17", "16", "flash_attn_varlen_func"], kvcache, t(2, 17, 8, 64), kc, vc)
     expect_raises(NotImplementedError, ["q.dtype"], kvcache, qd.float(), kc.float(), vc.float())

@@ -127,7 +127,8 @@ def test_flash_attn_with_kvcache():
     nothing else touched, and tokens that would land at or past the capacity dropped: a tensor's
     cache_seqlens of capacity - 1, capacity or -2 appends across, past or from 0), GQA/MQA, causal or
     not, seqlen_q 1 and 4, cache_seqlens as a tensor (0, full, ragged) or an int, forced and automatic
-    splits, windows, softcap, ALiBi, sinks, return_softmax_lse."""
+    splits, windows, softcap, ALiBi, sinks, return_softmax_lse; and cache_batch_idx (requests in cache slots
+    out of order, appending)."""
     rng = random.Random(ARGS.seed + 7)
     worst, splits_seen = 0.0, set()
     lib = _capi.library()
@@ -245,7 +246,35 @@ def test_flash_attn_with_kvcache():
     out = aotk.flash_attn_with_kvcache(q, k_cache, v_cache)
     worst = max(worst, check_close("cache_seqlens=None", out, attention_ref(q, k_cache, v_cache),
                                    attention_ref(q, k_cache, v_cache, upcast=False)))
-    return f"{n} cases, worst error {worst:.3f} of its bound; splits seen {sorted(splits_seen)}"
+    # cache_batch_idx: requests 0, 1, 2 in slots 4, 0, 2 of a 5-slot contiguous cache, appending 2 tokens
+    # each (slot 4 at its last row: its second token dropped); slots 1 and 3 untouched. Capacity 300 (not
+    # a multiple of a key block: one lookup a key row) and 256 (one a block), causal and not, split or not.
+    for capacity, causal, num_splits in ((300, True, 0), (256, False, 3)):
+        k_cache, v_cache = rand(5, capacity, 2, 64, dtype=torch.bfloat16), rand(5, capacity, 2, 64, dtype=torch.bfloat16)
+        idx = torch.tensor([4, 0, 2], dtype=torch.int32, device=DEVICE)
+        lengths = [capacity - 1, 0, 100]
+        k_new, v_new = rand(3, 2, 2, 64, dtype=torch.bfloat16), rand(3, 2, 2, 64, dtype=torch.bfloat16)
+        q = rand(3, 2, 8, 64, dtype=torch.bfloat16)
+        expected_k, expected_v = k_cache.clone(), v_cache.clone()
+        for b, slot in enumerate(idx.tolist()):
+            written = min(lengths[b] + 2, capacity) - lengths[b]
+            expected_k[slot, lengths[b]:lengths[b] + written] = k_new[b, :written]
+            expected_v[slot, lengths[b]:lengths[b] + written] = v_new[b, :written]
+        out, lse = aotk.flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new,
+                                                cache_seqlens=torch.tensor(lengths, dtype=torch.int32, device=DEVICE),
+                                                cache_batch_idx=idx, causal=causal, num_splits=num_splits,
+                                                return_softmax_lse=True)
+        expect(torch.equal(k_cache, expected_k) and torch.equal(v_cache, expected_v),
+               f"cache_batch_idx (capacity {capacity}): the caches differ from the expected append")
+        final = [min(n_ + 2, capacity) for n_ in lengths]
+        keys = [expected_k[slot, :final[b]] for b, slot in enumerate(idx.tolist())]
+        values = [expected_v[slot, :final[b]] for b, slot in enumerate(idx.tolist())]
+        out64, lse64 = decode_ref(q, keys, values, causal=causal, upcast=True)
+        outlp, _ = decode_ref(q, keys, values, causal=causal, upcast=False)
+        worst = max(worst, check_close(f"cache_batch_idx capacity {capacity}", out, out64, outlp))
+        lse_err = max_err(lse, lse64)
+        expect(lse_err < 1e-2, f"cache_batch_idx (capacity {capacity}): lse error {lse_err:.3e}")
+    return f"{n + 2} cases, worst error {worst:.3f} of its bound; splits seen {sorted(splits_seen)}"
 
 
 def test_flash_attn_varlen_paged_prefill():
