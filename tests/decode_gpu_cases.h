@@ -79,6 +79,10 @@ typedef struct decode_row {
 
 static const decode_row decode_rows[] = {
     /* Every head-dim pair in both dtypes; page sizes 1, 3, 16, 64, 256; GQA 1..32, MQA, row chunks. */
+    /* 32 rows a group (G = 8 x 4 tokens) over a contiguous cache, 64 groups: the 32-row tile would split
+     * on 132 SMs, so the 16-row one runs them in two row chunks, unsplit (plan_decode). */
+    {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 16, .heads_kv = 4, .group = 8, .seqlen_q = 4, .capacity = 700,
+     .lengths = LENGTHS_MIXED, .causal = 1, .lse = 1},
     {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 7, .heads_kv = 2, .group = 4, .seqlen_q = 1, .capacity = 300,
      .page_size = 16, .lengths = LENGTHS_MIXED, .causal = 1, .lse = 1, .extra = EXTRA_SPLITS},
     {.bf16 = 1, .dqk = 64, .dv = 64, .batch = 3, .heads_kv = 4, .group = 1, .seqlen_q = 2, .capacity = 200,

@@ -5,13 +5,15 @@
  * is tests/test_merge_gpu.c; the case matrix and how a case's tensors are built, tests/decode_gpu_cases.h;
  * the device buffers, strided views and the parallel reference loop both share, tests/aotk_gpu_buffers.h.
  *
- * Decoding, 51 cases (decode_rows, tests/decode_gpu_cases.h): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
+ * Decoding, 52 cases (decode_rows, tests/decode_gpu_cases.h): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
  * (192,128) (runs in the compiled (256,128)), (256,128), (80,80) and (96,64) (padded into (128,128)),
  * (32,32), and (40,40) in padded strides (its rows cannot be 16-element aligned contiguously);
  * contiguous caches and paged caches with page sizes 1, 3, 16, 64 and 256, whose block tables give each
  * request shuffled page ids interleaved with the other requests' (entries past a request's length point
  * at spare pages); seqlen_q 1, 2, 3, 4, 5 and 16; GQA groups 1, 2, 3, 4, 8, MQA with 16 query heads x 4
- * tokens (one full 64-row tile), G = 32 x 3 tokens and G = 8 x 16 tokens (two row chunks); cache_seqlens
+ * tokens (one full 64-row tile), G = 32 x 3 tokens and G = 8 x 16 tokens (two row chunks), G = 8 x 4 tokens at
+ * batch 16 x 4 kv heads over a contiguous cache (the 16-row tile in two chunks rather than a split of the
+ * 32-row one, on 132 SMs); cache_seqlens
  * per request mixing a long random length, 0, 1, exactly the capacity, capacity + 5 and -3 (both
  * clamped), seqlen_q - 1 (early tokens at negative positions: under causal they see nothing) and random
  * lengths, or lengths all <= seqlen_q, or all full; causal and not; windows left only (37, 64, and 0: the

@@ -144,10 +144,33 @@ static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream
   }
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
   plan->row_chunks = ceil_div(group_rows, e->block_m);
-  const int64_t programs = p->batch * p->heads_kv * plan->row_chunks;
+  int64_t programs = p->batch * p->heads_kv * plan->row_chunks;
   int64_t splits = p->varlen ? 1
                    : p->num_splits_asked > 0 ? p->num_splits_asked
                                              : choose_splits(programs, p->size_hint, e->block_n, plan->device.multiprocessors);
+  /* A group of more rows than the smallest tile (MQA's 32 query heads) over a contiguous cache that
+   * would need a split: if the smallest tile in row chunks (each chunk reading the group's keys, the
+   * second time mostly from L2) fills the GPU without one, it runs instead: no partials, no merge. On
+   * the H100 (bf16 d128, the two libraries alternating in one process): MQA batch 64 at 4k keys 55.2
+   * -> 52.4 us (2 splits of the 32-row tile against 2 chunks of the 16-row one); the other MQA rows of
+   * the benchmark keep the 32-row tile. Over 16-key pages the same choice ran 61.9 -> 77.7 us (each key
+   * row's page looked up by both chunks), so paged caches keep the split. */
+  if (splits > 1 && !p->varlen && !p->paged && p->num_splits_asked == 0 && e->block_m > 16) {
+    int small_row = -1;
+    aotk__image_kind small_kind;
+    if (aotk__choose_kernel(aotk__kernel_table[plan->decode_row].family, &key, 1, &plan->device, &small_row,
+                            &small_kind) == AOTK_OK) {
+      const aotk__kernel_entry *s = &aotk__kernel_table[small_row];
+      const int64_t small_chunks = ceil_div(group_rows, s->block_m);
+      const int64_t small_programs = p->batch * p->heads_kv * small_chunks;
+      if (s->block_m < e->block_m && s->block_n == e->block_n &&
+          choose_splits(small_programs, p->size_hint, s->block_n, plan->device.multiprocessors) == 1) {
+        plan->decode_row = small_row, plan->kind = small_kind, e = s;
+        plan->row_chunks = small_chunks, programs = small_programs, splits = 1;
+      }
+    }
+    aotk__clear_error();
+  }
   /* Split lengths are whole key blocks; asking for more splits than blocks gives one block each. */
   plan->split_keys = round_up(ceil_div(p->size_hint, splits), e->block_n);
   plan->num_splits = ceil_div(p->size_hint, plan->split_keys);
