@@ -234,8 +234,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 
     Returns out [batch, seqlen_q, heads_q, head_dim_v], or (out, softmax_lse) with return_softmax_lse=True:
     softmax_lse fp32 [batch, heads_q, seqlen_q], natural log (-inf for a request with no key). Not
-    supported yet (NotImplementedError): rotary_cos/rotary_sin (rotate q and k before the call) and
-    cache_leftpad.
+    supported yet (NotImplementedError): cache_leftpad.
+
+    rotary_cos, rotary_sin: [seqlen_ro, rotary_dim / 2] in q's dtype, rotary_dim a multiple of 16 up to
+    the head dim and seqlen_ro at least the capacity; only with k and v, as in flash-attn. The new keys
+    are rotated at positions cache_seqlens[b] + i before they are appended, and q at the same positions
+    under causal or a window (else every query token at cache_seqlens[b]); the first rotary_dim dims,
+    pairs (2i, 2i + 1) with rotary_interleaved=True (GPT-J), (i, i + rotary_dim / 2) otherwise
+    (GPT-NeoX), computed in fp32. Not fused into the library's kernels: a few torch ops before the call.
 
     cache_batch_idx: int32 [batch] on the GPU, with a contiguous cache only: request b's keys are
     k_cache[cache_batch_idx[b]] (the cache may hold more slots than requests), appended there too. The

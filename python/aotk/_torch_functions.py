@@ -401,14 +401,58 @@ def _check_sinks(fn, sinks, heads):
     return sinks if sinks.stride(-1) == 1 else sinks.contiguous()
 
 
+def _window_is_local(window_size):
+    """flash-attn's test for a local (windowed) attention: either bound of window_size set."""
+    left, right = window_size
+    return int(left) >= 0 or int(right) >= 0
+
+
+def _check_rotary(fn, cos, sin, q, k, capacity):
+    """flash-attn's rotary_cos / rotary_sin: [seqlen_ro, rotary_dim / 2] in q's dtype, rotary_dim a
+    multiple of 16 up to q's head dim, seqlen_ro covering the capacity; only with k and v (the new
+    tokens' keys, which are rotated too). Returns rotary_dim."""
+    if cos is None or sin is None:
+        raise ValueError(f"{fn}: give both rotary_cos and rotary_sin, or neither")
+    if k is None:
+        raise ValueError(f"{fn}: rotary_cos/rotary_sin rotate q and the new keys: they need k and v (as in flash-attn)")
+    for name, t in (("rotary_cos", cos), ("rotary_sin", sin)):
+        _check_tensor(fn, name, t, 2, "[seqlen_ro, rotary_dim / 2]")
+        if t.dtype != q.dtype:
+            raise ValueError(f"{fn}: {name}.dtype is {t.dtype} but q's is {q.dtype}: they must match")
+    if cos.shape != sin.shape:
+        raise ValueError(f"{fn}: rotary_cos and rotary_sin must have the same shape, got {tuple(cos.shape)} and "
+                         f"{tuple(sin.shape)}")
+    rotary_dim = 2 * cos.shape[1]
+    if rotary_dim == 0 or rotary_dim % 16 != 0 or rotary_dim > q.shape[-1]:
+        raise ValueError(f"{fn}: rotary_dim = 2 * rotary_cos.shape[1] = {rotary_dim} must be a positive multiple of 16 "
+                         f"up to the head dim {q.shape[-1]}")
+    if cos.shape[0] < capacity:
+        raise ValueError(f"{fn}: rotary_cos has {cos.shape[0]} positions but the cache holds {capacity}: seqlen_ro "
+                         f"must cover every position")
+    return rotary_dim
+
+
+def _rotate(x, cos, sin, positions, rotary_dim, interleaved):
+    """x [batch, seqlen, heads, d] with its first rotary_dim dims rotated at positions [batch, seqlen]:
+    pairs (2i, 2i + 1) when interleaved (GPT-J), else (i, i + rotary_dim / 2) (GPT-NeoX), in fp32, rounded
+    once to x's dtype; the other dims copied."""
+    c = cos[positions].float()[:, :, None, :]  # [batch, seqlen, 1, rotary_dim / 2]
+    s = sin[positions].float()[:, :, None, :]
+    r = x[..., :rotary_dim].float()
+    if interleaved:
+        x1, x2 = r[..., 0::2], r[..., 1::2]
+        rotated = torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+    else:
+        x1, x2 = r[..., :rotary_dim // 2], r[..., rotary_dim // 2:]
+        rotated = torch.cat((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
+    return torch.cat((rotated.to(x.dtype), x[..., rotary_dim:]), dim=-1)
+
+
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
                             cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None,
                             causal=False, window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
                             alibi_slopes=None, num_splits=0, return_softmax_lse=False, sinks=None):
     fn = "aotk.flash_attn_with_kvcache"
-    if rotary_cos is not None or rotary_sin is not None:
-        raise NotImplementedError(f"{fn}: rotary_cos/rotary_sin (rotary embedding applied inside the call) are not "
-                                  f"supported yet: apply the rotary embedding to q and k before the call")
     if cache_leftpad is not None:
         raise NotImplementedError(f"{fn}: cache_leftpad (left-padded caches) is not supported yet: each request's "
                                   f"keys start at cache position 0")
@@ -474,6 +518,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         if seqlen_new > capacity:
             raise ValueError(f"{fn}: k and v hold {seqlen_new} new tokens per request but the cache holds at most "
                              f"{capacity}")
+    rotary = rotary_cos is not None or rotary_sin is not None
+    if rotary:
+        rotary_dim = _check_rotary(fn, rotary_cos, rotary_sin, q, k, capacity)
+    if k is not None:
         if seqlen_new == 0:  # nothing to append (and the library takes no empty tensor)
             k = v = None
 
@@ -498,7 +546,22 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     _check_device(fn, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v),
                        ("cache_seqlens", cache_seqlens), ("cache_batch_idx", cache_batch_idx),
                        ("block_table", block_table), ("alibi_slopes", alibi_slopes),
-                       ("sinks", sinks)])
+                       ("sinks", sinks), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)])
+    if rotary:
+        # flash-attn's positions: new key i of request b at cache_seqlens[b] + i; query token i there too
+        # under a causal mask or a window, else every query token at cache_seqlens[b]. Lengths are clamped
+        # to [0, capacity] as the kernels clamp them, and a position past the table's last row takes that
+        # row: seqlen_ro covers the capacity, so only a key that is not written (at or past the capacity)
+        # or a query token of an append that overran it gets there. Not fused: torch ops before the
+        # library's call (a few small kernels; the call itself is unchanged).
+        start = cache_seqlens.to(torch.int64).clamp(0, capacity)[:, None]
+        last = rotary_cos.shape[0] - 1
+        local = causal or _window_is_local(window_size)
+        q_positions = start + torch.arange(seqlen_q, device=q.device) if local else start.expand(batch, seqlen_q)
+        q = _rotate(q, rotary_cos, rotary_sin, q_positions.clamp(max=last), rotary_dim, rotary_interleaved)
+        if k is not None:
+            k_positions = start + torch.arange(seqlen_new, device=q.device)
+            k = _rotate(k, rotary_cos, rotary_sin, k_positions.clamp(max=last), rotary_dim, rotary_interleaved)
     q = _last_dim_contiguous(q)
     # Appending is the library's (in-kernel, before the attention, in the same call): cache_seqlens goes in
     # as the lengths before the step, and neither it nor anything but the new rows of the caches changes.

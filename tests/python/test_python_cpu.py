@@ -484,7 +484,19 @@ def test_torch_argument_errors():
     expect_raises(ValueError, ["q", "CUDA"], kvcache, qd, kc, vc, cache_seqlens=5)
     seqlens = torch.zeros(2, dtype=torch.int32)
     expect_raises(ValueError, ["q", "CUDA"], kvcache, qd, kc, vc, k=kn, v=vn, cache_seqlens=seqlens)
-    expect_raises(NotImplementedError, ["rotary"], kvcache, qd, kc, vc, rotary_cos=t(100, 32), rotary_sin=t(100, 32))
+    expect_raises(ValueError, ["rotary", "k and v"], kvcache, qd, kc, vc, rotary_cos=t(100, 32), rotary_sin=t(100, 32))
+    expect_raises(ValueError, ["both rotary_cos and rotary_sin"], kvcache, qd, kc, vc, k=kn, v=vn, cache_seqlens=5,
+                  rotary_cos=t(100, 32))
+    expect_raises(ValueError, ["rotary_dim", "16"], kvcache, qd, kc, vc, k=kn, v=vn, cache_seqlens=5,
+                  rotary_cos=t(100, 12), rotary_sin=t(100, 12))
+    expect_raises(ValueError, ["rotary_dim", "64"], kvcache, qd, kc, vc, k=kn, v=vn, cache_seqlens=5,
+                  rotary_cos=t(100, 48), rotary_sin=t(100, 48))
+    expect_raises(ValueError, ["rotary_cos", "100"], kvcache, qd, kc, vc, k=kn, v=vn, cache_seqlens=5,
+                  rotary_cos=t(99, 32), rotary_sin=t(99, 32))
+    expect_raises(ValueError, ["rotary_sin.dtype"], kvcache, qd, kc, vc, k=kn, v=vn, cache_seqlens=5,
+                  rotary_cos=t(100, 32), rotary_sin=t(100, 32).half())
+    expect_raises(ValueError, ["same shape"], kvcache, qd, kc, vc, k=kn, v=vn, cache_seqlens=5,
+                  rotary_cos=t(100, 32), rotary_sin=t(100, 16))
     expect_raises(ValueError, ["cache_batch_idx", "block_table"], kvcache, qd, kc, vc,
                   cache_batch_idx=torch.arange(2, dtype=torch.int32), block_table=torch.zeros(2, 1, dtype=torch.int32))
     expect_raises(ValueError, ["cache_batch_idx", "int32"], kvcache, qd, kc, vc,

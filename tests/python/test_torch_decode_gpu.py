@@ -127,8 +127,9 @@ def test_flash_attn_with_kvcache():
     nothing else touched, and tokens that would land at or past the capacity dropped: a tensor's
     cache_seqlens of capacity - 1, capacity or -2 appends across, past or from 0), GQA/MQA, causal or
     not, seqlen_q 1 and 4, cache_seqlens as a tensor (0, full, ragged) or an int, forced and automatic
-    splits, windows, softcap, ALiBi, sinks, return_softmax_lse; and cache_batch_idx (requests in cache slots
-    out of order, appending)."""
+    splits, windows, softcap, ALiBi, sinks, return_softmax_lse; cache_batch_idx (requests in cache slots
+    out of order, appending); rotary_cos / rotary_sin (interleaved and not, causal and not, contiguous and
+    paged, partial and whole rotary_dim: the appended keys and the output against float64 rotations)."""
     rng = random.Random(ARGS.seed + 7)
     worst, splits_seen = 0.0, set()
     lib = _capi.library()
@@ -274,7 +275,67 @@ def test_flash_attn_with_kvcache():
         worst = max(worst, check_close(f"cache_batch_idx capacity {capacity}", out, out64, outlp))
         lse_err = max_err(lse, lse64)
         expect(lse_err < 1e-2, f"cache_batch_idx (capacity {capacity}): lse error {lse_err:.3e}")
-    return f"{n + 2} cases, worst error {worst:.3f} of its bound; splits seen {sorted(splits_seen)}"
+    # Rotary embedding (rotary_cos / rotary_sin, flash-attn's semantics): the new keys rotated at
+    # cache_seqlens[b] + i before the append, q at the same positions under causal (else all at
+    # cache_seqlens[b]); interleaved and not, contiguous and paged, rotary_dim 64 of d 128 and the whole d.
+    rotary_cases = ((True, True, None, 64), (False, False, 16, 128), (True, False, 16, 128), (False, True, None, 64))
+    for interleaved, causal, page_size, rotary_dim in rotary_cases:
+        batch, seqlen_q, heads_q, heads_kv, d, capacity, seqlen_new = 3, 2, 8, 2, 128, 96, 2
+        starts = [0, 37, capacity - 3]
+        final = [min(n_ + seqlen_new, capacity) for n_ in starts]
+        angles = torch.rand(capacity + 5, rotary_dim // 2, device=DEVICE, dtype=torch.float64) * 6.0
+        cos, sin = angles.cos().to(torch.bfloat16), angles.sin().to(torch.bfloat16)
+        k_cache, v_cache, table, k_logical, v_logical = make_caches(batch, capacity, heads_kv, d, d, torch.bfloat16,
+                                                                    starts, page_size)
+        q = rand(batch, seqlen_q, heads_q, d, dtype=torch.bfloat16)
+        k_new = rand(batch, seqlen_new, heads_kv, d, dtype=torch.bfloat16)
+        v_new = rand(batch, seqlen_new, heads_kv, d, dtype=torch.bfloat16)
+        start = torch.tensor(starts, device=DEVICE)[:, None]
+
+        def rotated(x, positions, dtype):
+            # The rotation in float64 (dtype float64) or in float32 rounded once (the low-precision one).
+            work = torch.float64 if dtype == torch.float64 else torch.float32
+            c, s_ = cos.to(work)[positions][:, :, None, :], sin.to(work)[positions][:, :, None, :]
+            r = x[..., :rotary_dim].to(work)
+            if interleaved:
+                a, b_ = r[..., 0::2], r[..., 1::2]
+                r = torch.stack((a * c - b_ * s_, a * s_ + b_ * c), dim=-1).flatten(-2)
+            else:
+                a, b_ = r[..., :rotary_dim // 2], r[..., rotary_dim // 2:]
+                r = torch.cat((a * c - b_ * s_, a * s_ + b_ * c), dim=-1)
+            return torch.cat((r, x[..., rotary_dim:].to(work)), dim=-1).to(dtype)
+
+        k_positions = start + torch.arange(seqlen_new, device=DEVICE)
+        q_positions = start + torch.arange(seqlen_q, device=DEVICE) if causal else start.expand(batch, seqlen_q)
+        out, lse = aotk.flash_attn_with_kvcache(q, k_cache, v_cache, k=k_new, v=v_new, rotary_cos=cos, rotary_sin=sin,
+                                                cache_seqlens=torch.tensor(starts, dtype=torch.int32, device=DEVICE),
+                                                block_table=table, causal=causal, rotary_interleaved=interleaved,
+                                                return_softmax_lse=True)
+        label = f"rotary interleaved={interleaved} causal={causal} page={page_size} rotary_dim={rotary_dim}"
+        k_rot64 = rotated(k_new, k_positions.clamp(max=capacity + 4), torch.float64)
+        # The appended rows: the float64 rotation within one bf16 rounding (the library rotates in fp32).
+        for b in range(batch):
+            written = final[b] - starts[b]
+            positions = torch.arange(starts[b], final[b], device=DEVICE)
+            if table is None:
+                got = k_cache[b, positions]
+            else:
+                got = k_cache[table[b, positions // page_size].long(), positions % page_size]
+            err = (got.double() - k_rot64[b, :written]).abs().max().item() if written else 0.0
+            bound = 2.0 ** -8 * k_rot64[b, :written].abs().max().item() if written else 0.0
+            expect(err <= bound, f"{label}: request {b}'s appended keys are {err:.3e} from the rotated ones "
+                                 f"(one bf16 rounding: {bound:.3e})")
+            k_logical[b, starts[b]:final[b]] = got
+            v_logical[b, starts[b]:final[b]] = v_new[b, :written]
+        keys = [k_logical[b, :final[b]] for b in range(batch)]
+        values = [v_logical[b, :final[b]] for b in range(batch)]
+        out64, lse64 = decode_ref(rotated(q, q_positions, torch.float64), keys, values, causal=causal, upcast=True)
+        outlp, _ = decode_ref(rotated(q, q_positions, torch.bfloat16), keys, values, causal=causal, upcast=False)
+        worst = max(worst, check_close(label, out, out64, outlp))
+        lse_err = max_err(lse, lse64)
+        expect(lse_err < 1e-2, f"{label}: lse error {lse_err:.3e}")
+    return (f"{n + 2 + len(rotary_cases)} cases, worst error {worst:.3f} of its bound; splits seen "
+            f"{sorted(splits_seen)}")
 
 
 def test_flash_attn_varlen_paged_prefill():
