@@ -248,7 +248,9 @@ ATTN_DECODE_PARAMS = (
     _pointers(("Q", "K", "V", "Out")) + _pointers(("Lse",), "*fp32", False)
     + _pointers(("BlockTable", "CacheSeqlens", "CuSeqlensQ"), "*i32", False)
     + _pointers(("AlibiSlopes", "Sinks"), "*fp32", False) + _pointers(("OutPartial", "LsePartial"), "*fp32", ALWAYS)
-    + _decode_strides((("qb", "qs", "qh"), ("kp", "ks", "kh"), ("vp", "vs", "vh"), ("ob", "os", "oh")))
+    + _pointers(("KNew", "VNew"))  # the step's new keys and values when it appends them itself (else NULL)
+    + _decode_strides((("qb", "qs", "qh"), ("kp", "ks", "kh"), ("vp", "vs", "vh"), ("ob", "os", "oh"),
+                       ("nb", "ns", "nh"), ("wb", "ws", "wh")))
     + [(n, "i64", False) for n in ("stride_lb", "stride_lh", "stride_tb", "stride_ab")]
     + _ints(("batch_size", "seqlen_q", "heads_q", "group_size", "capacity", "page_size", "num_splits", "split_keys",
              "row_chunks", "head_dim_qk8", "head_dim_v8", "window_left", "window_right", "flags", "seqlen_new"))

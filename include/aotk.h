@@ -541,9 +541,12 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   num_splits uses (a request longer than it is still computed in full, only slower).
  *   k_new, v_new in optional, given together (appending, as flash_attn_with_kvcache's k and v):
  *                   [batch, seqlen_new, heads_kv, head_dim_qk] and [..., head_dim_v], q's dtype, not
- *                   overlapping the caches. A first kernel writes new token i of request b into the cache
- *                   row at position max(cache_seqlens[b], 0) + i (through block_table when paged; a
- *                   position at or past the capacity is not written), then the request attends to
+ *                   overlapping the caches. New token i of request b is written into the cache row at
+ *                   position max(cache_seqlens[b], 0) + i (through block_table when paged; a position at
+ *                   or past the capacity is not written) before it is read: by the decoding kernel itself
+ *                   when seqlen_new <= 16 and a group's rows (G * seqlen_q) run in one program a split,
+ *                   else by a first kernel (aotk_decode_query's launches count says which); the request
+ *                   then attends to
  *                   L_b = min(max(cache_seqlens[b], 0) + seqlen_new, capacity) keys: cache_seqlens then
  *                   holds the lengths before the step, and is not changed (the caller advances it).
  *   cu_seqlens_q    optional int32 [batch + 1] in device memory: packed queries, a prefill over the cache
@@ -604,8 +607,9 @@ typedef struct aotk_decode_params {
 
 /*
  * The decoding forward. One kernel on `stream`, one more when the keys are split (the merge), one more
- * (first) when appending; every kernel is loaded before the first launch, so only a driver failure of
- * a later launch itself (AOTK_ERROR_CUDA) can leave the append done and out undefined. `workspace`:
+ * (first) when appending more than 16 tokens a request or a group's rows run in more than one program
+ * a split (k_new above); every kernel is loaded before the first launch, so only a driver failure of a later
+ * launch itself (AOTK_ERROR_CUDA) can leave the append done and out undefined. `workspace`:
  * device memory of at least the workspace_bytes aotk_decode_query reports (0 without splits: workspace
  * may then be NULL), 16-byte aligned: num_splits * batch * seqlen_q * heads_q * (4 * round_up(head_dim_v,
  * 16) + 4) bytes, the partial outputs then the partial LSEs, each part rounded up to 16 bytes. The

@@ -55,6 +55,8 @@ FLAG_PARTIAL_BF16 = tl.constexpr(2048)
 FLAG_OUT_FP16 = tl.constexpr(4096)
 FLAG_OUT_BF16 = tl.constexpr(8192)
 FLAG_WHOLE_ROWS = tl.constexpr(16384)  # attn_merge: one program per row block, every column chunk
+FLAG_FUSED_APPEND = tl.constexpr(32768)  # attn_decode writes the step's new keys and values itself
+FUSED_APPEND_ROWS = tl.constexpr(16)  # the most new tokens a request the decoding kernel appends itself
 
 
 @triton.jit
@@ -78,10 +80,13 @@ def _decode_cache_rows(BlockTable, table_base, batch64, start_n, offs_n, col_ok,
 
 @triton.jit
 def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSlopes, Sinks, OutPartial, LsePartial,
+                KNew, VNew,
                 stride_qb, stride_qs, stride_qh,
                 stride_kp, stride_ks, stride_kh,
                 stride_vp, stride_vs, stride_vh,
                 stride_ob, stride_os, stride_oh,
+                stride_nb, stride_ns, stride_nh,
+                stride_wb, stride_ws, stride_wh,
                 stride_lb, stride_lh, stride_tb, stride_ab,
                 batch_size, seqlen_q, heads_q, group_size, capacity, page_size, num_splits, split_keys, row_chunks,
                 head_dim_qk8, head_dim_v8, window_left, window_right, flags, seqlen_new,
@@ -159,6 +164,34 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSl
     # by the run-time page size per key row, in the loop, cost 1-9% with 16-key pages on the H100
     # (tune_decode_jit.py, bf16 d128; shifts in its place measured 0.93-0.98 of the contiguous speed
     # against 0.87-0.97).
+    # (Not compiled into the per-row page lookup (PAGE_MODE 1, 16-key pages): the code before the loop
+    # made its loop 1-3% slower on the H100 with no appending at all; those caches keep the separate kernel.)
+    if (PAGE_MODE != 1) and ((flags & FLAG_FUSED_APPEND) != 0):
+        # Appending fused (the host's choice: one row chunk a group and at most FUSED_APPEND_ROWS new
+        # tokens; else attn_cache_append runs first): new token i of the request goes to position
+        # max(cache_seqlens, 0) + i, and the program whose key range [split_lo, split_hi) holds that
+        # position writes it for its kv head, before its own loop reads it (split_hi <= the length <=
+        # the capacity, so nothing at or past the capacity is written). Only that program reads those
+        # rows, so no other program waits on them. The CTA barrier orders the stores before the loop's
+        # loads of the same rows.
+        new_tokens = tl.arange(0, FUSED_APPEND_ROWS)
+        new_pos = tl.maximum(tl.load(CacheSeqlens + batch), 0).to(tl.int64) + new_tokens
+        write = (new_tokens < seqlen_new) & (new_pos >= split_lo) & (new_pos < split_hi)
+        if PAGE_MODE == 0:
+            new_page = batch64 + new_pos * 0
+            new_row = new_pos
+        else:  # a page of whole key blocks
+            new_page = tl.load(BlockTable + table_base + new_pos // page_size, mask=write, other=0).to(tl.int64)
+            new_row = new_pos % page_size
+        new_src = batch64 * stride_nb + new_tokens.to(tl.int64) * stride_ns + head_kv.to(tl.int64) * stride_nh
+        kn = tl.load(KNew + new_src[:, None] + offs_dqk[None, :], mask=write[:, None] & dqk_ok[None, :])
+        tl.store(K + (new_page * stride_kp + new_row * stride_ks + k_head)[:, None] + offs_dqk[None, :], kn,
+                 mask=write[:, None] & dqk_ok[None, :])
+        new_src = batch64 * stride_wb + new_tokens.to(tl.int64) * stride_ws + head_kv.to(tl.int64) * stride_wh
+        vn = tl.load(VNew + new_src[:, None] + offs_dv[None, :], mask=write[:, None] & dv_ok[None, :])
+        tl.store(V + (new_page * stride_vp + new_row * stride_vs + v_head)[:, None] + offs_dv[None, :], vn,
+                 mask=write[:, None] & dv_ok[None, :])
+        tl.debug_barrier()
     lane_page = (lo + offs_n) // page_size
     lane_row = (lo + offs_n) % page_size
     step_pages = BLOCK_N // page_size

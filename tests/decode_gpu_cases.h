@@ -186,6 +186,12 @@ static const decode_row decode_rows[] = {
      .page_size = 16, .seqlen_new = 1, .lengths = LENGTHS_APPEND, .causal = 1, .lse = 1, .extra = EXTRA_GRAPH},
     {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 3, .heads_kv = 1, .group = 2, .seqlen_q = 1, .capacity = 100,
      .seqlen_new = 2, .lengths = LENGTHS_HUGE, .causal = 1, .lse = 1},
+    /* The cases above append inside the decoding kernel (one row chunk a group, at most 16 new tokens);
+     * these two through the separate append kernel: 20 new tokens, and a group of two row chunks. */
+    {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 5, .heads_kv = 2, .group = 4, .seqlen_q = 1, .capacity = 300,
+     .page_size = 16, .seqlen_new = 20, .lengths = LENGTHS_APPEND, .causal = 1, .lse = 1},
+    {.bf16 = 0, .dqk = 128, .dv = 128, .batch = 3, .heads_kv = 2, .group = 8, .seqlen_q = 16, .capacity = 400,
+     .seqlen_new = 16, .lengths = LENGTHS_APPEND, .causal = 1, .lse = 1, .extra = EXTRA_SPLITS},
     /* Packed queries (cu_seqlens_q): a prefill over the cache, contiguous and paged (1, 16, 64), up to 300
      * tokens per request, GQA 1 and 4, causal and not, windows, sinks, a graph replayed with new lengths. */
     {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 6, .heads_kv = 2, .group = 4, .seqlen_q = 300, .capacity = 2000,

@@ -99,6 +99,7 @@ static _Thread_local struct {
   bool announced;
   int64_t decode_splits;
   int decode_launches, append_launches; /* of this call, in the order they came */
+  int decode_fused_append;              /* the decoding kernel appended (FLAG_FUSED_APPEND) */
   /* The attention or selection call in flight: the params as the library reads them (an attention
    * caller's first struct_size bytes, the rest AOTK_ATTN_PARAMS_INIT's), for the launches' checks. */
   const aotk_attn_params *attn;
@@ -362,6 +363,7 @@ enum {
   MERGE_OUT_FP16 = 4096,
   MERGE_OUT_BF16 = 8192,
   MERGE_WHOLE_ROWS = 16384,
+  DECODE_FUSED_APPEND = 32768,
 };
 
 /* The table row a query announced: its name on its target (names repeat across targets). */

@@ -9,35 +9,53 @@
 
 
 /* attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSlopes, Sinks, OutPartial,
- * LsePartial, 12 int64 q/k/v/out strides, stride_lb, stride_lh, stride_tb, stride_ab, 15 int32 sizes and
- * flags (seqlen_new last), 3 floats), its grid (split fastest, then row chunk, kv head, request). With
+ * LsePartial, KNew, VNew, 18 int64 q/k/v/out/k_new/v_new strides, stride_lb, stride_lh, stride_tb,
+ * stride_ab, 15 int32 sizes and flags (seqlen_new last), 3 floats), its grid (split fastest, then row chunk, kv head, request). With
  * FLAG_VARLEN, q and out are packed [total_q, heads_q, d] (batch strides 0) and lse [heads_q, total_q],
  * request b's rows starting at CuSeqlensQ[b], read on the device. Three families share the function
  * (a constexpr PAGE_MODE apart: attn_decode, attn_decode_paged, attn_decode_paged_blocks); the fake
  * driver's handle names the row that ran (by its image), and so does the query's announcement. */
 static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
-  EXPECT(strcmp(e->param_kinds, "pppppppppppplllllllllllllllliiiiiiiiiiiiiiifff") == 0,
+  EXPECT(strcmp(e->param_kinds, "pppppppppppppplllllllllllllllllllllliiiiiiiiiiiiiiifff") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of attn_decode is out of date", e->param_kinds);
   const aotk_decode_params *d = seen.decode;
   EXPECT(d != NULL, "launched by a call other than aotk_attn_decode");
-  /* Appending (include/aotk.h): the new keys are written first, and the decoding kernel attends to
-   * seqlen_new more keys per request. */
-  const bool append = d->k_new.data != NULL;
-  const int64_t seqlen_new = arg_i32(a, 42);
+  enum { Q, K, V, OUT, LSE, TABLE, SEQLENS, CU_SEQLENS_Q, ALIBI, SINKS, OUT_PARTIAL, LSE_PARTIAL, K_NEW, V_NEW };
+  enum { QB = 14, QS, QH, KP, KS, KH, VP, VS, VH, OB, OS, OH, NB, NS, NH, WB, WS, WH, LB, LH, TB, AB };
+  const int64_t batch = arg_i32(a, 36), seqlen_q = arg_i32(a, 37), heads_q = arg_i32(a, 38);
+  const int64_t group_size = arg_i32(a, 39), capacity = arg_i32(a, 40), page_size = arg_i32(a, 41);
+  const int64_t num_splits = arg_i32(a, 42), split_keys = arg_i32(a, 43), row_chunks = arg_i32(a, 44);
+  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, 45), head_dim_v = 8 * (int64_t)arg_i32(a, 46);
+  const int32_t flags = arg_i32(a, 49);
+  const bool paged = flags & DECODE_PAGED, split = flags & DECODE_SPLIT, varlen = flags & DECODE_VARLEN;
+  /* Appending (include/aotk.h): the new keys are written first, by attn_cache_append launched before,
+   * or by this kernel itself (DECODE_FUSED_APPEND: one row chunk a group and at most 16 new tokens), and
+   * the decoding kernel attends to seqlen_new more keys per request. */
+  const bool append = d->k_new.data != NULL, fused = flags & DECODE_FUSED_APPEND;
+  const int64_t seqlen_new = arg_i32(a, 50);
   EXPECT(seqlen_new == (append ? d->k_new.shape[1] : 0), "seqlen_new = %lld for k_new of %lld tokens (data %p)",
          (long long)seqlen_new, (long long)d->k_new.shape[1], d->k_new.data);
-  EXPECT(seen.decode_launches == 0 && seen.append_launches == (append ? 1 : 0),
-         "launched after %d decoding and %d appending launches of the same call", seen.decode_launches,
-         seen.append_launches);
+  EXPECT(!fused || (append && !varlen && row_chunks == 1 && seqlen_new <= 16),
+         "fused appending with k_new %p, flags %#x, %lld row chunks, %lld new tokens", d->k_new.data, (unsigned)flags,
+         (long long)row_chunks, (long long)seqlen_new);
+  EXPECT(seen.decode_launches == 0 && seen.append_launches == (append && !fused ? 1 : 0),
+         "launched after %d decoding and %d appending launches of the same call (fused %d)", seen.decode_launches,
+         seen.append_launches, (int)fused);
   seen.decode_launches++;
-  enum { Q, K, V, OUT, LSE, TABLE, SEQLENS, CU_SEQLENS_Q, ALIBI, SINKS, OUT_PARTIAL, LSE_PARTIAL };
-  enum { QB = 12, QS, QH, KP, KS, KH, VP, VS, VH, OB, OS, OH, LB, LH, TB, AB };
-  const int64_t batch = arg_i32(a, 28), seqlen_q = arg_i32(a, 29), heads_q = arg_i32(a, 30);
-  const int64_t group_size = arg_i32(a, 31), capacity = arg_i32(a, 32), page_size = arg_i32(a, 33);
-  const int64_t num_splits = arg_i32(a, 34), split_keys = arg_i32(a, 35), row_chunks = arg_i32(a, 36);
-  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, 37), head_dim_v = 8 * (int64_t)arg_i32(a, 38);
-  const int32_t flags = arg_i32(a, 41);
-  const bool paged = flags & DECODE_PAGED, split = flags & DECODE_SPLIT, varlen = flags & DECODE_VARLEN;
+  seen.decode_fused_append = fused;
+  /* The new keys and values: the caller's, with their strides, when fused; else none. */
+  EXPECT(arg_pointer(a, K_NEW) == (uintptr_t)(fused ? d->k_new.data : NULL) &&
+             arg_pointer(a, V_NEW) == (uintptr_t)(fused ? d->v_new.data : NULL),
+         "KNew %#lx, VNew %#lx (fused %d)", (unsigned long)arg_pointer(a, K_NEW), (unsigned long)arg_pointer(a, V_NEW),
+         (int)fused);
+  const aotk_tensor *news[2] = {&d->k_new, &d->v_new};
+  for (int t = 0; t < 2; t++) {
+    for (int i = 0; i < 3; i++) {
+      const int64_t expected = fused ? news[t]->strides[i] : 0;
+      EXPECT(arg_i64(a, NB + 3 * t + i) == expected, "stride argument %d = %lld, expected %lld", NB + 3 * t + i,
+             (long long)arg_i64(a, NB + 3 * t + i), (long long)expected);
+    }
+  }
 
   /* The arguments describe the caller's problem (a size cut to int32 would not): dense q [batch,
    * seqlen_q, heads_q, d], or packed q [total_q, heads_q, d] with batch = cu_seqlens_q.shape[0] - 1 and
@@ -111,12 +129,12 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
            (long long)page_size);
   }
   /* What the aligned-only kernel assumes: 16-byte pointers, strides multiples of 16 elements. */
-  static const int aligned_pointers[] = {Q, K, V, OUT, OUT_PARTIAL, LSE_PARTIAL};
+  static const int aligned_pointers[] = {Q, K, V, OUT, OUT_PARTIAL, LSE_PARTIAL, K_NEW, V_NEW};
   for (size_t i = 0; i < sizeof aligned_pointers / sizeof aligned_pointers[0]; i++) {
     EXPECT(arg_pointer(a, aligned_pointers[i]) % 16 == 0, "pointer argument %d = %#lx", aligned_pointers[i],
            (unsigned long)arg_pointer(a, aligned_pointers[i]));
   }
-  for (int i = QB; i <= OH; i++) EXPECT(arg_i64(a, i) % 16 == 0, "stride argument %d = %lld", i, (long long)arg_i64(a, i));
+  for (int i = QB; i <= WH; i++) EXPECT(arg_i64(a, i) % 16 == 0, "stride argument %d = %lld", i, (long long)arg_i64(a, i));
 
   /* The reach. Rows (request, token, query head): all of them, the grid being whole. Keys: rows
    * 0 .. capacity - 1 of the request (contiguous), or rows 0 .. page_size - 1 of any page the caller
@@ -153,8 +171,18 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
                          columns_qk};
   const axis v_axes[] = {{0, pages_v, arg_i64(a, VP)}, {0, cache_rows, arg_i64(a, VS)}, {0, heads_kv, arg_i64(a, VH)},
                          columns_v};
+  /* (With fused appending the kernel also writes rows of that box: the new tokens' positions, below
+   * the capacity, through the same page lookup.) */
   check_box(arg_pointer(a, K), k_axes, 4, 2, e->function_name, "K");
   check_box(arg_pointer(a, V), v_axes, 4, 2, e->function_name, "V");
+  if (fused) {
+    const axis k_new_axes[] = {{0, batch, arg_i64(a, NB)}, {0, seqlen_new, arg_i64(a, NS)}, {0, heads_kv, arg_i64(a, NH)},
+                               columns_qk};
+    const axis v_new_axes[] = {{0, batch, arg_i64(a, WB)}, {0, seqlen_new, arg_i64(a, WS)}, {0, heads_kv, arg_i64(a, WH)},
+                               columns_v};
+    check_box(arg_pointer(a, K_NEW), k_new_axes, 4, 2, e->function_name, "KNew");
+    check_box(arg_pointer(a, V_NEW), v_new_axes, 4, 2, e->function_name, "VNew");
+  }
   if (paged) {
     EXPECT(page_size >= 1, "page_size = %lld", (long long)page_size);
     const axis table_axes[] = {{0, batch, arg_i64(a, TB)}, {0, capacity >= 1 ? (capacity - 1) / page_size + 1 : 0, 1}};

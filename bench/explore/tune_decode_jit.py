@@ -83,10 +83,10 @@ def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=M
 
     def run():
         K.attn_decode[(programs * splits,)](
-            q, kc, vc, out, lsep, tbl, lens, lens, lsep, lsep, part, lsep,
+            q, kc, vc, out, lsep, tbl, lens, lens, lsep, lsep, part, lsep, None, None,
             q.stride(0), q.stride(1), q.stride(2), kc.stride(0), kc.stride(1), kc.stride(2),
             vc.stride(0), vc.stride(1), vc.stride(2), out.stride(0), out.stride(1), out.stride(2),
-            0, 0, stride_tb, 0,
+            0, 0, 0, 0, 0, 0, 0, 0, stride_tb, 0,
             batch, seqlen_q, heads_q, group, capacity, page_size, splits, split_keys, row_chunks, d // 8, d // 8,
             -1, -1, flags, 0, scale_log2, 0.0, 0.0,
             HEAD_DIM_QK=d, HEAD_DIM_V=d, BLOCK_M=block_m, BLOCK_N=block_n, PAGE_MODE=page_mode,

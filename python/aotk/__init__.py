@@ -213,7 +213,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     the tensor then holds.
 
     k, v [batch, seqlen_new, heads_kv, head_dim]: new keys and values, appended in place by the library
-    within the same call (a first kernel, before the attention's; no host synchronization, so CUDA
+    within the same call (by the decoding kernel itself, or a first kernel; no host synchronization, so CUDA
     graphs capture it, and torch.compile sees k_cache and v_cache as mutated): new token i of request b
     goes to position max(cache_seqlens[b], 0) + i (through block_table when paged), then request b
     attends to L_b = min(max(cache_seqlens[b], 0) + seqlen_new, capacity) keys (without k and v, L_b is

@@ -20,12 +20,16 @@ static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 /* --- decoding: the plan -------------------------------------------------------------------------- */
 
+/* kernels/attn_decode.py's FUSED_APPEND_ROWS: the most new tokens a request the decoding kernel appends. */
+enum { AOTK__FUSED_APPEND_ROWS = 16 };
+
 typedef struct decode_plan {
   const aotk__driver *driver;
   aotk__device_info device;
   aotk__image_kind kind;
   int decode_row, merge_row;  /* merge_row < 0 without splits */
-  int append_row;             /* < 0 without appending */
+  int append_row;             /* < 0 without appending, or when the decoding kernel appends (fused_append) */
+  int fused_append;           /* the decoding kernel writes the step's new keys and values itself */
   int64_t row_chunks;         /* programs per group: ceil(G * seqlen_q / block_m) */
   int64_t num_splits, split_keys;
   int64_t programs;           /* the decoding grid */
@@ -181,8 +185,17 @@ static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream
                       (int)e->block_m, (long long)programs * plan->num_splits);
   }
   plan->append_row = -1;
-  if (p->append && (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_CACHE_APPEND, &key, 1, &plan->device,
-                                                 &plan->append_row, &plan->kind)) != AOTK_OK) {
+  /* Appending: the decoding kernel writes the new rows itself when each (kv head, split) has one program
+   * (one row chunk a group), there are at most FUSED_APPEND_ROWS of them a request (attn_decode.py) and
+   * the cache is contiguous or its pages hold whole key blocks (the per-row page lookup's kernel has no
+   * such code: it slowed its loop): each program writes the ones in its own key range, which only it
+   * reads. Else attn_cache_append runs first. On the H100 the separate kernel cost a step 1.7-3.5 us,
+   * the fused writes 0.1-1.4 us (docs/design.md). */
+  plan->fused_append = p->append && !p->varlen && plan->row_chunks == 1 && p->seqlen_new <= AOTK__FUSED_APPEND_ROWS &&
+                       aotk__kernel_table[plan->decode_row].family != AOTK__FAMILY_ATTN_DECODE_PAGED;
+  if (p->append && !plan->fused_append &&
+      (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_CACHE_APPEND, &key, 1, &plan->device, &plan->append_row,
+                                    &plan->kind)) != AOTK_OK) {
     return status;
   }
   plan->merge_row = -1;
@@ -227,7 +240,7 @@ static void set_num_splits(aotk_kernel_info *info, int64_t num_splits) {
 /* --- launches ------------------------------------------------------------------------------------ */
 
 /* Parameter kinds, in the catalog's order (codegen/aotk_catalog.py): p pointer, l int64, i int32, f fp32. */
-static const char decode_param_kinds[] = "ppppp" "ppp" "pp" "pp" "llllllllllll" "llll" "iiiiiiiiiiiiiii" "fff";
+static const char decode_param_kinds[] = "ppppp" "ppp" "pp" "pp" "pp" "llllllllllllllllll" "llll" "iiiiiiiiiiiiiii" "fff";
 static const char merge_param_kinds[] = "ppp" "p" "ppp" "pp" "llllllllllllll" "iiiiii";
 static const char append_param_kinds[] = "pppp" "pp" "llllllllllll" "l" "iiiiiii";
 
@@ -245,6 +258,7 @@ enum {
   FLAG_OUT_FP16 = 4096,
   FLAG_OUT_BF16 = 8192,
   FLAG_WHOLE_ROWS = 16384,
+  FLAG_FUSED_APPEND = 32768,
 };
 
 /* The merge's arguments: partials and output as typed pointer triples plus int64 strides. */
@@ -303,8 +317,16 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
   CUdeviceptr out_partial = split ? (CUdeviceptr)(uintptr_t)workspace : 0;
   CUdeviceptr lse_partial = split ? out_partial + partial_out_bytes(p, plan->num_splits) : 0;
   const aotk_tensor *qt = &params->q, *kt = &params->k_cache, *vt = &params->v_cache, *ot = &params->out;
-  int64_t strides[16] = {qt->strides[0], qt->strides[1], qt->strides[2], kt->strides[0], kt->strides[1], kt->strides[2],
+  /* k_new and v_new for the decoding kernel when it appends (NULL and strides 0 otherwise). */
+  const aotk_tensor *kn = &params->k_new, *vn = &params->v_new;
+  CUdeviceptr k_new = p->append ? (CUdeviceptr)(uintptr_t)kn->data : 0;
+  CUdeviceptr v_new = p->append ? (CUdeviceptr)(uintptr_t)vn->data : 0;
+  CUdeviceptr fused_k_new = plan->fused_append ? k_new : 0, fused_v_new = plan->fused_append ? v_new : 0;
+  const int fused = plan->fused_append;
+  int64_t strides[22] = {qt->strides[0], qt->strides[1], qt->strides[2], kt->strides[0], kt->strides[1], kt->strides[2],
                          vt->strides[0], vt->strides[1], vt->strides[2], ot->strides[0], ot->strides[1], ot->strides[2],
+                         fused ? kn->strides[0] : 0, fused ? kn->strides[1] : 0, fused ? kn->strides[2] : 0,
+                         fused ? vn->strides[0] : 0, fused ? vn->strides[1] : 0, fused ? vn->strides[2] : 0,
                          p->write_lse ? params->lse.strides[0] : 0, p->write_lse ? params->lse.strides[1] : 0,
                          p->paged ? params->block_table.strides[0] : 0, p->alibi_batch_stride};
   if (p->varlen) {
@@ -313,8 +335,8 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
     const int64_t packed[6] = {0, qt->strides[0], qt->strides[1], 0, ot->strides[0], ot->strides[1]};
     memcpy(strides, packed, 3 * sizeof(int64_t));
     memcpy(strides + 9, packed + 3, 3 * sizeof(int64_t));
-    strides[12] = 0;
-    strides[13] = p->write_lse ? params->lse.strides[0] : 0;
+    strides[18] = 0;
+    strides[19] = p->write_lse ? params->lse.strides[0] : 0;
   }
   int32_t ints[15] = {(int32_t)p->batch, (int32_t)p->seqlen_q, (int32_t)p->heads_q, (int32_t)p->group_size,
                       (int32_t)p->capacity, (int32_t)p->page_size, (int32_t)plan->num_splits,
@@ -322,24 +344,23 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
                       (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0, (int32_t)p->seqlen_new};
   ints[13] = (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (p->alibi ? FLAG_ALIBI : 0) |
              (p->sinks ? FLAG_SINKS : 0) | (p->paged ? FLAG_PAGED : 0) | (split ? FLAG_SPLIT : 0) |
-             (p->varlen ? FLAG_VARLEN : 0);
+             (p->varlen ? FLAG_VARLEN : 0) | (fused ? FLAG_FUSED_APPEND : 0);
   float qk_scale_log2 = p->softmax_scale * 1.4426950408889634f;
   float softcap_scale = p->softcap > 0.0f ? p->softmax_scale / p->softcap : 0.0f;
   float softcap_log2 = p->softcap * 1.4426950408889634f;
   void *args[] = {&q, &k, &v, &out, &lse, &table, &seqlens, &cu_seqlens_q, &alibi, &sinks, &out_partial, &lse_partial,
-                  &strides[0], &strides[1], &strides[2], &strides[3], &strides[4], &strides[5], &strides[6],
-                  &strides[7], &strides[8], &strides[9], &strides[10], &strides[11], &strides[12], &strides[13],
-                  &strides[14], &strides[15], &ints[0], &ints[1], &ints[2], &ints[3], &ints[4], &ints[5], &ints[6],
+                  &fused_k_new, &fused_v_new, &strides[0], &strides[1], &strides[2], &strides[3], &strides[4],
+                  &strides[5], &strides[6], &strides[7], &strides[8], &strides[9], &strides[10], &strides[11],
+                  &strides[12], &strides[13], &strides[14], &strides[15], &strides[16], &strides[17], &strides[18],
+                  &strides[19], &strides[20], &strides[21], &ints[0], &ints[1], &ints[2], &ints[3], &ints[4], &ints[5], &ints[6],
                   &ints[7], &ints[8], &ints[9], &ints[10], &ints[11], &ints[12], &ints[13], &ints[14],
                   &qk_scale_log2, &softcap_scale, &softcap_log2};
   _Static_assert(sizeof args / sizeof args[0] == sizeof decode_param_kinds - 1, "one argument per parameter");
-  if (p->append) {
+  if (p->append && !fused) {
     /* The step's keys and values into the cache first; the decoding kernel, next on the stream, reads them. */
-    const aotk_tensor *kn = &params->k_new, *vn = &params->v_new;
-    CUdeviceptr k_new = (CUdeviceptr)(uintptr_t)kn->data, v_new = (CUdeviceptr)(uintptr_t)vn->data;
     int64_t append_strides[13] = {kn->strides[0], kn->strides[1], kn->strides[2], vn->strides[0], vn->strides[1],
                                   vn->strides[2], strides[3], strides[4], strides[5], strides[6], strides[7],
-                                  strides[8], strides[14]};
+                                  strides[8], strides[20]};
     int32_t append_ints[7] = {(int32_t)p->seqlen_new, (int32_t)p->heads_kv, (int32_t)p->capacity, (int32_t)p->page_size,
                               (int32_t)(p->head_dim_qk / 8), (int32_t)(p->head_dim_v / 8), p->paged ? FLAG_PAGED : 0};
     void *append_args[] = {&k_new, &v_new, &k, &v, &table, &seqlens, &append_strides[0], &append_strides[1],
@@ -373,7 +394,7 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
   const int64_t merge_strides[14] = {partial_rows(p) * pd, p->seqlen_q * p->heads_q * pd, p->heads_q * pd, pd,
                                      partial_rows(p), p->heads_q * p->seqlen_q, p->seqlen_q, 1,
                                      ot->strides[0], ot->strides[1], ot->strides[2],
-                                     strides[12], strides[13], 1};
+                                     strides[18], strides[19], 1};
   memcpy(m.strides, merge_strides, sizeof m.strides);
   m.num_partials = (int32_t)plan->num_splits;
   m.seqlen_q = (int32_t)p->seqlen_q;
@@ -428,7 +449,8 @@ aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *caller_param
   status = aotk__decode_validate(caller_params, &params, &problem);
   if (status != AOTK_OK || (status = plan_decode(&problem, NULL, &plan)) != AOTK_OK) return status;
   aotk__fill_info(&aotk__kernel_table[plan.decode_row], plan.kind, plan.programs, plan.workspace_bytes,
-                  1 + (plan.num_splits > 1) + problem.append, decode_features(&problem, &plan), info);
+                  1 + (plan.num_splits > 1) + (problem.append && !plan.fused_append), decode_features(&problem, &plan),
+                  info);
   set_num_splits(info, plan.num_splits);
   return AOTK_OK;
 }

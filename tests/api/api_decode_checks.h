@@ -127,7 +127,9 @@ static const aotk__kernel_entry *expected_decode_row(const decode_shape *s, int 
  * programs; with `splits` > 1 the fp32 partials lie in the workspace and the merge follows, one program
  * per block_m of the batch * seqlen_q * heads_q rows and block_n of the head_dim_v columns (whole rows
  * only past the grid limit, check_merge's rule: the partials are not the outputs). With k_new and v_new the appending kernel runs first
- * (check_append_launch) and the decoding kernel is told seqlen_new; the split and the workspace do not
+ * (check_append_launch), unless the decoding kernel appends itself (one row chunk a group, at most 16
+ * new tokens, a contiguous cache or pages of whole key blocks: then it gets k_new, v_new, their strides
+ * and FLAG_FUSED_APPEND), and the decoding kernel is told seqlen_new; the split and the workspace do not
  * change. Packed queries (cu_seqlens_q) run unsplit with the kernel seeing q and out as [1, total_q,
  * heads_q, d] (batch strides 0; each request's first row read from cu_seqlens_q on the device), lse as
  * [1, heads_q, total_q], seqlen_q = max_seqlen_q and FLAG_VARLEN. `splits` and `split_keys` are the
@@ -151,12 +153,17 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   if (row == NULL || merge == NULL) return;
   const bool append = params->k_new.data != NULL, varlen = params->cu_seqlens_q.data != NULL;
   const int64_t seqlen_new = append ? params->k_new.shape[1] : 0;
-  const int launches = 1 + split + append, first = append; /* the decoding launch's index */
+  const int64_t row_chunks = ceil_div(group_rows, row->block_m);
+  /* The decoding kernel appends itself with one row chunk a group, at most 16 new tokens and a cache
+   * that is contiguous or paged in whole key blocks (not attn_decode_paged's per-row lookup). */
+  const bool fused = append && !varlen && row_chunks == 1 && seqlen_new <= 16 &&
+                     row->family != AOTK__FAMILY_ATTN_DECODE_PAGED;
+  const bool separate = append && !fused;
+  const int launches = 1 + split + separate, first = separate; /* the decoding launch's index */
   const aotk__kernel_entry *append_row =
       expected_row(AOTK__FAMILY_ATTN_CACHE_APPEND, g->arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, 1);
-  CHECK_MSG(!append || append_row != NULL, "%s: no sm_%d attn_cache_append row", what, g->arch);
-  if (append && append_row == NULL) return;
-  const int64_t row_chunks = ceil_div(group_rows, row->block_m);
+  CHECK_MSG(!separate || append_row != NULL, "%s: no sm_%d attn_cache_append row", what, g->arch);
+  if (separate && append_row == NULL) return;
   const int64_t grid = s->batch * s->heads_kv * row_chunks * splits;
   const size_t workspace_bytes = decode_workspace_bytes(s, splits);
   const int64_t capacity = paged ? params->block_table.shape[1] * params->k_cache.shape[1] : params->k_cache.shape[1];
@@ -197,7 +204,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   if (status != AOTK_OK || fake.logged_launches != launches) return;
 
   /* The order: appending first (the decoding kernel reads the rows it writes), the merge last. */
-  if (append) check_append_launch(what, &fake.launch_log[0], params, s, append_row, capacity);
+  if (separate) check_append_launch(what, &fake.launch_log[0], params, s, append_row, capacity);
   const recorded_launch *launch = &fake.launch_log[first];
   const char *kernel = "attn_decode";
   check_sel_launch_shape(what, launch, KERNEL_ATTN_DECODE, row, grid, DECODE_GLOBAL_SCRATCH);
@@ -212,6 +219,16 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   check_pointer(what, kernel, launch, DECODE_CU_SEQLENS_Q, params->cu_seqlens_q.data, "cu_seqlens_q");
   check_pointer(what, kernel, launch, DECODE_ALIBI_SLOPES, params->alibi_slopes.data, "alibi_slopes");
   check_pointer(what, kernel, launch, DECODE_SINKS, params->sinks.data, "sinks");
+  check_pointer(what, kernel, launch, DECODE_K_NEW, fused ? params->k_new.data : NULL, "k_new");
+  check_pointer(what, kernel, launch, DECODE_V_NEW, fused ? params->v_new.data : NULL, "v_new");
+  const aotk_tensor *news[2] = {&params->k_new, &params->v_new};
+  for (int t = 0; t < 2; t++) {
+    for (int d = 0; d < 3; d++) {
+      char name[48];
+      snprintf(name, sizeof name, "%s.strides[%d]", t == 0 ? "k_new" : "v_new", d);
+      check_i64(what, kernel, launch, DECODE_STRIDE_NB + 3 * t + d, fused ? news[t]->strides[d] : 0, name);
+    }
+  }
   /* The partials: the outputs at the workspace's start, the LSEs after them at a 16-byte boundary, both
    * inside the workspace. */
   const uint64_t base = (uint64_t)(uintptr_t)workspace, out_partial = arg_pointer(launch, DECODE_OUT_PARTIAL);
@@ -270,7 +287,8 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   const int32_t flags = (lse ? FLAG_WRITE_LSE : 0) | (params->softcap > 0.0f ? FLAG_SOFTCAP : 0) |
                         (params->alibi_slopes.data != NULL ? FLAG_ALIBI : 0) |
                         (params->sinks.data != NULL ? FLAG_SINKS : 0) | (paged ? DECODE_FLAG_PAGED : 0) |
-                        (split ? DECODE_FLAG_SPLIT : 0) | (varlen ? FLAG_VARLEN : 0);
+                        (split ? DECODE_FLAG_SPLIT : 0) | (varlen ? FLAG_VARLEN : 0) |
+                        (fused ? DECODE_FLAG_FUSED_APPEND : 0);
   CHECK_MSG(arg_i32(launch, DECODE_FLAGS) == flags, "%s: attn_decode's flags %#x, expected %#x", what,
             (unsigned)arg_i32(launch, DECODE_FLAGS), (unsigned)flags);
   check_int(what, kernel, launch, DECODE_SEQLEN_NEW, seqlen_new, "seqlen_new");

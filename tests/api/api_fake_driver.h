@@ -115,7 +115,7 @@ enum driver_function {
  * attn_cache_append: KNew, VNew, K, V, BlockTable, CacheSeqlens; the (batch, token, head) strides of
  * k_new and v_new, the (page, row, head) strides of the k and v caches, the block table's batch stride;
  * seven ints. */
-#define ATTN_DECODE_KINDS "ppppp" "ppp" "pp" "pp" "lll" "lll" "lll" "lll" "ll" "ll" "iiiiiiiiiiiiiii" "fff"
+#define ATTN_DECODE_KINDS "ppppp" "ppp" "pp" "pp" "pp" "lll" "lll" "lll" "lll" "lll" "lll" "ll" "ll" "iiiiiiiiiiiiiii" "fff"
 #define ATTN_MERGE_KINDS "ppp" "p" "ppp" "pp" "llll" "llll" "lll" "lll" "iiiiii"
 #define ATTN_CACHE_APPEND_KINDS "pppp" "pp" "lll" "lll" "lll" "lll" "l" "iiiiiii"
 
@@ -390,11 +390,13 @@ enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256, SE
 enum decode_param {
   DECODE_Q, DECODE_K, DECODE_V, DECODE_OUT, DECODE_LSE,
   DECODE_BLOCK_TABLE, DECODE_CACHE_SEQLENS, DECODE_CU_SEQLENS_Q, DECODE_ALIBI_SLOPES, DECODE_SINKS,
-  DECODE_OUT_PARTIAL, DECODE_LSE_PARTIAL,
+  DECODE_OUT_PARTIAL, DECODE_LSE_PARTIAL, DECODE_K_NEW, DECODE_V_NEW,
   DECODE_STRIDE_QB, DECODE_STRIDE_QS, DECODE_STRIDE_QH,
   DECODE_STRIDE_KP, DECODE_STRIDE_KS, DECODE_STRIDE_KH,
   DECODE_STRIDE_VP, DECODE_STRIDE_VS, DECODE_STRIDE_VH,
   DECODE_STRIDE_OB, DECODE_STRIDE_OS, DECODE_STRIDE_OH,
+  DECODE_STRIDE_NB, DECODE_STRIDE_NS, DECODE_STRIDE_NH,
+  DECODE_STRIDE_WB, DECODE_STRIDE_WS, DECODE_STRIDE_WH,
   DECODE_STRIDE_LB, DECODE_STRIDE_LH, DECODE_STRIDE_TB, DECODE_STRIDE_AB,
   DECODE_BATCH, DECODE_SEQLEN_Q, DECODE_HEADS_Q, DECODE_GROUP_SIZE, DECODE_CAPACITY, DECODE_PAGE_SIZE,
   DECODE_NUM_SPLITS, DECODE_SPLIT_KEYS, DECODE_ROW_CHUNKS, DECODE_HEAD_DIM_QK8, DECODE_HEAD_DIM_V8,
@@ -444,6 +446,7 @@ enum {
   MERGE_FLAG_OUT_FP16 = 4096,
   MERGE_FLAG_OUT_BF16 = 8192,
   MERGE_FLAG_WHOLE_ROWS = 16384,
+  DECODE_FLAG_FUSED_APPEND = 32768,
 };
 
 enum { FAKE_MULTIPROCESSORS = 132 }; /* the fake device's SMs, an H100's */

@@ -266,6 +266,19 @@ aotk_decode_params decode_params_for(decode_shape s);
 void add_new_kv(aotk_decode_params *params, const decode_shape *s, int64_t seqlen_new);
 
 static inline aotk_decode_params valid_decode_params(void) { return decode_params_for(default_decode_shape); }
+/* The launches a decoding call makes (include/aotk.h): the decoding kernel, the merge after a split, and
+ * the appending kernel first unless the decoding kernel appends itself: dense queries, at most 16 new
+ * tokens, one row chunk a group (G * seqlen_q rows within the announced tile), and a cache that is
+ * contiguous or paged in whole key blocks (not attn_decode_paged's per-row lookup). */
+static inline int expected_decode_launches(const aotk_decode_params *p, const aotk_kernel_info *info) {
+  const bool append = p->k_new.data != NULL, varlen = p->cu_seqlens_q.data != NULL;
+  const int64_t group_rows = (p->q.shape[2] / p->k_cache.shape[2]) * p->q.shape[1];
+  const bool per_row_pages = strncmp(info->kernel_name, "attn_decode_paged_", 18) == 0 &&
+                             strncmp(info->kernel_name, "attn_decode_paged_blocks_", 25) != 0;
+  const bool fused = append && !varlen && p->k_new.shape[1] <= 16 && info->block_m > 0 &&
+                     group_rows <= info->block_m && !per_row_pages;
+  return 1 + (info->num_splits > 1) + (append && !fused);
+}
 /* ALiBi slopes and sinks for the default shape's 8 query heads. */
 static inline void dec_alibi(aotk_decode_params *p) { p->alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8); }
 static inline void dec_sinks(aotk_decode_params *p) { p->sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8); }

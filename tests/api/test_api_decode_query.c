@@ -164,14 +164,24 @@ static void test_decode_workspace(void) {
     CHECK_MSG(status == AOTK_OK && fake.logged_launches == 1, "no split, workspace %p of %zu bytes: %s (%s)",
               ignored[w].workspace, ignored[w].bytes, aotk_status_name(status), aotk_last_error());
   }
-  /* Appending takes no workspace of its own: the same size, the same checks. */
+  /* Appending takes no workspace of its own: the same size, the same checks. Up to 16 new tokens the
+   * decoding kernel appends itself (one launch fewer); 17 take the separate appending kernel. */
   add_new_kv(&params, &default_decode_shape, 5);
   params.num_splits = 4;
   poison_info(&info);
   info.struct_size = sizeof info;
   CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK);
+  CHECK_MSG(info.workspace_bytes == needed && info.num_splits == 4 && info.launches == 2,
+            "appending 5 tokens (fused): workspace_bytes %zu, %d splits, %d launches", info.workspace_bytes,
+            info.num_splits, info.launches);
+  reset_launch_log();
+  CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, needed, FAKE_STREAM) == AOTK_OK && fake.logged_launches == 2);
+  add_new_kv(&params, &default_decode_shape, 17);
+  poison_info(&info);
+  info.struct_size = sizeof info;
+  CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK);
   CHECK_MSG(info.workspace_bytes == needed && info.num_splits == 4 && info.launches == 3,
-            "appending: workspace_bytes %zu, %d splits, %d launches", info.workspace_bytes, info.num_splits,
+            "appending 17 tokens: workspace_bytes %zu, %d splits, %d launches", info.workspace_bytes, info.num_splits,
             info.launches);
   reset_calls();
   CHECK(aotk_attn_decode(&params, FAKE_WORKSPACE, needed - 1, FAKE_STREAM) == AOTK_ERROR_WORKSPACE_TOO_SMALL &&
@@ -243,11 +253,11 @@ static void test_decode_faults(void) {
           aotk_last_cuda_result() == 0);
   }
 
-  /* Appending, with and without the split: three kernels (two), each loaded before the first launch, so
-   * a failing load of any of them, the appending kernel's included, launches nothing; a failing launch
-   * of the appending kernel, the first, stops the call there, and one of the later kernels leaves the
-   * launches before it enqueued. */
-  add_new_kv(&params, &default_decode_shape, 2);
+  /* Appending (17 new tokens: the separate appending kernel), with and without the split: three
+   * kernels (two), each loaded before the first launch, so a failing load of any of them, the appending
+   * kernel's included, launches nothing; a failing launch of the appending kernel, the first, stops the
+   * call there, and one of the later kernels leaves the launches before it enqueued. */
+  add_new_kv(&params, &default_decode_shape, 17);
   static const char *const append_launched[3] = {"attn_cache_append_", "attn_decode_", "attn_merge_"};
   for (int split = 0; split <= 1; split++) {
     params.num_splits = split ? 4 : 1;

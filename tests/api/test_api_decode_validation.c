@@ -163,19 +163,26 @@ static void test_decode_validation_overflow(void) {
     memcpy(params.v_cache.strides, contiguous, sizeof contiguous);
     info = (aotk_kernel_info)AOTK_KERNEL_INFO_INIT;
     status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
-    CHECK_MSG(status == AOTK_OK && info.launches == 2 && info.num_splits == 1, "%s: %s (%s), %d launches",
+    const int launches = status == AOTK_OK ? expected_decode_launches(&params, &info) : 0;
+    CHECK_MSG(status == AOTK_OK && info.launches == launches && info.num_splits == 1, "%s: %s (%s), %d launches",
               appends[i].what, aotk_status_name(status), aotk_last_error(), info.launches);
     reset_launch_log();
     status = aotk_attn_decode(&params, NULL, 0, FAKE_STREAM);
-    CHECK_MSG(status == AOTK_OK && fake.logged_launches == 2, "%s: aotk_attn_decode %s (%s), %d launches",
+    CHECK_MSG(status == AOTK_OK && fake.logged_launches == launches, "%s: aotk_attn_decode %s (%s), %d launches",
               appends[i].what, aotk_status_name(status), aotk_last_error(), fake.logged_launches);
-    if (status != AOTK_OK || fake.logged_launches != 2) continue;
-    const recorded_launch *append = &fake.launch_log[0], *decode = &fake.launch_log[1];
-    CHECK_MSG(append->kernel == KERNEL_ATTN_CACHE_APPEND &&
-                  append->grid[0] == (unsigned)(appends[i].batch * appends[i].seqlen_new) &&
-                  arg_i32(append, APPEND_SEQLEN_NEW) == appends[i].seqlen_new,
+    if (status != AOTK_OK || fake.logged_launches != launches) continue;
+    /* The 2^30-token appends run the appending kernel first; the one-token append is the decoding
+     * kernel's own. */
+    const recorded_launch *append = &fake.launch_log[0], *decode = &fake.launch_log[launches - 1];
+    CHECK_MSG(launches == 1 ||
+                  (append->kernel == KERNEL_ATTN_CACHE_APPEND &&
+                   append->grid[0] == (unsigned)(appends[i].batch * appends[i].seqlen_new) &&
+                   arg_i32(append, APPEND_SEQLEN_NEW) == appends[i].seqlen_new),
               "%s: launched %s first on %u programs, seqlen_new %d", appends[i].what,
               kernel_signatures[append->kernel].function, append->grid[0], arg_i32(append, APPEND_SEQLEN_NEW));
+    CHECK_MSG((launches == 1) == (appends[i].seqlen_new <= 16) &&
+                  ((arg_i32(decode, DECODE_FLAGS) & DECODE_FLAG_FUSED_APPEND) != 0) == (launches == 1),
+              "%s: %d launches, flags %#x", appends[i].what, launches, (unsigned)arg_i32(decode, DECODE_FLAGS));
     CHECK_MSG(decode->kernel == KERNEL_ATTN_DECODE && decode->grid[0] == (unsigned)appends[i].batch &&
                   arg_i32(decode, DECODE_SEQLEN_NEW) == appends[i].seqlen_new,
               "%s: then %s on %u programs, seqlen_new %d", appends[i].what,
@@ -342,7 +349,7 @@ static void test_decode_validation_accepts_edge_inputs(void) {
     aotk_status status = aotk_decode_query(AOTK_OP_DECODE, params, &info);
     CHECK_MSG(status == AOTK_OK, "%s: aotk_decode_query %s (%s)", cases[i].what, aotk_status_name(status),
               aotk_last_error());
-    const int launches = 1 + (info.num_splits > 1) + (params->k_new.data != NULL);
+    const int launches = expected_decode_launches(params, &info);
     CHECK_MSG(info.launches == launches && (info.workspace_bytes > 0) == (info.num_splits > 1) &&
                   ((info.features & AOTK_FEATURE_APPEND_KV) != 0) == (params->k_new.data != NULL) &&
                   ((info.features & AOTK_FEATURE_VARLEN) != 0) == (params->cu_seqlens_q.data != NULL) &&

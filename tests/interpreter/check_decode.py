@@ -81,8 +81,8 @@ def run_decode(q, kc, vc, table, seqlens, causal=0, wl=-1, wr=-1, softcap=0.0, s
     grid = (B * HK * row_chunks * nsplit,)
     K.attn_decode[grid](q, kc, vc, out, lse, table if paged else dummyi, seqlens, dummyi,
                         slopes if slopes is not None else dummy32,
-                        sinks if sinks is not None else dummy32, op, lp,
-                        *q.stride()[:3], *kc.stride()[:3], *vc.stride()[:3], *out.stride()[:3],
+                        sinks if sinks is not None else dummy32, op, lp, dummy32, dummy32,
+                        *q.stride()[:3], *kc.stride()[:3], *vc.stride()[:3], *out.stride()[:3], 0, 0, 0, 0, 0, 0,
                         lse.stride(0), lse.stride(1), table.stride(0) if paged else 0,
                         (slopes.stride(0) if slopes is not None and slopes.dim() == 2 else 0),
                         B, S, HQ, G, cap, page_size, nsplit, split_keys, row_chunks, D // 8, DV // 8, wl, 0 if causal else wr, flags, seqlen_new,
@@ -160,9 +160,9 @@ def check_varlen_prefill():
     ok = True
     for causal in (1, 0):
         out.fill_(float("nan")); lse.fill_(float("nan"))
-        K.attn_decode[(B * HK * chunks,)](q, kc, vc, out, lse, table, seql, cu, d32, d32, d32, d32,
+        K.attn_decode[(B * HK * chunks,)](q, kc, vc, out, lse, table, seql, cu, d32, d32, d32, d32, d32, d32,
             0, q.stride(0), q.stride(1), *kc.stride()[:3], *vc.stride()[:3], 0, out.stride(0), out.stride(1),
-            0, lse.stride(0), table.stride(0), 0,
+            0, 0, 0, 0, 0, 0, 0, lse.stride(0), table.stride(0), 0,
             B, maxq, HQ, G, cap, ps, 1, -(-cap // 64) * 64, chunks, D // 8, D // 8, -1, 0 if causal else -1,
             1 | 2 | 256, 0, scale * 1.4426950408889634, 0.0, 0.0,
             HEAD_DIM_QK=64, HEAD_DIM_V=64, BLOCK_M=BLOCK_M, BLOCK_N=64, PAGE_MODE=2 if ps % 64 == 0 else 1)
