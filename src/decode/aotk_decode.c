@@ -189,9 +189,10 @@ static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream
    * (one row chunk a group), there are at most FUSED_APPEND_ROWS of them a request (attn_decode.py) and
    * the cache is contiguous or its pages hold whole key blocks (the per-row page lookup's kernel has no
    * such code: it slowed its loop): each program writes the ones in its own key range, which only it
-   * reads. Else attn_cache_append runs first. On the H100 the separate kernel cost a step 1.7-3.5 us,
-   * the fused writes 0.1-1.4 us (docs/design.md). */
-  plan->fused_append = p->append && !p->varlen && plan->row_chunks == 1 && p->seqlen_new <= AOTK__FUSED_APPEND_ROWS &&
+   * reads. Else attn_cache_append runs first. On the H100 the separate kernel cost a one-token step
+   * 1.7-3.0 us up to batch 16, the fused writes 0.1-1.4 us (4 at batch 64, 0.1% of its step; design.md). */
+  plan->fused_append = p->append && !p->varlen && plan->row_chunks == 1 &&
+                       p->seqlen_new <= AOTK__FUSED_APPEND_ROWS &&
                        aotk__kernel_table[plan->decode_row].family != AOTK__FAMILY_ATTN_DECODE_PAGED;
   if (p->append && !plan->fused_append &&
       (status = aotk__choose_kernel(AOTK__FAMILY_ATTN_CACHE_APPEND, &key, 1, &plan->device, &plan->append_row,
@@ -240,7 +241,8 @@ static void set_num_splits(aotk_kernel_info *info, int64_t num_splits) {
 /* --- launches ------------------------------------------------------------------------------------ */
 
 /* Parameter kinds, in the catalog's order (codegen/aotk_catalog.py): p pointer, l int64, i int32, f fp32. */
-static const char decode_param_kinds[] = "ppppp" "ppp" "pp" "pp" "pp" "llllllllllllllllll" "llll" "iiiiiiiiiiiiiii" "fff";
+static const char decode_param_kinds[] =
+    "ppppp" "ppp" "pp" "pp" "pp" "llllllllllllllllll" "llll" "iiiiiiiiiiiiiii" "fff";
 static const char merge_param_kinds[] = "ppp" "p" "ppp" "pp" "llllllllllllll" "iiiiii";
 static const char append_param_kinds[] = "pppp" "pp" "llllllllllll" "l" "iiiiiii";
 
@@ -352,8 +354,9 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
                   &fused_k_new, &fused_v_new, &strides[0], &strides[1], &strides[2], &strides[3], &strides[4],
                   &strides[5], &strides[6], &strides[7], &strides[8], &strides[9], &strides[10], &strides[11],
                   &strides[12], &strides[13], &strides[14], &strides[15], &strides[16], &strides[17], &strides[18],
-                  &strides[19], &strides[20], &strides[21], &ints[0], &ints[1], &ints[2], &ints[3], &ints[4], &ints[5], &ints[6],
-                  &ints[7], &ints[8], &ints[9], &ints[10], &ints[11], &ints[12], &ints[13], &ints[14],
+                  &strides[19], &strides[20], &strides[21], &ints[0], &ints[1], &ints[2], &ints[3], &ints[4],
+                  &ints[5], &ints[6], &ints[7], &ints[8], &ints[9], &ints[10], &ints[11], &ints[12], &ints[13],
+                  &ints[14],
                   &qk_scale_log2, &softcap_scale, &softcap_log2};
   _Static_assert(sizeof args / sizeof args[0] == sizeof decode_param_kinds - 1, "one argument per parameter");
   if (p->append && !fused) {
