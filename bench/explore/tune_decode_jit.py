@@ -83,7 +83,7 @@ def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=M
 
     def run():
         K.attn_decode[(programs * splits,)](
-            q, kc, vc, out, lsep, tbl, lens, lens, lsep, lsep, part, lsep, None, None,
+            q, kc, vc, out, lsep, tbl, lens, lens, lsep, lsep, part, lsep, q, q,  # KNew, VNew: unread (no appending)
             q.stride(0), q.stride(1), q.stride(2), kc.stride(0), kc.stride(1), kc.stride(2),
             vc.stride(0), vc.stride(1), vc.stride(2), out.stride(0), out.stride(1), out.stride(2),
             0, 0, 0, 0, 0, 0, 0, 0, stride_tb, 0,
