@@ -8,6 +8,32 @@
 #include "fuzz_reach.h"
 
 
+/* The appending's reach, for attn_cache_append and for attn_decode when it appends itself: k_new's and
+ * v_new's rows [batch, seqlen_new, heads_kv, d] read, and the cache rows written inside the caller's
+ * caches (rows 0 .. capacity - 1 of each request, or of any page the caller described). The argument
+ * indices are the kernel's: KNew then VNew, K then V, and the six strides of each pair in order. */
+static void check_append_reach(const aotk__kernel_entry *e, void **a, const aotk_decode_params *d, int k_new, int k,
+                               int stride_nb, int stride_kp, int64_t batch, int64_t seqlen_new, int64_t heads_kv,
+                               bool paged, int64_t capacity, int64_t page_size, int64_t head_dim_qk,
+                               int64_t head_dim_v) {
+  const axis columns_qk = {0, head_dim_qk, 1}, columns_v = {0, head_dim_v, 1};
+  const int nb = stride_nb, kp = stride_kp;
+  const axis k_new_axes[] = {{0, batch, arg_i64(a, nb)}, {0, seqlen_new, arg_i64(a, nb + 1)},
+                             {0, heads_kv, arg_i64(a, nb + 2)}, columns_qk};
+  const axis v_new_axes[] = {{0, batch, arg_i64(a, nb + 3)}, {0, seqlen_new, arg_i64(a, nb + 4)},
+                             {0, heads_kv, arg_i64(a, nb + 5)}, columns_v};
+  check_box(arg_pointer(a, k_new), k_new_axes, 4, 2, e->function_name, "KNew");
+  check_box(arg_pointer(a, k_new + 1), v_new_axes, 4, 2, e->function_name, "VNew");
+  const int64_t pages_k = paged ? d->k_cache.shape[0] : batch, pages_v = paged ? d->v_cache.shape[0] : batch;
+  const int64_t cache_rows = paged ? (page_size < capacity ? page_size : capacity) : capacity;
+  const axis k_axes[] = {{0, pages_k, arg_i64(a, kp)}, {0, cache_rows, arg_i64(a, kp + 1)},
+                         {0, heads_kv, arg_i64(a, kp + 2)}, columns_qk};
+  const axis v_axes[] = {{0, pages_v, arg_i64(a, kp + 3)}, {0, cache_rows, arg_i64(a, kp + 4)},
+                         {0, heads_kv, arg_i64(a, kp + 5)}, columns_v};
+  check_box_in(arg_pointer(a, k), k_axes, 4, 2, e->function_name, "K (written)", &d->k_cache);
+  check_box_in(arg_pointer(a, k + 1), v_axes, 4, 2, e->function_name, "V (written)", &d->v_cache);
+}
+
 /* attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSlopes, Sinks, OutPartial,
  * LsePartial, KNew, VNew, 18 int64 q/k/v/out/k_new/v_new strides, stride_lb, stride_lh, stride_tb,
  * stride_ab, 15 int32 sizes and flags (seqlen_new last), 3 floats), its grid (split fastest, then row
@@ -175,17 +201,13 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
                          columns_qk};
   const axis v_axes[] = {{0, pages_v, arg_i64(a, VP)}, {0, cache_rows, arg_i64(a, VS)}, {0, heads_kv, arg_i64(a, VH)},
                          columns_v};
-  /* (With fused appending the kernel also writes rows of that box: the new tokens' positions, below
-   * the capacity, through the same page lookup.) */
   check_box(arg_pointer(a, K), k_axes, 4, 2, e->function_name, "K");
   check_box(arg_pointer(a, V), v_axes, 4, 2, e->function_name, "V");
+  /* Appending itself, it also writes rows of that box (the new tokens' positions, through the same page
+   * lookup), which must lie in the caller's caches, as attn_cache_append's writes. */
   if (fused) {
-    const axis k_new_axes[] = {{0, batch, arg_i64(a, NB)}, {0, seqlen_new, arg_i64(a, NS)}, {0, heads_kv, arg_i64(a, NH)},
-                               columns_qk};
-    const axis v_new_axes[] = {{0, batch, arg_i64(a, WB)}, {0, seqlen_new, arg_i64(a, WS)}, {0, heads_kv, arg_i64(a, WH)},
-                               columns_v};
-    check_box(arg_pointer(a, K_NEW), k_new_axes, 4, 2, e->function_name, "KNew");
-    check_box(arg_pointer(a, V_NEW), v_new_axes, 4, 2, e->function_name, "VNew");
+    check_append_reach(e, a, d, K_NEW, K, NB, KP, batch, seqlen_new, heads_kv, paged, capacity, page_size,
+                       head_dim_qk, head_dim_v);
   }
   if (paged) {
     EXPECT(page_size >= 1, "page_size = %lld", (long long)page_size);
@@ -437,21 +459,8 @@ static void check_append_launch(const aotk__kernel_entry *e, unsigned grid, void
   for (int i = NB; i <= VH; i++) EXPECT(arg_i64(a, i) % 16 == 0, "stride argument %d = %lld", i, (long long)arg_i64(a, i));
 
   /* The reach, from the packed arguments. */
-  const axis columns_qk = {0, head_dim_qk, 1}, columns_v = {0, head_dim_v, 1};
-  const axis k_new_axes[] = {{0, batch, arg_i64(a, NB)}, {0, seqlen_new, arg_i64(a, NS)}, {0, heads_kv, arg_i64(a, NH)},
-                             columns_qk};
-  const axis v_new_axes[] = {{0, batch, arg_i64(a, WB)}, {0, seqlen_new, arg_i64(a, WS)}, {0, heads_kv, arg_i64(a, WH)},
-                             columns_v};
-  check_box(arg_pointer(a, K_NEW), k_new_axes, 4, 2, e->function_name, "KNew");
-  check_box(arg_pointer(a, V_NEW), v_new_axes, 4, 2, e->function_name, "VNew");
-  const int64_t pages_k = paged ? d->k_cache.shape[0] : batch, pages_v = paged ? d->v_cache.shape[0] : batch;
-  const int64_t cache_rows = paged ? (page_size < capacity ? page_size : capacity) : capacity;
-  const axis k_axes[] = {{0, pages_k, arg_i64(a, KP)}, {0, cache_rows, arg_i64(a, KS)}, {0, heads_kv, arg_i64(a, KH)},
-                         columns_qk};
-  const axis v_axes[] = {{0, pages_v, arg_i64(a, VP)}, {0, cache_rows, arg_i64(a, VS)}, {0, heads_kv, arg_i64(a, VH)},
-                         columns_v};
-  check_box_in(arg_pointer(a, K), k_axes, 4, 2, e->function_name, "K (written)", &d->k_cache);
-  check_box_in(arg_pointer(a, V), v_axes, 4, 2, e->function_name, "V (written)", &d->v_cache);
+  check_append_reach(e, a, d, K_NEW, K, NB, KP, batch, seqlen_new, heads_kv, paged, capacity, page_size, head_dim_qk,
+                     head_dim_v);
   if (paged) {
     EXPECT(page_size >= 1, "page_size = %lld", (long long)page_size);
     const axis table_axes[] = {{0, batch, arg_i64(a, TB)}, {0, capacity >= 1 ? (capacity - 1) / page_size + 1 : 0, 1}};
