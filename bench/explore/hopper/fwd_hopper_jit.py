@@ -7,6 +7,10 @@ benchmark (bench/bench_attn.py) then measures what ships.
     python3 bench/explore/hopper/fwd_hopper_jit.py --variants 'base:{}' 'new:{"VARIANT":1}' \
         --head-dims 64,128 --seqlens 1024,4096,16384
 
+or keep the last commit's kernel in a directory git ignores and name it: `--base-kernels DIR --variants
+'old@base:{}' 'new:{}'` (variants `name@base` launch DIR's kernels). `--feature plain,alibi` runs the
+feature rows after the plain ones in the same process.
+
 Not part of the build; results go to stdout and $OUT/fwd_hopper_jit.json. (The harness builds
 descriptors for Q, K, V and O as the library does and sets FLAG_O_TMA.)
 """
@@ -27,6 +31,18 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 sys.path.insert(0, os.environ.get("AOTK_KERNELS_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                                                        "kernels"))
 from attn_fwd_hopper import attn_fwd_hopper, attn_fwd_hopper_wg3  # noqa: E402
+
+KERNELS = {"": (attn_fwd_hopper, attn_fwd_hopper_wg3)}
+
+
+def load_base(path):
+    """--base-kernels: another copy of kernels/attn_fwd_hopper.py (say, the last commit's), for variants named
+    `name@base` (it imports the tree's attn_hopper_common)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("attn_fwd_hopper_base", os.path.join(path, "attn_fwd_hopper.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    KERNELS["base"] = (mod.attn_fwd_hopper, mod.attn_fwd_hopper_wg3)
 
 LOG2E = 1.4426950408889634
 FLAG_WRITE_LSE, FLAG_SOFTCAP, FLAG_ALIBI, FLAG_REVERSE, FLAG_O_TMA = 1, 8, 16, 128, 256
@@ -59,7 +75,8 @@ def host_grid(sq, sk, tiles, nmb, block_m, block_n, causal, sms):
     return sms if max(load) <= 1.08 * sum(load) / sms else tiles
 
 
-def launcher(q, k, v, out, lse, causal, softcap=0.0, alibi=None, wg3=False, extras=False, persistent=False, **over):
+def launcher(q, k, v, out, lse, causal, softcap=0.0, alibi=None, wg3=False, extras=False, persistent=False,
+             module="", **over):
     """A callable that launches the kernel with everything prepared (descriptors built once)."""
     b, sq, hq, d = q.shape
     sk, hkv = k.shape[1], k.shape[2]
@@ -86,7 +103,7 @@ def launcher(q, k, v, out, lse, causal, softcap=0.0, alibi=None, wg3=False, extr
               PRODUCER_REGS=24, CONSUMER_REGS=160 if wg3 else 240)
     cx.update(over)
     opts = dict(num_warps=4, maxnreg=128 if wg3 else 168)
-    kern = attn_fwd_hopper_wg3 if wg3 else attn_fwd_hopper
+    kern = KERNELS[module][1 if wg3 else 0]
     ints = torch.zeros(2, device=q.device, dtype=torch.int32)
     floats = torch.zeros(2, device=q.device, dtype=torch.float32)
     al = alibi if alibi is not None else floats
@@ -128,13 +145,29 @@ def main():
     ap.add_argument("--head-dims", default="64,128")
     ap.add_argument("--seqlens", default="1024,4096,16384")
     ap.add_argument("--causal", default="0,1")
-    ap.add_argument("--feature", default="plain", choices=["plain", "softcap", "alibi"])
+    ap.add_argument("--feature", default="plain", help="comma-separated, of plain, softcap, alibi")
+    ap.add_argument("--base-kernels", default=None, help="a directory with another attn_fwd_hopper.py (load_base)")
     ap.add_argument("--wg3", action="store_true", help="the 192-row three-warpgroup entry (d=64)")
     ap.add_argument("--dtype", default="bf16")
     args = ap.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
-    variants = [(v.split(":", 1)[0], json.loads(v.split(":", 1)[1])) for v in args.variants]
+    if args.base_kernels:
+        load_base(args.base_kernels)
+    variants = []
+    for v in args.variants:
+        name, over = v.split(":", 1)[0], json.loads(v.split(":", 1)[1])
+        over["module"] = name.split("@", 1)[1] if "@" in name else ""
+        variants.append((name, over))
     rows = []
+    for feature in args.feature.split(","):
+        args.feature = feature
+        run_feature(args, dtype, variants, rows)
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), "fwd_hopper_jit.json"), "a") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+def run_feature(args, dtype, variants, rows):
     torch.manual_seed(0)
     extras = args.feature != "plain"
     failed = set()
@@ -178,7 +211,7 @@ def main():
                     if name in failed:
                         continue
                     res[name] = bench(launcher(q, k, v, out, lse, causal, softcap, alibi, args.wg3, extras, **over))
-                line = f"d={d} causal={int(causal)} n={n}:"
+                line = f"{args.feature} d={d} causal={int(causal)} n={n}:"
                 for name, ms in res.items():
                     line += f"  {name} {flops / ms / 1e9:.0f}"
                     if "cudnn" in res and name != "cudnn":
@@ -186,9 +219,6 @@ def main():
                 print(line, flush=True)
                 rows.append(dict(d=d, causal=causal, n=n, feature=args.feature, wg3=args.wg3,
                                  tflops={k2: flops / ms / 1e9 for k2, ms in res.items()}))
-    with open(os.path.join(os.environ.get("OUT", "/tmp"), "fwd_hopper_jit.json"), "a") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
 
 
 if __name__ == "__main__":
