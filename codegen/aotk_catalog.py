@@ -429,20 +429,40 @@ DECODE_PAGE_MODES = {"attn_decode": 0, "attn_decode_paged": 1, "attn_decode_page
 # 64 keys, within 4% either way on contiguous caches (64 keys ahead when split at batch 1, behind at
 # batch 64), 10-25% faster on 16- and 256-key pages, 1.4x on MQA); 64 at 256, where 128 keys of K and V
 # take 128 KB a stage. More stages measured no better; filling two program slots per SM with splits
-# (264 programs) was 5-25% slower than one. The 32-row tile runs 8 warps on sm_90 up to head dim 128:
+# (264 programs) was 5-25% slower than one with
+# this tile (not with the short-split tile below). The 32-row tile runs 8 warps on sm_90 up to head dim 128:
 # with 4 it holds 255 registers and spills 120 bytes where nothing tells the compiler that seqlen_q
 # is 1 (the JIT, which specializes the 1, measures 4 warps faster: 15.8 against 16.9 us at batch 8 and
 # 8k keys). Through the JIT with that specialization off, as the AOT build compiles it
 # (tune_decode_jit.py --unspecialize all, H100, bf16 d128, MQA 32/1), 8 warps against 4: batch 8 at 8k
 # keys 19.7 -> 17.0 us, batch 1 at 128k 37.9 -> 35.3, batch 16 at 32k 106.7 -> 100.4, batch 64 at 4k
 # 69.8 -> 65.3, and 16-key pages 6-20% faster.
+#
+# DECODE_SHORT_SPLIT: the size key of the short-split tile, beyond any group's rows, so that the tuning rule
+# never picks it by size: src/decode/aotk_decode.c asks for it by this key (AOTK__DECODE_SHORT_SPLIT_KEY)
+# where a split cuts at most DECODE_SHORT_SPLIT_KEYS keys of a 16-row group into splits of as few as 64
+# keys, two programs an SM. 64 keys a step and 2 stages (smaller programs, more of them resident) against
+# the 16x128 tile with 3 stages, on the H100 (tune_decode_jit.py --unspecialize all, bf16 d128, GQA 32/8
+# and 64/8, the kernel and its merge), contiguous: batch 1 at 1k keys 8.2 -> 6.9 us, 2k 8.3 -> 7.8, 8k
+# 12.8 -> 12.6, batch 4 at 1k 10.0 -> 9.7, batch 8 at 1k 13.7 -> 13.1, batch 2 at 4k 12.6 -> 12.4; 16-key
+# pages 8-10% faster on the same rows, 256-key pages 2-10%. From 16k keys at batch 1 it was 1-2% slower
+# (29.6 -> 29.9 us; 32k 50.9 -> 51.8), hence the bound; unsplit problems keep the wide tile (batch 16 at
+# 1k 26.8 -> 30.8 us). Not on sm_80 (not measured) nor for the MQA tiles (no gain: batch 8 at 8k 15.8 ->
+# 17.7 us with 32x64, 4 warps, 2 stages).
+DECODE_SHORT_SPLIT = 1 << 30
+DECODE_SHORT_SPLIT_KEYS = 8192
+
+
 def _decode_configs(arch, dqk, dv):
     wide = dqk <= 128 and dv <= 128
     stages = (3 if wide else 2) if arch == 90 else (2 if wide else 1)
     block_n = 128 if wide else 64
     warps32 = 8 if arch == 90 and wide else 4
-    return ((1, T(16, block_n, 4, stages)), (17, T(32, block_n, warps32, stages)),
-            (33, T(64, 64, 4 if wide else 8, min(stages, 2))))
+    configs = ((1, T(16, block_n, 4, stages)), (17, T(32, block_n, warps32, stages)),
+               (33, T(64, 64, 4 if wide else 8, min(stages, 2))))
+    if arch == 90 and wide:
+        configs += ((DECODE_SHORT_SPLIT, T(16, 64, 4, 2)),)
+    return configs
 
 
 # The merge: 8 rows x 32 head-dim columns per program, 2 warps, 3 stages (the partials' loads pipelined).

@@ -22,6 +22,9 @@ static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 /* kernels/attn_decode.py's FUSED_APPEND_ROWS: the most new tokens a request the decoding kernel appends. */
 enum { AOTK__FUSED_APPEND_ROWS = 16 };
+/* codegen/aotk_catalog.py's DECODE_SHORT_SPLIT (the short-split tile's size key, beyond any group's rows)
+ * and DECODE_SHORT_SPLIT_KEYS (the longest cache it splits). */
+enum { AOTK__DECODE_SHORT_SPLIT_KEY = 1 << 30, AOTK__DECODE_SHORT_SPLIT_KEYS = 8192 };
 
 typedef struct decode_plan {
   const aotk__driver *driver;
@@ -39,11 +42,13 @@ typedef struct decode_plan {
 /* How many ranges to cut each request's keys into, when batch * heads_kv * row_chunks programs cannot
  * fill the GPU. flash-attn's rule (num_splits_heuristic), with the split count that whole key blocks
  * really give: n asked splits of keys become ceil(keys / round_up(ceil(keys / n), block_n)), and the
- * efficiency of a count is the fraction of the last wave's SMs that have work, programs * count /
- * (ceil(programs * count / SMs) * SMs); take the smallest n within 95% of the best, so that a split is
+ * efficiency of a count is the fraction of the last wave's program slots that have work, programs * count /
+ * (ceil(programs * count / slots) * slots), the slots one per SM (two for the short-split tile, below);
+ * take the smallest n within 95% of the best, so that a split is
  * not paid for (a merge, more partials) when it does not fill the GPU better. For example 2 requests x
  * 8 kv heads = 16 programs on 132 SMs: n = 8 gives 128 programs in one wave (97%), n = 16 gives 256 in
- * two (97%): 8. Each split keeps at least 128 keys (a block of the d <= 128 kernels). On the H200
+ * two (97%): 8. Each split keeps at least min_keys keys: 128 (a block of the d <= 128 kernels), 64 with
+ * the short-split tile. On the H200
  * (bench/explore/tune_decode_jit.py, bf16 d128, with the merge below) the rounded count at 95% against
  * flash-attn's 85% of n took batch-1 MQA at 128k keys from 103 to 128 splits (46.6 to 45.7 us) and
  * batch-1 GQA at 16k from 15 to 16 (27.0 to 26.1 us), and lost nowhere by more than 1%; 128 keys a
@@ -52,10 +57,12 @@ static int64_t split_count(int64_t keys, int64_t n, int64_t block_n) {
   return ceil_div(keys, round_up(ceil_div(keys, n), block_n));
 }
 
-static int64_t choose_splits(int64_t programs, int64_t keys, int64_t block_n, int multiprocessors) {
+static int64_t choose_splits_over(int64_t programs, int64_t keys, int64_t block_n, int multiprocessors, int slots,
+                                  int64_t min_keys) {
   if (multiprocessors < 1) multiprocessors = 1;
+  if (slots < 1) slots = 1;
   if (programs >= (int64_t)multiprocessors * 4 / 5) return 1;
-  int64_t most = keys / 128; /* not ceil: 150 keys in 2 splits would give each 75 */
+  int64_t most = keys / min_keys; /* not ceil: 150 keys in 2 splits of at least 128 would give each 75 */
   if (most > AOTK_DECODE_MAX_SPLITS) most = AOTK_DECODE_MAX_SPLITS;
   if (most > ceil_div(keys, block_n)) most = ceil_div(keys, block_n);
   if (most <= 1) return 1;
@@ -63,14 +70,18 @@ static int64_t choose_splits(int64_t programs, int64_t keys, int64_t block_n, in
   double best = 0.0;
   for (int64_t n = 1; n <= most; n++) {
     int64_t work = programs * split_count(keys, n, block_n);
-    int64_t waves = ceil_div(work, multiprocessors);
-    efficiency[n] = (double)work / (double)(waves * multiprocessors);
+    int64_t waves = ceil_div(work, slots);
+    efficiency[n] = (double)work / (double)(waves * slots);
     if (efficiency[n] > best) best = efficiency[n];
   }
   for (int64_t n = 1; n <= most; n++) {
     if (efficiency[n] >= 0.95 * best) return n;
   }
   return most;
+}
+
+static int64_t choose_splits(int64_t programs, int64_t keys, int64_t block_n, int multiprocessors) {
+  return choose_splits_over(programs, keys, block_n, multiprocessors, multiprocessors, 128);
 }
 
 /* The merge's grid: a program per block_m rows and block_n head-dim columns, or per block_m rows with
@@ -127,13 +138,15 @@ static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream
   aotk__variant_key key;
   as_variant_key(p, &key);
   const int64_t group_rows = p->group_size * p->seqlen_q;
+  /* The tuning rule's size key: the group's rows, below the short-split tile's key. */
+  const int64_t size_key = group_rows < AOTK__DECODE_SHORT_SPLIT_KEY ? group_rows : AOTK__DECODE_SHORT_SPLIT_KEY - 1;
   /* A paged cache whose pages hold whole key blocks is read with one page lookup per block
    * (attn_decode_paged_blocks); other page sizes look each key row up (attn_decode_paged). The block
    * size is the chosen config's, so the test follows the choice; a build without the blocks family
    * falls back to the rows one. */
   status = AOTK_ERROR_KERNEL_NOT_BUILT;
   if (p->paged) {
-    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, &key, group_rows, &plan->device,
+    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, &key, size_key, &plan->device,
                                  &plan->decode_row, &plan->kind);
     if (status == AOTK_OK && p->page_size % aotk__kernel_table[plan->decode_row].block_n != 0) {
       status = AOTK_ERROR_KERNEL_NOT_BUILT;
@@ -141,7 +154,7 @@ static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream
   }
   if (status != AOTK_OK) {
     if ((status = aotk__choose_kernel(p->paged ? AOTK__FAMILY_ATTN_DECODE_PAGED : AOTK__FAMILY_ATTN_DECODE, &key,
-                                      group_rows, &plan->device, &plan->decode_row, &plan->kind)) != AOTK_OK) {
+                                      size_key, &plan->device, &plan->decode_row, &plan->kind)) != AOTK_OK) {
       return status;
     }
     aotk__clear_error(); /* a blocks family missing from a filtered build is no error once the rows one runs */
@@ -172,6 +185,36 @@ static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream
         plan->decode_row = small_row, plan->kind = small_kind, e = s;
         plan->row_chunks = small_chunks, programs = small_programs, splits = 1;
       }
+    }
+    aotk__clear_error();
+  }
+  /* The short-split tile (codegen/aotk_catalog.py, DECODE_SHORT_SPLIT: 64 keys a step, 2 stages): where
+   * the 16-row tile would split a cache of at most AOTK__DECODE_SHORT_SPLIT_KEYS keys, it takes the
+   * split instead, filling two program slots per SM with splits of as few as 64 keys. Its programs read
+   * less and more of them are resident, so a short step waits for fewer round trips of loads: on the
+   * H100 (bf16 d128, GQA 32/8, the kernel and its merge) batch 1 at 1k keys 8.2 -> 6.9 us, batch 8 at
+   * 1k 13.7 -> 13.1, 16-key pages 8-10% faster; 1-2% slower from 16k keys, hence the bound. Only builds
+   * with the tile have it (sm_90, head dims up to 128); a caller's split count is kept. */
+  if (splits > 1 && !p->varlen && p->num_splits_asked == 0 && e->block_m == 16 &&
+      p->size_hint <= AOTK__DECODE_SHORT_SPLIT_KEYS) {
+    /* Its family by the same rule as above, for its own block (pages of 64 keys are whole blocks of it). */
+    int short_row = -1;
+    aotk__image_kind short_kind;
+    bool found = p->paged &&
+                 aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, &key, AOTK__DECODE_SHORT_SPLIT_KEY,
+                                     &plan->device, &short_row, &short_kind) == AOTK_OK &&
+                 aotk__kernel_table[short_row].min_seqlen == AOTK__DECODE_SHORT_SPLIT_KEY &&
+                 p->page_size % aotk__kernel_table[short_row].block_n == 0;
+    if (!found) {
+      found = aotk__choose_kernel(p->paged ? AOTK__FAMILY_ATTN_DECODE_PAGED : AOTK__FAMILY_ATTN_DECODE, &key,
+                                  AOTK__DECODE_SHORT_SPLIT_KEY, &plan->device, &short_row, &short_kind) == AOTK_OK &&
+              aotk__kernel_table[short_row].min_seqlen == AOTK__DECODE_SHORT_SPLIT_KEY;
+    }
+    if (found) {
+      const aotk__kernel_entry *s = &aotk__kernel_table[short_row];
+      const int sms = plan->device.multiprocessors > 0 ? plan->device.multiprocessors : 1;
+      const int64_t n = choose_splits_over(programs, p->size_hint, s->block_n, sms, 2 * sms, 64);
+      if (s->block_m == e->block_m && n > 1) plan->decode_row = short_row, plan->kind = short_kind, e = s, splits = n;
     }
     aotk__clear_error();
   }

@@ -122,6 +122,25 @@ static const aotk__kernel_entry *expected_decode_row(const decode_shape *s, int 
   return expected_row(AOTK__FAMILY_ATTN_DECODE_PAGED, arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
 }
 
+/* The short-split tile (codegen/aotk_catalog.py's DECODE_SHORT_SPLIT, its size key): it replaces `row` (the
+ * tuning rule's) where that is the 16-row tile, the call splits with no split count of the caller's and no
+ * packed queries, and the cache plans for at most 8192 keys (max_seqlen_k, or the capacity); only where the
+ * build has it (sm_90, head dims up to 128). Its family by expected_decode_row's rule for its own block.
+ * `splits` is the call's count (the short tile's rule: the test works it by hand). */
+#define DECODE_SHORT_SPLIT_KEY (1 << 30)
+static const aotk__kernel_entry *expected_short_split_row(const aotk__kernel_entry *row, const decode_shape *s,
+                                                          int arch, const aotk_decode_params *params, int64_t splits,
+                                                          int64_t capacity, int64_t page_size) {
+  const int64_t size_hint =
+      params->max_seqlen_k > 0 && params->max_seqlen_k < capacity ? params->max_seqlen_k : capacity;
+  if (row == NULL || row->block_m != 16 || splits <= 1 || params->num_splits != 0 ||
+      params->cu_seqlens_q.data != NULL || size_hint > 8192) {
+    return row;
+  }
+  const aotk__kernel_entry *short_row = expected_decode_row(s, arch, page_size, DECODE_SHORT_SPLIT_KEY);
+  return short_row != NULL && short_row->min_seqlen == DECODE_SHORT_SPLIT_KEY ? short_row : row;
+}
+
 /* What a decoding call's query reports and its call launches, worked out from the header: the decoding
  * kernel is expected_decode_row's, on a grid of batch * heads_kv * ceil(G * seqlen_q / block_m) * splits
  * programs; with `splits` > 1 the fp32 partials lie in the workspace and the merge follows, one program
@@ -146,7 +165,12 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
             "%s: aotk_decode_query loaded or launched (%s)", what, called_functions());
   const int64_t group = decode_group(s), group_rows = group * s->seqlen_q;
   const bool split = splits > 1, paged = params->block_table.data != NULL, causal = params->causal == 1;
-  const aotk__kernel_entry *row = expected_decode_row(s, g->arch, paged ? params->k_cache.shape[1] : 0, group_rows);
+  const bool paged_cache = params->block_table.data != NULL;
+  const int64_t cache_capacity =
+      paged_cache ? params->block_table.shape[1] * params->k_cache.shape[1] : params->k_cache.shape[1];
+  const aotk__kernel_entry *row = expected_short_split_row(
+      expected_decode_row(s, g->arch, paged_cache ? params->k_cache.shape[1] : 0, group_rows), s, g->arch, params,
+      splits, cache_capacity, paged_cache ? params->k_cache.shape[1] : 0);
   const aotk__kernel_entry *merge =
       merge_row_for(g->arch, 1, splits, s->batch * s->seqlen_q * s->heads_q, s->head_dim_v);
   CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d decoding or attn_merge row", what, g->arch);

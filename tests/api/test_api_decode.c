@@ -37,13 +37,24 @@ static void test_decode_split_choice(void) {
        0, 4, 8192},
       {"200 keys: fewer than two splits of 128", 1, 32, 8, 1, 200, 0, 0, 0, 1, 0},
       {"255 keys: two splits would hold fewer than 128 each", 1, 32, 8, 1, 255, 0, 0, 0, 1, 0},
-      {"256 keys: two splits of 128", 1, 32, 8, 1, 256, 0, 0, 0, 2, 128},
-      {"300 keys: two splits asked of 150, 256 in whole blocks (and 44)", 1, 32, 8, 1, 300, 0, 0, 0, 2, 256},
-      {"1024 keys, 16 programs: 8 splits of 128 (the most that keep 128 each; 128 programs, 97%)", 2, 32, 8, 1, 1024,
-       0, 0, 0, 8, 128},
+      /* From here to 8192 keys the 16-row tile's split (at least 128 keys each, one program per SM) takes the
+       * short-split tile: splits of at least 64 keys in 64-key blocks, two program slots per SM (264). */
+      {"256 keys: the short-split tile's 4 splits of 64 (the wide tile would take 2 of 128)", 1, 32, 8, 1, 256, 0, 0,
+       0, 4, 64},
+      {"300 keys: 3 splits of 128 (4 asked give 75 keys, 128 in whole blocks of 64: 3; the wide tile, 2 of 256)", 1,
+       32, 8, 1, 300, 0, 0, 0, 3, 128},
+      {"1024 keys, 16 programs: 16 splits of 64 (256 programs in 264 slots, 97%; the wide tile, 8 of 128)", 2, 32, 8,
+       1, 1024, 0, 0, 0, 16, 64},
       {"max_seqlen_k 255 bounds a 32768-key cache: no split", 1, 32, 8, 1, 32768, 0, 0, 255, 1, 0},
-      {"max_seqlen_k 4096: 16 splits of 256 (97%; 13 to 15 asked give 11 splits of 384 in whole blocks, 67%)", 1, 32,
-       8, 1, 32768, 0, 0, 4096, 16, 256},
+      {"max_seqlen_k 4096: the short-split tile's 32 splits of 128 (256 programs in 264 slots, 97%; the wide tile "
+       "would take 16 of 256)", 1, 32, 8, 1, 32768, 0, 0, 4096, 32, 128},
+      {"max_seqlen_k 8192, the longest the short-split tile splits: 32 of 256", 1, 32, 8, 1, 32768, 0, 0, 8192, 32,
+       256},
+      {"max_seqlen_k 8193: the wide tile's rule, 33 splits of 256 (264 programs, two whole waves; 16 of 513 keys "
+       "round to 13 of 640, 79%)", 1, 32, 8, 1, 32768, 0, 0, 8193, 33, 256},
+      {"4 requests x 8 kv heads at 1024 keys: 8 splits of 128 (256 programs; the wide tile, 4 of 256)", 4, 32, 8, 1,
+       1024, 0, 0, 0, 8, 128},
+      {"a group of 32 rows (MQA) keeps its tile: 8 splits of 128 at 1024 keys", 1, 32, 1, 1, 1024, 0, 0, 0, 8, 128},
       {"max_seqlen_k above the capacity: the capacity", 1, 32, 8, 1, 32768, 0, 0, 100000, 16, 2048},
       {"forced 64 splits of 200 keys: one 128-key block each, 2", 1, 32, 8, 1, 200, 0, 64, 0, 2, 128},
       {"forced 256 splits of 32768 keys: 128 keys each", 1, 32, 8, 1, 32768, 0, 256, 0, 256, 128},
@@ -54,8 +65,13 @@ static void test_decode_split_choice(void) {
       {"paged, 2048 pages of 16 keys: as the contiguous 32768", 1, 32, 8, 1, 32768, 16, 0, 0, 16, 2048},
       {"paged, 128 pages of 256 keys (whole blocks, one lookup each): as the contiguous 32768", 1, 32, 8, 1, 32768,
        256, 0, 0, 16, 2048},
-      {"paged, 64 pages of 100 keys: 50 splits allowed; 13 splits of 512 keys are the best (104 programs, 79%: 14 to "
-       "16 asked round to 13 too, 17 give 136 programs in two waves)", 1, 32, 8, 1, 6400, 100, 0, 0, 13, 512},
+      {"paged, 64 pages of 100 keys (6400, per-row lookups): the short-split tile, 100 splits of 64 allowed; 25 of 256 "
+       "are the best (200 programs in 264 slots, 76%; the wide tile, 13 of 512)", 1, 32, 8, 1, 6400, 100, 0, 0, 25,
+       256},
+      {"paged, 64 pages of 128 keys (whole blocks of both tiles): 32 splits of 256 as contiguous", 1, 32, 8, 1, 8192,
+       128, 0, 0, 32, 256},
+      {"paged, 64 pages of 64 keys (a lookup per key row for the wide tile): the short-split tile's 32 splits of 128, "
+       "one lookup per block", 1, 32, 8, 1, 4096, 64, 0, 0, 32, 128},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     decode_shape s = {AOTK_DTYPE_BFLOAT16, cases[i].batch, cases[i].seqlen_q, cases[i].heads_q, cases[i].heads_kv,
@@ -90,13 +106,13 @@ static void test_decode_split_choice(void) {
   CHECK(decode_workspace_bytes(&s, 15) == 245760 + 1920);
   /* head_dim_v 72 pads partial rows to 80 floats: with 11 splits, 11 x 1 x 3 x 5 = 165 rows of them (52800
    * bytes), and 165 LSEs (660 bytes) pad to 672. The rule's split for it: one program (a group of 5 x 3
-   * tokens in one 16-row chunk of 128-key blocks), 4096 keys allow 32 splits of 128, and only 32 come
-   * within 95% of the best (31 asked round to 256-key splits, 16 of them): 480 rows, 153600 + 1920 bytes. */
+   * tokens in one 16-row chunk), 4096 keys: the short-split tile's 64 splits of 64 keys (the most it allows;
+   * the wide tile would take 32 of 128, 480 rows, 153600 + 1920 bytes). */
   s = (decode_shape){AOTK_DTYPE_FLOAT16, 1, 3, 5, 1, 64, 72, 4096, 0, 0, true, 0};
   CHECK(decode_workspace_bytes(&s, 11) == 52800 + 672);
   CHECK(decode_workspace_bytes(&s, 32) == 153600 + 1920);
   aotk_decode_params params = strided_decode_params(s);
-  check_decode("head dims (64, 72), 3 tokens of a group of 5", &params, &s, &sel_sm90, 32, 128,
+  check_decode("head dims (64, 72), 3 tokens of a group of 5", &params, &s, &sel_sm90, 64, 64,
                FAKE_WORKSPACE);
   uninstall_fake_gpu();
 }
@@ -114,13 +130,14 @@ static void test_decode_launch_arguments(void) {
   check_decode("contiguous, 3 splits of 384 keys", &params, &s, &sel_sm90, 3, 384, FAKE_WORKSPACE);
   CHECK_MSG(fake.loaded_images == 2, "loaded %d images, expected the decoding kernel and the merge",
             fake.loaded_images);
-  /* The rule's own choice for 6 programs and 1000 keys: 4 splits of 256 (7 keep 128 keys each, but 4 to 7
-   * asked all round to 256-key splits, 4 of them; 3 would be 384 keys each). */
+  /* The rule's own choice for 6 programs and 1000 keys: the wide tile would split (4 of 256), so the
+   * short-split tile takes it: 8 splits of 128 (15 of 64 allowed; 8 to 15 asked all round to 128-key
+   * splits, 8 of them, 48 programs; 6 or 7 would be 192 keys each). */
   params.num_splits = 0;
-  check_decode("contiguous, the rule's split", &params, &s, &sel_sm90, 4, 256, byte_offset(FAKE_WORKSPACE, 4096));
-  /* The 3 forced splits' merge read a partial a step; 4 partials of 48 rows (a grid of 24 programs for
-   * that kernel) take the wide one: a third image, loaded now. */
-  CHECK_MSG(fake.loaded_images == 3 && fake.calls[CALL_cuLibraryLoadData] == 1, "loaded %d images, %d now",
+  check_decode("contiguous, the rule's split", &params, &s, &sel_sm90, 8, 128, byte_offset(FAKE_WORKSPACE, 4096));
+  /* The 3 forced splits' merge read a partial a step; 8 partials of 48 rows (a grid of 24 programs for
+   * that kernel) take the wide one; the decoding kernel is the short-split tile: two images, loaded now. */
+  CHECK_MSG(fake.loaded_images == 4 && fake.calls[CALL_cuLibraryLoadData] == 2, "loaded %d images, %d now",
             fake.loaded_images, fake.calls[CALL_cuLibraryLoadData]);
 
   s = default_paged_shape;
