@@ -536,7 +536,8 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *   num_splits      0 (default): aotk chooses; n >= 1 (at most AOTK_DECODE_MAX_SPLITS) cuts each request's
  *                   keys into at most n ranges of whole key blocks (128 keys up to head dim 128, else 64:
  *                   7 asked over 700 keys gives 6),
- *                   whose partial results are merged; aotk_decode_query reports the count.
+ *                   whose partial results are merged; aotk_decode_query reports the count. (aotk's own
+ *                   choice may cut caches of up to 8192 keys into blocks of 64 on sm_90: README.)
  *   max_seqlen_k    0 (default): capacity; else a host-side bound on every L_b that aotk's choice of
  *                   num_splits uses (a request longer than it is still computed in full, only slower).
  *   k_new, v_new in optional, given together (appending, as flash_attn_with_kvcache's k and v):
