@@ -323,6 +323,18 @@ T = TileConfig
 # d=32 and d=256 configs are first picks sized to the shared memory and register file (see the issue-4
 # notes in docs/design.md for their measurement). sm_80 configs are not tuned (no A100 here): tiles that
 # fit the 99 KiB shared-memory limit of sm_86/sm_89.
+# FWD_SHORT_CAUSAL: the size key of the Gluon forward's short causal tile (64-key blocks, 3 stages), beyond
+# any sequence, so that the tuning rule never picks it by size: src/attn/aotk_attn.c asks for it by this key
+# (HOPPER_SHORT_CAUSAL_KEY) for a causal mask (no left window) over at most 512 queries and keys, or 1024
+# with softcap or ALiBi. Half-width key blocks halve the masked triangle the diagonal block computes, which
+# is most of a short causal row's waste. Through the JIT (bench/explore/hopper/fwd_hopper_jit.py, H100,
+# bf16, causal, TFLOP/s with 128 -> 64 keys a block): d64 at 256 93 -> 121, 512 184 -> 195, 768 257 -> 231,
+# 1024 296 -> 258; d128 at 256 147 -> 157, 512 265 -> 290, 768 357 -> 350, 1024 411 -> 388; with softcap or
+# ALiBi (EXTRAS, which keep block boundaries) d128 at 512 174-176 -> 222-227, 768 231-232 -> 283-294, 1024
+# 279-283 -> 318-331, 2048 about even; d64 at 512 111-118 -> 138-154, 1024 188-207 -> 198-223, 2048 254-287 ->
+# 233-269. Slower without a causal mask (d64 non-causal 512: 348 -> 305) and on windows (causal window
+# of 1024 at 4096: 470 -> 415).
+FWD_SHORT_CAUSAL = 1 << 30
 ATTN_TUNING = {
     ("attn_fwd", 90, 32, 32): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 4, 3))),
     ("attn_fwd", 90, 64, 64): ((1, T(64, 64, 4, 3)), (1025, T(128, 64, 8, 3))),
@@ -332,8 +344,8 @@ ATTN_TUNING = {
     # Gluon: num_warps is the first consumer warpgroup's (the program runs 4 + 4 + 1 producer, padded to
     # 12 warps: the metadata's count is what launches), num_stages the K/V ring's depth
     # (bench/explore/hopper/gluon_attn_fwd_check.py: BLOCK_N 128 with 2 stages beat 64 with 3 by 10-20%).
-    ("attn_fwd_hopper", 90, 64, 64): ((1, T(128, 128, 4, 2)),),
-    ("attn_fwd_hopper", 90, 128, 128): ((1, T(128, 128, 4, 2)),),
+    ("attn_fwd_hopper", 90, 64, 64): ((1, T(128, 128, 4, 2)), (FWD_SHORT_CAUSAL, T(128, 64, 4, 3))),
+    ("attn_fwd_hopper", 90, 128, 128): ((1, T(128, 128, 4, 2)), (FWD_SHORT_CAUSAL, T(128, 64, 4, 3))),
     ("attn_fwd_hopper", 90, 256, 256): ((1, T(128, 64, 4, 2)),),
     # (192, 128): 128-key blocks with one Q buffer (as at d=256): 48 KiB of Q, 2 x 48 of K and 2 x 32 of V.
     ("attn_fwd_hopper", 90, 192, 128): ((1, T(128, 128, 4, 2)),),

@@ -36,6 +36,7 @@ static double worst_error_fraction[4];
 /* Cases that ran the sm_90 TMA kernel (each one's choice is checked against aotk_gpu_test_expect_tma). */
 static int tma_cases;
 static int hopper_cases; /* and the warp-specialized Gluon kernel */
+static int short_causal_cases; /* and its short causal tile */
 static int wg3_cases;    /* of them, its three-warpgroup form */
 
 static void run_fwd_case(const void *argument) {
@@ -64,6 +65,22 @@ static void run_fwd_case(const void *argument) {
   if (strncmp(r.kernel_name, "attn_fwd_tma_", 13) == 0) tma_cases++;
   if (strncmp(r.kernel_name, "attn_fwd_hopper_", 16) == 0) hopper_cases++;
   if (wg3) wg3_cases++;
+  /* The two-warpgroup kernel's short causal tile (64-key blocks: "_m128n64w4s3") at d64 and d128 for a
+   * causal mask with no left window over at most 512 queries and keys, 1024 with softcap or ALiBi
+   * (src/attn/aotk_attn.c, hopper_short_causal); checked on dense cases (varlen's max_seqlen_k is the
+   * runner's). */
+  const bool short_tile = strstr(r.kernel_name, "_m128n64w4s3") != NULL;
+  if (short_tile) short_causal_cases++;
+  if (path == FWD_HOPPER && c->features.num_seqs == 0) {
+    const bool causal_only = (c->causal && (!c->features.window || c->features.window_left < 0)) ||
+                             (!c->causal && c->features.window && c->features.window_left < 0 &&
+                              c->features.window_right == 0);
+    const int64_t limit = aotk_gpu_test_has_extras(&c->features) ? 1024 : 512;
+    const bool expect_short = causal_only && (c->head_dim == 64 || c->head_dim == 128) &&
+                              c->seqlen_q <= limit && c->seqlen_k <= limit;
+    CHECK_MSG(short_tile == expect_short, "ran %s, expected %s tile", r.kernel_name,
+              expect_short ? "the short causal" : "the 128-key");
+  }
   /* The forward, and the mask kernel when the mask is asked for (the check asks with dropout). */
   const int32_t launches = c->features.dropout_p > 0.0f ? 2 : 1;
   CHECK_MSG(r.launches == launches, "launches = %d, expected %d", (int)r.launches, (int)launches);
@@ -178,8 +195,9 @@ static void tma_section(int *index, uint64_t *state) {
 
 /* Each case's choice was checked against the rule; this catches a rule that never fires on an H100. */
 static void test_tma_was_used(void) {
-  printf("    cases that ran the TMA kernel: %d, the warp-specialized kernel: %d (%d with three warpgroups) "
-         "(GPU sm_%d)\n", tma_cases, hopper_cases, wg3_cases, compute_capability);
+  printf("    cases that ran the TMA kernel: %d, the warp-specialized kernel: %d (%d with three warpgroups, %d "
+         "its short causal tile) (GPU sm_%d)\n", tma_cases, hopper_cases, wg3_cases, short_causal_cases,
+         compute_capability);
   if (compute_capability != 90) {
     TEST_SKIP("the TMA kernels run on sm_90 only");
     return;
@@ -187,6 +205,7 @@ static void test_tma_was_used(void) {
   CHECK_MSG(tma_cases >= 20, "only %d cases ran the TMA kernel", tma_cases);
   CHECK_MSG(hopper_cases >= 40, "only %d cases ran the warp-specialized kernel", hopper_cases);
   CHECK_MSG(wg3_cases >= 6, "only %d cases ran the three-warpgroup kernel", wg3_cases);
+  CHECK_MSG(short_causal_cases >= 10, "only %d cases ran the short causal tile", short_causal_cases);
 }
 
 /* Several threads make the first calls of one kernel at once: the image must load exactly once and

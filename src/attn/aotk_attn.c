@@ -178,12 +178,31 @@ static aotk_status plan_device(attn_plan *plan, const aotk__driver **driver, aot
  * table picks for short sequences run windows faster too (bench/explore/feature_cost_jit.py --windows, H100,
  * d=128 at 16k: window 1024 causal 0.70 of plain with 64x64 tiles against 0.64 with 128x128; (512, 512)
  * 0.74 against 0.65). */
+/* codegen/aotk_catalog.py's FWD_SHORT_CAUSAL: the size key of the Gluon forward's short causal tile, beyond
+ * any sequence (the keys below are kept under it). */
+#define HOPPER_SHORT_CAUSAL_KEY ((int64_t)1 << 30)
+
 static int64_t fwd_size_key(const aotk__attn_problem *problem) {
   /* Not for the EXTRAS kernels: their short-sequence tile runs long rows 27% slower (same script,
    * --extras: softcap at 16k, 273 TFLOP/s with 64x64 against 371 with 128x64). */
-  if (problem->window_left < 0 || problem->window_right < 0 || problem->extras) return problem->seqlen_q;
-  int64_t span = (int64_t)problem->window_left + problem->window_right;
-  return span < problem->seqlen_q ? (span > 1 ? span : 1) : problem->seqlen_q;
+  int64_t key = problem->seqlen_q;
+  if (problem->window_left >= 0 && problem->window_right >= 0 && !problem->extras) {
+    int64_t span = (int64_t)problem->window_left + problem->window_right;
+    key = span < problem->seqlen_q ? (span > 1 ? span : 1) : problem->seqlen_q;
+  }
+  return key < HOPPER_SHORT_CAUSAL_KEY ? key : HOPPER_SHORT_CAUSAL_KEY - 1;
+}
+
+/* Whether the Gluon forward takes its short causal tile (64-key blocks, 3 stages; codegen/aotk_catalog.py,
+ * FWD_SHORT_CAUSAL): a causal mask with no left window over at most 512 queries and keys, 1024 with the
+ * EXTRAS code. Half-width key blocks halve the masked triangle that each tile's diagonal block computes,
+ * most of a short causal row's waste; on longer rows the wider block's fewer steps win. On the H100
+ * (fwd_hopper_jit.py, bf16, TFLOP/s with 128 -> 64 keys a block): d128 at 512 265 -> 290, d64 at 256 93 ->
+ * 121 and at 512 184 -> 195, but at 768 257 -> 231; softcap or ALiBi at d128 and 1024 279-283 -> 318-331. */
+static bool hopper_short_causal(const aotk__attn_problem *problem) {
+  const int64_t limit = problem->extras ? 1024 : 512;
+  return problem->window_left < 0 && problem->window_right == 0 && problem->seqlen_q <= limit &&
+         problem->seqlen_k <= limit;
 }
 
 /* Whether a tensor [batch, seqlen, heads, head_dim] can be read as the TMA kernel's 3-d view
@@ -263,6 +282,10 @@ static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) 
   }
   if (tma_row < 0 && hopper_kernels_cover(problem)) {
     tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER, problem, plan, fwd_size_key(problem));
+    if (tma_row >= 0 && hopper_short_causal(problem)) {
+      const int short_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER, problem, plan, HOPPER_SHORT_CAUSAL_KEY);
+      if (short_row >= 0 && aotk__kernel_table[short_row].min_seqlen == HOPPER_SHORT_CAUSAL_KEY) tma_row = short_row;
+    }
   }
   if (tma_row < 0) tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_TMA, problem, plan, fwd_size_key(problem));
   if (tma_row >= 0) {

@@ -235,8 +235,8 @@ void check_launch(const char *what, const aotk_attn_params *params, const proble
   const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);
   CHECK_MSG(row != NULL, "%s: aotk_query names %s, not a table row", what, info.kernel_name);
   if (row == NULL) return;
-  const aotk__kernel_entry *tuned = expected_row(family, info.arch, p->dtype, p->head_dim, dim_v(p), info.aligned,
-                                                 expected.extras, p->seqlen_q);
+  const aotk__kernel_entry *tuned = expected_fwd_row(params, family, info.arch, p->head_dim, dim_v(p), info.aligned,
+                                                     expected.extras, p->seqlen_q);
   CHECK_MSG(row == tuned, "%s: aotk_query names %s, expected %s", what, info.kernel_name,
             tuned != NULL ? tuned->name : "(none)");
   CHECK_MSG(row->extras == (int)expected.extras, "%s: %s is%s the EXTRAS variant", what, row->name,

@@ -184,6 +184,23 @@ const aotk__kernel_entry *expected_row(int family, int arch, aotk_dtype dtype, i
   return best;
 }
 
+const aotk__kernel_entry *expected_fwd_row(const aotk_attn_params *params, int family, int arch, int64_t head_dim_qk,
+                                           int64_t head_dim_v, int aligned, int extras, int64_t size_key) {
+  const aotk__kernel_entry *row =
+      expected_row(family, arch, params->q.dtype, head_dim_qk, head_dim_v, aligned, extras, size_key);
+  if (family != AOTK__FAMILY_ATTN_FWD_HOPPER || row == NULL) return row;
+  const bool varlen = params->cu_seqlens_q.data != NULL;
+  const int64_t seqlen_q = varlen ? params->max_seqlen_q : params->q.shape[1];
+  const int64_t seqlen_k = varlen ? params->max_seqlen_k : params->k.shape[1];
+  const int64_t limit = extras ? 1024 : 512;
+  const bool causal = params->window_left < 0 && (params->causal || params->window_right == 0);
+  if (!causal || seqlen_q > limit || seqlen_k > limit) return row;
+  const int64_t short_key = (int64_t)1 << 30;
+  const aotk__kernel_entry *short_row =
+      expected_row(family, arch, params->q.dtype, head_dim_qk, head_dim_v, aligned, extras, short_key);
+  return short_row != NULL && short_row->min_seqlen == short_key ? short_row : row;
+}
+
 /* Whether aotk's aligned kernels may run on t (include/aotk.h): a 16-byte-aligned address and strides
  * that are multiples of 16 elements, the last dimension's aside. */
 static bool tensor_aligned16(const aotk_tensor *t) {

@@ -133,6 +133,14 @@ enum { WG3_MIN_SEQLEN_Q = 2048 };
  * choose_tma_row). */
 int expected_fwd_family(const aotk_attn_params *params, int arch, bool from_ptx, int max_shared_bytes);
 
+/* The forward's row in `family` (expected_fwd_family's) for `params` with the tuning rule's size key
+ * (seqlen_q, or a window's span): expected_row's, except that the two-warpgroup Gluon forward takes its
+ * short causal tile (codegen/aotk_catalog.py's FWD_SHORT_CAUSAL, size key 2^30, where the build has it)
+ * for a causal mask with no left window over at most 512 queries and keys (max_seqlen for varlen), or
+ * 1024 with softcap, ALiBi or dropout (src/attn/aotk_attn.c, hopper_short_causal). */
+const aotk__kernel_entry *expected_fwd_row(const aotk_attn_params *params, int family, int arch, int64_t head_dim_qk,
+                                           int64_t head_dim_v, int aligned, int extras, int64_t size_key);
+
 /* Whether TMA can read or write t [batch, seqlen, heads, d] (varlen [total, heads, d]) as the kernels'
  * view [batch, seqlen, heads * d]. */
 bool tma_readable(const aotk_tensor *caller_tensor);

@@ -215,8 +215,8 @@ static void test_tuning_choice(void) {
           } else {
             without_dropout.window_left = 64;
           }
-          const aotk__kernel_entry *gluon =
-              expected_row(AOTK__FAMILY_ATTN_FWD_HOPPER, 90, dtypes[d], head_dim, head_dim, 1, extras, seqlens[s]);
+          const aotk__kernel_entry *gluon = expected_fwd_row(&without_dropout, AOTK__FAMILY_ATTN_FWD_HOPPER, 90, head_dim,
+                                                             head_dim, 1, extras, seqlens[s]);
           aotk_kernel_info gluon_info = AOTK_KERNEL_INFO_INIT;
           status = aotk_query(AOTK_OP_ATTN_FWD, &without_dropout, &gluon_info);
           queries++;
@@ -307,7 +307,7 @@ static void test_window_tuning_choice(void) {
               "causal %d window (%d, %d) extras %d: the test's own rule does not take %s", cases[i].causal,
               cases[i].window_left, cases[i].window_right, extras, kernel_signatures[fwd_kernel_id(family)].function);
     const aotk__kernel_entry *expected =
-        expected_row(family, 90, p.dtype, 128, 128, 1, extras, extras ? 16384 : cases[i].key);
+        expected_fwd_row(&params, family, 90, 128, 128, 1, extras, extras ? 16384 : cases[i].key);
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     aotk_status status = aotk_query(AOTK_OP_ATTN_FWD, &params, &info);
     CHECK_MSG(status == AOTK_OK && expected != NULL && strcmp(info.kernel_name, expected->name) == 0,
