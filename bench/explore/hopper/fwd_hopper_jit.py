@@ -33,6 +33,7 @@ sys.path.insert(0, os.environ.get("AOTK_KERNELS_DIR") or os.path.join(os.path.di
 from attn_fwd_hopper import attn_fwd_hopper, attn_fwd_hopper_wg3  # noqa: E402
 
 KERNELS = {"": (attn_fwd_hopper, attn_fwd_hopper_wg3)}
+WINDOW = [-1, -1]  # --window: (window_left, window_right) of every row; causal sets window_right 0
 
 
 def load_base(path):
@@ -111,7 +112,7 @@ def launcher(q, k, v, out, lse, causal, softcap=0.0, alibi=None, wg3=False, extr
                    q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                    v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2),
                    lse.stride(0), lse.stride(1), al.stride(0) if alibi is not None else 0,
-                   sq, sk, hq, hq // hkv, nmb, d // 8, d // 8, -1, 0 if causal else -1, flags,
+                   sq, sk, hq, hq // hkv, nmb, d // 8, d // 8, WINDOW[0], 0 if causal else WINDOW[1], flags,
                    scale * LOG2E, scale / softcap if softcap > 0 else 0.0, softcap * LOG2E, 0, 1.0,
                    dq, dk, dv, do, tiles)
     kw = dict(cx, **opts)
@@ -132,6 +133,10 @@ def reference(q, k, v, causal, softcap=0.0, alibi=None):
         s = s - alibi[:, :, None, None] * (i - j).abs().float()
     if causal:
         s = s.masked_fill(j > i, float("-inf"))
+    if WINDOW[0] >= 0:
+        s = s.masked_fill(j < i - WINDOW[0], float("-inf"))
+    if WINDOW[1] >= 0 and not causal:
+        s = s.masked_fill(j > i + WINDOW[1], float("-inf"))
     return (s.softmax(-1) @ vf).transpose(1, 2), torch.logsumexp(s, -1)
 
 
@@ -145,6 +150,8 @@ def main():
     ap.add_argument("--head-dims", default="64,128")
     ap.add_argument("--seqlens", default="1024,4096,16384")
     ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--window", default="", help="LEFT,RIGHT: a sliding window on every row (-1: unbounded; "
+                    "causal makes RIGHT 0); TFLOP/s then count the visible pairs")
     ap.add_argument("--feature", default="plain", help="comma-separated, of plain, softcap, alibi")
     ap.add_argument("--base-kernels", default=None, help="a directory with another attn_fwd_hopper.py (load_base)")
     ap.add_argument("--wg3", action="store_true", help="the 192-row three-warpgroup entry (d=64)")
@@ -153,6 +160,8 @@ def main():
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     if args.base_kernels:
         load_base(args.base_kernels)
+    if args.window:
+        WINDOW[:] = [int(x) for x in args.window.split(",")]
     variants = []
     for v in args.variants:
         name, over = v.split(":", 1)[0], json.loads(v.split(":", 1)[1])
@@ -202,8 +211,14 @@ def run_feature(args, dtype, variants, rows):
                 out = torch.empty_like(q)
                 lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
                 flops = 4.0 * b * h * n * n * d / (2 if causal else 1)
+                if args.window:
+                    i = torch.arange(n, dtype=torch.float64)
+                    lo = (i - WINDOW[0]).clamp(min=0) if WINDOW[0] >= 0 else torch.zeros_like(i)
+                    right = 0 if causal else WINDOW[1]
+                    hi = (i + right).clamp(max=n - 1) if right >= 0 else torch.full_like(i, n - 1)
+                    flops = 4.0 * b * h * d * float((hi - lo + 1).sum())
                 res = {}
-                if args.feature == "plain":
+                if args.feature == "plain" and not args.window:
                     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
                     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                         res["cudnn"] = bench(lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal))
