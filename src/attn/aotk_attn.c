@@ -173,15 +173,16 @@ static aotk_status plan_device(attn_plan *plan, const aotk__driver **driver, aot
 }
 
 /* The forward: its kernel, and the dropout-mask kernel when the mask is asked for. */
+
+/* codegen/aotk_catalog.py's FWD_SHORT_CAUSAL: the size key of the Gluon forward's short causal tile, beyond
+ * any sequence (fwd_size_key keeps its keys under it). */
+#define HOPPER_SHORT_CAUSAL_KEY ((int64_t)1 << 30)
+
 /* The forward's tuning key: seqlen_q, or for a window bounded on both sides (causal counts as a right
  * bound of 0) the keys a row sees, if fewer: a program's work follows the window, and the small tiles the
  * table picks for short sequences run windows faster too (bench/explore/feature_cost_jit.py --windows, H100,
  * d=128 at 16k: window 1024 causal 0.70 of plain with 64x64 tiles against 0.64 with 128x128; (512, 512)
  * 0.74 against 0.65). */
-/* codegen/aotk_catalog.py's FWD_SHORT_CAUSAL: the size key of the Gluon forward's short causal tile, beyond
- * any sequence (the keys below are kept under it). */
-#define HOPPER_SHORT_CAUSAL_KEY ((int64_t)1 << 30)
-
 static int64_t fwd_size_key(const aotk__attn_problem *problem) {
   /* Not for the EXTRAS kernels: their short-sequence tile runs long rows 27% slower (same script,
    * --extras: softcap at 16k, 273 TFLOP/s with 64x64 against 371 with 128x64). */
