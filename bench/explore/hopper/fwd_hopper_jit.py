@@ -93,6 +93,9 @@ def launcher(q, k, v, out, lse, causal, softcap=0.0, alibi=None, wg3=False, extr
     tiles = nmb * b * hq
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     grid = min(tiles, sms) if persistent else host_grid(sq, sk, tiles, nmb, block_m, block_n, causal, sms)
+    programs = over.pop("programs", None)  # a variant's grid: "tiles" (one program a tile) or a count
+    if programs is not None:
+        grid = tiles if programs == "tiles" else min(int(programs), tiles)
     # O by TMA store (out is contiguous here); flags is then never 1, which the JIT would compile in.
     flags = FLAG_WRITE_LSE | FLAG_O_TMA | (FLAG_REVERSE if causal else 0)
     scale = 1.0 / math.sqrt(d)
