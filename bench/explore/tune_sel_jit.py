@@ -75,7 +75,11 @@ def main():
     ap.add_argument("--dkdv-variant", default="", help="PATH:NAME, a sel_bwd_dkdv with the same parameters to time")
     ap.add_argument("--roof", action="store_true", help="time the forward's loads alone (sel_loads_only)")
     ap.add_argument("--nsa-path", default=None, help="also time the public NSA kernel (bench_attn.py --nsa-path)")
+    ap.add_argument("--group-configs", default="", help="GxWxS,...: forward and dQ configs after the catalog's")
+    ap.add_argument("--dkdv-configs", default="", help="RxNxWxS,...: dK/dV configs after the catalog's")
     args = ap.parse_args()
+    for text, configs in ((args.group_configs, GROUP_CONFIGS), (args.dkdv_configs, DKDV_CONFIGS)):
+        configs.extend(tuple(int(x) for x in c.split("x")) for c in text.split(",") if c)
     which = set(args.kernels.split(","))
     global sel_fwd, sel_bwd_dq, sel_bwd_dkdv
     if args.variant:
@@ -247,7 +251,7 @@ def main():
             ("order", lambda: sel_index_order[(hk * blocks_per_seq,)](idx, dummy, dummy, dummy, offsets, tokens,
                                                                       idx.stride(0), idx.stride(1), 0, 0,
                                                                       stride_offsets, T * S, 1, T, T, T, bs, S, 0,
-                                                                      SORT_TILE=tile, ENTRIES=1024, num_warps=wo)),
+                                                                      SORT_TILE=tile, SCAN_TOKENS=256, num_warps=wo)),
         ]
         for name, fn in steps:
             if timed:
