@@ -108,7 +108,8 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSl
     # With appending (seqlen_new > 0), cache_seqlens holds the length before the step's keys were
     # written (by attn_cache_append, launched first), as in flash-attn.
     # (In int64: a length near 2^31 plus the new tokens must clamp to the capacity, not wrap.)
-    length = tl.minimum(tl.maximum(tl.load(CacheSeqlens + batch), 0).to(tl.int64) + seqlen_new, capacity).to(tl.int32)
+    cached = tl.maximum(tl.load(CacheSeqlens + batch), 0).to(tl.int64)  # keys before the step's new ones
+    length = tl.minimum(cached + seqlen_new, capacity).to(tl.int32)
     # Queries: dense [batch, seqlen_q, heads_q, d], or packed (FLAG_VARLEN, a prefill over the cache)
     # [total_q, heads_q, d] with request b's rows from CuSeqlensQ[b] and seqlen_q their maximum.
     q_start = batch64 * 0
@@ -169,13 +170,13 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSl
     if (PAGE_MODE != 1) and ((flags & FLAG_FUSED_APPEND) != 0):
         # Appending fused (the host's choice: one row chunk a group and at most FUSED_APPEND_ROWS new
         # tokens; else attn_cache_append runs first): new token i of the request goes to position
-        # max(cache_seqlens, 0) + i, and the program whose key range [split_lo, split_hi) holds that
-        # position writes it for its kv head, before its own loop reads it (split_hi <= the length <=
-        # the capacity, so nothing at or past the capacity is written). Only that program reads those
+        # cached + i, and the program whose key range [split_lo, split_hi) holds that position writes it
+        # for its kv head, before its own loop reads it (split_hi <= the length <= the capacity, so
+        # nothing at or past the capacity is written). Only that program reads those
         # rows, so no other program waits on them. The CTA barrier orders the stores before the loop's
         # loads of the same rows.
         new_tokens = tl.arange(0, FUSED_APPEND_ROWS)
-        new_pos = tl.maximum(tl.load(CacheSeqlens + batch), 0).to(tl.int64) + new_tokens
+        new_pos = cached + new_tokens
         write = (new_tokens < seqlen_new) & (new_pos >= split_lo) & (new_pos < split_hi)
         if PAGE_MODE == 0:
             new_page = batch64 + new_pos * 0
