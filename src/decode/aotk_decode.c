@@ -125,6 +125,25 @@ static void as_variant_key(const aotk__decode_problem *p, aotk__variant_key *key
   key->aligned = 1;
 }
 
+/* The decoding row for `size_key` (the tuning rule's key): a paged cache whose pages hold whole key blocks
+ * of that row is read with one page lookup per block (attn_decode_paged_blocks); other page sizes look
+ * each key row up (attn_decode_paged); a contiguous cache runs attn_decode. The block size is the chosen
+ * config's, so the test follows the choice; a build without the blocks family falls back to the rows
+ * one. */
+static aotk_status choose_decode_row(const aotk__decode_problem *p, const aotk__variant_key *key, int64_t size_key,
+                                     const aotk__device_info *device, int *row, aotk__image_kind *kind) {
+  if (p->paged &&
+      aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, key, size_key, device, row, kind) == AOTK_OK &&
+      p->page_size % aotk__kernel_table[*row].block_n == 0) {
+    return AOTK_OK;
+  }
+  aotk_status status =
+      aotk__choose_kernel(p->paged ? AOTK__FAMILY_ATTN_DECODE_PAGED : AOTK__FAMILY_ATTN_DECODE, key, size_key, device,
+                          row, kind);
+  if (status == AOTK_OK) aotk__clear_error(); /* a blocks family missing from a filtered build is no error */
+  return status;
+}
+
 /* `stream` is checked to belong to the current context before anything is chosen for its device
  * (aotk__check_stream_context); the query, which launches nothing, passes NULL. */
 static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream, decode_plan *plan) {
@@ -140,24 +159,8 @@ static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream
   const int64_t group_rows = p->group_size * p->seqlen_q;
   /* The tuning rule's size key: the group's rows, below the short-split tile's key. */
   const int64_t size_key = group_rows < AOTK__DECODE_SHORT_SPLIT_KEY ? group_rows : AOTK__DECODE_SHORT_SPLIT_KEY - 1;
-  /* A paged cache whose pages hold whole key blocks is read with one page lookup per block
-   * (attn_decode_paged_blocks); other page sizes look each key row up (attn_decode_paged). The block
-   * size is the chosen config's, so the test follows the choice; a build without the blocks family
-   * falls back to the rows one. */
-  status = AOTK_ERROR_KERNEL_NOT_BUILT;
-  if (p->paged) {
-    status = aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, &key, size_key, &plan->device,
-                                 &plan->decode_row, &plan->kind);
-    if (status == AOTK_OK && p->page_size % aotk__kernel_table[plan->decode_row].block_n != 0) {
-      status = AOTK_ERROR_KERNEL_NOT_BUILT;
-    }
-  }
-  if (status != AOTK_OK) {
-    if ((status = aotk__choose_kernel(p->paged ? AOTK__FAMILY_ATTN_DECODE_PAGED : AOTK__FAMILY_ATTN_DECODE, &key,
-                                      size_key, &plan->device, &plan->decode_row, &plan->kind)) != AOTK_OK) {
-      return status;
-    }
-    aotk__clear_error(); /* a blocks family missing from a filtered build is no error once the rows one runs */
+  if ((status = choose_decode_row(p, &key, size_key, &plan->device, &plan->decode_row, &plan->kind)) != AOTK_OK) {
+    return status;
   }
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
   plan->row_chunks = ceil_div(group_rows, e->block_m);
@@ -197,19 +200,12 @@ static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream
    * with the tile have it (sm_90, head dims up to 128); a caller's split count is kept. */
   if (splits > 1 && !p->varlen && p->num_splits_asked == 0 && e->block_m == 16 &&
       p->size_hint <= AOTK__DECODE_SHORT_SPLIT_KEYS) {
-    /* Its family by the same rule as above, for its own block (pages of 64 keys are whole blocks of it). */
+    /* Its family by choose_decode_row's rule, for its own block (pages of 64 keys are whole blocks of it). */
     int short_row = -1;
     aotk__image_kind short_kind;
-    bool found = p->paged &&
-                 aotk__choose_kernel(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, &key, AOTK__DECODE_SHORT_SPLIT_KEY,
-                                     &plan->device, &short_row, &short_kind) == AOTK_OK &&
-                 aotk__kernel_table[short_row].min_seqlen == AOTK__DECODE_SHORT_SPLIT_KEY &&
-                 p->page_size % aotk__kernel_table[short_row].block_n == 0;
-    if (!found) {
-      found = aotk__choose_kernel(p->paged ? AOTK__FAMILY_ATTN_DECODE_PAGED : AOTK__FAMILY_ATTN_DECODE, &key,
-                                  AOTK__DECODE_SHORT_SPLIT_KEY, &plan->device, &short_row, &short_kind) == AOTK_OK &&
-              aotk__kernel_table[short_row].min_seqlen == AOTK__DECODE_SHORT_SPLIT_KEY;
-    }
+    const bool found =
+        choose_decode_row(p, &key, AOTK__DECODE_SHORT_SPLIT_KEY, &plan->device, &short_row, &short_kind) == AOTK_OK &&
+        aotk__kernel_table[short_row].min_seqlen == AOTK__DECODE_SHORT_SPLIT_KEY;
     if (found) {
       const aotk__kernel_entry *s = &aotk__kernel_table[short_row];
       const int sms = plan->device.multiprocessors > 0 ? plan->device.multiprocessors : 1;
