@@ -246,7 +246,7 @@ def _decode_strides(tensors, hinted=True):
 
 ATTN_DECODE_PARAMS = (
     _pointers(("Q", "K", "V", "Out")) + _pointers(("Lse",), "*fp32", False)
-    + _pointers(("BlockTable", "CacheSeqlens", "CuSeqlensQ"), "*i32", False)
+    + _pointers(("BlockTable", "CacheSeqlens", "CuSeqlensQ", "CacheLeftpad"), "*i32", False)
     + _pointers(("AlibiSlopes", "Sinks"), "*fp32", False) + _pointers(("OutPartial", "LsePartial"), "*fp32", ALWAYS)
     + _pointers(("KNew", "VNew"))  # the step's new keys and values when it appends them itself (else NULL)
     + _decode_strides((("qb", "qs", "qh"), ("kp", "ks", "kh"), ("vp", "vs", "vh"), ("ob", "os", "oh"),

@@ -372,6 +372,7 @@ typedef struct aotk_kernel_info {
 #define AOTK_FEATURE_PAGED_KV (1u << 12)
 #define AOTK_FEATURE_SPLIT_KV (1u << 13)
 #define AOTK_FEATURE_APPEND_KV (1u << 14) /* k_new and v_new are written into the cache first */
+#define AOTK_FEATURE_LEFTPAD_KV (1u << 15) /* cache_leftpad (keys before it not attended) */
 
 #define AOTK_KERNEL_INFO_INIT {.struct_size = sizeof(aotk_kernel_info)}
 
@@ -560,6 +561,16 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   (so K and V are read about once per query head, as the prefill kernel does, and
  *                   the grid is sized by max_seqlen_q); every key block is masked, so over a
  *                   contiguous cache without a prefix aotk_attn_fwd's varlen forward is faster.
+ *   cache_leftpad   optional int32 [batch] in device memory (flash_attn_with_kvcache's cache_leftpad):
+ *                   request b's cache starts at row cache_leftpad[b]; the rows before it are padding, never
+ *                   attended (0 or less: none; L_b or more: no key). Positions stay the cache's rows:
+ *                   cache_seqlens[b] is where the request ends (and where appending writes), p_i is as
+ *                   above, and windows and ALiBi's distance are counted in rows, as in flash-attn, where
+ *                   the padding shifts only the rotary positions (the caller's, or the Python package's).
+ *                   A contiguous cache's padding is never read. A paged cache's may be (whole key blocks
+ *                   of 64 or 128 rows are read): its rows must hold finite values (a NaN under a zero
+ *                   probability is still NaN), and its block-table entries valid pages, as every entry
+ *                   below L_b. Read by the kernel when it runs (captured graphs replay with new values).
  * Program layout: one program per (request, kv head, split) holds all G = heads_q / heads_kv query
  * heads of the group times seqlen_q tokens, so K and V are read once per group (a group of more than 64
  * such rows runs in chunks of 64, each reading them again). When batch * heads_kv
@@ -602,6 +613,7 @@ typedef struct aotk_decode_params {
   aotk_tensor v_new;
   aotk_tensor cu_seqlens_q;
   int32_t max_seqlen_q;
+  aotk_tensor cache_leftpad; /* added late in 0.4: the struct before it (its struct_size) is still accepted */
 } aotk_decode_params;
 
 #define AOTK_DECODE_PARAMS_INIT {.struct_size = sizeof(aotk_decode_params), .window_left = -1, .window_right = -1}

@@ -56,6 +56,7 @@ FLAG_OUT_FP16 = tl.constexpr(4096)
 FLAG_OUT_BF16 = tl.constexpr(8192)
 FLAG_WHOLE_ROWS = tl.constexpr(16384)  # attn_merge: one program per row block, every column chunk
 FLAG_FUSED_APPEND = tl.constexpr(32768)  # attn_decode writes the step's new keys and values itself
+FLAG_LEFTPAD = tl.constexpr(65536)  # attn_decode: request b's keys start at CacheLeftpad[b] (flash-attn's cache_leftpad)
 FUSED_APPEND_ROWS = tl.constexpr(16)  # the most new tokens a request the decoding kernel appends itself
 
 
@@ -79,7 +80,7 @@ def _decode_cache_rows(BlockTable, table_base, batch64, start_n, offs_n, col_ok,
 
 
 @triton.jit
-def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSlopes, Sinks, OutPartial, LsePartial,
+def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLeftpad, AlibiSlopes, Sinks, OutPartial, LsePartial,
                 KNew, VNew,
                 stride_qb, stride_qs, stride_qh,
                 stride_kp, stride_ks, stride_kh,
@@ -136,12 +137,27 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSl
     split_lo = split * split_keys
     split_hi = tl.where(split == num_splits - 1, length, tl.minimum(split_lo + split_keys, length))
     first = tl.where(window_left >= 0, position - window_left, 0)
+    # Left padding (FLAG_LEFTPAD): rows before the request's padding are not its keys. Positions stay
+    # those of the cache's rows (the padding counts in p_i, in windows and in ALiBi's distance, as in
+    # flash-attn). The padding joins the split's bound as a scalar: one more vector operation on the rows'
+    # bounds, or on the loop's masks, pushed the 16-key-page kernel (240 registers) into spills, 4-8%
+    # slower through the JIT on the H100.
+    leftpad = (flags & FLAG_LEFTPAD) != 0
+    key_lo = tl.load(CacheLeftpad + batch, mask=leftpad, other=0)
     last = tl.where(window_right >= 0, position + window_right, length - 1)
-    first = tl.maximum(first, split_lo).to(tl.int32)
+    first = tl.maximum(first, tl.maximum(split_lo, key_lo)).to(tl.int32)
     last = tl.minimum(last, split_hi - 1).to(tl.int32)
     first = tl.where(row_ok, first, split_hi)
     last = tl.where(row_ok, last, -1)
     lo = (tl.min(first, 0) // BLOCK_N) * BLOCK_N
+    if PAGE_MODE == 0:
+        # A contiguous cache with left padding: the loop starts at the first key any row sees, not at
+        # its block's start, so no load reaches the padding, whatever it holds. Paged, the loop starts
+        # at a block boundary (a page lookup per block needs it, and per key row an unaligned start
+        # spilled): the rows of the padding's last block are read, their scores masked, so they must
+        # hold finite values (include/aotk.h). (Masking those loads too cost 1-4% with 16-key pages;
+        # the block peeled before the loop, 2-8%.)
+        lo = tl.where(leftpad, tl.min(first, 0), lo)
     hi = tl.max(last, 0) + 1
     # The keys every row of the tile sees: a block inside [full_lo, full_hi] needs no mask, which is
     # every block of a split but its last for one new token. (Rows outside the group are computed

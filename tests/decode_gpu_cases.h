@@ -56,6 +56,9 @@ typedef struct decode_case {
   float softcap, softmax_scale;
   int alibi; /* 0: off; 1: slopes [heads_q]; 2: [batch, heads_q] */
   int sinks, with_lse, padded;
+  int leftpad; /* cache_leftpad, per request in turn: 0, random in [1, L_b / 2], L_b (no key), -2, random in
+                  [L_b / 2, L_b]; the padding rows hold NaN in a contiguous cache (never read), random
+                  values in a paged one (read, never attended) */
   int32_t num_splits, max_seqlen_k;
   unsigned extra;
   uint64_t seed;
@@ -74,7 +77,7 @@ typedef struct decode_row {
   int alibi, sinks, lse, padded;
   int32_t num_splits, max_seqlen_k;
   unsigned extra;
-  int scaled;
+  int scaled, leftpad;
 } decode_row;
 
 static const decode_row decode_rows[] = {
@@ -207,6 +210,18 @@ static const decode_row decode_rows[] = {
      .varlen = 1, .lengths = LENGTHS_PREFILL, .window = 1, .window_left = 50, .window_right = 20, .lse = 1},
     {.bf16 = 0, .dqk = 128, .dv = 128, .batch = 6, .heads_kv = 2, .group = 4, .seqlen_q = 150, .capacity = 1000,
      .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .padded = 1},
+    /* Left-padded caches (cache_leftpad): the automatic split (the short-split tile on sm_90) and 1 vs 3,
+     * 16-key pages with a window and ALiBi, whole-block pages appending in a graph, a packed prefill. */
+    {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 7, .heads_kv = 2, .group = 4, .seqlen_q = 1, .capacity = 700,
+     .lengths = LENGTHS_MIXED, .causal = 1, .lse = 1, .leftpad = 1, .extra = EXTRA_SPLITS},
+    {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 6, .heads_kv = 2, .group = 2, .seqlen_q = 3, .capacity = 300,
+     .page_size = 16, .lengths = LENGTHS_RANDOM, .causal = 1, .window = 1, .window_left = 40, .window_right = -1,
+     .alibi = 1, .lse = 1, .leftpad = 1},
+    {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 5, .heads_kv = 1, .group = 8, .seqlen_q = 2, .capacity = 512,
+     .page_size = 64, .seqlen_new = 2, .lengths = LENGTHS_APPEND, .causal = 1, .sinks = 1, .lse = 1, .leftpad = 1,
+     .extra = EXTRA_GRAPH},
+    {.bf16 = 0, .dqk = 128, .dv = 128, .batch = 6, .heads_kv = 2, .group = 2, .seqlen_q = 100, .capacity = 600,
+     .page_size = 1, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .lse = 1, .leftpad = 1},
 };
 
 static void make_decode_case(decode_case *c, const decode_row *row, int index) {
@@ -235,6 +250,7 @@ static void make_decode_case(decode_case *c, const decode_row *row, int index) {
   c->num_splits = row->num_splits;
   c->max_seqlen_k = row->max_seqlen_k;
   c->extra = row->extra;
+  c->leftpad = row->leftpad;
   c->seed = seed + (uint64_t)index * 1000003u;
   char paging[32], extras[160] = "";
   if (c->page_size > 0) {
@@ -256,6 +272,7 @@ static void make_decode_case(decode_case *c, const decode_row *row, int index) {
   if (c->sinks) APPEND(" sinks");
   if (c->max_seqlen_k > 0) APPEND(" hint %d", (int)c->max_seqlen_k);
   if (c->padded) APPEND(" padded");
+  if (c->leftpad) APPEND(" leftpad");
   if (row->scaled) APPEND(" scale 0.3");
   if (c->extra & EXTRA_AUTO_SPLIT) APPEND(" +auto-split");
   if (c->extra & EXTRA_SPLITS) APPEND(" +splits 1 vs 3");
@@ -284,6 +301,7 @@ typedef struct decode_run {
   int32_t *table;                        /* [batch, pages_per_seq] */
   int32_t seqlens[MAX_BATCH];            /* as passed: some outside [0, capacity] */
   int32_t replay_seqlens[MAX_BATCH];     /* the graph replay's */
+  int32_t leftpad[MAX_BATCH];            /* cache_leftpad (with c->leftpad) */
   /* Packed queries: request b's len_q and first row (cu_seqlens_q), total_q (with the pad rows), and the
    * parts of out [total_q, heads_q, head_dim_v] and lse [heads_q, total_q] the call writes. */
   int32_t q_lengths[MAX_BATCH], cu_seqlens_q[MAX_BATCH + 1];
@@ -291,7 +309,7 @@ typedef struct decode_run {
   strided out_written, lse_written;
   CUdeviceptr cu_seqlens_q_device;
   float *alibi, *sinks;
-  CUdeviceptr table_device, seqlens_device, alibi_device, sinks_device;
+  CUdeviceptr table_device, seqlens_device, alibi_device, sinks_device, leftpad_device;
   aotk_decode_params params;
   /* The run as src/check/aotk_decode_reference.h sees it, with the lengths as passed (a reference for other
    * lengths swaps in its own cache_seqlens); its paging fields are set with the block table, the rest
@@ -482,7 +500,7 @@ static void decode_run_destroy(decode_run *x) {
   free(x->alibi);
   free(x->sinks);
   CUdeviceptr *devices[] = {&x->table_device, &x->seqlens_device, &x->alibi_device, &x->sinks_device,
-                            &x->cu_seqlens_q_device};
+                            &x->cu_seqlens_q_device, &x->leftpad_device};
   for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++) aotk_gpu_test_free(devices[i]);
 }
 
@@ -525,6 +543,12 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
       reached[b] = attended_length(x, x->replay_seqlens[b]);
     }
     if (filled[b] > reached[b]) reached[b] = filled[b];
+    if (c->leftpad) {
+      const int64_t L = attended_length(x, x->seqlens[b]);
+      const int32_t pads[5] = {0, (int32_t)aotk__random_int(&x->state, L > 1 ? 1 : 0, L / 2), (int32_t)L, -2,
+                               (int32_t)aotk__random_int(&x->state, L / 2, L)};
+      x->leftpad[b] = pads[b % 5];
+    }
   }
 
   /* Pages: the ones a run reads or appends to, shuffled over all requests; slots past them point at
@@ -590,7 +614,7 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
   for (int64_t e = 0; e < x->k_buffer.elements; e++) store_value(&x->k_buffer, dtype, e, NAN);
   for (int64_t e = 0; e < x->v_buffer.elements; e++) store_value(&x->v_buffer, dtype, e, NAN);
   for (int64_t b = 0; b < B; b++)
-    for (int64_t key = 0; key < filled[b]; key++)
+    for (int64_t key = c->leftpad && !x->paged && x->leftpad[b] > 0 ? x->leftpad[b] : 0; key < filled[b]; key++)
       for (int64_t h = 0; h < HKV; h++) {
         const int64_t k_row = cache_index(x, &x->k, b, key, h), v_row = cache_index(x, &x->v, b, key, h);
         for (int64_t d = 0; d < DQK; d++) store_value(&x->k_buffer, dtype, k_row + d, aotk__random_normal(&x->state));
@@ -678,6 +702,7 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
   problem->alibi_slopes = x->alibi;
   problem->alibi_batch_stride = c->alibi == 2 ? HQ : 0;
   problem->sinks = x->sinks;
+  problem->cache_leftpad = c->leftpad ? x->leftpad : NULL;
   problem->dtype = (int)dtype;
 
   aotk_decode_params params = AOTK_DECODE_PARAMS_INIT;
@@ -702,6 +727,10 @@ static bool decode_run_create(decode_run *x, const decode_case *c) {
   if (c->sinks) params.sinks = aotk_tensor_1d((void *)(uintptr_t)x->sinks_device, AOTK_DTYPE_FLOAT32, HQ);
   params.num_splits = c->num_splits;
   params.max_seqlen_k = c->max_seqlen_k;
+  if (c->leftpad) {
+    if (!aotk_gpu_test_upload(&x->leftpad_device, x->leftpad, (size_t)B * sizeof(int32_t))) return false;
+    params.cache_leftpad = aotk_tensor_1d((void *)(uintptr_t)x->leftpad_device, AOTK_DTYPE_INT32, B);
+  }
   if (c->seqlen_new > 0) {
     params.k_new = tensor_of(&x->k_new_buffer, &x->k_new, dtype);
     params.v_new = tensor_of(&x->v_new_buffer, &x->v_new, dtype);

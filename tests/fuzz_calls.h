@@ -11,7 +11,8 @@
 /* ---- building a call ---------------------------------------------------------------------------- */
 
 enum { T_Q, T_K, T_V, T_OUT, T_LSE, T_DOUT, T_DQ, T_DK, T_DV, T_CU_Q, T_CU_K, T_ALIBI, T_SINKS, T_DSINKS, T_RNG,
-       T_MASK, T_IDX, T_CNT, T_TABLE, T_SEQLENS, T_PARTIALS, T_LSE_PARTIALS, T_K_NEW, T_V_NEW, TENSOR_SLOTS };
+       T_MASK, T_IDX, T_CNT, T_TABLE, T_SEQLENS, T_PARTIALS, T_LSE_PARTIALS, T_K_NEW, T_V_NEW, T_LEFTPAD,
+       TENSOR_SLOTS };
 
 static void *region(int slot) { return (void *)(REGION_BASE + (uintptr_t)slot * REGION_STRIDE); }
 
@@ -221,6 +222,7 @@ static aotk_decode_params decode_problem(reader *r) {
     p.v_cache = make_rows(T_V, dtype, 4, (int64_t[]){batch, capacity, hk, dv}, row_v);
   }
   p.cache_seqlens = make(T_SEQLENS, AOTK_DTYPE_INT32, 1, (int64_t[]){batch});
+  if (features & 8192) p.cache_leftpad = make(T_LEFTPAD, AOTK_DTYPE_INT32, 1, (int64_t[]){batch});
   if (varlen) {
     p.out = make_rows(T_OUT, dtype, 3, (int64_t[]){total_q, hq, dv}, row_v);
     if (!(features & 4)) p.lse = make(T_LSE, AOTK_DTYPE_FLOAT32, 2, (int64_t[]){hq, total_q});
@@ -337,9 +339,9 @@ static void sel_spans(const aotk_sel_params *p) {
 static void decode_spans(const aotk_decode_params *p) {
   const aotk_tensor *t[] = {&p->q,   &p->k_cache, &p->v_cache,      &p->block_table, &p->cache_seqlens,
                             &p->out, &p->lse,     &p->alibi_slopes, &p->sinks,       &p->k_new,
-                            &p->v_new, &p->cu_seqlens_q};
+                            &p->v_new, &p->cu_seqlens_q, &p->cache_leftpad};
   static const char *const names[] = {"q", "k_cache", "v_cache", "block_table", "cache_seqlens", "out", "lse",
-                                      "alibi_slopes", "sinks", "k_new", "v_new", "cu_seqlens_q"};
+                                      "alibi_slopes", "sinks", "k_new", "v_new", "cu_seqlens_q", "cache_leftpad"};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_tensor_span(t[i], names[i]);
 }
 
@@ -448,7 +450,7 @@ static void repack_decode(reader *r, aotk_decode_params *p) {
 static void edit_decode(reader *r, aotk_decode_params *p) {
   aotk_tensor *const all[] = {&p->q,   &p->k_cache, &p->v_cache,      &p->block_table, &p->cache_seqlens,
                               &p->out, &p->lse,     &p->alibi_slopes, &p->sinks,       &p->k_new,
-                              &p->v_new, &p->cu_seqlens_q};
+                              &p->v_new, &p->cu_seqlens_q, &p->cache_leftpad};
   const int count = (int)(sizeof all / sizeof all[0]);
   switch (take(r, 1) % 9) {
     case 0:

@@ -364,6 +364,7 @@ enum {
   MERGE_OUT_BF16 = 8192,
   MERGE_WHOLE_ROWS = 16384,
   DECODE_FUSED_APPEND = 32768,
+  DECODE_LEFTPAD = 65536,
 };
 
 /* The table row a query announced: its name on its target (names repeat across targets). */

@@ -34,7 +34,7 @@ static void check_append_reach(const aotk__kernel_entry *e, void **a, const aotk
   check_box_in(arg_pointer(a, k + 1), v_axes, 4, 2, e->function_name, "V (written)", &d->v_cache);
 }
 
-/* attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, AlibiSlopes, Sinks, OutPartial,
+/* attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLeftpad, AlibiSlopes, Sinks, OutPartial,
  * LsePartial, KNew, VNew, 18 int64 q/k/v/out/k_new/v_new strides, stride_lb, stride_lh, stride_tb,
  * stride_ab, 15 int32 sizes and flags (seqlen_new last), 3 floats), its grid (split fastest, then row
  * chunk, kv head, request). With FLAG_VARLEN, q and out are packed [total_q, heads_q, d] (batch strides
@@ -42,23 +42,24 @@ static void check_append_reach(const aotk__kernel_entry *e, void **a, const aotk
  * (a constexpr PAGE_MODE apart: attn_decode, attn_decode_paged, attn_decode_paged_blocks); the fake
  * driver's handle names the row that ran (by its image), and so does the query's announcement. */
 static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
-  EXPECT(strcmp(e->param_kinds, "pppppppppppppplllllllllllllllllllllliiiiiiiiiiiiiiifff") == 0,
+  EXPECT(strcmp(e->param_kinds, "ppppppppppppppplllllllllllllllllllllliiiiiiiiiiiiiiifff") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of attn_decode is out of date", e->param_kinds);
   const aotk_decode_params *d = seen.decode;
   EXPECT(d != NULL, "launched by a call other than aotk_attn_decode");
-  enum { Q, K, V, OUT, LSE, TABLE, SEQLENS, CU_SEQLENS_Q, ALIBI, SINKS, OUT_PARTIAL, LSE_PARTIAL, K_NEW, V_NEW };
-  enum { QB = 14, QS, QH, KP, KS, KH, VP, VS, VH, OB, OS, OH, NB, NS, NH, WB, WS, WH, LB, LH, TB, AB };
-  const int64_t batch = arg_i32(a, 36), seqlen_q = arg_i32(a, 37), heads_q = arg_i32(a, 38);
-  const int64_t group_size = arg_i32(a, 39), capacity = arg_i32(a, 40), page_size = arg_i32(a, 41);
-  const int64_t num_splits = arg_i32(a, 42), split_keys = arg_i32(a, 43), row_chunks = arg_i32(a, 44);
-  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, 45), head_dim_v = 8 * (int64_t)arg_i32(a, 46);
-  const int32_t flags = arg_i32(a, 49);
+  enum { Q, K, V, OUT, LSE, TABLE, SEQLENS, CU_SEQLENS_Q, LEFTPAD, ALIBI, SINKS, OUT_PARTIAL, LSE_PARTIAL, K_NEW,
+         V_NEW };
+  enum { QB = 15, QS, QH, KP, KS, KH, VP, VS, VH, OB, OS, OH, NB, NS, NH, WB, WS, WH, LB, LH, TB, AB };
+  const int64_t batch = arg_i32(a, 37), seqlen_q = arg_i32(a, 38), heads_q = arg_i32(a, 39);
+  const int64_t group_size = arg_i32(a, 40), capacity = arg_i32(a, 41), page_size = arg_i32(a, 42);
+  const int64_t num_splits = arg_i32(a, 43), split_keys = arg_i32(a, 44), row_chunks = arg_i32(a, 45);
+  const int64_t head_dim_qk = 8 * (int64_t)arg_i32(a, 46), head_dim_v = 8 * (int64_t)arg_i32(a, 47);
+  const int32_t flags = arg_i32(a, 50);
   const bool paged = flags & DECODE_PAGED, split = flags & DECODE_SPLIT, varlen = flags & DECODE_VARLEN;
   /* Appending (include/aotk.h): the new keys are written first, by attn_cache_append launched before,
    * or by this kernel itself (DECODE_FUSED_APPEND: one row chunk a group and at most 16 new tokens), and
    * the decoding kernel attends to seqlen_new more keys per request. */
   const bool append = d->k_new.data != NULL, fused = flags & DECODE_FUSED_APPEND;
-  const int64_t seqlen_new = arg_i32(a, 50);
+  const int64_t seqlen_new = arg_i32(a, 51);
   EXPECT(seqlen_new == (append ? d->k_new.shape[1] : 0), "seqlen_new = %lld for k_new of %lld tokens (data %p)",
          (long long)seqlen_new, (long long)d->k_new.shape[1], d->k_new.data);
   /* (Not the per-row page lookup: its kernel is compiled without the appending code.) */
@@ -216,6 +217,15 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
   }
   const axis seqlens_axes[] = {{0, batch, 1}};
   check_box(arg_pointer(a, SEQLENS), seqlens_axes, 1, 4, e->function_name, "CacheSeqlens");
+  /* Left padding: the caller's cache_leftpad (when its struct_size holds the field), int32 [batch], read
+   * only under the flag. */
+  const bool leftpad = flags & DECODE_LEFTPAD;
+  const bool leftpad_given = d->struct_size > offsetof(aotk_decode_params, cache_leftpad) &&
+                             d->cache_leftpad.data != NULL;
+  EXPECT(leftpad == leftpad_given && arg_pointer(a, LEFTPAD) == (uintptr_t)(leftpad ? d->cache_leftpad.data : NULL),
+         "flags = %#x, CacheLeftpad = %#lx for cache_leftpad.data %p (struct_size %zu)", (unsigned)flags,
+         (unsigned long)arg_pointer(a, LEFTPAD), d->cache_leftpad.data, d->struct_size);
+  if (leftpad) check_box(arg_pointer(a, LEFTPAD), seqlens_axes, 1, 4, e->function_name, "CacheLeftpad");
   if (flags & DECODE_ALIBI) {
     const axis alibi_axes[] = {{0, batch, arg_i64(a, AB)}, {0, heads_q, 1}};
     check_box(arg_pointer(a, ALIBI), alibi_axes, 2, 4, e->function_name, "AlibiSlopes");

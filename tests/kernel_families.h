@@ -194,13 +194,13 @@ static const struct family {
      HEAD_DIMS_NONE, EXTRAS_NONE, false, false, 0, 0, false, false},
     /* Decoding (kernels/attn_decode.py): the compiled head-dim pairs, the aligned variant only; a group's
      * rows (block_m) against key blocks (block_n). */
-    {AOTK__FAMILY_ATTN_DECODE, "attn_decode", "pppppppppppppp" "llllllllllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false,
+    {AOTK__FAMILY_ATTN_DECODE, "attn_decode", "ppppppppppppppp" "llllllllllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false,
      HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true, 0, 0, true, false},
     /* The same kernel over a paged cache: a page lookup per key row, or one per key block. */
-    {AOTK__FAMILY_ATTN_DECODE_PAGED, "attn_decode_paged", "pppppppppppppp" "llllllllllllllllllllll" "iiiiiiiiiiiiiii" "fff",
+    {AOTK__FAMILY_ATTN_DECODE_PAGED, "attn_decode_paged", "ppppppppppppppp" "llllllllllllllllllllll" "iiiiiiiiiiiiiii" "fff",
      true, false, HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true, 0, 0, true, false},
     {AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, "attn_decode_paged_blocks",
-     "pppppppppppppp" "llllllllllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false, HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true,
+     "ppppppppppppppp" "llllllllllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false, HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true,
      0, 0, true, false},
     /* The merge: no dtype (typed pointer triples chosen at run time), aligned or any; 8 rows by 32
      * head-dim columns a program reading a partial a step, or 1 row by 32 reading 32 (BLOCK_P). */

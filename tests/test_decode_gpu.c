@@ -5,7 +5,7 @@
  * is tests/test_merge_gpu.c; the case matrix and how a case's tensors are built, tests/decode_gpu_cases.h;
  * the device buffers, strided views and the parallel reference loop both share, tests/aotk_gpu_buffers.h.
  *
- * Decoding, 54 cases (decode_rows, tests/decode_gpu_cases.h): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
+ * Decoding, 58 cases (decode_rows, tests/decode_gpu_cases.h): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
  * (192,128) (runs in the compiled (256,128)), (256,128), (80,80) and (96,64) (padded into (128,128)),
  * (32,32), and (40,40) in padded strides (its rows cannot be 16-element aligned contiguously);
  * contiguous caches and paged caches with page sizes 1, 3, 16, 64 and 256, whose block tables give each
@@ -52,6 +52,12 @@
  * causal and not, a left window and a left + right one, sinks, both dtypes, head dims (64,64),
  * (128,128), (192,128), padded strides, one case without lse (then added), one graph replayed with new
  * cache_seqlens. The query must report no split, one launch, no workspace and AOTK_FEATURE_VARLEN.
+ *
+ * Left-padded caches (cache_leftpad; 4 of those cases): per request in turn a padding of 0, inside the
+ * first half of the keys, at the length (no key), -2 (none) and inside the second half; contiguous (its
+ * padding NaN: never read) with the automatic split and 1 vs 3, paged with 16-key pages (a window and
+ * ALiBi: positions stay the cache's rows) and 64-key pages (appending, sinks, a graph replayed with new
+ * lengths), and packed queries over 1-key pages. The query must report AOTK_FEATURE_LEFTPAD_KV.
  *
  * Each decoding case, on the same inputs:
  * - aotk_decode_query: the kernel's dtype and (compiled) head dims, num_splits (1 .. the number asked;
@@ -318,6 +324,7 @@ static void check_decode_query(const decode_run *x, const aotk_decode_params *pa
   if (splits > 1) expected |= AOTK_FEATURE_SPLIT_KV;
   if (c->seqlen_new > 0) expected |= AOTK_FEATURE_APPEND_KV;
   if (c->varlen) expected |= AOTK_FEATURE_VARLEN;
+  if (c->leftpad) expected |= AOTK_FEATURE_LEFTPAD_KV;
   CHECK_MSG(!c->varlen || splits == 1, "%s: packed queries run unsplit, the query says %lld splits", label,
             (long long)splits);
   CHECK_MSG(info->features == expected, "%s: features 0x%x, expected 0x%x", label, (unsigned)info->features,

@@ -81,9 +81,13 @@ def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=M
     page_mode = 0 if table is None else 2 if page_size % block_n == 0 else 1
     scale_log2 = 1.0 / math.sqrt(d) * 1.4426950408889634
 
+    # A kernel copy from before cache_leftpad (AOTK_KERNELS_DIR) takes one pointer fewer.
+    leftpad = (lens,) if "CacheLeftpad" in K.attn_decode.arg_names else ()
+
     def run():
         K.attn_decode[(programs * splits,)](
-            q, kc, vc, out, lsep, tbl, lens, lens, lsep, lsep, part, lsep, q, q,  # KNew, VNew: unread (no appending)
+            q, kc, vc, out, lsep, tbl, lens, lens, *leftpad, lsep, lsep, part, lsep, q, q,  # CuSeqlensQ, CacheLeftpad,
+            # KNew, VNew: unread (no packed queries, padding or appending)
             q.stride(0), q.stride(1), q.stride(2), kc.stride(0), kc.stride(1), kc.stride(2),
             vc.stride(0), vc.stride(1), vc.stride(2), out.stride(0), out.stride(1), out.stride(2),
             0, 0, 0, 0, 0, 0, 0, 0, stride_tb, 0,

@@ -233,13 +233,18 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     denominator.
 
     Returns out [batch, seqlen_q, heads_q, head_dim_v], or (out, softmax_lse) with return_softmax_lse=True:
-    softmax_lse fp32 [batch, heads_q, seqlen_q], natural log (-inf for a request with no key). Not
-    supported yet (NotImplementedError): cache_leftpad.
+    softmax_lse fp32 [batch, heads_q, seqlen_q], natural log (-inf for a request with no key).
+
+    cache_leftpad: int32 [batch] on the GPU, as in flash-attn: request b's keys start at cache row
+    cache_leftpad[b], the rows before it being padding that is never attended. cache_seqlens[b] stays the
+    row where the request ends (and where k and v are appended); causal alignment, windows and ALiBi's
+    distance count cache rows, and the rotary positions below count from cache_leftpad[b].
 
     rotary_cos, rotary_sin: [seqlen_ro, rotary_dim / 2] in q's dtype, rotary_dim a multiple of 16 up to
     the head dim and seqlen_ro at least the capacity; only with k and v, as in flash-attn. The new keys
     are rotated at positions cache_seqlens[b] + i before they are appended, and q at the same positions
-    under causal or a window (else every query token at cache_seqlens[b]); the first rotary_dim dims,
+    under causal or a window (else every query token at cache_seqlens[b]), each less cache_leftpad[b]
+    when given; the first rotary_dim dims,
     pairs (2i, 2i + 1) with rotary_interleaved=True (GPT-J), (i, i + rotary_dim / 2) otherwise
     (GPT-NeoX), computed in fp32. Not fused into the library's kernels: a few torch ops before the call.
 

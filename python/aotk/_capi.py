@@ -37,7 +37,8 @@ AOTK_IMAGE_POLICY_SM80_PTX = 1
 
 # AOTK_FEATURE_* bit i is FEATURE_NAMES[i].
 FEATURE_NAMES = ("varlen", "causal", "window", "softcap", "alibi", "sinks", "dropout", "padded_head_dim",
-                 "extras_kernel", "tma", "warp_specialized", "nondeterministic", "paged_kv", "split_kv", "append_kv")
+                 "extras_kernel", "tma", "warp_specialized", "nondeterministic", "paged_kv", "split_kv", "append_kv",
+                 "leftpad_kv")
 
 LIBRARY_ENV = "AOTK_LIBRARY"
 LIBRARY_FILE = "libaotk.so"
@@ -135,6 +136,8 @@ class AotkDecodeParams(ctypes.Structure):
         # Packed queries (a prefill over the cache): int32 [batch + 1], and the longest request's tokens.
         ("cu_seqlens_q", AotkTensor),
         ("max_seqlen_q", ctypes.c_int32),
+        # Left-padded caches: int32 [batch], request b's first key row.
+        ("cache_leftpad", AotkTensor),
     ]
 
 

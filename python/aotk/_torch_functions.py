@@ -453,9 +453,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             causal=False, window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
                             alibi_slopes=None, num_splits=0, return_softmax_lse=False, sinks=None):
     fn = "aotk.flash_attn_with_kvcache"
-    if cache_leftpad is not None:
-        raise NotImplementedError(f"{fn}: cache_leftpad (left-padded caches) is not supported yet: each request's "
-                                  f"keys start at cache position 0")
     names = ("q", "k_cache", "v_cache")
     _check_tensor(fn, "q", q, 4, "[batch, seqlen_q, heads_q, head_dim]")
     cache_layout = ("[batch, capacity, heads_kv, head_dim] (paged, with block_table: "
@@ -537,6 +534,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         length = _check_int(fn, "cache_seqlens", cache_seqlens, 0, capacity - seqlen_new)
         cache_seqlens = torch.full((batch,), length, dtype=torch.int32, device=q.device)
 
+    if cache_leftpad is not None:
+        _check_tensor(fn, "cache_leftpad", cache_leftpad, 1, "[batch]")
+        if cache_leftpad.dtype != torch.int32 or cache_leftpad.shape[0] != batch:
+            raise ValueError(f"{fn}: cache_leftpad must be an int32 tensor [batch={batch}], got {cache_leftpad.dtype} "
+                             f"{tuple(cache_leftpad.shape)}")
+
     scale = _scale(fn, softmax_scale)
     window_left, window_right = _window(fn, window_size, causal)
     softcap = _check_softcap(fn, softcap)
@@ -545,6 +548,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     num_splits = _check_int(fn, "num_splits", num_splits, 0, _capi.AOTK_DECODE_MAX_SPLITS)
     _check_device(fn, [("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v),
                        ("cache_seqlens", cache_seqlens), ("cache_batch_idx", cache_batch_idx),
+                       ("cache_leftpad", cache_leftpad),
                        ("block_table", block_table), ("alibi_slopes", alibi_slopes),
                        ("sinks", sinks), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin)])
     if rotary:
@@ -555,6 +559,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         # or a query token of an append that overran it gets there. Not fused: torch ops before the
         # library's call (a few small kernels; the call itself is unchanged).
         start = cache_seqlens.to(torch.int64).clamp(0, capacity)[:, None]
+        if cache_leftpad is not None:  # flash-attn's rotary positions count from the request's first key
+            start = (start - cache_leftpad.to(torch.int64).clamp(min=0)[:, None]).clamp(min=0)
         last = rotary_cos.shape[0] - 1
         local = causal or _window_is_local(window_size)
         q_positions = start + torch.arange(seqlen_q, device=q.device) if local else start.expand(batch, seqlen_q)
@@ -566,7 +572,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     # Appending is the library's (in-kernel, before the attention, in the same call): cache_seqlens goes in
     # as the lengths before the step, and neither it nor anything but the new rows of the caches changes.
     out, lse = torch.ops.aotk.decode(q, k_cache, v_cache, cache_seqlens, block_table, alibi_slopes, sinks, scale,
-                                     bool(causal), window_left, window_right, softcap, num_splits, k, v)
+                                     bool(causal), window_left, window_right, softcap, num_splits, k, v,
+                                     cache_leftpad=cache_leftpad)
     if return_softmax_lse:
         return out, lse
     return out

@@ -386,6 +386,7 @@ def _fill_no_key_lse(lse, sinks):
 
 _APPEND_KV = 1 << _capi.FEATURE_NAMES.index("append_kv")  # AOTK_FEATURE_APPEND_KV
 _VARLEN = 1 << _capi.FEATURE_NAMES.index("varlen")  # AOTK_FEATURE_VARLEN
+_LEFTPAD_KV = 1 << _capi.FEATURE_NAMES.index("leftpad_kv")  # AOTK_FEATURE_LEFTPAD_KV
 
 
 @torch.library.custom_op("aotk::decode", mutates_args=("k_cache", "v_cache"), device_types="cuda")
@@ -393,7 +394,7 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
            alibi_slopes: Optional[Tensor], sinks: Optional[Tensor], softmax_scale: float, causal: bool,
            window_left: int, window_right: int, softcap: float, num_splits: int, k_new: Optional[Tensor] = None,
            v_new: Optional[Tensor] = None, cu_seqlens_q: Optional[Tensor] = None,
-           max_seqlen_q: int = 0) -> Tuple[Tensor, Tensor]:
+           max_seqlen_q: int = 0, cache_leftpad: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """aotk_attn_decode: (out [batch, seqlen_q, heads_q, head_dim_v], lse [batch, heads_q, seqlen_q] fp32).
 
     With cu_seqlens_q (int32 [batch + 1]) and max_seqlen_q (>= 1), the queries are packed, a prefill over
@@ -403,6 +404,9 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
     aligned bottom-right). Rows outside every request are not written by the library: out is zeroed
     first (no host read of the offsets), lse then holds whatever the allocator gave. No appending with
     it, and no split (num_splits 0 or 1).
+
+    cache_leftpad (int32 [batch]): request b's keys start at cache row cache_leftpad[b] (the rows before it
+    are padding, never attended); positions stay the cache's rows (include/aotk.h).
 
     Without k_new and v_new, cache_seqlens (int32 [batch]) counts each request's keys, the step's own
     already in the cache. With them ([batch, seqlen_new, heads_kv, head_dim_qk / head_dim_v], given
@@ -453,6 +457,7 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
     if varlen:
         p.cu_seqlens_q = _describe(cu_seqlens_q)
         p.max_seqlen_q = max_seqlen_q
+    p.cache_leftpad = _describe_optional(cache_leftpad)
 
     def call(lib, stream):
         # The split plan depends only on sizes the host sees, so the query's answer holds for the launch.
@@ -466,6 +471,11 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
             # Likewise a library from before packed queries would read q as [batch, seqlen_q, ...].
             raise _capi.AotkError(f"{lib.path} takes no cu_seqlens_q in aotk_attn_decode (no AOTK_FEATURE_VARLEN): "
                                   f"use a libaotk built with the prefill over the cache")
+        if cache_leftpad is not None and not info.features & _LEFTPAD_KV:
+            # A library from before cache_leftpad (the same version number during 0.4's development)
+            # takes the larger struct and ignores the field: refuse rather than attend to the padding.
+            raise _capi.AotkError(f"{lib.path} takes no cache_leftpad (no AOTK_FEATURE_LEFTPAD_KV): use a libaotk "
+                                  f"built with left-padded caches")
         workspace_bytes = int(info.workspace_bytes)
         if workspace_bytes == 0:  # no split: no workspace (the header allows NULL)
             return lib.lib.aotk_attn_decode(ctypes.byref(p), None, 0, stream)
@@ -480,7 +490,7 @@ def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Tensor, b
 @decode.register_fake
 def _decode_fake(q, k_cache, v_cache, cache_seqlens, block_table, alibi_slopes, sinks, softmax_scale, causal,
                  window_left, window_right, softcap, num_splits, k_new=None, v_new=None, cu_seqlens_q=None,
-                 max_seqlen_q=0):
+                 max_seqlen_q=0, cache_leftpad=None):
     # The caches' mutation needs no fake counterpart: they keep their shapes, dtypes and strides.
     out_shape, lse_shape = _decode_out_shapes(q, v_cache, cu_seqlens_q is not None)
     return q.new_empty(out_shape), torch.empty(lse_shape, dtype=torch.float32, device=q.device)

@@ -28,11 +28,13 @@ int64_t aotk__decode_reference_cache_row(const aotk__decode_reference_problem *p
   return block * strides[0] + row * strides[1] + head_kv * strides[2];
 }
 
-void aotk__decode_reference_visible_keys(const aotk__decode_reference_problem *p, int64_t length, int64_t tokens,
-                                         int64_t token, int64_t *first, int64_t *last, int64_t *position) {
+void aotk__decode_reference_visible_keys(const aotk__decode_reference_problem *p, int64_t b, int64_t length,
+                                         int64_t tokens, int64_t token, int64_t *first, int64_t *last,
+                                         int64_t *position) {
   const int64_t at = length - tokens + token;
   const int64_t right = p->causal ? 0 : p->window_right;
   *first = p->window_left >= 0 && at - p->window_left > 0 ? at - p->window_left : 0;
+  if (p->cache_leftpad != NULL && p->cache_leftpad[b] > *first) *first = p->cache_leftpad[b];
   *last = right >= 0 && at + right < length - 1 ? at + right : length - 1;
   *position = at;
 }
@@ -58,7 +60,7 @@ void aotk__decode_reference_row(const aotk__decode_reference_problem *p, int64_t
     return;
   }
   int64_t first, last, position;
-  aotk__decode_reference_visible_keys(p, aotk__decode_reference_length(p->cache_seqlens[b], p->seqlen_new, p->capacity),
+  aotk__decode_reference_visible_keys(p, b, aotk__decode_reference_length(p->cache_seqlens[b], p->seqlen_new, p->capacity),
                                       tokens, token, &first, &last, &position);
   const int64_t count = last >= first ? last - first + 1 : 0;
   double *scores = scratch, *acc = scores + p->capacity;

@@ -13,7 +13,8 @@
  *   L_b  = min(max(cache_seqlens[b], 0) + seqlen_new, capacity)   (seqlen_new 0 without appending)
  *   p_i  = L_b - len_q_b + i                                        (bottom-right)
  *   keys j with 0 <= j < L_b, j <= p_i under causal, and p_i - window_left <= j <= p_i + window_right
- *        where each bound is >= 0 (window_right is ignored under causal: causal is window_right = 0)
+ *        where each bound is >= 0 (window_right is ignored under causal: causal is window_right = 0),
+ *        and j >= cache_leftpad[b] when given
  *   s_j  = softcap * tanh(scale q_i . k_j / softcap) (or scale q_i . k_j) - slope_{b,h} |p_i - j|
  *   lse  = log(exp(sink_h) + sum_j exp(s_j)), out = sum_j exp(s_j - lse) v_j; no key and no sink: out 0,
  *          lse -inf; no key with a sink: out 0, lse = sink_h.
@@ -47,6 +48,7 @@ typedef struct aotk__decode_reference_problem {
   int64_t block_table_stride, page_size;
   int64_t capacity;             /* keys a request holds: contiguous, the cache's rows; paged, pages_per_seq * page_size */
   const int32_t *cache_seqlens; /* [batch], as passed to the call (values outside [0, capacity] clamp) */
+  const int32_t *cache_leftpad; /* [batch] or NULL: request b's first key row */
   int64_t seqlen_new;           /* tokens appended per request (0: none) */
   float softmax_scale;          /* resolved as the library does: the call's, or 1 / sqrtf(head_dim_qk) */
   int causal;
@@ -73,10 +75,11 @@ int64_t aotk__decode_reference_tokens(const aotk__decode_reference_problem *p, i
 int64_t aotk__decode_reference_cache_row(const aotk__decode_reference_problem *p, const int64_t strides[3], int64_t b,
                                          int64_t key, int64_t head_kv);
 
-/* The keys [*first, *last] token `token` of `tokens` sees in a request of L = `length` keys, at position
+/* The keys [*first, *last] token `token` of `tokens` sees in request b, of L = `length` keys, at position
  * *position = length - tokens + token. Empty when *last < *first. */
-void aotk__decode_reference_visible_keys(const aotk__decode_reference_problem *p, int64_t length, int64_t tokens,
-                                         int64_t token, int64_t *first, int64_t *last, int64_t *position);
+void aotk__decode_reference_visible_keys(const aotk__decode_reference_problem *p, int64_t b, int64_t length,
+                                         int64_t tokens, int64_t token, int64_t *first, int64_t *last,
+                                         int64_t *position);
 
 /* Bytes of scratch aotk__decode_reference_row needs (scores and an accumulator, in both precisions). */
 size_t aotk__decode_reference_scratch_bytes(const aotk__decode_reference_problem *p);

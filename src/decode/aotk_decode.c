@@ -267,6 +267,7 @@ static uint32_t decode_features(const aotk__decode_problem *p, const decode_plan
   if (p->paged) f |= AOTK_FEATURE_PAGED_KV;
   if (plan->num_splits > 1) f |= AOTK_FEATURE_SPLIT_KV;
   if (p->append) f |= AOTK_FEATURE_APPEND_KV;
+  if (p->leftpad) f |= AOTK_FEATURE_LEFTPAD_KV;
   if (p->varlen) f |= AOTK_FEATURE_VARLEN;
   return f;
 }
@@ -281,7 +282,7 @@ static void set_num_splits(aotk_kernel_info *info, int64_t num_splits) {
 
 /* Parameter kinds, in the catalog's order (codegen/aotk_catalog.py): p pointer, l int64, i int32, f fp32. */
 static const char decode_param_kinds[] =
-    "ppppp" "ppp" "pp" "pp" "pp" "llllllllllllllllll" "llll" "iiiiiiiiiiiiiii" "fff";
+    "ppppp" "pppp" "pp" "pp" "pp" "llllllllllllllllll" "llll" "iiiiiiiiiiiiiii" "fff";
 static const char merge_param_kinds[] = "ppp" "p" "ppp" "pp" "llllllllllllll" "iiiiii";
 static const char append_param_kinds[] = "pppp" "pp" "llllllllllll" "l" "iiiiiii";
 
@@ -300,6 +301,7 @@ enum {
   FLAG_OUT_BF16 = 8192,
   FLAG_WHOLE_ROWS = 16384,
   FLAG_FUSED_APPEND = 32768,
+  FLAG_LEFTPAD = 65536,
 };
 
 /* The merge's arguments: partials and output as typed pointer triples plus int64 strides. */
@@ -353,6 +355,7 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
   CUdeviceptr table = p->paged ? (CUdeviceptr)(uintptr_t)params->block_table.data : 0;
   CUdeviceptr seqlens = (CUdeviceptr)(uintptr_t)params->cache_seqlens.data;
   CUdeviceptr cu_seqlens_q = p->varlen ? (CUdeviceptr)(uintptr_t)params->cu_seqlens_q.data : 0;
+  CUdeviceptr leftpad = p->leftpad ? (CUdeviceptr)(uintptr_t)params->cache_leftpad.data : 0;
   CUdeviceptr alibi = p->alibi ? (CUdeviceptr)(uintptr_t)params->alibi_slopes.data : 0;
   CUdeviceptr sinks = p->sinks ? (CUdeviceptr)(uintptr_t)params->sinks.data : 0;
   CUdeviceptr out_partial = split ? (CUdeviceptr)(uintptr_t)workspace : 0;
@@ -385,11 +388,11 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
                       (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0, (int32_t)p->seqlen_new};
   ints[13] = (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (p->alibi ? FLAG_ALIBI : 0) |
              (p->sinks ? FLAG_SINKS : 0) | (p->paged ? FLAG_PAGED : 0) | (split ? FLAG_SPLIT : 0) |
-             (p->varlen ? FLAG_VARLEN : 0) | (fused ? FLAG_FUSED_APPEND : 0);
+             (p->varlen ? FLAG_VARLEN : 0) | (fused ? FLAG_FUSED_APPEND : 0) | (p->leftpad ? FLAG_LEFTPAD : 0);
   float qk_scale_log2 = p->softmax_scale * 1.4426950408889634f;
   float softcap_scale = p->softcap > 0.0f ? p->softmax_scale / p->softcap : 0.0f;
   float softcap_log2 = p->softcap * 1.4426950408889634f;
-  void *args[] = {&q, &k, &v, &out, &lse, &table, &seqlens, &cu_seqlens_q, &alibi, &sinks, &out_partial, &lse_partial,
+  void *args[] = {&q, &k, &v, &out, &lse, &table, &seqlens, &cu_seqlens_q, &leftpad, &alibi, &sinks, &out_partial, &lse_partial,
                   &fused_k_new, &fused_v_new, &strides[0], &strides[1], &strides[2], &strides[3], &strides[4],
                   &strides[5], &strides[6], &strides[7], &strides[8], &strides[9], &strides[10], &strides[11],
                   &strides[12], &strides[13], &strides[14], &strides[15], &strides[16], &strides[17], &strides[18],

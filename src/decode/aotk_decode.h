@@ -28,6 +28,7 @@ typedef struct aotk__decode_problem {
   int varlen;               /* cu_seqlens_q given: packed q, out [total_q, ...], lse [heads_q, total_q] */
   int64_t total_q;          /* varlen: q.shape[0] */
   int64_t seqlen_new;       /* their tokens per request; 0 without */
+  int leftpad;              /* cache_leftpad given: request b's keys start at cache_leftpad[b] */
 } aotk__decode_problem;
 
 /* Validates the caller's params (copying them into *params) and fills *p. Touches no driver. */

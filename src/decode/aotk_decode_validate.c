@@ -53,12 +53,16 @@ aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_
                                    aotk__decode_problem *p) {
   if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
   const size_t size = caller_params->struct_size;
-  if (size < sizeof(aotk_decode_params) || size > (size_t)1 << 20) {
+  /* The struct ended before cache_leftpad until late in 0.4: a caller built against that header gets
+   * the fields it knows, the rest zero (off). Any other size short of this header's is an error. */
+  const size_t size_before_leftpad = offsetof(aotk_decode_params, cache_leftpad);
+  if (size != size_before_leftpad && (size < sizeof(aotk_decode_params) || size > (size_t)1 << 20)) {
     return aotk__fail(AOTK_ERROR_STRUCT_SIZE,
                       "params->struct_size = %zu; expected %zu (use AOTK_DECODE_PARAMS_INIT)", size,
                       sizeof(aotk_decode_params));
   }
-  memcpy(params, caller_params, sizeof *params);
+  memset(params, 0, sizeof *params);
+  memcpy(params, caller_params, size < sizeof *params ? size : sizeof *params);
   memset(p, 0, sizeof *p);
   aotk_status status;
   const aotk_tensor *q = &params->q, *k = &params->k_cache, *v = &params->v_cache, *out = &params->out;
@@ -165,6 +169,13 @@ aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_
   if ((status = check_int32_vector(&params->cache_seqlens, "cache_seqlens", 1, "[batch]")) != AOTK_OK) return status;
   if ((status = check_dim(&params->cache_seqlens, "cache_seqlens", 0, p->batch, batch_source,
                           AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK) {
+    return status;
+  }
+  p->leftpad = params->cache_leftpad.data != NULL;
+  if (p->leftpad &&
+      ((status = check_int32_vector(&params->cache_leftpad, "cache_leftpad", 1, "[batch]")) != AOTK_OK ||
+       (status = check_dim(&params->cache_leftpad, "cache_leftpad", 0, p->batch, batch_source,
+                           AOTK_ERROR_SHAPE_MISMATCH)) != AOTK_OK)) {
     return status;
   }
 

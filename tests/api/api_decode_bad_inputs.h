@@ -8,6 +8,7 @@
 #define API_DECODE_BAD_INPUTS_H
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "api_launch_checks.h"
@@ -120,6 +121,18 @@ static void dec_seqlens_misaligned(aotk_decode_params *p) {
   p->cache_seqlens.data = byte_offset(FAKE_CACHE_SEQLENS, 2);
 }
 static void dec_paged_seqlens_batch(aotk_decode_params *p) { make_paged(p), p->cache_seqlens.shape[0] = 200; }
+static void dec_leftpad(aotk_decode_params *p) {
+  p->cache_leftpad = aotk_tensor_1d(FAKE_CACHE_LEFTPAD, AOTK_DTYPE_INT32, p->cache_seqlens.shape[0]);
+}
+static void dec_leftpad_rank_2(aotk_decode_params *p) {
+  p->cache_leftpad = aotk_tensor_2d(FAKE_CACHE_LEFTPAD, AOTK_DTYPE_INT32, p->cache_seqlens.shape[0], 1);
+}
+static void dec_leftpad_int64(aotk_decode_params *p) { dec_leftpad(p), p->cache_leftpad.dtype = AOTK_DTYPE_INT64; }
+static void dec_leftpad_batch(aotk_decode_params *p) { dec_leftpad(p), p->cache_leftpad.shape[0] += 1; }
+static void dec_leftpad_stride_2(aotk_decode_params *p) { dec_leftpad(p), p->cache_leftpad.strides[0] = 2; }
+static void dec_leftpad_misaligned(aotk_decode_params *p) {
+  dec_leftpad(p), p->cache_leftpad.data = byte_offset(FAKE_CACHE_LEFTPAD, 2);
+}
 static void dec_out_null(aotk_decode_params *p) { p->out.data = NULL; }
 static void dec_out_rank_3(aotk_decode_params *p) { p->out.rank = 3; }
 static void dec_out_float16(aotk_decode_params *p) { p->out.dtype = AOTK_DTYPE_FLOAT16; }
@@ -442,6 +455,11 @@ static const decode_bad_input decode_bad_inputs[] = {
     {"cache_seqlens one length for all", dec_seqlens_one, AOTK_ERROR_SHAPE_MISMATCH, "cache_seqlens.shape[0]"},
     {"cache_seqlens stride 2", dec_seqlens_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "cache_seqlens.strides[0]"},
     {"cache_seqlens misaligned", dec_seqlens_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "cache_seqlens.data"},
+    {"cache_leftpad rank 2", dec_leftpad_rank_2, AOTK_ERROR_RANK, "cache_leftpad.rank"},
+    {"cache_leftpad int64", dec_leftpad_int64, AOTK_ERROR_UNSUPPORTED_DTYPE, "cache_leftpad.dtype"},
+    {"cache_leftpad batch + 1", dec_leftpad_batch, AOTK_ERROR_SHAPE_MISMATCH, "cache_leftpad.shape[0]"},
+    {"cache_leftpad stride 2", dec_leftpad_stride_2, AOTK_ERROR_NONCONTIGUOUS_LAST_DIM, "cache_leftpad.strides[0]"},
+    {"cache_leftpad misaligned", dec_leftpad_misaligned, AOTK_ERROR_MISALIGNED_POINTER, "cache_leftpad.data"},
     {"out.data NULL", dec_out_null, AOTK_ERROR_NULL_POINTER, "out.data"},
     {"out rank 3", dec_out_rank_3, AOTK_ERROR_RANK, "out.rank"},
     {"out float16, q bfloat16", dec_out_float16, AOTK_ERROR_DTYPE_MISMATCH, "out.dtype"},

@@ -8,6 +8,7 @@
 #define API_DECODE_CHECKS_H
 
 #include <math.h>
+#include <stddef.h>
 
 #include "api_launch_checks.h"
 
@@ -176,6 +177,9 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d decoding or attn_merge row", what, g->arch);
   if (row == NULL || merge == NULL) return;
   const bool append = params->k_new.data != NULL, varlen = params->cu_seqlens_q.data != NULL;
+  /* cache_leftpad, when the caller's struct holds it (the struct_size of the struct before it does not). */
+  const bool leftpad = params->struct_size > offsetof(aotk_decode_params, cache_leftpad) &&
+                       params->cache_leftpad.data != NULL;
   const int64_t seqlen_new = append ? params->k_new.shape[1] : 0;
   const int64_t row_chunks = ceil_div(group_rows, row->block_m);
   /* The decoding kernel appends itself with one row chunk a group, at most 16 new tokens and a cache
@@ -199,7 +203,8 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
       (params->sinks.data != NULL ? AOTK_FEATURE_SINKS : 0) |
       (row->head_dim_qk > s->head_dim_qk || row->head_dim_v > s->head_dim_v ? AOTK_FEATURE_PADDED_HEAD_DIM : 0) |
       (paged ? AOTK_FEATURE_PAGED_KV : 0) | (split ? AOTK_FEATURE_SPLIT_KV : 0) |
-      (append ? AOTK_FEATURE_APPEND_KV : 0) | (varlen ? AOTK_FEATURE_VARLEN : 0);
+      (append ? AOTK_FEATURE_APPEND_KV : 0) | (varlen ? AOTK_FEATURE_VARLEN : 0) |
+      (leftpad ? AOTK_FEATURE_LEFTPAD_KV : 0);
   CHECK(info.struct_size == sizeof info);
   CHECK_MSG(strcmp(info.kernel_name, row->name) == 0, "%s: aotk_decode_query names %s, expected %s", what,
             info.kernel_name, row->name);
@@ -241,6 +246,8 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   check_pointer(what, kernel, launch, DECODE_BLOCK_TABLE, params->block_table.data, "block_table");
   check_pointer(what, kernel, launch, DECODE_CACHE_SEQLENS, params->cache_seqlens.data, "cache_seqlens");
   check_pointer(what, kernel, launch, DECODE_CU_SEQLENS_Q, params->cu_seqlens_q.data, "cu_seqlens_q");
+  check_pointer(what, kernel, launch, DECODE_CACHE_LEFTPAD, leftpad ? params->cache_leftpad.data : NULL,
+                "cache_leftpad");
   check_pointer(what, kernel, launch, DECODE_ALIBI_SLOPES, params->alibi_slopes.data, "alibi_slopes");
   check_pointer(what, kernel, launch, DECODE_SINKS, params->sinks.data, "sinks");
   check_pointer(what, kernel, launch, DECODE_K_NEW, fused ? params->k_new.data : NULL, "k_new");
@@ -312,7 +319,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
                         (params->alibi_slopes.data != NULL ? FLAG_ALIBI : 0) |
                         (params->sinks.data != NULL ? FLAG_SINKS : 0) | (paged ? DECODE_FLAG_PAGED : 0) |
                         (split ? DECODE_FLAG_SPLIT : 0) | (varlen ? FLAG_VARLEN : 0) |
-                        (fused ? DECODE_FLAG_FUSED_APPEND : 0);
+                        (fused ? DECODE_FLAG_FUSED_APPEND : 0) | (leftpad ? DECODE_FLAG_LEFTPAD : 0);
   CHECK_MSG(arg_i32(launch, DECODE_FLAGS) == flags, "%s: attn_decode's flags %#x, expected %#x", what,
             (unsigned)arg_i32(launch, DECODE_FLAGS), (unsigned)flags);
   check_int(what, kernel, launch, DECODE_SEQLEN_NEW, seqlen_new, "seqlen_new");

@@ -48,6 +48,7 @@
 #define FAKE_BLOCK_CNT ((void *)(uintptr_t)0xD8000000u)
 #define FAKE_BLOCK_TABLE ((void *)(uintptr_t)0xB8000000u)
 #define FAKE_CACHE_SEQLENS ((void *)(uintptr_t)0xA8000000u)
+#define FAKE_CACHE_LEFTPAD ((void *)(uintptr_t)0x58000000u)
 #define FAKE_PARTIALS ((void *)(uintptr_t)0x68000000u)
 #define FAKE_LSE_PARTIALS ((void *)(uintptr_t)0x78000000u)
 #define FAKE_K_NEW ((void *)(uintptr_t)0x88000000u)
@@ -115,7 +116,7 @@ enum driver_function {
  * attn_cache_append: KNew, VNew, K, V, BlockTable, CacheSeqlens; the (batch, token, head) strides of
  * k_new and v_new, the (page, row, head) strides of the k and v caches, the block table's batch stride;
  * seven ints. */
-#define ATTN_DECODE_KINDS "ppppp" "ppp" "pp" "pp" "pp" "lll" "lll" "lll" "lll" "lll" "lll" "ll" "ll" "iiiiiiiiiiiiiii" "fff"
+#define ATTN_DECODE_KINDS "ppppp" "pppp" "pp" "pp" "pp" "lll" "lll" "lll" "lll" "lll" "lll" "ll" "ll" "iiiiiiiiiiiiiii" "fff"
 #define ATTN_MERGE_KINDS "ppp" "p" "ppp" "pp" "llll" "llll" "lll" "lll" "iiiiii"
 #define ATTN_CACHE_APPEND_KINDS "pppp" "pp" "lll" "lll" "lll" "lll" "l" "iiiiiii"
 
@@ -389,7 +390,7 @@ enum { SEL_FLAG_WRITE_LSE = 1, SEL_FLAG_VARLEN = 2, SEL_FLAG_BLOCK_CNT = 256, SE
 /* attn_decode: one program per (request, kv head, row chunk, split), the split fastest. */
 enum decode_param {
   DECODE_Q, DECODE_K, DECODE_V, DECODE_OUT, DECODE_LSE,
-  DECODE_BLOCK_TABLE, DECODE_CACHE_SEQLENS, DECODE_CU_SEQLENS_Q, DECODE_ALIBI_SLOPES, DECODE_SINKS,
+  DECODE_BLOCK_TABLE, DECODE_CACHE_SEQLENS, DECODE_CU_SEQLENS_Q, DECODE_CACHE_LEFTPAD, DECODE_ALIBI_SLOPES, DECODE_SINKS,
   DECODE_OUT_PARTIAL, DECODE_LSE_PARTIAL, DECODE_K_NEW, DECODE_V_NEW,
   DECODE_STRIDE_QB, DECODE_STRIDE_QS, DECODE_STRIDE_QH,
   DECODE_STRIDE_KP, DECODE_STRIDE_KS, DECODE_STRIDE_KH,
@@ -447,6 +448,7 @@ enum {
   MERGE_FLAG_OUT_BF16 = 8192,
   MERGE_FLAG_WHOLE_ROWS = 16384,
   DECODE_FLAG_FUSED_APPEND = 32768,
+  DECODE_FLAG_LEFTPAD = 65536,
 };
 
 enum { FAKE_MULTIPROCESSORS = 132 }; /* the fake device's SMs, an H100's */

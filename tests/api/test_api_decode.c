@@ -160,6 +160,13 @@ static void test_decode_launch_arguments(void) {
   params.num_splits = 1, params.causal = 0, params.window_left = -1, params.window_right = 7;
   params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8);
   check_decode("paged, fp16, window_right 7, ALiBi per head, sinks, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+  /* cache_leftpad: its pointer and FLAG_LEFTPAD; nothing else changes. */
+  params.cache_leftpad = aotk_tensor_1d(FAKE_CACHE_LEFTPAD, AOTK_DTYPE_INT32, s.batch);
+  check_decode("paged, fp16, cache_leftpad, no split", &params, &s, &sel_sm90, 1, 0, NULL);
+  params.num_splits = 2;
+  check_decode("paged, fp16, cache_leftpad, 2 splits", &params, &s, &sel_sm90, 2, 512, FAKE_WORKSPACE);
+  params.struct_size = offsetof(aotk_decode_params, cache_leftpad); /* an older caller: the field unread */
+  check_decode("paged, fp16, the struct_size before cache_leftpad, the field past it", &params, &s, &sel_sm90, 2, 512, FAKE_WORKSPACE);
 
   /* MQA, a group of 32 query heads x 4 tokens = 128 rows: the 64-row tile, two chunks per request. */
   s = (decode_shape){AOTK_DTYPE_BFLOAT16, 2, 4, 32, 1, 64, 64, 4096, 0, 0, true, 0};

@@ -269,6 +269,13 @@ static void test_decode_validation_accepts_edge_inputs(void) {
   add_decode_edge_case(cases, &count, "max_seqlen_k 1", default_decode_shape)->max_seqlen_k = 1;
   add_decode_edge_case(cases, &count, "a struct_size larger than this header's (a newer caller)",
                        default_decode_shape)->struct_size = sizeof(aotk_decode_params) + 64;
+  /* Left-padded caches; and a caller built against the header before cache_leftpad, whose struct ends there:
+   * the memory after it (garbage here) is not read. */
+  dec_leftpad(add_decode_edge_case(cases, &count, "cache_leftpad", default_decode_shape));
+  p = add_decode_edge_case(cases, &count, "the struct_size before cache_leftpad, garbage after it",
+                           default_decode_shape);
+  p->struct_size = offsetof(aotk_decode_params, cache_leftpad);
+  memset(&p->cache_leftpad, 0xEE, sizeof p->cache_leftpad);
   /* Appending. */
   s = default_decode_shape;
   add_new_kv(add_decode_edge_case(cases, &count, "appending one token", s), &s, 1);
@@ -353,6 +360,9 @@ static void test_decode_validation_accepts_edge_inputs(void) {
     CHECK_MSG(info.launches == launches && (info.workspace_bytes > 0) == (info.num_splits > 1) &&
                   ((info.features & AOTK_FEATURE_APPEND_KV) != 0) == (params->k_new.data != NULL) &&
                   ((info.features & AOTK_FEATURE_VARLEN) != 0) == (params->cu_seqlens_q.data != NULL) &&
+                  ((info.features & AOTK_FEATURE_LEFTPAD_KV) != 0) ==
+                      (params->struct_size > offsetof(aotk_decode_params, cache_leftpad) &&
+                       params->cache_leftpad.data != NULL) &&
                   (params->cu_seqlens_q.data == NULL || info.num_splits == 1),
               "%s: %d launches, %d splits, %zu bytes of workspace, features %#x", cases[i].what, info.launches,
               info.num_splits, info.workspace_bytes, info.features);

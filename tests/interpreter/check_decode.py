@@ -8,6 +8,9 @@ TRITON_INTERPRET=1 runs the kernels' Python on numpy, so the indexing, the masks
 appending and the merge are exercised exactly as written, though not the compiled code (no tensor-core
 rounding, no inline PTX: softcap's tanh.approx is replaced by an exact tanh). fp16 only: Triton's
 interpreter computes bf16 dots wrongly (a bf16 16x16 dot is off by ~1e10 in Triton 3.9's interpreter).
+Triton 3.6.0's interpreter (the pinned version, on the GPU machine, 2026-11-27) stops at the key loop's
+`range(lo, hi, ...)` ("only 0-dimensional arrays can be converted to Python scalars"), over the kernels
+before cache_leftpad as over the current ones: run it with a newer Triton.
 The host side (splits, strides, flags) is re-derived here from include/aotk.h, so a disagreement
 with src/decode/aotk_decode.c shows up in the GPU test (tests/test_decode_gpu.c), not here.
 """
@@ -27,7 +30,7 @@ def _tanh(x):
     return (e - 1.0) / (e + 1.0)
 attn_common.tanh_approx = _tanh
 
-def ref_decode(q, kc, vc, table, seqlens, causal, wl, wr, softcap, slopes, sinks, scale, paged, page_size):
+def ref_decode(q, kc, vc, table, seqlens, causal, wl, wr, softcap, slopes, sinks, scale, paged, page_size, leftpad=None):
     B, S, HQ, D = q.shape
     HK = kc.shape[2]; G = HQ // HK; DV = vc.shape[3]
     out = torch.zeros(B, S, HQ, DV, dtype=torch.float64); lse = torch.full((B, HQ, S), -math.inf, dtype=torch.float64)
@@ -48,6 +51,7 @@ def ref_decode(q, kc, vc, table, seqlens, causal, wl, wr, softcap, slopes, sinks
                 if softcap > 0: s = softcap * torch.tanh(s / softcap)
                 if slopes is not None: s = s - slopes[b if slopes.dim() == 2 else ..., h].double() * (p - js).abs().double() if slopes.dim()==2 else s - slopes[h].double() * (p - js).abs().double()
                 ok = torch.ones(L, dtype=torch.bool)
+                if leftpad is not None: ok &= js >= int(leftpad[b])
                 if causal: ok &= js <= p
                 if wl >= 0: ok &= js >= p - wl
                 if wr >= 0 and not causal: ok &= js <= p + wr
@@ -62,7 +66,7 @@ def ref_decode(q, kc, vc, table, seqlens, causal, wl, wr, softcap, slopes, sinks
     return out, lse
 
 def run_decode(q, kc, vc, table, seqlens, causal=0, wl=-1, wr=-1, softcap=0.0, slopes=None, sinks=None, splits=1,
-               BLOCK_M=16, BLOCK_N=64, write_lse=True, seqlen_new=0):
+               BLOCK_M=16, BLOCK_N=64, write_lse=True, seqlen_new=0, leftpad=None):
     B, S, HQ, D = q.shape; HK = kc.shape[2]; G = HQ // HK; DV = vc.shape[3]
     paged = table is not None
     page_size = kc.shape[1] if paged else 0
@@ -75,12 +79,12 @@ def run_decode(q, kc, vc, table, seqlens, causal=0, wl=-1, wr=-1, softcap=0.0, s
     pd = -(-DV // 16) * 16
     op = torch.full((nsplit * B * S * HQ * pd,), float("nan")); lp = torch.full((nsplit * B * HQ * S,), float("nan"))
     dummy32 = torch.zeros(1); dummyi = torch.zeros(1, dtype=torch.int32)
-    flags = (1 if write_lse else 0) | (8 if softcap > 0 else 0) | (16 if slopes is not None else 0) | (32 if sinks is not None else 0) | (256 if paged else 0) | (512 if nsplit > 1 else 0)
+    flags = (1 if write_lse else 0) | (8 if softcap > 0 else 0) | (16 if slopes is not None else 0) | (32 if sinks is not None else 0) | (256 if paged else 0) | (512 if nsplit > 1 else 0) | (65536 if leftpad is not None else 0)
     D8 = -(-D // 8) * 8
     HD = 1 << (max(D, 32) - 1).bit_length(); HDV = 1 << (max(DV, 32) - 1).bit_length()
     grid = (B * HK * row_chunks * nsplit,)
     K.attn_decode[grid](q, kc, vc, out, lse, table if paged else dummyi, seqlens, dummyi,
-                        slopes if slopes is not None else dummy32,
+                        leftpad if leftpad is not None else dummyi, slopes if slopes is not None else dummy32,
                         sinks if sinks is not None else dummy32, op, lp, dummy32, dummy32,
                         *q.stride()[:3], *kc.stride()[:3], *vc.stride()[:3], *out.stride()[:3], 0, 0, 0, 0, 0, 0,
                         lse.stride(0), lse.stride(1), table.stride(0) if paged else 0,
@@ -116,10 +120,13 @@ def check(name, **kw):
     seqlens = kw.pop("seqlens", None)
     if seqlens is None: seqlens = torch.randint(0, cap + 1, (B,))
     seqlens = torch.tensor(seqlens, dtype=torch.int32) if not torch.is_tensor(seqlens) else seqlens.to(torch.int32)
+    if kw.get("leftpad") is not None:
+        kw["leftpad"] = torch.tensor(kw["leftpad"], dtype=torch.int32)
     out, lse, scale, nsplit = run_decode(q, kc, vc, table, seqlens, **kw)
     kw2 = {k: v for k, v in kw.items() if k in ("causal", "wl", "wr", "softcap", "slopes", "sinks")}
     ro, rl = ref_decode(q, kc, vc, table, seqlens, kw2.get("causal", 0), kw2.get("wl", -1), kw2.get("wr", -1),
-                        kw2.get("softcap", 0.0), kw2.get("slopes"), kw2.get("sinks"), scale, table is not None, page_size)
+                        kw2.get("softcap", 0.0), kw2.get("slopes"), kw2.get("sinks"), scale, table is not None, page_size,
+                        kw.get("leftpad"))
     eo = (out.double() - ro).abs().max().item(); el = (lse.double() - rl).abs()
     el = torch.where(torch.isinf(rl) & torch.isinf(lse.double()) & (rl == lse.double()), 0, el).max().item()
     ok = eo < 2e-2 and el < 1e-3 and not torch.isnan(out).any()
@@ -160,7 +167,7 @@ def check_varlen_prefill():
     ok = True
     for causal in (1, 0):
         out.fill_(float("nan")); lse.fill_(float("nan"))
-        K.attn_decode[(B * HK * chunks,)](q, kc, vc, out, lse, table, seql, cu, d32, d32, d32, d32, d32, d32,
+        K.attn_decode[(B * HK * chunks,)](q, kc, vc, out, lse, table, seql, cu, seql, d32, d32, d32, d32, d32, d32,
             0, q.stride(0), q.stride(1), *kc.stride()[:3], *vc.stride()[:3], 0, out.stride(0), out.stride(1),
             0, 0, 0, 0, 0, 0, 0, lse.stride(0), table.stride(0), 0,
             B, maxq, HQ, G, cap, ps, 1, -(-cap // 64) * 64, chunks, D // 8, D // 8, -1, 0 if causal else -1,
@@ -232,6 +239,14 @@ res.append(check("dv differs 96/64 paged", shape=(2, 2, 4, 2, 96, 64), cap=90, p
 res.append(check("paged ps64 page blocks split2", shape=(2, 2, 4, 2, 64, 64), cap=300, page_size=64, causal=1, splits=2,
                  seqlens=[0, 250]))
 res.append(check("paged ps128 page blocks window", shape=(2, 1, 8, 2, 64, 64), cap=400, page_size=128, wl=90, wr=0))
+# Left padding (flash-attn's cache_leftpad): rows before it unseen; 0, negative, inside the split, past the
+# length; with a window and ALiBi (positions stay the cache's rows).
+res.append(check("leftpad contig split3", shape=(4, 2, 8, 2, 64, 64), cap=300, causal=1, splits=3,
+                 seqlens=[300, 250, 40, 200], leftpad=[0, 130, 41, -4]))
+res.append(check("leftpad paged ps16 window alibi", shape=(3, 3, 4, 2, 64, 64), cap=200, page_size=16, causal=1,
+                 wl=50, slopes=torch.rand(4), seqlens=[200, 120, 90], leftpad=[170, 7, 90]))
+res.append(check("leftpad paged ps64 sinks", shape=(2, 1, 4, 1, 64, 64), cap=256, page_size=64, sinks=torch.randn(4),
+                 seqlens=[256, 100], leftpad=[64, 99]))
 res.append(check("over capacity clamp", shape=(2, 1, 2, 1, 32, 32), cap=64, seqlens=[1000, -5]))
 if not only or "varlen" in only:
     res.append(check_varlen_prefill())

@@ -501,7 +501,8 @@ def test_torch_argument_errors():
                   cache_batch_idx=torch.arange(2, dtype=torch.int32), block_table=torch.zeros(2, 1, dtype=torch.int32))
     expect_raises(ValueError, ["cache_batch_idx", "int32"], kvcache, qd, kc, vc,
                   cache_batch_idx=torch.arange(2, dtype=torch.int64))
-    expect_raises(NotImplementedError, ["cache_leftpad"], kvcache, qd, kc, vc, cache_leftpad=seqlens)
+    expect_raises(ValueError, ["cache_leftpad", "int32"], kvcache, qd, kc, vc, cache_leftpad=seqlens.long())
+    expect_raises(ValueError, ["cache_leftpad", "[batch=2]"], kvcache, qd, kc, vc, cache_leftpad=seqlens[:1])
     expect_raises(NotImplementedError, ["17", "16", "flash_attn_varlen_func"], kvcache, t(2, 17, 8, 64), kc, vc)
     expect_raises(NotImplementedError, ["q.dtype"], kvcache, qd.float(), kc.float(), vc.float())
     expect_raises(ValueError, ["both k and v"], kvcache, qd, kc, vc, k=kn, cache_seqlens=5)
@@ -600,12 +601,13 @@ def test_torch_fake_implementations():
         expect(lse.shape == (8, 50) and lse.dtype == torch.float32, f"packed decode lse {lse.shape} {lse.dtype}")
     # aotk::decode appends in place: its schema marks k_cache and v_cache written ("Tensor(a!)") and no
     # other argument; k_new and v_new are optional (None: no appending), then cu_seqlens_q and max_seqlen_q
-    # (None, 0: dense queries), last, so that a call without them reads as before.
+    # (None, 0: dense queries) and cache_leftpad (None), last, so that a call without them reads as before.
     schema = torch.ops.aotk.decode.default._schema
     written = sorted(a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write)
     expect(written == ["k_cache", "v_cache"], f"aotk::decode declares {written} written: {schema}")
     defaulted = [(a.name, a.default_value) for a in schema.arguments if a.has_default_value()]
-    expect(defaulted == [("k_new", None), ("v_new", None), ("cu_seqlens_q", None), ("max_seqlen_q", 0)],
+    expect(defaulted == [("k_new", None), ("v_new", None), ("cu_seqlens_q", None), ("max_seqlen_q", 0),
+                         ("cache_leftpad", None)],
            f"aotk::decode's defaulted arguments {defaulted}")
     for parts_shape, lse_shape in (((3, 2, 5, 4, 64), (3, 2, 4, 5)), ((3, 10, 4, 64), (3, 4, 10))):
         parts = torch.empty(parts_shape, device="meta", dtype=torch.float32)

@@ -293,17 +293,7 @@ def test_flash_attn_with_kvcache():
         start = torch.tensor(starts, device=DEVICE)[:, None]
 
         def rotated(x, positions, dtype):
-            # The rotation in float64 (dtype float64) or in float32 rounded once (the low-precision one).
-            work = torch.float64 if dtype == torch.float64 else torch.float32
-            c, s_ = cos.to(work)[positions][:, :, None, :], sin.to(work)[positions][:, :, None, :]
-            r = x[..., :rotary_dim].to(work)
-            if interleaved:
-                a, b_ = r[..., 0::2], r[..., 1::2]
-                r = torch.stack((a * c - b_ * s_, a * s_ + b_ * c), dim=-1).flatten(-2)
-            else:
-                a, b_ = r[..., :rotary_dim // 2], r[..., rotary_dim // 2:]
-                r = torch.cat((a * c - b_ * s_, a * s_ + b_ * c), dim=-1)
-            return torch.cat((r, x[..., rotary_dim:].to(work)), dim=-1).to(dtype)
+            return rotated_ref(x, positions, cos, sin, rotary_dim, interleaved, dtype)
 
         k_positions = start + torch.arange(seqlen_new, device=DEVICE)
         q_positions = start + torch.arange(seqlen_q, device=DEVICE) if causal else start.expand(batch, seqlen_q)
@@ -334,8 +324,80 @@ def test_flash_attn_with_kvcache():
         worst = max(worst, check_close(label, out, out64, outlp))
         lse_err = max_err(lse, lse64)
         expect(lse_err < 1e-2, f"{label}: lse error {lse_err:.3e}")
-    return (f"{n + 2 + len(rotary_cases)} cases, worst error {worst:.3f} of its bound; splits seen "
-            f"{sorted(splits_seen)}")
+    # cache_leftpad (flash-attn's): request b's keys are its cache rows cache_leftpad[b] .. L_b - 1, the
+    # rows before them NaN when contiguous (never read), random when paged (read, never attended); appending at cache_seqlens as before; rotary positions counted from
+    # the padding (keys at cache_seqlens[b] - cache_leftpad[b] + i); the causal diagonal, the window and
+    # ALiBi's distance in cache rows, which the reference sees by attending to the rows from the padding on.
+    # A padding of 0, inside the keys, -3 (none), and past the request's end (no key: out 0, lse -inf).
+    leftpad_cases = ((None, True, 0), (16, True, 3), (64, False, 0))
+    for page_size, causal, num_splits in leftpad_cases:
+        batch, seqlen_q, heads_q, heads_kv, d, capacity, seqlen_new, rotary_dim = 4, 2, 8, 2, 128, 192, 2, 64
+        starts, pads = [50, 37, 120, 90], [0, 20, -3, 95]
+        final = [min(n_ + seqlen_new, capacity) for n_ in starts]
+        angles = torch.rand(capacity, rotary_dim // 2, device=DEVICE, dtype=torch.float64) * 6.0
+        cos, sin = angles.cos().to(torch.bfloat16), angles.sin().to(torch.bfloat16)
+        k_cache, v_cache, table, k_logical, v_logical = make_caches(batch, capacity, heads_kv, d, d, torch.bfloat16,
+                                                                    starts, page_size)
+        if table is None:  # a contiguous cache's padding is never read; a paged one's may be (its values finite)
+            for b, pad in enumerate(pads):
+                k_cache[b, :max(pad, 0)] = float("nan")
+                v_cache[b, :max(pad, 0)] = float("nan")
+        q = rand(batch, seqlen_q, heads_q, d, dtype=torch.bfloat16)
+        k_new = rand(batch, seqlen_new, heads_kv, d, dtype=torch.bfloat16)
+        v_new = rand(batch, seqlen_new, heads_kv, d, dtype=torch.bfloat16)
+        alibi = torch.rand(heads_q, device=DEVICE) * 0.3
+        out, lse = aotk.flash_attn_with_kvcache(
+            q, k_cache, v_cache, k=k_new, v=v_new, rotary_cos=cos, rotary_sin=sin,
+            cache_seqlens=torch.tensor(starts, dtype=torch.int32, device=DEVICE),
+            cache_leftpad=torch.tensor(pads, dtype=torch.int32, device=DEVICE), block_table=table, causal=causal,
+            window_size=(60, -1), alibi_slopes=alibi, num_splits=num_splits, return_softmax_lse=True)
+        label = f"cache_leftpad page={page_size} causal={causal} splits={num_splits}"
+        rot_start = torch.tensor([max(n_ - max(p_, 0), 0) for n_, p_ in zip(starts, pads)], device=DEVICE)[:, None]
+        k_positions = rot_start + torch.arange(seqlen_new, device=DEVICE)
+        q_positions = rot_start + torch.arange(seqlen_q, device=DEVICE)  # a window: positions per token
+        keys, values = [], []
+        for b in range(batch):
+            positions = torch.arange(starts[b], final[b], device=DEVICE)
+            got = k_cache[b, positions] if table is None else \
+                k_cache[table[b, positions // page_size].long(), positions % page_size]
+            want = rotated_ref(k_new[b:b + 1, :final[b] - starts[b]], k_positions[b:b + 1, :final[b] - starts[b]],
+                               cos, sin, rotary_dim, True, torch.float64)[0]
+            err = (got.double() - want).abs().max().item() if got.numel() else 0.0
+            expect(err <= 2.0 ** -8 * max(want.abs().max().item(), 1e-30) if got.numel() else True,
+                   f"{label}: request {b}'s appended keys are {err:.3e} from the rotated ones")
+            k_logical[b, starts[b]:final[b]] = got
+            v_logical[b, starts[b]:final[b]] = v_new[b, :final[b] - starts[b]]
+            first = min(max(pads[b], 0), final[b])
+            keys.append(k_logical[b, first:final[b]])
+            values.append(v_logical[b, first:final[b]])
+        kwargs = dict(causal=causal, window=(60, -1), alibi_slopes=alibi)
+        out64, lse64 = decode_ref(rotated_ref(q, q_positions, cos, sin, rotary_dim, True, torch.float64), keys,
+                                  values, upcast=True, **kwargs)
+        outlp, _ = decode_ref(rotated_ref(q, q_positions, cos, sin, rotary_dim, True, torch.bfloat16), keys, values,
+                              upcast=False, **kwargs)
+        worst = max(worst, check_close(label, out, out64, outlp))
+        finite = torch.isfinite(lse64)
+        expect(torch.equal(finite, torch.isfinite(lse)), f"{label}: lse's -inf rows differ from the reference's")
+        expect(not finite[3].any() and bool((out[3] == 0).all()), f"{label}: the request padded past its end")
+        lse_err = max_err(lse[finite], lse64[finite])
+        expect(lse_err < 1e-2, f"{label}: lse error {lse_err:.3e}")
+    return (f"{n + 2 + len(rotary_cases) + len(leftpad_cases)} cases, worst error {worst:.3f} of its bound; "
+            f"splits seen {sorted(splits_seen)}")
+
+
+def rotated_ref(x, positions, cos, sin, rotary_dim, interleaved, dtype):
+    """x [batch, tokens, heads, d] rotated at positions [batch, tokens]: in float64 (dtype float64), or in
+    float32 rounded once to dtype (what the Python function computes)."""
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    c, s_ = cos.to(work)[positions][:, :, None, :], sin.to(work)[positions][:, :, None, :]
+    r = x[..., :rotary_dim].to(work)
+    if interleaved:
+        a, b_ = r[..., 0::2], r[..., 1::2]
+        r = torch.stack((a * c - b_ * s_, a * s_ + b_ * c), dim=-1).flatten(-2)
+    else:
+        a, b_ = r[..., :rotary_dim // 2], r[..., rotary_dim // 2:]
+        r = torch.cat((a * c - b_ * s_, a * s_ + b_ * c), dim=-1)
+    return torch.cat((r, x[..., rotary_dim:].to(work)), dim=-1).to(dtype)
 
 
 def test_flash_attn_varlen_paged_prefill():
