@@ -708,12 +708,12 @@ AOTK_API aotk_status aotk_get_build_info(aotk_build_info *info);
  * (aotk_sel_fwd and aotk_sel_bwd: both dtypes, every head-dim pair and block size, one sequence and
  * varlen, with and without block_cnt, random selections mixed with ignored ids, and every block
  * selected, which must match aotk_attn_fwd/bwd's causal attention), decoding (aotk_attn_decode over a
- * contiguous cache split into several key ranges, a paged one with appending, and one with pages of
- * whole key blocks: out, lse and both caches after the call) and aotk_attn_merge, and compares with a
- * float64 reference on the host. Allocates and synchronizes (it is not a launch-path call). Makes the
- * device's primary context current for its duration and restores the caller's context after. AOTK_OK
- * when every case passes; otherwise the failure's status and message (a case that cannot run reports
- * its status). `report` (may be NULL) receives one line per case.
+ * contiguous cache with left padding split into several key ranges, a paged one with appending, and one
+ * with pages of whole key blocks: out, lse and both caches after the call) and aotk_attn_merge, and
+ * compares with a float64 reference on the host. Allocates and synchronizes (it is not a launch-path
+ * call). Makes the device's primary context current for its duration and restores the caller's context
+ * after. AOTK_OK when every case passes; otherwise the failure's status and message (a case that cannot
+ * run reports its status). `report` (may be NULL) receives one line per case.
  */
 AOTK_API aotk_status aotk_self_test(int device_ordinal, char *report, size_t report_bytes);
 

@@ -108,7 +108,8 @@ static void *device_data(CUdeviceptr pointer) { return (void *)(uintptr_t)pointe
 
 /* --- decoding ------------------------------------------------------------------------------------ */
 
-enum { D_Q, D_K, D_V, D_K_NEW, D_V_NEW, D_TABLE, D_SEQLENS, D_ALIBI, D_SINKS, D_OUT, D_LSE, D_WORKSPACE, D_BUFFERS };
+enum { D_Q, D_K, D_V, D_K_NEW, D_V_NEW, D_TABLE, D_SEQLENS, D_LEFTPAD, D_ALIBI, D_SINKS, D_OUT, D_LSE, D_WORKSPACE,
+       D_BUFFERS };
 
 aotk_status aotk__check_decode(const aotk__driver *driver, const aotk__decode_check_case *c, aotk__decode_check_result *r) {
   memset(r, 0, sizeof *r);
@@ -226,7 +227,9 @@ aotk_status aotk__check_decode(const aotk__driver *driver, const aotk__decode_ch
   for (int64_t e = 0; e < v_elements; e++) v_bits[e] = nan_bits;
   for (int64_t b = 0; b < B; b++) {
     const int64_t filled = aotk__decode_reference_length(seqlens[b], 0, capacity);
-    for (int64_t key = 0; key < filled; key++) {
+    /* A contiguous cache's left padding is never read: NaN there too. */
+    const int64_t first_key = c->leftpad && !paged && c->cache_leftpad[b] > 0 ? c->cache_leftpad[b] : 0;
+    for (int64_t key = first_key; key < filled; key++) {
       for (int64_t h = 0; h < HKV; h++) {
         const int64_t k_row = aotk__decode_reference_cache_row(&problem, problem.k_strides, b, key, h);
         const int64_t v_row = aotk__decode_reference_cache_row(&problem, problem.v_strides, b, key, h);
@@ -265,6 +268,7 @@ aotk_status aotk__check_decode(const aotk__driver *driver, const aotk__decode_ch
   problem.k_cache = k_values;
   problem.v_cache = v_values;
   problem.cache_seqlens = seqlens;
+  if (c->leftpad) problem.cache_leftpad = c->cache_leftpad;
   if (c->alibi) problem.alibi_slopes = alibi;
   if (c->sinks) problem.sinks = sinks;
 
@@ -272,6 +276,10 @@ aotk_status aotk__check_decode(const aotk__driver *driver, const aotk__decode_ch
   if ((status = aotk__check_upload(driver, &dev[D_K], k_bits, 2 * (size_t)k_elements)) != AOTK_OK) goto done;
   if ((status = aotk__check_upload(driver, &dev[D_V], v_bits, 2 * (size_t)v_elements)) != AOTK_OK) goto done;
   if ((status = aotk__check_upload(driver, &dev[D_SEQLENS], seqlens, 4 * (size_t)B)) != AOTK_OK) goto done;
+  if (c->leftpad &&
+      (status = aotk__check_upload(driver, &dev[D_LEFTPAD], c->cache_leftpad, 4 * (size_t)B)) != AOTK_OK) {
+    goto done;
+  }
   if (N > 0) {
     if ((status = aotk__check_upload(driver, &dev[D_K_NEW], k_new_bits, 2 * (size_t)k_new_elements)) != AOTK_OK) goto done;
     if ((status = aotk__check_upload(driver, &dev[D_V_NEW], v_new_bits, 2 * (size_t)v_new_elements)) != AOTK_OK) goto done;
@@ -288,6 +296,7 @@ aotk_status aotk__check_decode(const aotk__driver *driver, const aotk__decode_ch
   params.v_cache = aotk_tensor_4d(device_data(dev[D_V]), dtype, blocks, block_rows, HKV, DV);
   if (paged) params.block_table = aotk_tensor_2d(device_data(dev[D_TABLE]), AOTK_DTYPE_INT32, B, pages_per_seq);
   params.cache_seqlens = aotk_tensor_1d(device_data(dev[D_SEQLENS]), AOTK_DTYPE_INT32, B);
+  if (c->leftpad) params.cache_leftpad = aotk_tensor_1d(device_data(dev[D_LEFTPAD]), AOTK_DTYPE_INT32, B);
   params.out = aotk_tensor_4d(device_data(dev[D_OUT]), dtype, B, S, HQ, DV);
   params.lse = aotk_tensor_3d(device_data(dev[D_LSE]), AOTK_DTYPE_FLOAT32, B, HQ, S);
   params.causal = c->causal;

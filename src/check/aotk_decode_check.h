@@ -38,6 +38,8 @@ typedef struct aotk__decode_check_case {
   int64_t page_size;  /* 0: contiguous */
   int64_t seqlen_new; /* 0: no appending */
   int32_t cache_seqlens[AOTK__DECODE_CHECK_MAX_BATCH]; /* as passed (outside [0, capacity] allowed: it clamps) */
+  int leftpad;                                         /* cache_leftpad given (contiguous caches: its rows NaN) */
+  int32_t cache_leftpad[AOTK__DECODE_CHECK_MAX_BATCH];
   int causal;
   int window; /* 0: no window (-1, -1 passed); 1: window_left, window_right as given (-1: unbounded) */
   int32_t window_left, window_right;

@@ -136,11 +136,12 @@ typedef struct decoding_case {
 static int decoding_cases(decoding_case *cases) {
   int n = 0;
   cases[n++] = (decoding_case){"decode bf16 d128 G4 contiguous 4x384 2 tokens causal sinks lengths 0,384,1,random "
-                               "splits 3",
+                               "left padding 0,200,-1,37 splits 3",
                                {.dtype = AOTK_DTYPE_BFLOAT16, .head_dim_qk = 128, .head_dim_v = 128, .batch = 4,
                                 .heads_kv = 2, .group = 4, .seqlen_q = 2, .capacity = 384,
-                                .cache_seqlens = {0, 384, 1, AOTK__DECODE_CHECK_RANDOM_LENGTH}, .causal = 1,
-                                .sinks = 1, .num_splits = 3, .expect_split = 1}};
+                                .cache_seqlens = {0, 384, 1, AOTK__DECODE_CHECK_RANDOM_LENGTH}, .leftpad = 1,
+                                .cache_leftpad = {0, 200, -1, 37}, .causal = 1, .sinks = 1, .num_splits = 3,
+                                .expect_split = 1}};
   cases[n++] = (decoding_case){"decode fp16 d64 G4 paged(16) shuffled 5x208 append 2 causal sinks "
                                "lengths random,0,207,208,-3",
                                {.dtype = AOTK_DTYPE_FLOAT16, .head_dim_qk = 64, .head_dim_v = 64, .batch = 5,
