@@ -56,7 +56,7 @@ FLAG_OUT_FP16 = tl.constexpr(4096)
 FLAG_OUT_BF16 = tl.constexpr(8192)
 FLAG_WHOLE_ROWS = tl.constexpr(16384)  # attn_merge: one program per row block, every column chunk
 FLAG_FUSED_APPEND = tl.constexpr(32768)  # attn_decode writes the step's new keys and values itself
-FLAG_LEFTPAD = tl.constexpr(65536)  # attn_decode: request b's keys start at CacheLeftpad[b] (flash-attn's cache_leftpad)
+FLAG_LEFTPAD = tl.constexpr(65536)  # attn_decode: request b's keys start at row CacheLeftpad[b] (cache_leftpad)
 FUSED_APPEND_ROWS = tl.constexpr(16)  # the most new tokens a request the decoding kernel appends itself
 
 
@@ -80,8 +80,8 @@ def _decode_cache_rows(BlockTable, table_base, batch64, start_n, offs_n, col_ok,
 
 
 @triton.jit
-def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLeftpad, AlibiSlopes, Sinks, OutPartial, LsePartial,
-                KNew, VNew,
+def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLeftpad, AlibiSlopes, Sinks,
+                OutPartial, LsePartial, KNew, VNew,
                 stride_qb, stride_qs, stride_qh,
                 stride_kp, stride_ks, stride_kh,
                 stride_vp, stride_vs, stride_vh,

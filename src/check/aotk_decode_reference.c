@@ -60,8 +60,8 @@ void aotk__decode_reference_row(const aotk__decode_reference_problem *p, int64_t
     return;
   }
   int64_t first, last, position;
-  aotk__decode_reference_visible_keys(p, b, aotk__decode_reference_length(p->cache_seqlens[b], p->seqlen_new, p->capacity),
-                                      tokens, token, &first, &last, &position);
+  const int64_t length = aotk__decode_reference_length(p->cache_seqlens[b], p->seqlen_new, p->capacity);
+  aotk__decode_reference_visible_keys(p, b, length, tokens, token, &first, &last, &position);
   const int64_t count = last >= first ? last - first + 1 : 0;
   double *scores = scratch, *acc = scores + p->capacity;
   float *scores_f32 = (float *)(acc + DV), *acc_f32 = scores_f32 + p->capacity;
