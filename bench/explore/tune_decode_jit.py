@@ -38,6 +38,9 @@ SMS = 132
 
 THRESHOLD = 0.95
 ROUNDED = True
+# --pdl: the merge as a programmatic dependent launch (kernels that call gdc_launch_dependents in
+# attn_decode and gdc_wait in attn_merge, from AOTK_KERNELS_DIR).
+PDL = False
 
 
 def choose_splits(programs, keys, block_n, sms=SMS, min_keys=128):
@@ -103,7 +106,7 @@ def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=M
                 out.stride(0), out.stride(1), out.stride(2), 0, 0, 0,
                 splits, seqlen_q, heads_q, rows, d // 8, FLAG_OUT_BF16,
                 BLOCK_M=mcfg[0], BLOCK_N=mcfg[1], BLOCK_P=mcfg[4] if len(mcfg) > 4 else 1,
-                num_warps=mcfg[2], num_stages=mcfg[3])
+                num_warps=mcfg[2], num_stages=mcfg[3], **({"launch_pdl": True} if PDL else {}))
 
     return run, out, splits
 
@@ -141,7 +144,7 @@ def merge_only(cases, merges, d=128):
 
 
 def main():
-    global THRESHOLD, ROUNDED
+    global THRESHOLD, ROUNDED, PDL
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--configs", default="16x128x4x3,16x64x4x3,32x128x4x3,64x64x4x2")
     ap.add_argument("--layouts", default="0,16,256", help="page sizes; 0 = contiguous")
@@ -159,10 +162,12 @@ def main():
                     help="list: rows of a group per program (0: the tile's BLOCK_M); needs a kernel that takes its "
                          "rows from row_chunks")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--pdl", action="store_true", help="launch the merge with launch_pdl (kernels that use gdc_*)")
     ap.add_argument("--unspecialize", default="",
                     help="integer arguments of attn_decode the JIT must not specialize (value 1, divisibility by "
                          "16), comma-separated, or 'all': the AOT build has only the catalog's hints")
     args = ap.parse_args()
+    PDL = args.pdl
     if args.unspecialize:
         ints = ["batch_size", "seqlen_q", "heads_q", "group_size", "capacity", "page_size", "num_splits",
                 "split_keys", "row_chunks", "head_dim_qk8", "head_dim_v8", "window_left", "window_right", "flags",
