@@ -8,9 +8,9 @@ TRITON_INTERPRET=1 runs the kernels' Python on numpy, so the indexing, the masks
 appending and the merge are exercised exactly as written, though not the compiled code (no tensor-core
 rounding, no inline PTX: softcap's tanh.approx is replaced by an exact tanh). fp16 only: Triton's
 interpreter computes bf16 dots wrongly (a bf16 16x16 dot is off by ~1e10 in Triton 3.9's interpreter).
-Triton 3.6.0's interpreter (the pinned version, on the GPU machine, 2026-11-27) stops at the key loop's
-`range(lo, hi, ...)` ("only 0-dimensional arrays can be converted to Python scalars"), over the kernels
-before cache_leftpad as over the current ones: run it with a newer Triton.
+Triton 3.6.0's interpreter (the pinned version) converts a loop bound to an int with int(array), which
+NumPy 2 refuses for the one-element arrays its reductions leave ("only 0-dimensional arrays can be
+converted to Python scalars", at the key loop's range(lo, hi, ...)): the patch below reads the element.
 The host side (splits, strides, flags) is re-derived here from include/aotk.h, so a disagreement
 with src/decode/aotk_decode.c shows up in the GPU test (tests/test_decode_gpu.c), not here.
 """
@@ -24,6 +24,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch
 import attn_decode as K
 import attn_common, triton, triton.language as tl
+import numpy as np
+from triton.runtime import interpreter as _interpreter
+_patch_lang_tensor = _interpreter._patch_lang_tensor
+def _patch_lang_tensor_index(tensor, scope):
+    _patch_lang_tensor(tensor, scope)
+    scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+_interpreter._patch_lang_tensor = _patch_lang_tensor_index
 @triton.jit
 def _tanh(x):
     e = tl.exp(2.0 * x)
@@ -102,7 +109,7 @@ def run_decode(q, kc, vc, table, seqlens, causal=0, wl=-1, wr=-1, softcap=0.0, s
                                          sinks if sinks is not None else dummy32,
                                          B * S * HQ * pd, S * HQ * pd, HQ * pd, pd, B * HQ * S, HQ * S, S, 1,
                                          *out.stride()[:3], lse.stride(0), lse.stride(1), 1,
-                                         nsplit, S, HQ, rowsn, DV // 8, mflags, BLOCK_M=16, BLOCK_N=64)
+                                         nsplit, S, HQ, rowsn, DV // 8, mflags, BLOCK_M=16, BLOCK_N=64, BLOCK_P=1)
     return out, lse, scale, nsplit
 
 def check(name, **kw):
