@@ -238,7 +238,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_leftpad: int32 [batch] on the GPU, as in flash-attn: request b's keys start at cache row
     cache_leftpad[b], the rows before it being padding that is never attended. cache_seqlens[b] stays the
     row where the request ends (and where k and v are appended); causal alignment, windows and ALiBi's
-    distance count cache rows, and the rotary positions below count from cache_leftpad[b].
+    distance count cache rows, and the rotary positions below count from cache_leftpad[b]. A contiguous
+    cache's padding is never read; with block_table or cache_batch_idx (both read as pages) the padding
+    rows of the first key block may be read, so they must hold finite values (include/aotk.h).
 
     rotary_cos, rotary_sin: [seqlen_ro, rotary_dim / 2] in q's dtype, rotary_dim a multiple of 16 up to
     the head dim and seqlen_ro at least the capacity; only with k and v, as in flash-attn. The new keys

@@ -392,9 +392,9 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
   float qk_scale_log2 = p->softmax_scale * 1.4426950408889634f;
   float softcap_scale = p->softcap > 0.0f ? p->softmax_scale / p->softcap : 0.0f;
   float softcap_log2 = p->softcap * 1.4426950408889634f;
-  void *args[] = {&q, &k, &v, &out, &lse, &table, &seqlens, &cu_seqlens_q, &leftpad, &alibi, &sinks, &out_partial, &lse_partial,
-                  &fused_k_new, &fused_v_new, &strides[0], &strides[1], &strides[2], &strides[3], &strides[4],
-                  &strides[5], &strides[6], &strides[7], &strides[8], &strides[9], &strides[10], &strides[11],
+  void *args[] = {&q, &k, &v, &out, &lse, &table, &seqlens, &cu_seqlens_q, &leftpad, &alibi, &sinks, &out_partial,
+                  &lse_partial, &fused_k_new, &fused_v_new, &strides[0], &strides[1], &strides[2], &strides[3],
+                  &strides[4], &strides[5], &strides[6], &strides[7], &strides[8], &strides[9], &strides[10], &strides[11],
                   &strides[12], &strides[13], &strides[14], &strides[15], &strides[16], &strides[17], &strides[18],
                   &strides[19], &strides[20], &strides[21], &ints[0], &ints[1], &ints[2], &ints[3], &ints[4],
                   &ints[5], &ints[6], &ints[7], &ints[8], &ints[9], &ints[10], &ints[11], &ints[12], &ints[13],
