@@ -17,6 +17,7 @@
 #include "aotk_kernel_table.h"
 #include "aotk_launch.h"
 #include "aotk_tensor_validate.h"
+#include "aotk_tma.h"
 
 static int64_t blocks(int64_t length, int32_t block) { return (length + block - 1) / block; }
 
@@ -206,19 +207,6 @@ static bool hopper_short_causal(const aotk__attn_problem *problem) {
          problem->seqlen_k <= limit;
 }
 
-/* Whether a tensor [batch, seqlen, heads, head_dim] can be read as the TMA kernel's 3-d view
- * [batch, seqlen, heads * head_dim]: each token's heads contiguous, the token and batch strides
- * multiples of 16 bytes below 2^40 bytes (TMA's rules), and no rows overlapping. */
-static bool tma_view_ok(const aotk_tensor *t) {
-  const int64_t heads = t->shape[2], head_dim = t->shape[3], limit = (int64_t)1 << 39; /* elements: 2^40 bytes */
-  if (t->strides[2] != head_dim || t->strides[1] < heads * head_dim || t->strides[1] % 8 != 0 ||
-      t->strides[1] >= limit) {
-    return false;
-  }
-  if (t->shape[0] == 1) return true; /* the batch stride is not used */
-  return t->strides[0] % 8 == 0 && t->strides[0] >= t->shape[1] * t->strides[1] && t->strides[0] < limit;
-}
-
 /* The problem's variant axes, as the kernel table is keyed. */
 static aotk__variant_key variant_key(const aotk__attn_problem *problem) {
   aotk__variant_key key = {problem->dtype, problem->head_dim_qk, problem->head_dim_v, problem->aligned, problem->extras};
@@ -237,13 +225,13 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
    * sequence's start to their row coordinates (blocks past a sequence's end read the next one's rows,
    * which they mask or do not store); the Triton TMA forward is dense only. */
   if (problem->varlen && family == AOTK__FAMILY_ATTN_FWD_TMA) return -1;
-  if (!problem->aligned || !tma_view_ok(&problem->q) || !tma_view_ok(&problem->k) || !tma_view_ok(&problem->v)) {
+  if (!problem->aligned || !aotk__tma_view_ok(&problem->q) || !aotk__tma_view_ok(&problem->k) || !aotk__tma_view_ok(&problem->v)) {
     return -1;
   }
   /* The backward's dK/dV pass reads dO through TMA too. */
   if ((family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER ||
        family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER) &&
-      !tma_view_ok(&problem->dout)) {
+      !aotk__tma_view_ok(&problem->dout)) {
     return -1;
   }
   const aotk__variant_key key = variant_key(problem);
@@ -303,46 +291,6 @@ static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) 
     plan->count = 2;
   }
   return status;
-}
-
-/* A host-side TMA descriptor as the kernel takes it: the map, then the view's shape (i32) and strides
- * (i64, in elements), outermost first, as Triton passes them. */
-typedef struct packed_descriptor {
-  CUtensorMap map;
-  int32_t shape[3];
-  int64_t strides[3];
-} packed_descriptor;
-
-#define DESCRIPTOR_ARGS(d) &(d).map, &(d).shape[0], &(d).shape[1], &(d).shape[2], &(d).strides[0], &(d).strides[1], \
-                           &(d).strides[2]
-
-/* Encodes t ([batch, seqlen, heads, head_dim], checked by tma_view_ok) as the 3-d view
- * [batch, seqlen, heads * head_dim] with the box and swizzle the compiler chose. A host-side call of
- * the driver: no device work, no allocation, safe inside stream capture. */
-static aotk_status encode_descriptor(const aotk__driver *driver, const aotk_tensor *t, const aotk__tma_layout *layout,
-                                     const char *name, packed_descriptor *d) {
-  memset(d, 0, sizeof *d);
-  const int64_t element_bytes = aotk__dtype_bytes(t->dtype);
-  const int64_t row_elements = t->shape[2] * t->shape[3];
-  const int64_t batch_stride = t->shape[0] == 1 ? t->shape[1] * t->strides[1] : t->strides[0];
-  d->shape[0] = (int32_t)t->shape[0], d->shape[1] = (int32_t)t->shape[1], d->shape[2] = (int32_t)row_elements;
-  d->strides[0] = batch_stride, d->strides[1] = t->strides[1], d->strides[2] = 1;
-  /* cuTensorMapEncodeTiled takes the innermost dimension first, and strides in bytes for all but it. */
-  const uint64_t dims[3] = {(uint64_t)row_elements, (uint64_t)t->shape[1], (uint64_t)t->shape[0]};
-  const uint64_t strides_bytes[2] = {(uint64_t)(t->strides[1] * element_bytes), (uint64_t)(batch_stride * element_bytes)};
-  const unsigned box[3] = {(unsigned)layout->box[2], (unsigned)layout->box[1], (unsigned)layout->box[0]};
-  const unsigned element_strides[3] = {1, 1, 1};
-  const int data_type = t->dtype == AOTK_DTYPE_BFLOAT16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                        : t->dtype == AOTK_DTYPE_FLOAT32  ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-                                                          : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  char what[64];
-  snprintf(what, sizeof what, "cuTensorMapEncodeTiled(%s)", name);
-  AOTK__CU_TRY(driver,
-               driver->cuTensorMapEncodeTiled(&d->map, data_type, 3, t->data, dims, strides_bytes, box, element_strides,
-                                              CU_TENSOR_MAP_INTERLEAVE_NONE, layout->swizzle,
-                                              CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-               what);
-  return AOTK_OK;
 }
 
 /* The Gluon kernel's grid. It is persistent: each program walks tiles r * grid + p (boustrophedon, see
@@ -425,22 +373,6 @@ static int64_t fwd_grid(const aotk__attn_problem *problem, const aotk__kernel_en
   return hopper_grid(problem, e, blocks(problem->seqlen_q, e->block_m), tiles, plan->device.multiprocessors);
 }
 
-/* The row's descriptors, one per tensor, in the kernel's parameter order: the count must be the row's
- * (its compiled kernel takes exactly that many). Stops at the first failure, naming its tensor. */
-static aotk_status encode_descriptors(const aotk__driver *driver, const aotk__kernel_entry *e,
-                                      const aotk_tensor *const *tensors, const char *const *names, int count,
-                                      packed_descriptor *out) {
-  if (e->descriptor_count != count) {
-    return aotk__fail(AOTK_ERROR_INTERNAL, "%s records %d TMA descriptors; the launcher packs %d", e->name,
-                      (int)e->descriptor_count, count);
-  }
-  for (int i = 0; i < count; i++) {
-    aotk_status status = encode_descriptor(driver, tensors[i], &e->descriptors[i], names[i], &out[i]);
-    if (status != AOTK_OK) return status;
-  }
-  return AOTK_OK;
-}
-
 static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params *params,
                               const aotk__attn_problem *problem, const attn_plan *plan, aotk_stream stream) {
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->rows[0]];
@@ -479,17 +411,17 @@ static aotk_status launch_fwd(const aotk__driver *driver, const aotk_attn_params
     /* The Gluon forward stores O by TMA where O's layout allows (its descriptor in 64-row boxes, dv wide);
      * otherwise by masked stores, and the fourth descriptor is V's (same box width, always encodable
      * here, never used). */
-    const bool o_tma = hopper && tma_view_ok(&problem->out);
+    const bool o_tma = hopper && aotk__tma_view_ok(&problem->out);
     if (o_tma) f.flags |= FLAG_O_TMA;
     const int count_maps = hopper ? 4 : 3;
-    packed_descriptor descriptors[4];
+    aotk__packed_descriptor descriptors[4];
     const aotk_tensor *tensors[4] = {&problem->q, &problem->k, &problem->v, o_tma ? &problem->out : &problem->v};
     const char *const names[4] = {"q", "k", "v", o_tma ? "out" : "v (as out's stand-in)"};
-    if ((status = encode_descriptors(driver, e, tensors, names, count_maps, descriptors)) != AOTK_OK) return status;
+    if ((status = aotk__encode_descriptors(driver, e, tensors, names, count_maps, descriptors)) != AOTK_OK) return status;
     void *tma_args[sizeof args / sizeof args[0] + 4 * 7 + 1];
     memcpy(tma_args, args, sizeof args);
-    void *descriptor_args[] = {DESCRIPTOR_ARGS(descriptors[0]), DESCRIPTOR_ARGS(descriptors[1]),
-                               DESCRIPTOR_ARGS(descriptors[2]), DESCRIPTOR_ARGS(descriptors[3])};
+    void *descriptor_args[] = {AOTK__DESCRIPTOR_ARGS(descriptors[0]), AOTK__DESCRIPTOR_ARGS(descriptors[1]),
+                               AOTK__DESCRIPTOR_ARGS(descriptors[2]), AOTK__DESCRIPTOR_ARGS(descriptors[3])};
     _Static_assert(sizeof descriptor_args == 4 * 7 * sizeof(void *), "seven arguments per descriptor");
     memcpy(tma_args + sizeof args / sizeof args[0], descriptor_args, (size_t)count_maps * 7 * sizeof(void *));
     size_t count = sizeof args / sizeof args[0] + (size_t)count_maps * 7;
@@ -680,15 +612,15 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   const aotk_tensor acc_view = {(void *)(uintptr_t)dq_acc, AOTK_DTYPE_FLOAT32, 4,
                                 {problem->batch * problem->heads_q, stats_stride, 1, problem->head_dim_qk, 0, 0},
                                 {stats_stride * problem->head_dim_qk, problem->head_dim_qk, problem->head_dim_qk, 1, 0, 0}};
-  packed_descriptor descriptors[5], dq_descriptors[4];
+  aotk__packed_descriptor descriptors[5], dq_descriptors[4];
   const int descriptor_count = fused ? 5 : 4;
   const aotk_tensor *tensors[5] = {&problem->q, &problem->k, &problem->v, &problem->dout, &acc_view};
   static const char *const names[5] = {"q", "k", "v", "dout", "the dq accumulator"};
-  if (hopper && (status = encode_descriptors(driver, dkdv, tensors, names, descriptor_count, descriptors)) != AOTK_OK) {
+  if (hopper && (status = aotk__encode_descriptors(driver, dkdv, tensors, names, descriptor_count, descriptors)) != AOTK_OK) {
     return status;
   }
   /* The Gluon dQ pass's own, boxed for its tiles. */
-  if (dq_hopper && (status = encode_descriptors(driver, dq_entry, tensors, names, 4, dq_descriptors)) != AOTK_OK) {
+  if (dq_hopper && (status = aotk__encode_descriptors(driver, dq_entry, tensors, names, 4, dq_descriptors)) != AOTK_OK) {
     return status;
   }
   /* The accumulator starts at zero: cleared on the stream, before the pass that adds into it. */
@@ -725,9 +657,9 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
      * and for the fused pass the dQ accumulator. */
     void *hopper_args[sizeof dkdv_args / sizeof dkdv_args[0] + 5 * 7];
     memcpy(hopper_args, dkdv_args, sizeof dkdv_args);
-    void *descriptor_args[] = {DESCRIPTOR_ARGS(descriptors[0]), DESCRIPTOR_ARGS(descriptors[1]),
-                               DESCRIPTOR_ARGS(descriptors[2]), DESCRIPTOR_ARGS(descriptors[3]),
-                               DESCRIPTOR_ARGS(descriptors[4])};
+    void *descriptor_args[] = {AOTK__DESCRIPTOR_ARGS(descriptors[0]), AOTK__DESCRIPTOR_ARGS(descriptors[1]),
+                               AOTK__DESCRIPTOR_ARGS(descriptors[2]), AOTK__DESCRIPTOR_ARGS(descriptors[3]),
+                               AOTK__DESCRIPTOR_ARGS(descriptors[4])};
     _Static_assert(sizeof descriptor_args == 5 * 7 * sizeof(void *), "seven arguments per descriptor");
     memcpy(hopper_args + sizeof dkdv_args / sizeof dkdv_args[0], descriptor_args,
            (size_t)descriptor_count * 7 * sizeof(void *));
@@ -762,8 +694,8 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
       /* The Gluon pass: the same arguments (the pointers it does not read stay in their places), then the
        * tensor maps of Q, K, V and dO. */
       void *dq_hopper_args[sizeof dq_args / sizeof dq_args[0] + 4 * 7];
-      void *dq_descriptor_args[] = {DESCRIPTOR_ARGS(dq_descriptors[0]), DESCRIPTOR_ARGS(dq_descriptors[1]),
-                                    DESCRIPTOR_ARGS(dq_descriptors[2]), DESCRIPTOR_ARGS(dq_descriptors[3])};
+      void *dq_descriptor_args[] = {AOTK__DESCRIPTOR_ARGS(dq_descriptors[0]), AOTK__DESCRIPTOR_ARGS(dq_descriptors[1]),
+                                    AOTK__DESCRIPTOR_ARGS(dq_descriptors[2]), AOTK__DESCRIPTOR_ARGS(dq_descriptors[3])};
       _Static_assert(sizeof attn_bwd_dq_hopper_param_kinds == sizeof attn_bwd_dq_param_kinds + 4,
                      "four descriptors of seven arguments each");
       memcpy(dq_hopper_args, dq_args, sizeof dq_args);
