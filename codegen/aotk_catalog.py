@@ -102,6 +102,20 @@ ATTN_FWD_HOPPER_PARAMS = ATTN_FWD_PARAMS + [
     ("DescO", "tensordesc<{dtype}[1,64,{dv}]>", False),
     ("num_tiles", "i32", False),
 ]
+# The prefill over a paged KV cache on sm_90 (kernels/attn_fwd_hopper.py, attn_fwd_hopper_paged; launched
+# by aotk_attn_decode with cu_seqlens_q): the Gluon forward's parameters with K and V described as
+# [num_pages, page_size, heads_kv * d] in boxes of {box} rows (the config's block_p) and 64 columns (a box
+# never crosses a page), then the block table, the lengths, the left padding, the table's row stride and
+# log2 of the page size.
+ATTN_FWD_HOPPER_PAGED_PARAMS = ATTN_FWD_PARAMS + [
+    ("DescQ", "tensordesc<{dtype}[1,64,{dqk}]>", False),
+    ("DescK", "tensordesc<{dtype}[1,{box},64]>", False),
+    ("DescV", "tensordesc<{dtype}[1,{box},64]>", False),
+    ("DescO", "tensordesc<{dtype}[1,64,{dv}]>", False),
+    ("num_tiles", "i32", False),
+    ("BlockTable", "*i32", False), ("CacheSeqlens", "*i32", False), ("CacheLeftpad", "*i32", False),
+    ("stride_bt", "i64", False), ("page_shift", "i32", False),
+]
 ATTN_DROPOUT_MASK_PARAMS = (
     _pointers(("Mask",), "*u8", False) + _FEATURE_POINTERS + _pointers(("RngState",), "*i64", False)
     + [("stride_mb", "i64", False), ("stride_mh", "i64", False), ("stride_ms", "i64", False)]
@@ -300,6 +314,8 @@ ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # for the plain forward without a causal mask (bench/explore/hopper/gluon_attn_fwd.py, ppp3_bn128_s2:
 # 1.0-1.07x cuDNN non-causal; causal, with the static rounds, it measured worse than two warpgroups).
 ATTN_HOPPER_WG3_HEAD_DIMS = ((64, 64),)
+# The paged prefill's Gluon forward (attn_fwd_hopper_paged).
+ATTN_HOPPER_PAGED_HEAD_DIMS = ((64, 64), (128, 128))
 # The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) at the head dims it was measured at.
 ATTN_HOPPER_BWD_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # Its fused (non-deterministic) form and the cast of its dQ accumulator: d=256 measured faster with the
@@ -352,6 +368,15 @@ ATTN_TUNING = {
     # Three consumer warpgroups of 64 rows (4 + 4 + 4 + 1 producer warps, padded to 16): registers
     # 128 at entry, setmaxnreg 160 for the consumers and 24 for the producer (CONSUMER_REGS below).
     ("attn_fwd_hopper_wg3", 90, 64, 64): ((1, T(192, 128, 4, 2)),),
+    # The paged prefill: the plain forward's tile, K and V in boxes of 16 rows (block_p), or 64 from 64-row
+    # pages on (the size key is the page size). Each box costs the producer a block-table entry and its
+    # TMA issues: on the H100 (bench/explore/hopper/paged_prefill_jit.py, bf16, 4 requests, GQA, chunks of
+    # 256-4096 causal queries over 4k-16k keys) 16-row boxes ran 0.87-1.00 of the dense varlen forward
+    # over the same keys whatever the page size, 64-row boxes 0.90-1.06.
+    # (The host takes the family for power-of-two pages of 16 rows or more only.)
+    ("attn_fwd_hopper_paged", 90, 64, 64): ((1, T(128, 128, 4, 2, block_p=16)), (64, T(128, 128, 4, 2, block_p=64))),
+    ("attn_fwd_hopper_paged", 90, 128, 128): ((1, T(128, 128, 4, 2, block_p=16)),
+                                              (64, T(128, 128, 4, 2, block_p=64))),
     # The Gluon dK/dV pass: 64 query rows per step, 128 keys per program, a 2-stage Q/dO ring
     # (bench/explore/hopper/gluon_attn_bwd.py: 3 stages measured no faster). num_warps is the default
     # partition's: at d 64 and 128 one consumer warpgroup in ping-pong with a second (4 + 4 + 1 producer
@@ -514,6 +539,8 @@ FAMILIES = {
                         ("dtype", "hopper_dims", "extras")),
     "attn_fwd_hopper_wg3": ("attn_fwd_hopper.py", "attn_fwd_hopper_wg3", ATTN_FWD_HOPPER_PARAMS,
                             ("dtype", "hopper_wg3_dims")),
+    "attn_fwd_hopper_paged": ("attn_fwd_hopper.py", "attn_fwd_hopper_paged", ATTN_FWD_HOPPER_PAGED_PARAMS,
+                              ("dtype", "hopper_paged_dims")),
     "attn_dropout_mask": ("attn_fwd.py", "attn_dropout_mask", ATTN_DROPOUT_MASK_PARAMS, ()),
     "attn_bwd_preprocess": ("attn_bwd.py", "attn_bwd_preprocess", ATTN_BWD_PREPROCESS_PARAMS,
                             ("dtype", "dims_v", "align")),
@@ -607,7 +634,8 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
         return ((1, SEL_SCAN_CONFIG),)
     if family == "sel_check_indices":
         return ((1, SEL_CHECK_CONFIG),)
-    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_bwd_dkdv", "attn_bwd_dq",
+    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_fwd_hopper_paged",
+                  "attn_bwd_dkdv", "attn_bwd_dq",
                   "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper", "attn_bwd_dq_hopper"):
         key = (family, arch, dqk, dv)
         return ATTN_TUNING_EXTRAS.get(key, ATTN_TUNING[key]) if extras else ATTN_TUNING[key]
@@ -618,7 +646,7 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
     return ((1, HELPER_CONFIG),)
 
 
-def _constexprs(function_params, dqk, dv, config, extras, block_size=0, page_mode=0):
+def _constexprs(function_params, dqk, dv, config, extras, block_size=0, page_mode=0, overrides=None):
     values = {"PAGE_MODE": page_mode, "HEAD_DIM_QK": dqk, "HEAD_DIM_V": dv, "BLOCK_M": config.block_m, "BLOCK_N": config.block_n,
               "EXTRAS": extras, "BLOCK": config.block_m, "HEAD_DIM": dqk, "STAGES": config.num_stages,
               # setmaxnreg: three consumer warpgroups (192-row tiles) share the file at 160 each
@@ -628,7 +656,14 @@ def _constexprs(function_params, dqk, dv, config, extras, block_size=0, page_mod
               "BLOCK_G": config.block_m, "BLOCK_R": config.block_m, "BLOCK_SIZE": block_size,
               "ENTRIES": config.block_m, "SORT_TILE": config.block_m, "SCAN_TOKENS": config.block_n,
               "BLOCK_P": config.block_p}
+    values.update(overrides or {})
     return tuple((n, values[n]) for n in function_params)
+
+
+# Constexprs a family sets otherwise than _constexprs: the paged prefill's producer holds a block of page
+# ids (8 with 16-row boxes) and spilled at 24 registers (24 bytes a thread); at 56 it does not (ptxas -v,
+# sm_90a), and the consumers keep their 240 (2 x 128 x 240 + 32 x 56 registers fit the file).
+FAMILY_CONSTEXPRS = {"attn_fwd_hopper_paged": {"PRODUCER_REGS": 56}}
 
 
 CONSTEXPRS = {
@@ -638,6 +673,8 @@ CONSTEXPRS = {
                         "CONSUMER_REGS"),
     "attn_fwd_hopper_wg3": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS",
                             "CONSUMER_REGS"),
+    "attn_fwd_hopper_paged": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS",
+                              "CONSUMER_REGS"),
     "attn_bwd_dkdv_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
     "attn_bwd_fused_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
     "attn_bwd_dq_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
@@ -664,11 +701,13 @@ CONSTEXPRS = {
 }
 
 
-FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_fwd_hopper_wg3": (90,), "attn_bwd_dkdv_hopper": (90,),
+FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_fwd_hopper_wg3": (90,),
+                "attn_fwd_hopper_paged": (90,), "attn_bwd_dkdv_hopper": (90,),
                 "attn_bwd_fused_hopper": (90,), "attn_bwd_dq_hopper": (90,), "attn_bwd_dq_convert": (90,)}
 # Options beyond num_warps and num_stages: the Gluon kernel caps registers at entry so that its
 # setmaxnreg split (24 for the producer, 240 for the consumers) takes effect.
 FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}, "attn_fwd_hopper_wg3": {"maxnreg": 128},
+                  "attn_fwd_hopper_paged": {"maxnreg": 168},
                   "attn_bwd_dkdv_hopper": {"maxnreg": 168},
                   "attn_bwd_fused_hopper": {"maxnreg": 168}, "attn_bwd_dq_hopper": {"maxnreg": 168}}
 # Per head dim, over FAMILY_OPTIONS: the fused d=64 pass runs four warpgroups (two consumers, the dQ
@@ -683,7 +722,7 @@ def compile_options(kernel):
 
 # Families written in Gluon (compiled from GluonASTSource, their descriptors typed with the shared-memory
 # layout the kernel allocates).
-GLUON_FAMILIES = ("attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper",
+GLUON_FAMILIES = ("attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_fwd_hopper_paged", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper",
                   "attn_bwd_dq_hopper")
 
 
@@ -709,6 +748,8 @@ def catalog():
                 dims = ATTN_HOPPER_BWD_DQ_HEAD_DIMS
             elif "hopper_wg3_dims" in axes:
                 dims = ATTN_HOPPER_WG3_HEAD_DIMS
+            elif "hopper_paged_dims" in axes:
+                dims = ATTN_HOPPER_PAGED_HEAD_DIMS
             elif "dims_v" in axes:
                 dims = tuple(sorted({(0, dv) for _, dv in ATTN_HEAD_DIMS}))
             else:
@@ -716,17 +757,19 @@ def catalog():
             for dtype in dtypes:
                 for dqk, dv in dims:
                   for block_size in (SEL_BLOCK_SIZES if "sel_block" in axes else (0,)):
-                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("aligned_only" in axes or "tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_fused_dims" in axes or "hopper_dq_dims" in axes or "hopper_wg3_dims" in axes) else (False,)):
+                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("aligned_only" in axes or "tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_fused_dims" in axes or "hopper_dq_dims" in axes or "hopper_wg3_dims" in axes or "hopper_paged_dims" in axes) else (False,)):
                         for extras in (EXTRAS if "extras" in axes else (True,) if "extras_only" in axes else (False,)):
                             for min_seqlen, config in _configs(family, arch, dqk, dv, extras, block_size):
                                 params = tuple((n, t.format(dtype=dtype, block_m=config.block_m, block_n=config.block_n,
-                                                            dqk=dqk, dv=dv, dqk_box=64 if dqk == 192 else dqk),
+                                                            dqk=dqk, dv=dv, dqk_box=64 if dqk == 192 else dqk,
+                                                            box=config.block_p),
                                                    hinted)
                                                for n, t, hinted in param_spec)
                                 kernels.append(Kernel(
                                     family=family, source=source, function=function, params=params,
                                     constexprs=_constexprs(CONSTEXPRS[family], dqk, dv, config, extras,
-                                                           block_size, DECODE_PAGE_MODES.get(family, 0)),
+                                                           block_size, DECODE_PAGE_MODES.get(family, 0),
+                                                           FAMILY_CONSTEXPRS.get(family, {})),
                                     arch=arch, dtype=dtype, head_dim_qk=dqk, head_dim_v=dv, aligned=aligned,
                                     extras=extras, block_size=block_size, config=config,
                                     min_seqlen=min_seqlen))

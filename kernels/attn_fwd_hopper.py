@@ -59,9 +59,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_O_TMA, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP, FLAG_TOP_LEFT,
-                                FLAG_VARLEN, FLAG_WRITE_LSE, LOG2E, tanh_approx, thread_barrier, tma_load,
-                                window_bounds)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_LEFTPAD, FLAG_O_TMA, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP,
+                                FLAG_TOP_LEFT, FLAG_VARLEN, FLAG_WRITE_LSE, LOG2E, tanh_approx, thread_barrier,
+                                tma_load, window_bounds)
 
 # Query rows per consumer warpgroup (one wgmma M of 64); a program runs BLOCK_M // ROWS consumer
 # warpgroups (2, or 3 for the 192-row tiles of attn_fwd_hopper_wg3 at d=64).
@@ -78,7 +78,7 @@ def _tile_id(r, pid, nprog):
 
 
 @gluon.jit
-def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, UNALIGNED: gl.constexpr):
+def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, UNALIGNED: gl.constexpr, PAGED: gl.constexpr):
     """A tile's coordinates, its sequence (first query and key row in the tensors, lengths, diagonal),
     whether it has rows at all, and its key blocks: n_blocks from kb on (_block_start). Dense: sequence b
     starts at row 0 of batch entry b. Varlen: the tensors are [1, total, heads * d] and sequence b's
@@ -88,8 +88,11 @@ def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, UNALIGNED: 
     (kb = lo: TMA loads from any row, so a window walks no block that only its left edge masks, and
     every row's first key lies in the first block), else at the block boundary below it (kb = lo //
     BLOCK_N, the block's index). At least one block is walked, so
-    the pipeline's prologue and epilogue always run; a tile whose rows see no key masks everything."""
-    num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, lo_rel, hi_rel, reverse, varlen, CuQ, CuK = sched
+    the pipeline's prologue and epilogue always run; a tile whose rows see no key masks everything.
+    PAGED (attn_fwd_hopper_paged): queries packed as in varlen, keys in a paged cache, request b's length
+    cache_seqlens[b] (clamped to [0, seqlen_k], seqlen_k being the capacity) and its first key
+    cache_leftpad[b] (FLAG_LEFTPAD; else 0), returned as `start`."""
+    num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, lo_rel, hi_rel, reverse, varlen, CuQ, CuK, paged = sched
     bh = tile // num_m_blocks
     m_block = tile % num_m_blocks
     if reverse:
@@ -101,7 +104,15 @@ def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, UNALIGNED: 
     k_start = b * 0
     sq = seqlen_q
     sk = seqlen_k
-    if varlen:
+    start = b * 0
+    if PAGED:
+        Table, SeqK, Leftpad, stride_bt, page_shift, leftpad = paged
+        q_start = gl.load(CuQ + b)
+        sq = gl.minimum(gl.load(CuQ + b + 1) - q_start, seqlen_q)
+        sk = gl.minimum(gl.maximum(gl.load(SeqK + b), 0), seqlen_k)
+        if leftpad:
+            start = gl.minimum(gl.maximum(gl.load(Leftpad + b), 0), sk)
+    elif varlen:
         q_start = gl.load(CuQ + b)
         k_start = gl.load(CuK + b)
         # A sequence longer than max_seqlen is cut to it, as in the Triton kernels.
@@ -112,6 +123,8 @@ def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, UNALIGNED: 
         diag = sk * 0
     last = gl.minimum(m0 + BLOCK_M, sq) - 1
     lo = gl.minimum(gl.maximum(m0 + diag + lo_rel, 0), sk)
+    if PAGED:
+        lo = gl.maximum(lo, start)  # start <= sk
     hi = gl.maximum(gl.minimum(last + diag + hi_rel + 1, sk), 0)
     if UNALIGNED:
         kb = lo
@@ -119,7 +132,7 @@ def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, UNALIGNED: 
     else:
         kb = lo // BLOCK_N
         n_blocks = gl.maximum(gl.cdiv(hi - kb * BLOCK_N, BLOCK_N), 1)
-    return b, m0, hq, hq // group_size, kb, n_blocks, q_start, k_start, sq, sk, diag, m0 < sq
+    return b, m0, hq, hq // group_size, kb, n_blocks, q_start, k_start, sq, sk, diag, m0 < sq, start
 
 
 @gluon.jit
@@ -146,9 +159,70 @@ def _load(desc, bufs, ready, empty, it, coord0, coord1, coord2, STAGES: gl.const
 
 
 @gluon.jit
+def _pages(table_row, n0, sk, page_shift, PAGE_BOX: gl.constexpr, BLOCK_N: gl.constexpr):
+    # The pages of keys [n0, n0 + BLOCK_N), one a box of PAGE_BOX rows, as a tuple of scalars loaded from
+    # the request's block-table row (pages of 2^page_shift keys): the producer issues the loads before it
+    # waits for a free stage, and takes each page from its own register (a vector would need a
+    # reduction across the warp for each box). Boxes from the request's length on take page -1: TMA fills
+    # a box outside the tensor with zeros and still counts its bytes, so no block-table entry past the
+    # length is read.
+    pages = ()
+    for u in gl.static_range(BLOCK_N // PAGE_BOX):
+        key = n0 + u * PAGE_BOX
+        pages = pages + (gl.load(table_row + (key >> page_shift), mask=key < sk, other=-1), )
+    return pages
+
+
+@gluon.jit
+def _load_paged(desc, bufs, ready, empty, it, pages, n0, page_shift, col, STAGES: gl.constexpr, CHUNKS: gl.constexpr,
+                BLOCK_N: gl.constexpr):
+    # Stage it % STAGES of a paged cache: keys [n0, n0 + BLOCK_N) of one request, read as BLOCK_N //
+    # PAGE_BOX boxes of PAGE_BOX rows from `pages` (_pages), each inside one page (the page size is a
+    # power of two, at least PAGE_BOX, and n0 a multiple of BLOCK_N). A stage holds CHUNKS buffers [1,
+    # BLOCK_N, BOX]; a 128-byte swizzle keeps each 64-column slice of a buffer as its own [BLOCK_N, 64]
+    # tile (as the dense kernels' TMA loads fill it), so the boxes are [1, PAGE_BOX, W] at W = 64 columns,
+    # stored at sub-tile (chunk, slice, box). (The rows past the length inside the last box are read from
+    # its page; the consumer zeroes them in V: _zero_tail.)
+    PAGE_BOX: gl.constexpr = desc.block_type.shape[1]
+    W: gl.constexpr = desc.block_type.shape[2]
+    H: gl.constexpr = bufs.shape[3] // W
+    NSUB: gl.constexpr = BLOCK_N // PAGE_BOX
+    s = it % STAGES
+    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+    mbarrier.expect(ready.index(s), CHUNKS * H * NSUB * desc.block_type.nbytes)
+    view = bufs._reinterpret(bufs.dtype, [bufs.shape[0] * H * NSUB, 1, PAGE_BOX, W], desc.layout)
+    row_mask = (1 << page_shift) - 1
+    for u in gl.static_range(NSUB):
+        row = (n0 + u * PAGE_BOX) & row_mask
+        for c in gl.static_range(CHUNKS):
+            for h in gl.static_range(H):
+                tma_load(desc, [pages[u], row, col + (c * H + h) * W], ready.index(s),
+                          view.index(((s * CHUNKS + c) * H + h) * NSUB + u))
+
+
+@gluon.jit
+def _zero_tail(v_bufs, sv, valid, PAGE_BOX: gl.constexpr, W: gl.constexpr, BLOCK_N: gl.constexpr):
+    # The paged forward's last block: V rows [valid, BLOCK_N) lie past the request's length. Boxes that
+    # start past it were filled with zeros (_load_paged), but the box holding the length also read the
+    # rows after it from its page, which may hold anything (a NaN there, times its zero probability, is
+    # NaN). Zero them in V's stage sv (K's are masked out of the scores). 0 < valid < BLOCK_N.
+    H: gl.constexpr = v_bufs.shape[3] // W
+    NSUB: gl.constexpr = BLOCK_N // PAGE_BOX
+    view = v_bufs._reinterpret(v_bufs.dtype, [v_bufs.shape[0] * H * NSUB, 1, PAGE_BOX, W], v_bufs.layout)
+    tail_layout: gl.constexpr = gl.BlockedLayout([1, 1, 8], [1, 4, 8], [1, 4, 1], [2, 1, 0])
+    rows = gl.arange(0, PAGE_BOX, layout=gl.SliceLayout(0, gl.SliceLayout(2, tail_layout)))
+    keep = gl.expand_dims(gl.expand_dims(rows < valid % PAGE_BOX, 0), 2)
+    u = valid // PAGE_BOX
+    for h in gl.static_range(H):
+        box = view.index((sv * H + h) * NSUB + u)
+        x = box.load(tail_layout)
+        box.store(gl.where(keep, x, gl.zeros_like(x)))
+
+
+@gluon.jit
 def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles,
               HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              STAGES: gl.constexpr, Q_BUFS: gl.constexpr, UNALIGNED: gl.constexpr):
+              STAGES: gl.constexpr, Q_BUFS: gl.constexpr, UNALIGNED: gl.constexpr, PAGED: gl.constexpr):
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // desc_q.block_type.shape[2]
@@ -160,16 +234,24 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
     t = 0
     for r in range(gl.cdiv(num_tiles, nprog)):
         tile = _tile_id(r, pid, nprog)
-        b, m0, hq, hkv, kb, n_blocks, q_start, k_start, sq, sk, diag, active = _tile(
-            gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N, UNALIGNED)
+        b, m0, hq, hkv, kb, n_blocks, q_start, k_start, sq, sk, diag, active, start = _tile(
+            gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N, UNALIGNED, PAGED)
         if (tile < num_tiles) & active:
             # The view's batch coordinate: the batch entry, or 0 for varlen (starts are in the rows).
             bc = b - b * varlen_i
-            # The tile's first key row in the view.
+            # The tile's first key row in the view (PAGED: the request's first key of the tile).
             k_row = k_start + _block_start(kb, 0, BLOCK_N, UNALIGNED)
             # K(0) first: the first product needs it and Q; then Q, then K(j+1) before V(j), the order
             # in which the consumers use them.
-            _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_row, hkv * HEAD_DIM_QK, STAGES, QK_CHUNKS)
+            if PAGED:
+                table_row = sched[12][0] + b.to(gl.int64) * sched[12][3]
+                page_shift = sched[12][4]
+                PAGE_BOX: gl.constexpr = desc_k.block_type.shape[1]
+                pages = _pages(table_row, k_row, sk, page_shift, PAGE_BOX, BLOCK_N)
+                _load_paged(desc_k, k_bufs, k_ready, k_empty, kit, pages, k_row, page_shift, hkv * HEAD_DIM_QK,
+                            STAGES, QK_CHUNKS, BLOCK_N)
+            else:
+                _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_row, hkv * HEAD_DIM_QK, STAGES, QK_CHUNKS)
             kit += 1
             qs = t % Q_BUFS
             mbarrier.wait(q_empty.index(qs), ((t // Q_BUFS) & 1) ^ 1)
@@ -180,10 +262,20 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
                               q_ready.index(qs), q_bufs.index((qs * NUM_WG + w) * QK_CHUNKS + c))
             for j in range(n_blocks):
                 if j + 1 < n_blocks:
-                    _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_row + (j + 1) * BLOCK_N, hkv * HEAD_DIM_QK,
-                          STAGES, QK_CHUNKS)
+                    if PAGED:
+                        pages = _pages(table_row, k_row + (j + 1) * BLOCK_N, sk, page_shift, PAGE_BOX, BLOCK_N)
+                        _load_paged(desc_k, k_bufs, k_ready, k_empty, kit, pages, k_row + (j + 1) * BLOCK_N,
+                                    page_shift, hkv * HEAD_DIM_QK, STAGES, QK_CHUNKS, BLOCK_N)
+                    else:
+                        _load(desc_k, k_bufs, k_ready, k_empty, kit, bc, k_row + (j + 1) * BLOCK_N, hkv * HEAD_DIM_QK,
+                              STAGES, QK_CHUNKS)
                     kit += 1
-                _load(desc_v, v_bufs, v_ready, v_empty, vit, bc, k_row + j * BLOCK_N, hkv * HEAD_DIM_V, STAGES, 1)
+                if PAGED:
+                    pages = _pages(table_row, k_row + j * BLOCK_N, sk, page_shift, PAGE_BOX, BLOCK_N)
+                    _load_paged(desc_v, v_bufs, v_ready, v_empty, vit, pages, k_row + j * BLOCK_N, page_shift,
+                                hkv * HEAD_DIM_V, STAGES, 1, BLOCK_N)
+                else:
+                    _load(desc_v, v_bufs, v_ready, v_empty, vit, bc, k_row + j * BLOCK_N, hkv * HEAD_DIM_V, STAGES, 1)
                 vit += 1
             t += 1
 
@@ -274,7 +366,7 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
               stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale, softcap_log2,
               WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM_QK: gl.constexpr,
               HEAD_DIM_V: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr, EXTRAS: gl.constexpr,
-              O_TMA: gl.constexpr, UNALIGNED: gl.constexpr):
+              O_TMA: gl.constexpr, UNALIGNED: gl.constexpr, PAGED: gl.constexpr, PAGE_BOX: gl.constexpr):
     # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of each tile.
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
@@ -300,8 +392,8 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
     turn_phase = 0
     for r in range(gl.cdiv(num_tiles, nprog)):
         tile = _tile_id(r, pid, nprog)
-        b, m0, hq, hkv, kb, n_blocks, q_start, k_start, seqlen_q, seqlen_k, diag, active = _tile(
-            gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N, UNALIGNED)
+        b, m0, hq, hkv, kb, n_blocks, q_start, k_start, seqlen_q, seqlen_k, diag, active, start = _tile(
+            gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N, UNALIGNED, PAGED)
         if (tile < num_tiles) & active:
             row0 = m0 + WG * ROWS
             rows = row0 + gl.arange(0, ROWS, layout=row_s)
@@ -311,6 +403,10 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
             last_key = gl.maximum(gl.minimum(rows + diag + hi_rel, seqlen_k - 1), -1)
             full_lo = gl.minimum(gl.maximum(row0 + ROWS - 1 + diag + lo_rel, 0), seqlen_k)
             full_hi = gl.maximum(gl.minimum(row0 + diag + hi_rel, seqlen_k - 1), -1)
+            if PAGED:
+                # The request's first key (cache_leftpad; 0 without it), at most seqlen_k.
+                first_key = gl.maximum(first_key, start)
+                full_lo = gl.maximum(full_lo, start)
             slope_log2 = qk_scale_log2 * 0.0
             if EXTRAS:
                 if (flags & FLAG_ALIBI) != 0:
@@ -374,6 +470,17 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
             it += n_blocks
             sv = (it - 1) % STAGES
             mbarrier.wait(v_ready.index(sv), ((it - 1) // STAGES) & 1)
+            if PAGED:
+                if WG == 0:
+                    # Warpgroup 0 zeroes the rows past the length in the last block's V (_zero_tail) before its
+                    # product; warpgroup 1 issues its own after 0 has passed it the turn, so it reads them
+                    # zeroed (the fence orders the stores before the tensor cores' reads, the turn's
+                    # mbarrier before warpgroup 1's).
+                    valid = seqlen_k - _block_start(kb, n_blocks - 1, BLOCK_N, UNALIGNED)
+                    if (valid > 0) & (valid < BLOCK_N) & (valid % PAGE_BOX != 0):
+                        _zero_tail(v_bufs, sv, valid, PAGE_BOX, 64, BLOCK_N)
+                        fence_async_shared()
+                        thread_barrier()
             mbarrier.wait(turn.index(WG), turn_phase ^ FIRST)
             v2 = v_bufs.index(sv).reshape([BLOCK_N, HEAD_DIM_V])
             o_token = warpgroup_mma(p_op, v2, acc, is_async=True)
@@ -424,9 +531,10 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
 @gluon.jit
 def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
-             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles, paged,
              HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-             STAGES: gl.constexpr, EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+             STAGES: gl.constexpr, EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+             PAGED: gl.constexpr):
     # The program of both entry points: BLOCK_M // ROWS consumer warpgroups.
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
     gl.static_assert(BLOCK_M == NUM_WG * ROWS, "one 64-row slice of the tile per consumer warpgroup")
@@ -442,7 +550,8 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
     # boundaries, as do the EXTRAS rows: there the change measured slower, compare dropped or not
     # (ptxas schedules their loops differently: three-warpgroup d=64 5-11%, softcap 4-7%, ALiBi 11%).
     # The host costs tiles by the same rule (tile_key_blocks in src/attn/aotk_attn.c).
-    UNALIGNED: gl.constexpr = (not EXTRAS) and BLOCK_N >= BLOCK_M - 1
+    # The paged forward keeps block boundaries: its boxes must not cross a page.
+    UNALIGNED: gl.constexpr = (not EXTRAS) and (not PAGED) and BLOCK_N >= BLOCK_M - 1
     # Q and K come in boxes of the descriptors' width: the head dim, or 64 columns at (192, 128).
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // DescQ.block_type.shape[2]
     gl.static_assert(QK_CHUNKS * DescQ.block_type.shape[2] == HEAD_DIM_QK, "whole boxes along the head dim")
@@ -453,8 +562,19 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
 
     dtype: gl.constexpr = DescQ.dtype
     q_bufs = gl.allocate_shared_memory(dtype, [Q_BUFS * NUM_WG * QK_CHUNKS] + DescQ.block_type.shape, DescQ.layout)
-    k_bufs = gl.allocate_shared_memory(dtype, [STAGES * QK_CHUNKS] + DescK.block_type.shape, DescK.layout)
-    v_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescV.block_type.shape, DescV.layout)
+    if PAGED:
+        # K and V arrive in boxes of PAGE_BOX rows (_load_paged) into stages shaped like the dense kernel's:
+        # Q's box width for K, O's for V (the same 128-byte swizzle as the boxes').
+        PAGE_BOX: gl.constexpr = DescK.block_type.shape[1]
+        gl.static_assert(BLOCK_N % PAGE_BOX == 0, "whole boxes a key block")
+        gl.static_assert(DescK.block_type.shape[2] == 64, "64-column boxes (one 128-byte swizzle)")
+        k_bufs = gl.allocate_shared_memory(dtype, [STAGES * QK_CHUNKS, 1, BLOCK_N, DescQ.block_type.shape[2]],
+                                           DescQ.layout)
+        v_bufs = gl.allocate_shared_memory(dtype, [STAGES, 1, BLOCK_N, HEAD_DIM_V], DescO.layout)
+    else:
+        PAGE_BOX: gl.constexpr = 0
+        k_bufs = gl.allocate_shared_memory(dtype, [STAGES * QK_CHUNKS] + DescK.block_type.shape, DescK.layout)
+        v_bufs = gl.allocate_shared_memory(dtype, [STAGES] + DescV.block_type.shape, DescV.layout)
     q_ready = gl.allocate_shared_memory(gl.int64, [Q_BUFS, 1], mbarrier.MBarrierLayout())
     q_empty = gl.allocate_shared_memory(gl.int64, [Q_BUFS, 1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -477,37 +597,37 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
 
     bars = (q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn)
     sched = (num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, lo_rel, hi_rel, reverse, varlen,
-             CuSeqlensQ, CuSeqlensK)
+             CuSeqlensQ, CuSeqlensK, paged)
     # (The argument tuples are written out in each call: a tuple held in a variable loses its constexprs.)
     if NUM_WG == 3:
         gl.warp_specialize([
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
-                         UNALIGNED)),
+                         UNALIGNED, PAGED, PAGE_BOX)),
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
-                         UNALIGNED)),
+                         UNALIGNED, PAGED, PAGE_BOX)),
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 2, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
-                         UNALIGNED)),
+                         UNALIGNED, PAGED, PAGE_BOX)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
-                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, UNALIGNED)),
+                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, UNALIGNED, PAGED)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
     else:
         gl.warp_specialize([
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
-                         UNALIGNED)),
+                         UNALIGNED, PAGED, PAGE_BOX)),
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
-                         UNALIGNED)),
+                         UNALIGNED, PAGED, PAGE_BOX)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
-                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, UNALIGNED)),
+                         HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, UNALIGNED, PAGED)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -528,8 +648,9 @@ def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sink
     # Two consumer warpgroups, 128-row tiles; EXTRAS compiles in softcap and ALiBi (not dropout).
     _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
-             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles, HEAD_DIM_QK,
-             HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS)
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
+             (CuSeqlensQ, CuSeqlensQ, CuSeqlensQ, 0, 1, False), HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES,
+             EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False)
 
 
 @gluon.jit
@@ -549,5 +670,34 @@ def attn_fwd_hopper_wg3(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, 
     # Three consumer warpgroups, 192-row tiles (d=64; the host takes it without a causal mask).
     _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
-             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles, HEAD_DIM_QK,
-             HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS)
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
+             (CuSeqlensQ, CuSeqlensQ, CuSeqlensQ, 0, 1, False), HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES,
+             EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False)
+
+
+@gluon.jit
+def attn_fwd_hopper_paged(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
+                          stride_qb, stride_qs, stride_qh,
+                          stride_kb, stride_ks, stride_kh,
+                          stride_vb, stride_vs, stride_vh,
+                          stride_ob, stride_os, stride_oh,
+                          stride_lb, stride_lh, stride_ab,
+                          seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
+                          window_left, window_right, flags,
+                          qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                          DescQ, DescK, DescV, DescO, num_tiles, BlockTable, CacheSeqlens, CacheLeftpad, stride_bt,
+                          page_shift,
+                          HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr,
+                          BLOCK_N: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr,
+                          PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    # The prefill over a paged KV cache (chunked prefill, prefix caching; aotk_attn_decode with
+    # cu_seqlens_q): two consumer warpgroups, 128-row tiles of packed queries (cu_seqlens_q, FLAG_VARLEN,
+    # seqlen_q = max_seqlen_q), K and V through the block table [batch, stride_bt] from caches described
+    # as [num_pages, page_size, heads_kv * d] in boxes of PAGE_BOX rows and 64 columns (page_size =
+    # 2^page_shift, a multiple of the box), request b's keys 0 .. cache_seqlens[b] - 1 (seqlen_k is the capacity), from
+    # cache_leftpad[b] with FLAG_LEFTPAD. Queries sit at the end of their request's keys (bottom-right).
+    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
+             stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
+             (BlockTable, CacheSeqlens, CacheLeftpad, stride_bt, page_shift, (flags & FLAG_LEFTPAD) != 0),
+             HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, True)

@@ -27,6 +27,8 @@ FLAG_SINKS: gl.constexpr = gl.constexpr(32)
 FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
 # The forward's O goes out through a TMA store (DescO describes it); without it, through masked stores.
 FLAG_O_TMA: gl.constexpr = gl.constexpr(256)
+# The paged forward (attn_fwd_hopper_paged): CacheLeftpad holds each request's first key.
+FLAG_LEFTPAD: gl.constexpr = gl.constexpr(512)
 LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
 
 # A window bound beyond any sequence these kernels see: the host keeps lengths at most 2^30 - 512

@@ -25,6 +25,7 @@ static CUcontext context;
 static CUstream stream;
 static uint64_t seed;
 static int compute_capability; /* device 0's, major * 10 + minor */
+static int multiprocessors;    /* device 0's SMs */
 
 static bool aotk_gpu_test_setup(void) {
   seed = aotk_test_seed();
@@ -45,6 +46,7 @@ static bool aotk_gpu_test_setup(void) {
   driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
   driver->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
   compute_capability = major * 10 + minor;
+  driver->cuDeviceGetAttribute(&multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
   return true;
 }
 

@@ -77,6 +77,9 @@ static void check_launch_extent(const aotk__kernel_entry *e, unsigned grid, void
     case AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS:
       check_decode_launch(e, grid, params);
       return;
+    case AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED:
+      check_paged_prefill_launch(e, grid, params);
+      return;
     case AOTK__FAMILY_ATTN_MERGE:
       check_merge_launch(e, grid, params);
       return;

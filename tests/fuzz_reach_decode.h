@@ -480,4 +480,112 @@ static void check_append_launch(const aotk__kernel_entry *e, unsigned grid, void
   check_box(arg_pointer(a, SEQLENS), seqlens_axes, 1, 4, e->function_name, "CacheSeqlens");
 }
 
+/* attn_fwd_hopper_paged (kernels/attn_fwd_hopper.py), the sm_90 paged prefill of aotk_attn_decode with
+ * cu_seqlens_q: the Gluon forward's arguments (Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes,
+ * Sinks, RngState, the q, k, v, out strides, stride_lb, stride_lh, stride_ab, 10 int32, 5 scalars, the
+ * descriptors of Q, K, V and O, num_tiles), then BlockTable, CacheSeqlens, CacheLeftpad, stride_bt and
+ * page_shift. Packed q and out [total_q, heads_q, d] (read and written through their descriptors over
+ * [1, total_q, heads * d], out also by masked stores), the caches [num_pages, page_size, heads_kv, d]
+ * through theirs (TMA clips a box at the described cache: any page id reaches no further), lse [heads_q,
+ * total_q] by masked stores, the block table's rows below the batch and columns below its width (key j
+ * of request b at entry j >> page_shift, j < min(L_b, capacity)), the lengths and the left padding one
+ * int32 a request. Persistent: at most num_tiles programs over batch x heads_q x ceil(max_seqlen_q / 128)
+ * tiles. */
+static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
+  EXPECT(strcmp(e->param_kinds, "ppppp" "pp" "ppp" "liiliiliilii" "lil" "iiiii" "iiiii" "fff" "if" "tttt" "i" "ppp"
+                                "l" "i") == 0,
+         "the parameters are \"%s\": fuzz_api.c's model of attn_fwd_hopper_paged is out of date", e->param_kinds);
+  const aotk_decode_params *d = seen.decode;
+  EXPECT(d != NULL, "launched by a call other than aotk_attn_decode");
+  enum { Q, K, V, OUT, LSE, CU_Q, CU_K, ALIBI, SINKS, RNG, QB, QS, QH, KB, KS, KH, VB, VS, VH, OB, OS, OH, LB, LH, AB,
+         SEQLEN_Q, SEQLEN_K, HEADS_Q, GROUP_SIZE, M_BLOCKS, DQK8, DV8, WINDOW_LEFT, WINDOW_RIGHT, FLAGS,
+         DESCRIPTORS = 40, NUM_TILES = 68, TABLE, SEQLENS, LEFTPAD, STRIDE_BT, PAGE_SHIFT };
+  enum { FWD_WRITE_LSE = 1, FWD_VARLEN = 2, FWD_SINKS = 32, FWD_O_TMA = 256, FWD_LEFTPAD = 512 };
+  EXPECT(seen.decode_launches == 0 && seen.append_launches == 0,
+         "launched after %d decoding and %d appending launches of the same call", seen.decode_launches,
+         seen.append_launches);
+  seen.decode_launches++;
+  const int32_t flags = arg_i32(a, FLAGS);
+  const int64_t batch = d->cu_seqlens_q.shape[0] - 1, total_q = d->q.shape[0], heads_q = d->q.shape[1];
+  const int64_t heads_kv = d->k_cache.shape[2], page_size = d->k_cache.shape[1];
+  const int64_t head_dim_qk = d->q.shape[2], head_dim_v = d->v_cache.shape[3];
+  const int64_t capacity = d->block_table.shape[1] * page_size;
+  /* The problem: a paged cache, packed queries, no appending, softcap or ALiBi; the compiled head dims
+   * the problem's (a wider box would reach the next head), a page a whole number of 16-row boxes. */
+  EXPECT(d->cu_seqlens_q.data != NULL && d->block_table.data != NULL && d->k_new.data == NULL && !(d->softcap > 0.0f) &&
+             d->alibi_slopes.data == NULL,
+         "the paged prefill for cu_seqlens_q %p, block_table %p, k_new %p, softcap %g, alibi %p", d->cu_seqlens_q.data,
+         d->block_table.data, d->k_new.data, (double)d->softcap, d->alibi_slopes.data);
+  EXPECT(e->head_dim_qk == head_dim_qk && e->head_dim_v == head_dim_v && 8 * (int64_t)arg_i32(a, DQK8) == head_dim_qk &&
+             8 * (int64_t)arg_i32(a, DV8) == head_dim_v,
+         "compiled for head dims %d, %d; the problem's are %lld, %lld", (int)e->head_dim_qk, (int)e->head_dim_v,
+         (long long)head_dim_qk, (long long)head_dim_v);
+  EXPECT(page_size >= 16 && (page_size & (page_size - 1)) == 0 && arg_i32(a, PAGE_SHIFT) >= 0 &&
+             arg_i32(a, PAGE_SHIFT) < 31 && ((int64_t)1 << arg_i32(a, PAGE_SHIFT)) == page_size &&
+             page_size % e->descriptors[1].box[1] == 0,
+         "page_shift %d for pages of %lld keys, boxes of %d rows", (int)arg_i32(a, PAGE_SHIFT), (long long)page_size,
+         (int)e->descriptors[1].box[1]);
+  EXPECT(arg_i32(a, SEQLEN_Q) == d->max_seqlen_q && d->max_seqlen_q >= 128 && arg_i32(a, SEQLEN_K) == capacity &&
+             arg_i32(a, HEADS_Q) == heads_q && arg_i32(a, GROUP_SIZE) * heads_kv == heads_q,
+         "seqlen_q %d, seqlen_k %d, heads_q %d, group_size %d for max_seqlen_q %d, capacity %lld, %lld / %lld heads",
+         (int)arg_i32(a, SEQLEN_Q), (int)arg_i32(a, SEQLEN_K), (int)arg_i32(a, HEADS_Q), (int)arg_i32(a, GROUP_SIZE),
+         (int)d->max_seqlen_q, (long long)capacity, (long long)heads_q, (long long)heads_kv);
+  const int64_t m_blocks = arg_i32(a, M_BLOCKS), tiles = arg_i32(a, NUM_TILES);
+  EXPECT(m_blocks == (d->max_seqlen_q + e->block_m - 1) / e->block_m && tiles == batch * heads_q * m_blocks &&
+             grid >= 1 && (int64_t)grid <= tiles,
+         "%u programs over %lld tiles, %lld query blocks, for %lld requests x %lld heads", grid, (long long)tiles,
+         (long long)m_blocks, (long long)batch, (long long)heads_q);
+  if (seen.announced) {
+    EXPECT(seen.announced_info.grid == (int64_t)grid && seen.announced_info.num_splits == 1,
+           "aotk_decode_query announced a grid of %lld and %d splits; launched %u", (long long)seen.announced_info.grid,
+           (int)seen.announced_info.num_splits, grid);
+    const aotk__kernel_entry *ran = announced_row(&seen.announced_info);
+    EXPECT(ran == e, "aotk_decode_query announced %s, %s ran", seen.announced_info.kernel_name, e->name);
+  }
+  EXPECT((flags & FWD_VARLEN) && ((flags & FWD_WRITE_LSE) != 0) == (d->lse.data != NULL) &&
+             ((flags & FWD_SINKS) != 0) == (d->sinks.data != NULL),
+         "flags = %#x for lse %p, sinks %p", (unsigned)flags, d->lse.data, d->sinks.data);
+  const bool leftpad_given = d->struct_size > offsetof(aotk_decode_params, cache_leftpad) && d->cache_leftpad.data != NULL;
+  EXPECT(((flags & FWD_LEFTPAD) != 0) == leftpad_given &&
+             arg_pointer(a, LEFTPAD) == (uintptr_t)(leftpad_given ? d->cache_leftpad.data : NULL),
+         "flags = %#x, CacheLeftpad = %#lx for cache_leftpad %p", (unsigned)flags,
+         (unsigned long)arg_pointer(a, LEFTPAD), leftpad_given ? d->cache_leftpad.data : NULL);
+  EXPECT(arg_pointer(a, Q) == (uintptr_t)d->q.data && arg_pointer(a, K) == (uintptr_t)d->k_cache.data &&
+             arg_pointer(a, V) == (uintptr_t)d->v_cache.data && arg_pointer(a, OUT) == (uintptr_t)d->out.data &&
+             arg_pointer(a, CU_Q) == (uintptr_t)d->cu_seqlens_q.data &&
+             arg_pointer(a, TABLE) == (uintptr_t)d->block_table.data &&
+             arg_pointer(a, SEQLENS) == (uintptr_t)d->cache_seqlens.data && arg_pointer(a, CU_K) == 0 &&
+             arg_pointer(a, ALIBI) == 0 && arg_pointer(a, RNG) == 0,
+         "the pointer arguments are not the caller's tensors");
+  EXPECT(arg_i64(a, OB) == 0 && arg_i32(a, OS) == d->out.strides[0] && arg_i32(a, OH) == d->out.strides[1] &&
+             arg_i64(a, LB) == 0 && (d->lse.data == NULL || arg_i32(a, LH) == d->lse.strides[0]) &&
+             arg_i64(a, STRIDE_BT) == d->block_table.strides[0],
+         "strides out (%lld, %d, %d), lse (%lld, %d), block table %lld", (long long)arg_i64(a, OB), (int)arg_i32(a, OS),
+         (int)arg_i32(a, OH), (long long)arg_i64(a, LB), (int)arg_i32(a, LH), (long long)arg_i64(a, STRIDE_BT));
+  /* The reach. */
+  const axis columns_v = {0, head_dim_v, 1};
+  const axis out_axes[] = {{0, total_q, arg_i32(a, OS)}, {0, heads_q, arg_i32(a, OH)}, columns_v};
+  check_box_in(arg_pointer(a, OUT), out_axes, 3, 2, e->function_name, "Out (packed)", &d->out);
+  if (flags & FWD_WRITE_LSE) {
+    const axis lse_axes[] = {{0, heads_q, arg_i32(a, LH)}, {0, total_q, 1}};
+    check_box_in(arg_pointer(a, LSE), lse_axes, 2, 4, e->function_name, "Lse (packed)", &d->lse);
+  }
+  const axis cu_axes[] = {{0, batch + 1, 1}}, per_request[] = {{0, batch, 1}};
+  check_box(arg_pointer(a, CU_Q), cu_axes, 1, 4, e->function_name, "CuSeqlensQ");
+  check_box(arg_pointer(a, SEQLENS), per_request, 1, 4, e->function_name, "CacheSeqlens");
+  if (leftpad_given) check_box(arg_pointer(a, LEFTPAD), per_request, 1, 4, e->function_name, "CacheLeftpad");
+  if (flags & FWD_SINKS) {
+    const axis sink_axes[] = {{0, heads_q, 1}};
+    check_box(arg_pointer(a, SINKS), sink_axes, 1, 4, e->function_name, "Sinks");
+  }
+  const axis table_axes[] = {{0, batch, arg_i64(a, STRIDE_BT)}, {0, d->block_table.shape[1], 1}};
+  check_box(arg_pointer(a, TABLE), table_axes, 2, 4, e->function_name, "BlockTable");
+  const bool o_tma = (flags & FWD_O_TMA) != 0;
+  const descriptor_role roles[] = {{Q, 64, head_dim_qk, 2, "DescQ"},
+                                   {K, e->block_n, head_dim_qk, 2, "DescK"},
+                                   {V, e->block_n, head_dim_v, 2, "DescV"},
+                                   {o_tma ? OUT : Q, 64, head_dim_v, 2, o_tma ? "DescO" : "DescO (q's)"}};
+  check_descriptors(e, a, DESCRIPTORS, roles, 4);
+}
+
 #endif /* FUZZ_REACH_DECODE_H */

@@ -35,6 +35,8 @@
  *     softcap_scale, softcap_log2; dropout_threshold (i), dropout_scale (f).
  *   attn_fwd_tma: attn_fwd's, then DescQ, DescK, DescV (t): Q, K and V as [batch, seqlen, heads * head_dim].
  *   attn_fwd_hopper (Gluon, kernels/attn_fwd_hopper.py): attn_fwd_tma's, then num_tiles (i).
+ *   attn_fwd_hopper_paged (the same file): attn_fwd_hopper's, then BlockTable, CacheSeqlens, CacheLeftpad,
+ *     stride_bt (l), page_shift (i).
  *   attn_dropout_mask: Mask, CuSeqlensQ, CuSeqlensK, RngState; stride_mb, stride_mh, stride_ms (all l);
  *     seqlen_q, seqlen_k, heads_q, num_m_blocks, flags, dropout_threshold.
  *   attn_bwd_preprocess: Out, DOut, Lse, Delta, LseLog2, CuSeqlensQ, Sinks, SinkPartial; the strides of
@@ -97,6 +99,7 @@ enum head_dim_axis {
   HEAD_DIMS_HOPPER_FUSED_PAIRS, /* one of hopper_fused_head_dim_pairs */
   HEAD_DIMS_HOPPER_DQ_PAIRS,    /* one of hopper_dq_head_dim_pairs */
   HEAD_DIMS_HOPPER_WG3_PAIRS, /* (64, 64): the three-warpgroup forward */
+  HEAD_DIMS_HOPPER_PAGED_PAIRS, /* one of hopper_paged_head_dim_pairs */
 };
 /* Whether a family compiles softcap, ALiBi and dropout in (the catalog's "extras" axis; sinks are in every
  * variant): never, as a variant beside the plain one, or as its only variant (the catalog's
@@ -137,6 +140,11 @@ static const struct family {
     {AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, "attn_fwd_hopper_wg3",
      "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "tttt" "i", true, false, HEAD_DIMS_HOPPER_WG3_PAIRS,
      EXTRAS_NONE, false, true, 192, 90, true, true},
+    /* The paged prefill (aotk_attn_decode with cu_seqlens_q on sm_90): the Gluon forward with K and V read
+     * through the block table; two configs a variant, 16- and 64-row boxes (min_seqlen: the page size). */
+    {AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED, "attn_fwd_hopper_paged",
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "tttt" "i" "ppp" "l" "i", true, false,
+     HEAD_DIMS_HOPPER_PAGED_PAIRS, EXTRAS_NONE, false, true, 128, 90, true, true},
     {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, false, HEAD_DIMS_NONE,
      EXTRAS_NONE, false, true, 0, 0, false, false},
     {AOTK__FAMILY_ATTN_BWD_PREPROCESS, "attn_bwd_preprocess", "pppppppp" "liilii" "li" "iiiiiii", true, true,
@@ -239,6 +247,9 @@ static const int32_t hopper_fused_head_dim_pairs[][2] = {{64, 64}, {128, 128}};
 enum { HOPPER_FUSED_HEAD_DIM_PAIR_COUNT = sizeof hopper_fused_head_dim_pairs / sizeof hopper_fused_head_dim_pairs[0] };
 static const int32_t hopper_dq_head_dim_pairs[][2] = {{192, 128}, {256, 256}};
 enum { HOPPER_DQ_HEAD_DIM_PAIR_COUNT = sizeof hopper_dq_head_dim_pairs / sizeof hopper_dq_head_dim_pairs[0] };
+/* The paged prefill's (ATTN_HOPPER_PAGED_HEAD_DIMS). */
+static const int32_t hopper_paged_head_dim_pairs[][2] = {{64, 64}, {128, 128}};
+enum { HOPPER_PAGED_HEAD_DIM_PAIR_COUNT = sizeof hopper_paged_head_dim_pairs / sizeof hopper_paged_head_dim_pairs[0] };
 static const int32_t sel_block_sizes[] = {32, 64, 128};
 enum { SEL_BLOCK_SIZE_COUNT = sizeof sel_block_sizes / sizeof sel_block_sizes[0] };
 
@@ -320,6 +331,7 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                          : family->head_dims == HEAD_DIMS_HOPPER_BWD_PAIRS ? HOPPER_BWD_HEAD_DIM_PAIR_COUNT
                          : family->head_dims == HEAD_DIMS_HOPPER_FUSED_PAIRS ? HOPPER_FUSED_HEAD_DIM_PAIR_COUNT
                          : family->head_dims == HEAD_DIMS_HOPPER_DQ_PAIRS ? HOPPER_DQ_HEAD_DIM_PAIR_COUNT
+                         : family->head_dims == HEAD_DIMS_HOPPER_PAGED_PAIRS ? HOPPER_PAGED_HEAD_DIM_PAIR_COUNT
                                                                     : 1;
     /* HEAD_DIMS_HOPPER_WG3_PAIRS: one pair, (64, 64). */
     int block_size_count = family->has_block_size ? SEL_BLOCK_SIZE_COUNT : 1;
@@ -342,6 +354,7 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                                  : family->head_dims == HEAD_DIMS_HOPPER_FUSED_PAIRS ? hopper_fused_head_dim_pairs[h][0]
                                  : family->head_dims == HEAD_DIMS_HOPPER_DQ_PAIRS ? hopper_dq_head_dim_pairs[h][0]
                                  : family->head_dims == HEAD_DIMS_HOPPER_WG3_PAIRS ? 64
+                                 : family->head_dims == HEAD_DIMS_HOPPER_PAGED_PAIRS ? hopper_paged_head_dim_pairs[h][0]
                                                                             : 0;
                 v->head_dim_v = family->head_dims == HEAD_DIMS_PAIRS       ? head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_V_ONLY    ? head_dims_v[h]
@@ -352,6 +365,7 @@ static int list_variants(struct variant out[MAX_VARIANTS]) {
                                 : family->head_dims == HEAD_DIMS_HOPPER_FUSED_PAIRS ? hopper_fused_head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_HOPPER_DQ_PAIRS ? hopper_dq_head_dim_pairs[h][1]
                                 : family->head_dims == HEAD_DIMS_HOPPER_WG3_PAIRS ? 64
+                                : family->head_dims == HEAD_DIMS_HOPPER_PAGED_PAIRS ? hopper_paged_head_dim_pairs[h][1]
                                                                            : 0;
                 v->aligned = aligned;
                 v->extras = extras;

@@ -259,9 +259,65 @@ static bool download_and_check(decode_run *x, const aotk_decode_params *params, 
 
 /* The query's answer for `params`, checked against include/aotk.h: the kernel's dtype and compiled head
  * dims, the split (1 .. the number asked), launches, workspace (the header's formula), grid and features. */
+/* Whether TMA can read t as the paged prefill's descriptors view it (written here from TMA's rules, not
+ * taken from the library): packed [total, heads, d] as [1, total, heads * d], a cache [pages, page_size,
+ * heads, d] as [pages, page_size, heads * d]; a token's heads contiguous, the other strides multiples of
+ * 16 bytes (8 elements) that do not overlap rows. */
+static bool tma_readable(const aotk_tensor *t) {
+  const int r = t->rank;
+  const int64_t heads = t->shape[r - 2], head_dim = t->shape[r - 1];
+  if (t->strides[r - 2] != head_dim || t->strides[r - 3] % 8 != 0 || t->strides[r - 3] < heads * head_dim) return false;
+  return r == 3 || t->shape[0] == 1 || (t->strides[0] % 8 == 0 && t->strides[0] >= t->shape[1] * t->strides[1]);
+}
+
+/* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 128
+ * tokens (max_seqlen_q) over pages of a power of two of at least 16 keys, no softcap or ALiBi, head dims
+ * (64, 64) or (128, 128), and TMA-readable q and caches, on sm_90. It runs the Gluon forward with K and V
+ * read through the block table, in boxes of 64 rows from 64-key pages on, else 16. */
+static bool expect_paged_prefill(const decode_run *x, const aotk_decode_params *params) {
+  const decode_case *c = x->c;
+  const int64_t ps = c->page_size;
+  return compute_capability == 90 && c->varlen && ps >= 16 && (ps & (ps - 1)) == 0 && c->seqlen_new == 0 &&
+         !(c->softcap > 0.0f) && !c->alibi && c->seqlen_q >= 128 && c->head_dim_qk == c->head_dim_v &&
+         (c->head_dim_qk == 64 || c->head_dim_qk == 128) && tma_readable(&params->q) &&
+         tma_readable(&params->k_cache) && tma_readable(&params->v_cache);
+}
+
+/* Its query: one launch, no split, no workspace, the persistent grid (one program per SM, or per tile
+ * when there are fewer), the warp-specialized TMA kernel's feature bits. */
+static void check_paged_prefill_query(const decode_run *x, const aotk_kernel_info *info, const char *label) {
+  const decode_case *c = x->c;
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "attn_fwd_hopper_paged_%s_d%d_", aotk_gpu_test_dtype_label(c->dtype),
+           (int)c->head_dim_qk);
+  CHECK_MSG(strncmp(info->kernel_name, prefix, strlen(prefix)) == 0, "%s: the query names %s, expected %s...", label,
+            info->kernel_name, prefix);
+  const char *box = c->page_size >= 64 ? "p64" : "p16";
+  CHECK_MSG(strstr(info->kernel_name, box) != NULL, "%s: %s for pages of %lld keys, expected boxes %s", label,
+            info->kernel_name, (long long)c->page_size, box);
+  CHECK_MSG(info->num_splits == 1 && info->launches == 1 && info->workspace_bytes == 0,
+            "%s: %d splits, %d launches, %zu workspace bytes", label, (int)info->num_splits, (int)info->launches,
+            info->workspace_bytes);
+  const int64_t tiles = c->batch * x->heads_q * ceil_div(c->seqlen_q, 128);
+  const int64_t sms = multiprocessors > 0 ? multiprocessors : 1;
+  CHECK_MSG(info->grid == (tiles < sms ? tiles : sms), "%s: grid %lld for %lld tiles on %lld SMs", label,
+            (long long)info->grid, (long long)tiles, (long long)sms);
+  uint32_t expected = AOTK_FEATURE_PAGED_KV | AOTK_FEATURE_VARLEN | AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED;
+  if (c->causal) expected |= AOTK_FEATURE_CAUSAL;
+  if (c->window_left >= 0 || (c->window_right >= 0 && !c->causal)) expected |= AOTK_FEATURE_WINDOW;
+  if (c->sinks) expected |= AOTK_FEATURE_SINKS;
+  if (c->leftpad) expected |= AOTK_FEATURE_LEFTPAD_KV;
+  CHECK_MSG(info->features == expected, "%s: features 0x%x, expected 0x%x", label, (unsigned)info->features,
+            (unsigned)expected);
+}
+
 static void check_decode_query(const decode_run *x, const aotk_decode_params *params, const aotk_kernel_info *info,
                                const char *label) {
   const decode_case *c = x->c;
+  if (expect_paged_prefill(x, params)) {
+    check_paged_prefill_query(x, info, label);
+    return;
+  }
   /* The family follows the cache: contiguous, paged with a lookup per key row, or paged with pages that
    * hold whole key blocks (one lookup per block). */
   char prefix[48];

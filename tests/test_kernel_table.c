@@ -213,6 +213,11 @@ static void test_table_rows_describe_valid_configs(void) {
         CHECK_MSG(e->head_dim_qk == 64 && e->head_dim_v == 64, "row %d %s: head dims (%d, %d), expected (64, 64)", i,
                   e->name, e->head_dim_qk, e->head_dim_v);
         break;
+      case HEAD_DIMS_HOPPER_PAGED_PAIRS:
+        CHECK_MSG((e->head_dim_qk == 64 || e->head_dim_qk == 128) && e->head_dim_v == e->head_dim_qk,
+                  "row %d %s: head dims (%d, %d), expected (64, 64) or (128, 128)", i, e->name, e->head_dim_qk,
+                  e->head_dim_v);
+        break;
       case HEAD_DIMS_NONE:
         CHECK_MSG(e->head_dim_qk == 0 && e->head_dim_v == 0, "row %d %s: head dims (%d, %d), but %s has none", i,
                   e->name, e->head_dim_qk, e->head_dim_v, family->name);
@@ -252,8 +257,13 @@ static void test_table_rows_describe_valid_configs(void) {
       /* At most the split count a decoding call makes: more would only pad its one step. */
       CHECK_MSG(is_power_of_two(e->block_p) && e->block_p <= AOTK_DECODE_MAX_SPLITS, "row %d %s: block_p %d", i,
                 e->name, e->block_p);
+    } else if (e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED) {
+      /* The rows of K and V in a TMA box (test_table_tma_descriptors). */
+      CHECK_MSG(e->block_p == (e->min_seqlen >= 64 ? 64 : 16), "row %d %s: block_p %d, expected %d", i, e->name,
+                e->block_p, e->min_seqlen >= 64 ? 64 : 16);
     } else {
-      CHECK_MSG(e->block_p == 0, "row %d %s: block_p %d, but only the merge has BLOCK_P", i, e->name, e->block_p);
+      CHECK_MSG(e->block_p == 0, "row %d %s: block_p %d, but only the merge and the paged prefill have one", i,
+                e->name, e->block_p);
     }
     CHECK_MSG(e->num_stages >= 1, "row %d %s: num_stages %d", i, e->name, e->num_stages);
     CHECK_MSG(e->min_seqlen >= 1, "row %d %s: min_seqlen %d", i, e->name, e->min_seqlen);
@@ -357,7 +367,9 @@ static void test_table_tma_descriptors(void) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
     const bool fused = e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
     const bool bwd = e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER || fused;
-    const bool hopper_fwd = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
+    const bool paged = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED;
+    const bool hopper_fwd =
+        e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 || paged;
     if (e->family != AOTK__FAMILY_ATTN_FWD_TMA && !hopper_fwd && !bwd) {
       CHECK_MSG(e->descriptor_count == 0, "row %d %s: %d TMA descriptors, but it takes none", i, e->name,
                 e->descriptor_count);
@@ -375,8 +387,16 @@ static void test_table_tma_descriptors(void) {
     /* The Gluon forward's fourth is O's, in 64-row boxes like Q's, dv wide like dO's. */
     const char *const names[5] = {"Q", "K", "V", hopper_fwd ? "O" : "dO", "dQ accumulator"};
     const int32_t q_rows = hopper_fwd ? 64 : e->block_m;
-    const int32_t rows[5] = {q_rows, e->block_n, e->block_n, q_rows, e->block_m};
+    /* The paged prefill's K and V come in boxes of 16 rows, or 64 in its config for pages of 64 keys and
+     * more (min_seqlen is the page size there), 64 columns wide: a page holds whole boxes. */
+    const int32_t kv_rows = paged ? (e->min_seqlen >= 64 ? 64 : 16) : e->block_n;
+    const int32_t rows[5] = {q_rows, kv_rows, kv_rows, q_rows, e->block_m};
     const int32_t head_dims[5] = {e->head_dim_qk, e->head_dim_qk, e->head_dim_v, e->head_dim_v, e->head_dim_qk};
+    if (paged) {
+      CHECK_MSG(e->descriptors[1].box[2] == 64 && e->descriptors[2].box[2] == 64,
+                "row %d %s: K and V boxes %d and %d columns wide, expected 64", i, e->name, e->descriptors[1].box[2],
+                e->descriptors[2].box[2]);
+    }
     /* The accumulator is fp32 ([batch * heads_q, stats_stride, head_dim_qk]), the others fp16/bf16. */
     const int32_t element_bytes[5] = {TMA_ELEMENT_BYTES, TMA_ELEMENT_BYTES, TMA_ELEMENT_BYTES, TMA_ELEMENT_BYTES, 4};
     for (int d = 0; d < count; d++) {
@@ -409,7 +429,7 @@ static void test_table_tma_descriptors(void) {
                 e->name, d);
     }
   }
-  printf("    %d TMA rows (the TMA forward, the Gluon forward and backward), %d of head dim 192\n", tma_rows,
+  printf("    %d TMA rows (the TMA forward, the Gluon forward, paged prefill and backward), %d of head dim 192\n", tma_rows,
          rows_of_192);
   CHECK_MSG(tma_rows > 0 || aotk__kernel_filter[0] != '\0', "no TMA row in an unfiltered build");
   /* The Gluon forward's (192, 128) rows, whose Q and K boxes the checks above hold to a power of two

@@ -14,6 +14,7 @@
 #include "aotk_image.h"
 #include "aotk_kernel_table.h"
 #include "aotk_launch.h"
+#include "aotk_tma.h"
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -37,6 +38,7 @@ typedef struct decode_plan {
   int64_t num_splits, split_keys;
   int64_t programs;           /* the decoding grid */
   size_t workspace_bytes;
+  int paged_prefill;          /* decode_row is attn_fwd_hopper_paged (paged_prefill_row) */
 } decode_plan;
 
 /* How many ranges to cut each request's keys into, when batch * heads_kv * row_chunks programs cannot
@@ -144,9 +146,80 @@ static aotk_status choose_decode_row(const aotk__decode_problem *p, const aotk__
   return status;
 }
 
+/* --- the paged prefill on sm_90 ------------------------------------------------------------------- */
+
+/* The fewest queries (max_seqlen_q) a packed prefill must have to take the Gluon forward: one full
+ * 128-row tile of a query head. Shorter chunks stay with the decoding kernel, whose tiles hold a group's
+ * query heads together and read K and V once per group. */
+enum { AOTK__PAGED_PREFILL_MIN_QUERIES = 128 };
+
+/* Packed q or out [total_q, heads, head_dim] as the 4-d [1, total_q, heads, head_dim] the descriptors
+ * view. */
+static aotk_tensor packed_as_4d(const aotk_tensor *t) {
+  aotk_tensor v = *t;
+  v.rank = 4;
+  v.shape[0] = 1, v.shape[1] = t->shape[0], v.shape[2] = t->shape[1], v.shape[3] = t->shape[2];
+  v.strides[0] = t->shape[0] * t->strides[0], v.strides[1] = t->strides[0], v.strides[2] = t->strides[1];
+  v.strides[3] = t->strides[2];
+  return v;
+}
+
+/* The row of attn_fwd_hopper_paged (kernels/attn_fwd_hopper.py: the sm_90 forward's schedule, K and V
+ * through the block table by TMA) for a packed prefill over a paged cache, or -1: sm_90 cubins, a page
+ * size that is a power of two of at least 16 rows (the boxes are 16 rows, or 64 from 64-row pages: the
+ * family's size key is the page size), no appending, no softcap or ALiBi (not compiled in), at least
+ * AOTK__PAGED_PREFILL_MIN_QUERIES queries, head dims the family has exactly, and q, out and both caches
+ * readable by TMA. Sets no error. On the H100 (bench/explore/hopper/paged_prefill_jit.py, bf16, 4 requests
+ * of 4k-16k keys, chunks of 256-4096 causal queries) it runs at 0.87-1.00 of the dense varlen forward over
+ * the same keys with 16-row boxes and 0.90-1.06 with 64-row ones, where the decoding kernel's 64-row
+ * tiles ran 0.43-0.57. */
+static int paged_prefill_row(const aotk__decode_problem *p, const aotk_decode_params *params,
+                             const aotk__device_info *device, aotk__image_kind *kind) {
+  int arch, row = -1;
+  if (!p->varlen || !p->paged || p->append || p->softcap > 0.0f || p->alibi ||
+      p->seqlen_q < AOTK__PAGED_PREFILL_MIN_QUERIES || p->page_size < 16 || (p->page_size & (p->page_size - 1)) != 0) {
+    return -1;
+  }
+  if (aotk__choose_target(device, &arch, kind) != AOTK_OK || arch != 90 || *kind != AOTK__IMAGE_CUBIN) {
+    aotk__clear_error();
+    return -1;
+  }
+  /* (out leaves by TMA stores where it can, else by masked stores: launch_paged_prefill.) */
+  const aotk_tensor q = packed_as_4d(&params->q);
+  if (!aotk__tma_view_ok(&q) || !aotk__tma_view_ok(&params->k_cache) || !aotk__tma_view_ok(&params->v_cache)) return -1;
+  /* The forward's int32 sizes and strides: the descriptors' shapes, out's token and head strides and
+   * lse's head stride (the caches' strides go in the descriptors, 64-bit). */
+  const int64_t int32_fields[] = {params->q.shape[0], params->k_cache.shape[0], params->v_cache.shape[0],
+                                  params->out.strides[0], params->out.strides[1],
+                                  p->write_lse ? params->lse.strides[0] : 0};
+  for (size_t i = 0; i < sizeof int32_fields / sizeof int32_fields[0]; i++) {
+    if (int32_fields[i] > INT32_MAX) return -1;
+  }
+  aotk__variant_key key;
+  as_variant_key(p, &key);
+  if (aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED, &key, p->page_size, device, &row, kind) != AOTK_OK) {
+    aotk__clear_error();
+    return -1;
+  }
+  const aotk__kernel_entry *e = &aotk__kernel_table[row];
+  if (e->head_dim_qk != p->head_dim_qk || e->head_dim_v != p->head_dim_v) return -1;
+  return row;
+}
+
+/* Its persistent grid: one program per SM, or one per tile when there are fewer tiles, or when a
+ * program's ring counters (int32, every key block of its tiles) could wrap. */
+static int64_t paged_prefill_grid(const aotk__decode_problem *p, const aotk__kernel_entry *e, int multiprocessors,
+                                  int64_t *num_tiles) {
+  const int64_t sms = multiprocessors > 0 ? multiprocessors : 1;
+  *num_tiles = p->batch * p->heads_q * ceil_div(p->seqlen_q, e->block_m);
+  if (*num_tiles <= sms || ceil_div(*num_tiles, sms) * ceil_div(p->capacity, e->block_n) >= INT32_MAX) return *num_tiles;
+  return sms;
+}
+
 /* `stream` is checked to belong to the current context before anything is chosen for its device
  * (aotk__check_stream_context); the query, which launches nothing, passes NULL. */
-static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream, decode_plan *plan) {
+static aotk_status plan_decode(const aotk__decode_problem *p, const aotk_decode_params *params, aotk_stream stream,
+                               decode_plan *plan) {
   memset(plan, 0, sizeof *plan);
   aotk_status status = aotk__driver_get(&plan->driver);
   if (status != AOTK_OK) return status;
@@ -156,6 +229,15 @@ static aotk_status plan_decode(const aotk__decode_problem *p, aotk_stream stream
   }
   aotk__variant_key key;
   as_variant_key(p, &key);
+  if ((plan->decode_row = paged_prefill_row(p, params, &plan->device, &plan->kind)) >= 0) {
+    int64_t num_tiles;
+    plan->paged_prefill = 1;
+    plan->row_chunks = 1, plan->num_splits = 1, plan->split_keys = p->capacity;
+    plan->programs = paged_prefill_grid(p, &aotk__kernel_table[plan->decode_row], plan->device.multiprocessors,
+                                        &num_tiles);
+    plan->append_row = -1, plan->merge_row = -1;
+    return AOTK_OK;
+  }
   const int64_t group_rows = p->group_size * p->seqlen_q;
   /* The tuning rule's size key: the group's rows, below the short-split tile's key. */
   const int64_t size_key = group_rows < AOTK__DECODE_SHORT_SPLIT_KEY ? group_rows : AOTK__DECODE_SHORT_SPLIT_KEY - 1;
@@ -269,6 +351,7 @@ static uint32_t decode_features(const aotk__decode_problem *p, const decode_plan
   if (p->append) f |= AOTK_FEATURE_APPEND_KV;
   if (p->leftpad) f |= AOTK_FEATURE_LEFTPAD_KV;
   if (p->varlen) f |= AOTK_FEATURE_VARLEN;
+  if (plan->paged_prefill) f |= AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED;
   return f;
 }
 
@@ -337,8 +420,22 @@ static aotk_status launch_merge(const aotk__driver *driver, int row, CUkernel ke
                           merge_programs(row, a->num_rows, (int64_t)a->head_dim8 * 8, a->flags & FLAG_WHOLE_ROWS), stream);
 }
 
+/* attn_fwd_hopper_paged's parameters (codegen/aotk_catalog.py, ATTN_FWD_HOPPER_PAGED_PARAMS): the forward's
+ * ("lii" a tensor's strides), four descriptors, the tile count, then the block table, lengths, left
+ * padding, the table's row stride and the page size's log2. */
+static const char paged_prefill_param_kinds[] = "ppppp" "pp" "ppp" "lii" "lii" "lii" "lii" "lil" "iiiii" "iiiii" "fff"
+                                                "if" "tttt" "i" "ppp" "l" "i";
+
+/* Bits of the Gluon forward's flags (kernels/attn_hopper_common.py) beside FLAG_WRITE_LSE, FLAG_VARLEN
+ * and FLAG_SINKS, which it shares with the decoding kernel. */
+enum { FWD_FLAG_REVERSE = 128, FWD_FLAG_O_TMA = 256, FWD_FLAG_LEFTPAD = 512 };
+
+static aotk_status launch_paged_prefill(const aotk_decode_params *params, const aotk__decode_problem *p,
+                                        const decode_plan *plan, aotk_stream stream);
+
 static aotk_status launch_decode(const aotk_decode_params *params, const aotk__decode_problem *p,
                                  const decode_plan *plan, void *workspace, aotk_stream stream) {
+  if (plan->paged_prefill) return launch_paged_prefill(params, p, plan, stream);
   /* Every kernel is loaded before the first launch: a load failure launches nothing. */
   int rows[3] = {plan->decode_row, 0, 0};
   const char *kinds[3] = {decode_param_kinds, NULL, NULL};
@@ -451,6 +548,67 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
   return launch_merge(plan->driver, plan->merge_row, kernels[merge_index], &m, stream);
 }
 
+/* The packed prefill through attn_fwd_hopper_paged: q, out [total_q, heads, d] and the caches [num_pages,
+ * page_size, heads_kv, d] as TMA descriptors, lse [heads_q, total_q] by masked stores, the queries at the
+ * end of each request's keys (the forward's bottom-right diagonal, from cache_seqlens). */
+static aotk_status launch_paged_prefill(const aotk_decode_params *params, const aotk__decode_problem *p,
+                                        const decode_plan *plan, aotk_stream stream) {
+  const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
+  CUkernel kernel;
+  const char *kinds[1] = {paged_prefill_param_kinds};
+  aotk_status status = aotk__load_rows(plan->driver, &plan->decode_row, kinds, 1, plan->kind, plan->device.device,
+                                       &kernel);
+  if (status != AOTK_OK) return status;
+  const aotk_tensor q4 = packed_as_4d(&params->q), out4 = packed_as_4d(&params->out);
+  const int o_tma = aotk__tma_view_ok(&out4);
+  const aotk_tensor *tensors[4] = {&q4, &params->k_cache, &params->v_cache, o_tma ? &out4 : &q4};
+  const char *const names[4] = {"q", "k_cache", "v_cache", o_tma ? "out" : "q (as out's stand-in)"};
+  aotk__packed_descriptor d[4];
+  if ((status = aotk__encode_descriptors(plan->driver, e, tensors, names, 4, d)) != AOTK_OK) return status;
+  CUdeviceptr q = (CUdeviceptr)(uintptr_t)params->q.data, k = (CUdeviceptr)(uintptr_t)params->k_cache.data;
+  CUdeviceptr v = (CUdeviceptr)(uintptr_t)params->v_cache.data, out = (CUdeviceptr)(uintptr_t)params->out.data;
+  CUdeviceptr lse = p->write_lse ? (CUdeviceptr)(uintptr_t)params->lse.data : 0;
+  CUdeviceptr cu_seqlens_q = (CUdeviceptr)(uintptr_t)params->cu_seqlens_q.data, none = 0;
+  CUdeviceptr sinks = p->sinks ? (CUdeviceptr)(uintptr_t)params->sinks.data : 0;
+  CUdeviceptr table = (CUdeviceptr)(uintptr_t)params->block_table.data;
+  CUdeviceptr seqlens = (CUdeviceptr)(uintptr_t)params->cache_seqlens.data;
+  CUdeviceptr leftpad = p->leftpad ? (CUdeviceptr)(uintptr_t)params->cache_leftpad.data : 0;
+  /* Strides: q, k, v, out (batch, sequence, head), as the forward takes them; only out's and lse's are
+   * read (masked stores), the rest go through the descriptors. */
+  const aotk_tensor *ot = &params->out;
+  int64_t q_b = 0, k_b = params->k_cache.strides[0], v_b = params->v_cache.strides[0], o_b = 0;
+  int32_t q_s = (int32_t)params->q.strides[0], q_h = (int32_t)params->q.strides[1];
+  int32_t k_s = (int32_t)params->k_cache.strides[1], k_h = (int32_t)params->k_cache.strides[2];
+  int32_t v_s = (int32_t)params->v_cache.strides[1], v_h = (int32_t)params->v_cache.strides[2];
+  int32_t o_s = (int32_t)ot->strides[0], o_h = (int32_t)ot->strides[1];
+  int64_t stride_lb = 0, stride_ab = 0, stride_bt = params->block_table.strides[0];
+  int32_t stride_lh = p->write_lse ? (int32_t)params->lse.strides[0] : 0;
+  int64_t num_tiles;
+  paged_prefill_grid(p, e, plan->device.multiprocessors, &num_tiles);
+  int32_t ints[10] = {(int32_t)p->seqlen_q, (int32_t)p->capacity, (int32_t)p->heads_q, (int32_t)p->group_size,
+                      (int32_t)ceil_div(p->seqlen_q, e->block_m), (int32_t)(p->head_dim_qk / 8),
+                      (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0};
+  ints[9] = FLAG_VARLEN | (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->sinks ? FLAG_SINKS : 0) |
+            (o_tma ? FWD_FLAG_O_TMA : 0) | (p->leftpad ? FWD_FLAG_LEFTPAD : 0) |
+            /* causal-like masks give later query blocks more work: run them first */
+            (p->window_right >= 0 && p->window_left < 0 ? FWD_FLAG_REVERSE : 0);
+  float scalars[3] = {p->softmax_scale * 1.4426950408889634f, 0.0f, 0.0f};
+  int32_t dropout_threshold = 0, num_tiles32 = (int32_t)num_tiles, page_shift = 0;
+  float dropout_scale = 1.0f;
+  while (((int64_t)1 << page_shift) < p->page_size) page_shift++;
+  void *args[] = {&q, &k, &v, &out, &lse, &cu_seqlens_q, &none, &none, &sinks, &none,
+                  &q_b, &q_s, &q_h, &k_b, &k_s, &k_h, &v_b, &v_s, &v_h, &o_b, &o_s, &o_h,
+                  &stride_lb, &stride_lh, &stride_ab,
+                  &ints[0], &ints[1], &ints[2], &ints[3], &ints[4], &ints[5], &ints[6], &ints[7], &ints[8], &ints[9],
+                  &scalars[0], &scalars[1], &scalars[2], &dropout_threshold, &dropout_scale,
+                  AOTK__DESCRIPTOR_ARGS(d[0]), AOTK__DESCRIPTOR_ARGS(d[1]), AOTK__DESCRIPTOR_ARGS(d[2]),
+                  AOTK__DESCRIPTOR_ARGS(d[3]), &num_tiles32, &table, &seqlens, &leftpad, &stride_bt, &page_shift};
+  _Static_assert(sizeof args / sizeof args[0] == sizeof paged_prefill_param_kinds - 1 + 4 * 6,
+                 "one argument per parameter, seven per descriptor");
+  return aotk__launch_row(plan->driver, plan->decode_row, kernel, sizeof args / sizeof args[0], args, plan->programs,
+                          stream);
+}
+
 /* --- decoding: the public calls ------------------------------------------------------------------ */
 
 aotk_status aotk_attn_decode(const aotk_decode_params *caller_params, void *workspace, size_t workspace_bytes,
@@ -460,7 +618,7 @@ aotk_status aotk_attn_decode(const aotk_decode_params *caller_params, void *work
   aotk__decode_problem problem;
   decode_plan plan;
   aotk_status status = aotk__decode_validate(caller_params, &params, &problem);
-  if (status != AOTK_OK || (status = plan_decode(&problem, stream, &plan)) != AOTK_OK) return status;
+  if (status != AOTK_OK || (status = plan_decode(&problem, &params, stream, &plan)) != AOTK_OK) return status;
   if (plan.workspace_bytes > 0) {
     if (workspace == NULL) {
       /* As aotk_attn_bwd and aotk_sel_bwd answer a NULL workspace. */
@@ -492,7 +650,7 @@ aotk_status aotk_decode_query(aotk_op op, const aotk_decode_params *caller_param
   aotk__decode_problem problem;
   decode_plan plan;
   status = aotk__decode_validate(caller_params, &params, &problem);
-  if (status != AOTK_OK || (status = plan_decode(&problem, NULL, &plan)) != AOTK_OK) return status;
+  if (status != AOTK_OK || (status = plan_decode(&problem, &params, NULL, &plan)) != AOTK_OK) return status;
   aotk__fill_info(&aotk__kernel_table[plan.decode_row], plan.kind, plan.programs, plan.workspace_bytes,
                   1 + (plan.num_splits > 1) + (problem.append && !plan.fused_append), decode_features(&problem, &plan),
                   info);

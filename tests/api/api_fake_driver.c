@@ -50,6 +50,9 @@ const struct kernel_signature kernel_signatures[KERNEL_COUNT] = {
     /* The Gluon dQ pass (kernels/attn_bwd_dq_hopper.py): attn_bwd_dq's parameters, then descriptors of Q, K,
      * V and dO. */
     {"attn_bwd_dq_hopper", AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, ATTN_BWD_DQ_KINDS "tttt" HIDDEN_KINDS},
+    /* The paged prefill on sm_90 (kernels/attn_fwd_hopper.py): the Gluon forward's parameters, then the
+     * block table, lengths, left padding, the table's row stride and log2 of the page size. */
+    {"attn_fwd_hopper_paged", AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED, ATTN_FWD_HOPPER_PAGED_KINDS HIDDEN_KINDS},
 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
 _Static_assert((int)TMA_PARAM_COUNT ==
@@ -59,6 +62,10 @@ _Static_assert((int)HOPPER_PARAM_COUNT ==
                    sizeof ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS - 1 + (TMA_DESCRIPTORS + 1) * (TMA_DESC_SLOTS - 1),
                "warp-specialized forward parameter list");
 _Static_assert((int)HOPPER_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the warp-specialized forward's list");
+_Static_assert((int)PAGED_PARAM_COUNT ==
+                   sizeof ATTN_FWD_HOPPER_PAGED_KINDS HIDDEN_KINDS - 1 + (TMA_DESCRIPTORS + 1) * (TMA_DESC_SLOTS - 1),
+               "paged prefill parameter list");
+_Static_assert((int)PAGED_PARAM_COUNT <= (int)MAX_LAUNCH_PARAMS, "room for the paged prefill's list");
 _Static_assert((int)MASK_PARAM_COUNT == sizeof ATTN_DROPOUT_MASK_KINDS HIDDEN_KINDS - 1, "dropout-mask parameter list");
 _Static_assert((int)PRE_PARAM_COUNT == sizeof ATTN_BWD_PREPROCESS_KINDS HIDDEN_KINDS - 1, "preprocess parameter list");
 _Static_assert((int)REDUCE_PARAM_COUNT == sizeof ATTN_BWD_SINK_REDUCE_KINDS HIDDEN_KINDS - 1, "sink-reduce parameter list");

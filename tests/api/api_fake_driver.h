@@ -83,6 +83,9 @@ enum driver_function {
 /* The sm_90 TMA forward: attn_fwd's, then descriptors of Q, K and V over [batch, seqlen, heads * d]. */
 #define ATTN_FWD_TMA_KINDS ATTN_FWD_KINDS "ttt"
 #define ATTN_FWD_HOPPER_KINDS ATTN_FWD_TMA_KINDS "t" "i"
+/* The sm_90 paged prefill (attn_fwd_hopper_paged): the Gluon forward's, then BlockTable, CacheSeqlens,
+ * CacheLeftpad, stride_bt and page_shift. */
+#define ATTN_FWD_HOPPER_PAGED_KINDS ATTN_FWD_HOPPER_KINDS "ppp" "l" "i"
 #define ATTN_DROPOUT_MASK_KINDS "pppp" "lll" "iiiiii"
 #define ATTN_BWD_PREPROCESS_KINDS "ppppp" "ppp" STRIDES STRIDES "li" "iiii" "i" "ii"
 #define ATTN_BWD_SINK_REDUCE_KINDS "ppi"
@@ -149,6 +152,7 @@ enum kernel_id {
   KERNEL_ATTN_DECODE_PAGED,
   KERNEL_ATTN_DECODE_PAGED_BLOCKS,
   KERNEL_BWD_DQ_HOPPER,
+  KERNEL_ATTN_FWD_HOPPER_PAGED,
   KERNEL_COUNT
 };
 struct kernel_signature {
@@ -210,6 +214,17 @@ enum hopper_launch_param {
   HOPPER_ARG_GLOBAL_SCRATCH,
   HOPPER_ARG_PROFILE_SCRATCH,
   HOPPER_PARAM_COUNT
+};
+/* attn_fwd_hopper_paged: attn_fwd_hopper's arguments up to num_tiles, then the paged cache's. */
+enum hopper_paged_launch_param {
+  PAGED_ARG_BLOCK_TABLE = HOPPER_ARG_GLOBAL_SCRATCH,
+  PAGED_ARG_CACHE_SEQLENS,
+  PAGED_ARG_CACHE_LEFTPAD,
+  PAGED_ARG_STRIDE_BT,
+  PAGED_ARG_PAGE_SHIFT,
+  PAGED_ARG_GLOBAL_SCRATCH,
+  PAGED_ARG_PROFILE_SCRATCH,
+  PAGED_PARAM_COUNT
 };
 
 /* attn_dropout_mask: the debug output, one program per (query block, batch, query head). */

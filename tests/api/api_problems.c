@@ -380,7 +380,8 @@ int fwd_family_of_name(const char *name) {
   static const struct {
     const char *prefix;
     int family;
-  } prefixes[] = {{"attn_fwd_hopper_wg3_", AOTK__FAMILY_ATTN_FWD_HOPPER_WG3},
+  } prefixes[] = {{"attn_fwd_hopper_paged_", AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED},
+                  {"attn_fwd_hopper_wg3_", AOTK__FAMILY_ATTN_FWD_HOPPER_WG3},
                   {"attn_fwd_hopper_", AOTK__FAMILY_ATTN_FWD_HOPPER},
                   {"attn_fwd_tma_", AOTK__FAMILY_ATTN_FWD_TMA},
                   {"attn_fwd_", AOTK__FAMILY_ATTN_FWD}};

@@ -401,6 +401,114 @@ static void test_decode_family_choice(void) {
   uninstall_fake_gpu();
 }
 
+/* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 128
+ * tokens over pages of a power of two of at least 16 keys, no softcap or ALiBi, head dims (64, 64) or
+ * (128, 128), q and the caches readable by TMA (heads contiguous), on sm_90 cubins, run the Gluon forward
+ * through the block table: one launch of attn_fwd_hopper_paged on one program per SM (or per tile), its
+ * boxes 16 rows below 64-key pages and 64 from them, the page size passed as its log2. Everything else
+ * keeps the decoding kernel. (fuzz_api checks every argument's reach; this, the rule.) */
+static void test_decode_paged_prefill(void) {
+  static const struct {
+    const char *what;
+    int arch;
+    int64_t max_seqlen_q, page_size, head_dim;
+    int variation; /* 0: none; 1: softcap; 2: ALiBi; 3: q's heads not contiguous; 4: fp16 with sinks and leftpad */
+    const char *box;  /* NULL: not the paged prefill */
+    int32_t page_shift;
+    int64_t grid;     /* 3 requests x 8 heads x ceil(max_seqlen_q / 128) tiles, at most 132 */
+  } cases[] = {
+      {"128 tokens, 16-key pages", 90, 128, 16, 128, 0, "p16", 4, 24},
+      {"300 tokens, 32-key pages", 90, 300, 32, 128, 0, "p16", 5, 72},
+      {"300 tokens, 64-key pages: 64-row boxes", 90, 300, 64, 128, 0, "p64", 6, 72},
+      {"700 tokens, 256-key pages, d64", 90, 700, 256, 64, 0, "p64", 8, 132},
+      {"fp16, sinks and cache_leftpad", 90, 200, 16, 128, 4, "p16", 4, 48},
+      {"127 tokens: the decoding kernel", 90, 127, 16, 128, 0, NULL, 0, 0},
+      {"48-key pages (not a power of two)", 90, 300, 48, 128, 0, NULL, 0, 0},
+      {"8-key pages", 90, 300, 8, 128, 0, NULL, 0, 0},
+      {"softcap", 90, 300, 16, 128, 1, NULL, 0, 0},
+      {"ALiBi", 90, 300, 16, 128, 2, NULL, 0, 0},
+      {"q's heads not contiguous", 90, 300, 16, 128, 3, NULL, 0, 0},
+      {"head dim 256", 90, 300, 16, 256, 0, NULL, 0, 0},
+      {"sm_80", 80, 300, 16, 128, 0, NULL, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    install_fake_gpu(cases[i].arch, cases[i].arch == 90 ? SHARED_SM90 : SHARED_SM80);
+    decode_shape s = default_varlen_paged_shape;
+    s.seqlen_q = cases[i].max_seqlen_q, s.total_q = 3 * cases[i].max_seqlen_q - 7;
+    s.page_size = cases[i].page_size, s.capacity = 3072, s.num_pages = 3 * 3072 / cases[i].page_size + 5;
+    s.head_dim_qk = s.head_dim_v = cases[i].head_dim;
+    if (cases[i].variation == 4) s.dtype = AOTK_DTYPE_FLOAT16;
+    aotk_decode_params params = decode_params_for(s);
+    params.causal = 1;
+    if (cases[i].variation == 1) params.softcap = 30.0f;
+    if (cases[i].variation == 2) params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8);
+    if (cases[i].variation == 3) params.q.strides[1] = s.head_dim_qk + 16, params.q.strides[0] = 8 * (s.head_dim_qk + 16);
+    if (cases[i].variation == 4) {
+      params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8);
+      params.cache_leftpad = aotk_tensor_1d(FAKE_CACHE_LEFTPAD, AOTK_DTYPE_INT32, 3);
+    }
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
+    CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
+    const bool paged_prefill = strncmp(info.kernel_name, "attn_fwd_hopper_paged_", 22) == 0;
+    CHECK_MSG(paged_prefill == (cases[i].box != NULL), "%s: the query names %s", cases[i].what, info.kernel_name);
+    reset_launch_log();
+    status = aotk_attn_decode(&params, NULL, 0, FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK && fake.logged_launches == 1, "%s: %s (%s), %d launches", cases[i].what,
+              aotk_status_name(status), aotk_last_error(), fake.logged_launches);
+    if (cases[i].box == NULL || !paged_prefill || fake.logged_launches != 1) {
+      uninstall_fake_gpu();
+      continue;
+    }
+    const uint32_t features = AOTK_FEATURE_PAGED_KV | AOTK_FEATURE_VARLEN | AOTK_FEATURE_CAUSAL | AOTK_FEATURE_TMA |
+                              AOTK_FEATURE_WARP_SPECIALIZED |
+                              (cases[i].variation == 4 ? AOTK_FEATURE_SINKS | AOTK_FEATURE_LEFTPAD_KV : 0);
+    CHECK_MSG(strstr(info.kernel_name, cases[i].box) != NULL && info.grid == cases[i].grid && info.launches == 1 &&
+                  info.num_splits == 1 && info.workspace_bytes == 0 && info.features == features,
+              "%s: %s, grid %lld, %d launches, %d splits, %zu bytes, features %#x; expected boxes %s, grid %lld, "
+              "features %#x",
+              cases[i].what, info.kernel_name, (long long)info.grid, info.launches, info.num_splits,
+              info.workspace_bytes, info.features, cases[i].box, (long long)cases[i].grid, features);
+    const recorded_launch *launch = &fake.launch_log[0];
+    const int32_t leftpad_flag = cases[i].variation == 4 ? 512 : 0, sinks_flag = cases[i].variation == 4 ? 32 : 0;
+    /* flags: FLAG_WRITE_LSE | FLAG_VARLEN | FLAG_REVERSE (causal) | FLAG_O_TMA (out is contiguous). */
+    const int32_t flags = 1 | 2 | 128 | 256 | leftpad_flag | sinks_flag;
+    CHECK_MSG(launch->kernel == KERNEL_ATTN_FWD_HOPPER_PAGED && launch->grid[0] == (unsigned)cases[i].grid &&
+                  arg_i32(launch, ARG_SEQLEN_Q) == cases[i].max_seqlen_q && arg_i32(launch, ARG_SEQLEN_K) == 3072 &&
+                  arg_i32(launch, ARG_GROUP_SIZE) == 4 && arg_i32(launch, ARG_FLAGS) == flags &&
+                  arg_i32(launch, ARG_WINDOW_RIGHT) == 0 && arg_i32(launch, ARG_WINDOW_LEFT) == -1 &&
+                  arg_i32(launch, HOPPER_ARG_NUM_TILES) == 3 * 8 * ((cases[i].max_seqlen_q + 127) / 128) &&
+                  arg_pointer(launch, PAGED_ARG_BLOCK_TABLE) == (uint64_t)(uintptr_t)FAKE_BLOCK_TABLE &&
+                  arg_pointer(launch, PAGED_ARG_CACHE_SEQLENS) == (uint64_t)(uintptr_t)FAKE_CACHE_SEQLENS &&
+                  arg_pointer(launch, PAGED_ARG_CACHE_LEFTPAD) ==
+                      (uint64_t)(uintptr_t)(cases[i].variation == 4 ? FAKE_CACHE_LEFTPAD : NULL) &&
+                  arg_i64(launch, PAGED_ARG_STRIDE_BT) == 3072 / cases[i].page_size &&
+                  arg_i32(launch, PAGED_ARG_PAGE_SHIFT) == cases[i].page_shift,
+              "%s: kernel %d, grid %u, seqlen_q %d, seqlen_k %d, G %d, flags %#x (expected %#x), window (%d, %d), "
+              "tiles %d, table %#llx, lengths %#llx, leftpad %#llx, stride_bt %lld, page_shift %d",
+              cases[i].what, launch->kernel, launch->grid[0], arg_i32(launch, ARG_SEQLEN_Q),
+              arg_i32(launch, ARG_SEQLEN_K), arg_i32(launch, ARG_GROUP_SIZE), arg_i32(launch, ARG_FLAGS), flags,
+              arg_i32(launch, ARG_WINDOW_LEFT), arg_i32(launch, ARG_WINDOW_RIGHT),
+              arg_i32(launch, HOPPER_ARG_NUM_TILES), (unsigned long long)arg_pointer(launch, PAGED_ARG_BLOCK_TABLE),
+              (unsigned long long)arg_pointer(launch, PAGED_ARG_CACHE_SEQLENS),
+              (unsigned long long)arg_pointer(launch, PAGED_ARG_CACHE_LEFTPAD),
+              (long long)arg_i64(launch, PAGED_ARG_STRIDE_BT), arg_i32(launch, PAGED_ARG_PAGE_SHIFT));
+    /* The caches' descriptors: [num_pages, page_size, heads_kv * d] in boxes of 16 or 64 rows, 64 columns. */
+    const unsigned box_rows = strcmp(cases[i].box, "p64") == 0 ? 64 : 16;
+    CHECK_MSG(fake.encode_count == 4, "%s: %d descriptors encoded", cases[i].what, fake.encode_count);
+    for (int d = 1; d <= 2 && d < fake.encode_count; d++) {
+      const encode_call *e = &fake.encodes[d];
+      CHECK_MSG(e->address == (d == 1 ? FAKE_K : FAKE_V) && e->dims[0] == (uint64_t)(2 * s.head_dim_qk) &&
+                    e->dims[1] == (uint64_t)s.page_size && e->dims[2] == (uint64_t)s.num_pages && e->box[0] == 64 &&
+                    e->box[1] == box_rows && e->box[2] == 1,
+                "%s: descriptor %d over %p dims [%llu, %llu, %llu] box [%u, %u, %u]", cases[i].what, d, e->address,
+                (unsigned long long)e->dims[0], (unsigned long long)e->dims[1], (unsigned long long)e->dims[2],
+                e->box[0], e->box[1], e->box[2]);
+    }
+    uninstall_fake_gpu();
+  }
+}
+
 /* The feature bits and split counts aotk_decode_query reports, as literals. */
 static void test_decode_features(void) {
   install_fake_gpu(90, SHARED_SM90);
@@ -471,6 +579,7 @@ int main(void) {
   RUN_TEST(test_decode_launch_arguments);
   RUN_TEST(test_decode_varlen);
   RUN_TEST(test_decode_family_choice);
+  RUN_TEST(test_decode_paged_prefill);
   RUN_TEST(test_decode_features);
   return aotk_test_finish();
 }
