@@ -12,8 +12,8 @@
 #          reported, and each run's reports grouped by the kernel line or host frame they name, go to
 #          $OUT/sanitize/summary.txt; the logs, compressed, to $OUT/sanitize/logs.tar.xz.
 # Tools: memcheck, synccheck and initcheck over every suite; racecheck over the suites whose kernels are
-# not warp-specialized (selection, decoding): on the Gluon kernels racecheck reports the
-# gl.warp_specialize hand-off (docs/design.md, "Sanitizers and the warp-specialized kernels").
+# not warp-specialized (selection, decoding but its sm_90 paged prefill): on the Gluon kernels racecheck
+# reports the gl.warp_specialize hand-off (docs/design.md, "Sanitizers and the warp-specialized kernels").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 archive=build/gpu-main/archive

@@ -51,6 +51,11 @@ bf16, d=64 non-causal, 2026-11-25) three warpgroups reach 0.97-1.12x cuDNN from 
 of 1024 0.61-0.63 -> 0.70-0.75, softcap 0.50-0.55 -> 0.72-0.76, ALiBi 0.56-0.60 -> 0.77-0.83; (192, 128)
 from the padded pointer kernel's 0.43-0.47x cuDNN to 1.04-1.11x.
 
+attn_fwd_hopper_paged is the same program over a paged KV cache, for the packed prefill of
+aotk_attn_decode (PAGED): K and V come through the block table in boxes of a page's rows (_pages,
+_load_paged), block boundaries kept, and the last block's V rows past the request's length zeroed
+(_zero_tail); docs/design.md, "The sm_90 paged prefill".
+
 Free of torch and driver calls: imported on a machine with no GPU.
 """
 
