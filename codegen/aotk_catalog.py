@@ -108,7 +108,7 @@ ATTN_FWD_HOPPER_PARAMS = ATTN_FWD_PARAMS + [
 # never crosses a page), then the block table, the lengths, the left padding, the table's row stride and
 # log2 of the page size.
 ATTN_FWD_HOPPER_PAGED_PARAMS = ATTN_FWD_PARAMS + [
-    ("DescQ", "tensordesc<{dtype}[1,64,{dqk}]>", False),
+    ("DescQ", "tensordesc<{dtype}[1,64,{dqk_box}]>", False),
     ("DescK", "tensordesc<{dtype}[1,{box},64]>", False),
     ("DescV", "tensordesc<{dtype}[1,{box},64]>", False),
     ("DescO", "tensordesc<{dtype}[1,64,{dv}]>", False),
@@ -315,7 +315,7 @@ ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # 1.0-1.07x cuDNN non-causal; causal, with the static rounds, it measured worse than two warpgroups).
 ATTN_HOPPER_WG3_HEAD_DIMS = ((64, 64),)
 # The paged prefill's Gluon forward (attn_fwd_hopper_paged).
-ATTN_HOPPER_PAGED_HEAD_DIMS = ((64, 64), (128, 128))
+ATTN_HOPPER_PAGED_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) at the head dims it was measured at.
 ATTN_HOPPER_BWD_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # Its fused (non-deterministic) form and the cast of its dQ accumulator: d=256 measured faster with the
@@ -372,11 +372,17 @@ ATTN_TUNING = {
     # pages on (the size key is the page size). Each box costs the producer a block-table entry and its
     # TMA issues: on the H100 (bench/explore/hopper/paged_prefill_jit.py, bf16, 4 requests, GQA, chunks of
     # 256-4096 causal queries over 4k-16k keys) 16-row boxes ran 0.87-1.00 of the dense varlen forward
-    # over the same keys whatever the page size, 64-row boxes 0.90-1.06.
+    # over the same keys whatever the page size, 64-row boxes 0.90-1.06; at d256 0.97-1.01 either way, at
+    # (192, 128) 0.76-0.82 with 16-row boxes (three 64-column chunks of K: 24 boxes a block) and 0.99-1.02
+    # with 64-row ones.
     # (The host takes the family for power-of-two pages of 16 rows or more only.)
     ("attn_fwd_hopper_paged", 90, 64, 64): ((1, T(128, 128, 4, 2, block_p=16)), (64, T(128, 128, 4, 2, block_p=64))),
     ("attn_fwd_hopper_paged", 90, 128, 128): ((1, T(128, 128, 4, 2, block_p=16)),
                                               (64, T(128, 128, 4, 2, block_p=64))),
+    ("attn_fwd_hopper_paged", 90, 192, 128): ((1, T(128, 128, 4, 2, block_p=16)),
+                                              (64, T(128, 128, 4, 2, block_p=64))),
+    # d256 (64-key blocks): the box did not matter (0.97-1.01 either way), so the 16-row one serves every page.
+    ("attn_fwd_hopper_paged", 90, 256, 256): ((1, T(128, 64, 4, 2, block_p=16)),),
     # The Gluon dK/dV pass: 64 query rows per step, 128 keys per program, a 2-stage Q/dO ring
     # (bench/explore/hopper/gluon_attn_bwd.py: 3 stages measured no faster). num_warps is the default
     # partition's: at d 64 and 128 one consumer warpgroup in ping-pong with a second (4 + 4 + 1 producer
@@ -540,7 +546,7 @@ FAMILIES = {
     "attn_fwd_hopper_wg3": ("attn_fwd_hopper.py", "attn_fwd_hopper_wg3", ATTN_FWD_HOPPER_PARAMS,
                             ("dtype", "hopper_wg3_dims")),
     "attn_fwd_hopper_paged": ("attn_fwd_hopper.py", "attn_fwd_hopper_paged", ATTN_FWD_HOPPER_PAGED_PARAMS,
-                              ("dtype", "hopper_paged_dims")),
+                              ("dtype", "hopper_paged_dims", "extras")),
     "attn_dropout_mask": ("attn_fwd.py", "attn_dropout_mask", ATTN_DROPOUT_MASK_PARAMS, ()),
     "attn_bwd_preprocess": ("attn_bwd.py", "attn_bwd_preprocess", ATTN_BWD_PREPROCESS_PARAMS,
                             ("dtype", "dims_v", "align")),
@@ -660,10 +666,12 @@ def _constexprs(function_params, dqk, dv, config, extras, block_size=0, page_mod
     return tuple((n, values[n]) for n in function_params)
 
 
-# Constexprs a family sets otherwise than _constexprs: the paged prefill's producer holds a block of page
-# ids (8 with 16-row boxes) and spilled at 24 registers (24 bytes a thread); at 56 it does not (ptxas -v,
-# sm_90a), and the consumers keep their 240 (2 x 128 x 240 + 32 x 56 registers fit the file).
-FAMILY_CONSTEXPRS = {"attn_fwd_hopper_paged": {"PRODUCER_REGS": 56}}
+# Constexprs a (family, extras) variant sets otherwise than _constexprs. The paged prefill's producer holds
+# a block of page ids (8 with 16-row boxes): ptxas -v (sm_90a, bf16 16-row boxes, bytes spilled a thread)
+# with the producer at 24, 32 and 56 registers: d128 64, 44, 0; d256 112, 36, 96. But the EXTRAS rows
+# spill more the more the producer takes (d128 116, 212, 896; (192, 128) 192, 264, 928; d64 52, 76, 184;
+# the dense EXTRAS rows, at 24, spill 12-224), so they keep 24.
+FAMILY_CONSTEXPRS = {("attn_fwd_hopper_paged", False): {"PRODUCER_REGS": 56}}
 
 
 CONSTEXPRS = {
@@ -769,7 +777,7 @@ def catalog():
                                     family=family, source=source, function=function, params=params,
                                     constexprs=_constexprs(CONSTEXPRS[family], dqk, dv, config, extras,
                                                            block_size, DECODE_PAGE_MODES.get(family, 0),
-                                                           FAMILY_CONSTEXPRS.get(family, {})),
+                                                           FAMILY_CONSTEXPRS.get((family, extras), {})),
                                     arch=arch, dtype=dtype, head_dim_qk=dqk, head_dim_v=dv, aligned=aligned,
                                     extras=extras, block_size=block_size, config=config,
                                     min_seqlen=min_seqlen))

@@ -211,8 +211,9 @@ static const decode_row decode_rows[] = {
     {.bf16 = 0, .dqk = 128, .dv = 128, .batch = 6, .heads_kv = 2, .group = 4, .seqlen_q = 150, .capacity = 1000,
      .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .padded = 1},
     /* The sm_90 paged prefill (the Gluon forward through the block table; the first packed row above takes
-     * it too): 64-row boxes from 64-key pages on, 16-row ones below, a tile boundary (129 queries), GQA 8,
-     * sinks, a left window and none, non-causal, left padding in a graph replayed with new lengths. */
+     * it too, and so does the (192, 128) one over 64-key pages): 64-row boxes from 64-key pages on, 16-row
+     * ones below, a tile boundary (129 queries), GQA 8, sinks, a left window and none, non-causal, left
+     * padding in a graph replayed with new lengths, head dims 256 and (192, 128), softcap, ALiBi. */
     {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 6, .heads_kv = 2, .group = 4, .seqlen_q = 300, .capacity = 2000,
      .page_size = 64, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .sinks = 1, .lse = 1},
     {.bf16 = 0, .dqk = 128, .dv = 128, .batch = 6, .heads_kv = 1, .group = 8, .seqlen_q = 129, .capacity = 1536,
@@ -224,6 +225,16 @@ static const decode_row decode_rows[] = {
     {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 6, .heads_kv = 4, .group = 1, .seqlen_q = 256, .capacity = 900,
      .page_size = 128, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .window = 1, .window_left = 300,
      .window_right = -1, .sinks = 1},
+    {.bf16 = 1, .dqk = 256, .dv = 256, .batch = 6, .heads_kv = 2, .group = 2, .seqlen_q = 200, .capacity = 1200,
+     .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .lse = 1, .leftpad = 1},
+    {.bf16 = 0, .dqk = 192, .dv = 128, .batch = 6, .heads_kv = 2, .group = 4, .seqlen_q = 160, .capacity = 1024,
+     .page_size = 256, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .lse = 1},
+    /* Its EXTRAS rows: softcap (with a window), ALiBi per request (non-causal, sinks). */
+    {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 6, .heads_kv = 2, .group = 4, .seqlen_q = 200, .capacity = 1500,
+     .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .window = 1, .window_left = 150,
+     .window_right = -1, .softcap = 30.0f, .lse = 1},
+    {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 6, .heads_kv = 2, .group = 2, .seqlen_q = 256, .capacity = 1024,
+     .page_size = 64, .varlen = 1, .lengths = LENGTHS_PREFILL, .alibi = 2, .sinks = 1, .lse = 1},
     /* Left-padded caches (cache_leftpad): the automatic split (the short-split tile on sm_90) and 1 vs 3,
      * 16-key pages with a window and ALiBi, whole-block pages appending in a graph, a packed prefill. */
     {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 7, .heads_kv = 2, .group = 4, .seqlen_q = 1, .capacity = 700,

@@ -500,7 +500,8 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
   enum { Q, K, V, OUT, LSE, CU_Q, CU_K, ALIBI, SINKS, RNG, QB, QS, QH, KB, KS, KH, VB, VS, VH, OB, OS, OH, LB, LH, AB,
          SEQLEN_Q, SEQLEN_K, HEADS_Q, GROUP_SIZE, M_BLOCKS, DQK8, DV8, WINDOW_LEFT, WINDOW_RIGHT, FLAGS,
          DESCRIPTORS = 40, NUM_TILES = 68, TABLE, SEQLENS, LEFTPAD, STRIDE_BT, PAGE_SHIFT };
-  enum { FWD_WRITE_LSE = 1, FWD_VARLEN = 2, FWD_SINKS = 32, FWD_O_TMA = 256, FWD_LEFTPAD = 512 };
+  enum { FWD_WRITE_LSE = 1, FWD_VARLEN = 2, FWD_SOFTCAP = 8, FWD_ALIBI = 16, FWD_SINKS = 32, FWD_O_TMA = 256,
+         FWD_LEFTPAD = 512 };
   EXPECT(seen.decode_launches == 0 && seen.append_launches == 0,
          "launched after %d decoding and %d appending launches of the same call", seen.decode_launches,
          seen.append_launches);
@@ -510,12 +511,14 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
   const int64_t heads_kv = d->k_cache.shape[2], page_size = d->k_cache.shape[1];
   const int64_t head_dim_qk = d->q.shape[2], head_dim_v = d->v_cache.shape[3];
   const int64_t capacity = d->block_table.shape[1] * page_size;
-  /* The problem: a paged cache, packed queries, no appending, softcap or ALiBi; the compiled head dims
-   * the problem's (a wider box would reach the next head), a page a whole number of 16-row boxes. */
-  EXPECT(d->cu_seqlens_q.data != NULL && d->block_table.data != NULL && d->k_new.data == NULL && !(d->softcap > 0.0f) &&
-             d->alibi_slopes.data == NULL,
-         "the paged prefill for cu_seqlens_q %p, block_table %p, k_new %p, softcap %g, alibi %p", d->cu_seqlens_q.data,
-         d->block_table.data, d->k_new.data, (double)d->softcap, d->alibi_slopes.data);
+  /* The problem: a paged cache, packed queries, no appending; softcap and ALiBi in the EXTRAS rows only;
+   * the compiled head dims the problem's (a wider box would reach the next head), a page a whole number
+   * of boxes. */
+  const bool softcap = d->softcap > 0.0f, alibi = d->alibi_slopes.data != NULL;
+  EXPECT(d->cu_seqlens_q.data != NULL && d->block_table.data != NULL && d->k_new.data == NULL &&
+             (e->extras != 0) == (softcap || alibi),
+         "the paged prefill (%s) for cu_seqlens_q %p, block_table %p, k_new %p, softcap %g, alibi %p", e->name,
+         d->cu_seqlens_q.data, d->block_table.data, d->k_new.data, (double)d->softcap, d->alibi_slopes.data);
   EXPECT(e->head_dim_qk == head_dim_qk && e->head_dim_v == head_dim_v && 8 * (int64_t)arg_i32(a, DQK8) == head_dim_qk &&
              8 * (int64_t)arg_i32(a, DV8) == head_dim_v,
          "compiled for head dims %d, %d; the problem's are %lld, %lld", (int)e->head_dim_qk, (int)e->head_dim_v,
@@ -543,8 +546,14 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
     EXPECT(ran == e, "aotk_decode_query announced %s, %s ran", seen.announced_info.kernel_name, e->name);
   }
   EXPECT((flags & FWD_VARLEN) && ((flags & FWD_WRITE_LSE) != 0) == (d->lse.data != NULL) &&
-             ((flags & FWD_SINKS) != 0) == (d->sinks.data != NULL),
-         "flags = %#x for lse %p, sinks %p", (unsigned)flags, d->lse.data, d->sinks.data);
+             ((flags & FWD_SINKS) != 0) == (d->sinks.data != NULL) && ((flags & FWD_SOFTCAP) != 0) == softcap &&
+             ((flags & FWD_ALIBI) != 0) == alibi,
+         "flags = %#x for lse %p, sinks %p, softcap %g, alibi %p", (unsigned)flags, d->lse.data, d->sinks.data,
+         (double)d->softcap, d->alibi_slopes.data);
+  EXPECT(arg_pointer(a, ALIBI) == (uintptr_t)(alibi ? d->alibi_slopes.data : NULL) &&
+             (!alibi || arg_i64(a, AB) == (d->alibi_slopes.rank == 2 ? d->alibi_slopes.strides[0] : 0)),
+         "AlibiSlopes = %#lx, stride_ab %lld for alibi_slopes %p", (unsigned long)arg_pointer(a, ALIBI),
+         (long long)arg_i64(a, AB), d->alibi_slopes.data);
   const bool leftpad_given = d->struct_size > offsetof(aotk_decode_params, cache_leftpad) && d->cache_leftpad.data != NULL;
   EXPECT(((flags & FWD_LEFTPAD) != 0) == leftpad_given &&
              arg_pointer(a, LEFTPAD) == (uintptr_t)(leftpad_given ? d->cache_leftpad.data : NULL),
@@ -555,7 +564,7 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
              arg_pointer(a, CU_Q) == (uintptr_t)d->cu_seqlens_q.data &&
              arg_pointer(a, TABLE) == (uintptr_t)d->block_table.data &&
              arg_pointer(a, SEQLENS) == (uintptr_t)d->cache_seqlens.data && arg_pointer(a, CU_K) == 0 &&
-             arg_pointer(a, ALIBI) == 0 && arg_pointer(a, RNG) == 0,
+             arg_pointer(a, RNG) == 0,
          "the pointer arguments are not the caller's tensors");
   EXPECT(arg_i64(a, OB) == 0 && arg_i32(a, OS) == d->out.strides[0] && arg_i32(a, OH) == d->out.strides[1] &&
              arg_i64(a, LB) == 0 && (d->lse.data == NULL || arg_i32(a, LH) == d->lse.strides[0]) &&
@@ -577,6 +586,10 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
   if (flags & FWD_SINKS) {
     const axis sink_axes[] = {{0, heads_q, 1}};
     check_box(arg_pointer(a, SINKS), sink_axes, 1, 4, e->function_name, "Sinks");
+  }
+  if (flags & FWD_ALIBI) {
+    const axis alibi_axes[] = {{0, batch, arg_i64(a, AB)}, {0, heads_q, 1}};
+    check_box(arg_pointer(a, ALIBI), alibi_axes, 2, 4, e->function_name, "AlibiSlopes");
   }
   const axis table_axes[] = {{0, batch, arg_i64(a, STRIDE_BT)}, {0, d->block_table.shape[1], 1}};
   check_box(arg_pointer(a, TABLE), table_axes, 2, 4, e->function_name, "BlockTable");

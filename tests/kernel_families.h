@@ -141,10 +141,11 @@ static const struct family {
      "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "tttt" "i", true, false, HEAD_DIMS_HOPPER_WG3_PAIRS,
      EXTRAS_NONE, false, true, 192, 90, true, true},
     /* The paged prefill (aotk_attn_decode with cu_seqlens_q on sm_90): the Gluon forward with K and V read
-     * through the block table; two configs a variant, 16- and 64-row boxes (min_seqlen: the page size). */
+     * through the block table, softcap and ALiBi in its EXTRAS rows; two configs a variant, 16- and 64-row
+     * boxes (min_seqlen: the page size). */
     {AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED, "attn_fwd_hopper_paged",
      "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "tttt" "i" "ppp" "l" "i", true, false,
-     HEAD_DIMS_HOPPER_PAGED_PAIRS, EXTRAS_NONE, false, true, 128, 90, true, true},
+     HEAD_DIMS_HOPPER_PAGED_PAIRS, EXTRAS_BOTH, false, true, 128, 90, true, true},
     {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, false, HEAD_DIMS_NONE,
      EXTRAS_NONE, false, true, 0, 0, false, false},
     {AOTK__FAMILY_ATTN_BWD_PREPROCESS, "attn_bwd_preprocess", "pppppppp" "liilii" "li" "iiiiiii", true, true,
@@ -248,7 +249,7 @@ enum { HOPPER_FUSED_HEAD_DIM_PAIR_COUNT = sizeof hopper_fused_head_dim_pairs / s
 static const int32_t hopper_dq_head_dim_pairs[][2] = {{192, 128}, {256, 256}};
 enum { HOPPER_DQ_HEAD_DIM_PAIR_COUNT = sizeof hopper_dq_head_dim_pairs / sizeof hopper_dq_head_dim_pairs[0] };
 /* The paged prefill's (ATTN_HOPPER_PAGED_HEAD_DIMS). */
-static const int32_t hopper_paged_head_dim_pairs[][2] = {{64, 64}, {128, 128}};
+static const int32_t hopper_paged_head_dim_pairs[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
 enum { HOPPER_PAGED_HEAD_DIM_PAIR_COUNT = sizeof hopper_paged_head_dim_pairs / sizeof hopper_paged_head_dim_pairs[0] };
 static const int32_t sel_block_sizes[] = {32, 64, 128};
 enum { SEL_BLOCK_SIZE_COUNT = sizeof sel_block_sizes / sizeof sel_block_sizes[0] };

@@ -271,15 +271,18 @@ static bool tma_readable(const aotk_tensor *t) {
 }
 
 /* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 128
- * tokens (max_seqlen_q) over pages of a power of two of at least 16 keys, no softcap or ALiBi, head dims
- * (64, 64) or (128, 128), and TMA-readable q and caches, on sm_90. It runs the Gluon forward with K and V
+ * tokens (max_seqlen_q) over pages of a power of two of at least 16 keys (softcap and ALiBi in the EXTRAS
+ * rows), head dims
+ * (64, 64), (128, 128), (192, 128) or (256, 256), and TMA-readable q and caches, on sm_90. It runs the Gluon forward with K and V
  * read through the block table, in boxes of 64 rows from 64-key pages on, else 16. */
 static bool expect_paged_prefill(const decode_run *x, const aotk_decode_params *params) {
   const decode_case *c = x->c;
   const int64_t ps = c->page_size;
   return compute_capability == 90 && c->varlen && ps >= 16 && (ps & (ps - 1)) == 0 && c->seqlen_new == 0 &&
-         !(c->softcap > 0.0f) && !c->alibi && c->seqlen_q >= 128 && c->head_dim_qk == c->head_dim_v &&
-         (c->head_dim_qk == 64 || c->head_dim_qk == 128) && tma_readable(&params->q) &&
+         c->seqlen_q >= 128 &&
+         ((c->head_dim_qk == c->head_dim_v && (c->head_dim_qk == 64 || c->head_dim_qk == 128 || c->head_dim_qk == 256)) ||
+          (c->head_dim_qk == 192 && c->head_dim_v == 128)) &&
+         tma_readable(&params->q) &&
          tma_readable(&params->k_cache) && tma_readable(&params->v_cache);
 }
 
@@ -288,11 +291,20 @@ static bool expect_paged_prefill(const decode_run *x, const aotk_decode_params *
 static void check_paged_prefill_query(const decode_run *x, const aotk_kernel_info *info, const char *label) {
   const decode_case *c = x->c;
   char prefix[64];
-  snprintf(prefix, sizeof prefix, "attn_fwd_hopper_paged_%s_d%d_", aotk_gpu_test_dtype_label(c->dtype),
-           (int)c->head_dim_qk);
+  if (c->head_dim_qk == c->head_dim_v) {
+    snprintf(prefix, sizeof prefix, "attn_fwd_hopper_paged_%s_d%d_", aotk_gpu_test_dtype_label(c->dtype),
+             (int)c->head_dim_qk);
+  } else {
+    snprintf(prefix, sizeof prefix, "attn_fwd_hopper_paged_%s_d%dv%d_", aotk_gpu_test_dtype_label(c->dtype),
+             (int)c->head_dim_qk, (int)c->head_dim_v);
+  }
   CHECK_MSG(strncmp(info->kernel_name, prefix, strlen(prefix)) == 0, "%s: the query names %s, expected %s...", label,
             info->kernel_name, prefix);
-  const char *box = c->page_size >= 64 ? "p64" : "p16";
+  const bool extras = c->softcap > 0.0f || c->alibi;
+  CHECK_MSG((strstr(info->kernel_name, "_extras_") != NULL) == extras, "%s: %s with softcap %g, ALiBi %d", label,
+            info->kernel_name, (double)c->softcap, c->alibi);
+  /* (At d256 the 16-row boxes serve every page: codegen/aotk_catalog.py.) */
+  const char *box = c->page_size >= 64 && c->head_dim_qk != 256 ? "p64" : "p16";
   CHECK_MSG(strstr(info->kernel_name, box) != NULL, "%s: %s for pages of %lld keys, expected boxes %s", label,
             info->kernel_name, (long long)c->page_size, box);
   CHECK_MSG(info->num_splits == 1 && info->launches == 1 && info->workspace_bytes == 0,
@@ -307,6 +319,9 @@ static void check_paged_prefill_query(const decode_run *x, const aotk_kernel_inf
   if (c->window_left >= 0 || (c->window_right >= 0 && !c->causal)) expected |= AOTK_FEATURE_WINDOW;
   if (c->sinks) expected |= AOTK_FEATURE_SINKS;
   if (c->leftpad) expected |= AOTK_FEATURE_LEFTPAD_KV;
+  if (c->softcap > 0.0f) expected |= AOTK_FEATURE_SOFTCAP;
+  if (c->alibi) expected |= AOTK_FEATURE_ALIBI;
+  if (extras) expected |= AOTK_FEATURE_EXTRAS_KERNEL;
   CHECK_MSG(info->features == expected, "%s: features 0x%x, expected 0x%x", label, (unsigned)info->features,
             (unsigned)expected);
 }

@@ -214,9 +214,10 @@ static void test_table_rows_describe_valid_configs(void) {
                   e->name, e->head_dim_qk, e->head_dim_v);
         break;
       case HEAD_DIMS_HOPPER_PAGED_PAIRS:
-        CHECK_MSG((e->head_dim_qk == 64 || e->head_dim_qk == 128) && e->head_dim_v == e->head_dim_qk,
-                  "row %d %s: head dims (%d, %d), expected (64, 64) or (128, 128)", i, e->name, e->head_dim_qk,
-                  e->head_dim_v);
+        CHECK_MSG(((e->head_dim_qk == 64 || e->head_dim_qk == 128 || e->head_dim_qk == 256) &&
+                   e->head_dim_v == e->head_dim_qk) || (e->head_dim_qk == 192 && e->head_dim_v == 128),
+                  "row %d %s: head dims (%d, %d), expected (64, 64), (128, 128), (192, 128) or (256, 256)", i,
+                  e->name, e->head_dim_qk, e->head_dim_v);
         break;
       case HEAD_DIMS_NONE:
         CHECK_MSG(e->head_dim_qk == 0 && e->head_dim_v == 0, "row %d %s: head dims (%d, %d), but %s has none", i,

@@ -167,17 +167,17 @@ static aotk_tensor packed_as_4d(const aotk_tensor *t) {
 /* The row of attn_fwd_hopper_paged (kernels/attn_fwd_hopper.py: the sm_90 forward's schedule, K and V
  * through the block table by TMA) for a packed prefill over a paged cache, or -1: sm_90 cubins, a page
  * size that is a power of two of at least 16 rows (the boxes are 16 rows, or 64 from 64-row pages: the
- * family's size key is the page size), no appending, no softcap or ALiBi (not compiled in), at least
- * AOTK__PAGED_PREFILL_MIN_QUERIES queries, head dims the family has exactly, and q, out and both caches
- * readable by TMA. Sets no error. On the H100 (bench/explore/hopper/paged_prefill_jit.py, bf16, 4 requests
- * of 4k-16k keys, chunks of 256-4096 causal queries) it runs at 0.87-1.00 of the dense varlen forward over
- * the same keys with 16-row boxes and 0.90-1.06 with 64-row ones, where the decoding kernel's 64-row
- * tiles ran 0.43-0.57. */
+ * family's size key is the page size), no appending (softcap and ALiBi in its EXTRAS rows), at least
+ * AOTK__PAGED_PREFILL_MIN_QUERIES queries, head dims the family has exactly ((64, 64), (128, 128),
+ * (192, 128), (256, 256)), and q and both caches readable by TMA. Sets no error. On the H100
+ * (bench/explore/hopper/paged_prefill_jit.py, bf16 d64 and d128, 4 requests of 4k-16k keys, chunks of
+ * 256-4096 causal queries) it runs at 0.87-1.00 of the dense varlen forward over the same keys with
+ * 16-row boxes and 0.92-1.06 with 64-row ones, where the decoding kernel's 64-row tiles ran 0.43-0.57. */
 static int paged_prefill_row(const aotk__decode_problem *p, const aotk_decode_params *params,
                              const aotk__device_info *device, aotk__image_kind *kind) {
   int arch, row = -1;
-  if (!p->varlen || !p->paged || p->append || p->softcap > 0.0f || p->alibi ||
-      p->seqlen_q < AOTK__PAGED_PREFILL_MIN_QUERIES || p->page_size < 16 || (p->page_size & (p->page_size - 1)) != 0) {
+  if (!p->varlen || !p->paged || p->append || p->seqlen_q < AOTK__PAGED_PREFILL_MIN_QUERIES || p->page_size < 16 ||
+      (p->page_size & (p->page_size - 1)) != 0) {
     return -1;
   }
   if (aotk__choose_target(device, &arch, kind) != AOTK_OK || arch != 90 || *kind != AOTK__IMAGE_CUBIN) {
@@ -197,6 +197,7 @@ static int paged_prefill_row(const aotk__decode_problem *p, const aotk_decode_pa
   }
   aotk__variant_key key;
   as_variant_key(p, &key);
+  key.extras = p->softcap > 0.0f || p->alibi; /* the forward's EXTRAS rows compute softcap and ALiBi */
   if (aotk__choose_kernel(AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED, &key, p->page_size, device, &row, kind) != AOTK_OK) {
     aotk__clear_error();
     return -1;
@@ -352,6 +353,7 @@ static uint32_t decode_features(const aotk__decode_problem *p, const decode_plan
   if (p->leftpad) f |= AOTK_FEATURE_LEFTPAD_KV;
   if (p->varlen) f |= AOTK_FEATURE_VARLEN;
   if (plan->paged_prefill) f |= AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED;
+  if (plan->paged_prefill && e->extras) f |= AOTK_FEATURE_EXTRAS_KERNEL;
   return f;
 }
 
@@ -426,8 +428,8 @@ static aotk_status launch_merge(const aotk__driver *driver, int row, CUkernel ke
 static const char paged_prefill_param_kinds[] = "ppppp" "pp" "ppp" "lii" "lii" "lii" "lii" "lil" "iiiii" "iiiii" "fff"
                                                 "if" "tttt" "i" "ppp" "l" "i";
 
-/* Bits of the Gluon forward's flags (kernels/attn_hopper_common.py) beside FLAG_WRITE_LSE, FLAG_VARLEN
- * and FLAG_SINKS, which it shares with the decoding kernel. */
+/* Bits of the Gluon forward's flags (kernels/attn_hopper_common.py) beside FLAG_WRITE_LSE, FLAG_VARLEN,
+ * FLAG_SOFTCAP, FLAG_ALIBI and FLAG_SINKS, which it shares with the decoding kernel. */
 enum { FWD_FLAG_REVERSE = 128, FWD_FLAG_O_TMA = 256, FWD_FLAG_LEFTPAD = 512 };
 
 static aotk_status launch_paged_prefill(const aotk_decode_params *params, const aotk__decode_problem *p,
@@ -570,6 +572,7 @@ static aotk_status launch_paged_prefill(const aotk_decode_params *params, const 
   CUdeviceptr lse = p->write_lse ? (CUdeviceptr)(uintptr_t)params->lse.data : 0;
   CUdeviceptr cu_seqlens_q = (CUdeviceptr)(uintptr_t)params->cu_seqlens_q.data, none = 0;
   CUdeviceptr sinks = p->sinks ? (CUdeviceptr)(uintptr_t)params->sinks.data : 0;
+  CUdeviceptr alibi = p->alibi ? (CUdeviceptr)(uintptr_t)params->alibi_slopes.data : 0;
   CUdeviceptr table = (CUdeviceptr)(uintptr_t)params->block_table.data;
   CUdeviceptr seqlens = (CUdeviceptr)(uintptr_t)params->cache_seqlens.data;
   CUdeviceptr leftpad = p->leftpad ? (CUdeviceptr)(uintptr_t)params->cache_leftpad.data : 0;
@@ -581,7 +584,7 @@ static aotk_status launch_paged_prefill(const aotk_decode_params *params, const 
   int32_t k_s = (int32_t)params->k_cache.strides[1], k_h = (int32_t)params->k_cache.strides[2];
   int32_t v_s = (int32_t)params->v_cache.strides[1], v_h = (int32_t)params->v_cache.strides[2];
   int32_t o_s = (int32_t)ot->strides[0], o_h = (int32_t)ot->strides[1];
-  int64_t stride_lb = 0, stride_ab = 0, stride_bt = params->block_table.strides[0];
+  int64_t stride_lb = 0, stride_ab = p->alibi_batch_stride, stride_bt = params->block_table.strides[0];
   int32_t stride_lh = p->write_lse ? (int32_t)params->lse.strides[0] : 0;
   int64_t num_tiles;
   paged_prefill_grid(p, e, plan->device.multiprocessors, &num_tiles);
@@ -589,14 +592,17 @@ static aotk_status launch_paged_prefill(const aotk_decode_params *params, const 
                       (int32_t)ceil_div(p->seqlen_q, e->block_m), (int32_t)(p->head_dim_qk / 8),
                       (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0};
   ints[9] = FLAG_VARLEN | (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->sinks ? FLAG_SINKS : 0) |
+            (p->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (p->alibi ? FLAG_ALIBI : 0) |
             (o_tma ? FWD_FLAG_O_TMA : 0) | (p->leftpad ? FWD_FLAG_LEFTPAD : 0) |
             /* causal-like masks give later query blocks more work: run them first */
             (p->window_right >= 0 && p->window_left < 0 ? FWD_FLAG_REVERSE : 0);
-  float scalars[3] = {p->softmax_scale * 1.4426950408889634f, 0.0f, 0.0f};
+  /* qk_scale_log2, softcap_scale, softcap_log2, as the forward takes them (and the decoding kernel). */
+  float scalars[3] = {p->softmax_scale * 1.4426950408889634f, p->softcap > 0.0f ? p->softmax_scale / p->softcap : 0.0f,
+                      p->softcap * 1.4426950408889634f};
   int32_t dropout_threshold = 0, num_tiles32 = (int32_t)num_tiles, page_shift = 0;
   float dropout_scale = 1.0f;
   while (((int64_t)1 << page_shift) < p->page_size) page_shift++;
-  void *args[] = {&q, &k, &v, &out, &lse, &cu_seqlens_q, &none, &none, &sinks, &none,
+  void *args[] = {&q, &k, &v, &out, &lse, &cu_seqlens_q, &none, &alibi, &sinks, &none,
                   &q_b, &q_s, &q_h, &k_b, &k_s, &k_h, &v_b, &v_s, &v_h, &o_b, &o_s, &o_h,
                   &stride_lb, &stride_lh, &stride_ab,
                   &ints[0], &ints[1], &ints[2], &ints[3], &ints[4], &ints[5], &ints[6], &ints[7], &ints[8], &ints[9],

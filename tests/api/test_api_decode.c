@@ -6,6 +6,8 @@
  * models both use, api_decode_checks.h.
  * The fake driver and the shared models are tests/api/api_*.h; see api_fake_driver.h.
  */
+#include <math.h>
+
 #include "api_decode_checks.h"
 
 /* ---- decoding: the split, its workspace, the query ---- */
@@ -402,8 +404,8 @@ static void test_decode_family_choice(void) {
 }
 
 /* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 128
- * tokens over pages of a power of two of at least 16 keys, no softcap or ALiBi, head dims (64, 64) or
- * (128, 128), q and the caches readable by TMA (heads contiguous), on sm_90 cubins, run the Gluon forward
+ * tokens over pages of a power of two of at least 16 keys, head dims (64, 64), (128, 128), (192, 128) or
+ * (256, 256), q and the caches readable by TMA (softcap and ALiBi in the EXTRAS rows) (heads contiguous), on sm_90 cubins, run the Gluon forward
  * through the block table: one launch of attn_fwd_hopper_paged on one program per SM (or per tile), its
  * boxes 16 rows below 64-key pages and 64 from them, the page size passed as its log2. Everything else
  * keeps the decoding kernel. (fuzz_api checks every argument's reach; this, the rule.) */
@@ -425,10 +427,11 @@ static void test_decode_paged_prefill(void) {
       {"127 tokens: the decoding kernel", 90, 127, 16, 128, 0, NULL, 0, 0},
       {"48-key pages (not a power of two)", 90, 300, 48, 128, 0, NULL, 0, 0},
       {"8-key pages", 90, 300, 8, 128, 0, NULL, 0, 0},
-      {"softcap", 90, 300, 16, 128, 1, NULL, 0, 0},
-      {"ALiBi", 90, 300, 16, 128, 2, NULL, 0, 0},
+      {"softcap: the EXTRAS row", 90, 300, 16, 128, 1, "p16", 4, 72},
+      {"ALiBi: the EXTRAS row", 90, 300, 64, 128, 2, "p64", 6, 72},
       {"q's heads not contiguous", 90, 300, 16, 128, 3, NULL, 0, 0},
-      {"head dim 256", 90, 300, 16, 256, 0, NULL, 0, 0},
+      {"head dim 256", 90, 300, 16, 256, 0, "p16", 4, 72},
+      {"head dim 96 (no row of its own)", 90, 300, 16, 96, 0, NULL, 0, 0},
       {"sm_80", 80, 300, 16, 128, 0, NULL, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -460,9 +463,14 @@ static void test_decode_paged_prefill(void) {
       uninstall_fake_gpu();
       continue;
     }
+    const int variation = cases[i].variation;
     const uint32_t features = AOTK_FEATURE_PAGED_KV | AOTK_FEATURE_VARLEN | AOTK_FEATURE_CAUSAL | AOTK_FEATURE_TMA |
                               AOTK_FEATURE_WARP_SPECIALIZED |
-                              (cases[i].variation == 4 ? AOTK_FEATURE_SINKS | AOTK_FEATURE_LEFTPAD_KV : 0);
+                              (variation == 4 ? AOTK_FEATURE_SINKS | AOTK_FEATURE_LEFTPAD_KV : 0) |
+                              (variation == 1 ? AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_EXTRAS_KERNEL : 0) |
+                              (variation == 2 ? AOTK_FEATURE_ALIBI | AOTK_FEATURE_EXTRAS_KERNEL : 0);
+    const bool extras_row = strstr(info.kernel_name, "_extras_") != NULL;
+    CHECK_MSG(extras_row == (variation == 1 || variation == 2), "%s: %s", cases[i].what, info.kernel_name);
     CHECK_MSG(strstr(info.kernel_name, cases[i].box) != NULL && info.grid == cases[i].grid && info.launches == 1 &&
                   info.num_splits == 1 && info.workspace_bytes == 0 && info.features == features,
               "%s: %s, grid %lld, %d launches, %d splits, %zu bytes, features %#x; expected boxes %s, grid %lld, "
@@ -470,9 +478,12 @@ static void test_decode_paged_prefill(void) {
               cases[i].what, info.kernel_name, (long long)info.grid, info.launches, info.num_splits,
               info.workspace_bytes, info.features, cases[i].box, (long long)cases[i].grid, features);
     const recorded_launch *launch = &fake.launch_log[0];
-    const int32_t leftpad_flag = cases[i].variation == 4 ? 512 : 0, sinks_flag = cases[i].variation == 4 ? 32 : 0;
+    const int32_t leftpad_flag = variation == 4 ? 512 : 0, sinks_flag = variation == 4 ? 32 : 0;
+    const int32_t softcap_flag = variation == 1 ? 8 : 0, alibi_flag = variation == 2 ? 16 : 0;
     /* flags: FLAG_WRITE_LSE | FLAG_VARLEN | FLAG_REVERSE (causal) | FLAG_O_TMA (out is contiguous). */
-    const int32_t flags = 1 | 2 | 128 | 256 | leftpad_flag | sinks_flag;
+    const int32_t flags = 1 | 2 | 128 | 256 | leftpad_flag | sinks_flag | softcap_flag | alibi_flag;
+    /* softcap_scale: the resolved softmax scale (1 / sqrt(head dim)) over the softcap, 0 without one. */
+    const float softcap_scale = variation == 1 ? (float)(1.0 / sqrt((double)cases[i].head_dim)) / 30.0f : 0.0f;
     CHECK_MSG(launch->kernel == KERNEL_ATTN_FWD_HOPPER_PAGED && launch->grid[0] == (unsigned)cases[i].grid &&
                   arg_i32(launch, ARG_SEQLEN_Q) == cases[i].max_seqlen_q && arg_i32(launch, ARG_SEQLEN_K) == 3072 &&
                   arg_i32(launch, ARG_GROUP_SIZE) == 4 && arg_i32(launch, ARG_FLAGS) == flags &&
@@ -483,7 +494,10 @@ static void test_decode_paged_prefill(void) {
                   arg_pointer(launch, PAGED_ARG_CACHE_LEFTPAD) ==
                       (uint64_t)(uintptr_t)(cases[i].variation == 4 ? FAKE_CACHE_LEFTPAD : NULL) &&
                   arg_i64(launch, PAGED_ARG_STRIDE_BT) == 3072 / cases[i].page_size &&
-                  arg_i32(launch, PAGED_ARG_PAGE_SHIFT) == cases[i].page_shift,
+                  arg_i32(launch, PAGED_ARG_PAGE_SHIFT) == cases[i].page_shift &&
+                  arg_pointer(launch, ARG_ALIBI_SLOPES) == (uint64_t)(uintptr_t)(variation == 2 ? FAKE_ALIBI : NULL) &&
+                  fabsf(arg_f32(launch, ARG_SOFTCAP_SCALE) - softcap_scale) <= 1e-6f * softcap_scale &&
+                  (variation != 1 || arg_f32(launch, ARG_SOFTCAP_SCALE) > 0.0f),
               "%s: kernel %d, grid %u, seqlen_q %d, seqlen_k %d, G %d, flags %#x (expected %#x), window (%d, %d), "
               "tiles %d, table %#llx, lengths %#llx, leftpad %#llx, stride_bt %lld, page_shift %d",
               cases[i].what, launch->kernel, launch->grid[0], arg_i32(launch, ARG_SEQLEN_Q),
