@@ -44,10 +44,11 @@ def _desc(t3, block):
                             gl.NVMMASharedLayout.get_default_for(block, dt))
 
 
-def make_problem(lens_k, lens_q, hq, hkv, d, page, dtype, leftpad=None, spare=7, seed=0):
+def make_problem(lens_k, lens_q, hq, hkv, d, page, dtype, leftpad=None, spare=7, seed=0, dv=None):
     """A paged cache holding each request's keys in shuffled pages (NaN in every row past a length and in
     the spare pages), its contiguous copy, and packed queries at the end of each request."""
     g = torch.Generator(device="cpu").manual_seed(seed)
+    dv = dv or d
     b = len(lens_k)
     pages_per = [max(1, -(-lk // page)) for lk in lens_k]
     max_pages = max(pages_per)
@@ -55,12 +56,12 @@ def make_problem(lens_k, lens_q, hq, hkv, d, page, dtype, leftpad=None, spare=7,
     perm = torch.randperm(num_pages, generator=g)
     table = torch.zeros(b, max_pages, dtype=torch.int32)
     kc = torch.full((num_pages, page, hkv, d), float("nan"), dtype=dtype)
-    vc = torch.full((num_pages, page, hkv, d), float("nan"), dtype=dtype)
+    vc = torch.full((num_pages, page, hkv, dv), float("nan"), dtype=dtype)
     keys, values = [], []
     used = 0
     for i, lk in enumerate(lens_k):
         k = torch.randn(lk, hkv, d, generator=g).to(dtype)
-        v = torch.randn(lk, hkv, d, generator=g).to(dtype)
+        v = torch.randn(lk, hkv, dv, generator=g).to(dtype)
         keys.append(k)
         values.append(v)
         for p in range(pages_per[i]):
@@ -79,7 +80,7 @@ def make_problem(lens_k, lens_q, hq, hkv, d, page, dtype, leftpad=None, spare=7,
     dev = "cuda"
     return dict(q=q.to(dev), kc=kc.to(dev), vc=vc.to(dev), table=table.to(dev), cu_q=cu_q.to(dev),
                 seqlens=torch.tensor(lens_k, dtype=torch.int32, device=dev), lens_k=lens_k, lens_q=lens_q,
-                keys=[k.to(dev) for k in keys], values=[v.to(dev) for v in values], page=page, hq=hq, hkv=hkv, d=d,
+                keys=[k.to(dev) for k in keys], values=[v.to(dev) for v in values], page=page, hq=hq, hkv=hkv, d=d, dv=dv,
                 capacity=max_pages * page,
                 leftpad=None if leftpad is None else torch.tensor(leftpad, dtype=torch.int32, device=dev))
 
@@ -109,20 +110,28 @@ def reference(pr, causal, window_left=-1):
     return torch.cat(outs, 0), torch.cat(lses, 1)
 
 
+def tiles_of(d):
+    """(BLOCK_N, Q's box width) of the library's config at head dim d."""
+    return (64 if d > 192 else 128), (64 if d == 192 else d)
+
+
 def launch_paged(pr, out, lse, causal, window_left=-1, grid=None, box=16, module=""):
     q, kc, vc = pr["q"], pr["kc"], pr["vc"]
     total, hq, d = q.shape
+    dv = vc.shape[-1]
+    block_n, q_box = tiles_of(d)
     page, hkv = pr["page"], pr["hkv"]
     max_q = max(pr["lens_q"])
     nmb = triton.cdiv(max_q, 128)
     tiles = nmb * len(pr["lens_q"]) * hq
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     grid = grid or min(tiles, sms)
-    dq = _desc(q.view(1, total, hq * d), [1, 64, d])
-    dk = _desc(kc.view(kc.shape[0], page, hkv * d), [1, box, 64])
-    dv = _desc(vc.view(vc.shape[0], page, hkv * d), [1, box, 64])
-    do = _desc(out.view(1, total, hq * d), [1, 64, d])
-    flags = FLAG_WRITE_LSE | FLAG_VARLEN | FLAG_O_TMA | (FLAG_REVERSE if causal and window_left < 0 else 0)
+    desc_q = _desc(q.view(1, total, hq * d), [1, 64, q_box])
+    desc_k = _desc(kc.view(kc.shape[0], page, hkv * d), [1, box, 64])
+    desc_v = _desc(vc.view(vc.shape[0], page, hkv * dv), [1, box, 64])
+    desc_o = _desc(out.view(1, total, hq * dv), [1, 64, dv])
+    flags = FLAG_WRITE_LSE | FLAG_VARLEN | (FLAG_O_TMA if d == dv else 0) | (FLAG_REVERSE if causal and window_left < 0
+                                                                             else 0)
     lp = pr["leftpad"]
     if lp is not None:
         flags |= FLAG_LEFTPAD
@@ -131,11 +140,11 @@ def launch_paged(pr, out, lse, causal, window_left=-1, grid=None, box=16, module
     args = (q, kc, vc, out, lse, pr["cu_q"], pr["cu_q"], floats, floats, floats,
             0, q.stride(0), q.stride(1), 0, kc.stride(1), kc.stride(2), 0, vc.stride(1), vc.stride(2),
             0, out.stride(0), out.stride(1), 0, lse.stride(0), 0,
-            max_q, pr["capacity"], hq, hq // hkv, nmb, d // 8, d // 8, window_left, 0 if causal else -1, flags,
-            scale * LOG2E, 0.0, 0.0, 0, 1.0, dq, dk, dv, do, tiles,
+            max_q, pr["capacity"], hq, hq // hkv, nmb, d // 8, dv // 8, window_left, 0 if causal else -1, flags,
+            scale * LOG2E, 0.0, 0.0, 0, 1.0, desc_q, desc_k, desc_v, desc_o, tiles,
             pr["table"], pr["seqlens"], lp if lp is not None else pr["seqlens"], pr["table"].stride(0),
             page if module == "v0" else page.bit_length() - 1)
-    kw = dict(HEAD_DIM_QK=d, HEAD_DIM_V=d, BLOCK_M=128, BLOCK_N=128, STAGES=2, EXTRAS=False, PRODUCER_REGS=56,
+    kw = dict(HEAD_DIM_QK=d, HEAD_DIM_V=dv, BLOCK_M=128, BLOCK_N=block_n, STAGES=2, EXTRAS=False, PRODUCER_REGS=56,
               CONSUMER_REGS=240, num_warps=4, maxnreg=168)
     return lambda: PAGED[module][(grid, )](*args, **kw)
 
@@ -144,32 +153,35 @@ def launch_dense(pr, kp, vp, cu_k, out, lse, causal, window_left=-1):
     """The dense varlen forward over the same keys stored contiguously (kp, vp: [1, total_k, hkv, d])."""
     q = pr["q"]
     total, hq, d = q.shape
+    dv = vp.shape[-1]
+    block_n, q_box = tiles_of(d)
     hkv = pr["hkv"]
     max_q, max_k = max(pr["lens_q"]), max(pr["lens_k"])
     nmb = triton.cdiv(max_q, 128)
     tiles = nmb * len(pr["lens_q"]) * hq
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
-    dq = _desc(q.view(1, total, hq * d), [1, 64, d])
-    dk = _desc(kp.view(1, kp.shape[1], hkv * d), [1, 128, d])
-    dv = _desc(vp.view(1, vp.shape[1], hkv * d), [1, 128, d])
-    do = _desc(out.view(1, total, hq * d), [1, 64, d])
-    flags = FLAG_WRITE_LSE | FLAG_VARLEN | FLAG_O_TMA | (FLAG_REVERSE if causal and window_left < 0 else 0)
+    desc_q = _desc(q.view(1, total, hq * d), [1, 64, q_box])
+    desc_k = _desc(kp.view(1, kp.shape[1], hkv * d), [1, block_n, q_box])
+    desc_v = _desc(vp.view(1, vp.shape[1], hkv * dv), [1, block_n, dv])
+    desc_o = _desc(out.view(1, total, hq * dv), [1, 64, dv])
+    flags = FLAG_WRITE_LSE | FLAG_VARLEN | (FLAG_O_TMA if d == dv else 0) | (FLAG_REVERSE if causal and window_left < 0
+                                                                             else 0)
     scale = 1.0 / math.sqrt(d)
     floats = torch.zeros(2, device=q.device, dtype=torch.float32)
     args = (q, kp, vp, out, lse, pr["cu_q"], cu_k, floats, floats, floats,
             0, q.stride(0), q.stride(1), 0, kp.stride(1), kp.stride(2), 0, vp.stride(1), vp.stride(2),
             0, out.stride(0), out.stride(1), 0, lse.stride(0), 0,
-            max_q, max_k, hq, hq // hkv, nmb, d // 8, d // 8, window_left, 0 if causal else -1, flags,
-            scale * LOG2E, 0.0, 0.0, 0, 1.0, dq, dk, dv, do, tiles)
-    kw = dict(HEAD_DIM_QK=d, HEAD_DIM_V=d, BLOCK_M=128, BLOCK_N=128, STAGES=2, EXTRAS=False, PRODUCER_REGS=24,
+            max_q, max_k, hq, hq // hkv, nmb, d // 8, dv // 8, window_left, 0 if causal else -1, flags,
+            scale * LOG2E, 0.0, 0.0, 0, 1.0, desc_q, desc_k, desc_v, desc_o, tiles)
+    kw = dict(HEAD_DIM_QK=d, HEAD_DIM_V=dv, BLOCK_M=128, BLOCK_N=block_n, STAGES=2, EXTRAS=False, PRODUCER_REGS=24,
               CONSUMER_REGS=240, num_warps=4, maxnreg=168)
     return lambda: attn_fwd_hopper[(min(tiles, sms), )](*args, **kw)
 
 
-def check(d, page, dtype, causal, window_left, leftpad, lens_k, lens_q, hq=8, hkv=2, grid=None, box=16):
-    pr = make_problem(lens_k, lens_q, hq, hkv, d, page, dtype, leftpad=leftpad, seed=d + page)
+def check(d, page, dtype, causal, window_left, leftpad, lens_k, lens_q, hq=8, hkv=2, grid=None, box=16, dv=None):
+    pr = make_problem(lens_k, lens_q, hq, hkv, d, page, dtype, leftpad=leftpad, seed=d + page, dv=dv)
     ref, ref_lse = reference(pr, causal, window_left)
-    out = torch.full_like(pr["q"], float("nan"))
+    out = torch.full((pr["q"].shape[0], hq, pr["dv"]), float("nan"), device="cuda", dtype=dtype)
     lse = torch.full((hq, pr["q"].shape[0]), float("nan"), device="cuda", dtype=torch.float32)
     launch_paged(pr, out, lse, causal, window_left, grid, box)()
     torch.cuda.synchronize()
@@ -178,14 +190,14 @@ def check(d, page, dtype, causal, window_left, leftpad, lens_k, lens_q, hq=8, hk
     lerr = (lse[fin] - ref_lse[fin]).abs().max().item() if fin.any() else 0.0
     lse_inf_ok = bool((lse[~fin] == float("-inf")).all()) if (~fin).any() else True
     bad = not (err <= 2e-2 and lerr <= 1e-3 and lse_inf_ok)
-    print(f"check d={d} page={page} box={box} causal={int(causal)} window={window_left} leftpad={leftpad} grid={grid}: "
+    print(f"check d={d}v{pr['dv']} page={page} box={box} causal={int(causal)} window={window_left} leftpad={leftpad} grid={grid}: "
           f"max|out-ref| {err:.2e} max|lse-ref| {lerr:.2e}" + ("  FAIL" if bad else ""), flush=True)
     return not bad
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--head-dims", default="64,128")
+    ap.add_argument("--head-dims", default="64,128", help="e.g. 64,128,256,192v128")
     ap.add_argument("--page-sizes", default="16,64,256")
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--no-bench", action="store_true")
@@ -198,31 +210,32 @@ def main():
         load_base(args.base_kernels)
     boxes = [int(x) for x in args.boxes.split(",")]
     ok = True
-    for d in (int(x) for x in args.head_dims.split(",")):
+    dims = [(int(x.split("v")[0]), int(x.split("v")[-1])) for x in args.head_dims.split(",")]
+    for d, dv in dims:
         for page in (int(x) for x in args.page_sizes.split(",")):
             # lengths: not multiples of 16, a request shorter than its queries' tile, one of 0 new... (>= 1)
             lens_k = [1000, 77, 3001, 16, 513]
             lens_q = [300, 77, 129, 1, 200]
             for box in (b for b in boxes if b <= page):
                 for causal in (True, False):
-                    ok &= check(d, page, dtype, causal, -1, None, lens_k, lens_q, box=box)
-                ok &= check(d, page, dtype, True, 100, None, lens_k, lens_q, box=box)
-                ok &= check(d, page, dtype, True, -1, [0, 5, 2000, 16, 600], lens_k, lens_q, box=box)
-                ok &= check(d, page, dtype, True, -1, None, lens_k, lens_q, grid=7, box=box)
+                    ok &= check(d, page, dtype, causal, -1, None, lens_k, lens_q, box=box, dv=dv)
+                ok &= check(d, page, dtype, True, 100, None, lens_k, lens_q, box=box, dv=dv)
+                ok &= check(d, page, dtype, True, -1, [0, 5, 2000, 16, 600], lens_k, lens_q, box=box, dv=dv)
+                ok &= check(d, page, dtype, True, -1, None, lens_k, lens_q, grid=7, box=box, dv=dv)
     print("ALL CHECKS PASS" if ok else "SOME CHECKS FAILED", flush=True)
     if args.no_bench:
         return
     rows = []
-    for d in (int(x) for x in args.head_dims.split(",")):
-        hq, hkv = (32, 8) if d == 128 else (64, 16)
+    for d, dv in dims:
+        hq, hkv = (32, 8) if d >= 128 else (64, 16)
         for case in args.cases.split(","):
                 cache, chunk = (int(x) for x in case.split(":"))
                 b = 4
                 lens_k, lens_q = [cache] * b, [chunk] * b
                 res = {}
                 for page in (int(x) for x in args.page_sizes.split(",")):
-                    pr = make_problem(lens_k, lens_q, hq, hkv, d, page, dtype, seed=1)
-                    out = torch.empty_like(pr["q"])
+                    pr = make_problem(lens_k, lens_q, hq, hkv, d, page, dtype, seed=1, dv=dv)
+                    out = torch.empty(pr["q"].shape[0], hq, dv, device="cuda", dtype=dtype)
                     lse = torch.empty(hq, pr["q"].shape[0], device="cuda", dtype=torch.float32)
                     for module in PAGED:
                         for box in (b for b in boxes if b <= page):
@@ -234,8 +247,8 @@ def main():
                 cu_k = torch.tensor([0] + list(itertools.accumulate(lens_k)), dtype=torch.int32, device="cuda")
                 res["dense"] = triton.testing.do_bench(launch_dense(pr, kp, vp, cu_k, out, lse, True), warmup=50, rep=200)
                 pairs = sum(lq * lk - lq * (lq - 1) / 2 for lk, lq in zip(lens_k, lens_q))
-                flops = 4.0 * hq * d * pairs
-                line = f"d={d} cache={cache} chunk={chunk}:"
+                flops = 2.0 * hq * (d + dv) * pairs
+                line = f"d={d}v{dv} cache={cache} chunk={chunk}:"
                 for k, ms in res.items():
                     line += f"  {k} {flops / ms / 1e9:.0f}" + (f" ({res['dense'] / ms:.2f}x)" if k != "dense" else "")
                 print(line, flush=True)
