@@ -562,11 +562,12 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   the grid is sized by max_seqlen_q); every key block is masked, so over a
  *                   contiguous cache without a prefix aotk_attn_fwd's varlen forward is faster. On
  *                   sm_90, a paged cache whose page_size is a power of two of at least 16, with
- *                   max_seqlen_q >= 128, head dims (64, 64) or (128, 128), no softcap or ALiBi, q and
- *                   both caches with each token's heads contiguous and 16-byte strides, runs the sm_90
- *                   forward instead (TMA loads through the block table, 128-query tiles; the query
- *                   reports AOTK_FEATURE_TMA and AOTK_FEATURE_WARP_SPECIALIZED), at 0.89-0.96 of that
- *                   varlen forward's speed on the same keys stored contiguously (README).
+ *                   max_seqlen_q >= 128, head dims (64, 64), (128, 128), (192, 128) or (256, 256), q
+ *                   and both caches with each token's heads contiguous and 16-byte strides, runs the
+ *                   sm_90 forward instead (with softcap or ALiBi its EXTRAS rows) (TMA loads through the block table,
+ *                   128-query tiles; the query reports AOTK_FEATURE_TMA and
+ *                   AOTK_FEATURE_WARP_SPECIALIZED), at 0.88-0.96 of that varlen forward's speed on the
+ *                   same keys stored contiguously at d128 (README).
  *   cache_leftpad   optional int32 [batch] in device memory (flash_attn_with_kvcache's cache_leftpad):
  *                   request b's cache starts at row cache_leftpad[b]; the rows before it are padding, never
  *                   attended (0 or less: none; L_b or more: no key). Positions stay the cache's rows:

@@ -43,7 +43,8 @@ static int command_info(void) {
   printf("decoding: 1-16 new tokens per request over a contiguous or paged KV cache (any page size), lengths\n"
          "  read on the device; GQA groups in one program; split-KV; windows, softcap, ALiBi, sinks; packed\n"
          "  prefills over the cache (on sm_90 over pages of 16, 32, ... keys through the warp-specialized\n"
-         "  forward, d 64/128); and the merge of partial attentions (fp32/fp16/bf16, in place)\n");
+         "  forward, d 64/128/256 and 192/128); and the merge of partial attentions (fp32/fp16/bf16, in\n"
+         "  place)\n");
   return 0;
 }
 
