@@ -528,7 +528,7 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
              page_size % e->descriptors[1].box[1] == 0,
          "page_shift %d for pages of %lld keys, boxes of %d rows", (int)arg_i32(a, PAGE_SHIFT), (long long)page_size,
          (int)e->descriptors[1].box[1]);
-  EXPECT(arg_i32(a, SEQLEN_Q) == d->max_seqlen_q && d->max_seqlen_q >= 128 && arg_i32(a, SEQLEN_K) == capacity &&
+  EXPECT(arg_i32(a, SEQLEN_Q) == d->max_seqlen_q && d->max_seqlen_q >= 64 && arg_i32(a, SEQLEN_K) == capacity &&
              arg_i32(a, HEADS_Q) == heads_q && arg_i32(a, GROUP_SIZE) * heads_kv == heads_q,
          "seqlen_q %d, seqlen_k %d, heads_q %d, group_size %d for max_seqlen_q %d, capacity %lld, %lld / %lld heads",
          (int)arg_i32(a, SEQLEN_Q), (int)arg_i32(a, SEQLEN_K), (int)arg_i32(a, HEADS_Q), (int)arg_i32(a, GROUP_SIZE),

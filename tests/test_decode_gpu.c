@@ -270,7 +270,7 @@ static bool tma_readable(const aotk_tensor *t) {
   return r == 3 || t->shape[0] == 1 || (t->strides[0] % 8 == 0 && t->strides[0] >= t->shape[1] * t->strides[1]);
 }
 
-/* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 128
+/* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 64
  * tokens (max_seqlen_q) over pages of a power of two of at least 16 keys (softcap and ALiBi in the EXTRAS
  * rows), head dims
  * (64, 64), (128, 128), (192, 128) or (256, 256), and TMA-readable q and caches, on sm_90. It runs the Gluon forward with K and V
@@ -279,7 +279,7 @@ static bool expect_paged_prefill(const decode_run *x, const aotk_decode_params *
   const decode_case *c = x->c;
   const int64_t ps = c->page_size;
   return compute_capability == 90 && c->varlen && ps >= 16 && (ps & (ps - 1)) == 0 && c->seqlen_new == 0 &&
-         c->seqlen_q >= 128 &&
+         c->seqlen_q >= 64 &&
          ((c->head_dim_qk == c->head_dim_v && (c->head_dim_qk == 64 || c->head_dim_qk == 128 || c->head_dim_qk == 256)) ||
           (c->head_dim_qk == 192 && c->head_dim_v == 128)) &&
          tma_readable(&params->q) &&

@@ -403,7 +403,7 @@ static void test_decode_family_choice(void) {
   uninstall_fake_gpu();
 }
 
-/* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 128
+/* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 64
  * tokens over pages of a power of two of at least 16 keys, head dims (64, 64), (128, 128), (192, 128) or
  * (256, 256), q and the caches readable by TMA (softcap and ALiBi in the EXTRAS rows) (heads contiguous), on sm_90 cubins, run the Gluon forward
  * through the block table: one launch of attn_fwd_hopper_paged on one program per SM (or per tile), its
@@ -424,7 +424,8 @@ static void test_decode_paged_prefill(void) {
       {"300 tokens, 64-key pages: 64-row boxes", 90, 300, 64, 128, 0, "p64", 6, 72},
       {"700 tokens, 256-key pages, d64", 90, 700, 256, 64, 0, "p64", 8, 132},
       {"fp16, sinks and cache_leftpad", 90, 200, 16, 128, 4, "p16", 4, 48},
-      {"127 tokens: the decoding kernel", 90, 127, 16, 128, 0, NULL, 0, 0},
+      {"64 tokens, one 128-row tile a head", 90, 64, 16, 128, 0, "p16", 4, 24},
+      {"63 tokens: the decoding kernel", 90, 63, 16, 128, 0, NULL, 0, 0},
       {"48-key pages (not a power of two)", 90, 300, 48, 128, 0, NULL, 0, 0},
       {"8-key pages", 90, 300, 8, 128, 0, NULL, 0, 0},
       {"softcap: the EXTRAS row", 90, 300, 16, 128, 1, "p16", 4, 72},
