@@ -151,12 +151,13 @@ static aotk_status choose_decode_row(const aotk__decode_problem *p, const aotk__
 /* The fewest queries (max_seqlen_q) a packed prefill must have to take the Gluon forward. From 64 on, the
  * decoding kernel's 64-row chunks of a group's head-major rows hold one query head's tokens each, so it
  * reads K and V once per query head as the Gluon forward does, and slower: on the H100 (4 requests, GQA
- * 32/8, 16k keys, bf16, the library's call against the Gluon kernel through the JIT in one process) d128
- * at 64 and 96 queries 538 -> 269 and 593 -> 240 us over 16-key pages, 419 -> 228 and 478 -> 228 over
- * 256-key pages; d64 2.3-2.5x. Below 64 a chunk holds several heads' tokens and reads K and V once for
- * them: the Gluon forward still measured 1.6-2.5x faster at 16-48 queries with those 4 requests (32
- * programs of the decoding kernel, unsplit, against 128 tiles), but not at a large batch, where the
- * decoding kernel fills the GPU and reads a group's K and V once; so the decoding kernel keeps them. */
+ * 32/8, 16k keys, bf16, the library's call against the Gluon kernel through the JIT in one process,
+ * bench/explore/hopper/paged_prefill_threshold.py) d128 at 64 and 96 queries 538 -> 269 and 593 -> 240 us
+ * over 16-key pages, 419 -> 228 and 478 -> 228 over 256-key pages; d64 2.3-2.5x. Below 64 a chunk holds
+ * several heads' tokens and reads K and V once for them. The Gluon forward still measured 1.6-2.5x faster
+ * at 16-48 queries with those 4 requests (32 unsplit programs of the decoding kernel against 128 tiles),
+ * but a large batch, where the decoding kernel fills the GPU and its saving tells, was not measured; so
+ * the decoding kernel keeps those calls. */
 enum { AOTK__PAGED_PREFILL_MIN_QUERIES = 64 };
 
 /* Packed q or out [total_q, heads, head_dim] as the 4-d [1, total_q, heads, head_dim] the descriptors

@@ -1,0 +1,43 @@
+"""Where the sm_90 paged prefill (attn_fwd_hopper_paged) overtakes the decoding kernel's packed path: the
+library's call through the Python package (flash_attn_varlen_func with block_table: the decoding kernel
+below the host's threshold, the Gluon kernel from it) against the Gluon kernel through the JIT at every
+chunk size, same problem, one process. Where the library's call runs the Gluon kernel too the two times
+differ by the Python call's own cost, which short calls show (the GPU waits on the CPU).
+
+    python3 bench/explore/hopper/paged_prefill_threshold.py --package-dir DIR    (DIR/aotk holds libaotk.so)
+"""
+import argparse
+import os
+import sys
+
+import torch
+import triton
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--package-dir", required=True)
+sys.path.insert(0, ap.parse_args().package_dir)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import aotk  # noqa: E402
+import paged_prefill_jit as pj  # noqa: E402
+
+b = 4
+for d, hq, hkv in ((128, 32, 8), (64, 32, 8)):
+    for L in (4096, 16384):
+        for chunk in (16, 32, 48, 64, 96, 128, 192):
+            for ps in (16, 256):
+                lens_k, lens_q = [L] * b, [chunk] * b
+                pr = pj.make_problem(lens_k, lens_q, hq, hkv, d, ps, torch.bfloat16, seed=1)
+                q, kc, vc, table = pr["q"], pr["kc"], pr["vc"], pr["table"]
+                cu_q = pr["cu_q"]
+                cu_k = torch.arange(0, b + 1, device="cuda", dtype=torch.int32) * L
+                lib = lambda: aotk.flash_attn_varlen_func(q, kc, vc, cu_q, cu_k, chunk, L, causal=True, block_table=table)
+                out = torch.empty(q.shape[0], hq, d, device="cuda", dtype=torch.bfloat16)
+                lse = torch.empty(hq, q.shape[0], device="cuda", dtype=torch.float32)
+                jit = pj.launch_paged(pr, out, lse, True, box=16 if ps == 16 else 64)
+                jit()
+                ref = lib().float()
+                err = (out.float() - ref).abs().max().item()
+                tl = triton.testing.do_bench(lib, warmup=20, rep=100)
+                tj = triton.testing.do_bench(jit, warmup=20, rep=100)
+                print(f"d{d} L{L} chunk {chunk:4d} page {ps:3d}: library {tl*1e3:8.1f} us  gluon(jit) {tj*1e3:8.1f} us  "
+                      f"gluon/library speed {tl/tj:5.2f}  err {err:.1e}", flush=True)
