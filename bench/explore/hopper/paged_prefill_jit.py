@@ -16,32 +16,15 @@ import sys
 
 import torch
 import triton
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 sys.path.insert(0, os.environ.get("AOTK_KERNELS_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                                                        "kernels"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attn_fwd_hopper import attn_fwd_hopper, attn_fwd_hopper_paged  # noqa: E402
 
-PAGED = {"": attn_fwd_hopper_paged}
+from fwd_hopper_jit import LOG2E, _desc  # noqa: E402  (the same descriptors as the dense harness's)
 
-
-def load_base(path):
-    """--base-kernels: the first version of the paged kernel (page_size, not page_shift), timed as `v0`."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("attn_fwd_hopper_base", os.path.join(path, "attn_fwd_hopper.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    PAGED["v0"] = mod.attn_fwd_hopper_paged
-
-LOG2E = 1.4426950408889634
 FLAG_WRITE_LSE, FLAG_VARLEN, FLAG_REVERSE, FLAG_O_TMA, FLAG_LEFTPAD = 1, 2, 128, 256, 512
-
-
-def _desc(t3, block):
-    dt = gl.bfloat16 if t3.dtype == torch.bfloat16 else gl.float16
-    return TensorDescriptor(t3, list(t3.shape), list(t3.stride()), block,
-                            gl.NVMMASharedLayout.get_default_for(block, dt))
 
 
 def make_problem(lens_k, lens_q, hq, hkv, d, page, dtype, leftpad=None, spare=7, seed=0, dv=None):
@@ -115,7 +98,7 @@ def tiles_of(d):
     return (64 if d > 192 else 128), (64 if d == 192 else d)
 
 
-def launch_paged(pr, out, lse, causal, window_left=-1, grid=None, box=16, module=""):
+def launch_paged(pr, out, lse, causal, window_left=-1, grid=None, box=16):
     q, kc, vc = pr["q"], pr["kc"], pr["vc"]
     total, hq, d = q.shape
     dv = vc.shape[-1]
@@ -143,10 +126,10 @@ def launch_paged(pr, out, lse, causal, window_left=-1, grid=None, box=16, module
             max_q, pr["capacity"], hq, hq // hkv, nmb, d // 8, dv // 8, window_left, 0 if causal else -1, flags,
             scale * LOG2E, 0.0, 0.0, 0, 1.0, desc_q, desc_k, desc_v, desc_o, tiles,
             pr["table"], pr["seqlens"], lp if lp is not None else pr["seqlens"], pr["table"].stride(0),
-            page if module == "v0" else page.bit_length() - 1)
+            page.bit_length() - 1)
     kw = dict(HEAD_DIM_QK=d, HEAD_DIM_V=dv, BLOCK_M=128, BLOCK_N=block_n, STAGES=2, EXTRAS=False, PRODUCER_REGS=56,
               CONSUMER_REGS=240, num_warps=4, maxnreg=168)
-    return lambda: PAGED[module][(grid, )](*args, **kw)
+    return lambda: attn_fwd_hopper_paged[(grid, )](*args, **kw)
 
 
 def launch_dense(pr, kp, vp, cu_k, out, lse, causal, window_left=-1):
@@ -202,12 +185,9 @@ def main():
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--boxes", default="16", help="box rows to try (each at most the page size)")
-    ap.add_argument("--base-kernels", default=None, help="a directory with another attn_fwd_hopper.py")
     ap.add_argument("--cases", default="4096:256,4096:1024,4096:4096,16384:256,16384:1024,16384:4096")
     args = ap.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
-    if args.base_kernels:
-        load_base(args.base_kernels)
     boxes = [int(x) for x in args.boxes.split(",")]
     ok = True
     dims = [(int(x.split("v")[0]), int(x.split("v")[-1])) for x in args.head_dims.split(",")]
@@ -237,11 +217,9 @@ def main():
                     pr = make_problem(lens_k, lens_q, hq, hkv, d, page, dtype, seed=1, dv=dv)
                     out = torch.empty(pr["q"].shape[0], hq, dv, device="cuda", dtype=dtype)
                     lse = torch.empty(hq, pr["q"].shape[0], device="cuda", dtype=torch.float32)
-                    for module in PAGED:
-                        for box in (b for b in boxes if b <= page):
-                            name = f"{module + '@' if module else ''}p{page}b{box}"
-                            res[name] = triton.testing.do_bench(launch_paged(pr, out, lse, True, box=box, module=module),
-                                                                warmup=50, rep=200)
+                    for box in (b for b in boxes if b <= page):
+                        res[f"p{page}b{box}"] = triton.testing.do_bench(launch_paged(pr, out, lse, True, box=box),
+                                                                        warmup=50, rep=200)
                 kp = torch.cat(pr["keys"], 0)[None]
                 vp = torch.cat(pr["values"], 0)[None]
                 cu_k = torch.tensor([0] + list(itertools.accumulate(lens_k)), dtype=torch.int32, device="cuda")
