@@ -358,7 +358,8 @@ typedef struct aotk_kernel_info {
  * backward schedule (a TMA producer warp, two consumer warpgroups), one owner per output and bitwise
  * deterministic, unless AOTK_FEATURE_NONDETERMINISTIC is set too (dQ fused into it), at head dims 64, 128,
  * 256 and (192, 128) (every backward but dropout); at 256 and (192, 128) the dQ pass is warp-specialized
- * too. */
+ * too. For AOTK_OP_DECODE both bits mark a packed prefill over a paged cache that runs this forward with
+ * K and V read through the block table (aotk_decode_params' cu_seqlens_q says when). */
 #define AOTK_FEATURE_WARP_SPECIALIZED (1u << 10)
 /* Added in 0.4, AOTK_OP_ATTN_BWD only. The backward is not bitwise deterministic: one warp-specialized
  * pass computes dK, dV and dQ (5 matrix products per block instead of 7), adding each block's dQ into
