@@ -154,10 +154,10 @@ static aotk_status choose_decode_row(const aotk__decode_problem *p, const aotk__
  * 32/8, 16k keys, bf16, the library's call against the Gluon kernel through the JIT in one process,
  * bench/explore/hopper/paged_prefill_threshold.py) d128 at 64 and 96 queries 538 -> 269 and 593 -> 240 us
  * over 16-key pages, 419 -> 228 and 478 -> 228 over 256-key pages; d64 2.3-2.5x. Below 64 a chunk holds
- * several heads' tokens and reads K and V once for them. The Gluon forward still measured 1.6-2.5x faster
- * at 16-48 queries with those 4 requests (32 unsplit programs of the decoding kernel against 128 tiles),
- * but a large batch, where the decoding kernel fills the GPU and its saving tells, was not measured; so
- * the decoding kernel keeps those calls. */
+ * several heads' tokens and reads K and V once for them. With those 4 requests the Gluon forward still
+ * measured 1.6-2.5x faster at 16-48 queries (32 unsplit programs of the decoding kernel against 128
+ * tiles), but with 64 requests of 4k keys (d128, GQA 32/8) the decoding kernel was 2.3-2.6x faster at 8
+ * and 16 queries, 1.6-1.9x at 32 and 1.1-1.3x at 48: the decoding kernel keeps those calls. */
 enum { AOTK__PAGED_PREFILL_MIN_QUERIES = 64 };
 
 /* Packed q or out [total_q, heads, head_dim] as the 4-d [1, total_q, heads, head_dim] the descriptors

@@ -15,15 +15,21 @@ import triton
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--package-dir", required=True)
-sys.path.insert(0, ap.parse_args().package_dir)
+ap.add_argument("--batch", type=int, default=4)
+ap.add_argument("--chunks", default="16,32,48,64,96,128,192")
+ap.add_argument("--lengths", default="4096,16384")
+ap.add_argument("--head-dims", default="128,64")
+args = ap.parse_args()
+sys.path.insert(0, args.package_dir)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import aotk  # noqa: E402
 import paged_prefill_jit as pj  # noqa: E402
 
-b = 4
-for d, hq, hkv in ((128, 32, 8), (64, 32, 8)):
-    for L in (4096, 16384):
-        for chunk in (16, 32, 48, 64, 96, 128, 192):
+b = args.batch
+for d in (int(x) for x in args.head_dims.split(",")):
+    hq, hkv = 32, 8
+    for L in (int(x) for x in args.lengths.split(",")):
+        for chunk in (int(x) for x in args.chunks.split(",")):
             for ps in (16, 256):
                 lens_k, lens_q = [L] * b, [chunk] * b
                 pr = pj.make_problem(lens_k, lens_q, hq, hkv, d, ps, torch.bfloat16, seed=1)
