@@ -24,7 +24,15 @@ static aotk_status encode_descriptor(const aotk__driver *driver, const aotk_tens
   memset(d, 0, sizeof *d);
   const int64_t element_bytes = aotk__dtype_bytes(t->dtype);
   const int64_t row_elements = t->shape[2] * t->shape[3];
-  const int64_t batch_stride = t->shape[0] == 1 ? t->shape[1] * t->strides[1] : t->strides[0];
+  /* A batch of one (a varlen or packed view, a cache of one page) never steps its stride, but the driver
+   * checks it all the same: the span of the rows, kept under TMA's 2^40 bytes (the row stride itself is,
+   * aotk__tma_view_ok) and a multiple of 16 bytes. */
+  const int64_t stride_limit = (((int64_t)1 << 40) - 16) / element_bytes;
+  int64_t batch_stride = t->strides[0];
+  if (t->shape[0] == 1) {
+    batch_stride = t->strides[1] > 0 && t->shape[1] <= stride_limit / t->strides[1] ? t->shape[1] * t->strides[1]
+                                                                                   : stride_limit;
+  }
   d->shape[0] = (int32_t)t->shape[0], d->shape[1] = (int32_t)t->shape[1], d->shape[2] = (int32_t)row_elements;
   d->strides[0] = batch_stride, d->strides[1] = t->strides[1], d->strides[2] = 1;
   /* cuTensorMapEncodeTiled takes the innermost dimension first, and strides in bytes for all but it. */
