@@ -528,13 +528,17 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
              page_size % e->descriptors[1].box[1] == 0,
          "page_shift %d for pages of %lld keys, boxes of %d rows", (int)arg_i32(a, PAGE_SHIFT), (long long)page_size,
          (int)e->descriptors[1].box[1]);
+  /* The lengths the Gluon forward's int32 window arithmetic holds (2^30 - 512, as the dense forward's). */
+  EXPECT(d->max_seqlen_q <= (1 << 30) - 512 && capacity <= (1 << 30) - 512,
+         "max_seqlen_q %d, capacity %lld: past what the Gluon forward's int32 arithmetic holds", (int)d->max_seqlen_q,
+         (long long)capacity);
   EXPECT(arg_i32(a, SEQLEN_Q) == d->max_seqlen_q && d->max_seqlen_q >= 64 && arg_i32(a, SEQLEN_K) == capacity &&
              arg_i32(a, HEADS_Q) == heads_q && arg_i32(a, GROUP_SIZE) * heads_kv == heads_q,
          "seqlen_q %d, seqlen_k %d, heads_q %d, group_size %d for max_seqlen_q %d, capacity %lld, %lld / %lld heads",
          (int)arg_i32(a, SEQLEN_Q), (int)arg_i32(a, SEQLEN_K), (int)arg_i32(a, HEADS_Q), (int)arg_i32(a, GROUP_SIZE),
          (int)d->max_seqlen_q, (long long)capacity, (long long)heads_q, (long long)heads_kv);
   const int64_t m_blocks = arg_i32(a, M_BLOCKS), tiles = arg_i32(a, NUM_TILES);
-  EXPECT(m_blocks == (d->max_seqlen_q + e->block_m - 1) / e->block_m && tiles == batch * heads_q * m_blocks &&
+  EXPECT(m_blocks == ((int64_t)d->max_seqlen_q + e->block_m - 1) / e->block_m && tiles == batch * heads_q * m_blocks &&
              grid >= 1 && (int64_t)grid <= tiles,
          "%u programs over %lld tiles, %lld query blocks, for %lld requests x %lld heads", grid, (long long)tiles,
          (long long)m_blocks, (long long)batch, (long long)heads_q);

@@ -159,6 +159,11 @@ static aotk_status choose_decode_row(const aotk__decode_problem *p, const aotk__
  * tiles), but with 64 requests of 4k keys (d128, GQA 32/8) the decoding kernel was 2.3-2.6x faster at 8
  * and 16 queries, 1.6-1.9x at 32 and 1.1-1.3x at 48: the decoding kernel keeps those calls. */
 enum { AOTK__PAGED_PREFILL_MIN_QUERIES = 64 };
+/* The most queries (max_seqlen_q) and keys (the capacity) it takes: the Gluon forward's window arithmetic
+ * adds a row, the diagonal and a bound clamped to +-2^30 in int32, which holds for lengths up to 2^30 less
+ * two blocks of rows (aotk_attn_validate.c's AOTK__MAX_SEQLEN, which the dense forward validates). A
+ * decoding call may hold 2^30 keys (AOTK_DECODE_MAX_CAPACITY): those run the decoding kernel. */
+enum { AOTK__PAGED_PREFILL_MAX_LENGTH = (1 << 30) - 512 };
 
 /* Packed q or out [total_q, heads, head_dim] as the 4-d [1, total_q, heads, head_dim] the descriptors
  * view. */
@@ -183,8 +188,9 @@ static aotk_tensor packed_as_4d(const aotk_tensor *t) {
 static int paged_prefill_row(const aotk__decode_problem *p, const aotk_decode_params *params,
                              const aotk__device_info *device, aotk__image_kind *kind) {
   int arch, row = -1;
-  if (!p->varlen || !p->paged || p->append || p->seqlen_q < AOTK__PAGED_PREFILL_MIN_QUERIES || p->page_size < 16 ||
-      (p->page_size & (p->page_size - 1)) != 0) {
+  if (!p->varlen || !p->paged || p->append || p->seqlen_q < AOTK__PAGED_PREFILL_MIN_QUERIES ||
+      p->seqlen_q > AOTK__PAGED_PREFILL_MAX_LENGTH || p->capacity > AOTK__PAGED_PREFILL_MAX_LENGTH ||
+      p->page_size < 16 || (p->page_size & (p->page_size - 1)) != 0) {
     return -1;
   }
   if (aotk__choose_target(device, &arch, kind) != AOTK_OK || arch != 90 || *kind != AOTK__IMAGE_CUBIN) {

@@ -414,7 +414,8 @@ static void test_decode_paged_prefill(void) {
     const char *what;
     int arch;
     int64_t max_seqlen_q, page_size, head_dim;
-    int variation; /* 0: none; 1: softcap; 2: ALiBi; 3: q's heads not contiguous; 4: fp16 with sinks and leftpad */
+    int variation; /* 0: none; 1: softcap; 2: ALiBi; 3: q's heads not contiguous; 4: fp16 with sinks and leftpad;
+                      5: a capacity of 2^30 keys */
     const char *box;  /* NULL: not the paged prefill */
     int32_t page_shift;
     int64_t grid;     /* 3 requests x 8 heads x ceil(max_seqlen_q / 128) tiles, at most 132 */
@@ -434,12 +435,14 @@ static void test_decode_paged_prefill(void) {
       {"head dim 256", 90, 300, 16, 256, 0, "p16", 4, 72},
       {"head dim 96 (no row of its own)", 90, 300, 16, 96, 0, NULL, 0, 0},
       {"sm_80", 80, 300, 16, 128, 0, NULL, 0, 0},
+      {"2^30 keys (past the Gluon forward's int32 window arithmetic)", 90, 300, 16, 128, 5, NULL, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     install_fake_gpu(cases[i].arch, cases[i].arch == 90 ? SHARED_SM90 : SHARED_SM80);
     decode_shape s = default_varlen_paged_shape;
     s.seqlen_q = cases[i].max_seqlen_q, s.total_q = 3 * cases[i].max_seqlen_q - 7;
-    s.page_size = cases[i].page_size, s.capacity = 3072, s.num_pages = 3 * 3072 / cases[i].page_size + 5;
+    s.page_size = cases[i].page_size, s.capacity = cases[i].variation == 5 ? (int64_t)1 << 30 : 3072;
+    s.num_pages = 3 * s.capacity / cases[i].page_size + 5;
     s.head_dim_qk = s.head_dim_v = cases[i].head_dim;
     if (cases[i].variation == 4) s.dtype = AOTK_DTYPE_FLOAT16;
     aotk_decode_params params = decode_params_for(s);
