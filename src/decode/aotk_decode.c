@@ -39,6 +39,7 @@ typedef struct decode_plan {
   int64_t programs;           /* the decoding grid */
   size_t workspace_bytes;
   int paged_prefill;          /* decode_row is attn_fwd_hopper_paged (paged_prefill_row) */
+  int64_t paged_tiles;        /* its query tiles, which its persistent programs share */
 } decode_plan;
 
 /* How many ranges to cut each request's keys into, when batch * heads_kv * row_chunks programs cannot
@@ -166,12 +167,12 @@ enum { AOTK__PAGED_PREFILL_MIN_QUERIES = 64 };
 enum { AOTK__PAGED_PREFILL_MAX_LENGTH = (1 << 30) - 512 };
 
 /* Packed q or out [total_q, heads, head_dim] as the 4-d [1, total_q, heads, head_dim] the descriptors
- * view. */
+ * view. (The batch of one's stride is never read: aotk__tma_view_ok and the encoding skip it.) */
 static aotk_tensor packed_as_4d(const aotk_tensor *t) {
   aotk_tensor v = *t;
   v.rank = 4;
   v.shape[0] = 1, v.shape[1] = t->shape[0], v.shape[2] = t->shape[1], v.shape[3] = t->shape[2];
-  v.strides[0] = t->shape[0] * t->strides[0], v.strides[1] = t->strides[0], v.strides[2] = t->strides[1];
+  v.strides[0] = t->strides[0], v.strides[1] = t->strides[0], v.strides[2] = t->strides[1];
   v.strides[3] = t->strides[2];
   return v;
 }
@@ -220,13 +221,12 @@ static int paged_prefill_row(const aotk__decode_problem *p, const aotk_decode_pa
   return row;
 }
 
-/* Its persistent grid: one program per SM, or one per tile when there are fewer tiles, or when a
- * program's ring counters (int32, every key block of its tiles) could wrap. */
+/* Its persistent grid over num_tiles query tiles: one program per SM, or one per tile when there are fewer
+ * tiles, or when a program's ring counters (int32, every key block of its tiles) could wrap. */
 static int64_t paged_prefill_grid(const aotk__decode_problem *p, const aotk__kernel_entry *e, int multiprocessors,
-                                  int64_t *num_tiles) {
+                                  int64_t num_tiles) {
   const int64_t sms = multiprocessors > 0 ? multiprocessors : 1;
-  *num_tiles = p->batch * p->heads_q * ceil_div(p->seqlen_q, e->block_m);
-  if (*num_tiles <= sms || ceil_div(*num_tiles, sms) * ceil_div(p->capacity, e->block_n) >= INT32_MAX) return *num_tiles;
+  if (num_tiles <= sms || ceil_div(num_tiles, sms) * ceil_div(p->capacity, e->block_n) >= INT32_MAX) return num_tiles;
   return sms;
 }
 
@@ -244,11 +244,11 @@ static aotk_status plan_decode(const aotk__decode_problem *p, const aotk_decode_
   aotk__variant_key key;
   as_variant_key(p, &key);
   if ((plan->decode_row = paged_prefill_row(p, params, &plan->device, &plan->kind)) >= 0) {
-    int64_t num_tiles;
+    const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
     plan->paged_prefill = 1;
     plan->row_chunks = 1, plan->num_splits = 1, plan->split_keys = p->capacity;
-    plan->programs = paged_prefill_grid(p, &aotk__kernel_table[plan->decode_row], plan->device.multiprocessors,
-                                        &num_tiles);
+    plan->paged_tiles = p->batch * p->heads_q * ceil_div(p->seqlen_q, e->block_m);
+    plan->programs = paged_prefill_grid(p, e, plan->device.multiprocessors, plan->paged_tiles);
     plan->append_row = -1, plan->merge_row = -1;
     return AOTK_OK;
   }
@@ -599,8 +599,6 @@ static aotk_status launch_paged_prefill(const aotk_decode_params *params, const 
   int32_t o_s = (int32_t)ot->strides[0], o_h = (int32_t)ot->strides[1];
   int64_t stride_lb = 0, stride_ab = p->alibi_batch_stride, stride_bt = params->block_table.strides[0];
   int32_t stride_lh = p->write_lse ? (int32_t)params->lse.strides[0] : 0;
-  int64_t num_tiles;
-  paged_prefill_grid(p, e, plan->device.multiprocessors, &num_tiles);
   int32_t ints[10] = {(int32_t)p->seqlen_q, (int32_t)p->capacity, (int32_t)p->heads_q, (int32_t)p->group_size,
                       (int32_t)ceil_div(p->seqlen_q, e->block_m), (int32_t)(p->head_dim_qk / 8),
                       (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0};
@@ -612,7 +610,7 @@ static aotk_status launch_paged_prefill(const aotk_decode_params *params, const 
   /* qk_scale_log2, softcap_scale, softcap_log2, as the forward takes them (and the decoding kernel). */
   float scalars[3] = {p->softmax_scale * 1.4426950408889634f, p->softcap > 0.0f ? p->softmax_scale / p->softcap : 0.0f,
                       p->softcap * 1.4426950408889634f};
-  int32_t dropout_threshold = 0, num_tiles32 = (int32_t)num_tiles, page_shift = 0;
+  int32_t dropout_threshold = 0, num_tiles32 = (int32_t)plan->paged_tiles, page_shift = 0;
   float dropout_scale = 1.0f;
   while (((int64_t)1 << page_shift) < p->page_size) page_shift++;
   void *args[] = {&q, &k, &v, &out, &lse, &cu_seqlens_q, &none, &alibi, &sinks, &none,
