@@ -4,8 +4,9 @@ alternating, with cuDNN's time beside them.
     python bench/explore/ab_libs.py --libs base.so,new.so [--op bwd|fwd|sel] [--rounds 3] [--rows ROWS] [--ptx]
                                     [--profile]
 
-ROWS: semicolon-separated `d[/dv]:causal:seqlen[:heads_q[/heads_kv]]` (batch = 16384 / seqlen, heads
-2048 / d by default, as the benchmark's grid). For each row the first library's forward gives out and lse;
+ROWS: semicolon-separated `d[/dv]:causal:seqlen[:heads_q[/heads_kv][:feature]]` (batch = 16384 / seqlen, heads
+2048 / d by default, as the benchmark's grid; feature `softcap` (30) or `alibi` (random slopes), the
+EXTRAS kernels; cuDNN's time beside them is then the plain problem's). For each row the first library's forward gives out and lse;
 every library's backward is then run in both modes (deterministic = 0 and 1). The deterministic results
 must be bitwise equal across libraries (each output element has one owner in a fixed order, so a change of
 program order or schedule must not change a bit) and the default mode's must match within rounding; a
@@ -44,10 +45,13 @@ def parse_rows(text):
         d, dv = int(d), int(dv or d)
         causal, n = parts[1] == "1", int(parts[2])
         hq, hkv = 2048 // d, 2048 // d
-        if len(parts) > 3:
+        if len(parts) > 3 and parts[3]:
             a, _, b = parts[3].partition("/")
             hq, hkv = int(a), int(b or a)
-        rows.append(dict(d=d, dv=dv, causal=causal, n=n, hq=hq, hkv=hkv, b=max(16384 // n, 1)))
+        feature = parts[4] if len(parts) > 4 else ""
+        if feature not in ("", "softcap", "alibi"):
+            raise SystemExit(f"unknown feature {feature!r} in row {item!r}")
+        rows.append(dict(d=d, dv=dv, causal=causal, n=n, hq=hq, hkv=hkv, b=max(16384 // n, 1), feature=feature))
     return rows
 
 
@@ -151,6 +155,11 @@ def run_row(row, libs, op, rounds):
     out = torch.empty(b, n, hq, dv, device="cuda", dtype=dt)
     lse = torch.empty(b, hq, n, device="cuda", dtype=torch.float32)
     params = fwd_params(q.detach(), k.detach(), v.detach(), out, lse, row["causal"])
+    if row["feature"] == "softcap":
+        params.softcap = 30.0
+    elif row["feature"] == "alibi":
+        slopes = torch.rand(hq, device="cuda", dtype=torch.float32) * 0.2
+        params.alibi_slopes = describe_tensor(slopes)
     grads = [(torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)) for _ in libs]
     pref = ctypes.byref(params)
     libs[0].attn_fwd(pref, current_stream())
@@ -190,7 +199,7 @@ def run_row(row, libs, op, rounds):
                 key = (i, mode)
                 times[key] = min(times.get(key, math.inf), ms)
     label = f"{op} d{d}{'/' + str(dv) if dv != d else ''} {'causal' if row['causal'] else 'full'} {n} " \
-            f"b{b} h{hq}/{hkv}"
+            f"b{b} h{hq}/{hkv}{' ' + row['feature'] if row['feature'] else ''}"
     for mode in modes:
         base = times[(0, mode)]
         cells = [f"det={mode}"] + [f"lib{i} {times[(i, mode)]:.3f} ms ({flops / times[(i, mode)] / 1e9:.0f} TF, "
