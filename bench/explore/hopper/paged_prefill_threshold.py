@@ -2,9 +2,11 @@
 library's call through the Python package (flash_attn_varlen_func with block_table: the decoding kernel
 below the host's threshold, the Gluon kernel from it) against the Gluon kernel through the JIT at every
 chunk size, same problem, one process. Where the library's call runs the Gluon kernel too the two times
-differ by the Python call's own cost, which short calls show (the GPU waits on the CPU).
+differ by the Python call's own cost, which short calls show (the GPU waits on the CPU); --graphs times
+both from CUDA graphs instead, which leaves only the GPU's time.
 
-    python3 bench/explore/hopper/paged_prefill_threshold.py --package-dir DIR    (DIR/aotk holds libaotk.so)
+    python3 bench/explore/hopper/paged_prefill_threshold.py --package-dir DIR [--batch 1,4,64] [--graphs]
+    (DIR/aotk holds libaotk.so)
 """
 import argparse
 import os
@@ -15,7 +17,8 @@ import triton
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--package-dir", required=True)
-ap.add_argument("--batch", type=int, default=4)
+ap.add_argument("--batch", default="4", help="comma-separated batch sizes")
+ap.add_argument("--graphs", action="store_true", help="time both calls as CUDA graph replays")
 ap.add_argument("--chunks", default="16,32,48,64,96,128,192")
 ap.add_argument("--lengths", default="4096,16384")
 ap.add_argument("--head-dims", default="128,64")
@@ -25,8 +28,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import aotk  # noqa: E402
 import paged_prefill_jit as pj  # noqa: E402
 
-b = args.batch
-for d in (int(x) for x in args.head_dims.split(",")):
+
+def timed(fn):
+    if not args.graphs:
+        return triton.testing.do_bench(fn, warmup=20, rep=100)
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return triton.testing.do_bench(graph.replay, warmup=20, rep=100)
+
+
+for b, d in ((int(b), int(d)) for b in args.batch.split(",") for d in args.head_dims.split(",")):
     hq, hkv = 32, 8
     for L in (int(x) for x in args.lengths.split(",")):
         for chunk in (int(x) for x in args.chunks.split(",")):
@@ -43,7 +57,7 @@ for d in (int(x) for x in args.head_dims.split(",")):
                 jit()
                 ref = lib().float()
                 err = (out.float() - ref).abs().max().item()
-                tl = triton.testing.do_bench(lib, warmup=20, rep=100)
-                tj = triton.testing.do_bench(jit, warmup=20, rep=100)
-                print(f"d{d} L{L} chunk {chunk:4d} page {ps:3d}: library {tl*1e3:8.1f} us  gluon(jit) {tj*1e3:8.1f} us  "
+                tl = timed(lib)
+                tj = timed(jit)
+                print(f"b{b} d{d} L{L} chunk {chunk:4d} page {ps:3d}: library {tl*1e3:8.1f} us  gluon(jit) {tj*1e3:8.1f} us  "
                       f"gluon/library speed {tl/tj:5.2f}  err {err:.1e}", flush=True)
