@@ -5,7 +5,7 @@
  * is tests/test_merge_gpu.c; the case matrix and how a case's tensors are built, tests/decode_gpu_cases.h;
  * the device buffers, strided views and the parallel reference loop both share, tests/aotk_gpu_buffers.h.
  *
- * Decoding, 58 cases (decode_rows, tests/decode_gpu_cases.h): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
+ * Decoding, 69 cases (decode_rows, tests/decode_gpu_cases.h): fp16 and bf16 at head dims (64,64), (128,128), (256,256),
  * (192,128) (runs in the compiled (256,128)), (256,128), (80,80) and (96,64) (padded into (128,128)),
  * (32,32), and (40,40) in padded strides (its rows cannot be 16-element aligned contiguously);
  * contiguous caches and paged caches with page sizes 1, 3, 16, 64 and 256, whose block tables give each
@@ -43,9 +43,11 @@
  * Every run starts from the caches as first uploaded, so each checks its own append. Every case without
  * appending checks that the caches come back unchanged.
  *
- * Packed queries (cu_seqlens_q, a prefill over the cache; 6 of those cases): contiguous and paged caches
- * (page sizes 1, 16, 64, shuffled pages), max_seqlen_q 100 to 300, batch 6 with len_q per request, in
- * turn, 0, 1, 17, 100 (over exactly 100 keys: a prefill from an empty cache), max_seqlen_q (over up to
+ * Packed queries (cu_seqlens_q, a prefill over the cache; 18 of those cases, 12 of them through the sm_90
+ * paged prefill where expect_paged_prefill says so, the query's choice checked on each): contiguous and
+ * paged caches (page sizes 1 to 256, shuffled pages), max_seqlen_q 5 to 300 (below 64 the paged prefill
+ * takes a small batch whose groups hold more than 32 rows, the decoding kernel 30 rows), batch 2 to 6
+ * with len_q per request, in turn, 0, 1, 17, 100 (over exactly 100 keys: a prefill from an empty cache), max_seqlen_q (over up to
  * 3000 keys) and 5 over 2 keys (its first 3 tokens sit before position 0: out 0 and lse -inf under
  * causal), the others over random lengths from len_q to the capacity; 3 pad rows after
  * cu_seqlens_q[batch], which must keep their poison in out and in lse ([heads_q, total_q]); GQA 1 and 4,
@@ -271,7 +273,8 @@ static bool tma_readable(const aotk_tensor *t) {
 }
 
 /* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 64
- * tokens (max_seqlen_q) over pages of a power of two of at least 16 keys (softcap and ALiBi in the EXTRAS
+ * tokens (max_seqlen_q), or fewer where the decoding kernel would run its 64-row tile (G x max_seqlen_q >
+ * 32) and the Gluon forward's 128-row tiles (requests x query heads) fit one wave of the SMs, over pages of a power of two of at least 16 keys (softcap and ALiBi in the EXTRAS
  * rows), head dims
  * (64, 64), (128, 128), (192, 128) or (256, 256), and TMA-readable q and caches, on sm_90. It runs the Gluon forward with K and V
  * read through the block table, in boxes of 64 rows from 64-key pages on, else 16. */
@@ -279,7 +282,8 @@ static bool expect_paged_prefill(const decode_run *x, const aotk_decode_params *
   const decode_case *c = x->c;
   const int64_t ps = c->page_size;
   return compute_capability == 90 && c->varlen && ps >= 16 && (ps & (ps - 1)) == 0 && c->seqlen_new == 0 &&
-         c->seqlen_q >= 64 &&
+         (c->seqlen_q >= 64 ||
+          (c->group * c->seqlen_q > 32 && c->batch * c->heads_kv * c->group <= (int64_t)multiprocessors)) &&
          ((c->head_dim_qk == c->head_dim_v && (c->head_dim_qk == 64 || c->head_dim_qk == 128 || c->head_dim_qk == 256)) ||
           (c->head_dim_qk == 192 && c->head_dim_v == 128)) &&
          tma_readable(&params->q) &&

@@ -158,8 +158,23 @@ static aotk_status choose_decode_row(const aotk__decode_problem *p, const aotk__
  * several heads' tokens and reads K and V once for them. With those 4 requests the Gluon forward still
  * measured 1.6-2.5x faster at 16-48 queries (32 unsplit programs of the decoding kernel against 128
  * tiles), but with 64 requests of 4k keys (d128, GQA 32/8) the decoding kernel was 2.3-2.6x faster at 8
- * and 16 queries, 1.6-1.9x at 32 and 1.1-1.3x at 48: the decoding kernel keeps those calls. */
+ * and 16 queries, 1.6-1.9x at 32 and 1.1-1.3x at 48: the decoding kernel keeps those calls, unless
+ * paged_prefill_short says otherwise. */
 enum { AOTK__PAGED_PREFILL_MIN_QUERIES = 64 };
+
+/* Whether a packed prefill of fewer than AOTK__PAGED_PREFILL_MIN_QUERIES queries takes the Gluon forward
+ * all the same: where the decoding kernel would run its 64-row tile (G * max_seqlen_q > 32) and the Gluon
+ * forward's tiles (a 128-row tile per request and query head) fit one wave. The packed decoding path does
+ * not split its keys, so a small batch runs few programs, each streaming its request's whole cache at a
+ * fraction of the GPU's bandwidth, while the Gluon forward's wave takes about one tile's time. On the H100
+ * (bench/explore/hopper/paged_prefill_threshold.py --graphs, CUDA-graph replays in one process, bf16 d128,
+ * GQA 32/8, 16-48 queries, 2k and 16k keys, pages of 16 and 256 keys) it was 1.8-2.5x faster at 1, 2 and 4
+ * requests (32-128 tiles): at 16k keys 205-232 us against 412-539. At 8 requests (256 tiles, two waves)
+ * it won on 16-key pages (1.16-1.42x) and split even on 256-key pages (0.93-1.13x); from 16 requests the
+ * decoding kernel won at 16 and 32 queries (the Gluon forward 0.36-0.80x): the rule takes one wave only. */
+static int paged_prefill_short(const aotk__decode_problem *p, const aotk__device_info *device) {
+  return p->group_size * p->seqlen_q > 32 && p->batch * p->heads_q <= (int64_t)device->multiprocessors;
+}
 /* The most queries (max_seqlen_q) and keys (the capacity) it takes: the Gluon forward's window arithmetic
  * adds a row, the diagonal and a bound clamped to +-2^30 in int32, which holds for lengths up to 2^30 less
  * two blocks of rows (aotk_attn_validate.c's AOTK__MAX_SEQLEN, which the dense forward validates). A
@@ -181,7 +196,7 @@ static aotk_tensor packed_as_4d(const aotk_tensor *t) {
  * through the block table by TMA) for a packed prefill over a paged cache, or -1: sm_90 cubins, a page
  * size that is a power of two of at least 16 rows (the boxes are 16 rows, or 64 from 64-row pages: the
  * family's size key is the page size), no appending (softcap and ALiBi in its EXTRAS rows), at least
- * AOTK__PAGED_PREFILL_MIN_QUERIES queries, head dims the family has exactly ((64, 64), (128, 128),
+ * AOTK__PAGED_PREFILL_MIN_QUERIES queries (or fewer where paged_prefill_short holds), head dims the family has exactly ((64, 64), (128, 128),
  * (192, 128), (256, 256)), and q and both caches readable by TMA. Sets no error. On the H100
  * (bench/explore/hopper/paged_prefill_jit.py, bf16 d64 and d128, 4 requests of 4k-16k keys, chunks of
  * 256-4096 causal queries) it runs at 0.87-1.00 of the dense varlen forward over the same keys with
@@ -189,7 +204,8 @@ static aotk_tensor packed_as_4d(const aotk_tensor *t) {
 static int paged_prefill_row(const aotk__decode_problem *p, const aotk_decode_params *params,
                              const aotk__device_info *device, aotk__image_kind *kind) {
   int arch, row = -1;
-  if (!p->varlen || !p->paged || p->append || p->seqlen_q < AOTK__PAGED_PREFILL_MIN_QUERIES ||
+  if (!p->varlen || !p->paged || p->append ||
+      (p->seqlen_q < AOTK__PAGED_PREFILL_MIN_QUERIES && !paged_prefill_short(p, device)) ||
       p->seqlen_q > AOTK__PAGED_PREFILL_MAX_LENGTH || p->capacity > AOTK__PAGED_PREFILL_MAX_LENGTH ||
       p->page_size < 16 || (p->page_size & (p->page_size - 1)) != 0) {
     return -1;

@@ -404,7 +404,8 @@ static void test_decode_family_choice(void) {
 }
 
 /* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 64
- * tokens over pages of a power of two of at least 16 keys, head dims (64, 64), (128, 128), (192, 128) or
+ * tokens (or fewer where the decoding kernel would run its 64-row tile and the Gluon forward's tiles fit one
+ * wave: paged_prefill_short) over pages of a power of two of at least 16 keys, head dims (64, 64), (128, 128), (192, 128) or
  * (256, 256), q and the caches readable by TMA (softcap and ALiBi in the EXTRAS rows) (heads contiguous), on sm_90 cubins, run the Gluon forward
  * through the block table: one launch of attn_fwd_hopper_paged on one program per SM (or per tile), its
  * boxes 16 rows below 64-key pages and 64 from them, the page size passed as its log2. Everything else
@@ -415,7 +416,7 @@ static void test_decode_paged_prefill(void) {
     int arch;
     int64_t max_seqlen_q, page_size, head_dim;
     int variation; /* 0: none; 1: softcap; 2: ALiBi; 3: q's heads not contiguous; 4: fp16 with sinks and leftpad;
-                      5: a capacity of 2^30 keys */
+                      5: a capacity of 2^30 keys; 6: 17 requests */
     const char *box;  /* NULL: not the paged prefill */
     int32_t page_shift;
     int64_t grid;     /* 3 requests x 8 heads x ceil(max_seqlen_q / 128) tiles, at most 132 */
@@ -426,7 +427,13 @@ static void test_decode_paged_prefill(void) {
       {"700 tokens, 256-key pages, d64", 90, 700, 256, 64, 0, "p64", 8, 132},
       {"fp16, sinks and cache_leftpad", 90, 200, 16, 128, 4, "p16", 4, 48},
       {"64 tokens, one 128-row tile a head", 90, 64, 16, 128, 0, "p16", 4, 24},
-      {"63 tokens: the decoding kernel", 90, 63, 16, 128, 0, NULL, 0, 0},
+      /* Fewer than 64 tokens: the paged prefill where the decoding kernel would run its 64-row tile
+       * (G * tokens > 32) and the 128-row tiles (requests x query heads) fit one wave of 132 SMs. */
+      {"63 tokens, 3 requests x 8 heads (24 tiles, one wave)", 90, 63, 16, 128, 0, "p16", 4, 24},
+      {"9 tokens x G 4 = 36 rows", 90, 9, 16, 128, 0, "p16", 4, 24},
+      {"8 tokens x G 4 = 32 rows: the decoding kernel", 90, 8, 16, 128, 0, NULL, 0, 0},
+      {"63 tokens, 17 requests x 8 heads (136 tiles, two waves): the decoding kernel", 90, 63, 16, 128, 6, NULL, 0,
+       0},
       {"48-key pages (not a power of two)", 90, 300, 48, 128, 0, NULL, 0, 0},
       {"8-key pages", 90, 300, 8, 128, 0, NULL, 0, 0},
       {"softcap: the EXTRAS row", 90, 300, 16, 128, 1, "p16", 4, 72},
@@ -440,7 +447,8 @@ static void test_decode_paged_prefill(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     install_fake_gpu(cases[i].arch, cases[i].arch == 90 ? SHARED_SM90 : SHARED_SM80);
     decode_shape s = default_varlen_paged_shape;
-    s.seqlen_q = cases[i].max_seqlen_q, s.total_q = 3 * cases[i].max_seqlen_q - 7;
+    if (cases[i].variation == 6) s.batch = 17;
+    s.seqlen_q = cases[i].max_seqlen_q, s.total_q = s.batch * cases[i].max_seqlen_q - 7;
     s.page_size = cases[i].page_size, s.capacity = cases[i].variation == 5 ? (int64_t)1 << 30 : 3072;
     s.num_pages = 3 * s.capacity / cases[i].page_size + 5;
     s.head_dim_qk = s.head_dim_v = cases[i].head_dim;
