@@ -171,7 +171,10 @@ enum { AOTK__PAGED_PREFILL_MIN_QUERIES = 64 };
  * GQA 32/8, 16-48 queries, 2k and 16k keys, pages of 16 and 256 keys) it was 1.8-2.5x faster at 1, 2 and 4
  * requests (32-128 tiles): at 16k keys 205-232 us against 412-539. At 8 requests (256 tiles, two waves)
  * it won on 16-key pages (1.16-1.42x) and split even on 256-key pages (0.93-1.13x); from 16 requests the
- * decoding kernel won at 16 and 32 queries (the Gluon forward 0.36-0.80x): the rule takes one wave only. */
+ * decoding kernel won at 16 and 32 queries (the Gluon forward 0.36-0.80x): the rule takes one wave only.
+ * Within it, at 1 and 4 requests, the forward was also faster at d64 (1.96-2.52x) and d256 (1.47-1.93x)
+ * over GQA 32/8, and at d128 over MQA 32/1 (1.76-2.50x) and MHA 32/32 at 48 queries (1.25-2.50x); MHA at
+ * 16 queries (16 rows a group, which the rule leaves to the decoding kernel's 16-row tile) 1.02-1.51x. */
 static int paged_prefill_short(const aotk__decode_problem *p, const aotk__device_info *device) {
   return p->group_size * p->seqlen_q > 32 && p->batch * p->heads_q <= (int64_t)device->multiprocessors;
 }

@@ -22,6 +22,7 @@ ap.add_argument("--graphs", action="store_true", help="time both calls as CUDA g
 ap.add_argument("--chunks", default="16,32,48,64,96,128,192")
 ap.add_argument("--lengths", default="4096,16384")
 ap.add_argument("--head-dims", default="128,64")
+ap.add_argument("--heads", default="32/8", help="comma-separated heads_q/heads_kv pairs")
 args = ap.parse_args()
 sys.path.insert(0, args.package_dir)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -40,8 +41,9 @@ def timed(fn):
     return triton.testing.do_bench(graph.replay, warmup=20, rep=100)
 
 
-for b, d in ((int(b), int(d)) for b in args.batch.split(",") for d in args.head_dims.split(",")):
-    hq, hkv = 32, 8
+for b, d, heads in ((int(b), int(d), h) for b in args.batch.split(",") for d in args.head_dims.split(",")
+                    for h in args.heads.split(",")):
+    hq, hkv = (int(x) for x in heads.split("/"))
     for L in (int(x) for x in args.lengths.split(",")):
         for chunk in (int(x) for x in args.chunks.split(",")):
             for ps in (16, 256):
@@ -59,5 +61,5 @@ for b, d in ((int(b), int(d)) for b in args.batch.split(",") for d in args.head_
                 err = (out.float() - ref).abs().max().item()
                 tl = timed(lib)
                 tj = timed(jit)
-                print(f"b{b} d{d} L{L} chunk {chunk:4d} page {ps:3d}: library {tl*1e3:8.1f} us  gluon(jit) {tj*1e3:8.1f} us  "
+                print(f"b{b} d{d} h{hq}/{hkv} L{L} chunk {chunk:4d} page {ps:3d}: library {tl*1e3:8.1f} us  gluon(jit) {tj*1e3:8.1f} us  "
                       f"gluon/library speed {tl/tj:5.2f}  err {err:.1e}", flush=True)
