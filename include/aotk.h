@@ -566,12 +566,13 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   64 <= max_seqlen_q (or fewer queries where the group's rows, heads_q / heads_kv *
  *                   max_seqlen_q, exceed 32 and batch * heads_q <= the SM count: the forward's tiles
  *                   then fit one wave, where the unsplit decoding path measured 1.8-2.5x slower)
- *                   and max_seqlen_q, capacity <= 2^30 - 512, head dims (64, 64), (128, 128), (192, 128) or (256, 256), q
- *                   and both caches with each token's heads contiguous and 16-byte strides, runs the
- *                   sm_90 forward instead (with softcap or ALiBi its EXTRAS rows) (TMA loads through the block table,
- *                   128-query tiles; the query reports AOTK_FEATURE_TMA and
- *                   AOTK_FEATURE_WARP_SPECIALIZED), at 0.88-0.96 of that varlen forward's speed on the
- *                   same keys stored contiguously at d128 (README).
+ *                   and max_seqlen_q, capacity <= 2^30 - 512, head dims (64, 64), (128, 128),
+ *                   (192, 128) or (256, 256), q and both caches with each token's heads contiguous
+ *                   and 16-byte strides, runs the sm_90 forward instead (with softcap or ALiBi its
+ *                   EXTRAS rows; TMA loads through the block table, 128-query tiles; the query
+ *                   reports AOTK_FEATURE_TMA and AOTK_FEATURE_WARP_SPECIALIZED), at 0.88-0.96 of
+ *                   that varlen forward's speed on the same keys stored contiguously at d128
+ *                   (README).
  *   cache_leftpad   optional int32 [batch] in device memory (flash_attn_with_kvcache's cache_leftpad):
  *                   request b's cache starts at row cache_leftpad[b]; the rows before it are padding, never
  *                   attended (0 or less: none; L_b or more: no key). Positions stay the cache's rows:

@@ -47,11 +47,11 @@
  * paged prefill where expect_paged_prefill says so, the query's choice checked on each): contiguous and
  * paged caches (page sizes 1 to 256, shuffled pages), max_seqlen_q 5 to 300 (below 64 the paged prefill
  * takes a small batch whose groups hold more than 32 rows, the decoding kernel 30 rows), batch 2 to 6
- * with len_q per request, in turn, 0, 1, 17, 100 (over exactly 100 keys: a prefill from an empty cache), max_seqlen_q (over up to
- * 3000 keys) and 5 over 2 keys (its first 3 tokens sit before position 0: out 0 and lse -inf under
- * causal), the others over random lengths from len_q to the capacity; 3 pad rows after
- * cu_seqlens_q[batch], which must keep their poison in out and in lse ([heads_q, total_q]); GQA 1 and 4,
- * causal and not, a left window and a left + right one, sinks, both dtypes, head dims (64,64),
+ * with len_q per request, in turn, 0, 1, 17, 100 (over exactly 100 keys: a prefill from an empty
+ * cache), max_seqlen_q (over up to 3000 keys) and 5 over 2 keys (its first 3 tokens sit before
+ * position 0: out 0 and lse -inf under causal), the others over random lengths from len_q to the
+ * capacity; 3 pad rows after cu_seqlens_q[batch], which must keep their poison in out and in lse
+ * ([heads_q, total_q]); GQA 1 to 16, causal and not, a left window and a left + right one, sinks, both dtypes, head dims (64,64),
  * (128,128), (192,128), padded strides, one case without lse (then added), one graph replayed with new
  * cache_seqlens. The query must report no split, one launch, no workspace and AOTK_FEATURE_VARLEN.
  *
@@ -274,8 +274,8 @@ static bool tma_readable(const aotk_tensor *t) {
 
 /* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 64
  * tokens (max_seqlen_q), or fewer where the decoding kernel would run its 64-row tile (G x max_seqlen_q >
- * 32) and the Gluon forward's 128-row tiles (requests x query heads) fit one wave of the SMs, over pages of a power of two of at least 16 keys (softcap and ALiBi in the EXTRAS
- * rows), head dims
+ * 32) and the Gluon forward's 128-row tiles (requests x query heads) fit one wave of the SMs, over pages
+ * of a power of two of at least 16 keys (softcap and ALiBi in the EXTRAS rows), head dims
  * (64, 64), (128, 128), (192, 128) or (256, 256), and TMA-readable q and caches, on sm_90. It runs the Gluon forward with K and V
  * read through the block table, in boxes of 64 rows from 64-key pages on, else 16. */
 static bool expect_paged_prefill(const decode_run *x, const aotk_decode_params *params) {

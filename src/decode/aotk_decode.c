@@ -199,8 +199,9 @@ static aotk_tensor packed_as_4d(const aotk_tensor *t) {
  * through the block table by TMA) for a packed prefill over a paged cache, or -1: sm_90 cubins, a page
  * size that is a power of two of at least 16 rows (the boxes are 16 rows, or 64 from 64-row pages: the
  * family's size key is the page size), no appending (softcap and ALiBi in its EXTRAS rows), at least
- * AOTK__PAGED_PREFILL_MIN_QUERIES queries (or fewer where paged_prefill_short holds), head dims the family has exactly ((64, 64), (128, 128),
- * (192, 128), (256, 256)), and q and both caches readable by TMA. Sets no error. On the H100
+ * AOTK__PAGED_PREFILL_MIN_QUERIES queries (or fewer where paged_prefill_short holds), head dims the
+ * family has exactly ((64, 64), (128, 128), (192, 128), (256, 256)), and q and both caches readable by
+ * TMA. Sets no error. On the H100
  * (bench/explore/hopper/paged_prefill_jit.py, bf16 d64 and d128, 4 requests of 4k-16k keys, chunks of
  * 256-4096 causal queries) it runs at 0.87-1.00 of the dense varlen forward over the same keys with
  * 16-row boxes and 0.92-1.06 with 64-row ones, where the decoding kernel's 64-row tiles ran 0.43-0.57. */

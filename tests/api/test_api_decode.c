@@ -405,11 +405,12 @@ static void test_decode_family_choice(void) {
 
 /* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 64
  * tokens (or fewer where the decoding kernel would run its 64-row tile and the Gluon forward's tiles fit one
- * wave: paged_prefill_short) over pages of a power of two of at least 16 keys, head dims (64, 64), (128, 128), (192, 128) or
- * (256, 256), q and the caches readable by TMA (softcap and ALiBi in the EXTRAS rows) (heads contiguous), on sm_90 cubins, run the Gluon forward
- * through the block table: one launch of attn_fwd_hopper_paged on one program per SM (or per tile), its
- * boxes 16 rows below 64-key pages and 64 from them, the page size passed as its log2. Everything else
- * keeps the decoding kernel. (fuzz_api checks every argument's reach; this, the rule.) */
+ * wave: paged_prefill_short) over pages of a power of two of at least 16 keys, head dims (64, 64),
+ * (128, 128), (192, 128) or (256, 256), q and the caches readable by TMA (heads contiguous; softcap and
+ * ALiBi in the EXTRAS rows), on sm_90 cubins, run the Gluon forward through the block table: one launch
+ * of attn_fwd_hopper_paged on one program per SM (or per tile), its boxes 16 rows below 64-key pages and
+ * 64 from them, the page size passed as its log2. Everything else keeps the decoding kernel. (fuzz_api
+ * checks every argument's reach; this, the rule.) */
 static void test_decode_paged_prefill(void) {
   static const struct {
     const char *what;
