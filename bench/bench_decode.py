@@ -27,7 +27,9 @@ not run (--prefill after a full run keeps the decoding rows).
 The paged prefill (chunked prefill over a cache: flash_attn_varlen_func with block_table, which runs
 aotk_attn_decode with packed queries), rows "op": "prefill" (--prefill runs only these): bf16, d128,
 GQA 32/8, 4 requests each with a cache of L keys whose last C are the chunk's tokens (causal,
-bottom-right), for C x L in PREFILL_ROWS. Implementations, checked against each other and timed as above:
+bottom-right), for C x L in PREFILL_ROWS (chunks of 16 and 48 tokens too: below 64 queries, where 4
+requests x 32 heads fit one wave of the sm_90 forward's tiles). Implementations, checked against each
+other and timed as above:
   aotk-paged16, aotk-paged256   the paged prefill over 16- and 256-key pages in shuffled order
   aotk-varlen                   aotk's prefill kernel (flash_attn_varlen_func without block_table: the
                                 sm_90 forward) on the same keys stored contiguously
@@ -56,7 +58,7 @@ ROWS = GQA_GRID + [(2, 131072, 32, 8, 1)] + OTHER_ROWS
 QUICK_ROWS = [(64, 4096, 32, 8, 1), (2, 131072, 32, 8, 1), (1, 131072, 32, 1, 1)]
 PAGE_SIZES = (16, 256)
 # (chunk tokens C, cache keys L including the chunk), 4 requests, GQA 32/8.
-PREFILL_ROWS = [(256, 4096), (1024, 4096), (1024, 16384), (4096, 16384)]
+PREFILL_ROWS = [(16, 4096), (16, 16384), (48, 16384), (256, 4096), (1024, 4096), (1024, 16384), (4096, 16384)]
 PREFILL_BATCH = 4
 COPY_BYTES = 2 << 30
 
