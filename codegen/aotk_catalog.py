@@ -286,6 +286,7 @@ ATTN_MERGE_PARAMS = (
     + _pointers(("OutPartialBF16",), "*bf16") + _pointers(("LsePartial",), "*fp32", False)
     + _pointers(("Out32",), "*fp32") + _pointers(("Out16",), "*fp16")
     + _pointers(("OutBF16",), "*bf16") + _pointers(("Lse", "Sinks"), "*fp32", False)
+    + _pointers(("CuSeqlensQ",), "*i32", False)
     + [(n, "i64", True) for n in ("stride_pp", "stride_pb", "stride_ps", "stride_ph")]
     + [(n, "i64", False) for n in ("stride_lpp", "stride_lpb", "stride_lph", "stride_lps")]
     + [(n, "i64", True) for n in ("stride_ob", "stride_os", "stride_oh")]

@@ -557,8 +557,10 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   [total_q, heads_q, head_dim_qk] with request b's rows cu_seqlens_q[b] ..
  *                   cu_seqlens_q[b+1] - 1 (len_q_b of them, at most max_seqlen_q >= 1; more are cut), out
  *                   [total_q, heads_q, head_dim_v] and lse [heads_q, total_q] (the varlen forward's
- *                   layouts). Token i sits at position L_b - len_q_b + i. Runs unsplit (num_splits 0 or
- *                   1), without appending, in 64-row tiles of the group's (head, token) rows, head-major
+ *                   layouts). Token i sits at position L_b - len_q_b + i. Splits as above (seqlen_q
+ *                   being max_seqlen_q: the partials hold batch * max_seqlen_q rows a head, and the
+ *                   merge writes each request's tokens to its packed rows), without appending, in
+ *                   64-row tiles of the group's (head, token) rows, head-major
  *                   (so K and V are read about once per query head, as the prefill kernel does, and
  *                   the grid is sized by max_seqlen_q); every key block is masked, so over a
  *                   contiguous cache without a prefix aotk_attn_fwd's varlen forward is faster. On
@@ -636,8 +638,8 @@ typedef struct aotk_decode_params {
  * a split (k_new above); every kernel is loaded before the first launch, so only a driver failure of a later
  * launch itself (AOTK_ERROR_CUDA) can leave the append done and out undefined. `workspace`:
  * device memory of at least the workspace_bytes aotk_decode_query reports (0 without splits: workspace
- * may then be NULL), 16-byte aligned: num_splits * batch * seqlen_q * heads_q * (4 * round_up(head_dim_v,
- * 16) + 4) bytes, the partial outputs then the partial LSEs, each part rounded up to 16 bytes. The
+ * may then be NULL), 16-byte aligned: num_splits * batch * seqlen_q (max_seqlen_q with cu_seqlens_q) *
+ * heads_q * (4 * round_up(head_dim_v, 16) + 4) bytes, the partial outputs then the partial LSEs, each part rounded up to 16 bytes. The
  * workspace must not overlap any tensor of the call (the library does not check it: the results are
  * then undefined). Statuses: as aotk_attn_bwd.
  */

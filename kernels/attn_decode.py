@@ -291,7 +291,7 @@ def _merge_load(P32, P16, PB16, offsets, mask, flags):
 
 @triton.jit
 def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Out16, OutBF16, Lse, Sinks,
-               stride_pp, stride_pb, stride_ps, stride_ph,
+               CuSeqlensQ, stride_pp, stride_pb, stride_ps, stride_ph,
                stride_lpp, stride_lpb, stride_lph, stride_lps,
                stride_ob, stride_os, stride_oh,
                stride_lb, stride_lh, stride_ls,
@@ -326,13 +326,25 @@ def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Ou
     head = rows % heads
     token = (rows // heads) % seqlen_q
     batch = rows // heads // seqlen_q
+    # Packed output (FLAG_VARLEN: split-KV decoding of packed queries, whose partials keep [batch,
+    # max_seqlen_q] rows): token t of request b is out's and lse's row cu_seqlens_q[b] + t (the batch
+    # strides unused), and only its len_q_b = cu_seqlens_q[b + 1] - cu_seqlens_q[b] tokens exist: the
+    # others are neither read nor written.
+    o_batch = batch
+    o_token = token
+    if (flags & FLAG_VARLEN) != 0:
+        q_start = tl.load(CuSeqlensQ + batch, mask=row_ok, other=0).to(tl.int64)
+        q_end = tl.load(CuSeqlensQ + batch + 1, mask=row_ok, other=0).to(tl.int64)
+        row_ok = row_ok & (token < q_end - q_start)
+        o_batch = batch * 0
+        o_token = q_start + token
     lse_rows = LsePartial + batch * stride_lpb + head * stride_lph + token * stride_lps
     offs_p = tl.arange(0, BLOCK_P)
     sink = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     if (flags & FLAG_SINKS) != 0:
         sink = tl.load(Sinks + head, mask=row_ok, other=float("-inf"))
     p_rows = batch * stride_pb + token * stride_ps + head * stride_ph
-    o_rows = batch * stride_ob + token * stride_os + head * stride_oh
+    o_rows = o_batch * stride_ob + o_token * stride_os + head * stride_oh
     # One pass: the running largest lse m, the sum of weights and the weighted sum, rescaled when m
     # grows; the sink is the first term (weight 1 at m = sink). (Defined before the chunk loop too: the
     # lse after it reads the last chunk's.)
@@ -380,7 +392,7 @@ def attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Ou
         m_safe = tl.where(m == float("-inf"), 0.0, m)
         lse = tl.where(total > 0.0, m_safe + tl.math.log(total), float("-inf"))
         lse = tl.where(nan != 0, float("nan"), lse)
-        tl.store(Lse + batch * stride_lb + head * stride_lh + token * stride_ls, lse, mask=row_ok)
+        tl.store(Lse + o_batch * stride_lb + head * stride_lh + o_token * stride_ls, lse, mask=row_ok)
 
 
 @triton.jit

@@ -201,7 +201,7 @@ static const decode_row decode_rows[] = {
      .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .lse = 1},
     {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 6, .heads_kv = 4, .group = 1, .seqlen_q = 120, .capacity = 700,
      .page_size = 1, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .window = 1, .window_left = 100,
-     .window_right = -1, .lse = 1},
+     .window_right = -1, .lse = 1, .extra = EXTRA_SPLITS},
     {.bf16 = 0, .dqk = 192, .dv = 128, .batch = 6, .heads_kv = 1, .group = 4, .seqlen_q = 300, .capacity = 1500,
      .page_size = 64, .varlen = 1, .lengths = LENGTHS_PREFILL, .sinks = 1, .lse = 1},
     {.bf16 = 1, .dqk = 64, .dv = 64, .batch = 6, .heads_kv = 2, .group = 1, .seqlen_q = 200, .capacity = 3000,

@@ -98,8 +98,7 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
            "batch, seqlen_q, heads_q = %lld, %lld, %lld for cu_seqlens_q of %lld, max_seqlen_q %d, q of %lld heads",
            (long long)batch, (long long)seqlen_q, (long long)heads_q, (long long)d->cu_seqlens_q.shape[0],
            (int)d->max_seqlen_q, (long long)d->q.shape[1]);
-    EXPECT(seqlen_q >= 1 && num_splits == 1 && !append, "max_seqlen_q %lld, %lld splits, appending %d",
-           (long long)seqlen_q, (long long)num_splits, (int)append);
+    EXPECT(seqlen_q >= 1 && !append, "max_seqlen_q %lld, appending %d", (long long)seqlen_q, (int)append);
   } else {
     EXPECT(batch == d->q.shape[0] && seqlen_q == d->q.shape[1] && heads_q == d->q.shape[2],
            "batch, seqlen_q, heads_q = %lld, %lld, %lld for q of shape [%lld, %lld, %lld, %lld]", (long long)batch,
@@ -269,17 +268,20 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
 }
 
 /* attn_merge(OutPartial32, OutPartial16, OutPartialBF16, LsePartial, Out32, Out16, OutBF16, Lse, Sinks,
- * 14 int64 strides, 6 int32), one program per BLOCK_M rows and BLOCK_N head-dim columns (the column
- * chunk fastest), or per BLOCK_M rows walking every chunk with FLAG_WHOLE_ROWS; from aotk_attn_merge or
- * after a split decoding launch. */
+ * CuSeqlensQ, 14 int64 strides, 6 int32), one program per BLOCK_M rows and BLOCK_N head-dim columns (the
+ * column chunk fastest), or per BLOCK_M rows walking every chunk with FLAG_WHOLE_ROWS; from aotk_attn_merge
+ * or after a split decoding launch. After a packed decoding call (DECODE_VARLEN) the partials keep
+ * [request, max_seqlen_q] rows and out and lse are packed: token t of request b is their row
+ * CuSeqlensQ[b] + t, the batch strides 0 (the rows written are bounded by the packed tensors). */
 static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
-  EXPECT(strcmp(e->param_kinds, "ppppppppplllllllllllllliiiiii") == 0,
+  EXPECT(strcmp(e->param_kinds, "pppppppppplllllllllllllliiiiii") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of attn_merge is out of date", e->param_kinds);
-  enum { LSE_PARTIAL = 3, LSE = 7, SINKS = 8 };
-  enum { PP = 9, PB, PS, PH, LPP, LPB, LPH, LPS, OB, OS, OH, LB, LH, LS };
-  const int64_t num_partials = arg_i32(a, 23), seqlen_q = arg_i32(a, 24), heads = arg_i32(a, 25);
-  const int64_t num_rows = arg_i32(a, 26), head_dim = 8 * (int64_t)arg_i32(a, 27);
-  const int32_t flags = arg_i32(a, 28);
+  enum { LSE_PARTIAL = 3, LSE = 7, SINKS = 8, CU_SEQLENS_Q = 9 };
+  enum { PP = 10, PB, PS, PH, LPP, LPB, LPH, LPS, OB, OS, OH, LB, LH, LS };
+  const int64_t num_partials = arg_i32(a, 24), seqlen_q = arg_i32(a, 25), heads = arg_i32(a, 26);
+  const int64_t num_rows = arg_i32(a, 27), head_dim = 8 * (int64_t)arg_i32(a, 28);
+  const int32_t flags = arg_i32(a, 29);
+  const bool packed = flags & DECODE_VARLEN;
   const int partial_slot = flags & MERGE_PARTIAL_FP16 ? 1 : flags & MERGE_PARTIAL_BF16 ? 2 : 0;
   const int out_slot = flags & MERGE_OUT_FP16 ? 1 : flags & MERGE_OUT_BF16 ? 2 : 0;
   static const aotk_dtype slot_dtypes[] = {AOTK_DTYPE_FLOAT32, AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
@@ -296,12 +298,19 @@ static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void 
            "num_partials, seqlen_q, heads, head_dim = %lld, %lld, %lld, %lld", (long long)num_partials,
            (long long)seqlen_q, (long long)heads, (long long)head_dim);
     partial_dtype = parts->dtype, out_dtype = seen.merge->out.dtype;
+    EXPECT(!packed && arg_pointer(a, CU_SEQLENS_Q) == 0, "aotk_attn_merge launched with flags %#x, CuSeqlensQ %#lx",
+           (unsigned)flags, (unsigned long)arg_pointer(a, CU_SEQLENS_Q));
   } else {
     const aotk_decode_params *d = seen.decode;
     EXPECT(d != NULL, "launched by a call other than aotk_attn_merge and aotk_attn_decode");
     EXPECT(seen.decode_launches == 1, "the merge of a decoding call after %d decoding launches", seen.decode_launches);
-    batch = d->q.shape[0];
-    EXPECT(num_partials == seen.decode_splits && seqlen_q == d->q.shape[1] && heads == d->q.shape[2] &&
+    const bool varlen = d->cu_seqlens_q.data != NULL;
+    EXPECT(packed == varlen && arg_pointer(a, CU_SEQLENS_Q) == (uintptr_t)(varlen ? d->cu_seqlens_q.data : NULL),
+           "flags %#x, CuSeqlensQ %#lx for cu_seqlens_q.data %p", (unsigned)flags,
+           (unsigned long)arg_pointer(a, CU_SEQLENS_Q), d->cu_seqlens_q.data);
+    batch = varlen ? d->cu_seqlens_q.shape[0] - 1 : d->q.shape[0];
+    const int64_t q_seqlen = varlen ? d->max_seqlen_q : d->q.shape[1], q_heads = d->q.shape[varlen ? 1 : 2];
+    EXPECT(num_partials == seen.decode_splits && seqlen_q == q_seqlen && heads == q_heads &&
                head_dim == d->v_cache.shape[3],
            "num_partials, seqlen_q, heads, head_dim = %lld, %lld, %lld, %lld after %lld splits", (long long)num_partials,
            (long long)seqlen_q, (long long)heads, (long long)head_dim, (long long)seen.decode_splits);
@@ -387,11 +396,28 @@ static void check_merge_launch(const aotk__kernel_entry *e, unsigned grid, void 
   check_rows(arg_pointer(a, LSE_PARTIAL), num_rows, seqlen_q, heads, arg_i64(a, LPB), arg_i64(a, LPS), arg_i64(a, LPH),
              lse_extra, 1, 4, e->function_name, "LsePartial");
   const axis out_extra[] = {{0, head_dim, 1}};
-  check_rows(arg_pointer(a, 4 + out_slot), num_rows, seqlen_q, heads, arg_i64(a, OB), arg_i64(a, OS), arg_i64(a, OH),
-             out_extra, 1, slot_bytes[out_slot], e->function_name, "Out");
-  if (flags & DECODE_WRITE_LSE) {
-    check_rows(arg_pointer(a, LSE), num_rows, seqlen_q, heads, arg_i64(a, LB), arg_i64(a, LS), arg_i64(a, LH), NULL, 0,
-               4, e->function_name, "Lse");
+  if (packed) {
+    /* Packed rows: any row of out [total_q, heads, head_dim] and lse [heads, total_q] (which rows is device
+     * data), the batch strides 0, and CuSeqlensQ's batch + 1 entries. */
+    const aotk_decode_params *d = seen.decode;
+    const int64_t total_q = d->q.shape[0];
+    EXPECT(arg_i64(a, OB) == 0 && arg_i64(a, LB) == 0, "packed rows with batch strides %lld, %lld",
+           (long long)arg_i64(a, OB), (long long)arg_i64(a, LB));
+    const axis out_axes[] = {{0, total_q, arg_i64(a, OS)}, {0, heads, arg_i64(a, OH)}, {0, head_dim, 1}};
+    check_box(arg_pointer(a, 4 + out_slot), out_axes, 3, slot_bytes[out_slot], e->function_name, "Out (packed)");
+    if (flags & DECODE_WRITE_LSE) {
+      const axis lse_axes[] = {{0, heads, arg_i64(a, LH)}, {0, total_q, arg_i64(a, LS)}};
+      check_box(arg_pointer(a, LSE), lse_axes, 2, 4, e->function_name, "Lse (packed)");
+    }
+    const axis cu_axes[] = {{0, batch + 1, 1}};
+    check_box(arg_pointer(a, CU_SEQLENS_Q), cu_axes, 1, 4, e->function_name, "CuSeqlensQ");
+  } else {
+    check_rows(arg_pointer(a, 4 + out_slot), num_rows, seqlen_q, heads, arg_i64(a, OB), arg_i64(a, OS),
+               arg_i64(a, OH), out_extra, 1, slot_bytes[out_slot], e->function_name, "Out");
+    if (flags & DECODE_WRITE_LSE) {
+      check_rows(arg_pointer(a, LSE), num_rows, seqlen_q, heads, arg_i64(a, LB), arg_i64(a, LS), arg_i64(a, LH), NULL,
+                 0, 4, e->function_name, "Lse");
+    }
   }
   if (flags & DECODE_SINKS) {
     const axis sink_axes[] = {{0, num_rows < heads ? num_rows : heads, 1}};
@@ -515,6 +541,8 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
    * the compiled head dims the problem's (a wider box would reach the next head), a page a whole number
    * of boxes. */
   const bool softcap = d->softcap > 0.0f, alibi = d->alibi_slopes.data != NULL;
+  EXPECT(d->num_splits <= 1, "the paged prefill for num_splits = %d (a split asked for runs the decoding kernel)",
+         (int)d->num_splits);
   EXPECT(d->cu_seqlens_q.data != NULL && d->block_table.data != NULL && d->k_new.data == NULL &&
              (e->extras != 0) == (softcap || alibi),
          "the paged prefill (%s) for cu_seqlens_q %p, block_table %p, k_new %p, softcap %g, alibi %p", e->name,

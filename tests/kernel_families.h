@@ -213,7 +213,7 @@ static const struct family {
      0, 0, true, false},
     /* The merge: no dtype (typed pointer triples chosen at run time), aligned or any; 8 rows by 32
      * head-dim columns a program reading a partial a step, or 1 row by 32 reading 32 (BLOCK_P). */
-    {AOTK__FAMILY_ATTN_MERGE, "attn_merge", "ppppppppp" "llllllllllllll" "iiiiii", false, true, HEAD_DIMS_NONE,
+    {AOTK__FAMILY_ATTN_MERGE, "attn_merge", "pppppppppp" "llllllllllllll" "iiiiii", false, true, HEAD_DIMS_NONE,
      EXTRAS_NONE, false, true, 0, 0, false, false},
     /* Appending the step's keys and values: 8 kv heads per step (block_m). */
     {AOTK__FAMILY_ATTN_CACHE_APPEND, "attn_cache_append", "pppppp" "lllllllllllll" "iiiiiii", true, false,

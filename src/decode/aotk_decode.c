@@ -208,7 +208,7 @@ static aotk_tensor packed_as_4d(const aotk_tensor *t) {
 static int paged_prefill_row(const aotk__decode_problem *p, const aotk_decode_params *params,
                              const aotk__device_info *device, aotk__image_kind *kind) {
   int arch, row = -1;
-  if (!p->varlen || !p->paged || p->append ||
+  if (!p->varlen || !p->paged || p->append || p->num_splits_asked > 1 ||
       (p->seqlen_q < AOTK__PAGED_PREFILL_MIN_QUERIES && !paged_prefill_short(p, device)) ||
       p->seqlen_q > AOTK__PAGED_PREFILL_MAX_LENGTH || p->capacity > AOTK__PAGED_PREFILL_MAX_LENGTH ||
       p->page_size < 16 || (p->page_size & (p->page_size - 1)) != 0) {
@@ -281,9 +281,8 @@ static aotk_status plan_decode(const aotk__decode_problem *p, const aotk_decode_
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
   plan->row_chunks = ceil_div(group_rows, e->block_m);
   int64_t programs = p->batch * p->heads_kv * plan->row_chunks;
-  int64_t splits = p->varlen ? 1
-                   : p->num_splits_asked > 0 ? p->num_splits_asked
-                                             : choose_splits(programs, p->size_hint, e->block_n, plan->device.multiprocessors);
+  int64_t splits = p->num_splits_asked > 0 ? p->num_splits_asked
+                                           : choose_splits(programs, p->size_hint, e->block_n, plan->device.multiprocessors);
   /* A group of more rows than the smallest tile (MQA's 32 query heads) over a contiguous cache that
    * would need a split: if the smallest tile in row chunks (each chunk reading the group's keys, the
    * second time mostly from L2) fills the GPU without one, it runs instead: no partials, no merge. On
@@ -401,7 +400,7 @@ static void set_num_splits(aotk_kernel_info *info, int64_t num_splits) {
 /* Parameter kinds, in the catalog's order (codegen/aotk_catalog.py): p pointer, l int64, i int32, f fp32. */
 static const char decode_param_kinds[] =
     "ppppp" "pppp" "pp" "pp" "pp" "llllllllllllllllll" "llll" "iiiiiiiiiiiiiii" "fff";
-static const char merge_param_kinds[] = "ppp" "p" "ppp" "pp" "llllllllllllll" "iiiiii";
+static const char merge_param_kinds[] = "ppp" "p" "ppp" "ppp" "llllllllllllll" "iiiiii";
 static const char append_param_kinds[] = "pppp" "pp" "llllllllllll" "l" "iiiiiii";
 
 /* attn_common.py's flags, and attn_decode.py's. */
@@ -422,9 +421,10 @@ enum {
   FLAG_LEFTPAD = 65536,
 };
 
-/* The merge's arguments: partials and output as typed pointer triples plus int64 strides. */
+/* The merge's arguments: partials and output as typed pointer triples plus int64 strides; cu_seqlens_q
+ * (with FLAG_VARLEN) maps a packed decoding call's (request, token) rows to out's and lse's packed rows. */
 typedef struct merge_args {
-  CUdeviceptr partial[3], lse_partial, out[3], lse, sinks;
+  CUdeviceptr partial[3], lse_partial, out[3], lse, sinks, cu_seqlens_q;
   int64_t strides[14]; /* partial (p, b, s, h), lse partial (p, b, h, s), out (b, s, h), lse (b, h, s) */
   int32_t num_partials, seqlen_q, heads, num_rows, head_dim8, flags;
 } merge_args;
@@ -446,7 +446,7 @@ static int merge_chunks_overflow(int row, int64_t num_rows, int64_t head_dim) {
 
 static aotk_status launch_merge(const aotk__driver *driver, int row, CUkernel kernel, merge_args *a, aotk_stream stream) {
   void *args[] = {&a->partial[0], &a->partial[1], &a->partial[2], &a->lse_partial, &a->out[0], &a->out[1], &a->out[2],
-                  &a->lse, &a->sinks, &a->strides[0], &a->strides[1], &a->strides[2], &a->strides[3],
+                  &a->lse, &a->sinks, &a->cu_seqlens_q, &a->strides[0], &a->strides[1], &a->strides[2], &a->strides[3],
                   &a->strides[4], &a->strides[5], &a->strides[6], &a->strides[7], &a->strides[8], &a->strides[9],
                   &a->strides[10], &a->strides[11], &a->strides[12], &a->strides[13], &a->num_partials, &a->seqlen_q,
                   &a->heads, &a->num_rows, &a->head_dim8, &a->flags};
@@ -559,7 +559,9 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
     return status;
   }
   /* The merge of the splits' partials, [split, batch, seqlen_q, heads_q, round_up(head_dim_v, 16)] and
-   * [split, batch, heads_q, seqlen_q], into out and lse, the sinks joining here. */
+   * [split, batch, heads_q, seqlen_q], into out and lse, the sinks joining here. Packed queries keep
+   * [batch, max_seqlen_q] rows in the partials; the merge writes token t of request b to out's row
+   * cu_seqlens_q[b] + t (FLAG_VARLEN; out's and lse's strides as the decoding kernel saw them). */
   merge_args m;
   memset(&m, 0, sizeof m);
   const int64_t pd = partial_stride(p);
@@ -568,10 +570,10 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
   m.out[dtype_slot(p->dtype)] = out;
   m.lse = lse;
   m.sinks = sinks;
+  m.cu_seqlens_q = cu_seqlens_q;
   const int64_t merge_strides[14] = {partial_rows(p) * pd, p->seqlen_q * p->heads_q * pd, p->heads_q * pd, pd,
                                      partial_rows(p), p->heads_q * p->seqlen_q, p->seqlen_q, 1,
-                                     ot->strides[0], ot->strides[1], ot->strides[2],
-                                     strides[18], strides[19], 1};
+                                     strides[9], strides[10], strides[11], strides[18], strides[19], 1};
   memcpy(m.strides, merge_strides, sizeof m.strides);
   m.num_partials = (int32_t)plan->num_splits;
   m.seqlen_q = (int32_t)p->seqlen_q;
@@ -579,6 +581,7 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
   m.num_rows = (int32_t)partial_rows(p);
   m.head_dim8 = (int32_t)(p->head_dim_v / 8);
   m.flags = out_flag(p->dtype) | (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->sinks ? FLAG_SINKS : 0) |
+            (p->varlen ? FLAG_VARLEN : 0) |
             (merge_chunks_overflow(plan->merge_row, m.num_rows, p->head_dim_v) ? FLAG_WHOLE_ROWS : 0);
   return launch_merge(plan->driver, plan->merge_row, kernels[merge_index], &m, stream);
 }

@@ -258,11 +258,6 @@ aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_
                       (int)params->num_splits, AOTK_DECODE_MAX_SPLITS);
   }
   p->num_splits_asked = params->num_splits;
-  if (p->varlen && params->num_splits > 1) {
-    return aotk__fail(AOTK_ERROR_INVALID_VALUE,
-                      "num_splits = %d with cu_seqlens_q; a prefill over the cache runs unsplit (use 0 or 1)",
-                      (int)params->num_splits);
-  }
   if (params->max_seqlen_k < 0) {
     return aotk__fail(AOTK_ERROR_INVALID_VALUE, "max_seqlen_k = %d; use 0 (the capacity) or a bound >= 1",
                       (int)params->max_seqlen_k);

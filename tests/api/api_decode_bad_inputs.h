@@ -350,11 +350,9 @@ static void dec_varlen_lse_last_stride_2(aotk_decode_params *p) { make_varlen_de
 static void dec_max_seqlen_q_zero(aotk_decode_params *p) { make_varlen_decode(p), p->max_seqlen_q = 0; }
 static void dec_max_seqlen_q_negative(aotk_decode_params *p) { make_varlen_decode(p), p->max_seqlen_q = -1; }
 static void dec_max_seqlen_q_min(aotk_decode_params *p) { make_varlen_decode(p), p->max_seqlen_q = INT32_MIN; }
-static void dec_varlen_num_splits_2(aotk_decode_params *p) { make_varlen_decode(p), p->num_splits = 2; }
-static void dec_varlen_num_splits_256(aotk_decode_params *p) {
-  make_varlen_decode(p), p->num_splits = AOTK_DECODE_MAX_SPLITS;
+static void dec_varlen_num_splits_257(aotk_decode_params *p) {
+  make_varlen_decode(p), p->num_splits = AOTK_DECODE_MAX_SPLITS + 1;
 }
-static void dec_varlen_paged_num_splits_2(aotk_decode_params *p) { make_varlen_paged_decode(p), p->num_splits = 2; }
 static void dec_varlen_append(aotk_decode_params *p) {
   make_varlen_decode(p), add_new_kv(p, &default_varlen_shape, 1);
 }
@@ -379,8 +377,8 @@ static void dec_varlen_out_heads_stride_136(aotk_decode_params *p) {
 static void dec_varlen_out_two_bytes_off(aotk_decode_params *p) {
   make_varlen_decode(p), p->out.data = byte_offset(FAKE_OUT, 2);
 }
-static void dec_varlen_misaligned_q_and_splits_2(aotk_decode_params *p) { /* the value first */
-  dec_varlen_q_token_stride_8_past(p), p->num_splits = 2;
+static void dec_varlen_misaligned_q_and_splits_257(aotk_decode_params *p) { /* the value first */
+  dec_varlen_q_token_stride_8_past(p), p->num_splits = AOTK_DECODE_MAX_SPLITS + 1;
 }
 
 static const decode_bad_input decode_bad_inputs[] = {
@@ -615,9 +613,7 @@ static const decode_bad_input decode_bad_inputs[] = {
     {"varlen: max_seqlen_q 0", dec_max_seqlen_q_zero, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q"},
     {"varlen: max_seqlen_q -1", dec_max_seqlen_q_negative, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q"},
     {"varlen: max_seqlen_q INT32_MIN", dec_max_seqlen_q_min, AOTK_ERROR_NONPOSITIVE_SIZE, "max_seqlen_q"},
-    {"varlen: num_splits 2", dec_varlen_num_splits_2, AOTK_ERROR_INVALID_VALUE, "num_splits = 2 with cu_seqlens_q"},
-    {"varlen: num_splits 256", dec_varlen_num_splits_256, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
-    {"varlen, paged: num_splits 2", dec_varlen_paged_num_splits_2, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
+    {"varlen: num_splits 257", dec_varlen_num_splits_257, AOTK_ERROR_INVALID_VALUE, "num_splits"},
     {"varlen: appending (k_new and v_new)", dec_varlen_append, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
     {"varlen, paged: appending", dec_varlen_paged_append, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
     {"varlen: k_new without v_new", dec_varlen_k_new_only, AOTK_ERROR_INVALID_VALUE, "with cu_seqlens_q"},
@@ -630,7 +626,7 @@ static const decode_bad_input decode_bad_inputs[] = {
     {"varlen: q heads stride 136", dec_varlen_q_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "q: decoding"},
     {"varlen: out heads stride 136", dec_varlen_out_heads_stride_136, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
     {"varlen: out 2 bytes past 16", dec_varlen_out_two_bytes_off, AOTK_ERROR_MISALIGNED_POINTER, "out: decoding"},
-    {"varlen: misaligned q and num_splits 2: the value first", dec_varlen_misaligned_q_and_splits_2,
+    {"varlen: misaligned q and num_splits 257: the value first", dec_varlen_misaligned_q_and_splits_257,
      AOTK_ERROR_INVALID_VALUE, "num_splits"},
 };
 

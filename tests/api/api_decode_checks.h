@@ -331,7 +331,9 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   if (!split) return;
 
   /* The merge reads the partials as [split, batch, seqlen_q, heads_q, round_up(head_dim_v, 16)] and
-   * [split, batch, heads_q, seqlen_q], and writes out and lse in the caller's layout; the sinks join here. */
+   * [split, batch, heads_q, seqlen_q], and writes out and lse in the caller's layout; the sinks join here.
+   * Packed queries: partial rows [request, max_seqlen_q], out [total_q, heads_q, dv] and lse [heads_q,
+   * total_q] with batch strides 0, each request's first row read from CuSeqlensQ (FLAG_VARLEN). */
   launch = &fake.launch_log[first + 1];
   kernel = "attn_merge";
   const int64_t rows = decode_rows(s);
@@ -350,6 +352,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   }
   check_pointer(what, kernel, launch, MERGE_LSE, params->lse.data, "lse");
   check_pointer(what, kernel, launch, MERGE_SINKS, params->sinks.data, "sinks");
+  check_pointer(what, kernel, launch, MERGE_CU_SEQLENS_Q, varlen ? params->cu_seqlens_q.data : NULL, "cu_seqlens_q");
   const int64_t pd = decode_partial_row(s);
   const int64_t partial_strides[4] = {rows * pd, s->seqlen_q * s->heads_q * pd, s->heads_q * pd, pd};
   const int64_t lse_partial_strides[4] = {rows, s->heads_q * s->seqlen_q, s->seqlen_q, 1};
@@ -360,9 +363,13 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
     check_i64(what, kernel, launch, MERGE_STRIDE_PP + d, partial_strides[d], partial_names[d]);
     check_i64(what, kernel, launch, MERGE_STRIDE_LPP + d, lse_partial_strides[d], lse_partial_names[d]);
   }
+  const int64_t out_strides[3] = {varlen ? 0 : params->out.strides[0], params->out.strides[varlen ? 0 : 1],
+                                  params->out.strides[varlen ? 1 : 2]};
+  const int64_t lse_strides[3] = {varlen ? 0 : params->lse.strides[0], params->lse.strides[varlen ? 0 : 1],
+                                  varlen ? params->lse.strides[1] : params->lse.strides[2]};
   for (int d = 0; d < 3; d++) {
-    check_i64(what, kernel, launch, MERGE_STRIDE_OB + d, params->out.strides[d], "out stride");
-    if (lse) check_i64(what, kernel, launch, MERGE_STRIDE_LB + d, params->lse.strides[d], "lse stride");
+    check_i64(what, kernel, launch, MERGE_STRIDE_OB + d, out_strides[d], "out stride");
+    if (lse) check_i64(what, kernel, launch, MERGE_STRIDE_LB + d, lse_strides[d], "lse stride");
   }
   check_int(what, kernel, launch, MERGE_NUM_PARTIALS, splits, "num_partials");
   check_int(what, kernel, launch, MERGE_SEQLEN_Q, s->seqlen_q, "seqlen_q");
@@ -370,7 +377,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   check_int(what, kernel, launch, MERGE_NUM_ROWS, rows, "num_rows");
   check_int(what, kernel, launch, MERGE_HEAD_DIM8, s->head_dim_v / 8, "head_dim8");
   const int32_t merge_flags = merge_dtype_flags(AOTK_DTYPE_FLOAT32, s->dtype) | (lse ? FLAG_WRITE_LSE : 0) |
-                              (params->sinks.data != NULL ? FLAG_SINKS : 0) |
+                              (params->sinks.data != NULL ? FLAG_SINKS : 0) | (varlen ? FLAG_VARLEN : 0) |
                               (merge_whole_rows ? MERGE_FLAG_WHOLE_ROWS : 0);
   CHECK_MSG(arg_i32(launch, MERGE_FLAGS) == merge_flags, "%s: attn_merge's flags %#x, expected %#x", what,
             (unsigned)arg_i32(launch, MERGE_FLAGS), (unsigned)merge_flags);

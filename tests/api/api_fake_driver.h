@@ -114,13 +114,14 @@ enum driver_function {
  * LsePartial; the (batch or page, sequence, head) strides of q, k, v and out; lse's (batch, head), the
  * block table's and ALiBi's batch strides; 15 ints (the last, seqlen_new, 0 unless appending); the three
  * score scalars. attn_merge: three typed partial pointers (fp32, fp16, bf16), the partial lse, three
- * typed outputs, lse, sinks; the partials' (partial, batch, token, head) strides, the partial lse's
+ * typed outputs, lse, sinks, CuSeqlensQ (NULL unless the rows are a packed decoding call's); the
+ * partials' (partial, batch, token, head) strides, the partial lse's
  * (partial, batch, head, token), out's (batch, token, head), lse's (batch, head, token); six ints.
  * attn_cache_append: KNew, VNew, K, V, BlockTable, CacheSeqlens; the (batch, token, head) strides of
  * k_new and v_new, the (page, row, head) strides of the k and v caches, the block table's batch stride;
  * seven ints. */
 #define ATTN_DECODE_KINDS "ppppp" "pppp" "pp" "pp" "pp" "lll" "lll" "lll" "lll" "lll" "lll" "ll" "ll" "iiiiiiiiiiiiiii" "fff"
-#define ATTN_MERGE_KINDS "ppp" "p" "ppp" "pp" "llll" "llll" "lll" "lll" "iiiiii"
+#define ATTN_MERGE_KINDS "ppp" "p" "ppp" "ppp" "llll" "llll" "lll" "lll" "iiiiii"
 #define ATTN_CACHE_APPEND_KINDS "pppp" "pp" "lll" "lll" "lll" "lll" "l" "iiiiiii"
 
 /* The kernels the fake driver knows, by their .entry name. */
@@ -425,7 +426,7 @@ enum decode_param {
 /* attn_merge: one program per block_m rows (batch, token, head), the head fastest. */
 enum merge_param {
   MERGE_PARTIAL32, MERGE_PARTIAL16, MERGE_PARTIAL_BF16, MERGE_LSE_PARTIAL, MERGE_OUT32, MERGE_OUT16, MERGE_OUT_BF16,
-  MERGE_LSE, MERGE_SINKS,
+  MERGE_LSE, MERGE_SINKS, MERGE_CU_SEQLENS_Q,
   MERGE_STRIDE_PP, MERGE_STRIDE_PB, MERGE_STRIDE_PS, MERGE_STRIDE_PH,
   MERGE_STRIDE_LPP, MERGE_STRIDE_LPB, MERGE_STRIDE_LPH, MERGE_STRIDE_LPS,
   MERGE_STRIDE_OB, MERGE_STRIDE_OS, MERGE_STRIDE_OH,

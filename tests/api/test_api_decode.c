@@ -236,10 +236,12 @@ static void test_decode_launch_arguments(void) {
   uninstall_fake_gpu();
 }
 
-/* Packed queries (include/aotk.h, cu_seqlens_q): a prefill over the cache, one launch, unsplit, no
- * workspace, the tile chosen by G * max_seqlen_q (the 32-row one above 16 rows, the 64-row one above
- * 32), on a grid of batch * heads_kv * ceil(G * max_seqlen_q / block_m); check_decode checks the packed
- * strides, the CuSeqlensQ pointer and FLAG_VARLEN. The literals are worked by hand. */
+/* Packed queries (include/aotk.h, cu_seqlens_q): a prefill over the cache, the tile chosen by G *
+ * max_seqlen_q (the 32-row one above 16 rows, the 64-row one above 32), on a grid of batch * heads_kv *
+ * ceil(G * max_seqlen_q / block_m) times the splits; check_decode checks the packed strides, the
+ * CuSeqlensQ pointer and FLAG_VARLEN, and after a split the merge's packed rows. The table runs unsplit
+ * (num_splits 1: one launch, no workspace); the split choice, as for dense queries, is worked by hand
+ * below. The literals are worked by hand. */
 static void test_decode_varlen(void) {
   install_fake_gpu(90, SHARED_SM90);
   static const struct {
@@ -265,6 +267,7 @@ static void test_decode_varlen(void) {
     s.batch = cases[i].batch, s.seqlen_q = cases[i].max_seqlen_q, s.heads_q = cases[i].heads_q;
     s.heads_kv = cases[i].heads_kv, s.total_q = cases[i].total_q;
     aotk_decode_params params = strided_decode_params(s);
+    params.num_splits = 1;
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
     CHECK_MSG(status == AOTK_OK, "%s: %s (%s)", cases[i].what, aotk_status_name(status), aotk_last_error());
@@ -274,23 +277,43 @@ static void test_decode_varlen(void) {
               info.block_m, (long long)info.grid, info.num_splits, info.launches, info.workspace_bytes,
               info.features);
     char what[200];
-    snprintf(what, sizeof what, "varlen: %s", cases[i].what);
-    check_decode(what, &params, &s, &sel_sm90, 1, 0, NULL);
-    /* num_splits 0 (aotk chooses) and 1 are the same call. */
-    params.num_splits = 1;
     snprintf(what, sizeof what, "varlen, num_splits 1: %s", cases[i].what);
     check_decode(what, &params, &s, &sel_sm90, 1, 0, NULL);
   }
 
-  /* Where the dense call splits (1 request x 8 kv heads over 32768 keys: 16 splits), the packed one does
-   * not: one launch, no workspace, and a NULL workspace is fine. */
+  /* The automatic split of packed calls (num_splits 0), by the dense rule (choose_splits, worked as in
+   * test_decode_split_choice): 3 requests x 2 kv heads x 3 row chunks of the 64-row tile (64 keys a
+   * step) = 18 programs over 1000 keys: n = 6 asks ceil(1000 / 6) = 167 keys, 192 in whole blocks, which
+   * is 6 splits and 108 programs (81.8% of 132 SMs; n = 7 gives the same 6; 1 to 5 at most 54.5%), and
+   * over 1024 keys in 16-key pages the same 6 of 192. The merge then writes the packed rows. */
+  {
+    decode_shape s = default_varlen_shape;
+    aotk_decode_params params = strided_decode_params(s);
+    aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
+    CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK && info.num_splits == 6 && info.grid == 108 &&
+          info.launches == 2);
+    check_decode("varlen, the rule's split: 6 of 192 keys", &params, &s, &sel_sm90, 6, 192, FAKE_WORKSPACE);
+    s = default_varlen_paged_shape;
+    params = strided_decode_params(s);
+    check_decode("varlen, paged, the rule's split: 6 of 192 keys", &params, &s, &sel_sm90, 6, 192, FAKE_WORKSPACE);
+    /* A split asked for: 3 of ceil(1000 / 3) = 334, 384 in whole blocks. */
+    s = default_varlen_shape;
+    params = strided_decode_params(s);
+    params.num_splits = 3;
+    check_decode("varlen, 3 splits asked: 3 of 384 keys", &params, &s, &sel_sm90, 3, 384,
+                 byte_offset(FAKE_WORKSPACE, 4096));
+  }
+
+  /* One token a request, where the dense call splits 1 request x 8 kv heads over 32768 keys 16 ways: the
+   * packed one too (the 16-row tile's 128 keys a step: 16 splits of 2048 keys, 128 programs, 97%; 15
+   * give 120, 90.9%, under 95% of the best), its merge writing the one packed row. */
   decode_shape s = {AOTK_DTYPE_BFLOAT16, 1, 1, 32, 8, 128, 128, 32768, 0, 0, true, 0};
   aotk_decode_params params = decode_params_for(s);
   aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
   CHECK(aotk_decode_query(AOTK_OP_DECODE, &params, &info) == AOTK_OK && info.num_splits == 16);
   s.total_q = 1;
   params = decode_params_for(s);
-  check_decode("varlen, one token where the dense call takes 16 splits", &params, &s, &sel_sm90, 1, 0, NULL);
+  check_decode("varlen, one token: 16 splits of 2048 keys", &params, &s, &sel_sm90, 16, 2048, FAKE_WORKSPACE);
 
   /* Every run-time feature at once, float16, no lse, ALiBi per request, head dims (192, 64). */
   s = default_varlen_paged_shape;
@@ -300,8 +323,10 @@ static void test_decode_varlen(void) {
   params.alibi_slopes = aotk_tensor_2d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 3, 8);
   params.alibi_slopes.strides[0] = 16;
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, 8);
-  check_decode("varlen, paged, fp16, (192, 64), causal, window, softcap, ALiBi, sinks, no lse", &params, &s,
-               &sel_sm90, 1, 0, NULL);
+  /* (Split as above: 18 programs of the 64-row tile over 1024 keys, 6 splits of 192; the sinks join in
+   * the merge.) */
+  check_decode("varlen, paged, fp16, (192, 64), causal, window, softcap, ALiBi, sinks, no lse, 6 splits", &params,
+               &s, &sel_sm90, 6, 192, FAKE_WORKSPACE);
 
   /* max_seqlen_q 5000 is a prefill chunk; the same 5000 or even 17 tokens dense are refused. */
   s = default_varlen_shape;
@@ -340,6 +365,7 @@ static void test_decode_varlen(void) {
     snprintf(what, sizeof what, "cc %d, varlen, paged", gpus[g].compute_capability);
     s = default_varlen_paged_shape;
     params = strided_decode_params(s);
+    params.num_splits = 1; /* (unsplit: the target's image is what this checks) */
     check_decode(what, &params, &s, &gpus[g], 1, 0, NULL);
     CHECK_MSG(gpus[g].from_ptx ? fake.loaded_ptx == 1 : fake.loaded_elf == 1, "%s: loaded %d ELF, %d PTX", what,
               fake.loaded_elf, fake.loaded_ptx);
@@ -469,8 +495,10 @@ static void test_decode_paged_prefill(void) {
     const bool paged_prefill = strncmp(info.kernel_name, "attn_fwd_hopper_paged_", 22) == 0;
     CHECK_MSG(paged_prefill == (cases[i].box != NULL), "%s: the query names %s", cases[i].what, info.kernel_name);
     reset_launch_log();
-    status = aotk_attn_decode(&params, NULL, 0, FAKE_STREAM);
-    CHECK_MSG(status == AOTK_OK && fake.logged_launches == 1, "%s: %s (%s), %d launches", cases[i].what,
+    /* (The decoding kernel's calls may split: the workspace the query asks for.) */
+    status = aotk_attn_decode(&params, info.workspace_bytes > 0 ? FAKE_WORKSPACE : NULL, info.workspace_bytes,
+                              FAKE_STREAM);
+    CHECK_MSG(status == AOTK_OK && fake.logged_launches == info.launches, "%s: %s (%s), %d launches", cases[i].what,
               aotk_status_name(status), aotk_last_error(), fake.logged_launches);
     if (cases[i].box == NULL || !paged_prefill || fake.logged_launches != 1) {
       uninstall_fake_gpu();
