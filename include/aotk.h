@@ -567,8 +567,11 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   sm_90, a paged cache whose page_size is a power of two of at least 16, with
  *                   64 <= max_seqlen_q (or fewer queries where the group's rows, heads_q / heads_kv *
  *                   max_seqlen_q, exceed 32 and batch * heads_q <= the SM count: the forward's tiles
- *                   then fit one wave, where the unsplit decoding path measured 1.8-2.5x slower)
- *                   and max_seqlen_q, capacity <= 2^30 - 512, head dims (64, 64), (128, 128),
+ *                   then fit one wave), but not where those tiles fit one wave and the decoding
+ *                   kernel's 64-row tiles, batch * heads_kv * ceil(G * max_seqlen_q / 64), are fewer
+ *                   than 0.4 of the SM count (0.5 from head_dim_qk 192): their split is faster there
+ *                   (num_splits 1 asks for no split, and so for the forward), and with
+ *                   max_seqlen_q, capacity <= 2^30 - 512, head dims (64, 64), (128, 128),
  *                   (192, 128) or (256, 256), q and both caches with each token's heads contiguous
  *                   and 16-byte strides, runs the sm_90 forward instead (with softcap or ALiBi its
  *                   EXTRAS rows; TMA loads through the block table, 128-query tiles; the query

@@ -235,12 +235,16 @@ static const decode_row decode_rows[] = {
      .window_right = -1, .softcap = 30.0f, .lse = 1},
     {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 6, .heads_kv = 2, .group = 2, .seqlen_q = 256, .capacity = 1024,
      .page_size = 64, .varlen = 1, .lengths = LENGTHS_PREFILL, .alibi = 2, .sinks = 1, .lse = 1},
-    /* Packed prefills of fewer than 64 queries: the paged prefill where the decoding kernel would run its
-     * 64-row tile (G x max_seqlen_q > 32) and the Gluon forward's tiles fit one wave (24 and 32 tiles),
-     * with softcap in the second; the decoding kernel at 30 rows a group (G 1). */
+    /* Packed prefills of fewer than 64 queries. Where the decoding kernel would run its 64-row tile (G x
+     * max_seqlen_q > 32) and the Gluon forward's tiles fit one wave: the decoding kernel's split while its
+     * tiles are few (12 and 4 of them; the first also with num_splits 1, which takes the paged prefill,
+     * against 3), the paged prefill from 0.4 of the SMs' count (64 tiles, with softcap and sinks); the
+     * decoding kernel at 30 rows a group (G 1). */
     {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 3, .heads_kv = 2, .group = 4, .seqlen_q = 20, .capacity = 900,
-     .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .lse = 1},
+     .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .lse = 1, .extra = EXTRA_SPLITS},
     {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 2, .heads_kv = 1, .group = 16, .seqlen_q = 5, .capacity = 1300,
+     .page_size = 256, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .softcap = 20.0f, .sinks = 1, .lse = 1},
+    {.bf16 = 1, .dqk = 64, .dv = 64, .batch = 8, .heads_kv = 1, .group = 16, .seqlen_q = 30, .capacity = 1300,
      .page_size = 256, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .softcap = 20.0f, .sinks = 1, .lse = 1},
     {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 4, .heads_kv = 4, .group = 1, .seqlen_q = 30, .capacity = 700,
      .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .lse = 1},

@@ -561,9 +561,16 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
          "max_seqlen_q %d, capacity %lld: past what the Gluon forward's int32 arithmetic holds", (int)d->max_seqlen_q,
          (long long)capacity);
   /* At least 64 queries, or fewer where the decoding kernel would run its 64-row tile (G x max_seqlen_q > 32)
-   * and the 128-row tiles fit one wave of the fake H100's 132 SMs (the only sm_90 device). */
-  const bool enough_queries = d->max_seqlen_q >= 64 || ((int64_t)d->max_seqlen_q * (heads_q / heads_kv) > 32 &&
-                                                        batch * heads_q <= 132);
+   * and the 128-row tiles fit one wave of the fake H100's 132 SMs (the only sm_90 device); not where those
+   * tiles fit one wave and the decoding kernel's 64-row tiles are under 0.4 of the SMs' count (under half
+   * from head dim 192), unless num_splits 1 asks for no split. */
+  const int64_t forward_tiles = batch * heads_q * (((int64_t)d->max_seqlen_q + 127) / 128);
+  const int64_t decode_tiles = batch * heads_kv * (((int64_t)d->max_seqlen_q * (heads_q / heads_kv) + 63) / 64);
+  const bool split_wins = d->num_splits != 1 && forward_tiles <= 132 &&
+                          (head_dim_qk > 128 ? 4 : 5) * decode_tiles < 2 * 132;
+  const bool enough_queries = !split_wins && (d->max_seqlen_q >= 64 ||
+                                              ((int64_t)d->max_seqlen_q * (heads_q / heads_kv) > 32 &&
+                                               batch * heads_q <= 132));
   EXPECT(arg_i32(a, SEQLEN_Q) == d->max_seqlen_q && enough_queries && arg_i32(a, SEQLEN_K) == capacity &&
              arg_i32(a, HEADS_Q) == heads_q && arg_i32(a, GROUP_SIZE) * heads_kv == heads_q,
          "seqlen_q %d, seqlen_k %d, heads_q %d, group_size %d for max_seqlen_q %d, capacity %lld, %lld / %lld heads",

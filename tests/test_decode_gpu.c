@@ -43,10 +43,11 @@
  * Every run starts from the caches as first uploaded, so each checks its own append. Every case without
  * appending checks that the caches come back unchanged.
  *
- * Packed queries (cu_seqlens_q, a prefill over the cache; 18 of those cases, 12 of them through the sm_90
- * paged prefill where expect_paged_prefill says so, the query's choice checked on each): contiguous and
- * paged caches (page sizes 1 to 256, shuffled pages), max_seqlen_q 5 to 300 (below 64 the paged prefill
- * takes a small batch whose groups hold more than 32 rows, the decoding kernel 30 rows), batch 2 to 6
+ * Packed queries (cu_seqlens_q, a prefill over the cache; 19 of those cases, 11 of them through the sm_90
+ * paged prefill where expect_paged_prefill says so, and one more with num_splits 1, the query's choice
+ * checked on each): contiguous and paged caches (page sizes 1 to 256, shuffled pages), max_seqlen_q 5 to
+ * 300 (below 64 the paged prefill takes a one-wave batch whose groups hold more than 32 rows when the
+ * decoding kernel's tiles are not few enough to split, the decoding kernel 30 rows), batch 2 to 8
  * with len_q per request, in turn, 0, 1, 17, 100 (over exactly 100 keys: a prefill from an empty
  * cache), max_seqlen_q (over up to 3000 keys) and 5 over 2 keys (its first 3 tokens sit before
  * position 0: out 0 and lse -inf under causal), the others over random lengths from len_q to the
@@ -276,14 +277,21 @@ static bool tma_readable(const aotk_tensor *t) {
 
 /* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 64
  * tokens (max_seqlen_q), or fewer where the decoding kernel would run its 64-row tile (G x max_seqlen_q >
- * 32) and the Gluon forward's 128-row tiles (requests x query heads) fit one wave of the SMs, over pages
+ * 32) and the Gluon forward's 128-row tiles (requests x query heads) fit one wave of the SMs; not where
+ * those tiles fit one wave and the decoding kernel's 64-row tiles (requests x kv heads x ceil(G x
+ * max_seqlen_q / 64)) are under 0.4 of the SMs' count (half from head dim 192), which its split runs
+ * faster, unless num_splits 1 asks for none; over pages
  * of a power of two of at least 16 keys (softcap and ALiBi in the EXTRAS rows), head dims
  * (64, 64), (128, 128), (192, 128) or (256, 256), and TMA-readable q and caches, on sm_90. It runs the Gluon forward with K and V
  * read through the block table, in boxes of 64 rows from 64-key pages on, else 16. */
 static bool expect_paged_prefill(const decode_run *x, const aotk_decode_params *params) {
   const decode_case *c = x->c;
-  const int64_t ps = c->page_size;
-  return compute_capability == 90 && c->varlen && ps >= 16 && (ps & (ps - 1)) == 0 && c->seqlen_new == 0 &&
+  const int64_t ps = c->page_size, sms = multiprocessors;
+  const int64_t forward_tiles = c->batch * c->heads_kv * c->group * ((c->seqlen_q + 127) / 128);
+  const int64_t decode_tiles = c->batch * c->heads_kv * ((c->group * c->seqlen_q + 63) / 64);
+  const bool split_wins = params->num_splits != 1 && forward_tiles <= sms &&
+                          (c->head_dim_qk > 128 ? 4 : 5) * decode_tiles < 2 * sms;
+  return compute_capability == 90 && !split_wins && c->varlen && ps >= 16 && (ps & (ps - 1)) == 0 && c->seqlen_new == 0 &&
          params->num_splits <= 1 &&
          (c->seqlen_q >= 64 ||
           (c->group * c->seqlen_q > 32 && c->batch * c->heads_kv * c->group <= (int64_t)multiprocessors)) &&

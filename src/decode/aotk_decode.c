@@ -164,19 +164,43 @@ enum { AOTK__PAGED_PREFILL_MIN_QUERIES = 64 };
 
 /* Whether a packed prefill of fewer than AOTK__PAGED_PREFILL_MIN_QUERIES queries takes the Gluon forward
  * all the same: where the decoding kernel would run its 64-row tile (G * max_seqlen_q > 32) and the Gluon
- * forward's tiles (a 128-row tile per request and query head) fit one wave. The packed decoding path does
- * not split its keys, so a small batch runs few programs, each streaming its request's whole cache at a
- * fraction of the GPU's bandwidth, while the Gluon forward's wave takes about one tile's time. On the H100
+ * forward's tiles (a 128-row tile per request and query head) fit one wave: the wave takes about one
+ * tile's time, where the decoding kernel's programs, too few to fill the SMs and too many to split their
+ * keys (from 0.8 of the SMs' count), each stream a request's whole cache at a fraction of the GPU's
+ * bandwidth. Measured on the H100 before packed calls split at all
  * (bench/explore/hopper/paged_prefill_threshold.py --graphs, CUDA-graph replays in one process, bf16 d128,
- * GQA 32/8, 16-48 queries, 2k and 16k keys, pages of 16 and 256 keys) it was 1.8-2.5x faster at 1, 2 and 4
- * requests (32-128 tiles): at 16k keys 205-232 us against 412-539. At 8 requests (256 tiles, two waves)
+ * GQA 32/8, 16-48 queries, 2k and 16k keys, pages of 16 and 256 keys): 1.8-2.5x faster at 1, 2 and 4
+ * requests (32-128 tiles), at 16k keys 205-232 us against 412-539. At 8 requests (256 tiles, two waves)
  * it won on 16-key pages (1.16-1.42x) and split even on 256-key pages (0.93-1.13x); from 16 requests the
  * decoding kernel won at 16 and 32 queries (the Gluon forward 0.36-0.80x): the rule takes one wave only.
  * Within it, at 1 and 4 requests, the forward was also faster at d64 (1.96-2.52x) and d256 (1.47-1.93x)
  * over GQA 32/8, and at d128 over MQA 32/1 (1.76-2.50x) and MHA 32/32 at 48 queries (1.25-2.50x); MHA at
- * 16 queries (16 rows a group, which the rule leaves to the decoding kernel's 16-row tile) 1.02-1.51x. */
+ * 16 queries (16 rows a group, which the rule leaves to the decoding kernel's 16-row tile) 1.02-1.51x.
+ * Where the decoding kernel has few enough tiles to split them, paged_prefill_split_wins takes the call
+ * back. */
 static int paged_prefill_short(const aotk__decode_problem *p, const aotk__device_info *device) {
   return p->group_size * p->seqlen_q > 32 && p->batch * p->heads_q <= (int64_t)device->multiprocessors;
+}
+
+/* Whether the split decoding path keeps a packed prefill that the rules above give the Gluon forward:
+ * where the forward's tiles (a 128-row tile per request, query head and 128 queries) fit one wave, its
+ * time is about one tile's over the whole cache however few tiles there are, while the decoding kernel
+ * splits its keys over the SMs and takes time about in proportion to its 64-row tiles (each request and
+ * kv head's G x max_seqlen_q rows in chunks of 64): it wins below 0.4 of the SMs' count of those tiles,
+ * or half of it from head dim 192 (the forward's d256 tile takes 1.8x d128's time, the decoding
+ * kernel's 1.2-1.5x). On the H100 (bench/explore/hopper/paged_prefill_threshold.py --graphs, CUDA-graph
+ * replays in one process, bf16, 16k keys, 256-key pages unless said; the split path against the Gluon
+ * kernel through the JIT), d128 GQA 32/8: 1 request at 16, 48 and 64 queries 63-127 us against 207-216
+ * (8-32 tiles), at 96 queries 147-175 against 208-219 (48 tiles, pages of 16 and 256), 2 requests at 48
+ * 154-179 against 210-216 (48); but at 64 tiles (1 request at 128 queries, 2 at 64, 4 at 32) the forward
+ * won 1.03-1.32x. MQA 32/1 and MHA 32/32, d64, and 4k keys fell on the same side of the bound (MQA at 64
+ * tiles a tie, 213 against 205 us); d256 took the split path at 64 tiles too, 337-343 against 373-426.
+ * Not measured: (192, 128), and d256 between 64 and 128 tiles. */
+static int paged_prefill_split_wins(const aotk__decode_problem *p, const aotk__device_info *device) {
+  const int64_t sms = device->multiprocessors > 0 ? device->multiprocessors : 1;
+  const int64_t forward_tiles = p->batch * p->heads_q * ceil_div(p->seqlen_q, 128);
+  const int64_t decode_tiles = p->batch * p->heads_kv * ceil_div(p->group_size * p->seqlen_q, 64);
+  return forward_tiles <= sms && (p->head_dim_qk > 128 ? 4 : 5) * decode_tiles < 2 * sms;
 }
 /* The most queries (max_seqlen_q) and keys (the capacity) it takes: the Gluon forward's window arithmetic
  * adds a row, the diagonal and a bound clamped to +-2^30 in int32, which holds for lengths up to 2^30 less
@@ -199,8 +223,9 @@ static aotk_tensor packed_as_4d(const aotk_tensor *t) {
  * through the block table by TMA) for a packed prefill over a paged cache, or -1: sm_90 cubins, a page
  * size that is a power of two of at least 16 rows (the boxes are 16 rows, or 64 from 64-row pages: the
  * family's size key is the page size), no appending (softcap and ALiBi in its EXTRAS rows), at least
- * AOTK__PAGED_PREFILL_MIN_QUERIES queries (or fewer where paged_prefill_short holds), head dims the
- * family has exactly ((64, 64), (128, 128), (192, 128), (256, 256)), and q and both caches readable by
+ * AOTK__PAGED_PREFILL_MIN_QUERIES queries (or fewer where paged_prefill_short holds), not where the
+ * decoding kernel's split wins (paged_prefill_split_wins; num_splits 1 asks for no split, and a split
+ * asked for keeps the decoding kernel), head dims the family has exactly ((64, 64), (128, 128), (192, 128), (256, 256)), and q and both caches readable by
  * TMA. Sets no error. On the H100
  * (bench/explore/hopper/paged_prefill_jit.py, bf16 d64 and d128, 4 requests of 4k-16k keys, chunks of
  * 256-4096 causal queries) it runs at 0.87-1.00 of the dense varlen forward over the same keys with
@@ -210,6 +235,7 @@ static int paged_prefill_row(const aotk__decode_problem *p, const aotk_decode_pa
   int arch, row = -1;
   if (!p->varlen || !p->paged || p->append || p->num_splits_asked > 1 ||
       (p->seqlen_q < AOTK__PAGED_PREFILL_MIN_QUERIES && !paged_prefill_short(p, device)) ||
+      (p->num_splits_asked != 1 && paged_prefill_split_wins(p, device)) ||
       p->seqlen_q > AOTK__PAGED_PREFILL_MAX_LENGTH || p->capacity > AOTK__PAGED_PREFILL_MAX_LENGTH ||
       p->page_size < 16 || (p->page_size & (p->page_size - 1)) != 0) {
     return -1;

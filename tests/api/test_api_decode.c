@@ -435,46 +435,57 @@ static void test_decode_family_choice(void) {
  * (128, 128), (192, 128) or (256, 256), q and the caches readable by TMA (heads contiguous; softcap and
  * ALiBi in the EXTRAS rows), on sm_90 cubins, run the Gluon forward through the block table: one launch
  * of attn_fwd_hopper_paged on one program per SM (or per tile), its boxes 16 rows below 64-key pages and
- * 64 from them, the page size passed as its log2. Everything else keeps the decoding kernel. (fuzz_api
- * checks every argument's reach; this, the rule.) */
+ * 64 from them, the page size passed as its log2. Not where the forward's tiles fit one wave and the
+ * decoding kernel's 64-row tiles (requests x kv heads x ceil(G x max_seqlen_q / 64)) are under 0.4 of the
+ * SMs' count (under half from head dim 192): its split runs those (paged_prefill_split_wins), unless
+ * num_splits 1 asks for no split. Everything else keeps the decoding kernel. (fuzz_api checks every
+ * argument's reach; this, the rule.) The shape: 8 query heads over 2 (G 4), 3 requests unless said. */
 static void test_decode_paged_prefill(void) {
   static const struct {
     const char *what;
     int arch;
-    int64_t max_seqlen_q, page_size, head_dim;
+    int64_t batch, max_seqlen_q, page_size, head_dim;
     int variation; /* 0: none; 1: softcap; 2: ALiBi; 3: q's heads not contiguous; 4: fp16 with sinks and leftpad;
-                      5: a capacity of 2^30 keys; 6: 17 requests */
+                      5: a capacity of 2^30 keys; 6: num_splits 1 */
     const char *box;  /* NULL: not the paged prefill */
     int32_t page_shift;
-    int64_t grid;     /* 3 requests x 8 heads x ceil(max_seqlen_q / 128) tiles, at most 132 */
+    int64_t grid;     /* requests x 8 heads x ceil(max_seqlen_q / 128) tiles, at most 132 */
   } cases[] = {
-      {"128 tokens, 16-key pages", 90, 128, 16, 128, 0, "p16", 4, 24},
-      {"300 tokens, 32-key pages", 90, 300, 32, 128, 0, "p16", 5, 72},
-      {"300 tokens, 64-key pages: 64-row boxes", 90, 300, 64, 128, 0, "p64", 6, 72},
-      {"700 tokens, 256-key pages, d64", 90, 700, 256, 64, 0, "p64", 8, 132},
-      {"fp16, sinks and cache_leftpad", 90, 200, 16, 128, 4, "p16", 4, 48},
-      {"64 tokens, one 128-row tile a head", 90, 64, 16, 128, 0, "p16", 4, 24},
+      {"128 tokens, 16-key pages (64 decoding tiles)", 90, 4, 128, 16, 128, 0, "p16", 4, 32},
+      {"300 tokens, 32-key pages", 90, 3, 300, 32, 128, 0, "p16", 5, 72},
+      {"300 tokens, 64-key pages: 64-row boxes", 90, 3, 300, 64, 128, 0, "p64", 6, 72},
+      {"700 tokens, 256-key pages, d64", 90, 3, 700, 256, 64, 0, "p64", 8, 132},
+      {"fp16, sinks and cache_leftpad", 90, 3, 200, 16, 128, 4, "p16", 4, 48},
+      {"64 tokens, one 128-row tile a head (16 requests)", 90, 16, 64, 16, 128, 0, "p16", 4, 128},
+      /* The decoding kernel's split, where the forward's tiles fit one wave and the decoding kernel's are
+       * fewer than 0.4 x 132 (52.8), or 66 from head dim 192. */
+      {"128 tokens, 3 requests (48 decoding tiles): the split", 90, 3, 128, 16, 128, 0, NULL, 0, 0},
+      {"the same with num_splits 1: the paged prefill", 90, 3, 128, 16, 128, 6, "p16", 4, 24},
+      {"64 tokens, 3 requests (24 decoding tiles): the split", 90, 3, 64, 16, 128, 0, NULL, 0, 0},
+      {"head dim 256, 128 tokens, 4 requests (64 decoding tiles): the split", 90, 4, 128, 16, 256, 0, NULL, 0, 0},
+      {"head dim 256, 300 tokens (114 decoding tiles)", 90, 3, 300, 16, 256, 0, "p16", 4, 72},
       /* Fewer than 64 tokens: the paged prefill where the decoding kernel would run its 64-row tile
-       * (G * tokens > 32) and the 128-row tiles (requests x query heads) fit one wave of 132 SMs. */
-      {"63 tokens, 3 requests x 8 heads (24 tiles, one wave)", 90, 63, 16, 128, 0, "p16", 4, 24},
-      {"9 tokens x G 4 = 36 rows", 90, 9, 16, 128, 0, "p16", 4, 24},
-      {"8 tokens x G 4 = 32 rows: the decoding kernel", 90, 8, 16, 128, 0, NULL, 0, 0},
-      {"63 tokens, 17 requests x 8 heads (136 tiles, two waves): the decoding kernel", 90, 63, 16, 128, 6, NULL, 0,
-       0},
-      {"48-key pages (not a power of two)", 90, 300, 48, 128, 0, NULL, 0, 0},
-      {"8-key pages", 90, 300, 8, 128, 0, NULL, 0, 0},
-      {"softcap: the EXTRAS row", 90, 300, 16, 128, 1, "p16", 4, 72},
-      {"ALiBi: the EXTRAS row", 90, 300, 64, 128, 2, "p64", 6, 72},
-      {"q's heads not contiguous", 90, 300, 16, 128, 3, NULL, 0, 0},
-      {"head dim 256", 90, 300, 16, 256, 0, "p16", 4, 72},
-      {"head dim 96 (no row of its own)", 90, 300, 16, 96, 0, NULL, 0, 0},
-      {"sm_80", 80, 300, 16, 128, 0, NULL, 0, 0},
-      {"2^30 keys (past the Gluon forward's int32 window arithmetic)", 90, 300, 16, 128, 5, NULL, 0, 0},
+       * (G * tokens > 32), the 128-row tiles (requests x query heads) fit one wave of 132 SMs, and the
+       * decoding kernel's tiles are not few enough for its split. */
+      {"63 tokens, 16 requests x 8 heads (128 tiles, one wave)", 90, 16, 63, 16, 128, 0, "p16", 4, 128},
+      {"17 tokens x G 4 = 68 rows, 16 requests (64 decoding tiles)", 90, 16, 17, 16, 128, 0, "p16", 4, 128},
+      {"16 tokens x G 4 = 64 rows, 16 requests (32 decoding tiles): the split", 90, 16, 16, 16, 128, 0, NULL, 0, 0},
+      {"8 tokens x G 4 = 32 rows: the decoding kernel", 90, 16, 8, 16, 128, 0, NULL, 0, 0},
+      {"63 tokens, 17 requests x 8 heads (136 tiles, two waves): the decoding kernel", 90, 17, 63, 16, 128, 0, NULL,
+       0, 0},
+      {"48-key pages (not a power of two)", 90, 3, 300, 48, 128, 0, NULL, 0, 0},
+      {"8-key pages", 90, 3, 300, 8, 128, 0, NULL, 0, 0},
+      {"softcap: the EXTRAS row", 90, 3, 300, 16, 128, 1, "p16", 4, 72},
+      {"ALiBi: the EXTRAS row", 90, 3, 300, 64, 128, 2, "p64", 6, 72},
+      {"q's heads not contiguous", 90, 3, 300, 16, 128, 3, NULL, 0, 0},
+      {"head dim 96 (no row of its own)", 90, 3, 300, 16, 96, 0, NULL, 0, 0},
+      {"sm_80", 80, 3, 300, 16, 128, 0, NULL, 0, 0},
+      {"2^30 keys (past the Gluon forward's int32 window arithmetic)", 90, 3, 300, 16, 128, 5, NULL, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     install_fake_gpu(cases[i].arch, cases[i].arch == 90 ? SHARED_SM90 : SHARED_SM80);
     decode_shape s = default_varlen_paged_shape;
-    if (cases[i].variation == 6) s.batch = 17;
+    s.batch = cases[i].batch;
     s.seqlen_q = cases[i].max_seqlen_q, s.total_q = s.batch * cases[i].max_seqlen_q - 7;
     s.page_size = cases[i].page_size, s.capacity = cases[i].variation == 5 ? (int64_t)1 << 30 : 3072;
     s.num_pages = 3 * s.capacity / cases[i].page_size + 5;
@@ -483,6 +494,7 @@ static void test_decode_paged_prefill(void) {
     aotk_decode_params params = decode_params_for(s);
     params.causal = 1;
     if (cases[i].variation == 1) params.softcap = 30.0f;
+    if (cases[i].variation == 6) params.num_splits = 1;
     if (cases[i].variation == 2) params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, 8);
     if (cases[i].variation == 3) params.q.strides[1] = s.head_dim_qk + 16, params.q.strides[0] = 8 * (s.head_dim_qk + 16);
     if (cases[i].variation == 4) {
@@ -529,7 +541,7 @@ static void test_decode_paged_prefill(void) {
                   arg_i32(launch, ARG_SEQLEN_Q) == cases[i].max_seqlen_q && arg_i32(launch, ARG_SEQLEN_K) == 3072 &&
                   arg_i32(launch, ARG_GROUP_SIZE) == 4 && arg_i32(launch, ARG_FLAGS) == flags &&
                   arg_i32(launch, ARG_WINDOW_RIGHT) == 0 && arg_i32(launch, ARG_WINDOW_LEFT) == -1 &&
-                  arg_i32(launch, HOPPER_ARG_NUM_TILES) == 3 * 8 * ((cases[i].max_seqlen_q + 127) / 128) &&
+                  arg_i32(launch, HOPPER_ARG_NUM_TILES) == cases[i].batch * 8 * ((cases[i].max_seqlen_q + 127) / 128) &&
                   arg_pointer(launch, PAGED_ARG_BLOCK_TABLE) == (uint64_t)(uintptr_t)FAKE_BLOCK_TABLE &&
                   arg_pointer(launch, PAGED_ARG_CACHE_SEQLENS) == (uint64_t)(uintptr_t)FAKE_CACHE_SEQLENS &&
                   arg_pointer(launch, PAGED_ARG_CACHE_LEFTPAD) ==
