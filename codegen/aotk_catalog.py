@@ -115,6 +115,10 @@ ATTN_FWD_HOPPER_PAGED_PARAMS = ATTN_FWD_PARAMS + [
     ("num_tiles", "i32", False),
     ("BlockTable", "*i32", False), ("CacheSeqlens", "*i32", False), ("CacheLeftpad", "*i32", False),
     ("stride_bt", "i64", False), ("page_shift", "i32", False),
+    # Split keys (num_splits > 1): fp32 partial outputs and partial LSEs (through Lse) in the workspace,
+    # merged by attn_merge.
+    ("OutPartial", "*fp32", False), ("stride_pp", "i64", False), ("stride_lpp", "i64", False),
+    ("num_splits", "i32", False), ("split_keys", "i32", False),
 ]
 ATTN_DROPOUT_MASK_PARAMS = (
     _pointers(("Mask",), "*u8", False) + _FEATURE_POINTERS + _pointers(("RngState",), "*i64", False)

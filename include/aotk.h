@@ -568,8 +568,9 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   64 <= max_seqlen_q (or fewer queries where the group's rows, heads_q / heads_kv *
  *                   max_seqlen_q, exceed 32 and batch * heads_q <= the SM count: the forward's tiles
  *                   then fit one wave), but not where those tiles fit one wave and the decoding
- *                   kernel's 64-row tiles, batch * heads_kv * ceil(G * max_seqlen_q / 64), are fewer
- *                   than 0.4 of the SM count (0.5 from head_dim_qk 192): their split is faster there
+ *                   kernel's 64-row tiles, batch * heads_kv * ceil(G * max_seqlen_q / 64), are few
+ *                   (at most half the forward's tiles where the forward splits, below; else fewer
+ *                   than 0.4 of the SM count, 0.5 from head_dim_qk 192): their split is faster there
  *                   (num_splits 1 asks for no split, and so for the forward), and with
  *                   max_seqlen_q, capacity <= 2^30 - 512, head dims (64, 64), (128, 128),
  *                   (192, 128) or (256, 256), q and both caches with each token's heads contiguous
@@ -577,7 +578,11 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   EXTRAS rows; TMA loads through the block table, 128-query tiles; the query
  *                   reports AOTK_FEATURE_TMA and AOTK_FEATURE_WARP_SPECIALIZED), at 0.88-0.96 of
  *                   that varlen forward's speed on the same keys stored contiguously at d128
- *                   (README).
+ *                   (README). Where its tiles, batch * heads_q * ceil(max_seqlen_q / 128), fill at
+ *                   most half the SMs and num_splits is 0, it splits the keys too: min(SMs / tiles,
+ *                   max_seqlen_k (or the capacity) / 512) ranges, the fp32 partials in the
+ *                   workspace (the formula below) merged into out and lse by a second launch
+ *                   (AOTK_FEATURE_SPLIT_KV; the query reports the count).
  *   cache_leftpad   optional int32 [batch] in device memory (flash_attn_with_kvcache's cache_leftpad):
  *                   request b's cache starts at row cache_leftpad[b]; the rows before it are padding, never
  *                   attended (0 or less: none; L_b or more: no key). Positions stay the cache's rows:

@@ -96,8 +96,15 @@ def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, UNALIGNED: 
     the pipeline's prologue and epilogue always run; a tile whose rows see no key masks everything.
     PAGED (attn_fwd_hopper_paged): queries packed as in varlen, keys in a paged cache, request b's length
     cache_seqlens[b] (clamped to [0, seqlen_k], seqlen_k being the capacity) and its first key
-    cache_leftpad[b] (FLAG_LEFTPAD; else 0), returned as `start`."""
+    cache_leftpad[b] (FLAG_LEFTPAD; else 0), returned as `start`; with num_splits > 1, tile = (request,
+    head, query block) x num_splits + split, and the split's key range narrows start and the length."""
     num_m_blocks, heads_q, group_size, seqlen_q, seqlen_k, top_left, lo_rel, hi_rel, reverse, varlen, CuQ, CuK, paged = sched
+    split = tile * 0
+    if PAGED:
+        # Split keys: a tile's splits are consecutive tiles (they share its Q).
+        num_splits = paged[9]
+        split = tile % num_splits
+        tile = tile // num_splits
     bh = tile // num_m_blocks
     m_block = tile % num_m_blocks
     if reverse:
@@ -111,7 +118,9 @@ def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, UNALIGNED: 
     sk = seqlen_k
     start = b * 0
     if PAGED:
-        Table, SeqK, Leftpad, stride_bt, page_shift, leftpad = paged
+        SeqK = paged[1]
+        Leftpad = paged[2]
+        leftpad = paged[5]
         q_start = gl.load(CuQ + b)
         sq = gl.minimum(gl.load(CuQ + b + 1) - q_start, seqlen_q)
         sk = gl.minimum(gl.maximum(gl.load(SeqK + b), 0), seqlen_k)
@@ -128,16 +137,27 @@ def _tile(tile, sched, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, UNALIGNED: 
         diag = sk * 0
     last = gl.minimum(m0 + BLOCK_M, sq) - 1
     lo = gl.minimum(gl.maximum(m0 + diag + lo_rel, 0), sk)
+    hi = gl.maximum(gl.minimum(last + diag + hi_rel + 1, sk), 0)
     if PAGED:
         lo = gl.maximum(lo, start)  # start <= sk
-    hi = gl.maximum(gl.minimum(last + diag + hi_rel + 1, sk), 0)
+        # Split `split` takes keys [split * split_keys, (split + 1) * split_keys) (split_keys a multiple
+        # of BLOCK_N), the last one every key from its first on (as the decoding kernel's: the split count
+        # plans for max_seqlen_k): its first key raises start, its end lowers the length the masks and
+        # the page lookups see (the diagonal stays the request's). A split that no row of the tile sees
+        # walks one block, all masked (out 0, lse -inf, which the merge skips).
+        split_lo = split * paged[10]
+        split_hi = gl.maximum(split_lo + paged[10], (split == num_splits - 1).to(gl.int32) * sk)
+        lo = gl.maximum(lo, split_lo)
+        hi = gl.minimum(hi, split_hi)
+        start = gl.maximum(start, split_lo)
+        sk = gl.minimum(sk, split_hi)
     if UNALIGNED:
         kb = lo
         n_blocks = gl.maximum(gl.cdiv(hi - lo, BLOCK_N), 1)
     else:
         kb = lo // BLOCK_N
         n_blocks = gl.maximum(gl.cdiv(hi - kb * BLOCK_N, BLOCK_N), 1)
-    return b, m0, hq, hq // group_size, kb, n_blocks, q_start, k_start, sq, sk, diag, m0 < sq, start
+    return b, m0, hq, hq // group_size, kb, n_blocks, q_start, k_start, sq, sk, diag, m0 < sq, start, split
 
 
 @gluon.jit
@@ -239,7 +259,7 @@ def _producer(desc_q, desc_k, desc_v, q_bufs, k_bufs, v_bufs, bars, sched, num_t
     t = 0
     for r in range(gl.cdiv(num_tiles, nprog)):
         tile = _tile_id(r, pid, nprog)
-        b, m0, hq, hkv, kb, n_blocks, q_start, k_start, sq, sk, diag, active, start = _tile(
+        b, m0, hq, hkv, kb, n_blocks, q_start, k_start, sq, sk, diag, active, start, split = _tile(
             gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N, UNALIGNED, PAGED)
         if (tile < num_tiles) & active:
             # The view's batch coordinate: the batch entry, or 0 for varlen (starts are in the rows).
@@ -367,6 +387,35 @@ def _store_o(out, o_args, o_layout: gl.constexpr, ROWS: gl.constexpr, HEAD_DIM_V
 
 
 @gluon.jit
+def _epilogue_store(out, m_i, l_i, has_keys, rows, o_args, q_bufs, q_first, q_empty, qs, DescO, Lse, stride_lb,
+                    stride_lh, flags, o_tma, o_layout: gl.constexpr, ROWS: gl.constexpr, HEAD_DIM_V: gl.constexpr,
+                    O_TMA: gl.constexpr):
+    # A warpgroup's 64 rows of O (normalized, fp32 `out`) in q's dtype and their lse.
+    dtype: gl.constexpr = q_bufs.dtype
+    Out, b, q_start, hq, row0, seqlen_q, stride_ob, stride_os, stride_oh = o_args
+    if O_TMA:
+        if o_tma:
+            # O through shared memory and one TMA store per warpgroup: into this tile's Q slice, which every
+            # QK^T has read. The buffer goes back to the producer once the store has read it.
+            o_buf = q_bufs.index(q_first)
+            o_buf.reshape([ROWS, HEAD_DIM_V]).store(out.to(dtype))
+            fence_async_shared()
+            thread_barrier()
+            bc = b - b * ((flags & FLAG_VARLEN) != 0).to(gl.int32)
+            tma.async_copy_shared_to_global(DescO, [bc, q_start + row0, hq * HEAD_DIM_V], o_buf)
+            tma.store_wait(0)
+            mbarrier.arrive(q_empty.index(qs))
+        else:
+            _store_o(out.to(dtype), o_args, o_layout, ROWS, HEAD_DIM_V)
+    else:
+        _store_o(out.to(dtype), o_args, o_layout, ROWS, HEAD_DIM_V)
+    if (flags & FLAG_WRITE_LSE) != 0:
+        lse = gl.where(has_keys, (m_i + gl.log2(l_i)) * 0.6931471805599453, float("-inf"))
+        lse_ptrs = Lse + b.to(gl.int64) * stride_lb + hq.to(gl.int64) * stride_lh + q_start.to(gl.int64) + rows
+        gl.store(lse_ptrs, lse, mask=rows < seqlen_q)
+
+
+@gluon.jit
 def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob, stride_os,
               stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale, softcap_log2,
               WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM_QK: gl.constexpr,
@@ -397,7 +446,7 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
     turn_phase = 0
     for r in range(gl.cdiv(num_tiles, nprog)):
         tile = _tile_id(r, pid, nprog)
-        b, m0, hq, hkv, kb, n_blocks, q_start, k_start, seqlen_q, seqlen_k, diag, active, start = _tile(
+        b, m0, hq, hkv, kb, n_blocks, q_start, k_start, seqlen_q, seqlen_k, diag, active, start, split = _tile(
             gl.minimum(tile, num_tiles - 1), sched, BLOCK_M, BLOCK_N, UNALIGNED, PAGED)
         if (tile < num_tiles) & active:
             row0 = m0 + WG * ROWS
@@ -509,27 +558,25 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
             l_safe = gl.where(has_keys, l_i, 1.0)
             out = acc * gl.expand_dims(gl.convert_layout(1.0 / l_safe, row_o), 1)
             o_args = (Out, b, q_start, hq, row0, seqlen_q, stride_ob, stride_os, stride_oh)
-            if O_TMA:
-                if o_tma:
-                    # O through shared memory and one TMA store per warpgroup: into this tile's Q slice,
-                    # which every QK^T has read. The buffer goes back to the producer once the store has
-                    # read it.
-                    o_buf = q_bufs.index(q_first)
-                    o_buf.reshape([ROWS, HEAD_DIM_V]).store(out.to(dtype))
-                    fence_async_shared()
-                    thread_barrier()
-                    bc = b - b * ((flags & FLAG_VARLEN) != 0).to(gl.int32)
-                    tma.async_copy_shared_to_global(DescO, [bc, q_start + row0, hq * HEAD_DIM_V], o_buf)
-                    tma.store_wait(0)
-                    mbarrier.arrive(q_empty.index(qs))
+            if PAGED:
+                if sched[12][9] > 1:
+                    # Split keys: fp32 partials [split, request, max_seqlen_q, heads_q, HEAD_DIM_V] (out's
+                    # strides stand for theirs: the host passes the partials') and partial LSEs through Lse
+                    # [split, request, heads_q, max_seqlen_q], for attn_merge. The host clears FWD_FLAG_O_TMA
+                    # (the Q buffer went back above) and FLAG_SINKS (the merge adds the sink).
+                    part = (sched[12][6] + split.to(gl.int64) * sched[12][7], b, q_start * 0, hq, row0, seqlen_q,
+                            stride_ob, stride_os, stride_oh)
+                    _store_o(out, part, o_layout, ROWS, HEAD_DIM_V)
+                    lse = gl.where(has_keys, (m_i + gl.log2(l_i)) * 0.6931471805599453, float("-inf"))
+                    lse_ptrs = (Lse + split.to(gl.int64) * sched[12][8] + b.to(gl.int64) * stride_lb +
+                                hq.to(gl.int64) * stride_lh + rows)
+                    gl.store(lse_ptrs, lse, mask=rows < seqlen_q)
                 else:
-                    _store_o(out.to(dtype), o_args, o_layout, ROWS, HEAD_DIM_V)
+                    _epilogue_store(out, m_i, l_i, has_keys, rows, o_args, q_bufs, q_first, q_empty, qs, DescO, Lse,
+                                    stride_lb, stride_lh, flags, o_tma, o_layout, ROWS, HEAD_DIM_V, O_TMA)
             else:
-                _store_o(out.to(dtype), o_args, o_layout, ROWS, HEAD_DIM_V)
-            if (flags & FLAG_WRITE_LSE) != 0:
-                lse = gl.where(has_keys, (m_i + gl.log2(l_i)) * 0.6931471805599453, float("-inf"))
-                lse_ptrs = Lse + b.to(gl.int64) * stride_lb + hq.to(gl.int64) * stride_lh + q_start.to(gl.int64) + rows
-                gl.store(lse_ptrs, lse, mask=rows < seqlen_q)
+                _epilogue_store(out, m_i, l_i, has_keys, rows, o_args, q_bufs, q_first, q_empty, qs, DescO, Lse,
+                                stride_lb, stride_lh, flags, o_tma, o_layout, ROWS, HEAD_DIM_V, O_TMA)
             t += 1
 
 
@@ -654,8 +701,8 @@ def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sink
     _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
              flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
-             (CuSeqlensQ, CuSeqlensQ, CuSeqlensQ, 0, 1, False), HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES,
-             EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False)
+             (CuSeqlensQ, CuSeqlensQ, CuSeqlensQ, 0, 1, False, Lse, 0, 0, 1, 1), HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
+             BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False)
 
 
 @gluon.jit
@@ -676,8 +723,8 @@ def attn_fwd_hopper_wg3(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, 
     _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
              flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
-             (CuSeqlensQ, CuSeqlensQ, CuSeqlensQ, 0, 1, False), HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES,
-             EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False)
+             (CuSeqlensQ, CuSeqlensQ, CuSeqlensQ, 0, 1, False, Lse, 0, 0, 1, 1), HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
+             BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False)
 
 
 @gluon.jit
@@ -691,7 +738,7 @@ def attn_fwd_hopper_paged(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes
                           window_left, window_right, flags,
                           qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
                           DescQ, DescK, DescV, DescO, num_tiles, BlockTable, CacheSeqlens, CacheLeftpad, stride_bt,
-                          page_shift,
+                          page_shift, OutPartial, stride_pp, stride_lpp, num_splits, split_keys,
                           HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr,
                           BLOCK_N: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr,
                           PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
@@ -701,8 +748,11 @@ def attn_fwd_hopper_paged(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes
     # as [num_pages, page_size, heads_kv * d] in boxes of PAGE_BOX rows and 64 columns (page_size =
     # 2^page_shift, a multiple of the box), request b's keys 0 .. cache_seqlens[b] - 1 (seqlen_k is the capacity), from
     # cache_leftpad[b] with FLAG_LEFTPAD. Queries sit at the end of their request's keys (bottom-right).
+    # num_splits > 1 cuts each request's keys into ranges of split_keys (_tile) whose fp32 partials and
+    # LSEs go to OutPartial and Lse at split strides stride_pp and stride_lpp, for attn_merge.
     _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
              flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
-             (BlockTable, CacheSeqlens, CacheLeftpad, stride_bt, page_shift, (flags & FLAG_LEFTPAD) != 0),
+             (BlockTable, CacheSeqlens, CacheLeftpad, stride_bt, page_shift, (flags & FLAG_LEFTPAD) != 0, OutPartial,
+              stride_pp, stride_lpp, num_splits, split_keys),
              HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, True)

@@ -235,11 +235,21 @@ static const decode_row decode_rows[] = {
      .window_right = -1, .softcap = 30.0f, .lse = 1},
     {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 6, .heads_kv = 2, .group = 2, .seqlen_q = 256, .capacity = 1024,
      .page_size = 64, .varlen = 1, .lengths = LENGTHS_PREFILL, .alibi = 2, .sinks = 1, .lse = 1},
+    /* The paged prefill's split keys (its tiles filling at most half the SMs; the 200- and 256-query rows
+     * above over 1024-1200 keys split in 2 too, with left padding in a graph, at d256, and with ALiBi and
+     * sinks): 4 splits of 1024 keys under a 300-key window (most splits empty for each tile), 2 at (192,
+     * 128). */
+    {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 2, .heads_kv = 1, .group = 8, .seqlen_q = 256, .capacity = 4000,
+     .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .window = 1, .window_left = 300,
+     .window_right = -1, .sinks = 1, .lse = 1},
+    {.bf16 = 0, .dqk = 192, .dv = 128, .batch = 2, .heads_kv = 2, .group = 4, .seqlen_q = 300, .capacity = 3000,
+     .page_size = 64, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .lse = 1},
     /* Packed prefills of fewer than 64 queries. Where the decoding kernel would run its 64-row tile (G x
      * max_seqlen_q > 32) and the Gluon forward's tiles fit one wave: the decoding kernel's split while its
-     * tiles are few (12 and 4 of them; the first also with num_splits 1, which takes the paged prefill,
-     * against 3), the paged prefill from 0.4 of the SMs' count (64 tiles, with softcap and sinks); the
-     * decoding kernel at 30 rows a group (G 1). */
+     * tiles are few (12 of them against the forward's 24, unsplit over 900 keys; 4 against 32 tiles in 2
+     * forward splits; the first also with num_splits 1, which takes the paged prefill, against 3), the
+     * paged prefill from 0.4 of the SMs' count (64 tiles against the forward's unsplit 128, with softcap
+     * and sinks); the decoding kernel at 30 rows a group (G 1). */
     {.bf16 = 1, .dqk = 128, .dv = 128, .batch = 3, .heads_kv = 2, .group = 4, .seqlen_q = 20, .capacity = 900,
      .page_size = 16, .varlen = 1, .lengths = LENGTHS_PREFILL, .causal = 1, .lse = 1, .extra = EXTRA_SPLITS},
     {.bf16 = 0, .dqk = 64, .dv = 64, .batch = 2, .heads_kv = 1, .group = 16, .seqlen_q = 5, .capacity = 1300,

@@ -519,13 +519,14 @@ static void check_append_launch(const aotk__kernel_entry *e, unsigned grid, void
  * tiles. */
 static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
   EXPECT(strcmp(e->param_kinds, "ppppp" "pp" "ppp" "liiliiliilii" "lil" "iiiii" "iiiii" "fff" "if" "tttt" "i" "ppp"
-                                "l" "i") == 0,
+                                "l" "i" "p" "ll" "ii") == 0,
          "the parameters are \"%s\": fuzz_api.c's model of attn_fwd_hopper_paged is out of date", e->param_kinds);
   const aotk_decode_params *d = seen.decode;
   EXPECT(d != NULL, "launched by a call other than aotk_attn_decode");
   enum { Q, K, V, OUT, LSE, CU_Q, CU_K, ALIBI, SINKS, RNG, QB, QS, QH, KB, KS, KH, VB, VS, VH, OB, OS, OH, LB, LH, AB,
          SEQLEN_Q, SEQLEN_K, HEADS_Q, GROUP_SIZE, M_BLOCKS, DQK8, DV8, WINDOW_LEFT, WINDOW_RIGHT, FLAGS,
-         DESCRIPTORS = 40, NUM_TILES = 68, TABLE, SEQLENS, LEFTPAD, STRIDE_BT, PAGE_SHIFT };
+         DESCRIPTORS = 40, NUM_TILES = 68, TABLE, SEQLENS, LEFTPAD, STRIDE_BT, PAGE_SHIFT, OUT_PARTIAL, STRIDE_PP,
+         STRIDE_LPP, NUM_SPLITS, SPLIT_KEYS };
   enum { FWD_WRITE_LSE = 1, FWD_VARLEN = 2, FWD_SOFTCAP = 8, FWD_ALIBI = 16, FWD_SINKS = 32, FWD_O_TMA = 256,
          FWD_LEFTPAD = 512 };
   EXPECT(seen.decode_launches == 0 && seen.append_launches == 0,
@@ -562,12 +563,33 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
          (long long)capacity);
   /* At least 64 queries, or fewer where the decoding kernel would run its 64-row tile (G x max_seqlen_q > 32)
    * and the 128-row tiles fit one wave of the fake H100's 132 SMs (the only sm_90 device); not where those
-   * tiles fit one wave and the decoding kernel's 64-row tiles are under 0.4 of the SMs' count (under half
-   * from head dim 192), unless num_splits 1 asks for no split. */
+   * tiles fit one wave and the decoding kernel's 64-row tiles are few (at most half the forward's where
+   * the forward splits, num_splits > 1 here; else under 0.4 of the SMs' count, under half from head dim
+   * 192), unless num_splits 1 asks for no split. */
   const int64_t forward_tiles = batch * heads_q * (((int64_t)d->max_seqlen_q + 127) / 128);
+  /* Split keys: where the forward's tiles fill at most half the SMs and no count was asked for (a count
+   * above 1 runs the decoding kernel), min(132 / tiles, hint / 512) ranges of the max_seqlen_k hint (or
+   * the capacity) in whole key blocks, the last taking every key from its first on; each tile's splits
+   * its own tiles. */
+  const int64_t num_splits = arg_i32(a, NUM_SPLITS), split_keys = arg_i32(a, SPLIT_KEYS);
+  const bool split = num_splits > 1;
+  const int64_t hint = d->max_seqlen_k > 0 && d->max_seqlen_k < capacity ? d->max_seqlen_k : capacity;
+  int64_t expected_splits = 1;
+  if (d->num_splits != 1 && 2 * forward_tiles <= 132) {
+    const int64_t n = 132 / forward_tiles < hint / 512 ? 132 / forward_tiles : hint / 512;
+    if (n > 1) expected_splits = (hint + ((hint + n - 1) / n + e->block_n - 1) / e->block_n * e->block_n - 1) /
+                                 (((hint + n - 1) / n + e->block_n - 1) / e->block_n * e->block_n);
+  }
+  EXPECT(num_splits == expected_splits && (!split || d->num_splits == 0) &&
+             (!split || (split_keys >= e->block_n && split_keys % e->block_n == 0 &&
+                         (num_splits - 1) * split_keys < hint && num_splits * split_keys >= hint)),
+         "num_splits %lld (expected %lld), split_keys %lld (block %d) for num_splits = %d, %lld keys planned",
+         (long long)num_splits, (long long)expected_splits, (long long)split_keys, (int)e->block_n, (int)d->num_splits,
+         (long long)hint);
   const int64_t decode_tiles = batch * heads_kv * (((int64_t)d->max_seqlen_q * (heads_q / heads_kv) + 63) / 64);
   const bool split_wins = d->num_splits != 1 && forward_tiles <= 132 &&
-                          (head_dim_qk > 128 ? 4 : 5) * decode_tiles < 2 * 132;
+                          (num_splits > 1 ? 2 * decode_tiles <= forward_tiles
+                                          : (head_dim_qk > 128 ? 4 : 5) * decode_tiles < 2 * 132);
   const bool enough_queries = !split_wins && (d->max_seqlen_q >= 64 ||
                                               ((int64_t)d->max_seqlen_q * (heads_q / heads_kv) > 32 &&
                                                batch * heads_q <= 132));
@@ -577,20 +599,22 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
          (int)arg_i32(a, SEQLEN_Q), (int)arg_i32(a, SEQLEN_K), (int)arg_i32(a, HEADS_Q), (int)arg_i32(a, GROUP_SIZE),
          (int)d->max_seqlen_q, (long long)capacity, (long long)heads_q, (long long)heads_kv);
   const int64_t m_blocks = arg_i32(a, M_BLOCKS), tiles = arg_i32(a, NUM_TILES);
-  EXPECT(m_blocks == ((int64_t)d->max_seqlen_q + e->block_m - 1) / e->block_m && tiles == batch * heads_q * m_blocks &&
-             grid >= 1 && (int64_t)grid <= tiles,
-         "%u programs over %lld tiles, %lld query blocks, for %lld requests x %lld heads", grid, (long long)tiles,
-         (long long)m_blocks, (long long)batch, (long long)heads_q);
+  EXPECT(m_blocks == ((int64_t)d->max_seqlen_q + e->block_m - 1) / e->block_m &&
+             tiles == batch * heads_q * m_blocks * num_splits && grid >= 1 && (int64_t)grid <= tiles,
+         "%u programs over %lld tiles, %lld query blocks, for %lld requests x %lld heads x %lld splits", grid,
+         (long long)tiles, (long long)m_blocks, (long long)batch, (long long)heads_q, (long long)num_splits);
   if (seen.announced) {
-    EXPECT(seen.announced_info.grid == (int64_t)grid && seen.announced_info.num_splits == 1,
+    EXPECT(seen.announced_info.grid == (int64_t)grid && seen.announced_info.num_splits == num_splits,
            "aotk_decode_query announced a grid of %lld and %d splits; launched %u", (long long)seen.announced_info.grid,
            (int)seen.announced_info.num_splits, grid);
     const aotk__kernel_entry *ran = announced_row(&seen.announced_info);
     EXPECT(ran == e, "aotk_decode_query announced %s, %s ran", seen.announced_info.kernel_name, e->name);
   }
-  EXPECT((flags & FWD_VARLEN) && ((flags & FWD_WRITE_LSE) != 0) == (d->lse.data != NULL) &&
-             ((flags & FWD_SINKS) != 0) == (d->sinks.data != NULL) && ((flags & FWD_SOFTCAP) != 0) == softcap &&
-             ((flags & FWD_ALIBI) != 0) == alibi,
+  /* (Split, the partials' LSEs are always written and the sinks join in the merge.) */
+  EXPECT((flags & FWD_VARLEN) && ((flags & FWD_WRITE_LSE) != 0) == (split || d->lse.data != NULL) &&
+             ((flags & FWD_SINKS) != 0) == (!split && d->sinks.data != NULL) &&
+             ((flags & FWD_SOFTCAP) != 0) == softcap && ((flags & FWD_ALIBI) != 0) == alibi &&
+             (!split || (flags & FWD_O_TMA) == 0),
          "flags = %#x for lse %p, sinks %p, softcap %g, alibi %p", (unsigned)flags, d->lse.data, d->sinks.data,
          (double)d->softcap, d->alibi_slopes.data);
   EXPECT(arg_pointer(a, ALIBI) == (uintptr_t)(alibi ? d->alibi_slopes.data : NULL) &&
@@ -604,23 +628,52 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
          (unsigned long)arg_pointer(a, LEFTPAD), leftpad_given ? d->cache_leftpad.data : NULL);
   EXPECT(arg_pointer(a, Q) == (uintptr_t)d->q.data && arg_pointer(a, K) == (uintptr_t)d->k_cache.data &&
              arg_pointer(a, V) == (uintptr_t)d->v_cache.data && arg_pointer(a, OUT) == (uintptr_t)d->out.data &&
+             (split || arg_pointer(a, OUT_PARTIAL) == 0) &&
              arg_pointer(a, CU_Q) == (uintptr_t)d->cu_seqlens_q.data &&
              arg_pointer(a, TABLE) == (uintptr_t)d->block_table.data &&
              arg_pointer(a, SEQLENS) == (uintptr_t)d->cache_seqlens.data && arg_pointer(a, CU_K) == 0 &&
              arg_pointer(a, RNG) == 0,
          "the pointer arguments are not the caller's tensors");
-  EXPECT(arg_i64(a, OB) == 0 && arg_i32(a, OS) == d->out.strides[0] && arg_i32(a, OH) == d->out.strides[1] &&
-             arg_i64(a, LB) == 0 && (d->lse.data == NULL || arg_i32(a, LH) == d->lse.strides[0]) &&
+  EXPECT((split || (arg_i64(a, OB) == 0 && arg_i32(a, OS) == d->out.strides[0] &&
+                     arg_i32(a, OH) == d->out.strides[1] && arg_i64(a, LB) == 0 &&
+                     (d->lse.data == NULL || arg_i32(a, LH) == d->lse.strides[0]))) &&
              arg_i64(a, STRIDE_BT) == d->block_table.strides[0],
          "strides out (%lld, %d, %d), lse (%lld, %d), block table %lld", (long long)arg_i64(a, OB), (int)arg_i32(a, OS),
          (int)arg_i32(a, OH), (long long)arg_i64(a, LB), (int)arg_i32(a, LH), (long long)arg_i64(a, STRIDE_BT));
   /* The reach. */
   const axis columns_v = {0, head_dim_v, 1};
-  const axis out_axes[] = {{0, total_q, arg_i32(a, OS)}, {0, heads_q, arg_i32(a, OH)}, columns_v};
-  check_box_in(arg_pointer(a, OUT), out_axes, 3, 2, e->function_name, "Out (packed)", &d->out);
-  if (flags & FWD_WRITE_LSE) {
-    const axis lse_axes[] = {{0, heads_q, arg_i32(a, LH)}, {0, total_q, 1}};
-    check_box_in(arg_pointer(a, LSE), lse_axes, 2, 4, e->function_name, "Lse (packed)", &d->lse);
+  if (split) {
+    /* Split: fp32 partials [split, request, token < max_seqlen_q, head, head_dim_v] through out's strides
+     * and the split stride, and their LSEs [split, request, head, token] through lse's (the workspace:
+     * any span the caller described, apart from each other). */
+    const int64_t max_q = d->max_seqlen_q;
+    const axis partial_axes[] = {{0, num_splits, arg_i64(a, STRIDE_PP)}, {0, batch, arg_i64(a, OB)},
+                                 {0, max_q, arg_i32(a, OS)}, {0, heads_q, arg_i32(a, OH)}, columns_v};
+    const axis lse_axes[] = {{0, num_splits, arg_i64(a, STRIDE_LPP)}, {0, batch, arg_i64(a, LB)},
+                             {0, heads_q, arg_i32(a, LH)}, {0, max_q, 1}};
+    check_box(arg_pointer(a, OUT_PARTIAL), partial_axes, 5, 4, e->function_name, "OutPartial");
+    check_box(arg_pointer(a, LSE), lse_axes, 4, 4, e->function_name, "Lse (the partials')");
+    const __int128 rows = (__int128)num_splits * batch * max_q * heads_q;
+    EXPECT(arg_i64(a, STRIDE_PP) == batch * arg_i64(a, OB) && arg_i64(a, OB) == max_q * arg_i32(a, OS) &&
+               arg_i32(a, OS) == heads_q * arg_i32(a, OH) && arg_i32(a, OH) >= head_dim_v &&
+               arg_i64(a, STRIDE_LPP) == batch * arg_i64(a, LB) && arg_i64(a, LB) == heads_q * arg_i32(a, LH) &&
+               arg_i32(a, LH) == max_q,
+           "partial strides (%lld, %lld, %d, %d), lse (%lld, %lld, %d)", (long long)arg_i64(a, STRIDE_PP),
+           (long long)arg_i64(a, OB), (int)arg_i32(a, OS), (int)arg_i32(a, OH), (long long)arg_i64(a, STRIDE_LPP),
+           (long long)arg_i64(a, LB), (int)arg_i32(a, LH));
+    const __int128 partial_end = (__int128)arg_pointer(a, OUT_PARTIAL) + rows * arg_i32(a, OH) * 4;
+    const __int128 lse_end = (__int128)arg_pointer(a, LSE) + rows * 4;
+    EXPECT(partial_end <= arg_pointer(a, LSE) || lse_end <= arg_pointer(a, OUT_PARTIAL),
+           "the partial outputs at %#lx and their LSEs at %#lx overlap", (unsigned long)arg_pointer(a, OUT_PARTIAL),
+           (unsigned long)arg_pointer(a, LSE));
+    seen.decode_splits = num_splits;
+  } else {
+    const axis out_axes[] = {{0, total_q, arg_i32(a, OS)}, {0, heads_q, arg_i32(a, OH)}, columns_v};
+    check_box_in(arg_pointer(a, OUT), out_axes, 3, 2, e->function_name, "Out (packed)", &d->out);
+    if (flags & FWD_WRITE_LSE) {
+      const axis lse_axes[] = {{0, heads_q, arg_i32(a, LH)}, {0, total_q, 1}};
+      check_box_in(arg_pointer(a, LSE), lse_axes, 2, 4, e->function_name, "Lse (packed)", &d->lse);
+    }
   }
   const axis cu_axes[] = {{0, batch + 1, 1}}, per_request[] = {{0, batch, 1}};
   check_box(arg_pointer(a, CU_Q), cu_axes, 1, 4, e->function_name, "CuSeqlensQ");

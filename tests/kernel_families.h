@@ -36,7 +36,7 @@
  *   attn_fwd_tma: attn_fwd's, then DescQ, DescK, DescV (t): Q, K and V as [batch, seqlen, heads * head_dim].
  *   attn_fwd_hopper (Gluon, kernels/attn_fwd_hopper.py): attn_fwd_tma's, then num_tiles (i).
  *   attn_fwd_hopper_paged (the same file): attn_fwd_hopper's, then BlockTable, CacheSeqlens, CacheLeftpad,
- *     stride_bt (l), page_shift (i).
+ *     stride_bt (l), page_shift (i), OutPartial, stride_pp, stride_lpp (l), num_splits, split_keys (i).
  *   attn_dropout_mask: Mask, CuSeqlensQ, CuSeqlensK, RngState; stride_mb, stride_mh, stride_ms (all l);
  *     seqlen_q, seqlen_k, heads_q, num_m_blocks, flags, dropout_threshold.
  *   attn_bwd_preprocess: Out, DOut, Lse, Delta, LseLog2, CuSeqlensQ, Sinks, SinkPartial; the strides of
@@ -144,7 +144,7 @@ static const struct family {
      * through the block table, softcap and ALiBi in its EXTRAS rows; two configs a variant, 16- and 64-row
      * boxes (min_seqlen: the page size). */
     {AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED, "attn_fwd_hopper_paged",
-     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "tttt" "i" "ppp" "l" "i", true, false,
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "tttt" "i" "ppp" "l" "i" "p" "ll" "ii", true, false,
      HEAD_DIMS_HOPPER_PAGED_PAIRS, EXTRAS_BOTH, false, true, 128, 90, true, true},
     {AOTK__FAMILY_ATTN_DROPOUT_MASK, "attn_dropout_mask", "pppp" "lll" "iiiiii", false, false, HEAD_DIMS_NONE,
      EXTRAS_NONE, false, true, 0, 0, false, false},

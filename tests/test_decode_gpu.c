@@ -43,11 +43,12 @@
  * Every run starts from the caches as first uploaded, so each checks its own append. Every case without
  * appending checks that the caches come back unchanged.
  *
- * Packed queries (cu_seqlens_q, a prefill over the cache; 19 of those cases, 11 of them through the sm_90
- * paged prefill where expect_paged_prefill says so, and one more with num_splits 1, the query's choice
- * checked on each): contiguous and paged caches (page sizes 1 to 256, shuffled pages), max_seqlen_q 5 to
- * 300 (below 64 the paged prefill takes a one-wave batch whose groups hold more than 32 rows when the
- * decoding kernel's tiles are not few enough to split, the decoding kernel 30 rows), batch 2 to 8
+ * Packed queries (cu_seqlens_q, a prefill over the cache; 21 of those cases, 13 of them through the sm_90
+ * paged prefill where expect_paged_prefill says so, 5 of those splitting their keys (2 and 4 splits,
+ * merged), and one more with num_splits 1, the query's choice checked on each): contiguous and paged
+ * caches (page sizes 1 to 256, shuffled pages), max_seqlen_q 5 to 300 (below 64 the paged prefill takes
+ * a one-wave batch whose groups hold more than 32 rows when the decoding kernel's tiles are not few
+ * enough for its split, the decoding kernel 30 rows), batch 2 to 8
  * with len_q per request, in turn, 0, 1, 17, 100 (over exactly 100 keys: a prefill from an empty
  * cache), max_seqlen_q (over up to 3000 keys) and 5 over 2 keys (its first 3 tokens sit before
  * position 0: out 0 and lse -inf under causal), the others over random lengths from len_q to the
@@ -275,12 +276,29 @@ static bool tma_readable(const aotk_tensor *t) {
   return r == 3 || t->shape[0] == 1 || (t->strides[0] % 8 == 0 && t->strides[0] >= t->shape[1] * t->strides[1]);
 }
 
+/* The paged prefill's split count (src/decode/aotk_decode.c, paged_prefill_splits): where its tiles fill
+ * at most half the SMs, floor(SMs / tiles) splits of at least 512 keys of max_seqlen_k (or the capacity),
+ * in whole key blocks (64 at d256, else 128), unless num_splits is 1. */
+static int64_t expected_paged_splits(const decode_run *x, const aotk_decode_params *params) {
+  const decode_case *c = x->c;
+  const int64_t tiles = c->batch * x->heads_q * ceil_div(c->seqlen_q, 128);
+  const int64_t sms = multiprocessors > 0 ? multiprocessors : 1;
+  const int64_t hint = params->max_seqlen_k > 0 && params->max_seqlen_k < x->capacity ? params->max_seqlen_k
+                                                                                       : x->capacity;
+  if (params->num_splits == 1 || 2 * tiles > sms) return 1;
+  const int64_t n = sms / tiles < hint / 512 ? sms / tiles : hint / 512;
+  if (n <= 1) return 1;
+  const int64_t block_n = c->head_dim_qk == 256 ? 64 : 128;
+  return ceil_div(hint, ceil_div(ceil_div(hint, n), block_n) * block_n);
+}
+
 /* The sm_90 paged prefill (src/decode/aotk_decode.c, paged_prefill_row): packed queries of at least 64
  * tokens (max_seqlen_q), or fewer where the decoding kernel would run its 64-row tile (G x max_seqlen_q >
  * 32) and the Gluon forward's 128-row tiles (requests x query heads) fit one wave of the SMs; not where
  * those tiles fit one wave and the decoding kernel's 64-row tiles (requests x kv heads x ceil(G x
- * max_seqlen_q / 64)) are under 0.4 of the SMs' count (half from head dim 192), which its split runs
- * faster, unless num_splits 1 asks for none; over pages
+ * max_seqlen_q / 64)) are few, which its split runs faster: at most half the forward's tiles where the
+ * forward splits (expected_paged_splits), else under 0.4 of the SMs' count (half from head dim 192),
+ * unless num_splits 1 asks for no split; over pages
  * of a power of two of at least 16 keys (softcap and ALiBi in the EXTRAS rows), head dims
  * (64, 64), (128, 128), (192, 128) or (256, 256), and TMA-readable q and caches, on sm_90. It runs the Gluon forward with K and V
  * read through the block table, in boxes of 64 rows from 64-key pages on, else 16. */
@@ -290,7 +308,9 @@ static bool expect_paged_prefill(const decode_run *x, const aotk_decode_params *
   const int64_t forward_tiles = c->batch * c->heads_kv * c->group * ((c->seqlen_q + 127) / 128);
   const int64_t decode_tiles = c->batch * c->heads_kv * ((c->group * c->seqlen_q + 63) / 64);
   const bool split_wins = params->num_splits != 1 && forward_tiles <= sms &&
-                          (c->head_dim_qk > 128 ? 4 : 5) * decode_tiles < 2 * sms;
+                          (expected_paged_splits(x, params) > 1
+                               ? 2 * decode_tiles <= forward_tiles
+                               : (c->head_dim_qk > 128 ? 4 : 5) * decode_tiles < 2 * sms);
   return compute_capability == 90 && !split_wins && c->varlen && ps >= 16 && (ps & (ps - 1)) == 0 && c->seqlen_new == 0 &&
          params->num_splits <= 1 &&
          (c->seqlen_q >= 64 ||
@@ -303,7 +323,8 @@ static bool expect_paged_prefill(const decode_run *x, const aotk_decode_params *
 
 /* Its query: one launch, no split, no workspace, the persistent grid (one program per SM, or per tile
  * when there are fewer), the warp-specialized TMA kernel's feature bits. */
-static void check_paged_prefill_query(const decode_run *x, const aotk_kernel_info *info, const char *label) {
+static void check_paged_prefill_query(const decode_run *x, const aotk_decode_params *params, const aotk_kernel_info *info,
+                                      const char *label) {
   const decode_case *c = x->c;
   char prefix[64];
   if (c->head_dim_qk == c->head_dim_v) {
@@ -322,14 +343,22 @@ static void check_paged_prefill_query(const decode_run *x, const aotk_kernel_inf
   const char *box = c->page_size >= 64 && c->head_dim_qk != 256 ? "p64" : "p16";
   CHECK_MSG(strstr(info->kernel_name, box) != NULL, "%s: %s for pages of %lld keys, expected boxes %s", label,
             info->kernel_name, (long long)c->page_size, box);
-  CHECK_MSG(info->num_splits == 1 && info->launches == 1 && info->workspace_bytes == 0,
-            "%s: %d splits, %d launches, %zu workspace bytes", label, (int)info->num_splits, (int)info->launches,
-            info->workspace_bytes);
-  const int64_t tiles = c->batch * x->heads_q * ceil_div(c->seqlen_q, 128);
+  /* Split keys (expected_paged_splits): the fp32 partials and their LSEs in the workspace, merged by a
+   * second launch. */
+  const int64_t base_tiles = c->batch * x->heads_q * ceil_div(c->seqlen_q, 128);
   const int64_t sms = multiprocessors > 0 ? multiprocessors : 1;
+  const int64_t splits = expected_paged_splits(x, params);
+  const int64_t rows = c->batch * c->seqlen_q * x->heads_q, padded = ceil_div(c->head_dim_v, 16) * 16;
+  const size_t workspace =
+      splits > 1 ? (size_t)(ceil_div(splits * rows * padded * 4, 16) * 16 + ceil_div(splits * rows * 4, 16) * 16) : 0;
+  CHECK_MSG(info->num_splits == splits && info->launches == (splits > 1 ? 2 : 1) && info->workspace_bytes == workspace,
+            "%s: %d splits, %d launches, %zu workspace bytes; expected %lld splits, %zu bytes", label,
+            (int)info->num_splits, (int)info->launches, info->workspace_bytes, (long long)splits, workspace);
+  const int64_t tiles = base_tiles * splits;
   CHECK_MSG(info->grid == (tiles < sms ? tiles : sms), "%s: grid %lld for %lld tiles on %lld SMs", label,
             (long long)info->grid, (long long)tiles, (long long)sms);
   uint32_t expected = AOTK_FEATURE_PAGED_KV | AOTK_FEATURE_VARLEN | AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED;
+  if (splits > 1) expected |= AOTK_FEATURE_SPLIT_KV;
   if (c->causal) expected |= AOTK_FEATURE_CAUSAL;
   if (c->window_left >= 0 || (c->window_right >= 0 && !c->causal)) expected |= AOTK_FEATURE_WINDOW;
   if (c->sinks) expected |= AOTK_FEATURE_SINKS;
@@ -345,7 +374,7 @@ static void check_decode_query(const decode_run *x, const aotk_decode_params *pa
                                const char *label) {
   const decode_case *c = x->c;
   if (expect_paged_prefill(x, params)) {
-    check_paged_prefill_query(x, info, label);
+    check_paged_prefill_query(x, params, info, label);
     return;
   }
   /* The family follows the cache: contiguous, paged with a lookup per key row, or paged with pages that

@@ -201,8 +201,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     the cache (chunked prefill, prefix caching) through aotk_attn_decode's packed queries, request b's
     tokens the last ones of its keys (causal aligned bottom-right); on sm_90, with power-of-two pages of 16
     keys or more and max_seqlen_q >= 64 (or fewer where its tiles fit one wave), the warp-specialized forward
-    reads the pages by TMA, unless the decoding kernel's split is faster (few requests and heads) (include/aotk.h, cu_seqlens_q). That path is forward only: it has no backward, so inputs that require grad are refused,
-    and dropout_p must be 0."""
+    reads the pages by TMA, splitting the keys where its tiles fill at most half the SMs, unless the
+    decoding kernel's split is faster (few requests, heads and queries) (include/aotk.h, cu_seqlens_q).
+    That path is forward only: it has no backward, so inputs that require grad are refused, and dropout_p
+    must be 0."""
     fn = "aotk.flash_attn_varlen_func"
     names = ("q", "k", "v")
     if block_table is not None:

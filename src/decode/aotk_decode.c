@@ -182,25 +182,58 @@ static int paged_prefill_short(const aotk__decode_problem *p, const aotk__device
   return p->group_size * p->seqlen_q > 32 && p->batch * p->heads_q <= (int64_t)device->multiprocessors;
 }
 
-/* Whether the split decoding path keeps a packed prefill that the rules above give the Gluon forward:
- * where the forward's tiles (a 128-row tile per request, query head and 128 queries) fit one wave, its
- * time is about one tile's over the whole cache however few tiles there are, while the decoding kernel
- * splits its keys over the SMs and takes time about in proportion to its 64-row tiles (each request and
- * kv head's G x max_seqlen_q rows in chunks of 64): it wins below 0.4 of the SMs' count of those tiles,
- * or half of it from head dim 192 (the forward's d256 tile takes 1.8x d128's time, the decoding
- * kernel's 1.2-1.5x). On the H100 (bench/explore/hopper/paged_prefill_threshold.py --graphs, CUDA-graph
- * replays in one process, bf16, 16k keys, 256-key pages unless said; the split path against the Gluon
- * kernel through the JIT), d128 GQA 32/8: 1 request at 16, 48 and 64 queries 63-127 us against 207-216
- * (8-32 tiles), at 96 queries 147-175 against 208-219 (48 tiles, pages of 16 and 256), 2 requests at 48
- * 154-179 against 210-216 (48); but at 64 tiles (1 request at 128 queries, 2 at 64, 4 at 32) the forward
- * won 1.03-1.32x. MQA 32/1 and MHA 32/32, d64, and 4k keys fell on the same side of the bound (MQA at 64
- * tiles a tie, 213 against 205 us); d256 took the split path at 64 tiles too, 337-343 against 373-426.
- * Not measured: (192, 128), and d256 between 64 and 128 tiles. */
+/* The fewest keys a split of the paged prefill takes: 4 blocks of 128 rows. */
+enum { AOTK__PAGED_PREFILL_MIN_SPLIT_KEYS = 512 };
+
+/* How many ranges the paged prefill cuts each request's keys into: where its tiles fill at most half
+ * the SMs, as many as fit one wave (floor(SMs / tiles)), each of at least
+ * AOTK__PAGED_PREFILL_MIN_SPLIT_KEYS keys of max_seqlen_k (or the capacity), at most
+ * AOTK_DECODE_MAX_SPLITS; num_splits 1 asks for none (a count above 1 runs the decoding kernel). A
+ * one-wave forward takes about one tile's time over the whole cache however few tiles it has: split,
+ * its tiles fill the SMs, and the fp32 partials cost a write, a read and the merge's launch. On the H100
+ * (paged_prefill_threshold.py --graphs, bf16 d128, 256-key pages, against the unsplit forward through
+ * the JIT): 1 request over 16k keys, GQA 32/8, 128 queries (32 tiles, 4 splits) 87 against 207 us, 256
+ * queries (64 tiles, 2 splits) 142 against 207, 8/1 heads at 64-1024 queries 45-139 against 204-207,
+ * 2 requests of 512 138 against 206; 128 queries over 4k keys 48 against 60. (bench_decode.py --prefill
+ * has the 128- and 256-query rows.) */
+static int64_t paged_prefill_splits(const aotk__decode_problem *p, int multiprocessors, int64_t tiles) {
+  const int64_t sms = multiprocessors > 0 ? multiprocessors : 1;
+  if (p->num_splits_asked == 1 || tiles < 1 || 2 * tiles > sms) return 1;
+  int64_t n = sms / tiles;
+  if (n > p->size_hint / AOTK__PAGED_PREFILL_MIN_SPLIT_KEYS) n = p->size_hint / AOTK__PAGED_PREFILL_MIN_SPLIT_KEYS;
+  if (n > AOTK_DECODE_MAX_SPLITS) n = AOTK_DECODE_MAX_SPLITS;
+  return n > 1 ? n : 1;
+}
+
+/* Whether the split decoding path keeps a packed prefill that the rules above give the Gluon forward,
+ * which then runs one wave of tiles (a 128-row tile per request, query head and 128 queries). Its work
+ * is those tiles over the whole cache, split or not; the decoding kernel's is its 64-row tiles (each
+ * request and kv head's G x max_seqlen_q rows in chunks of 64) over the cache, split to fill the SMs,
+ * at a lower rate. Where the forward splits its keys (paged_prefill_splits), the decoding kernel keeps
+ * the call while its tiles are at most half the forward's (a quarter of the rows); where the forward's
+ * tiles fill more than half the SMs and it runs unsplit, about one tile's time over the whole cache,
+ * while the decoding kernel's tiles are under 0.4 of the SMs (0.5 from head dim 192).
+ * Measured on the H100 (bench/explore/hopper/paged_prefill_threshold.py --graphs --rows, CUDA-graph
+ * replays in one process, bf16, 16k keys, 256-key pages; the library with this rule, the library with
+ * the forward split on every one-wave call, and a build with the decoding path alone):
+ * - Forward split, decoding tiles at most half its tiles (an eighth of the rows): the decoding kernel
+ *   1.13-1.43x faster at 16 queries (1 request over GQA 32/8, MQA 32/1 and d256, 2 requests: 52-88 us
+ *   against 71-122); at 4k keys the forward split 1.06x faster (34.6 against 36.6 us).
+ * - Forward split, more decoding tiles: the forward 1.04x at 48 queries and 1.21-2.2x elsewhere (1
+ *   request of 64 and 96 queries 78-80 against 127-146 us, 2 of 48 127 against 154, 8/1 heads at 64
+ *   and 256 queries 45-58 against 52-117, d256 at 128 153 against 337).
+ * - Forward unsplit (its tiles filling more than half the SMs), against it before it split (nineteenth
+ *   session): d128 GQA 32/8 at 8-48 decoding tiles 63-179 us against 207-219, at 64 tiles the forward
+ *   1.03-1.32x faster; MQA, MHA, d64 and 4k keys on the same side of the bound; d256 the decoding
+ *   kernel at 64 tiles still 1.10-1.24x faster, hence the wider bound from head dim 192 ((192, 128) and
+ *   d256 between 64 and 128 tiles not measured). */
 static int paged_prefill_split_wins(const aotk__decode_problem *p, const aotk__device_info *device) {
   const int64_t sms = device->multiprocessors > 0 ? device->multiprocessors : 1;
   const int64_t forward_tiles = p->batch * p->heads_q * ceil_div(p->seqlen_q, 128);
   const int64_t decode_tiles = p->batch * p->heads_kv * ceil_div(p->group_size * p->seqlen_q, 64);
-  return forward_tiles <= sms && (p->head_dim_qk > 128 ? 4 : 5) * decode_tiles < 2 * sms;
+  if (forward_tiles > sms) return 0;
+  if (paged_prefill_splits(p, device->multiprocessors, forward_tiles) > 1) return 2 * decode_tiles <= forward_tiles;
+  return (p->head_dim_qk > 128 ? 4 : 5) * decode_tiles < 2 * sms;
 }
 /* The most queries (max_seqlen_q) and keys (the capacity) it takes: the Gluon forward's window arithmetic
  * adds a row, the diagonal and a bound clamped to +-2^30 in int32, which holds for lengths up to 2^30 less
@@ -276,6 +309,18 @@ static int64_t paged_prefill_grid(const aotk__decode_problem *p, const aotk__ker
   return sms;
 }
 
+/* The workspace and the merge of a split call's partials. The merge has no dtype or head-dim axis (one
+ * kernel serves them all: its rows say 0), so only the alignment chooses (the partials are padded rows;
+ * out was checked aligned), and choose_merge's rule. */
+static aotk_status plan_split_merge(const aotk__decode_problem *p, decode_plan *plan) {
+  plan->workspace_bytes = partial_out_bytes(p, plan->num_splits) + partial_lse_bytes(p, plan->num_splits);
+  aotk__variant_key key;
+  memset(&key, 0, sizeof key);
+  key.aligned = 1;
+  return choose_merge(&key, plan->num_splits, partial_rows(p), p->head_dim_v, &plan->device, &plan->merge_row,
+                      &plan->kind);
+}
+
 /* `stream` is checked to belong to the current context before anything is chosen for its device
  * (aotk__check_stream_context); the query, which launches nothing, passes NULL. */
 static aotk_status plan_decode(const aotk__decode_problem *p, const aotk_decode_params *params, aotk_stream stream,
@@ -294,9 +339,15 @@ static aotk_status plan_decode(const aotk__decode_problem *p, const aotk_decode_
     plan->paged_prefill = 1;
     plan->row_chunks = 1, plan->num_splits = 1, plan->split_keys = p->capacity;
     plan->paged_tiles = p->batch * p->heads_q * ceil_div(p->seqlen_q, e->block_m);
+    const int64_t splits = paged_prefill_splits(p, plan->device.multiprocessors, plan->paged_tiles);
+    if (splits > 1) {
+      plan->split_keys = round_up(ceil_div(p->size_hint, splits), e->block_n);
+      plan->num_splits = ceil_div(p->size_hint, plan->split_keys);
+      plan->paged_tiles *= plan->num_splits;
+    }
     plan->programs = paged_prefill_grid(p, e, plan->device.multiprocessors, plan->paged_tiles);
     plan->append_row = -1, plan->merge_row = -1;
-    return AOTK_OK;
+    return plan->num_splits > 1 ? plan_split_merge(p, plan) : AOTK_OK;
   }
   const int64_t group_rows = p->group_size * p->seqlen_q;
   /* The tuning rule's size key: the group's rows, below the short-split tile's key. */
@@ -380,20 +431,7 @@ static aotk_status plan_decode(const aotk__decode_problem *p, const aotk_decode_
     return status;
   }
   plan->merge_row = -1;
-  if (plan->num_splits > 1) {
-    plan->workspace_bytes = partial_out_bytes(p, plan->num_splits) + partial_lse_bytes(p, plan->num_splits);
-    /* The merge has no dtype or head-dim axis (one kernel serves them all: its rows say 0), so only the
-     * alignment chooses (the partials are padded rows; out was checked aligned), and choose_merge's
-     * rule. */
-    memset(&key, 0, sizeof key);
-    key.aligned = 1;
-    if ((status = choose_merge(&key, plan->num_splits, partial_rows(p), p->head_dim_v, &plan->device, &plan->merge_row,
-                               &plan->kind)) !=
-        AOTK_OK) {
-      return status;
-    }
-  }
-  return AOTK_OK;
+  return plan->num_splits > 1 ? plan_split_merge(p, plan) : AOTK_OK;
 }
 
 static uint32_t decode_features(const aotk__decode_problem *p, const decode_plan *plan) {
@@ -481,22 +519,56 @@ static aotk_status launch_merge(const aotk__driver *driver, int row, CUkernel ke
                           merge_programs(row, a->num_rows, (int64_t)a->head_dim8 * 8, a->flags & FLAG_WHOLE_ROWS), stream);
 }
 
+/* The merge of a split call's partials, [split, batch, seqlen_q, heads_q, round_up(head_dim_v, 16)] and
+ * [split, batch, heads_q, seqlen_q] in the workspace, into out and lse (strides (batch, sequence, head)
+ * and (batch, head) as the kernels saw them), the sinks joining here. Packed queries keep [batch,
+ * max_seqlen_q] rows in the partials; the merge writes token t of request b to out's row
+ * cu_seqlens_q[b] + t (FLAG_VARLEN). */
+static aotk_status launch_split_merge(const aotk__decode_problem *p, const decode_plan *plan, CUkernel kernel,
+                                      CUdeviceptr out_partial, CUdeviceptr lse_partial, CUdeviceptr out,
+                                      CUdeviceptr lse, CUdeviceptr sinks, CUdeviceptr cu_seqlens_q,
+                                      const int64_t out_strides[3], const int64_t lse_strides[2], aotk_stream stream) {
+  merge_args m;
+  memset(&m, 0, sizeof m);
+  const int64_t pd = partial_stride(p);
+  m.partial[0] = out_partial;
+  m.lse_partial = lse_partial;
+  m.out[dtype_slot(p->dtype)] = out;
+  m.lse = lse;
+  m.sinks = sinks;
+  m.cu_seqlens_q = cu_seqlens_q;
+  const int64_t merge_strides[14] = {partial_rows(p) * pd, p->seqlen_q * p->heads_q * pd, p->heads_q * pd, pd,
+                                     partial_rows(p), p->heads_q * p->seqlen_q, p->seqlen_q, 1,
+                                     out_strides[0], out_strides[1], out_strides[2], lse_strides[0], lse_strides[1], 1};
+  memcpy(m.strides, merge_strides, sizeof m.strides);
+  m.num_partials = (int32_t)plan->num_splits;
+  m.seqlen_q = (int32_t)p->seqlen_q;
+  m.heads = (int32_t)p->heads_q;
+  m.num_rows = (int32_t)partial_rows(p);
+  m.head_dim8 = (int32_t)(p->head_dim_v / 8);
+  m.flags = out_flag(p->dtype) | (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->sinks ? FLAG_SINKS : 0) |
+            (p->varlen ? FLAG_VARLEN : 0) |
+            (merge_chunks_overflow(plan->merge_row, m.num_rows, p->head_dim_v) ? FLAG_WHOLE_ROWS : 0);
+  return launch_merge(plan->driver, plan->merge_row, kernel, &m, stream);
+}
+
 /* attn_fwd_hopper_paged's parameters (codegen/aotk_catalog.py, ATTN_FWD_HOPPER_PAGED_PARAMS): the forward's
  * ("lii" a tensor's strides), four descriptors, the tile count, then the block table, lengths, left
- * padding, the table's row stride and the page size's log2. */
+ * padding, the table's row stride and the page size's log2, and the split's: the partial outputs, the
+ * partials' and their LSEs' split strides, the split count and the keys a split. */
 static const char paged_prefill_param_kinds[] = "ppppp" "pp" "ppp" "lii" "lii" "lii" "lii" "lil" "iiiii" "iiiii" "fff"
-                                                "if" "tttt" "i" "ppp" "l" "i";
+                                                "if" "tttt" "i" "ppp" "l" "i" "p" "ll" "ii";
 
 /* Bits of the Gluon forward's flags (kernels/attn_hopper_common.py) beside FLAG_WRITE_LSE, FLAG_VARLEN,
  * FLAG_SOFTCAP, FLAG_ALIBI and FLAG_SINKS, which it shares with the decoding kernel. */
 enum { FWD_FLAG_REVERSE = 128, FWD_FLAG_O_TMA = 256, FWD_FLAG_LEFTPAD = 512 };
 
 static aotk_status launch_paged_prefill(const aotk_decode_params *params, const aotk__decode_problem *p,
-                                        const decode_plan *plan, aotk_stream stream);
+                                        const decode_plan *plan, void *workspace, aotk_stream stream);
 
 static aotk_status launch_decode(const aotk_decode_params *params, const aotk__decode_problem *p,
                                  const decode_plan *plan, void *workspace, aotk_stream stream) {
-  if (plan->paged_prefill) return launch_paged_prefill(params, p, plan, stream);
+  if (plan->paged_prefill) return launch_paged_prefill(params, p, plan, workspace, stream);
   /* Every kernel is loaded before the first launch: a load failure launches nothing. */
   int rows[3] = {plan->decode_row, 0, 0};
   const char *kinds[3] = {decode_param_kinds, NULL, NULL};
@@ -584,47 +656,28 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
                                  plan->programs, stream)) != AOTK_OK || !split) {
     return status;
   }
-  /* The merge of the splits' partials, [split, batch, seqlen_q, heads_q, round_up(head_dim_v, 16)] and
-   * [split, batch, heads_q, seqlen_q], into out and lse, the sinks joining here. Packed queries keep
-   * [batch, max_seqlen_q] rows in the partials; the merge writes token t of request b to out's row
-   * cu_seqlens_q[b] + t (FLAG_VARLEN; out's and lse's strides as the decoding kernel saw them). */
-  merge_args m;
-  memset(&m, 0, sizeof m);
-  const int64_t pd = partial_stride(p);
-  m.partial[0] = out_partial;
-  m.lse_partial = lse_partial;
-  m.out[dtype_slot(p->dtype)] = out;
-  m.lse = lse;
-  m.sinks = sinks;
-  m.cu_seqlens_q = cu_seqlens_q;
-  const int64_t merge_strides[14] = {partial_rows(p) * pd, p->seqlen_q * p->heads_q * pd, p->heads_q * pd, pd,
-                                     partial_rows(p), p->heads_q * p->seqlen_q, p->seqlen_q, 1,
-                                     strides[9], strides[10], strides[11], strides[18], strides[19], 1};
-  memcpy(m.strides, merge_strides, sizeof m.strides);
-  m.num_partials = (int32_t)plan->num_splits;
-  m.seqlen_q = (int32_t)p->seqlen_q;
-  m.heads = (int32_t)p->heads_q;
-  m.num_rows = (int32_t)partial_rows(p);
-  m.head_dim8 = (int32_t)(p->head_dim_v / 8);
-  m.flags = out_flag(p->dtype) | (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->sinks ? FLAG_SINKS : 0) |
-            (p->varlen ? FLAG_VARLEN : 0) |
-            (merge_chunks_overflow(plan->merge_row, m.num_rows, p->head_dim_v) ? FLAG_WHOLE_ROWS : 0);
-  return launch_merge(plan->driver, plan->merge_row, kernels[merge_index], &m, stream);
+  const int64_t out_strides[3] = {strides[9], strides[10], strides[11]}, lse_strides[2] = {strides[18], strides[19]};
+  return launch_split_merge(p, plan, kernels[merge_index], out_partial, lse_partial, out, lse, sinks, cu_seqlens_q,
+                            out_strides, lse_strides, stream);
 }
 
 /* The packed prefill through attn_fwd_hopper_paged: q, out [total_q, heads, d] and the caches [num_pages,
  * page_size, heads_kv, d] as TMA descriptors, lse [heads_q, total_q] by masked stores, the queries at the
  * end of each request's keys (the forward's bottom-right diagonal, from cache_seqlens). */
 static aotk_status launch_paged_prefill(const aotk_decode_params *params, const aotk__decode_problem *p,
-                                        const decode_plan *plan, aotk_stream stream) {
+                                        const decode_plan *plan, void *workspace, aotk_stream stream) {
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
-  CUkernel kernel;
-  const char *kinds[1] = {paged_prefill_param_kinds};
-  aotk_status status = aotk__load_rows(plan->driver, &plan->decode_row, kinds, 1, plan->kind, plan->device.device,
-                                       &kernel);
+  /* Both kernels are loaded before the first launch (the merge's with a split). */
+  const int split = plan->num_splits > 1;
+  CUkernel kernels[2];
+  const int rows[2] = {plan->decode_row, plan->merge_row};
+  const char *kinds[2] = {paged_prefill_param_kinds, merge_param_kinds};
+  aotk_status status = aotk__load_rows(plan->driver, rows, kinds, split ? 2 : 1, plan->kind, plan->device.device,
+                                       kernels);
   if (status != AOTK_OK) return status;
   const aotk_tensor q4 = packed_as_4d(&params->q), out4 = packed_as_4d(&params->out);
-  const int o_tma = aotk__tma_view_ok(&out4);
+  /* (Split, O leaves as fp32 partials by masked stores: out's descriptor is not read.) */
+  const int o_tma = !split && aotk__tma_view_ok(&out4);
   const aotk_tensor *tensors[4] = {&q4, &params->k_cache, &params->v_cache, o_tma ? &out4 : &q4};
   const char *const names[4] = {"q", "k_cache", "v_cache", o_tma ? "out" : "q (as out's stand-in)"};
   aotk__packed_descriptor d[4];
@@ -648,10 +701,22 @@ static aotk_status launch_paged_prefill(const aotk_decode_params *params, const 
   int32_t o_s = (int32_t)ot->strides[0], o_h = (int32_t)ot->strides[1];
   int64_t stride_lb = 0, stride_ab = p->alibi_batch_stride, stride_bt = params->block_table.strides[0];
   int32_t stride_lh = p->write_lse ? (int32_t)params->lse.strides[0] : 0;
+  /* Split: the decoding kernel's partials (launch_split_merge), [split, batch, max_seqlen_q, heads_q,
+   * round_up(head_dim_v, 16)] fp32 through out's strides and [split, batch, heads_q, max_seqlen_q]
+   * through lse's; the sinks join in the merge. */
+  CUdeviceptr out_partial = split ? (CUdeviceptr)(uintptr_t)workspace : 0;
+  CUdeviceptr lse_partial = split ? out_partial + partial_out_bytes(p, plan->num_splits) : 0;
+  const int64_t pd = partial_stride(p);
+  int64_t stride_pp = split ? partial_rows(p) * pd : 0, stride_lpp = split ? partial_rows(p) : 0;
+  int32_t num_splits32 = (int32_t)plan->num_splits, split_keys32 = (int32_t)plan->split_keys;
+  if (split) {
+    o_b = p->seqlen_q * p->heads_q * pd, o_s = (int32_t)(p->heads_q * pd), o_h = (int32_t)pd;
+    stride_lb = p->heads_q * p->seqlen_q, stride_lh = (int32_t)p->seqlen_q;
+  }
   int32_t ints[10] = {(int32_t)p->seqlen_q, (int32_t)p->capacity, (int32_t)p->heads_q, (int32_t)p->group_size,
                       (int32_t)ceil_div(p->seqlen_q, e->block_m), (int32_t)(p->head_dim_qk / 8),
                       (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0};
-  ints[9] = FLAG_VARLEN | (p->write_lse ? FLAG_WRITE_LSE : 0) | (p->sinks ? FLAG_SINKS : 0) |
+  ints[9] = FLAG_VARLEN | (p->write_lse || split ? FLAG_WRITE_LSE : 0) | (p->sinks && !split ? FLAG_SINKS : 0) |
             (p->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (p->alibi ? FLAG_ALIBI : 0) |
             (o_tma ? FWD_FLAG_O_TMA : 0) | (p->leftpad ? FWD_FLAG_LEFTPAD : 0) |
             /* causal-like masks give later query blocks more work: run them first */
@@ -662,17 +727,26 @@ static aotk_status launch_paged_prefill(const aotk_decode_params *params, const 
   int32_t dropout_threshold = 0, num_tiles32 = (int32_t)plan->paged_tiles, page_shift = 0;
   float dropout_scale = 1.0f;
   while (((int64_t)1 << page_shift) < p->page_size) page_shift++;
-  void *args[] = {&q, &k, &v, &out, &lse, &cu_seqlens_q, &none, &alibi, &sinks, &none,
+  CUdeviceptr kernel_lse = split ? lse_partial : lse; /* the partial LSEs when split */
+  void *args[] = {&q, &k, &v, &out, &kernel_lse, &cu_seqlens_q, &none, &alibi, &sinks, &none,
                   &q_b, &q_s, &q_h, &k_b, &k_s, &k_h, &v_b, &v_s, &v_h, &o_b, &o_s, &o_h,
                   &stride_lb, &stride_lh, &stride_ab,
                   &ints[0], &ints[1], &ints[2], &ints[3], &ints[4], &ints[5], &ints[6], &ints[7], &ints[8], &ints[9],
                   &scalars[0], &scalars[1], &scalars[2], &dropout_threshold, &dropout_scale,
                   AOTK__DESCRIPTOR_ARGS(d[0]), AOTK__DESCRIPTOR_ARGS(d[1]), AOTK__DESCRIPTOR_ARGS(d[2]),
-                  AOTK__DESCRIPTOR_ARGS(d[3]), &num_tiles32, &table, &seqlens, &leftpad, &stride_bt, &page_shift};
+                  AOTK__DESCRIPTOR_ARGS(d[3]), &num_tiles32, &table, &seqlens, &leftpad, &stride_bt, &page_shift,
+                  &out_partial, &stride_pp, &stride_lpp, &num_splits32, &split_keys32};
   _Static_assert(sizeof args / sizeof args[0] == sizeof paged_prefill_param_kinds - 1 + 4 * 6,
                  "one argument per parameter, seven per descriptor");
-  return aotk__launch_row(plan->driver, plan->decode_row, kernel, sizeof args / sizeof args[0], args, plan->programs,
-                          stream);
+  if ((status = aotk__launch_row(plan->driver, plan->decode_row, kernels[0], sizeof args / sizeof args[0], args,
+                                 plan->programs, stream)) != AOTK_OK ||
+      !split) {
+    return status;
+  }
+  const int64_t out_strides[3] = {0, ot->strides[0], ot->strides[1]};
+  const int64_t lse_strides[2] = {0, p->write_lse ? params->lse.strides[0] : 0};
+  return launch_split_merge(p, plan, kernels[1], out_partial, lse_partial, out, lse, sinks, cu_seqlens_q, out_strides,
+                            lse_strides, stream);
 }
 
 /* --- decoding: the public calls ------------------------------------------------------------------ */

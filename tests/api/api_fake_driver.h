@@ -85,7 +85,7 @@ enum driver_function {
 #define ATTN_FWD_HOPPER_KINDS ATTN_FWD_TMA_KINDS "t" "i"
 /* The sm_90 paged prefill (attn_fwd_hopper_paged): the Gluon forward's, then BlockTable, CacheSeqlens,
  * CacheLeftpad, stride_bt and page_shift. */
-#define ATTN_FWD_HOPPER_PAGED_KINDS ATTN_FWD_HOPPER_KINDS "ppp" "l" "i"
+#define ATTN_FWD_HOPPER_PAGED_KINDS ATTN_FWD_HOPPER_KINDS "ppp" "l" "i" "p" "ll" "ii"
 #define ATTN_DROPOUT_MASK_KINDS "pppp" "lll" "iiiiii"
 #define ATTN_BWD_PREPROCESS_KINDS "ppppp" "ppp" STRIDES STRIDES "li" "iiii" "i" "ii"
 #define ATTN_BWD_SINK_REDUCE_KINDS "ppi"
@@ -216,13 +216,19 @@ enum hopper_launch_param {
   HOPPER_ARG_PROFILE_SCRATCH,
   HOPPER_PARAM_COUNT
 };
-/* attn_fwd_hopper_paged: attn_fwd_hopper's arguments up to num_tiles, then the paged cache's. */
+/* attn_fwd_hopper_paged: attn_fwd_hopper's arguments up to num_tiles, then the paged cache's, then the
+ * split's (fp32 partials, their split strides, the count, the keys a split). */
 enum hopper_paged_launch_param {
   PAGED_ARG_BLOCK_TABLE = HOPPER_ARG_GLOBAL_SCRATCH,
   PAGED_ARG_CACHE_SEQLENS,
   PAGED_ARG_CACHE_LEFTPAD,
   PAGED_ARG_STRIDE_BT,
   PAGED_ARG_PAGE_SHIFT,
+  PAGED_ARG_OUT_PARTIAL,
+  PAGED_ARG_STRIDE_PP,
+  PAGED_ARG_STRIDE_LPP,
+  PAGED_ARG_NUM_SPLITS,
+  PAGED_ARG_SPLIT_KEYS,
   PAGED_ARG_GLOBAL_SCRATCH,
   PAGED_ARG_PROFILE_SCRATCH,
   PAGED_PARAM_COUNT

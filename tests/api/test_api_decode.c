@@ -435,10 +435,12 @@ static void test_decode_family_choice(void) {
  * (128, 128), (192, 128) or (256, 256), q and the caches readable by TMA (heads contiguous; softcap and
  * ALiBi in the EXTRAS rows), on sm_90 cubins, run the Gluon forward through the block table: one launch
  * of attn_fwd_hopper_paged on one program per SM (or per tile), its boxes 16 rows below 64-key pages and
- * 64 from them, the page size passed as its log2. Not where the forward's tiles fit one wave and the
- * decoding kernel's 64-row tiles (requests x kv heads x ceil(G x max_seqlen_q / 64)) are under 0.4 of the
- * SMs' count (under half from head dim 192): its split runs those (paged_prefill_split_wins), unless
- * num_splits 1 asks for no split. Everything else keeps the decoding kernel. (fuzz_api checks every
+ * 64 from them, the page size passed as its log2; where its tiles fill at most half the SMs, split into
+ * min(132 / tiles, keys / 512) key ranges whose fp32 partials a second launch merges. Not where the
+ * forward's tiles fit one wave and the decoding kernel's 64-row tiles (requests x kv heads x ceil(G x
+ * max_seqlen_q / 64)) are few: at most half the forward's tiles where the forward splits, else under 0.4
+ * of the SMs' count (under half from head dim 192): its split runs those (paged_prefill_split_wins),
+ * unless num_splits 1 asks for no split. Everything else keeps the decoding kernel. (fuzz_api checks every
  * argument's reach; this, the rule.) The shape: 8 query heads over 2 (G 4), 3 requests unless said. */
 static void test_decode_paged_prefill(void) {
   static const struct {
@@ -449,38 +451,47 @@ static void test_decode_paged_prefill(void) {
                       5: a capacity of 2^30 keys; 6: num_splits 1 */
     const char *box;  /* NULL: not the paged prefill */
     int32_t page_shift;
-    int64_t grid;     /* requests x 8 heads x ceil(max_seqlen_q / 128) tiles, at most 132 */
+    int64_t grid;     /* requests x 8 heads x ceil(max_seqlen_q / 128) tiles x splits, at most 132 */
+    int32_t splits;   /* where the tiles fill at most half the SMs: min(132 / tiles, 3072 keys / 512) */
   } cases[] = {
-      {"128 tokens, 16-key pages (64 decoding tiles)", 90, 4, 128, 16, 128, 0, "p16", 4, 32},
-      {"300 tokens, 32-key pages", 90, 3, 300, 32, 128, 0, "p16", 5, 72},
-      {"300 tokens, 64-key pages: 64-row boxes", 90, 3, 300, 64, 128, 0, "p64", 6, 72},
-      {"700 tokens, 256-key pages, d64", 90, 3, 700, 256, 64, 0, "p64", 8, 132},
-      {"fp16, sinks and cache_leftpad", 90, 3, 200, 16, 128, 4, "p16", 4, 48},
-      {"64 tokens, one 128-row tile a head (16 requests)", 90, 16, 64, 16, 128, 0, "p16", 4, 128},
-      /* The decoding kernel's split, where the forward's tiles fit one wave and the decoding kernel's are
-       * fewer than 0.4 x 132 (52.8), or 66 from head dim 192. */
-      {"128 tokens, 3 requests (48 decoding tiles): the split", 90, 3, 128, 16, 128, 0, NULL, 0, 0},
-      {"the same with num_splits 1: the paged prefill", 90, 3, 128, 16, 128, 6, "p16", 4, 24},
-      {"64 tokens, 3 requests (24 decoding tiles): the split", 90, 3, 64, 16, 128, 0, NULL, 0, 0},
-      {"head dim 256, 128 tokens, 4 requests (64 decoding tiles): the split", 90, 4, 128, 16, 256, 0, NULL, 0, 0},
-      {"head dim 256, 300 tokens (114 decoding tiles)", 90, 3, 300, 16, 256, 0, "p16", 4, 72},
+      {"128 tokens, 16-key pages (64 decoding tiles; 32 tiles in 4 splits of 768 keys)", 90, 4, 128, 16, 128, 0,
+       "p16", 4, 128, 4},
+      {"300 tokens, 32-key pages", 90, 3, 300, 32, 128, 0, "p16", 5, 72, 1},
+      {"300 tokens, 64-key pages: 64-row boxes", 90, 3, 300, 64, 128, 0, "p64", 6, 72, 1},
+      {"700 tokens, 256-key pages, d64", 90, 3, 700, 256, 64, 0, "p64", 8, 132, 1},
+      {"fp16, sinks and cache_leftpad (48 tiles: 2 splits)", 90, 3, 200, 16, 128, 4, "p16", 4, 96, 2},
+      {"64 tokens, one 128-row tile a head (16 requests)", 90, 16, 64, 16, 128, 0, "p16", 4, 128, 1},
+      /* The decoding kernel's split against the forward's. Where the forward splits (its tiles fill at most
+       * half the SMs), the decoding kernel keeps the call while its tiles are at most half the forward's;
+       * where the forward's one wave runs unsplit, while its tiles are under 0.4 x 132 (52.8), or 66 from
+       * head dim 192. */
+      {"128 tokens, 3 requests (48 decoding tiles, 24 forward ones): 5 forward splits of 640 keys", 90, 3, 128, 16,
+       128, 0, "p16", 4, 120, 5},
+      {"the same with num_splits 1: the paged prefill, unsplit", 90, 3, 128, 16, 128, 6, "p16", 4, 24, 1},
+      {"32 tokens, 3 requests (12 decoding tiles, half the forward's 24): the decoding kernel", 90, 3, 32, 16, 128,
+       0, NULL, 0, 0, 0},
+      {"33 tokens, 3 requests (18 decoding tiles): 5 forward splits", 90, 3, 33, 16, 128, 0, "p16", 4, 120, 5},
+      {"head dim 256, 128 tokens, 4 requests (64 decoding tiles): 4 forward splits of 768 keys", 90, 4, 128, 16, 256,
+       0, "p16", 4, 128, 4},
+      {"head dim 256, 300 tokens (114 decoding tiles)", 90, 3, 300, 16, 256, 0, "p16", 4, 72, 1},
       /* Fewer than 64 tokens: the paged prefill where the decoding kernel would run its 64-row tile
        * (G * tokens > 32), the 128-row tiles (requests x query heads) fit one wave of 132 SMs, and the
        * decoding kernel's tiles are not few enough for its split. */
-      {"63 tokens, 16 requests x 8 heads (128 tiles, one wave)", 90, 16, 63, 16, 128, 0, "p16", 4, 128},
-      {"17 tokens x G 4 = 68 rows, 16 requests (64 decoding tiles)", 90, 16, 17, 16, 128, 0, "p16", 4, 128},
-      {"16 tokens x G 4 = 64 rows, 16 requests (32 decoding tiles): the split", 90, 16, 16, 16, 128, 0, NULL, 0, 0},
-      {"8 tokens x G 4 = 32 rows: the decoding kernel", 90, 16, 8, 16, 128, 0, NULL, 0, 0},
+      {"63 tokens, 16 requests x 8 heads (128 tiles, one wave)", 90, 16, 63, 16, 128, 0, "p16", 4, 128, 1},
+      {"17 tokens x G 4 = 68 rows, 16 requests (64 decoding tiles)", 90, 16, 17, 16, 128, 0, "p16", 4, 128, 1},
+      {"16 tokens x G 4 = 64 rows, 16 requests (32 decoding tiles): the split", 90, 16, 16, 16, 128, 0, NULL, 0, 0, 0},
+      {"8 tokens x G 4 = 32 rows: the decoding kernel", 90, 16, 8, 16, 128, 0, NULL, 0, 0, 0},
       {"63 tokens, 17 requests x 8 heads (136 tiles, two waves): the decoding kernel", 90, 17, 63, 16, 128, 0, NULL,
-       0, 0},
-      {"48-key pages (not a power of two)", 90, 3, 300, 48, 128, 0, NULL, 0, 0},
-      {"8-key pages", 90, 3, 300, 8, 128, 0, NULL, 0, 0},
-      {"softcap: the EXTRAS row", 90, 3, 300, 16, 128, 1, "p16", 4, 72},
-      {"ALiBi: the EXTRAS row", 90, 3, 300, 64, 128, 2, "p64", 6, 72},
-      {"q's heads not contiguous", 90, 3, 300, 16, 128, 3, NULL, 0, 0},
-      {"head dim 96 (no row of its own)", 90, 3, 300, 16, 96, 0, NULL, 0, 0},
-      {"sm_80", 80, 3, 300, 16, 128, 0, NULL, 0, 0},
-      {"2^30 keys (past the Gluon forward's int32 window arithmetic)", 90, 3, 300, 16, 128, 5, NULL, 0, 0},
+       0, 0, 0},
+      {"48-key pages (not a power of two)", 90, 3, 300, 48, 128, 0, NULL, 0, 0, 0},
+      {"8-key pages", 90, 3, 300, 8, 128, 0, NULL, 0, 0, 0},
+      {"softcap: the EXTRAS row", 90, 3, 300, 16, 128, 1, "p16", 4, 72, 1},
+      {"ALiBi: the EXTRAS row", 90, 3, 300, 64, 128, 2, "p64", 6, 72, 1},
+      {"ALiBi over 4 requests of 128 tokens: the EXTRAS row in 4 splits", 90, 4, 128, 64, 128, 2, "p64", 6, 128, 4},
+      {"q's heads not contiguous", 90, 3, 300, 16, 128, 3, NULL, 0, 0, 0},
+      {"head dim 96 (no row of its own)", 90, 3, 300, 16, 96, 0, NULL, 0, 0, 0},
+      {"sm_80", 80, 3, 300, 16, 128, 0, NULL, 0, 0, 0},
+      {"2^30 keys (past the Gluon forward's int32 window arithmetic)", 90, 3, 300, 16, 128, 5, NULL, 0, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     install_fake_gpu(cases[i].arch, cases[i].arch == 90 ? SHARED_SM90 : SHARED_SM80);
@@ -512,36 +523,73 @@ static void test_decode_paged_prefill(void) {
                               FAKE_STREAM);
     CHECK_MSG(status == AOTK_OK && fake.logged_launches == info.launches, "%s: %s (%s), %d launches", cases[i].what,
               aotk_status_name(status), aotk_last_error(), fake.logged_launches);
-    if (cases[i].box == NULL || !paged_prefill || fake.logged_launches != 1) {
+    const int32_t splits = cases[i].splits;
+    if (cases[i].box == NULL || !paged_prefill || fake.logged_launches != (splits > 1 ? 2 : 1)) {
       uninstall_fake_gpu();
       continue;
     }
     const int variation = cases[i].variation;
     const uint32_t features = AOTK_FEATURE_PAGED_KV | AOTK_FEATURE_VARLEN | AOTK_FEATURE_CAUSAL | AOTK_FEATURE_TMA |
-                              AOTK_FEATURE_WARP_SPECIALIZED |
+                              AOTK_FEATURE_WARP_SPECIALIZED | (splits > 1 ? AOTK_FEATURE_SPLIT_KV : 0) |
                               (variation == 4 ? AOTK_FEATURE_SINKS | AOTK_FEATURE_LEFTPAD_KV : 0) |
                               (variation == 1 ? AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_EXTRAS_KERNEL : 0) |
                               (variation == 2 ? AOTK_FEATURE_ALIBI | AOTK_FEATURE_EXTRAS_KERNEL : 0);
+    /* Split: fp32 partials [splits, requests, max_seqlen_q, 8 heads, d] then their LSEs, each part rounded up
+     * to 16 bytes, in keys of ceil(3072 / splits) rounded up to the 128-key block. */
+    const int64_t partial_rows = cases[i].batch * cases[i].max_seqlen_q * 8, d = cases[i].head_dim;
+    const size_t out_bytes = (size_t)((splits * partial_rows * d * 4 + 15) / 16 * 16);
+    const size_t workspace = splits > 1 ? out_bytes + (size_t)((splits * partial_rows * 4 + 15) / 16 * 16) : 0;
+    const int32_t split_keys = splits > 1 ? (int32_t)((3072 / splits + 127) / 128 * 128) : 3072;
     const bool extras_row = strstr(info.kernel_name, "_extras_") != NULL;
     CHECK_MSG(extras_row == (variation == 1 || variation == 2), "%s: %s", cases[i].what, info.kernel_name);
-    CHECK_MSG(strstr(info.kernel_name, cases[i].box) != NULL && info.grid == cases[i].grid && info.launches == 1 &&
-                  info.num_splits == 1 && info.workspace_bytes == 0 && info.features == features,
+    CHECK_MSG(strstr(info.kernel_name, cases[i].box) != NULL && info.grid == cases[i].grid &&
+                  info.launches == (splits > 1 ? 2 : 1) && info.num_splits == splits &&
+                  info.workspace_bytes == workspace && info.features == features,
               "%s: %s, grid %lld, %d launches, %d splits, %zu bytes, features %#x; expected boxes %s, grid %lld, "
-              "features %#x",
+              "%d splits, %zu bytes, features %#x",
               cases[i].what, info.kernel_name, (long long)info.grid, info.launches, info.num_splits,
-              info.workspace_bytes, info.features, cases[i].box, (long long)cases[i].grid, features);
+              info.workspace_bytes, info.features, cases[i].box, (long long)cases[i].grid, (int)splits, workspace,
+              features);
     const recorded_launch *launch = &fake.launch_log[0];
-    const int32_t leftpad_flag = variation == 4 ? 512 : 0, sinks_flag = variation == 4 ? 32 : 0;
+    const int32_t leftpad_flag = variation == 4 ? 512 : 0, sinks_flag = variation == 4 && splits == 1 ? 32 : 0;
     const int32_t softcap_flag = variation == 1 ? 8 : 0, alibi_flag = variation == 2 ? 16 : 0;
-    /* flags: FLAG_WRITE_LSE | FLAG_VARLEN | FLAG_REVERSE (causal) | FLAG_O_TMA (out is contiguous). */
-    const int32_t flags = 1 | 2 | 128 | 256 | leftpad_flag | sinks_flag | softcap_flag | alibi_flag;
+    /* flags: FLAG_WRITE_LSE | FLAG_VARLEN | FLAG_REVERSE (causal) | FLAG_O_TMA (out is contiguous; not when
+     * split, whose fp32 partials leave by masked stores, nor the sinks, which join in the merge). */
+    const int32_t flags =
+        1 | 2 | 128 | (splits > 1 ? 0 : 256) | leftpad_flag | sinks_flag | softcap_flag | alibi_flag;
     /* softcap_scale: the resolved softmax scale (1 / sqrt(head dim)) over the softcap, 0 without one. */
     const float softcap_scale = variation == 1 ? (float)(1.0 / sqrt((double)cases[i].head_dim)) / 30.0f : 0.0f;
+    const uint64_t workspace_at = (uint64_t)(uintptr_t)FAKE_WORKSPACE;
+    CHECK_MSG(arg_i32(launch, PAGED_ARG_NUM_SPLITS) == splits && arg_i32(launch, PAGED_ARG_SPLIT_KEYS) == split_keys &&
+                  arg_pointer(launch, PAGED_ARG_OUT_PARTIAL) == (splits > 1 ? workspace_at : 0) &&
+                  arg_pointer(launch, ARG_LSE) ==
+                      (splits > 1 ? workspace_at + out_bytes : (uint64_t)(uintptr_t)FAKE_LSE) &&
+                  arg_i64(launch, PAGED_ARG_STRIDE_PP) == (splits > 1 ? partial_rows * d : 0) &&
+                  arg_i64(launch, PAGED_ARG_STRIDE_LPP) == (splits > 1 ? partial_rows : 0),
+              "%s: %d splits of %d keys, partials %#llx (strides %lld, %lld), lse %#llx; expected %d of %d", cases[i].what,
+              arg_i32(launch, PAGED_ARG_NUM_SPLITS), arg_i32(launch, PAGED_ARG_SPLIT_KEYS),
+              (unsigned long long)arg_pointer(launch, PAGED_ARG_OUT_PARTIAL),
+              (long long)arg_i64(launch, PAGED_ARG_STRIDE_PP), (long long)arg_i64(launch, PAGED_ARG_STRIDE_LPP),
+              (unsigned long long)arg_pointer(launch, ARG_LSE), (int)splits, (int)split_keys);
+    if (splits > 1) {
+      /* The merge of the partials into the packed rows (FLAG_VARLEN), the sinks joining there. */
+      const recorded_launch *merge = &fake.launch_log[1];
+      const int32_t merge_flags = arg_i32(merge, MERGE_FLAGS);
+      CHECK_MSG(merge->kernel == KERNEL_ATTN_MERGE && arg_i32(merge, MERGE_NUM_PARTIALS) == splits &&
+                    arg_pointer(merge, MERGE_PARTIAL32) == workspace_at &&
+                    arg_pointer(merge, MERGE_LSE_PARTIAL) == workspace_at + out_bytes &&
+                    arg_pointer(merge, MERGE_CU_SEQLENS_Q) == (uint64_t)(uintptr_t)FAKE_CU_SEQLENS_Q &&
+                    (merge_flags & 2) != 0 && ((merge_flags & 32) != 0) == (variation == 4) &&
+                    arg_pointer(merge, MERGE_SINKS) == (uint64_t)(uintptr_t)(variation == 4 ? FAKE_SINKS : NULL),
+                "%s: the merge: kernel %d, %d partials, flags %#x", cases[i].what, merge->kernel,
+                arg_i32(merge, MERGE_NUM_PARTIALS), merge_flags);
+    }
     CHECK_MSG(launch->kernel == KERNEL_ATTN_FWD_HOPPER_PAGED && launch->grid[0] == (unsigned)cases[i].grid &&
                   arg_i32(launch, ARG_SEQLEN_Q) == cases[i].max_seqlen_q && arg_i32(launch, ARG_SEQLEN_K) == 3072 &&
                   arg_i32(launch, ARG_GROUP_SIZE) == 4 && arg_i32(launch, ARG_FLAGS) == flags &&
                   arg_i32(launch, ARG_WINDOW_RIGHT) == 0 && arg_i32(launch, ARG_WINDOW_LEFT) == -1 &&
-                  arg_i32(launch, HOPPER_ARG_NUM_TILES) == cases[i].batch * 8 * ((cases[i].max_seqlen_q + 127) / 128) &&
+                  arg_i32(launch, HOPPER_ARG_NUM_TILES) ==
+                      cases[i].batch * 8 * ((cases[i].max_seqlen_q + 127) / 128) * splits &&
                   arg_pointer(launch, PAGED_ARG_BLOCK_TABLE) == (uint64_t)(uintptr_t)FAKE_BLOCK_TABLE &&
                   arg_pointer(launch, PAGED_ARG_CACHE_SEQLENS) == (uint64_t)(uintptr_t)FAKE_CACHE_SEQLENS &&
                   arg_pointer(launch, PAGED_ARG_CACHE_LEFTPAD) ==

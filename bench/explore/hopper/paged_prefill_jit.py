@@ -22,6 +22,13 @@ sys.path.insert(0, os.environ.get("AOTK_KERNELS_DIR") or os.path.join(os.path.di
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attn_fwd_hopper import attn_fwd_hopper, attn_fwd_hopper_paged  # noqa: E402
 
+# The split's arguments stay run-time values, as in the library's cubins (the catalog specializes no
+# integer): the JIT would make num_splits = 1 a constant, which Triton 3.6 fails to lower
+# (ConvertTritonGPUToLLVM asserts in a SmallVector).
+for _param in attn_fwd_hopper_paged.params:
+    if _param.name in ("stride_pp", "stride_lpp", "num_splits", "split_keys"):
+        _param.do_not_specialize = True
+
 from fwd_hopper_jit import LOG2E, _desc  # noqa: E402  (the same descriptors as the dense harness's)
 
 FLAG_WRITE_LSE, FLAG_VARLEN, FLAG_REVERSE, FLAG_O_TMA, FLAG_LEFTPAD = 1, 2, 128, 256, 512
@@ -126,7 +133,7 @@ def launch_paged(pr, out, lse, causal, window_left=-1, grid=None, box=16):
             max_q, pr["capacity"], hq, hq // hkv, nmb, d // 8, dv // 8, window_left, 0 if causal else -1, flags,
             scale * LOG2E, 0.0, 0.0, 0, 1.0, desc_q, desc_k, desc_v, desc_o, tiles,
             pr["table"], pr["seqlens"], lp if lp is not None else pr["seqlens"], pr["table"].stride(0),
-            page.bit_length() - 1)
+            page.bit_length() - 1, floats, 0, 0, 1, pr["capacity"])  # unsplit: no partials, one split
     kw = dict(HEAD_DIM_QK=d, HEAD_DIM_V=dv, BLOCK_M=128, BLOCK_N=block_n, STAGES=2, EXTRAS=False, PRODUCER_REGS=56,
               CONSUMER_REGS=240, num_warps=4, maxnreg=168)
     return lambda: attn_fwd_hopper_paged[(grid, )](*args, **kw)
