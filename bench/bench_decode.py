@@ -26,9 +26,10 @@ not run (--prefill after a full run keeps the decoding rows).
 
 The paged prefill (chunked prefill over a cache: flash_attn_varlen_func with block_table, which runs
 aotk_attn_decode with packed queries), rows "op": "prefill" (--prefill runs only these): bf16, d128,
-GQA 32/8, 4 requests each with a cache of L keys whose last C are the chunk's tokens (causal,
-bottom-right), for C x L in PREFILL_ROWS (chunks of 16 and 48 tokens too: below 64 queries, where 4
-requests x 32 heads fit one wave of the sm_90 forward's tiles). Implementations, checked against each
+GQA 32/8, b requests each with a cache of L keys whose last C are the chunk's tokens (causal,
+bottom-right), for b x C x L in PREFILL_ROWS (chunks of 16 and 48 tokens too: below 64 queries, where 4
+requests x 32 heads fit one wave of the sm_90 forward's tiles; and 1 request of 128 and 256 tokens, whose
+few tiles the paged prefill splits across the keys). Implementations, checked against each
 other and timed as above:
   aotk-paged16, aotk-paged256   the paged prefill over 16- and 256-key pages in shuffled order
   aotk-varlen                   aotk's prefill kernel (flash_attn_varlen_func without block_table: the
@@ -58,8 +59,10 @@ ROWS = GQA_GRID + [(2, 131072, 32, 8, 1)] + OTHER_ROWS
 QUICK_ROWS = [(64, 4096, 32, 8, 1), (2, 131072, 32, 8, 1), (1, 131072, 32, 1, 1)]
 PAGE_SIZES = (16, 256)
 # (chunk tokens C, cache keys L including the chunk), 4 requests, GQA 32/8.
-PREFILL_ROWS = [(16, 4096), (16, 16384), (48, 16384), (256, 4096), (1024, 4096), (1024, 16384), (4096, 16384)]
-PREFILL_BATCH = 4
+# (requests, chunk, keys): 4 requests, and 1 request of 128 and 256 tokens, whose 32 and 64 tiles the paged
+# prefill splits across the keys.
+PREFILL_ROWS = [(4, 16, 4096), (4, 16, 16384), (4, 48, 16384), (4, 256, 4096), (4, 1024, 4096), (4, 1024, 16384),
+                (4, 4096, 16384), (1, 128, 4096), (1, 128, 16384), (1, 256, 16384)]
 COPY_BYTES = 2 << 30
 
 
@@ -220,13 +223,13 @@ def shuffled_pages(torch, k, v, batch, seqlen_k, page_size):
 
 def prefill_rows(torch, aotk, bench, rows):
     """The paged prefill against aotk's prefill kernel on the same keys (see the module's docstring)."""
-    dev, heads_q, heads_kv, b = "cuda", 32, 8, PREFILL_BATCH
+    dev, heads_q, heads_kv = "cuda", 32, 8
     names = ("aotk-varlen", "aotk-paged16", "aotk-paged256")
-    print(f"paged prefill: {b} requests, GQA {heads_q}/{heads_kv}, d {HEAD_DIM}, bf16, causal bottom-right")
-    print(f"{'chunk':>6} {'L':>6} | " + " ".join(f"{n:>14}" for n in names) + " | TFLOP/s: varlen paged16 paged256 |"
-          " paged16/256 vs varlen", flush=True)
+    print(f"paged prefill: GQA {heads_q}/{heads_kv}, d {HEAD_DIM}, bf16, causal bottom-right")
+    print(f"{'b':>2} {'chunk':>6} {'L':>6} | " + " ".join(f"{n:>14}" for n in names) +
+          " | TFLOP/s: varlen paged16 paged256 | paged16/256 vs varlen", flush=True)
     results = []
-    for chunk, seqlen_k in rows:
+    for b, chunk, seqlen_k in rows:
         torch.manual_seed(0)
         q = torch.randn(b * chunk, heads_q, HEAD_DIM, device=dev, dtype=torch.bfloat16)
         k = torch.randn(b * seqlen_k, heads_kv, HEAD_DIM, device=dev, dtype=torch.bfloat16)
@@ -255,7 +258,7 @@ def prefill_rows(torch, aotk, bench, rows):
 
         def ratio(name):
             return times["aotk-varlen"] / times[name] if name in times and "aotk-varlen" in times else float("nan")
-        print(f"{chunk:>6} {seqlen_k:>6} | " + " ".join(f"{times[n] * 1e3:>11.1f} us" if n in times else f"{'-':>14}"
+        print(f"{b:>2} {chunk:>6} {seqlen_k:>6} | " + " ".join(f"{times[n] * 1e3:>11.1f} us" if n in times else f"{'-':>14}"
                                                    for n in names) +
               " | " + " ".join(f"{tfl.get(n, float('nan')):>6.0f}" for n in names) +
               f" | {ratio('aotk-paged16'):>6.2f} {ratio('aotk-paged256'):>5.2f}", flush=True)
