@@ -84,8 +84,10 @@ def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=M
     page_mode = 0 if table is None else 2 if page_size % block_n == 0 else 1
     scale_log2 = 1.0 / math.sqrt(d) * 1.4426950408889634
 
-    # A kernel copy from before cache_leftpad (AOTK_KERNELS_DIR) takes one pointer fewer.
+    # A kernel copy from before cache_leftpad (AOTK_KERNELS_DIR) takes one pointer fewer, and one from before
+    # packed calls split has no CuSeqlensQ in the merge.
     leftpad = (lens,) if "CacheLeftpad" in K.attn_decode.arg_names else ()
+    merge_cu = (lens,) if "CuSeqlensQ" in K.attn_merge.arg_names else ()
 
     def run():
         K.attn_decode[(programs * splits,)](
@@ -101,7 +103,7 @@ def launcher(q, kc, vc, table, lens, page_size, capacity, cfg, slots=SMS, mcfg=M
         if splits > 1:
             # Partials [split, batch, seqlen_q, heads_q, d] and lse [split, batch, heads_q, seqlen_q].
             K.attn_merge[(-(-rows // mcfg[0]) * -(-d // mcfg[1]),)](
-                part, part, part, lsep, out, out, out, lsep, lsep,
+                part, part, part, lsep, out, out, out, lsep, lsep, *merge_cu,  # CuSeqlensQ: unread (no FLAG_VARLEN)
                 rows * d, seqlen_q * heads_q * d, heads_q * d, d, rows, heads_q * seqlen_q, seqlen_q, 1,
                 out.stride(0), out.stride(1), out.stride(2), 0, 0, 0,
                 splits, seqlen_q, heads_q, rows, d // 8, FLAG_OUT_BF16,
@@ -131,6 +133,7 @@ def merge_only(cases, merges, d=128):
             def run():
                 K.attn_merge[grid](
                     part, part, part, lsep, out, out, out, lsep, lsep,
+                    *((lsep,) if "CuSeqlensQ" in K.attn_merge.arg_names else ()),  # CuSeqlensQ: unread
                     batch * heads * d, heads * d, heads * d, d, batch * heads, heads, 1, 1,
                     out.stride(0), out.stride(1), out.stride(2), 0, 0, 0,
                     partials, 1, heads, batch * heads, d // 8, FLAG_OUT_BF16,
