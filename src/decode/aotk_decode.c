@@ -663,7 +663,8 @@ static aotk_status launch_decode(const aotk_decode_params *params, const aotk__d
 
 /* The packed prefill through attn_fwd_hopper_paged: q, out [total_q, heads, d] and the caches [num_pages,
  * page_size, heads_kv, d] as TMA descriptors, lse [heads_q, total_q] by masked stores, the queries at the
- * end of each request's keys (the forward's bottom-right diagonal, from cache_seqlens). */
+ * end of each request's keys (the forward's bottom-right diagonal, from cache_seqlens). Split
+ * (plan->num_splits > 1, paged_prefill_splits), fp32 partials in the workspace instead, then the merge. */
 static aotk_status launch_paged_prefill(const aotk_decode_params *params, const aotk__decode_problem *p,
                                         const decode_plan *plan, void *workspace, aotk_stream stream) {
   const aotk__kernel_entry *e = &aotk__kernel_table[plan->decode_row];
