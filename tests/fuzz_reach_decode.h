@@ -574,18 +574,20 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
   const int64_t num_splits = arg_i32(a, NUM_SPLITS), split_keys = arg_i32(a, SPLIT_KEYS);
   const bool split = num_splits > 1;
   const int64_t hint = d->max_seqlen_k > 0 && d->max_seqlen_k < capacity ? d->max_seqlen_k : capacity;
-  int64_t expected_splits = 1;
+  int64_t expected_splits = 1, expected_keys = 0;
   if (d->num_splits != 1 && 2 * forward_tiles <= 132) {
     const int64_t n = 132 / forward_tiles < hint / 512 ? 132 / forward_tiles : hint / 512;
-    if (n > 1) expected_splits = (hint + ((hint + n - 1) / n + e->block_n - 1) / e->block_n * e->block_n - 1) /
-                                 (((hint + n - 1) / n + e->block_n - 1) / e->block_n * e->block_n);
+    if (n > 1) {
+      expected_keys = ((hint + n - 1) / n + e->block_n - 1) / e->block_n * e->block_n;
+      expected_splits = (hint + expected_keys - 1) / expected_keys;
+    }
   }
   EXPECT(num_splits == expected_splits && (!split || d->num_splits == 0) &&
-             (!split || (split_keys >= e->block_n && split_keys % e->block_n == 0 &&
-                         (num_splits - 1) * split_keys < hint && num_splits * split_keys >= hint)),
-         "num_splits %lld (expected %lld), split_keys %lld (block %d) for num_splits = %d, %lld keys planned",
-         (long long)num_splits, (long long)expected_splits, (long long)split_keys, (int)e->block_n, (int)d->num_splits,
-         (long long)hint);
+             (!split || (split_keys == expected_keys && (num_splits - 1) * split_keys < hint &&
+                         num_splits * split_keys >= hint)),
+         "num_splits %lld, split_keys %lld (expected %lld, %lld; block %d) for num_splits = %d, %lld keys planned",
+         (long long)num_splits, (long long)split_keys, (long long)expected_splits, (long long)expected_keys,
+         (int)e->block_n, (int)d->num_splits, (long long)hint);
   const int64_t decode_tiles = batch * heads_kv * (((int64_t)d->max_seqlen_q * (heads_q / heads_kv) + 63) / 64);
   const bool split_wins = d->num_splits != 1 && forward_tiles <= 132 &&
                           (num_splits > 1 ? 2 * decode_tiles <= forward_tiles
