@@ -535,11 +535,13 @@ static void test_decode_paged_prefill(void) {
                               (variation == 1 ? AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_EXTRAS_KERNEL : 0) |
                               (variation == 2 ? AOTK_FEATURE_ALIBI | AOTK_FEATURE_EXTRAS_KERNEL : 0);
     /* Split: fp32 partials [splits, requests, max_seqlen_q, 8 heads, d] then their LSEs, each part rounded up
-     * to 16 bytes, in keys of ceil(3072 / splits) rounded up to the 128-key block. */
+     * to 16 bytes, in keys of ceil(3072 / splits) rounded up to the key block. */
     const int64_t partial_rows = cases[i].batch * cases[i].max_seqlen_q * 8, d = cases[i].head_dim;
     const size_t out_bytes = (size_t)((splits * partial_rows * d * 4 + 15) / 16 * 16);
     const size_t workspace = splits > 1 ? out_bytes + (size_t)((splits * partial_rows * 4 + 15) / 16 * 16) : 0;
-    const int32_t split_keys = splits > 1 ? (int32_t)((3072 / splits + 127) / 128 * 128) : 3072;
+    const int32_t block_n = cases[i].head_dim == 256 ? 64 : 128; /* the paged rows' key blocks */
+    const int32_t split_keys =
+        splits > 1 ? (int32_t)(((3072 + splits - 1) / splits + block_n - 1) / block_n * block_n) : 3072;
     const bool extras_row = strstr(info.kernel_name, "_extras_") != NULL;
     CHECK_MSG(extras_row == (variation == 1 || variation == 2), "%s: %s", cases[i].what, info.kernel_name);
     CHECK_MSG(strstr(info.kernel_name, cases[i].box) != NULL && info.grid == cases[i].grid &&
