@@ -65,8 +65,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 
 from attn_hopper_common import (FLAG_ALIBI, FLAG_LEFTPAD, FLAG_O_TMA, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP,
-                                FLAG_TOP_LEFT, FLAG_VARLEN, FLAG_WRITE_LSE, LOG2E, tanh_approx, thread_barrier,
-                                tma_load, window_bounds)
+                                FLAG_SPLIT_OUT, FLAG_TOP_LEFT, FLAG_VARLEN, FLAG_WRITE_LSE, LOG2E, tanh_approx,
+                                thread_barrier, tma_load, window_bounds)
 
 # Query rows per consumer warpgroup (one wgmma M of 64); a program runs BLOCK_M // ROWS consumer
 # warpgroups (2, or 3 for the 192-row tiles of attn_fwd_hopper_wg3 at d=64).
@@ -559,11 +559,11 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
             out = acc * gl.expand_dims(gl.convert_layout(1.0 / l_safe, row_o), 1)
             o_args = (Out, b, q_start, hq, row0, seqlen_q, stride_ob, stride_os, stride_oh)
             if PAGED:
-                if sched[12][9] > 1:
+                if (flags & FLAG_SPLIT_OUT) != 0:
                     # Split keys: fp32 partials [split, request, max_seqlen_q, heads_q, HEAD_DIM_V] (out's
                     # strides stand for theirs: the host passes the partials') and partial LSEs through Lse
-                    # [split, request, heads_q, max_seqlen_q], for attn_merge. The host clears FWD_FLAG_O_TMA
-                    # (the Q buffer went back above) and FLAG_SINKS (the merge adds the sink).
+                    # [split, request, heads_q, max_seqlen_q], for attn_merge (FLAG_SPLIT_OUT). The host clears
+                    # FWD_FLAG_O_TMA (the Q buffer went back above) and FLAG_SINKS (the merge adds the sink).
                     part = (sched[12][6] + split.to(gl.int64) * sched[12][7], b, q_start * 0, hq, row0, seqlen_q,
                             stride_ob, stride_os, stride_oh)
                     _store_o(out, part, o_layout, ROWS, HEAD_DIM_V)

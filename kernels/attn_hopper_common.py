@@ -29,6 +29,10 @@ FLAG_REVERSE: gl.constexpr = gl.constexpr(128)
 FLAG_O_TMA: gl.constexpr = gl.constexpr(256)
 # The paged forward (attn_fwd_hopper_paged): CacheLeftpad holds each request's first key.
 FLAG_LEFTPAD: gl.constexpr = gl.constexpr(512)
+# The paged forward splits its keys (num_splits > 1): fp32 partials to OutPartial and Lse. A flag, not the
+# count's test, so that no specialization of num_splits can fold the branch (Triton 3.6 fails to lower
+# the kernel when `num_splits > 1` folds inside a warp-specialized partition).
+FLAG_SPLIT_OUT: gl.constexpr = gl.constexpr(1024)
 LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
 
 # A window bound beyond any sequence these kernels see: the host keeps lengths at most 2^30 - 512

@@ -528,7 +528,7 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
          DESCRIPTORS = 40, NUM_TILES = 68, TABLE, SEQLENS, LEFTPAD, STRIDE_BT, PAGE_SHIFT, OUT_PARTIAL, STRIDE_PP,
          STRIDE_LPP, NUM_SPLITS, SPLIT_KEYS };
   enum { FWD_WRITE_LSE = 1, FWD_VARLEN = 2, FWD_SOFTCAP = 8, FWD_ALIBI = 16, FWD_SINKS = 32, FWD_O_TMA = 256,
-         FWD_LEFTPAD = 512 };
+         FWD_LEFTPAD = 512, FWD_SPLIT_OUT = 1024 };
   EXPECT(seen.decode_launches == 0 && seen.append_launches == 0,
          "launched after %d decoding and %d appending launches of the same call", seen.decode_launches,
          seen.append_launches);
@@ -616,7 +616,7 @@ static void check_paged_prefill_launch(const aotk__kernel_entry *e, unsigned gri
   EXPECT((flags & FWD_VARLEN) && ((flags & FWD_WRITE_LSE) != 0) == (split || d->lse.data != NULL) &&
              ((flags & FWD_SINKS) != 0) == (!split && d->sinks.data != NULL) &&
              ((flags & FWD_SOFTCAP) != 0) == softcap && ((flags & FWD_ALIBI) != 0) == alibi &&
-             (!split || (flags & FWD_O_TMA) == 0),
+             (!split || (flags & FWD_O_TMA) == 0) && ((flags & FWD_SPLIT_OUT) != 0) == split,
          "flags = %#x for lse %p, sinks %p, softcap %g, alibi %p", (unsigned)flags, d->lse.data, d->sinks.data,
          (double)d->softcap, d->alibi_slopes.data);
   EXPECT(arg_pointer(a, ALIBI) == (uintptr_t)(alibi ? d->alibi_slopes.data : NULL) &&

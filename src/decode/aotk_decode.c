@@ -561,7 +561,7 @@ static const char paged_prefill_param_kinds[] = "ppppp" "pp" "ppp" "lii" "lii" "
 
 /* Bits of the Gluon forward's flags (kernels/attn_hopper_common.py) beside FLAG_WRITE_LSE, FLAG_VARLEN,
  * FLAG_SOFTCAP, FLAG_ALIBI and FLAG_SINKS, which it shares with the decoding kernel. */
-enum { FWD_FLAG_REVERSE = 128, FWD_FLAG_O_TMA = 256, FWD_FLAG_LEFTPAD = 512 };
+enum { FWD_FLAG_REVERSE = 128, FWD_FLAG_O_TMA = 256, FWD_FLAG_LEFTPAD = 512, FWD_FLAG_SPLIT_OUT = 1024 };
 
 static aotk_status launch_paged_prefill(const aotk_decode_params *params, const aotk__decode_problem *p,
                                         const decode_plan *plan, void *workspace, aotk_stream stream);
@@ -719,7 +719,7 @@ static aotk_status launch_paged_prefill(const aotk_decode_params *params, const 
                       (int32_t)(p->head_dim_v / 8), p->window_left, p->window_right, 0};
   ints[9] = FLAG_VARLEN | (p->write_lse || split ? FLAG_WRITE_LSE : 0) | (p->sinks && !split ? FLAG_SINKS : 0) |
             (p->softcap > 0.0f ? FLAG_SOFTCAP : 0) | (p->alibi ? FLAG_ALIBI : 0) |
-            (o_tma ? FWD_FLAG_O_TMA : 0) | (p->leftpad ? FWD_FLAG_LEFTPAD : 0) |
+            (o_tma ? FWD_FLAG_O_TMA : 0) | (p->leftpad ? FWD_FLAG_LEFTPAD : 0) | (split ? FWD_FLAG_SPLIT_OUT : 0) |
             /* causal-like masks give later query blocks more work: run them first */
             (p->window_right >= 0 && p->window_left < 0 ? FWD_FLAG_REVERSE : 0);
   /* qk_scale_log2, softcap_scale, softcap_log2, as the forward takes them (and the decoding kernel). */

@@ -556,9 +556,10 @@ static void test_decode_paged_prefill(void) {
     const int32_t leftpad_flag = variation == 4 ? 512 : 0, sinks_flag = variation == 4 && splits == 1 ? 32 : 0;
     const int32_t softcap_flag = variation == 1 ? 8 : 0, alibi_flag = variation == 2 ? 16 : 0;
     /* flags: FLAG_WRITE_LSE | FLAG_VARLEN | FLAG_REVERSE (causal) | FLAG_O_TMA (out is contiguous; not when
-     * split, whose fp32 partials leave by masked stores, nor the sinks, which join in the merge). */
-    const int32_t flags =
-        1 | 2 | 128 | (splits > 1 ? 0 : 256) | leftpad_flag | sinks_flag | softcap_flag | alibi_flag;
+     * split, whose fp32 partials leave by masked stores, nor the sinks, which join in the merge) or, split,
+     * FLAG_SPLIT_OUT. */
+    const int32_t flags = 1 | 2 | 128 | (splits > 1 ? 1024 : 256) | leftpad_flag | sinks_flag | softcap_flag |
+                          alibi_flag;
     /* softcap_scale: the resolved softmax scale (1 / sqrt(head dim)) over the softcap, 0 without one. */
     const float softcap_scale = variation == 1 ? (float)(1.0 / sqrt((double)cases[i].head_dim)) / 30.0f : 0.0f;
     const uint64_t workspace_at = (uint64_t)(uintptr_t)FAKE_WORKSPACE;

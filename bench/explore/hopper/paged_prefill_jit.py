@@ -23,8 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from attn_fwd_hopper import attn_fwd_hopper, attn_fwd_hopper_paged  # noqa: E402
 
 # The split's arguments stay run-time values, as in the library's cubins (the catalog specializes no
-# integer): the JIT would make num_splits = 1 a constant, which Triton 3.6 fails to lower
-# (ConvertTritonGPUToLLVM asserts in a SmallVector).
+# integer). (Before FLAG_SPLIT_OUT chose the epilogue, the JIT's num_splits = 1 constant folded its branch
+# inside a warp-specialized partition, which Triton 3.6 failed to lower.)
 for _param in attn_fwd_hopper_paged.params:
     if _param.name in ("stride_pp", "stride_lpp", "num_splits", "split_keys"):
         _param.do_not_specialize = True
