@@ -61,25 +61,6 @@ FUSED_APPEND_ROWS = tl.constexpr(16)  # the most new tokens a request the decodi
 
 
 @triton.jit
-def _decode_cache_rows(BlockTable, table_base, batch64, start_n, offs_n, col_ok, page_size, PAGE_MODE: tl.constexpr):
-    """(page, row in page) of keys start_n + offs_n, in int64: the request and the key itself when
-    contiguous (PAGE_MODE 0); looked up per key row (1; attn_decode's loop advances the indices itself,
-    without this function's division); or, when the page size is a multiple of BLOCK_N so that a block
-    of keys lies in one page, one lookup per block (2: page is a scalar)."""
-    if PAGE_MODE == 1:
-        cols = start_n + offs_n
-        page = tl.load(BlockTable + table_base + cols // page_size, mask=col_ok, other=0).to(tl.int64)
-        row = (cols % page_size).to(tl.int64)
-    elif PAGE_MODE == 2:
-        page = tl.load(BlockTable + table_base + start_n // page_size).to(tl.int64)
-        row = (start_n % page_size + offs_n).to(tl.int64)
-    else:
-        page = batch64
-        row = (start_n + offs_n).to(tl.int64)
-    return page, row
-
-
-@triton.jit
 def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLeftpad, AlibiSlopes, Sinks,
                 OutPartial, LsePartial, KNew, VNew,
                 stride_qb, stride_qs, stride_qh,
@@ -209,6 +190,14 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLe
         tl.store(V + (new_page * stride_vp + new_row * stride_vs + v_head)[:, None] + offs_dv[None, :], vn,
                  mask=write[:, None] & dv_ok[None, :])
         tl.debug_barrier()
+    if PAGE_MODE == 2:
+        # The first block's page here, then each step loads the next block's (a loop-carried scalar). With
+        # the lookup inside the step, Triton's pipeliner gave the page id's load a stage of its own and
+        # issued K and V one step ahead instead of num_stages - 1 (73,732 bytes of shared memory against
+        # the contiguous kernel's 139,264 at 16 x 128, 3 stages; 4 stages changed nothing): on the H200
+        # 256-key pages ran at 0.79-0.84 of the contiguous speed from 16k keys. Loop-carried, K and V
+        # are issued two steps ahead as contiguous: 0.93-1.02 (design.md, "Paged loads two steps ahead").
+        page_next = tl.load(BlockTable + table_base + lo // page_size, mask=lo < hi, other=0).to(tl.int64)
     lane_page = (lo + offs_n) // page_size
     lane_row = (lo + offs_n) % page_size
     step_pages = BLOCK_N // page_size
@@ -223,9 +212,14 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLe
             wrap = lane_row >= page_size
             lane_row = tl.where(wrap, lane_row - page_size, lane_row)
             lane_page += step_pages + wrap.to(tl.int32)
-        else:
-            page, row = _decode_cache_rows(BlockTable, table_base, batch64, start_n, offs_n, col_ok, page_size,
-                                           PAGE_MODE)
+        elif PAGE_MODE == 2:
+            page = page_next
+            row = (start_n % page_size + offs_n).to(tl.int64)
+            page_next = tl.load(BlockTable + table_base + (start_n + BLOCK_N) // page_size,
+                                mask=start_n + BLOCK_N < hi, other=0).to(tl.int64)
+        else:  # contiguous: the request's own rows
+            page = batch64
+            row = (start_n + offs_n).to(tl.int64)
         k_ptrs = K + (page * stride_kp + row * stride_ks + k_head)[:, None] + offs_dqk[None, :]
         k = tl.load(k_ptrs, mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
         qk = tl.dot(q, tl.trans(k))
