@@ -120,13 +120,7 @@ def main(argv=None):
         if (batch, seqlen_k, heads_q, heads_kv, seqlen_q) in ISSUE_ROWS:
             impls["aotk-prefill"] = lambda: aotk.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
         qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        # SDPA's is_causal is top-left; the bottom-right mask of a step of seqlen_q tokens over L keys is
-        # an explicit one (only for seqlen_q > 1; with one token there is no mask).
-        mask = None
-        if causal:
-            i = torch.arange(seqlen_q, device=dev)[:, None]
-            j = torch.arange(seqlen_k, device=dev)[None, :]
-            mask = j <= i + seqlen_k - seqlen_q
+        mask = bottom_right_mask(torch, seqlen_q, seqlen_k, dev) if causal else None
         for name, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION)):
             def run(backend=backend):
                 with sdpa_kernel(backend):
@@ -206,6 +200,14 @@ def kept_rows(path, ops_run):
     with open(path) as f:
         old = json.load(f).get("rows", [])
     return [r for r in old if r.get("op") not in ops_run and r.get("impl") != "copy"]
+
+
+def bottom_right_mask(torch, seqlen_q, seqlen_k, device):
+    """SDPA's boolean mask for a step of seqlen_q tokens at the end of seqlen_k keys, causal bottom-right
+    (SDPA's is_causal is top-left): token i sees key j <= i + seqlen_k - seqlen_q."""
+    i = torch.arange(seqlen_q, device=device)[:, None]
+    j = torch.arange(seqlen_k, device=device)[None, :]
+    return j <= i + seqlen_k - seqlen_q
 
 
 def shuffled_pages(torch, k, v, batch, seqlen_k, page_size):

@@ -25,7 +25,7 @@ def child(rows, page_sizes):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import aotk  # noqa: F401  (registers torch.ops.aotk.*)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    from bench_decode import shuffled_pages
+    from bench_decode import bottom_right_mask, shuffled_pages
 
     dev = "cuda"
     out = []
@@ -49,11 +49,7 @@ def child(rows, page_sizes):
             impls[f"paged{page_size}"] = (lambda c=c: torch.ops.aotk.decode(
                 q, c[0], c[1], lens, c[2], None, None, scale, causal, -1, -1, 0.0, 0)[0])
         qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        mask = None
-        if causal:
-            i = torch.arange(seqlen_q, device=dev)[:, None]
-            j = torch.arange(seqlen_k, device=dev)[None, :]
-            mask = j <= i + seqlen_k - seqlen_q
+        mask = bottom_right_mask(torch, seqlen_q, seqlen_k, dev) if causal else None
 
         def cudnn():
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
