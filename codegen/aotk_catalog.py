@@ -499,9 +499,19 @@ DECODE_PAGE_MODES = {"attn_decode": 0, "attn_decode_paged": 1, "attn_decode_page
 # 17.7 us with 32x64, 4 warps, 2 stages).
 DECODE_SHORT_SPLIT = 1 << 30
 DECODE_SHORT_SPLIT_KEYS = 8192
+# DECODE_PAGED_SHALLOW: the size key of the paged families' 16-row tile with 2 stages, which
+# src/decode/aotk_decode.c asks for (AOTK__DECODE_PAGED_SHALLOW_KEY) where the grid holds more programs than
+# SMs. The paged kernels load a step's page ids one step ahead, so with 3 stages K and V stream two steps
+# ahead as in the contiguous kernel (139 KB of shared memory, one program an SM); with 2 stages one step
+# ahead (about 70 KB, three programs an SM), which grids of several programs an SM want. Through the JIT
+# (H200, bf16 d128, GQA 32/8, tune_decode_jit.py --unspecialize all): b64 at 1k keys over 16-key pages 85.1
+# us with 3 stages, 73.9 with 2 (72.2 before the loop-carried page ids), 256-key pages 76.7 -> 68.9 (69.0);
+# b256 at 1k 326.9 -> 275.9 (270.3) and 278.9 -> 256.5 (256.8); one wave the other way: b16 at 32k 535.6
+# against 686.1 (623.2), b1 at 128k 140.2 against 179.7 (163.4).
+DECODE_PAGED_SHALLOW = 1 << 29
 
 
-def _decode_configs(arch, dqk, dv):
+def _decode_configs(arch, dqk, dv, paged=False):
     wide = dqk <= 128 and dv <= 128
     stages = (3 if wide else 2) if arch == 90 else (2 if wide else 1)
     block_n = 128 if wide else 64
@@ -510,6 +520,8 @@ def _decode_configs(arch, dqk, dv):
                (33, T(64, 64, 4 if wide else 8, min(stages, 2))))
     if arch == 90 and wide:
         configs += ((DECODE_SHORT_SPLIT, T(16, 64, 4, 2)),)
+        if paged:
+            configs += ((DECODE_PAGED_SHALLOW, T(16, block_n, 4, 2)),)
     return configs
 
 
@@ -632,7 +644,7 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
     if family == "sel_bwd_dkdv":
         return _sel_dkdv_config(arch, dqk, block_size)
     if family in DECODE_PAGE_MODES:
-        return _decode_configs(arch, dqk, dv)
+        return _decode_configs(arch, dqk, dv, paged=DECODE_PAGE_MODES[family] != 0)
     if family == "attn_merge":
         return MERGE_CONFIGS
     if family == "attn_cache_append":

@@ -198,21 +198,27 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLe
         # the contiguous kernel's 139,264 at 16 x 128, 3 stages; 4 stages changed nothing): on the H200
         # 256-key pages ran at 0.79-0.84 of the contiguous speed from 16k keys. Loop-carried, K and V
         # are issued two steps ahead as contiguous: 0.93-1.02 (design.md, "Paged loads two steps ahead").
+        # That depth costs residency (139 KB of shared memory: one program an SM), so grids of more
+        # programs than SMs take the catalog's 2-stage row (DECODE_PAGED_SHALLOW), one step ahead.
         page_next = tl.load(BlockTable + table_base + lo // page_size, mask=lo < hi, other=0).to(tl.int64)
     lane_page = (lo + offs_n) // page_size
     lane_row = (lo + offs_n) % page_size
     step_pages = BLOCK_N // page_size
     step_rows = BLOCK_N % page_size
+    if PAGE_MODE == 1:
+        # The same for a lookup per key row: the step's vector of page ids loaded by the step before.
+        pages_next = tl.load(BlockTable + table_base + lane_page, mask=(lo + offs_n) < hi, other=0)
     for start_n in range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         col_ok = cols < hi
         if PAGE_MODE == 1:
-            page = tl.load(BlockTable + table_base + lane_page, mask=col_ok, other=0).to(tl.int64)
+            page = pages_next.to(tl.int64)
             row = lane_row.to(tl.int64)
             lane_row += step_rows
             wrap = lane_row >= page_size
             lane_row = tl.where(wrap, lane_row - page_size, lane_row)
             lane_page += step_pages + wrap.to(tl.int32)
+            pages_next = tl.load(BlockTable + table_base + lane_page, mask=(cols + BLOCK_N) < hi, other=0)
         elif PAGE_MODE == 2:
             page = page_next
             row = (start_n % page_size + offs_n).to(tl.int64)

@@ -67,6 +67,10 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
                     e->family != AOTK__FAMILY_ATTN_DECODE_PAGED),
          "fused appending with k_new %p, flags %#x, %lld row chunks, %lld new tokens, family %d", d->k_new.data,
          (unsigned)flags, (long long)row_chunks, (long long)seqlen_new, e->family);
+  /* The paged families' 2-stage row (size key 2^29, codegen/aotk_catalog.py's DECODE_PAGED_SHALLOW) serves
+   * paged caches only, on sm_90. */
+  EXPECT(e->min_seqlen != 1 << 29 || ((flags & DECODE_PAGED) && e->arch == 90),
+         "%s (the paged families' 2-stage row) for flags %#x", e->name, (unsigned)flags);
   EXPECT(seen.decode_launches == 0 && seen.append_launches == (append && !fused ? 1 : 0),
          "launched after %d decoding and %d appending launches of the same call (fused %d)", seen.decode_launches,
          seen.append_launches, (int)fused);

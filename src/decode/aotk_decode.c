@@ -26,6 +26,9 @@ enum { AOTK__FUSED_APPEND_ROWS = 16 };
 /* codegen/aotk_catalog.py's DECODE_SHORT_SPLIT (the short-split tile's size key, beyond any group's rows)
  * and DECODE_SHORT_SPLIT_KEYS (the longest cache it splits). */
 enum { AOTK__DECODE_SHORT_SPLIT_KEY = 1 << 30, AOTK__DECODE_SHORT_SPLIT_KEYS = 8192 };
+/* codegen/aotk_catalog.py's DECODE_PAGED_SHALLOW: the size key of the paged families' 16-row tile with 2
+ * stages (K and V one step ahead), for grids of more programs than SMs. */
+enum { AOTK__DECODE_PAGED_SHALLOW_KEY = 1 << 29 };
 
 typedef struct decode_plan {
   const aotk__driver *driver;
@@ -414,6 +417,25 @@ static aotk_status plan_decode(const aotk__decode_problem *p, const aotk_decode_
     return aotk__fail(AOTK_ERROR_SIZE_OVERFLOW,
                       "batch * heads_kv * ceil(G * seqlen_q / %d) * num_splits = %lld programs exceeds the grid limit of 2^31 - 1",
                       (int)e->block_m, (long long)programs * plan->num_splits);
+  }
+  /* The paged families' tile streams K and V two steps ahead (their page ids loaded a step before:
+   * kernels/attn_decode.py), which holds 139 KB of shared memory at 16 x 128 with 3 stages, one program
+   * an SM. A grid of more programs than SMs takes the same tile with 2 stages (one step ahead, three
+   * programs an SM), where the catalog has it (sm_90, head dims up to 128). Through the JIT (H200, bf16
+   * d128, GQA 32/8): batch 64 at 1k keys 85.1 -> 73.9 us over 16-key pages and 76.7 -> 68.9 over 256-key
+   * pages, batch 256 at 1k 326.9 -> 275.9 and 278.9 -> 256.5; one wave keeps 3 stages (batch 16 at 32k
+   * 535.6 us against 686.1 with 2). */
+  if (p->paged && e->min_seqlen != AOTK__DECODE_SHORT_SPLIT_KEY && plan->programs > plan->device.multiprocessors) {
+    int shallow_row = -1;
+    aotk__image_kind shallow_kind;
+    if (choose_decode_row(p, &key, AOTK__DECODE_PAGED_SHALLOW_KEY, &plan->device, &shallow_row, &shallow_kind) ==
+            AOTK_OK &&
+        aotk__kernel_table[shallow_row].min_seqlen == AOTK__DECODE_PAGED_SHALLOW_KEY &&
+        aotk__kernel_table[shallow_row].family == e->family && aotk__kernel_table[shallow_row].block_m == e->block_m &&
+        aotk__kernel_table[shallow_row].block_n == e->block_n) {
+      plan->decode_row = shallow_row, plan->kind = shallow_kind, e = &aotk__kernel_table[shallow_row];
+    }
+    aotk__clear_error();
   }
   plan->append_row = -1;
   /* Appending: the decoding kernel writes the new rows itself when each (kv head, split) has one program

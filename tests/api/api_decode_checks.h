@@ -142,6 +142,23 @@ static const aotk__kernel_entry *expected_short_split_row(const aotk__kernel_ent
   return short_row != NULL && short_row->min_seqlen == DECODE_SHORT_SPLIT_KEY ? short_row : row;
 }
 
+/* The paged families' 2-stage row (codegen/aotk_catalog.py's DECODE_PAGED_SHALLOW, its size key): it replaces
+ * `row` where that is the tuned tile (not the short-split one), the cache is paged and the grid holds more
+ * programs than the fake GPU's SMs (FAKE_MULTIPROCESSORS); only where the build has it (sm_90, head dims up to
+ * 128), in the same family with the same tile. */
+#define DECODE_PAGED_SHALLOW_KEY (1 << 29)
+static const aotk__kernel_entry *expected_shallow_row(const aotk__kernel_entry *row, const decode_shape *s, int arch,
+                                                      int64_t page_size, int64_t grid) {
+  if (row == NULL || page_size == 0 || row->min_seqlen == DECODE_SHORT_SPLIT_KEY || grid <= FAKE_MULTIPROCESSORS) {
+    return row;
+  }
+  const aotk__kernel_entry *shallow = expected_decode_row(s, arch, page_size, DECODE_PAGED_SHALLOW_KEY);
+  return shallow != NULL && shallow->min_seqlen == DECODE_PAGED_SHALLOW_KEY && shallow->family == row->family &&
+                 shallow->block_m == row->block_m && shallow->block_n == row->block_n
+             ? shallow
+             : row;
+}
+
 /* What a decoding call's query reports and its call launches, worked out from the header: the decoding
  * kernel is expected_decode_row's, on a grid of batch * heads_kv * ceil(G * seqlen_q / block_m) * splits
  * programs; with `splits` > 1 the fp32 partials lie in the workspace and the merge follows, one program
@@ -169,9 +186,13 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   const bool paged_cache = params->block_table.data != NULL;
   const int64_t cache_capacity =
       paged_cache ? params->block_table.shape[1] * params->k_cache.shape[1] : params->k_cache.shape[1];
-  const aotk__kernel_entry *row = expected_short_split_row(
+  const aotk__kernel_entry *tuned = expected_short_split_row(
       expected_decode_row(s, g->arch, paged_cache ? params->k_cache.shape[1] : 0, group_rows), s, g->arch, params,
       splits, cache_capacity, paged_cache ? params->k_cache.shape[1] : 0);
+  const aotk__kernel_entry *row =
+      tuned == NULL ? NULL
+                    : expected_shallow_row(tuned, s, g->arch, paged_cache ? params->k_cache.shape[1] : 0,
+                                           s->batch * s->heads_kv * ceil_div(group_rows, tuned->block_m) * splits);
   const aotk__kernel_entry *merge =
       merge_row_for(g->arch, 1, splits, s->batch * s->seqlen_q * s->heads_q, s->head_dim_v);
   CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d decoding or attn_merge row", what, g->arch);
