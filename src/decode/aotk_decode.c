@@ -353,8 +353,10 @@ static aotk_status plan_decode(const aotk__decode_problem *p, const aotk_decode_
     return plan->num_splits > 1 ? plan_split_merge(p, plan) : AOTK_OK;
   }
   const int64_t group_rows = p->group_size * p->seqlen_q;
-  /* The tuning rule's size key: the group's rows, below the short-split tile's key. */
-  const int64_t size_key = group_rows < AOTK__DECODE_SHORT_SPLIT_KEY ? group_rows : AOTK__DECODE_SHORT_SPLIT_KEY - 1;
+  /* The tuning rule's size key: the group's rows, below the keys of the short-split tile and of the paged
+   * families' 2-stage row (the catalog's configs by size end at 33 rows). */
+  const int64_t size_key =
+      group_rows < AOTK__DECODE_PAGED_SHALLOW_KEY ? group_rows : AOTK__DECODE_PAGED_SHALLOW_KEY - 1;
   if ((status = choose_decode_row(p, &key, size_key, &plan->device, &plan->decode_row, &plan->kind)) != AOTK_OK) {
     return status;
   }

@@ -74,6 +74,10 @@ static void test_decode_split_choice(void) {
        128, 0, 0, 32, 256},
       {"paged, 64 pages of 64 keys (a lookup per key row for the wide tile): the short-split tile's 32 splits of 128, "
        "one lookup per block", 1, 32, 8, 1, 4096, 64, 0, 0, 32, 128},
+      {"paged, 64 requests x 8 kv heads over 64 pages of 16 keys: 512 programs, unsplit, on the paged families' "
+       "2-stage row", 64, 32, 8, 1, 1024, 16, 0, 0, 1, 0},
+      {"paged, 64 requests x 8 kv heads over 4 pages of 256 keys: 512 programs, unsplit, on the 2-stage row of "
+       "the one-lookup-a-block family", 64, 32, 8, 1, 1024, 256, 0, 0, 1, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     decode_shape s = {AOTK_DTYPE_BFLOAT16, cases[i].batch, cases[i].seqlen_q, cases[i].heads_q, cases[i].heads_kv,
