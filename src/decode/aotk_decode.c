@@ -365,29 +365,12 @@ static aotk_status plan_decode(const aotk__decode_problem *p, const aotk_decode_
   int64_t programs = p->batch * p->heads_kv * plan->row_chunks;
   int64_t splits = p->num_splits_asked > 0 ? p->num_splits_asked
                                            : choose_splits(programs, p->size_hint, e->block_n, plan->device.multiprocessors);
-  /* A group of more rows than the smallest tile (MQA's 32 query heads) over a contiguous cache that
-   * would need a split: if the smallest tile in row chunks (each chunk reading the group's keys, the
-   * second time mostly from L2) fills the GPU without one, it runs instead: no partials, no merge. On
-   * the H100 (bf16 d128, the two libraries alternating in one process): MQA batch 64 at 4k keys 55.2
-   * -> 52.4 us (2 splits of the 32-row tile against 2 chunks of the 16-row one); the other MQA rows of
-   * the benchmark keep the 32-row tile. Over 16-key pages the same choice ran 61.9 -> 77.7 us (each key
-   * row's page looked up by both chunks), so paged caches keep the split. */
-  if (splits > 1 && !p->varlen && !p->paged && p->num_splits_asked == 0 && e->block_m > 16) {
-    int small_row = -1;
-    aotk__image_kind small_kind;
-    if (aotk__choose_kernel(aotk__kernel_table[plan->decode_row].family, &key, 1, &plan->device, &small_row,
-                            &small_kind) == AOTK_OK) {
-      const aotk__kernel_entry *s = &aotk__kernel_table[small_row];
-      const int64_t small_chunks = ceil_div(group_rows, s->block_m);
-      const int64_t small_programs = p->batch * p->heads_kv * small_chunks;
-      if (s->block_m < e->block_m && s->block_n == e->block_n &&
-          choose_splits(small_programs, p->size_hint, s->block_n, plan->device.multiprocessors) == 1) {
-        plan->decode_row = small_row, plan->kind = small_kind, e = s;
-        plan->row_chunks = small_chunks, programs = small_programs, splits = 1;
-      }
-    }
-    aotk__clear_error();
-  }
+  /* A group of more rows than the smallest tile (MQA's 32 query heads) keeps its tile where it splits.
+   * Running the 16-row tile in row chunks instead (each chunk reading the group's keys, the second time
+   * mostly from L2; no partials, no merge) measured 55.2 -> 52.4 us on the H100 at batch 64 and 4k keys
+   * (bf16 d128), but on the H200 it reads at L2's rate, not HBM's: the 32-row tile's 2 splits against
+   * the chunks ran 43.7 against 53.2 us at batch 64 and 4k keys, 76.5 against 101.2 at 8k and 28.0
+   * against 29.0 at 2k (docs/design.md, "Split-KV and the merge"), so that rule is gone. */
   /* The short-split tile (codegen/aotk_catalog.py, DECODE_SHORT_SPLIT: 64 keys a step, 2 stages): where
    * the 16-row tile would split a cache of at most AOTK__DECODE_SHORT_SPLIT_KEYS keys, it takes the
    * split instead, filling two program slots per SM with splits of as few as 64 keys. Its programs read

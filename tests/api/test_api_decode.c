@@ -57,6 +57,9 @@ static void test_decode_split_choice(void) {
       {"4 requests x 8 kv heads at 1024 keys: 8 splits of 128 (256 programs; the wide tile, 4 of 256)", 4, 32, 8, 1,
        1024, 0, 0, 0, 8, 128},
       {"a group of 32 rows (MQA) keeps its tile: 8 splits of 128 at 1024 keys", 1, 32, 1, 1, 1024, 0, 0, 0, 8, 128},
+      {"MQA, 64 requests at 4096 keys: the 32-row tile's 2 splits of 2048 (64 programs; 2 give 97%), not the 16-row "
+       "tile in two row chunks (128 programs unsplit, which measured slower on the H200)", 64, 32, 1, 1, 4096, 0, 0, 0,
+       2, 2048},
       {"max_seqlen_k above the capacity: the capacity", 1, 32, 8, 1, 32768, 0, 0, 100000, 16, 2048},
       {"forced 64 splits of 200 keys: one 128-key block each, 2", 1, 32, 8, 1, 200, 0, 64, 0, 2, 128},
       {"forced 256 splits of 32768 keys: 128 keys each", 1, 32, 8, 1, 32768, 0, 256, 0, 256, 128},
