@@ -185,14 +185,17 @@ static inline aotk_tensor aotk_tensor_3d(void *data, aotk_dtype dtype, int64_t d
  *   sinks           optional fp32 [heads_q]: one logit per query head (gpt-oss's attention sinks) that
  *                   joins each row's softmax denominator and takes no value: out_i = sum_j P_ij v_j with
  *                   P_ij = exp(s_ij) / (exp(sink_h) + sum_j exp(s_ij)).
- *   dropout_p       probability of dropping an attention weight, in [0, 1): kept weights are scaled by
- *                   1 / (1 - dropout_p). lse is the softmax's before dropout (as flash-attn's).
+ *   dropout_p       probability of dropping an attention weight, in [0, 1), rounded to t / 256 with
+ *                   t = round(256 dropout_p), at most 255 (0.1 drops 26 / 256): kept weights are scaled by
+ *                   256 / (256 - t). lse is the softmax's before dropout (as flash-attn's).
  *   rng_state       required when dropout_p > 0: int64 [2] in device memory, {seed, offset}, read by the
  *                   kernels when they run (so a captured CUDA graph replays with whatever it then holds).
- *                   Element (b, h, i, j) is kept when Philox4x32-7 keyed by the seed, at counter
- *                   (j / 4, i, b * heads_q + h, offset's low 32 bits), gives in word j % 4 a value
- *                   >= floor(dropout_p * 2^32); the key is the seed with the offset's high 32 bits
- *                   XORed into its high 32 bits. Give each call its own offset.
+ *                   With i = 16 I + 8 a + 2 p + e and j = 16 J + 8 b + 2 q + c (a, b, c, e bits; p, q in
+ *                   0..3), element (b, h, i, j) is kept when byte 2 a + b of word 2 e + c of Philox4x32-7
+ *                   keyed by the seed, at counter (4 J + q, 4 I + p, b * heads_q + h, offset's low 32 bits),
+ *                   is >= t; the key is the seed with the offset's high 32 bits XORed into its high 32
+ *                   bits. (One call serves 16 elements, 8 of one thread in both layouts of the sm_90
+ *                   kernels' matrix products.) Give each call its own offset.
  *   dropout_mask    optional debug output, uint8 [batch, heads_q, seqlen_q, seqlen_k] (varlen: [num_seqs,
  *                   heads_q, max_seqlen_q, max_seqlen_k]): 1 where the element was kept, 0 where dropped,
  *                   for every (i, j) of each sequence (masked-out pairs included); other elements untouched.

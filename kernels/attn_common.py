@@ -146,25 +146,40 @@ def modified_scores(qk, rows, cols, diag, qk_scale_log2, softcap_scale, softcap_
 
 @triton.jit
 def dropout_keep(seed, offset_lo, stream, rows, start_n, threshold, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """[BLOCK_M, BLOCK_N] keep mask for query rows `rows` and keys start_n .. start_n + BLOCK_N - 1.
+    """[BLOCK_M, BLOCK_N] keep mask for query rows `rows` and keys start_n .. start_n + BLOCK_N - 1 (start_n a
+    multiple of 16).
 
-    Element (i, j) of stream s (= batch * heads_q + head) is kept when word j % 4 of Philox4x32-7 at
-    counter (j / 4, i, s, offset_lo) under the 64-bit key `seed` is >= threshold. One Philox call serves
-    four keys; the result depends only on (seed, offset, s, i, j), never on the tile shape, so the
-    backward's differently tiled kernels regenerate exactly the forward's mask. Seven rounds, as
-    Philox4x32-7 passes BigCrush (Salmon et al., SC'11); each saved round is ~12 integer instructions
-    per four elements in the inner loop.
+    The rule (docs/design.md, "Dropout"): write the query index i = 16 I + 8 a + 2 p + e and the key index
+    j = 16 J + 8 b + 2 q + c (a, b, c, e single bits; p, q in 0..3). Element (i, j) of stream s (= batch *
+    heads_q + head) takes byte 2 a + b of word 2 e + c of Philox4x32-7 at counter (4 J + q, 4 I + p, s,
+    offset_lo) under the 64-bit key `seed`, and is kept when that byte is >= threshold (0..255). One call
+    serves 16 elements: the 8 a thread of a wgmma accumulator holds (rows r and r + 8, columns 2 q + c and
+    8 + 2 q + c), so the Gluon kernels draw one call per 8 scores in registers, in both of their layouts.
+    Here a call per (row, J, q) serves the row's 4 elements, today's rate. The result depends only on
+    (seed, offset, s, i, j), never on the tile shape, so the backward's differently tiled kernels
+    regenerate exactly the forward's mask.
     """
-    groups = (start_n // 4) + tl.arange(0, BLOCK_N // 4)
+    tl.static_assert(BLOCK_N % 16 == 0)
+    groups = (start_n // 4) + tl.arange(0, BLOCK_N // 4)  # 4 J + q of key group g: J = g // 4, q = g % 4
     c0 = tl.broadcast_to(groups[None, :], (BLOCK_M, BLOCK_N // 4)).to(tl.uint32, bitcast=True)
-    c1 = tl.broadcast_to(rows[:, None], (BLOCK_M, BLOCK_N // 4)).to(tl.uint32, bitcast=True)
+    row_counter = (rows >> 4) * 4 + ((rows >> 1) & 3)
+    c1 = tl.broadcast_to(row_counter[:, None], (BLOCK_M, BLOCK_N // 4)).to(tl.uint32, bitcast=True)
     c2 = tl.full((BLOCK_M, BLOCK_N // 4), 0, tl.uint32) + stream.to(tl.uint32, bitcast=True)
     c3 = tl.full((BLOCK_M, BLOCK_N // 4), 0, tl.uint32) + offset_lo
     r0, r1, r2, r3 = tl.philox(seed, c0, c1, c2, c3, 7)
-    # Interleave so that column 4g + t takes word t of group g.
-    words = tl.join(tl.join(r0, r2), tl.join(r1, r3))
-    words = tl.reshape(words, (BLOCK_M, BLOCK_N))
-    return words >= threshold
+    # The row's words (e: 2 and 3 for odd rows) and bytes (a: the high half for rows with bit 3 set).
+    odd = ((rows & 1) != 0)[:, None]
+    shift = (((rows >> 3) & 1) * 16)[:, None].to(tl.uint32)
+    w_c0 = tl.where(odd, r2, r0) >> shift
+    w_c1 = tl.where(odd, r3, r1) >> shift
+    # Columns: c (word) innermost, then b (byte), spread to j = 16 J + 8 b + 2 q + c.
+    bytes_b0 = tl.join(w_c0 & 255, w_c1 & 255)
+    bytes_b1 = tl.join((w_c0 >> 8) & 255, (w_c1 >> 8) & 255)
+    x = tl.join(bytes_b0, bytes_b1)  # [BLOCK_M, BLOCK_N // 4, 2 (c), 2 (b)]
+    x = tl.reshape(x, (BLOCK_M, BLOCK_N // 16, 4, 2, 2))
+    x = tl.permute(x, (0, 1, 4, 2, 3))
+    x = tl.reshape(x, (BLOCK_M, BLOCK_N))
+    return x >= threshold
 
 
 @triton.jit

@@ -146,7 +146,8 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     dimension that is not contiguous is copied, as flash-attn does). heads_q a multiple of heads_kv
     (GQA/MQA). Head dims: multiples of 8 from 8 to 256. Returns out [batch, seqlen_q, heads_q, head_dim_v].
 
-    dropout_p: in [0, 1); the {seed, offset} come from torch's CUDA generator (torch.manual_seed
+    dropout_p: in [0, 1), rounded to a multiple of 1/256 (t / 256, t = round(256 dropout_p) <= 255; kept
+    weights are scaled by 256 / (256 - t)); the {seed, offset} come from torch's CUDA generator (torch.manual_seed
     reproduces them). softmax_scale: None for 1/sqrt(head_dim_qk). causal: bottom-right aligned, as
     flash-attn >= 2.1. window_size (left, right): -1 for unbounded. softcap: 0 off. alibi_slopes: fp32
     [heads_q] or [batch, heads_q]. deterministic: False (flash-attn's default) lets the sm_90 backward

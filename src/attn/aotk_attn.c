@@ -21,10 +21,11 @@
 
 static int64_t blocks(int64_t length, int32_t block) { return (length + block - 1) / block; }
 
-/* The dropout keep threshold: an element is kept when its 32-bit random word is >= this. */
+/* The dropout keep threshold: an element is kept when its random byte is >= t = round(256 p), at most 255
+ * (include/aotk.h). The effective probability is t / 256, and kept weights are scaled by 256 / (256 - t). */
 static uint32_t dropout_threshold(float p) {
-  double t = (double)p * 4294967296.0;
-  return t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+  double t = floor((double)p * 256.0 + 0.5);
+  return t >= 255.0 ? 255u : (uint32_t)t;
 }
 
 /* The Gluon forward: two consumer warpgroups (128-row tiles), or three at d=64 (192-row tiles). */
@@ -152,7 +153,7 @@ static feature_args make_feature_args(const aotk_attn_params *params, const aotk
   a.softcap_log2 = p->softcap * 1.4426950408889634f;
   uint32_t threshold = p->dropout_p > 0.0f ? dropout_threshold(p->dropout_p) : 0u;
   memcpy(&a.dropout_threshold, &threshold, sizeof threshold);
-  a.dropout_scale = p->dropout_p > 0.0f ? 1.0f / (1.0f - p->dropout_p) : 1.0f;
+  a.dropout_scale = p->dropout_p > 0.0f ? (float)(256.0 / (256.0 - (double)threshold)) : 1.0f;
   return a;
 }
 

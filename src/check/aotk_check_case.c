@@ -37,28 +37,40 @@ void aotk__check_philox4x32(uint32_t counter[4], const uint32_t key[2], int roun
   }
 }
 
-/* The library's threshold (src/attn/aotk_attn.c): a word is kept when >= floor(p * 2^32). */
+/* The library's threshold (src/attn/aotk_attn.c): a byte is kept when >= round(256 p), at most 255. */
 uint32_t aotk__check_dropout_threshold(float dropout_p) {
-  double t = (double)dropout_p * 4294967296.0;
-  return t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+  double t = floor((double)dropout_p * 256.0 + 0.5);
+  return t >= 255.0 ? 255u : (uint32_t)t;
 }
 
-/* The four words that decide keys 4 * group .. 4 * group + 3 of one row. */
-static void dropout_words(int64_t seed, int64_t offset, uint32_t stream, int64_t row, int64_t group, uint32_t words[4]) {
-  uint64_t key = (uint64_t)seed ^ ((uint64_t)offset & 0xffffffff00000000ull);
-  const uint32_t key_words[2] = {(uint32_t)key, (uint32_t)(key >> 32)};
-  words[0] = (uint32_t)group;
-  words[1] = (uint32_t)row;
+double aotk__check_dropout_effective_p(float dropout_p) {
+  return dropout_p > 0.0f ? (double)aotk__check_dropout_threshold(dropout_p) / 256.0 : 0.0;
+}
+
+/* The four words of counter (4 J + q, 4 I + p, stream, offset's low word) for row = 16 I + 8 a + 2 p + e and
+ * key = 16 J + 8 b + 2 q + c: they decide that row's keys 16 J + 2 q + {0, 1, 8, 9} (and those of the rows
+ * with the other a and e). */
+static void dropout_words(int64_t seed, int64_t offset, uint32_t stream, int64_t row, int64_t key, uint32_t words[4]) {
+  uint64_t k = (uint64_t)seed ^ ((uint64_t)offset & 0xffffffff00000000ull);
+  const uint32_t key_words[2] = {(uint32_t)k, (uint32_t)(k >> 32)};
+  words[0] = (uint32_t)(4 * (key >> 4) + ((key >> 1) & 3));
+  words[1] = (uint32_t)(4 * (row >> 4) + ((row >> 1) & 3));
   words[2] = stream;
   words[3] = (uint32_t)(uint64_t)offset;
   aotk__check_philox4x32(words, key_words, 7);
 }
 
+/* Element (row, key)'s byte of its counter's words: byte 2 a + b of word 2 e + c. */
+static uint32_t dropout_byte(const uint32_t words[4], int64_t row, int64_t key) {
+  const uint32_t word = words[2 * (row & 1) + (key & 1)];
+  return (word >> (8 * (2 * ((row >> 3) & 1) + ((key >> 3) & 1)))) & 255u;
+}
+
 bool aotk__check_dropout_keep(int64_t seed, int64_t offset, float dropout_p, uint32_t stream, int64_t row,
                               int64_t key) {
   uint32_t words[4];
-  dropout_words(seed, offset, stream, row, key / 4, words);
-  return words[key % 4] >= aotk__check_dropout_threshold(dropout_p);
+  dropout_words(seed, offset, stream, row, key, words);
+  return dropout_byte(words, row, key) >= aotk__check_dropout_threshold(dropout_p);
 }
 
 /* --- tensors placed in memory ----------------------------------------------------------------- */
@@ -230,7 +242,7 @@ void aotk__check_reference_problem(aotk__attn_reference_problem *p, const aotk__
   p->alibi_slopes = in->alibi == NULL ? NULL : in->alibi + (f->alibi == 2 ? b * s->alibi_row : 0);
   p->sinks = in->sinks;
   if (in->mask != NULL) {
-    p->dropout_p = f->dropout_p;
+    p->dropout_p = aotk__check_dropout_effective_p(f->dropout_p);
     p->keep = in->mask + mask_index(s, b, 0, 0, 0);
     p->keep_strides[0] = 0;
     p->keep_strides[1] = s->max_q * s->mask_row;
@@ -405,17 +417,21 @@ void aotk__check_compare_mask(const aotk__check_shape *s, const uint8_t *mask, i
       for (int64_t i = 0; i < s->max_q; i++) {
         const uint8_t *row = mask + mask_index(s, b, h, i, 0);
         const int64_t inside = i < s->len_q[b] ? s->len_k[b] : 0;
-        for (int64_t j = 0; j < inside; j += 4) {
-          uint32_t words[4];
-          dropout_words(seed, offset, stream, i, j / 4, words);
-          const uint32_t threshold = aotk__check_dropout_threshold(dropout_p);
-          for (int64_t t = 0; t < 4 && j + t < inside; t++) {
-            uint8_t expected = words[t] >= threshold ? 1 : 0;
-            m->elements++;
-            m->kept += row[j + t] == 1;
-            m->mismatches += row[j + t] != expected;
+        const uint32_t threshold = aotk__check_dropout_threshold(dropout_p);
+        /* One counter per (16-key group, q): its four keys 16 J + 2 q + {0, 1, 8, 9} of this row. */
+        for (int64_t j0 = 0; j0 < inside; j0 += 16)
+          for (int64_t q = 0; q < 4; q++) {
+            uint32_t words[4];
+            dropout_words(seed, offset, stream, i, j0 + 2 * q, words);
+            for (int64_t t = 0; t < 4; t++) {
+              const int64_t j = j0 + 2 * q + (t & 1) + 8 * (t >> 1);
+              if (j >= inside) continue;
+              const uint8_t expected = dropout_byte(words, i, j) >= threshold ? 1 : 0;
+              m->elements++;
+              m->kept += row[j] == 1;
+              m->mismatches += row[j] != expected;
+            }
           }
-        }
         for (int64_t j = inside; j < s->mask_row; j++) m->clobbered += row[j] != 0xaa;
       }
     }

@@ -107,8 +107,10 @@ typedef struct aotk__check_mask_comparison {
   int64_t elements, kept, mismatches, clobbered;
 } aotk__check_mask_comparison;
 
-/* The library's dropout threshold: a word is kept when >= floor(p * 2^32). */
+/* The library's dropout threshold: a random byte is kept when >= round(256 p), at most 255. */
 uint32_t aotk__check_dropout_threshold(float dropout_p);
+/* The probability that threshold drops (t / 256; 0 without dropout), whose 1 / (1 - p) scales kept weights. */
+double aotk__check_dropout_effective_p(float dropout_p);
 /* A downloaded dropout mask against the host's model; the poison left where it belongs counts. */
 void aotk__check_compare_mask(const aotk__check_shape *s, const uint8_t *mask, int64_t seed, int64_t offset,
                               float dropout_p, aotk__check_mask_comparison *m);

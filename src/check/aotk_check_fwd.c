@@ -123,7 +123,7 @@ aotk_status aotk__check_attn_fwd(const aotk__driver *driver, const aotk__fwd_che
     r->mask_mismatches = m.mismatches;
     r->mask_clobbered = m.clobbered;
     /* Bernoulli(keep probability) per element; the probability is the threshold's, exactly. */
-    const double keep = 1.0 - (double)aotk__check_dropout_threshold(f->dropout_p) / 4294967296.0;
+    const double keep = 1.0 - aotk__check_dropout_effective_p(f->dropout_p);
     const double n = (double)m.elements;
     r->mask_keep_z = n > 0 ? ((double)m.kept - n * keep) / sqrt(n * keep * (1.0 - keep)) : 0.0;
 

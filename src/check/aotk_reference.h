@@ -59,7 +59,8 @@ typedef struct aotk__attn_reference_problem {
   /* Dropout: NULL keep means none (dropout_p is then ignored). Otherwise element (b, h, i, j) is kept
    * when keep[b*keep_strides[0] + h*keep_strides[1] + i*keep_strides[2] + j] is nonzero (h the query
    * head), and kept weights are scaled by 1 / (1 - dropout_p), dropout_p in [0, 1). Only the pairs a
-   * row sees are read, so the kernels' debug dropout_mask (every pair) can be passed as it is. */
+   * row sees are read, so the kernels' debug dropout_mask (every pair) can be passed as it is. The
+   * checks pass the probability the library's byte threshold really drops (aotk__check_dropout_effective_p). */
   double dropout_p;
   const uint8_t *keep;
   int64_t keep_strides[3];

@@ -59,9 +59,11 @@ static feature_expectation expect_features(const aotk_attn_params *params, int64
   e.qk_scale_log2 = e.scale / log(2.0);
   e.softcap_scale = params->softcap > 0.0f ? e.scale / params->softcap : 0.0;
   e.softcap_log2 = params->softcap / log(2.0);
-  /* An element is kept when its 32-bit word is >= dropout_p * 2^32 (include/aotk.h). */
-  e.dropout_threshold = p > 0.0f ? (uint32_t)floor((double)p * 4294967296.0) : 0u;
-  e.dropout_scale = p > 0.0f ? 1.0 / (1.0 - (double)p) : 1.0;
+  /* An element is kept when its random byte is >= t = round(256 p), at most 255, and kept weights are scaled
+   * by 256 / (256 - t) (include/aotk.h). */
+  const double t = fmin(floor((double)p * 256.0 + 0.5), 255.0);
+  e.dropout_threshold = p > 0.0f ? (uint32_t)t : 0u;
+  e.dropout_scale = p > 0.0f ? 256.0 / (256.0 - t) : 1.0;
   e.rng_state = p > 0.0f ? params->rng_state.data : NULL;
   e.alibi_batch_stride = params->alibi_slopes.data != NULL && params->alibi_slopes.rank == 2
                              ? params->alibi_slopes.strides[0]
