@@ -190,8 +190,8 @@ static inline aotk_tensor aotk_tensor_3d(void *data, aotk_dtype dtype, int64_t d
  *                   256 / (256 - t). lse is the softmax's before dropout (as flash-attn's).
  *   rng_state       required when dropout_p > 0: int64 [2] in device memory, {seed, offset}, read by the
  *                   kernels when they run (so a captured CUDA graph replays with whatever it then holds).
- *                   With i = 16 I + 8 a + 2 p + e and j = 16 J + 8 b + 2 q + c (a, b, c, e bits; p, q in
- *                   0..3), element (b, h, i, j) is kept when byte 2 a + b of word 2 e + c of Philox4x32-7
+ *                   With i = 16 I + 8 a + 2 p + e and j = 16 J + 8 b' + 2 q + c (a, b', c, e bits; p, q
+ *                   in 0..3), element (b, h, i, j) is kept when byte 2 a + b' of word 2 e + c of Philox4x32-7
  *                   keyed by the seed, at counter (4 J + q, 4 I + p, b * heads_q + h, offset's low 32 bits),
  *                   is >= t; the key is the seed with the offset's high 32 bits XORed into its high 32
  *                   bits. (One call serves 16 elements, 8 of one thread in both layouts of the sm_90
