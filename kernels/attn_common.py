@@ -153,8 +153,9 @@ def dropout_keep(seed, offset_lo, stream, rows, start_n, threshold, BLOCK_M: tl.
     j = 16 J + 8 b + 2 q + c (a, b, c, e single bits; p, q in 0..3). Element (i, j) of stream s (= batch *
     heads_q + head) takes byte 2 a + b of word 2 e + c of Philox4x32-7 at counter (4 J + q, 4 I + p, s,
     offset_lo) under the 64-bit key `seed`, and is kept when that byte is >= threshold (0..255). One call
-    serves 16 elements: the 8 a thread of a wgmma accumulator holds (rows r and r + 8, columns 2 q + c and
-    8 + 2 q + c), so the Gluon kernels draw one call per 8 scores in registers, in both of their layouts.
+    serves 16 elements, of which a thread of a wgmma accumulator holds 8 (rows r and r + 8, columns 2 q + c
+    and 8 + 2 q + c), so the Gluon kernels can draw one call per 8 scores in registers, in both of their
+    layouts.
     Here a call per (row, J, q) serves the row's 4 elements, today's rate. The result depends only on
     (seed, offset, s, i, j), never on the tile shape, so the backward's differently tiled kernels
     regenerate exactly the forward's mask.

@@ -230,8 +230,8 @@ aotk_status aotk__check_attn_bwd(const aotk__driver *driver, const aotk__bwd_che
 /*
  * The host's model of the dropout RNG (include/aotk.h, rng_state): whether element (row, key) of
  * stream b * heads_q + h is kept under {seed, offset} with dropout_p. Philox4x32-7 keyed by seed ^
- * (offset's high 32 bits, in place); with row = 16 I + 8 a + 2 p + e and key = 16 J + 8 b + 2 q + c, at
- * counter (4 J + q, 4 I + p, stream, offset's low 32 bits), byte 2 a + b of word 2 e + c kept when >= the
+ * (offset's high 32 bits, in place); with row = 16 I + 8 a + 2 p + e and key = 16 J + 8 b' + 2 q + c, at
+ * counter (4 J + q, 4 I + p, stream, offset's low 32 bits), byte 2 a + b' of word 2 e + c kept when >= the
  * threshold the library derives from dropout_p (round(256 p), at most 255).
  */
 bool aotk__check_dropout_keep(int64_t seed, int64_t offset, float dropout_p, uint32_t stream, int64_t row, int64_t key);

@@ -370,7 +370,7 @@ static aotk_status plan_decode(const aotk__decode_problem *p, const aotk_decode_
    * mostly from L2; no partials, no merge) measured 55.2 -> 52.4 us on the H100 at batch 64 and 4k keys
    * (bf16 d128), but on the H200 it reads at L2's rate, not HBM's: the 32-row tile's 2 splits against
    * the chunks ran 43.7 against 53.2 us at batch 64 and 4k keys, 76.5 against 101.2 at 8k and 28.0
-   * against 29.0 at 2k (docs/design.md, "Split-KV and the merge"), so that rule is gone. */
+   * against 29.0 at 2k (docs/design.md, "One program per group"), so that rule is gone. */
   /* The short-split tile (codegen/aotk_catalog.py, DECODE_SHORT_SPLIT: 64 keys a step, 2 stages): where
    * the 16-row tile would split a cache of at most AOTK__DECODE_SHORT_SPLIT_KEYS keys, it takes the
    * split instead, filling two program slots per SM with splits of as few as 64 keys. Its programs read

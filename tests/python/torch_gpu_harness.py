@@ -111,8 +111,8 @@ def attention_ref(q, k, v, *, scale=None, causal=False, align_bottom_right=True,
     attn = torch.softmax(scores.float() if not upcast else scores, dim=-1)
     attn = attn.masked_fill(~row_sees_a_key, 0.0)
     if dropout_keep is not None:
-        # aotk drops with probability t / 256, t = round(256 p) (at most 255), and scales by its inverse.
-        attn = attn * dropout_keep.to(attn.dtype) / (1.0 - min(round(256 * dropout_p), 255) / 256)
+        # aotk drops with probability t / 256, t = floor(256 p + 1/2) (at most 255), and scales by its inverse.
+        attn = attn * dropout_keep.to(attn.dtype) / (1.0 - min(math.floor(256 * dropout_p + 0.5), 255) / 256)
     attn = attn.to(v.dtype)
     out = torch.einsum("bhts,bshd->bthd", attn, v)
     return out if upcast else out.to(dtype_out)
