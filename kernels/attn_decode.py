@@ -15,8 +15,9 @@ attn_decode_paged_blocks families): contiguous (0), [batch, capacity, heads_kv, 
 is the request, its row j); paged, [num_pages, page_size, heads_kv, d] with key j of request b in page
 BlockTable[b, j / page_size], row j % page_size. Any page size from 1 up runs with a lookup per key row
 (1: BLOCK_N int32 loads per block, against BLOCK_N * d * 4 bytes of K and V); a page size that is a
-multiple of BLOCK_N runs with one lookup per block (2: the block lies in one page; each step loads the
-next block's page id, so that K and V stream num_stages - 1 steps ahead as in the contiguous kernel). The
+multiple of BLOCK_N runs with one lookup per block (2: the block lies in one page). In both, each step
+loads the next block's page ids, so that K and V stream num_stages - 1 steps ahead as in the contiguous
+kernel. The
 mode was a run-time flag first: the branch inside the key loop kept Triton from pipelining the paged
 loads, and 16-key pages ran at 0.74-0.86 of the contiguous speed on the H100 (now 0.80-0.90; 256-key pages
 0.95-1.02). Addresses are computed in int64 throughout: a cache is allowed to span more than 2^31

@@ -71,7 +71,7 @@ def child(rows, page_sizes):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--packages", required=False)
+    ap.add_argument("--packages", help="comma-separated package directories (required)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rows", default=DEFAULT_ROWS)
     ap.add_argument("--pages", default="16")
@@ -81,6 +81,8 @@ def main():
     if args.child:
         child(args.rows, pages)
         return
+    if not args.packages:
+        ap.error("--packages is required")
     packages = args.packages.split(",")
     results = {p: [] for p in packages}
     for _ in range(args.rounds):

@@ -411,13 +411,13 @@ aotk_status aotk__check_setup_features(const aotk__driver *driver, const aotk__c
 void aotk__check_compare_mask(const aotk__check_shape *s, const uint8_t *mask, int64_t seed, int64_t offset,
                               float dropout_p, aotk__check_mask_comparison *m) {
   memset(m, 0, sizeof *m);
+  const uint32_t threshold = aotk__check_dropout_threshold(dropout_p);
   for (int64_t b = 0; b < s->seqs; b++)
     for (int64_t h = 0; h < s->heads_q; h++) {
       const uint32_t stream = (uint32_t)(b * s->heads_q + h);
       for (int64_t i = 0; i < s->max_q; i++) {
         const uint8_t *row = mask + mask_index(s, b, h, i, 0);
         const int64_t inside = i < s->len_q[b] ? s->len_k[b] : 0;
-        const uint32_t threshold = aotk__check_dropout_threshold(dropout_p);
         /* One counter per (16-key group, q): its four keys 16 J + 2 q + {0, 1, 8, 9} of this row. */
         for (int64_t j0 = 0; j0 < inside; j0 += 16)
           for (int64_t q = 0; q < 4; q++) {
