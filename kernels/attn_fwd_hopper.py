@@ -359,6 +359,58 @@ def _softmax_step(qk, m_i, l_i, n0, rows, first_key, last_key, full_lo, full_hi,
 
 
 @gluon.jit
+def _philox7(k0, k1, c0, c1, c2, c3):
+    # Philox4x32 with 7 rounds (Salmon et al., SC'11), as tl.philox draws it for the Triton kernels.
+    for _ in gl.static_range(7):
+        d0 = c0
+        d2 = c2
+        c0 = gl.umulhi(0xCD9E8D57, d2) ^ c1 ^ k0
+        c2 = gl.umulhi(0xD2511F53, d0) ^ c3 ^ k1
+        c1 = d2 * 0xCD9E8D57
+        c3 = d0 * 0xD2511F53
+        k0 = k0 + 0x9E3779B9
+        k1 = k1 + 0xBB67AE85
+    return c0, c1, c2, c3
+
+
+@gluon.jit
+def _dropout_rows(row0, ROWS: gl.constexpr):
+    # The per-tile half of the keep rule (attn_common.dropout_keep; docs/design.md, "Dropout") for query
+    # rows row0 .. row0 + ROWS - 1 (row0 a multiple of 16), in a 64 x 16 wgmma accumulator layout: element
+    # (r, k), r = 16 w + 8 a' + l / 4 and k = 8 b'' + 2 q + c' for warp w and lane l, stands for the counter
+    # (4 J + q, 4 I + p) of its row with J's low bits 4 a' + 2 b'' + c': the 8 counters of a thread are the 8
+    # its 64 scores of a 128-key block need. Returns the key counter's per-lane part (4 J_low + q), the row
+    # counter (4 I + p) and whether the row is odd (e: words 2 and 3).
+    L16: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 16, 16])
+    r = gl.expand_dims(gl.arange(0, ROWS, layout=gl.SliceLayout(1, L16)), 1)
+    k = gl.expand_dims(gl.arange(0, 16, layout=gl.SliceLayout(0, L16)), 0)
+    zero = gl.zeros([ROWS, 16], gl.int32, L16)
+    i = zero + row0 + r
+    key_part = (zero + 4 * (((r >> 3) & 1) * 4 + ((k >> 3) & 1) * 2 + (k & 1)) + ((k >> 1) & 3)).to(gl.uint32,
+                                                                                                 bitcast=True)
+    row_counter = (4 * (i >> 4) + ((i >> 1) & 3)).to(gl.uint32, bitcast=True)
+    odd = (i & 1) != 0
+    return key_part, row_counter, odd
+
+
+@gluon.jit
+def _dropout_apply(p, n0, drop, s_layout: gl.constexpr):
+    # P with the dropped scores zeroed, for keys n0 .. n0 + 127 (n0 a multiple of 16): one Philox call per
+    # counter, 8 a thread; the two words of the row's e spread over its 64 scores by byte in registers
+    # (join, reshape, permute: row 16 w + 8 a + l / 4, key 16 J + 8 b + 2 q + c, byte 2 a + b of word c).
+    key_part, row_counter, odd, k0, k1, stream, offset_lo, threshold = drop
+    ROWS: gl.constexpr = p.shape[0]
+    gl.static_assert(p.shape[1] == 128, "the dropout spreading is written for 128-key blocks")
+    c0 = key_part + (4 * (n0 >> 4)).to(gl.uint32, bitcast=True)
+    w0, w1, w2, w3 = _philox7(k0, k1, c0, row_counter, stream, offset_lo)
+    x = gl.join(gl.where(odd, w2, w0), gl.where(odd, w3, w1))
+    x = gl.join(gl.join(x & 255, (x >> 8) & 255), gl.join((x >> 16) & 255, x >> 24))
+    x = gl.permute(x.reshape([ROWS // 16, 2, 8, 2, 4, 2, 2, 2, 2]), [0, 8, 2, 1, 3, 5, 7, 4, 6]).reshape([ROWS, 128])
+    keep = gl.convert_layout(x >= threshold, s_layout)
+    return gl.where(keep, p, 0.0)
+
+
+@gluon.jit
 def _scores(q_bufs, k_bufs, q_first, k_first, zero_s, ROWS: gl.constexpr, BLOCK_N: gl.constexpr,
             CHUNKS: gl.constexpr):
     # S = Q K^T as asynchronous wgmma, one per head-dim chunk (one but at (192, 128), whose Q and K are
@@ -420,8 +472,10 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
               stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale, softcap_log2,
               WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM_QK: gl.constexpr,
               HEAD_DIM_V: gl.constexpr, STAGES: gl.constexpr, Q_BUFS: gl.constexpr, EXTRAS: gl.constexpr,
-              O_TMA: gl.constexpr, UNALIGNED: gl.constexpr, PAGED: gl.constexpr, PAGE_BOX: gl.constexpr):
-    # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of each tile.
+              O_TMA: gl.constexpr, UNALIGNED: gl.constexpr, PAGED: gl.constexpr, PAGE_BOX: gl.constexpr,
+              RngState, dropout_threshold, dropout_scale, DROPOUT: gl.constexpr):
+    # This warpgroup owns query rows [WG * ROWS, WG * ROWS + ROWS) of each tile. DROPOUT: the keep rule of
+    # attn_common.dropout_keep drawn in registers (_dropout_apply); l sums the undropped P, O the kept.
     q_ready, q_empty, k_ready, k_empty, v_ready, v_empty, turn = bars
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
     lo_rel = sched[6]
@@ -440,6 +494,15 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // q_bufs.shape[3]
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
+    if DROPOUT:
+        # attn_common.rng_state: the key is the seed with the offset's high word XORed into its high word.
+        seed = gl.load(RngState)
+        offset = gl.load(RngState + 1)
+        key = seed ^ (offset & -4294967296)
+        k0 = (key & 4294967295).to(gl.uint32)
+        k1 = ((key >> 32) & 4294967295).to(gl.uint32)
+        offset_lo = (offset & 4294967295).to(gl.uint32)
+        threshold = dropout_threshold.to(gl.uint32, bitcast=True)
     # Ring position of this tile's first K and V block: both rings advance by n_blocks per tile.
     it = 0
     t = 0
@@ -466,6 +529,10 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
                 if (flags & FLAG_ALIBI) != 0:
                     slope_log2 = gl.load(AlibiSlopes + b.to(gl.int64) * stride_ab + hq) * LOG2E
             scores = (qk_scale_log2, softcap_scale, softcap_log2, slope_log2, flags)
+            if DROPOUT:
+                key_part, row_counter, odd = _dropout_rows(row0, ROWS)
+                stream = (b * sched[1] + hq).to(gl.uint32, bitcast=True)
+                drop = (key_part, row_counter, odd, k0, k1, stream, offset_lo, threshold)
             row_alibi = rows + diag
             qs = t % Q_BUFS
             q_first = (qs * NUM_WG + WG) * QK_CHUNKS
@@ -486,6 +553,8 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
             p, m_i, l_i, alpha = _softmax_step(qk, m_i, l_i, _block_start(kb, 0, BLOCK_N, UNALIGNED), rows, first_key,
                                                last_key, full_lo, full_hi, row_alibi, scores, s_layout, BLOCK_N, EXTRAS,
                                                True, HEAD_DIM_V <= 64)
+            if DROPOUT:
+                p = _dropout_apply(p, _block_start(kb, 0, BLOCK_N, UNALIGNED), drop, s_layout)
             p_op = gl.convert_layout(p.to(dtype), p_layout)
 
             for j in range(1, n_blocks):
@@ -509,6 +578,8 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
                 acc, p_done = warpgroup_mma_wait(0, deps=(o_token, p_op))
                 mbarrier.arrive(v_empty.index(sv))
                 acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+                if DROPOUT:
+                    p = _dropout_apply(p, _block_start(kb, j, BLOCK_N, UNALIGNED), drop, s_layout)
                 p_op = gl.convert_layout(p.to(dtype), p_layout)
 
             # Every QK^T of this tile is done: its Q buffer may take the tile after next, unless O leaves
@@ -556,6 +627,9 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
             # past seqlen_q are never written.
             has_keys = l_i > 0.0
             l_safe = gl.where(has_keys, l_i, 1.0)
+            if DROPOUT:
+                # l summed the undropped P (lse is the softmax's before dropout); O the kept, scaled here.
+                l_safe = l_safe / dropout_scale
             out = acc * gl.expand_dims(gl.convert_layout(1.0 / l_safe, row_o), 1)
             o_args = (Out, b, q_start, hq, row0, seqlen_q, stride_ob, stride_os, stride_oh)
             if PAGED:
@@ -586,7 +660,7 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
              flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles, paged,
              HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              STAGES: gl.constexpr, EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-             PAGED: gl.constexpr):
+             PAGED: gl.constexpr, RngState, dropout_threshold, dropout_scale, DROPOUT: gl.constexpr):
     # The program of both entry points: BLOCK_M // ROWS consumer warpgroups.
     NUM_WG: gl.constexpr = BLOCK_M // ROWS
     gl.static_assert(BLOCK_M == NUM_WG * ROWS, "one 64-row slice of the tile per consumer warpgroup")
@@ -603,7 +677,8 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
     # (ptxas schedules their loops differently: three-warpgroup d=64 5-11%, softcap 4-7%, ALiBi 11%).
     # The host costs tiles by the same rule (tile_key_blocks in src/attn/aotk_attn.c).
     # The paged forward keeps block boundaries: its boxes must not cross a page.
-    UNALIGNED: gl.constexpr = (not EXTRAS) and (not PAGED) and BLOCK_N >= BLOCK_M - 1
+    # Dropout's counters take key blocks that start at multiples of 16 (_dropout_apply): block boundaries too.
+    UNALIGNED: gl.constexpr = (not EXTRAS) and (not PAGED) and (not DROPOUT) and BLOCK_N >= BLOCK_M - 1
     # Q and K come in boxes of the descriptors' width: the head dim, or 64 columns at (192, 128).
     QK_CHUNKS: gl.constexpr = HEAD_DIM_QK // DescQ.block_type.shape[2]
     gl.static_assert(QK_CHUNKS * DescQ.block_type.shape[2] == HEAD_DIM_QK, "whole boxes along the head dim")
@@ -656,15 +731,15 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
-                         UNALIGNED, PAGED, PAGE_BOX)),
+                         UNALIGNED, PAGED, PAGE_BOX, RngState, dropout_threshold, dropout_scale, DROPOUT)),
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
-                         UNALIGNED, PAGED, PAGE_BOX)),
+                         UNALIGNED, PAGED, PAGE_BOX, RngState, dropout_threshold, dropout_scale, DROPOUT)),
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 2, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
-                         UNALIGNED, PAGED, PAGE_BOX)),
+                         UNALIGNED, PAGED, PAGE_BOX, RngState, dropout_threshold, dropout_scale, DROPOUT)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
                          HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, UNALIGNED, PAGED)),
         ], [4, 4, 1], [CONSUMER_REGS, CONSUMER_REGS, PRODUCER_REGS])
@@ -673,11 +748,11 @@ def _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, st
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 0, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
-                         UNALIGNED, PAGED, PAGE_BOX)),
+                         UNALIGNED, PAGED, PAGE_BOX, RngState, dropout_threshold, dropout_scale, DROPOUT)),
             (_consumer, (q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, Sinks, AlibiSlopes, stride_ob,
                          stride_os, stride_oh, stride_lb, stride_lh, stride_ab, flags, qk_scale_log2, softcap_scale,
                          softcap_log2, 1, BLOCK_M, BLOCK_N, HEAD_DIM_QK, HEAD_DIM_V, STAGES, Q_BUFS, EXTRAS, O_TMA,
-                         UNALIGNED, PAGED, PAGE_BOX)),
+                         UNALIGNED, PAGED, PAGE_BOX, RngState, dropout_threshold, dropout_scale, DROPOUT)),
             (_producer, (DescQ, DescK, DescV, q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, HEAD_DIM_QK,
                          HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, Q_BUFS, UNALIGNED, PAGED)),
         ], [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
@@ -702,7 +777,33 @@ def attn_fwd_hopper(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sink
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
              flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
              (CuSeqlensQ, CuSeqlensQ, CuSeqlensQ, 0, 1, False, Lse, 0, 0, 1, 1), HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
-             BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False)
+             BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False, RngState, dropout_threshold,
+             dropout_scale, False)
+
+
+@gluon.jit
+def attn_fwd_hopper_dropout(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, Sinks, RngState,
+                            stride_qb, stride_qs, stride_qh,
+                            stride_kb, stride_ks, stride_kh,
+                            stride_vb, stride_vs, stride_vh,
+                            stride_ob, stride_os, stride_oh,
+                            stride_lb, stride_lh, stride_ab,
+                            seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, head_dim_qk8, head_dim_v8,
+                            window_left, window_right, flags,
+                            qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                            DescQ, DescK, DescV, DescO, num_tiles,
+                            HEAD_DIM_QK: gl.constexpr, HEAD_DIM_V: gl.constexpr, BLOCK_M: gl.constexpr,
+                            BLOCK_N: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr,
+                            PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    # The two-warpgroup forward drawing dropout in its consumers (128-key blocks; no softcap or ALiBi:
+    # EXTRAS stays off). Not in the catalog yet: tried through bench/explore/hopper/fwd_hopper_jit.py.
+    gl.static_assert(not EXTRAS, "dropout's variant carries no softcap or ALiBi code")
+    _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
+             stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
+             flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
+             (CuSeqlensQ, CuSeqlensQ, CuSeqlensQ, 0, 1, False, Lse, 0, 0, 1, 1), HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
+             BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False, RngState, dropout_threshold,
+             dropout_scale, True)
 
 
 @gluon.jit
@@ -724,7 +825,8 @@ def attn_fwd_hopper_wg3(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes, 
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
              flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
              (CuSeqlensQ, CuSeqlensQ, CuSeqlensQ, 0, 1, False, Lse, 0, 0, 1, 1), HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M,
-             BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False)
+             BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, False, RngState, dropout_threshold,
+             dropout_scale, False)
 
 
 @gluon.jit
@@ -755,4 +857,5 @@ def attn_fwd_hopper_paged(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlopes
              flags, qk_scale_log2, softcap_scale, softcap_log2, DescQ, DescK, DescV, DescO, num_tiles,
              (BlockTable, CacheSeqlens, CacheLeftpad, stride_bt, page_shift, (flags & FLAG_LEFTPAD) != 0, OutPartial,
               stride_pp, stride_lpp, num_splits, split_keys),
-             HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, True)
+             HEAD_DIM_QK, HEAD_DIM_V, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, CONSUMER_REGS, True, RngState,
+             dropout_threshold, dropout_scale, False)

@@ -33,6 +33,9 @@ sys.path.insert(0, os.environ.get("AOTK_KERNELS_DIR") or os.path.join(os.path.di
 from attn_fwd_hopper import attn_fwd_hopper, attn_fwd_hopper_wg3  # noqa: E402
 
 KERNELS = {"": (attn_fwd_hopper, attn_fwd_hopper_wg3)}
+# --dropout P: the consumers draw dropout (attn_fwd_hopper_dropout, where the kernel source has it), checked
+# against the reference with the mask of kernels/attn_fwd.py's attn_dropout_mask (the Triton kernels' rule).
+DROPOUT = {"p": 0.0, "rng": None}
 WINDOW = [-1, -1]  # --window: (window_left, window_right) of every row; causal sets window_right 0
 
 
@@ -108,18 +111,37 @@ def launcher(q, k, v, out, lse, causal, softcap=0.0, alibi=None, wg3=False, extr
     cx.update(over)
     opts = dict(num_warps=4, maxnreg=128 if wg3 else 168)
     kern = KERNELS[module][1 if wg3 else 0]
+    threshold, drop_scale, rng = 0, 1.0, None
+    if DROPOUT["p"] > 0:
+        import attn_fwd_hopper as hopper_module
+        kern = hopper_module.attn_fwd_hopper_dropout
+        threshold = min(math.floor(256 * DROPOUT["p"] + 0.5), 255)
+        drop_scale = 256.0 / (256 - threshold)
+        rng = DROPOUT["rng"]
     ints = torch.zeros(2, device=q.device, dtype=torch.int32)
     floats = torch.zeros(2, device=q.device, dtype=torch.float32)
     al = alibi if alibi is not None else floats
-    args = (q, k, v, out, lse, ints, ints, al, floats, ints.view(torch.int64),
+    args = (q, k, v, out, lse, ints, ints, al, floats, rng if rng is not None else ints.view(torch.int64),
                    q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                    v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1), out.stride(2),
                    lse.stride(0), lse.stride(1), al.stride(0) if alibi is not None else 0,
                    sq, sk, hq, hq // hkv, nmb, d // 8, d // 8, WINDOW[0], 0 if causal else WINDOW[1], flags,
-                   scale * LOG2E, scale / softcap if softcap > 0 else 0.0, softcap * LOG2E, 0, 1.0,
+                   scale * LOG2E, scale / softcap if softcap > 0 else 0.0, softcap * LOG2E, threshold, drop_scale,
                    dq, dk, dv, do, tiles)
     kw = dict(cx, **opts)
     return lambda: kern[(grid, )](*args, **kw)
+
+
+def dropout_mask(b, hq, sq, sk):
+    """[b, hq, sq, sk] uint8 keep mask from attn_fwd.py's attn_dropout_mask (the Triton kernels' rule)."""
+    from attn_fwd import attn_dropout_mask
+    mask = torch.full((b, hq, sq, sk), 0xaa, device="cuda", dtype=torch.uint8)
+    ints = torch.zeros(2, device="cuda", dtype=torch.int32)
+    nmb = triton.cdiv(sq, 64)
+    threshold = min(math.floor(256 * DROPOUT["p"] + 0.5), 255)
+    attn_dropout_mask[(nmb * b * hq, )](mask, ints, ints, DROPOUT["rng"], mask.stride(0), mask.stride(1),
+                                        mask.stride(2), sq, sk, hq, nmb, 0, threshold, BLOCK_M=64, BLOCK_N=64)
+    return mask
 
 
 def reference(q, k, v, causal, softcap=0.0, alibi=None):
@@ -140,7 +162,11 @@ def reference(q, k, v, causal, softcap=0.0, alibi=None):
         s = s.masked_fill(j < i - WINDOW[0], float("-inf"))
     if WINDOW[1] >= 0 and not causal:
         s = s.masked_fill(j > i + WINDOW[1], float("-inf"))
-    return (s.softmax(-1) @ vf).transpose(1, 2), torch.logsumexp(s, -1)
+    prob = s.softmax(-1)
+    if DROPOUT["p"] > 0:
+        t = min(math.floor(256 * DROPOUT["p"] + 0.5), 255)
+        prob = prob * dropout_mask(q.shape[0], q.shape[2], sq, sk).float() * (256.0 / (256 - t))
+    return (prob @ vf).transpose(1, 2), torch.logsumexp(s, -1)
 
 
 def bench(fn):
@@ -159,7 +185,12 @@ def main():
     ap.add_argument("--base-kernels", default=None, help="a directory with another attn_fwd_hopper.py (load_base)")
     ap.add_argument("--wg3", action="store_true", help="the 192-row three-warpgroup entry (d=64)")
     ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="P: every variant launches attn_fwd_hopper_dropout (its source's) at dropout_p P")
     args = ap.parse_args()
+    if args.dropout > 0:
+        DROPOUT["p"] = args.dropout
+        DROPOUT["rng"] = torch.tensor([0x2545F4914F6CDD1D, (1 << 32) + 12345], device="cuda", dtype=torch.int64)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     if args.base_kernels:
         load_base(args.base_kernels)
