@@ -319,6 +319,9 @@ ATTN_HOPPER_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # for the plain forward without a causal mask (bench/explore/hopper/gluon_attn_fwd.py, ppp3_bn128_s2:
 # 1.0-1.07x cuDNN non-causal; causal, with the static rounds, it measured worse than two warpgroups).
 ATTN_HOPPER_WG3_HEAD_DIMS = ((64, 64),)
+# The Gluon forward drawing dropout in its consumers (attn_fwd_hopper_dropout): its spreading of the
+# random bytes is written for 128-key blocks, which d64 and d128 take.
+ATTN_HOPPER_DROPOUT_HEAD_DIMS = ((64, 64), (128, 128))
 # The paged prefill's Gluon forward (attn_fwd_hopper_paged).
 ATTN_HOPPER_PAGED_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) at the head dims it was measured at.
@@ -373,6 +376,9 @@ ATTN_TUNING = {
     # Three consumer warpgroups of 64 rows (4 + 4 + 4 + 1 producer warps, padded to 16): registers
     # 128 at entry, setmaxnreg 160 for the consumers and 24 for the producer (CONSUMER_REGS below).
     ("attn_fwd_hopper_wg3", 90, 64, 64): ((1, T(192, 128, 4, 2)),),
+    # Dropout in the consumers: the plain tile (128-key blocks; no short causal row, whose blocks are 64).
+    ("attn_fwd_hopper_dropout", 90, 64, 64): ((1, T(128, 128, 4, 2)),),
+    ("attn_fwd_hopper_dropout", 90, 128, 128): ((1, T(128, 128, 4, 2)),),
     # The paged prefill: the plain forward's tile, K and V in boxes of 16 rows (block_p), or 64 from 64-row
     # pages on (the size key is the page size). Each box costs the producer a block-table entry and its
     # TMA issues: on the H100 (bench/explore/hopper/paged_prefill_jit.py, bf16, 4 requests, GQA, chunks of
@@ -562,6 +568,8 @@ FAMILIES = {
                         ("dtype", "hopper_dims", "extras")),
     "attn_fwd_hopper_wg3": ("attn_fwd_hopper.py", "attn_fwd_hopper_wg3", ATTN_FWD_HOPPER_PARAMS,
                             ("dtype", "hopper_wg3_dims")),
+    "attn_fwd_hopper_dropout": ("attn_fwd_hopper.py", "attn_fwd_hopper_dropout", ATTN_FWD_HOPPER_PARAMS,
+                                ("dtype", "hopper_dropout_dims")),
     "attn_fwd_hopper_paged": ("attn_fwd_hopper.py", "attn_fwd_hopper_paged", ATTN_FWD_HOPPER_PAGED_PARAMS,
                               ("dtype", "hopper_paged_dims", "extras")),
     "attn_dropout_mask": ("attn_fwd.py", "attn_dropout_mask", ATTN_DROPOUT_MASK_PARAMS, ()),
@@ -657,7 +665,8 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
         return ((1, SEL_SCAN_CONFIG),)
     if family == "sel_check_indices":
         return ((1, SEL_CHECK_CONFIG),)
-    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_fwd_hopper_paged",
+    if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_fwd_hopper_dropout",
+                  "attn_fwd_hopper_paged",
                   "attn_bwd_dkdv", "attn_bwd_dq",
                   "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper", "attn_bwd_dq_hopper"):
         key = (family, arch, dqk, dv)
@@ -698,6 +707,8 @@ CONSTEXPRS = {
                         "CONSUMER_REGS"),
     "attn_fwd_hopper_wg3": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS",
                             "CONSUMER_REGS"),
+    "attn_fwd_hopper_dropout": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS",
+                                "PRODUCER_REGS", "CONSUMER_REGS"),
     "attn_fwd_hopper_paged": ("HEAD_DIM_QK", "HEAD_DIM_V", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS",
                               "CONSUMER_REGS"),
     "attn_bwd_dkdv_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
@@ -727,11 +738,13 @@ CONSTEXPRS = {
 
 
 FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_fwd_hopper_wg3": (90,),
+                "attn_fwd_hopper_dropout": (90,),
                 "attn_fwd_hopper_paged": (90,), "attn_bwd_dkdv_hopper": (90,),
                 "attn_bwd_fused_hopper": (90,), "attn_bwd_dq_hopper": (90,), "attn_bwd_dq_convert": (90,)}
 # Options beyond num_warps and num_stages: the Gluon kernel caps registers at entry so that its
 # setmaxnreg split (24 for the producer, 240 for the consumers) takes effect.
 FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}, "attn_fwd_hopper_wg3": {"maxnreg": 128},
+                  "attn_fwd_hopper_dropout": {"maxnreg": 168},
                   "attn_fwd_hopper_paged": {"maxnreg": 168},
                   "attn_bwd_dkdv_hopper": {"maxnreg": 168},
                   "attn_bwd_fused_hopper": {"maxnreg": 168}, "attn_bwd_dq_hopper": {"maxnreg": 168}}
@@ -747,7 +760,7 @@ def compile_options(kernel):
 
 # Families written in Gluon (compiled from GluonASTSource, their descriptors typed with the shared-memory
 # layout the kernel allocates).
-GLUON_FAMILIES = ("attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_fwd_hopper_paged", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper",
+GLUON_FAMILIES = ("attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_fwd_hopper_dropout", "attn_fwd_hopper_paged", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper",
                   "attn_bwd_dq_hopper")
 
 
@@ -773,6 +786,8 @@ def catalog():
                 dims = ATTN_HOPPER_BWD_DQ_HEAD_DIMS
             elif "hopper_wg3_dims" in axes:
                 dims = ATTN_HOPPER_WG3_HEAD_DIMS
+            elif "hopper_dropout_dims" in axes:
+                dims = ATTN_HOPPER_DROPOUT_HEAD_DIMS
             elif "hopper_paged_dims" in axes:
                 dims = ATTN_HOPPER_PAGED_HEAD_DIMS
             elif "dims_v" in axes:
@@ -782,7 +797,7 @@ def catalog():
             for dtype in dtypes:
                 for dqk, dv in dims:
                   for block_size in (SEL_BLOCK_SIZES if "sel_block" in axes else (0,)):
-                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("aligned_only" in axes or "tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_fused_dims" in axes or "hopper_dq_dims" in axes or "hopper_wg3_dims" in axes or "hopper_paged_dims" in axes) else (False,)):
+                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("aligned_only" in axes or "tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_fused_dims" in axes or "hopper_dq_dims" in axes or "hopper_wg3_dims" in axes or "hopper_dropout_dims" in axes or "hopper_paged_dims" in axes) else (False,)):
                         for extras in (EXTRAS if "extras" in axes else (True,) if "extras_only" in axes else (False,)):
                             for min_seqlen, config in _configs(family, arch, dqk, dv, extras, block_size):
                                 params = tuple((n, t.format(dtype=dtype, block_m=config.block_m, block_n=config.block_n,

@@ -344,7 +344,8 @@ typedef struct aotk_kernel_info {
  * forward, AOTK_FEATURE_WARP_SPECIALIZED below), 16-byte-aligned inputs, each
  * token's heads contiguous (head stride == head_dim; packed qkv qualifies) and head dims with such a
  * kernel: 64, 128, 256 and (192, 128) for every forward but dropout (AOTK_FEATURE_WARP_SPECIALIZED
- * below), 128 and 256 with dropout. Other calls take the pointer-load kernels, with the same results to
+ * below), 64 and 128 with dropout alone (the same, drawing dropout in its consumers), 128 and 256 with
+ * dropout and softcap or ALiBi. Other calls take the pointer-load kernels, with the same results to
  * within rounding. For AOTK_OP_ATTN_BWD the bit describes the dK/dV pass, the kernel aotk_query names:
  * it loads Q, K, V and dO so under the same conditions (dO's layout too; dense or varlen), at head dims
  * 64 and 128, for every backward but dropout (0.4 before 2026-11-26: without softcap or ALiBi and with no
@@ -355,7 +356,8 @@ typedef struct aotk_kernel_info {
  * softmax overlapped with the matrix products; written in Gluon), which also
  * sets AOTK_FEATURE_TMA. It runs every forward but dropout (masks and windows of both alignments,
  * sinks, softcap and ALiBi, the last two with AOTK_FEATURE_EXTRAS_KERNEL) at head dims 64, 128, 256
- * and (192, 128), where TMA's conditions above hold.
+ * and (192, 128), and dropout without softcap or ALiBi at 64 and 128 (a form of its own, without
+ * AOTK_FEATURE_EXTRAS_KERNEL), where TMA's conditions above hold.
  * It is persistent: at most one program per SM, each walking several query tiles, so aotk_kernel_info's grid
  * can be smaller than the number of tiles. For AOTK_OP_ATTN_BWD: the dK/dV pass has FlashAttention-3's
  * backward schedule (a TMA producer warp, two consumer warpgroups), one owner per output and bitwise

@@ -132,7 +132,8 @@ static bool aotk_gpu_test_has_extras(const aotk__check_features *f) {
  * AOTK_FEATURE_WARP_SPECIALIZED): on sm_90 cubins, with a dense layout whose tokens hold their heads
  * contiguously (of the check's layouts, the packed one, aligned), the Gluon kernel for everything but
  * dropout (windows, sinks, softcap and ALiBi) at head dims 64, 128, 256 and (192, 128), varlen included,
- * else (dense only: dropout) the TMA kernel at d=128 and 256; the pointer kernel otherwise. */
+ * and its dropout form for dropout without softcap or ALiBi at 64 and 128, else (dense only: dropout)
+ * the TMA kernel at d=128 and 256; the pointer kernel otherwise. */
 typedef enum aotk_gpu_test_fwd_path { FWD_POINTER, FWD_TMA, FWD_HOPPER } aotk_gpu_test_fwd_path;
 static aotk_gpu_test_fwd_path aotk_gpu_test_expect_fwd_path(aotk__check_layout layout, int64_t head_dim,
                                                             const aotk__check_features *f, bool from_ptx) {
@@ -142,6 +143,9 @@ static aotk_gpu_test_fwd_path aotk_gpu_test_expect_fwd_path(aotk__check_layout l
                            (head_dim == 192 && head_dim_v == 128);
   /* Varlen (packed) too for the Gluon kernel; the Triton TMA kernel is dense only. */
   if (f->dropout_p == 0.0f && hopper_dims) return FWD_HOPPER;
+  if (f->softcap == 0.0f && f->alibi == 0 && head_dim == head_dim_v && (head_dim == 64 || head_dim == 128)) {
+    return FWD_HOPPER; /* dropout alone: attn_fwd_hopper_dropout */
+  }
   if (f->num_seqs != 0 || head_dim_v != head_dim) return FWD_POINTER;
   return head_dim == 128 || head_dim == 256 ? FWD_TMA : FWD_POINTER;
 }
@@ -176,7 +180,9 @@ static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causa
                                               aotk_gpu_test_fwd_path expect_path) {
   const int64_t head_dim_v = aotk_gpu_test_head_dim_v(head_dim, f);
   bool extras = strstr(kernel_name, "_extras_") != NULL;
-  CHECK_MSG(extras == aotk_gpu_test_has_extras(f), "ran %s", kernel_name);
+  /* The Gluon forward's dropout form carries dropout alone and is no EXTRAS variant. */
+  const bool dropout_form = strncmp(kernel_name, "attn_fwd_hopper_dropout_", 24) == 0;
+  CHECK_MSG(extras == (aotk_gpu_test_has_extras(f) && !dropout_form), "ran %s", kernel_name);
   static const char *const path_names[] = {"pointer", "TMA", "warp-specialized"};
   aotk_gpu_test_fwd_path path = strncmp(kernel_name, "attn_fwd_tma_", 13) == 0             ? FWD_TMA
                                 : strncmp(kernel_name, "attn_fwd_hopper_", 16) == 0        ? FWD_HOPPER
@@ -195,6 +201,7 @@ static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causa
             "head dims %lld/%lld ran in the compiled %d/%d (%s)", (long long)head_dim, (long long)head_dim_v,
             (int)kernel_head_dim_qk, (int)kernel_head_dim_v, kernel_name);
   uint32_t expected = aotk_gpu_test_expected_features(causal, head_dim, f, kernel_head_dim_qk, kernel_head_dim_v);
+  if (dropout_form) expected &= ~AOTK_FEATURE_EXTRAS_KERNEL;
   CHECK_MSG(features == expected, "features 0x%x, expected 0x%x", (unsigned)features, (unsigned)expected);
 }
 

@@ -90,6 +90,7 @@ static void check_launch_extent(const aotk__kernel_entry *e, unsigned grid, void
     case AOTK__FAMILY_ATTN_FWD_TMA:
     case AOTK__FAMILY_ATTN_FWD_HOPPER:
     case AOTK__FAMILY_ATTN_FWD_HOPPER_WG3:
+    case AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT:
       check_attn_fwd_launch(e, grid, params);
       return;
     case AOTK__FAMILY_ATTN_DROPOUT_MASK:

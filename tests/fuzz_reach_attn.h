@@ -165,7 +165,8 @@ static void check_attn_features(const aotk__kernel_entry *e, void **a, const att
  * (a wider one would read and write the next head's columns). The Gluon kernel reads nothing through
  * Q, K and V (their descriptors instead) and the TMA one nothing through Q: checked all the same. */
 static void check_attn_fwd_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
-  const bool hopper = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
+  const bool hopper = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 ||
+                      e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT;
   const bool tma = hopper || e->family == AOTK__FAMILY_ATTN_FWD_TMA;
   enum { POINTER_KERNEL_PARAMS = 40 };
   EXPECT(strncmp(e->param_kinds, "ppppp" "pp" "ppp" "liiliiliilii" "lil" "iiiii" "iiiii" "fff" "if",

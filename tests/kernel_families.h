@@ -140,6 +140,11 @@ static const struct family {
     {AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, "attn_fwd_hopper_wg3",
      "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "tttt" "i", true, false, HEAD_DIMS_HOPPER_WG3_PAIRS,
      EXTRAS_NONE, false, true, 192, 90, true, true},
+    /* The same Gluon forward drawing dropout in its consumers: d64 and d128 (the fused backward's pairs), no
+     * EXTRAS variant (no softcap or ALiBi code). */
+    {AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT, "attn_fwd_hopper_dropout",
+     "pppppppppp" "liiliiliilii" "lil" "iiiiiiiiii" "fff" "if" "tttt" "i", true, false, HEAD_DIMS_HOPPER_FUSED_PAIRS,
+     EXTRAS_NONE, false, true, 128, 90, true, true},
     /* The paged prefill (aotk_attn_decode with cu_seqlens_q on sm_90): the Gluon forward with K and V read
      * through the block table, softcap and ALiBi in its EXTRAS rows; two configs a variant, 16- and 64-row
      * boxes (min_seqlen: the page size). */

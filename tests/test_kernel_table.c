@@ -369,8 +369,8 @@ static void test_table_tma_descriptors(void) {
     const bool fused = e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
     const bool bwd = e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER || fused;
     const bool paged = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED;
-    const bool hopper_fwd =
-        e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 || paged;
+    const bool hopper_fwd = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 ||
+                            e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT || paged;
     if (e->family != AOTK__FAMILY_ATTN_FWD_TMA && !hopper_fwd && !bwd) {
       CHECK_MSG(e->descriptor_count == 0, "row %d %s: %d TMA descriptors, but it takes none", i, e->name,
                 e->descriptor_count);

@@ -28,9 +28,11 @@ static uint32_t dropout_threshold(float p) {
   return t >= 255.0 ? 255u : (uint32_t)t;
 }
 
-/* The Gluon forward: two consumer warpgroups (128-row tiles), or three at d=64 (192-row tiles). */
+/* The Gluon forward: two consumer warpgroups (128-row tiles), or three at d=64 (192-row tiles), or two
+ * drawing dropout. */
 static bool is_hopper_fwd(int family) {
-  return family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
+  return family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 ||
+         family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT;
 }
 
 static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel_entry *e) {
@@ -235,7 +237,10 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
       !aotk__tma_view_ok(&problem->dout)) {
     return -1;
   }
-  const aotk__variant_key key = variant_key(problem);
+  aotk__variant_key key = variant_key(problem);
+  /* The dropout forward carries no softcap or ALiBi code: its rows are not EXTRAS rows (plan_fwd asks for
+   * it only without those). */
+  if (family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT) key.extras = 0;
   int best = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
@@ -269,6 +274,12 @@ static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) 
   if (hopper_kernels_cover(problem) && problem->window_left < 0 && problem->window_right < 0 &&
       fwd_size_key(problem) >= HOPPER_WG3_MIN_SEQLEN) {
     tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, problem, plan, fwd_size_key(problem));
+  }
+  /* Dropout without softcap or ALiBi: the Gluon forward drawing the keep rule in its consumers (d64 and d128,
+   * 128-key blocks; kernels/attn_fwd_hopper.py, attn_fwd_hopper_dropout). The backward stays on the
+   * Triton kernels, which draw the same mask. */
+  if (problem->dropout_p > 0.0f && problem->softcap == 0.0f && !problem->alibi) {
+    tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT, problem, plan, fwd_size_key(problem));
   }
   if (tma_row < 0 && hopper_kernels_cover(problem)) {
     tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER, problem, plan, fwd_size_key(problem));
@@ -304,8 +315,8 @@ static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) 
  * persistent_grid). */
 /* The key blocks a tile of query rows [m0, m0 + block_m) walks in the Gluon forward (_tile in
  * kernels/attn_fwd_hopper.py): those some row sees under the window rule, from the first such key, or
- * from the block boundary below it in the rows that keep boundaries (EXTRAS, or blocks shorter than
- * the tile). */
+ * from the block boundary below it in the rows that keep boundaries (EXTRAS, dropout, or blocks shorter
+ * than the tile). */
 static int64_t tile_key_blocks(const aotk__attn_problem *problem, const aotk__kernel_entry *e, int64_t m0,
                                int64_t diag) {
   const int64_t block_m = e->block_m, block_n = e->block_n;
@@ -315,7 +326,9 @@ static int64_t tile_key_blocks(const aotk__attn_problem *problem, const aotk__ke
   int64_t hi = problem->window_right >= 0 ? last + diag + problem->window_right + 1 : sk;
   lo = lo < 0 ? 0 : lo > sk ? sk : lo;
   hi = hi < 0 ? 0 : hi > sk ? sk : hi;
-  if (e->extras || block_n < block_m - 1) lo = lo / block_n * block_n;
+  if (e->extras || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT || block_n < block_m - 1) {
+    lo = lo / block_n * block_n;
+  }
   return hi > lo ? blocks(hi - lo, block_n) : 0;
 }
 
@@ -336,7 +349,8 @@ static int64_t hopper_grid(const aotk__attn_problem *problem, const aotk__kernel
     int64_t key[10], grid;
   } memo;
   const int64_t key[10] = {num_tiles,  num_m_blocks,         problem->seqlen_k,     diag, e->block_m,
-                           e->block_n, problem->window_left, problem->window_right, sms,  e->extras};
+                           e->block_n, problem->window_left, problem->window_right, sms,
+                           e->extras || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT};
   if (memo.grid != 0 && memcmp(memo.key, key, sizeof key) == 0) return memo.grid;
   const bool reverse = problem->window_right >= 0 && problem->window_left < 0; /* as attn_flags sets it */
   double load[1024];

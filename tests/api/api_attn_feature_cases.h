@@ -42,6 +42,7 @@ static void alibi_broadcast(aotk_attn_params *a, const problem *p) { /* one row 
 }
 static void sinks_softcap(aotk_attn_params *a, const problem *p) { sinks_on(a, p), softcap_30(a, p); }
 static void dropout_half(aotk_attn_params *a, const problem *p) { dropout_on(a, p), a->dropout_p = 0.5f; }
+static void dropout_half_softcap(aotk_attn_params *a, const problem *p) { dropout_half(a, p), softcap_30(a, p); }
 static void dropout_tiny(aotk_attn_params *a, const problem *p) { dropout_on(a, p), a->dropout_p = 1e-6f; }
 static void dropout_almost_all(aotk_attn_params *a, const problem *p) {
   dropout_on(a, p), a->dropout_p = 0.99999994f; /* the largest float below 1 */

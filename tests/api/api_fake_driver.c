@@ -53,6 +53,8 @@ const struct kernel_signature kernel_signatures[KERNEL_COUNT] = {
     /* The paged prefill on sm_90 (kernels/attn_fwd_hopper.py): the Gluon forward's parameters, then the
      * block table, lengths, left padding, the table's row stride and log2 of the page size. */
     {"attn_fwd_hopper_paged", AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED, ATTN_FWD_HOPPER_PAGED_KINDS HIDDEN_KINDS},
+    /* The Gluon forward drawing dropout in its consumers: the same parameters. */
+    {"attn_fwd_hopper_dropout", AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT, ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS},
 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
 _Static_assert((int)TMA_PARAM_COUNT ==

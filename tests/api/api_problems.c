@@ -103,6 +103,8 @@ static const int compiled_head_dims[][2] = {{32, 32}, {64, 64}, {128, 128}, {256
 static const int tma_head_dims[][2] = {{128, 128}, {256, 256}};
 static const int hopper_head_dims[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
 static const int hopper_wg3_head_dims[][2] = {{64, 64}};
+/* The Gluon forward drawing dropout (ATTN_HOPPER_DROPOUT_HEAD_DIMS): exact. */
+static const int hopper_dropout_head_dims[][2] = {{64, 64}, {128, 128}};
 /* The sm_90 backward's Gluon dK/dV pass (ATTN_HOPPER_BWD_HEAD_DIMS), its fused form and the cast after it
  * (ATTN_HOPPER_BWD_FUSED_HEAD_DIMS), and the Gluon dQ pass (ATTN_HOPPER_BWD_DQ_HEAD_DIMS): exact. */
 static const int hopper_bwd_head_dims[][2] = {{64, 64}, {128, 128}, {192, 128}, {256, 256}};
@@ -110,7 +112,8 @@ static const int hopper_fused_head_dims[][2] = {{64, 64}, {128, 128}};
 static const int hopper_dq_head_dims[][2] = {{192, 128}, {256, 256}};
 
 bool family_is_hopper_fwd(int family) {
-  return family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
+  return family == AOTK__FAMILY_ATTN_FWD_HOPPER || family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 ||
+         family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT;
 }
 
 static bool family_is_hopper_bwd(int family) {
@@ -138,18 +141,21 @@ void compiled_dims(int family, int64_t head_dim_qk, int64_t head_dim_v, int *qk,
   }
   if (family == AOTK__FAMILY_ATTN_FWD_TMA || family_is_hopper_fwd(family) || family_is_hopper_bwd(family)) {
     const bool hopper = family == AOTK__FAMILY_ATTN_FWD_HOPPER, wg3 = family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
+    const bool dropout = family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT;
     const bool fused = family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER || family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT;
     const bool dq = family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, dkdv = family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
     const int(*pairs)[2] = dkdv    ? hopper_bwd_head_dims
                            : fused ? hopper_fused_head_dims
                            : dq    ? hopper_dq_head_dims
                            : wg3   ? hopper_wg3_head_dims
+                           : dropout ? hopper_dropout_head_dims
                            : hopper ? hopper_head_dims
                                     : tma_head_dims;
     const size_t count = dkdv    ? sizeof hopper_bwd_head_dims / sizeof hopper_bwd_head_dims[0]
                          : fused ? sizeof hopper_fused_head_dims / sizeof hopper_fused_head_dims[0]
                          : dq    ? sizeof hopper_dq_head_dims / sizeof hopper_dq_head_dims[0]
                          : wg3   ? sizeof hopper_wg3_head_dims / sizeof hopper_wg3_head_dims[0]
+                         : dropout ? sizeof hopper_dropout_head_dims / sizeof hopper_dropout_head_dims[0]
                          : hopper ? sizeof hopper_head_dims / sizeof hopper_head_dims[0]
                                   : sizeof tma_head_dims / sizeof tma_head_dims[0];
     for (size_t i = 0; i < count; i++) {
@@ -240,16 +246,20 @@ int expected_fwd_family(const aotk_attn_params *params, int arch, bool from_ptx,
   const int32_t window_right = params->causal == 1 ? 0 : params->window_right;
   const bool extras = params->softcap > 0.0f || params->alibi_slopes.data != NULL || params->dropout_p > 0.0f;
   /* The warp-specialized forward takes everything but dropout; its three-warpgroup form only the plain
-   * forward without a mask, from WG3_MIN_SEQLEN_Q rows on. */
+   * forward without a mask, from WG3_MIN_SEQLEN_Q rows on; its dropout form dropout without softcap or
+   * ALiBi (d64, d128). */
   const bool warp_specialized = params->dropout_p == 0.0f;
+  const bool hopper_dropout =
+      params->dropout_p > 0.0f && params->softcap == 0.0f && params->alibi_slopes.data == NULL;
   const int last = params->q.rank - 1;
   const int64_t seqlen_q = varlen ? params->max_seqlen_q : params->q.shape[1];
   const bool wg3 = warp_specialized && !extras && params->window_left < 0 && window_right < 0 &&
                    seqlen_q >= WG3_MIN_SEQLEN_Q;
-  const int candidates[3] = {wg3 ? AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 : -1,
+  const int candidates[4] = {hopper_dropout ? AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT : -1,
+                             wg3 ? AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 : -1,
                              warp_specialized ? AOTK__FAMILY_ATTN_FWD_HOPPER : -1,
                              varlen ? -1 : AOTK__FAMILY_ATTN_FWD_TMA};
-  for (int c = 0; c < 3; c++) {
+  for (int c = 0; c < 4; c++) {
     if (candidates[c] < 0) continue;
     int qk, v;
     compiled_dims(candidates[c], params->q.shape[last], params->v.shape[last], &qk, &v);
@@ -364,7 +374,8 @@ size_t expected_bwd_workspace_bytes(const aotk_attn_params *params, int arch, bo
 }
 
 int fwd_kernel_id(int family) {
-  return family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 ? KERNEL_ATTN_FWD_HOPPER_WG3
+  return family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT ? KERNEL_ATTN_FWD_HOPPER_DROPOUT
+         : family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 ? KERNEL_ATTN_FWD_HOPPER_WG3
          : family == AOTK__FAMILY_ATTN_FWD_HOPPER   ? KERNEL_ATTN_FWD_HOPPER
          : family == AOTK__FAMILY_ATTN_FWD_TMA      ? KERNEL_ATTN_FWD_TMA
                                                     : KERNEL_ATTN_FWD;
@@ -382,6 +393,7 @@ int fwd_family_of_name(const char *name) {
     int family;
   } prefixes[] = {{"attn_fwd_hopper_paged_", AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED},
                   {"attn_fwd_hopper_wg3_", AOTK__FAMILY_ATTN_FWD_HOPPER_WG3},
+                  {"attn_fwd_hopper_dropout_", AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT},
                   {"attn_fwd_hopper_", AOTK__FAMILY_ATTN_FWD_HOPPER},
                   {"attn_fwd_tma_", AOTK__FAMILY_ATTN_FWD_TMA},
                   {"attn_fwd_", AOTK__FAMILY_ATTN_FWD}};

@@ -169,9 +169,10 @@ static void test_tuning_choice(void) {
         }
   }
   /* The TMA kernel (sm_90, aligned, exact head dims), the same rule over its own rows. They are all
-   * EXTRAS: the warp-specialized kernel takes every call but dropout, so dropout is what reaches this one
-   * (no window, so the size key is seqlen_q, src/attn/aotk_attn.c fwd_size_key), and a row without EXTRAS
-   * would be dead weight in the library. */
+   * EXTRAS: the warp-specialized kernel takes every call but dropout, and its dropout form dropout without
+   * softcap or ALiBi at d64 and d128, so dropout with softcap is what reaches this one here (no window, so
+   * the size key is seqlen_q, src/attn/aotk_attn.c fwd_size_key), and a row without EXTRAS would be dead
+   * weight in the library. */
   install_fake_gpu(90, SHARED_SM90);
   int tma_variants_tuned_by_size = 0;
   for (int d = 0; d < 2; d++)
@@ -193,6 +194,7 @@ static void test_tuning_choice(void) {
         p.seqlen_q = seqlens[s];
         aotk_attn_params params = params_for(p);
         set_dropout(&params);
+        params.softcap = 30.0f;
         const aotk__kernel_entry *expected =
             expected_row(AOTK__FAMILY_ATTN_FWD_TMA, 90, dtypes[d], head_dim, head_dim, 1, 1, seqlens[s]);
         aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
@@ -249,9 +251,9 @@ static void test_tuning_choice(void) {
                 head_dim, block_m[0], block_m[1]);
     }
   }
-  /* The TMA kernel's at d128 (only EXTRAS rows, reached with dropout: the Gluon forward takes every
-   * other call): 4 warps from 1 query row up to 4095 (the row of min_seqlen 1), 8 from 4096 (the row of
-   * min_seqlen 4096). */
+  /* The TMA kernel's at d128 (only EXTRAS rows, reached with dropout and softcap: the Gluon forward takes
+   * every other call, dropout alone in its dropout form): 4 warps from 1 query row up to 4095 (the row of
+   * min_seqlen 1), 8 from 4096 (the row of min_seqlen 4096). */
   install_fake_gpu(90, SHARED_SM90);
   int32_t num_warps[2] = {0, 0};
   for (int longer = 0; longer <= 1; longer++) {
@@ -260,6 +262,7 @@ static void test_tuning_choice(void) {
     p.seqlen_q = longer ? 4096 : 4095;
     aotk_attn_params params = params_for(p);
     set_dropout(&params);
+    params.softcap = 30.0f;
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK && (info.features & AOTK_FEATURE_TMA) != 0);
     const aotk__kernel_entry *row = table_row_named(info.kernel_name, info.arch);

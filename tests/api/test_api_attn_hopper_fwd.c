@@ -38,8 +38,10 @@ static void check_fwd_family(const char *what, const aotk_attn_params *params, i
                 fwd_family_of_name(info.kernel_name) == family,
             "%s: aotk_query names %s with features %#x; expected a %s kernel", what, info.kernel_name, info.features,
             kernel_signatures[fwd_kernel_id(family)].function);
-  /* Softcap, ALiBi and dropout run in an EXTRAS row (the Gluon kernel's too); anything else never does. */
-  const bool extras = params->softcap > 0.0f || params->alibi_slopes.data != NULL || params->dropout_p > 0.0f;
+  /* Softcap, ALiBi and dropout run in an EXTRAS row (the Gluon kernel's too), but for the Gluon forward's
+   * dropout form, which carries dropout alone; anything else never does. */
+  const bool extras = params->softcap > 0.0f || params->alibi_slopes.data != NULL ||
+                      (params->dropout_p > 0.0f && family != AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT);
   CHECK_MSG(row == NULL || (bool)row->extras == extras, "%s: aotk_query names %s, expected %s EXTRAS row", what,
             info.kernel_name, extras ? "an" : "no");
   const int modelled = expected_fwd_family(params, info.arch, info.from_ptx, fake.max_shared_bytes);
@@ -63,8 +65,9 @@ static void check_fwd_family(const char *what, const aotk_attn_params *params, i
  * dense or varlen, aligned, each token's heads contiguous, head dims that have TMA kernels exactly. The
  * warp-specialized kernel ((64, 64), (128, 128), (192, 128) or (256, 256)) takes every call but dropout:
  * any window, sinks, and softcap and ALiBi in its EXTRAS rows; with three consumer warpgroups at d64 for
- * the plain forward without a mask. Dropout takes the Triton TMA kernel (dense, 128 or 256); any other
- * call the pointer kernel. */
+ * the plain forward without a mask. Dropout without softcap or ALiBi takes its dropout form at d64 and
+ * d128 (dense or varlen); other dropout calls the Triton TMA kernel (dense, 128 or 256); any other call
+ * the pointer kernel. */
 static void test_tma_eligibility(void) {
   install_fake_gpu(90, SHARED_SM90);
   const problem d128 = {AOTK_DTYPE_BFLOAT16, 2, 300, 400, 8, 2, 128, true, 0};
@@ -105,7 +108,7 @@ static void test_tma_eligibility(void) {
   params.window_left = 64;
   check_fwd_family("d128 window_left 64 alone", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   dropout_on(&params, &d128);
-  check_fwd_family("d128 window_left 64 and dropout", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("d128 window_left 64 and dropout (the Gluon forward's dropout form)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT);
   params = params_for(d128);
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d128.heads_q);
   check_fwd_family("d128 sinks (the warp-specialized kernel's epilogue)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
@@ -116,7 +119,7 @@ static void test_tma_eligibility(void) {
   params.softcap = 0.0f, params.window_left = 64;
   check_fwd_family("d128 causal window sinks", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   dropout_on(&params, &d128);
-  check_fwd_family("d128 causal window sinks dropout", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("d128 causal window sinks dropout", &params, AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT);
   params = params_for(d128);
   params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, d128.heads_q);
   check_fwd_family("d128 ALiBi", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
@@ -126,8 +129,8 @@ static void test_tma_eligibility(void) {
   /* d64: the warp-specialized kernel with three consumer warpgroups for the plain forward (sinks or not)
    * without a mask from 2048 query rows on (max_seqlen_q for varlen), with two otherwise: under any
    * window (window_right 0 alone is the causal mask; a window wider than the sequence is a window still)
-   * and with softcap or ALiBi (the EXTRAS rows). The Triton TMA kernel has no d64, so with dropout the
-   * pointer kernel runs. */
+   * and with softcap or ALiBi (the EXTRAS rows). Dropout alone takes the Gluon forward's dropout form; the
+   * Triton TMA kernel has no d64, so with dropout and softcap or ALiBi the pointer kernel runs. */
   const int wg3 = AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, hopper = AOTK__FAMILY_ATTN_FWD_HOPPER;
   const problem d64 = {AOTK_DTYPE_BFLOAT16, 2, 2048, 2100, 8, 2, 64, true, 0};
   params = params_for(d64);
@@ -165,7 +168,9 @@ static void test_tma_eligibility(void) {
   check_fwd_family("d64 ALiBi at 2048 rows", &params, hopper);
   params = params_for(d64);
   dropout_on(&params, &d64);
-  check_fwd_family("d64 dropout (the Triton TMA kernel has no d64)", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("d64 dropout (the Gluon forward's dropout form)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT);
+  params.softcap = 30.0f;
+  check_fwd_family("d64 dropout and softcap (the Triton TMA kernel has no d64)", &params, AOTK__FAMILY_ATTN_FWD);
   params = params_for(d64);
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d64.heads_q);
   check_fwd_family("d64 sinks at 2048 rows, not causal (three warpgroups)", &params, wg3);
@@ -208,7 +213,7 @@ static void test_tma_eligibility(void) {
   check_fwd_family("varlen d64 causal window", &params, hopper);
   params = varlen_params_for(d64, 3000, 3500, false);
   dropout_on(&params, &d64);
-  check_fwd_family("varlen d64 dropout", &params, AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("varlen d64 dropout", &params, AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT);
   /* A GPU whose shared memory holds the two-warpgroup kernel's tile and not the three's. */
   const aotk__kernel_entry *wg3_row = expected_row(wg3, 90, d64.dtype, 64, 64, 1, 0, d64.seqlen_q);
   const aotk__kernel_entry *hopper_row = expected_row(hopper, 90, d64.dtype, 64, 64, 1, 0, d64.seqlen_q);
@@ -227,7 +232,7 @@ static void test_tma_eligibility(void) {
   params = params_for(d128);
   dropout_on(&params, &d128);
   params.dropout_mask = mask_for(&params);
-  check_fwd_family("d128 dropout with its mask", &params, AOTK__FAMILY_ATTN_FWD_TMA);
+  check_fwd_family("d128 dropout with its mask", &params, AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT);
   CHECK_MSG(fake.logged_launches == 2 && fake.launch_log[1].kernel == KERNEL_DROPOUT_MASK,
             "d128 dropout with its mask: %d launches", fake.logged_launches);
   params = params_for(d128);
@@ -310,8 +315,7 @@ static void test_tma_eligibility(void) {
   check_fwd_family("varlen d128 causal softcap (the EXTRAS variant)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
   params.softcap = 0.0f;
   dropout_on(&params, &d128);
-  check_fwd_family("varlen d128 causal dropout (the Triton TMA kernel is dense only)", &params,
-                   AOTK__FAMILY_ATTN_FWD);
+  check_fwd_family("varlen d128 causal dropout (the Gluon forward's dropout form takes varlen)", &params, AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT);
   params = varlen_params_for(d128, 500, 700, false);
   params.sinks = aotk_tensor_1d(FAKE_SINKS, AOTK_DTYPE_FLOAT32, d128.heads_q);
   check_fwd_family("varlen d128 sinks", &params, AOTK__FAMILY_ATTN_FWD_HOPPER);
@@ -406,11 +410,14 @@ static void test_tma_launch_arguments(void) {
             (unsigned long long)arg_pointer(&fake.launch_log[0], ARG_SINKS),
             (unsigned)(FLAG_WRITE_LSE | FLAG_SINKS | FLAG_REVERSE | FLAG_O_TMA), (unsigned long long)(uintptr_t)FAKE_SINKS);
   /* A left window bound (wider than the query rows, so the size key stays seqlen_q) is the warp-specialized
-   * kernel's too, in natural tile order (no FLAG_REVERSE); with dropout the Triton TMA kernel runs it. */
+   * kernel's too, in natural tile order (no FLAG_REVERSE); with dropout its dropout form runs it. */
   params.window_left = 2048;
   check_launch_of("warp-specialized bf16 d128 GQA causal, window_left 2048, sinks", &params, &gqa, hopper);
   dropout_on(&params, &gqa);
-  check_launch_of("TMA bf16 d128 GQA causal, window_left 2048, sinks, dropout", &params, &gqa, tma);
+  check_launch_of("warp-specialized dropout bf16 d128 GQA causal, window_left 2048, sinks, dropout", &params, &gqa,
+                  AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT);
+  params.softcap = 30.0f;
+  check_launch_of("TMA bf16 d128 GQA causal, window_left 2048, sinks, softcap, dropout", &params, &gqa, tma);
 
   problem long_q = {AOTK_DTYPE_FLOAT16, 2, 4097, 5000, 4, 4, 128, true, 0};
   params = params_for(long_q);
@@ -424,8 +431,11 @@ static void test_tma_launch_arguments(void) {
   check_launch_of("warp-specialized fp16 d128 at 4097 rows, v tokens padded, window_left 1024, sinks", &params,
                   &long_q, hopper);
   dropout_on(&params, &long_q);
-  check_launch_of("TMA fp16 d128 at 4097 rows (the second config), v tokens padded, window_left 1024, sinks, dropout",
-                  &params, &long_q, tma);
+  check_launch_of("warp-specialized dropout fp16 d128 at 4097 rows, v tokens padded, window_left 1024, sinks, "
+                  "dropout", &params, &long_q, AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT);
+  params.alibi_slopes = aotk_tensor_1d(FAKE_ALIBI, AOTK_DTYPE_FLOAT32, long_q.heads_q);
+  check_launch_of("TMA fp16 d128 at 4097 rows (the second config), v tokens padded, window_left 1024, sinks, ALiBi, "
+                  "dropout", &params, &long_q, tma);
 
   problem d256 = {AOTK_DTYPE_BFLOAT16, 2, 333, 333, 4, 4, 256, false, 0};
   params = packed_qkv_params(d256);
@@ -617,7 +627,7 @@ static void test_hopper_grid(void) {
 
 /* A tensor map that fails to encode fails the call with AOTK_ERROR_CUDA naming the tensor, before
  * anything is launched (the dropout-mask kernel neither); the next call, with the driver well again,
- * runs whole. For the Triton TMA kernel (with dropout and its mask) and the warp-specialized one. */
+ * runs whole. For the Triton TMA kernel (with softcap, dropout and its mask) and the warp-specialized one. */
 static void test_tma_encode_failure(void) {
   static const char *const names[4] = {"cuTensorMapEncodeTiled(q)", "cuTensorMapEncodeTiled(k)",
                                        "cuTensorMapEncodeTiled(v)", "cuTensorMapEncodeTiled(out)"};
@@ -626,7 +636,8 @@ static void test_tma_encode_failure(void) {
     for (int failing = 1; failing <= 3 + hopper; failing++) { /* the Gluon forward encodes out's too */
       install_fake_gpu(90, SHARED_SM90);
       aotk_attn_params params = params_for(d128);
-      if (!hopper) {
+      if (!hopper) { /* softcap and dropout: the Triton TMA kernel (dropout alone takes the Gluon one) */
+        params.softcap = 30.0f;
         dropout_on(&params, &d128);
         params.dropout_mask = mask_for(&params);
       }

@@ -134,8 +134,11 @@ static void test_feature_launches_literal(void) {
       {"sinks and softcap", sinks_softcap, -1, -1, FLAG_WRITE_LSE | FLAG_SOFTCAP | FLAG_SINKS,
        AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_SINKS | AOTK_FEATURE_EXTRAS_KERNEL | WARP_SPECIALIZED_TMA, 0, 1.0f,
        KERNEL_ATTN_FWD_HOPPER},
-      {"dropout 0.5", dropout_half, -1, -1, FLAG_WRITE_LSE | FLAG_DROPOUT,
-       AOTK_FEATURE_DROPOUT | AOTK_FEATURE_EXTRAS_KERNEL, 128u, 2.0f, KERNEL_ATTN_FWD},
+      {"dropout 0.5 (the Gluon forward's dropout form)", dropout_half, -1, -1, FLAG_WRITE_LSE | FLAG_DROPOUT,
+       AOTK_FEATURE_DROPOUT | WARP_SPECIALIZED_TMA, 128u, 2.0f, KERNEL_ATTN_FWD_HOPPER_DROPOUT},
+      {"dropout 0.5 and softcap (the pointer kernel: no Triton TMA kernel at d64)", dropout_half_softcap, -1, -1,
+       FLAG_WRITE_LSE | FLAG_DROPOUT | FLAG_SOFTCAP,
+       AOTK_FEATURE_DROPOUT | AOTK_FEATURE_SOFTCAP | AOTK_FEATURE_EXTRAS_KERNEL, 128u, 2.0f, KERNEL_ATTN_FWD},
       {"dropout 0 with an rng_state", dropout_off_rng_given, -1, -1, FLAG_WRITE_LSE, WARP_SPECIALIZED_TMA, 0, 1.0f,
        KERNEL_ATTN_FWD_HOPPER},
   };
@@ -150,7 +153,8 @@ static void test_feature_launches_literal(void) {
     CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
     const recorded_launch *launch = &fake.launch_log[0];
     /* The warp-specialized kernel stores O by TMA (out is contiguous here): FLAG_O_TMA (256) besides. */
-    const int32_t flags = cases[i].flags | (cases[i].kernel == KERNEL_ATTN_FWD_HOPPER ? FLAG_O_TMA : 0);
+    const bool gluon = cases[i].kernel == KERNEL_ATTN_FWD_HOPPER || cases[i].kernel == KERNEL_ATTN_FWD_HOPPER_DROPOUT;
+    const int32_t flags = cases[i].flags | (gluon ? FLAG_O_TMA : 0);
     CHECK_MSG(arg_i32(launch, ARG_WINDOW_LEFT) == cases[i].window_left &&
                   arg_i32(launch, ARG_WINDOW_RIGHT) == cases[i].window_right &&
                   arg_i32(launch, ARG_FLAGS) == flags,
@@ -342,9 +346,11 @@ static void test_optional_launches(void) {
   CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK && info.launches == 2);
   reset_launch_log();
   CHECK(aotk_attn_fwd(&params, FAKE_STREAM) == AOTK_OK);
-  CHECK_MSG(fake.logged_launches == 2 && fake.launch_log[0].kernel == KERNEL_ATTN_FWD &&
+  CHECK_MSG(fake.logged_launches == 2 && fake.launch_log[0].kernel == fwd_kernel_id(expected_fwd_family(&params, 90, false,
+                                                                                  fake.max_shared_bytes)) &&
                 fake.launch_log[1].kernel == KERNEL_DROPOUT_MASK,
-            "dropout with a mask: %d launches", fake.logged_launches);
+            "dropout with a mask: %d launches, the first %s", fake.logged_launches,
+            fake.logged_launches >= 1 ? kernel_signatures[fake.launch_log[0].kernel].function : "(none)");
 
   /* A failing mask launch is reported, naming the mask kernel; the forward was enqueued before it. */
   fake.launch_result = CUDA_ERROR_OUT_OF_MEMORY;

@@ -244,22 +244,27 @@ static void test_fault_too_little_shared_memory(void) {
    * then the two-warpgroup one, then the pointer kernel; causal d64, and d64 with ALiBi (an EXTRAS row),
    * start at the two-warpgroup kernel. The Triton TMA kernel has only EXTRAS rows, so plain d128 goes
    * from the two-warpgroup kernel straight to the pointer kernel, d128 with softcap through the Triton
-   * TMA kernel's EXTRAS row, and d128 with dropout starts at the Triton TMA kernel. */
+   * TMA kernel's EXTRAS row, and d128 with dropout starts at the Gluon forward's dropout form (not an
+   * EXTRAS row), then the Triton TMA kernel's EXTRAS row. */
   static const struct {
     int64_t head_dim, seqlen_q;
     int causal;
     void (*set_extras)(aotk_attn_params *); /* NULL: none */
     const char *extras_name;
-    int chain[3];
+    int chain[4];
   } chains[] = {
-      {64, 2048, 0, NULL, "", {AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD}},
-      {64, 2048, 1, NULL, "", {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
-      {64, 2048, 0, set_alibi, " ALiBi", {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
-      {128, 4096, 0, NULL, "", {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
+      {64, 2048, 0, NULL, "",
+       {AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
+      {64, 2048, 1, NULL, "",
+       {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
+      {64, 2048, 0, set_alibi, " ALiBi",
+       {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
+      {128, 4096, 0, NULL, "",
+       {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
       {128, 4096, 0, set_softcap, " softcap",
-       {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD_TMA, AOTK__FAMILY_ATTN_FWD}},
+       {AOTK__FAMILY_ATTN_FWD_HOPPER, AOTK__FAMILY_ATTN_FWD_TMA, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
       {128, 4096, 0, set_dropout, " dropout",
-       {AOTK__FAMILY_ATTN_FWD_TMA, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
+       {AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT, AOTK__FAMILY_ATTN_FWD_TMA, AOTK__FAMILY_ATTN_FWD, AOTK__FAMILY_ATTN_FWD}},
   };
   for (size_t c = 0; c < sizeof chains / sizeof chains[0]; c++) {
     problem p = default_problem;
@@ -274,7 +279,7 @@ static void test_fault_too_little_shared_memory(void) {
     int shared = SHARED_SM90, reached = chains[c].chain[0];
     /* Each TMA kernel one byte short in turn, until the pointer kernel's turn: it runs, or where it needs
      * more than the TMA kernel it replaces, it is refused as above. */
-    for (int step = 0; step < 2 && reached != AOTK__FAMILY_ATTN_FWD; step++) {
+    for (int step = 0; step < 3 && reached != AOTK__FAMILY_ATTN_FWD; step++) {
       const int family = chains[c].chain[step], next_family = chains[c].chain[step + 1];
       install_fake_gpu(90, shared);
       int modelled = expected_fwd_family(&params, 90, false, shared);
@@ -283,10 +288,12 @@ static void test_fault_too_little_shared_memory(void) {
       aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
       CHECK(aotk_query(AOTK_OP_ATTN_FWD, &params, &info) == AOTK_OK);
       const aotk__kernel_entry *row = table_row_named(info.kernel_name, 90);
+      /* The Gluon forward's dropout form carries dropout alone: not an EXTRAS row. */
+      const bool extras_row = extras && family != AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT;
       CHECK_MSG(row != NULL && row->family == family && fwd_family_of_name(info.kernel_name) == family &&
-                    row->extras == extras,
+                    row->extras == extras_row,
                 "%s with %d bytes: runs %s, expected a %s kernel%s", what, shared, info.kernel_name,
-                kernel_signatures[fwd_kernel_id(family)].function, extras ? " (an EXTRAS row)" : "");
+                kernel_signatures[fwd_kernel_id(family)].function, extras_row ? " (an EXTRAS row)" : "");
       if (row == NULL || row->family != family) break;
       shared = info.shared_bytes - 1;
       install_fake_gpu(90, shared);
