@@ -796,7 +796,8 @@ def attn_fwd_hopper_dropout(Q, K, V, Out, Lse, CuSeqlensQ, CuSeqlensK, AlibiSlop
                             BLOCK_N: gl.constexpr, STAGES: gl.constexpr, EXTRAS: gl.constexpr,
                             PRODUCER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
     # The two-warpgroup forward drawing dropout in its consumers (128-key blocks; no softcap or ALiBi:
-    # EXTRAS stays off). Not in the catalog yet: tried through bench/explore/hopper/fwd_hopper_jit.py.
+    # EXTRAS stays off), for d64 and d128 (the catalog's attn_fwd_hopper_dropout; plan_fwd in
+    # src/attn/aotk_attn.c). bench/explore/hopper/fwd_hopper_jit.py --dropout P runs it through the JIT.
     gl.static_assert(not EXTRAS, "dropout's variant carries no softcap or ALiBi code")
     _forward(CuSeqlensQ, CuSeqlensK, Out, Lse, AlibiSlopes, Sinks, stride_ob, stride_os, stride_oh, stride_lb,
              stride_lh, stride_ab, seqlen_q, seqlen_k, heads_q, group_size, num_m_blocks, window_left, window_right,
