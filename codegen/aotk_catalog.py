@@ -322,6 +322,9 @@ ATTN_HOPPER_WG3_HEAD_DIMS = ((64, 64),)
 # The Gluon forward drawing dropout in its consumers (attn_fwd_hopper_dropout): its spreading of the
 # random bytes is written for 128-key blocks, which d64 and d128 take.
 ATTN_HOPPER_DROPOUT_HEAD_DIMS = ((64, 64), (128, 128))
+# The backward's forms drawing dropout (attn_bwd_dkdv_hopper_dropout, attn_bwd_fused_hopper_dropout): the
+# head dims whose consumers hold 64 query columns a step (the spreading's shape).
+ATTN_HOPPER_BWD_DROPOUT_HEAD_DIMS = ((64, 64), (128, 128))
 # The paged prefill's Gluon forward (attn_fwd_hopper_paged).
 ATTN_HOPPER_PAGED_HEAD_DIMS = ((64, 64), (128, 128), (192, 128), (256, 256))
 # The Gluon dK/dV pass (kernels/attn_bwd_hopper.py) at the head dims it was measured at.
@@ -409,6 +412,11 @@ ATTN_TUNING = {
     # d 128: one 8-warp consumer partition.
     ("attn_bwd_fused_hopper", 90, 64, 64): ((1, T(64, 128, 4, 2)),),
     ("attn_bwd_fused_hopper", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
+    # Dropout drawn in the consumers: the same tiles.
+    ("attn_bwd_dkdv_hopper_dropout", 90, 64, 64): ((1, T(64, 128, 4, 2)),),
+    ("attn_bwd_dkdv_hopper_dropout", 90, 128, 128): ((1, T(64, 128, 4, 2)),),
+    ("attn_bwd_fused_hopper_dropout", 90, 64, 64): ((1, T(64, 128, 4, 2)),),
+    ("attn_bwd_fused_hopper_dropout", 90, 128, 128): ((1, T(64, 128, 8, 2)),),
     # The Gluon dQ pass: 64 query rows per program, 64 keys per step, 8 consumer warps, a 2-stage K/V ring.
     ("attn_bwd_dq_hopper", 90, 256, 256): ((1, T(64, 64, 8, 2)),),
     ("attn_bwd_dq_hopper", 90, 192, 128): ((1, T(128, 64, 8, 2)),),
@@ -582,6 +590,10 @@ FAMILIES = {
                              ("dtype", "hopper_bwd_dims", "extras")),
     "attn_bwd_fused_hopper": ("attn_bwd_hopper.py", "attn_bwd_fused_hopper", ATTN_BWD_FUSED_HOPPER_PARAMS,
                               ("dtype", "hopper_fused_dims", "extras")),
+    "attn_bwd_dkdv_hopper_dropout": ("attn_bwd_hopper.py", "attn_bwd_dkdv_hopper_dropout",
+                                     ATTN_BWD_DKDV_HOPPER_PARAMS, ("dtype", "hopper_bwd_dropout_dims")),
+    "attn_bwd_fused_hopper_dropout": ("attn_bwd_hopper.py", "attn_bwd_fused_hopper_dropout",
+                                      ATTN_BWD_FUSED_HOPPER_PARAMS, ("dtype", "hopper_bwd_dropout_dims")),
     "attn_bwd_dq_hopper": ("attn_bwd_dq_hopper.py", "attn_bwd_dq_hopper", ATTN_BWD_DQ_HOPPER_PARAMS,
                            ("dtype", "hopper_dq_dims", "extras")),
     "attn_bwd_dq_convert": ("attn_bwd.py", "attn_bwd_dq_convert", ATTN_BWD_DQ_CONVERT_PARAMS,
@@ -668,7 +680,8 @@ def _configs(family, arch, dqk, dv, extras, block_size=0):
     if family in ("attn_fwd", "attn_fwd_tma", "attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_fwd_hopper_dropout",
                   "attn_fwd_hopper_paged",
                   "attn_bwd_dkdv", "attn_bwd_dq",
-                  "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper", "attn_bwd_dq_hopper"):
+                  "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper", "attn_bwd_dkdv_hopper_dropout",
+                  "attn_bwd_fused_hopper_dropout", "attn_bwd_dq_hopper"):
         key = (family, arch, dqk, dv)
         return ATTN_TUNING_EXTRAS.get(key, ATTN_TUNING[key]) if extras else ATTN_TUNING[key]
     if family in ("attn_bwd_preprocess", "attn_bwd_dq_convert"):
@@ -713,6 +726,8 @@ CONSTEXPRS = {
                               "CONSUMER_REGS"),
     "attn_bwd_dkdv_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
     "attn_bwd_fused_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
+    "attn_bwd_dkdv_hopper_dropout": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
+    "attn_bwd_fused_hopper_dropout": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
     "attn_bwd_dq_hopper": ("HEAD_DIM", "BLOCK_M", "BLOCK_N", "STAGES", "EXTRAS", "PRODUCER_REGS"),
     "attn_bwd_dq_convert": ("HEAD_DIM", "BLOCK_M"),
     "attn_dropout_mask": ("BLOCK_M", "BLOCK_N"),
@@ -740,17 +755,20 @@ CONSTEXPRS = {
 FAMILY_ARCHS = {"attn_fwd_tma": (90,), "attn_fwd_hopper": (90,), "attn_fwd_hopper_wg3": (90,),
                 "attn_fwd_hopper_dropout": (90,),
                 "attn_fwd_hopper_paged": (90,), "attn_bwd_dkdv_hopper": (90,),
-                "attn_bwd_fused_hopper": (90,), "attn_bwd_dq_hopper": (90,), "attn_bwd_dq_convert": (90,)}
+                "attn_bwd_fused_hopper": (90,), "attn_bwd_dkdv_hopper_dropout": (90,),
+                "attn_bwd_fused_hopper_dropout": (90,), "attn_bwd_dq_hopper": (90,), "attn_bwd_dq_convert": (90,)}
 # Options beyond num_warps and num_stages: the Gluon kernel caps registers at entry so that its
 # setmaxnreg split (24 for the producer, 240 for the consumers) takes effect.
 FAMILY_OPTIONS = {"attn_fwd_hopper": {"maxnreg": 168}, "attn_fwd_hopper_wg3": {"maxnreg": 128},
                   "attn_fwd_hopper_dropout": {"maxnreg": 168},
                   "attn_fwd_hopper_paged": {"maxnreg": 168},
                   "attn_bwd_dkdv_hopper": {"maxnreg": 168},
-                  "attn_bwd_fused_hopper": {"maxnreg": 168}, "attn_bwd_dq_hopper": {"maxnreg": 168}}
+                  "attn_bwd_fused_hopper": {"maxnreg": 168}, "attn_bwd_dkdv_hopper_dropout": {"maxnreg": 168},
+                  "attn_bwd_fused_hopper_dropout": {"maxnreg": 168}, "attn_bwd_dq_hopper": {"maxnreg": 168}}
 # Per head dim, over FAMILY_OPTIONS: the fused d=64 pass runs four warpgroups (two consumers, the dQ
 # warpgroup, the producer's), so 128 registers at entry.
-HEAD_DIM_OPTIONS = {("attn_bwd_fused_hopper", 64): {"maxnreg": 128}}
+HEAD_DIM_OPTIONS = {("attn_bwd_fused_hopper", 64): {"maxnreg": 128},
+                    ("attn_bwd_fused_hopper_dropout", 64): {"maxnreg": 128}}
 
 
 def compile_options(kernel):
@@ -761,7 +779,7 @@ def compile_options(kernel):
 # Families written in Gluon (compiled from GluonASTSource, their descriptors typed with the shared-memory
 # layout the kernel allocates).
 GLUON_FAMILIES = ("attn_fwd_hopper", "attn_fwd_hopper_wg3", "attn_fwd_hopper_dropout", "attn_fwd_hopper_paged", "attn_bwd_dkdv_hopper", "attn_bwd_fused_hopper",
-                  "attn_bwd_dq_hopper")
+                  "attn_bwd_dkdv_hopper_dropout", "attn_bwd_fused_hopper_dropout", "attn_bwd_dq_hopper")
 
 
 def catalog():
@@ -788,6 +806,8 @@ def catalog():
                 dims = ATTN_HOPPER_WG3_HEAD_DIMS
             elif "hopper_dropout_dims" in axes:
                 dims = ATTN_HOPPER_DROPOUT_HEAD_DIMS
+            elif "hopper_bwd_dropout_dims" in axes:
+                dims = ATTN_HOPPER_BWD_DROPOUT_HEAD_DIMS
             elif "hopper_paged_dims" in axes:
                 dims = ATTN_HOPPER_PAGED_HEAD_DIMS
             elif "dims_v" in axes:
@@ -797,7 +817,7 @@ def catalog():
             for dtype in dtypes:
                 for dqk, dv in dims:
                   for block_size in (SEL_BLOCK_SIZES if "sel_block" in axes else (0,)):
-                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("aligned_only" in axes or "tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_fused_dims" in axes or "hopper_dq_dims" in axes or "hopper_wg3_dims" in axes or "hopper_dropout_dims" in axes or "hopper_paged_dims" in axes) else (False,)):
+                    for aligned in (ALIGNMENTS if "align" in axes else (True,) if ("aligned_only" in axes or "tma_dims" in axes or "hopper_dims" in axes or "hopper_bwd_dims" in axes or "hopper_fused_dims" in axes or "hopper_dq_dims" in axes or "hopper_wg3_dims" in axes or "hopper_dropout_dims" in axes or "hopper_bwd_dropout_dims" in axes or "hopper_paged_dims" in axes) else (False,)):
                         for extras in (EXTRAS if "extras" in axes else (True,) if "extras_only" in axes else (False,)):
                             for min_seqlen, config in _configs(family, arch, dqk, dv, extras, block_size):
                                 params = tuple((n, t.format(dtype=dtype, block_m=config.block_m, block_n=config.block_n,

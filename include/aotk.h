@@ -215,7 +215,8 @@ static inline aotk_tensor aotk_tensor_3d(void *data, aotk_dtype dtype, int64_t d
  *                   per block). 0 (the default of a zeroed struct, as in flash-attn): aotk may run a
  *                   faster backward whose dQ is summed in a varying order, so repeated runs can differ
  *                   in the last bits of dq (dk, dv and dsinks stay deterministic). Today that is the
- *                   sm_90 backward without dropout at head dims 64 and 128 with TMA-readable inputs
+ *                   sm_90 backward at head dims 64 and 128 with TMA-readable inputs, without dropout
+ *                   or with dropout alone (no softcap or ALiBi beside it)
  *                   (AOTK_FEATURE_NONDETERMINISTIC says when; it needs a larger workspace); every other
  *                   call runs the deterministic kernels either way (at head dim 256 they measured faster).
  *
@@ -349,7 +350,7 @@ typedef struct aotk_kernel_info {
  * within rounding. For AOTK_OP_ATTN_BWD the bit describes the dK/dV pass, the kernel aotk_query names:
  * it loads Q, K, V and dO so under the same conditions (dO's layout too; dense or varlen), at head dims
  * 64 and 128, for every backward but dropout (0.4 before 2026-11-26: without softcap or ALiBi and with no
- * window but causal). */
+ * window but causal), and with dropout alone (no softcap or ALiBi beside it; since 2026-11-28). */
 #define AOTK_FEATURE_TMA (1u << 9)
 /* Added in 0.4. The sm_90 forward with FlashAttention-3's schedule (a TMA producer warp, two consumer
  * warpgroups taking turns, three at d=64 for the plain forward without a mask from 2048 query rows on;
@@ -362,7 +363,9 @@ typedef struct aotk_kernel_info {
  * can be smaller than the number of tiles. For AOTK_OP_ATTN_BWD: the dK/dV pass has FlashAttention-3's
  * backward schedule (a TMA producer warp, two consumer warpgroups), one owner per output and bitwise
  * deterministic, unless AOTK_FEATURE_NONDETERMINISTIC is set too (dQ fused into it), at head dims 64, 128,
- * 256 and (192, 128) (every backward but dropout); at 256 and (192, 128) the dQ pass is warp-specialized
+ * 256 and (192, 128) (every backward but dropout), and at 64 and 128 with dropout alone (a form drawing
+ * dropout in its consumers, without AOTK_FEATURE_EXTRAS_KERNEL; its deterministic dQ pass is the pointer
+ * kernel's EXTRAS variant); at 256 and (192, 128) the dQ pass is warp-specialized
  * too. For AOTK_OP_DECODE both bits mark a packed prefill over a paged cache that runs this forward with
  * K and V read through the block table (aotk_decode_params' cu_seqlens_q says when). */
 #define AOTK_FEATURE_WARP_SPECIALIZED (1u << 10)

@@ -51,8 +51,8 @@ path (bench_attn.py, H100: the d=64 fused backward 381 -> 475 TFLOP/s at 16k non
 consumers' dK and dV (64 registers each) leave no registers for that warpgroup (32-row sub-steps made
 room and measured no faster).
 
-What it covers: every backward but dropout: masks and windows of both alignments (the query blocks a
-key block walks come from the window rule; only blocks crossing a window's edge or the key length are
+What it covers: every backward but dropout (which has entries of its own, below): masks and windows of
+both alignments (the query blocks a key block walks come from the window rule; only blocks crossing a window's edge or the key length are
 masked), and, compiled in with EXTRAS, softcap (dS times 1 - tanh^2) and ALiBi; layouts TMA can read,
 dense or varlen, head dims 64, 128 and (the deterministic pass only) 256 and (192, 128), GQA, sinks
 (they enter through lse only), any lengths. Its arguments are attn_bwd_dkdv's, then descriptors of Q, K,
@@ -63,6 +63,16 @@ Spills (cuobjdump STACK, bytes per thread, bf16): none at d=64 but the fused EXT
 the ping-pong deterministic pass 104 (loop-invariant scalars reloaded once a step), 288 in its EXTRAS
 rows, the fused pass none, 256 in its EXTRAS rows (see _probabilities for why the score modifiers sit in
 uniform branches); d=256 8 and (192, 128) 48 in their EXTRAS rows only.
+
+Dropout (attn_bwd_dkdv_hopper_dropout, attn_bwd_fused_hopper_dropout; DROPOUT, head dims 64 and 128, no
+softcap or ALiBi): the consumers draw the keep rule of attn_common.dropout_keep for their S^T tile in
+registers (_dropout_words_t: 4 Philox4x32-7 calls a thread a 64-query step, issued before P^T; then
+_dropout_keep_t spreads the bytes over the S^T layout), dV takes the kept P^T (scaled by 1 / (1 - p) once,
+at the store) and dS^T = P^T * (dP^T * keep / (1 - p) - delta), delta being the pre-pass's rowsum(dO * O)
+of the dropped output. The deterministic form runs beside the Triton dQ pass's EXTRAS rows, which draw
+the same mask. Stacks (bf16): d=64 none, fused 64; d=128 248, fused 80. On the H200 (bench_attn.py
+--features, 4096 tokens, p 0.1, the deterministic form): 198 / 269 TFLOP/s at d64 / d128, 0.60 / 0.65 of
+the plain backward, against 144 / 188 on the Triton kernels.
 
 Measured through the JIT on the H100 (bench/explore/hopper/gluon_attn_bwd.py, "split _rs": this
 kernel with aotk's pre-pass and dQ pass, against the three Triton kernels, bf16, 16k tokens): the
@@ -81,8 +91,8 @@ from triton.experimental.gluon.language._core import builtin as _gluon_builtin
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, program_tile, sequence,
-                                store_rows_staged, tanh_approx, thread_barrier, tma_load, window_bounds)
+from attn_hopper_common import (FLAG_ALIBI, FLAG_SOFTCAP, FLAG_TOP_LEFT, LOG2E, philox7, program_tile, rng_key,
+                                sequence, store_rows_staged, tanh_approx, thread_barrier, tma_load, window_bounds)
 
 
 @_gluon_builtin
@@ -200,13 +210,68 @@ def _step_statistics(LseLog2, Delta, b, heads_q, hq, stats_stride, m0, cols0):
 
 
 @gluon.jit
-def _step_gradients(st_token, dpt_token, do2, dv, statistics, tile_rows, extras, qk_scale_log2,
-                    dtype: gl.constexpr, p_layout: gl.constexpr, ROWS: gl.constexpr, BLOCK_M: gl.constexpr,
-                    EXTRAS: gl.constexpr):
+def _dropout_key(dropout, DROPOUT: gl.constexpr):
+    # A program's RNG key and offset (kernels/attn_hopper_common.rng_key) and the byte threshold, once.
+    RngState, dropout_threshold, dropout_scale = dropout
+    if DROPOUT:
+        k0, k1, offset_lo = rng_key(RngState)
+    else:
+        k0 = dropout_threshold.to(gl.uint32, bitcast=True)
+        k1 = k0
+        offset_lo = k0
+    return k0, k1, offset_lo, dropout_threshold.to(gl.uint32, bitcast=True)
+
+
+@gluon.jit
+def _dropout_step(rng, stream, dropout):
+    # A step's dropout arguments for _step_gradients: the key, offset and threshold, the stream (batch *
+    # heads_q + query head) and the scale 1 / (1 - p).
+    return rng[0], rng[1], rng[2], rng[3], stream.to(gl.uint32, bitcast=True), dropout[2]
+
+
+@gluon.jit
+def _dropout_words_t(n0, m0, drop, ROWS: gl.constexpr):
+    # The Philox half of the keep rule (attn_common.dropout_keep; docs/design.md, "Dropout") for S^T's keys
+    # n0 .. n0 + ROWS - 1 (rows; n0 a multiple of 16) and queries m0 .. m0 + 63 (columns; m0 a multiple of 16):
+    # 4 calls a thread, in a [ROWS, 8] layout of the 16 x 8 wgmma accumulator shape, element (r, k) with
+    # r = 16 w + 8 a' + m (warp w, m = lane / 4) and k = 2 p + c' (p = lane % 4) standing for the counter of
+    # key group 4 J + q (J = (n0 + r) / 16, q = m / 2) and query group 4 I + p (I = m0 / 16 + 2 a' + c'). The
+    # key's bit c = m & 1 picks the words: c (the query's e = 0) and 2 + c (e = 1).
+    k0, k1, offset_lo, threshold, stream = drop
+    L8: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[ROWS // 16, 1], instr_shape=[16, 8, 16])
+    r = gl.expand_dims(gl.arange(0, ROWS, layout=gl.SliceLayout(1, L8)), 1)
+    k = gl.expand_dims(gl.arange(0, 8, layout=gl.SliceLayout(0, L8)), 0)
+    zero = gl.zeros([ROWS, 8], gl.int32, L8)
+    key_counter = (zero + 4 * ((n0 + r) >> 4) + ((r & 7) >> 1)).to(gl.uint32, bitcast=True)
+    query_counter = (zero + 4 * ((m0 >> 4) + 2 * ((r >> 3) & 1) + (k & 1)) + (k >> 1)).to(gl.uint32, bitcast=True)
+    w0, w1, w2, w3 = philox7(k0, k1, key_counter, query_counter, stream, offset_lo)
+    c = ((zero + r) & 1) != 0
+    return gl.where(c, w1, w0), gl.where(c, w3, w2)
+
+
+@gluon.jit
+def _dropout_keep_t(words, threshold, s_layout: gl.constexpr, ROWS: gl.constexpr):
+    # The keep mask of S^T [ROWS keys, 64 queries] from _dropout_words_t's words: each call's 8 elements a
+    # thread are bytes 2 a + b of its two words (e), key 16 J + 8 b + 2 q + c and query 16 I + 8 a + 2 p + e,
+    # spread by join, reshape and permute in registers.
+    x = gl.join(words[0], words[1])
+    # Bytes 0 .. 3 as (b, a): join adds a last dimension, so byte 2 a + b lands at [..., b, a].
+    x = gl.join(gl.join(x & 255, (x >> 8) & 255), gl.join((x >> 16) & 255, x >> 24))
+    # [w, a', m, p, c', e, b, a] -> rows (w, b, m), columns (a', c', a, p, e).
+    x = gl.permute(x.reshape([ROWS // 16, 2, 8, 4, 2, 2, 2, 2]), [0, 6, 2, 1, 4, 7, 3, 5]).reshape([ROWS, 64])
+    return gl.convert_layout(x >= threshold, s_layout)
+
+
+@gluon.jit
+def _step_gradients(st_token, dpt_token, do2, dv, statistics, tile_rows, extras, qk_scale_log2, drop,
+                    dtype: gl.constexpr, s_layout: gl.constexpr, p_layout: gl.constexpr, ROWS: gl.constexpr,
+                    BLOCK_M: gl.constexpr, EXTRAS: gl.constexpr, DROPOUT: gl.constexpr):
     """The rest of a step of the head-dim 64 and 128 consumers once S^T (st_token) and dP^T (dpt_token) are
     issued: the rows' statistics while the products run, P^T, dV += P^T dO issued, dS^T. Returns dV's
     token, dS^T in fp32, and P^T's and dS^T's register operands (P^T's to be waited for with dV's token;
-    dS^T's is dK += dS^T Q's A operand, which the caller issues where its schedule needs it)."""
+    dS^T's is dK += dS^T Q's A operand, which the caller issues where its schedule needs it).
+    DROPOUT (drop: the RNG key, the threshold, the stream and the scale): dV takes the kept P^T (the
+    scale 1 / (1 - p) is applied to dV once, at the end) and dS^T = P^T * (dP^T * keep * scale - delta)."""
     LseLog2, Delta, b, heads_q, hq, stats_stride = statistics
     keys, cols0, seqlen_k, n0, m0, diag, lo_rel, hi_rel = tile_rows
     cols, lse, delta = _step_statistics(LseLog2, Delta, b, heads_q, hq, stats_stride, m0, cols0)
@@ -215,8 +280,15 @@ def _step_gradients(st_token, dpt_token, do2, dv, statistics, tile_rows, extras,
     tile = (keys, cols, lse, seqlen_k, n0, m0, diag, lo_rel, hi_rel)
     pt, pt_op = _step_probabilities(st, tile, b, hq, extras, qk_scale_log2, dtype, p_layout, ROWS, BLOCK_M,
                                     EXTRAS, False)
+    if DROPOUT:
+        gl.static_assert(BLOCK_M == 64, "the backward's dropout spreading is written for 64-query steps")
+        words = _dropout_words_t(n0, m0, (drop[0], drop[1], drop[2], drop[3], drop[4]), ROWS)
+        keep = _dropout_keep_t(words, drop[3], s_layout, ROWS)
+        pt_op = gl.convert_layout(gl.where(keep, pt, 0.0).to(dtype), p_layout)
     dpt = warpgroup_mma_wait(0, deps=(dpt_token, ))
     dv_token = warpgroup_mma(pt_op, do2, dv, is_async=True)
+    if DROPOUT:
+        dpt = gl.where(keep, dpt * drop[5], 0.0)
     dst = pt * (dpt - gl.expand_dims(delta, 0))
     ds_op = gl.convert_layout(dst.to(dtype), p_layout)
     return dv_token, dst, pt_op, ds_op
@@ -225,8 +297,8 @@ def _step_gradients(st_token, dpt_token, do2, dv, statistics, tile_rows, extras,
 @gluon.jit
 def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base, dv_base,
               stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride, softmax_scale, qk_scale_log2,
-              extras, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-              EXTRAS: gl.constexpr):
+              extras, dropout, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+              STAGES: gl.constexpr, EXTRAS: gl.constexpr, DROPOUT: gl.constexpr):
     """The fused pass's consumers at head dim 128: one partition of two warpgroups (64 key rows each),
     which also compute dQ (their dK and dV take 128 registers a thread, leaving none for a dQ
     warpgroup; see _dq_worker)."""
@@ -253,6 +325,7 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
     dv = gl.zeros([BLOCK_N, HEAD_DIM], gl.float32, kv_layout)
     ds_bufs, dq_smem, desc_dq = dq_handoff
 
+    rng = _dropout_key(dropout, DROPOUT)
     # Even a program with no query block waits for K and V: its shared memory must not be left while
     # the copies are in flight.
     mbarrier.wait(kv_bar, 0)
@@ -261,6 +334,7 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
         phase = (it // STAGES) & 1
         hq = hkv * group_size + it // n_m
         m0 = m_lo + (it % n_m) * BLOCK_M
+        drop = _dropout_step(rng, b * heads_q + hq, dropout)
         q2 = q_bufs.index(s).reshape([BLOCK_M, HEAD_DIM])
         do2 = do_bufs.index(s).reshape([BLOCK_M, HEAD_DIM])
         mbarrier.wait(q_ready.index(s), phase)
@@ -269,8 +343,8 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
         dpt_token = warpgroup_mma(v2, do2.permute((1, 0)), zero_s, use_acc=False, is_async=True)
         dv_token, dst, pt_op, ds_op = _step_gradients(
             st_token, dpt_token, do2, dv, (LseLog2, Delta, b, heads_q, hq, stats_stride),
-            (keys, cols0, seqlen_k, n0, m0, diag, lo_rel, hi_rel), extras, qk_scale_log2, dtype, p_layout, BLOCK_N,
-            BLOCK_M, EXTRAS)
+            (keys, cols0, seqlen_k, n0, m0, diag, lo_rel, hi_rel), extras, qk_scale_log2, drop, dtype, s_layout,
+            p_layout, BLOCK_N, BLOCK_M, EXTRAS, DROPOUT)
         # dQ = dS K needs dS (not dS^T) as the A operand: dS^T goes to shared memory and is read
         # transposed. Two buffers: this step's barrier orders the readers of buffer it % 2 in step
         # it - 2 (their wgmma waited) before the store. The previous step's reduce-add has read
@@ -300,15 +374,17 @@ def _consumer(q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters
     # tells every warp that both warpgroups' last products have read them.
     thread_barrier()
     store_rows_staged(dk_base, stride_dks, n0, seqlen_k, 0, (dk * softmax_scale).to(dtype), k2, BLOCK_N, HEAD_DIM, 8)
+    if DROPOUT:
+        dv = dv * dropout[2]
     store_rows_staged(dv_base, stride_dvs, n0, seqlen_k, 0, dv.to(dtype), v2, BLOCK_N, HEAD_DIM, 8)
 
 
 @gluon.jit
 def _consumer_pp(q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coords, n_iters, LseLog2, Delta,
                  dk_base, dv_base, stride_dks, stride_dvs, seqlen_k, window, diag, heads_q, stats_stride,
-                 softmax_scale, qk_scale_log2, extras, WG: gl.constexpr, FUSED_DQ: gl.constexpr,
+                 softmax_scale, qk_scale_log2, extras, dropout, WG: gl.constexpr, FUSED_DQ: gl.constexpr,
                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                 EXTRAS: gl.constexpr):
+                 EXTRAS: gl.constexpr, DROPOUT: gl.constexpr):
     """One of the two consumer warpgroups at head dims 64 and 128, in ping-pong: warpgroup WG owns key
     rows [WG * 64, WG * 64 + 64) of the program's BLOCK_N = 128 and the two take turns issuing S^T and
     dP^T, so that one's exp2 and dS^T work runs while the other's products occupy the tensor cores.
@@ -338,12 +414,14 @@ def _consumer_pp(q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coo
     ds_bufs, dq_bufs, desc_dq = dq_handoff
     turn_phase = 0
 
+    rng = _dropout_key(dropout, DROPOUT)
     mbarrier.wait(kv_bar, 0)
     for it in range(n_iters):
         s = it % STAGES
         phase = (it // STAGES) & 1
         hq = hkv * group_size + it // n_m
         m0 = m_lo + (it % n_m) * BLOCK_M
+        drop = _dropout_step(rng, b * heads_q + hq, dropout)
         q2 = q_bufs.index(s).reshape([BLOCK_M, HEAD_DIM])
         do2 = do_bufs.index(s).reshape([BLOCK_M, HEAD_DIM])
         # Both tiles before the turn: a warpgroup holding the turn must not wait on a load.
@@ -356,8 +434,8 @@ def _consumer_pp(q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coo
         turn_phase ^= 1
         dv_token, dst, pt_op, ds_op = _step_gradients(
             st_token, dpt_token, do2, dv, (LseLog2, Delta, b, heads_q, hq, stats_stride),
-            (keys, cols0, seqlen_k, n0w, m0, diag, lo_rel, hi_rel), extras, qk_scale_log2, dtype, p_layout, ROWS,
-            BLOCK_M, EXTRAS)
+            (keys, cols0, seqlen_k, n0w, m0, diag, lo_rel, hi_rel), extras, qk_scale_log2, drop, dtype, s_layout,
+            p_layout, ROWS, BLOCK_M, EXTRAS, DROPOUT)
         dk_token = warpgroup_mma(ds_op, q2, dk, is_async=True)
         if FUSED_DQ:
             # dQ = dS K over both warpgroups' keys is the dQ warpgroup's (_dq_worker): each consumer stores
@@ -375,6 +453,8 @@ def _consumer_pp(q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coo
     # every warp's have) but for K the dQ warpgroup's too: its last dQ product released the last dS^T
     # buffer (ds_free) after reading K.
     thread_barrier()
+    if DROPOUT:
+        dv = dv * dropout[2]
     store_rows_staged(dv_base, stride_dvs, n0w, seqlen_k, 0, dv.to(dtype), v2, ROWS, HEAD_DIM, 4)
     if FUSED_DQ:
         if n_iters > 0:
@@ -594,9 +674,9 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
              stride_dvh,
              seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_left,
              window_right, flags, softmax_scale, qk_scale_log2, AlibiSlopes, stride_ab, softcap_scale, softcap_log2,
-             DescQ, DescK, DescV, DescDO, DescDQ,
+             DescQ, DescK, DescV, DescDO, DescDQ, RngState, dropout_threshold, dropout_scale,
              FUSED_DQ: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-             STAGES: gl.constexpr, EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+             STAGES: gl.constexpr, EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DROPOUT: gl.constexpr):
     # One program of either entry point (DescDQ: the fused one's accumulator descriptor, else DescQ).
     # Key block fastest; under causal-like masks heaviest first in groups of heads (program_tile).
     n_block, bh = program_tile(gl.program_id(0), num_n_blocks, flags)
@@ -654,6 +734,8 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     SPLIT_D: gl.constexpr = HEAD_DIM > 128 and not WIDE
     gl.static_assert(not WIDE or BLOCK_N == 128, "(192, 128) runs 128-key programs")
     gl.static_assert(not (SPLIT_D and FUSED_DQ), "the fused pass is compiled for head dims up to 128")
+    gl.static_assert(not DROPOUT or (HEAD_DIM <= 128 and not EXTRAS),
+                     "dropout's form is compiled at head dims 64 and 128, without softcap or ALiBi")
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
     if FUSED_DQ or SPLIT_D:
         ds_bufs = gl.allocate_shared_memory(dtype, [2, BLOCK_N, BLOCK_M], ds_layout)
@@ -681,6 +763,7 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
     dv_base = DV + b.to(gl.int64) * stride_dvb + k_start.to(gl.int64) * stride_dvs + hkv.to(gl.int64) * stride_dvh
     window = (lo_rel, hi_rel)
     extras = (flags, AlibiSlopes, stride_ab, softcap_scale, softcap_log2)
+    dropout = (RngState, dropout_threshold, dropout_scale)
     if PINGPONG:
         # turn: whose turn it is to issue S^T and dP^T. Fused: ds_ready, both halves of dS^T stored (count
         # 2); ds_free, the step's dQ product has read its dS^T buffer. (Barriers allocated and never used
@@ -718,12 +801,12 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
         gl.warp_specialize([
             (_consumer_pp, (q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coords, n_iters, LseLog2,
                             Delta, dk_base, dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride,
-                            softmax_scale, qk_scale_log2, extras, 0, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                            EXTRAS)),
+                            softmax_scale, qk_scale_log2, extras, dropout, 0, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM,
+                            STAGES, EXTRAS, DROPOUT)),
             (_consumer_pp, (q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coords, n_iters, LseLog2,
                             Delta, dk_base, dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride,
-                            softmax_scale, qk_scale_log2, extras, 1, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                            EXTRAS)),
+                            softmax_scale, qk_scale_log2, extras, dropout, 1, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM,
+                            STAGES, EXTRAS, DROPOUT)),
             (_dq_worker, (ds_bufs, dq_handoff[1], k_smem, kv_bar, pp_bars, coords, n_iters, DescDQ, heads_q,
                           softmax_scale, BLOCK_M, BLOCK_N, HEAD_DIM)),
             (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
@@ -733,12 +816,12 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
         gl.warp_specialize([
             (_consumer_pp, (q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coords, n_iters, LseLog2,
                             Delta, dk_base, dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride,
-                            softmax_scale, qk_scale_log2, extras, 0, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                            EXTRAS)),
+                            softmax_scale, qk_scale_log2, extras, dropout, 0, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM,
+                            STAGES, EXTRAS, DROPOUT)),
             (_consumer_pp, (q_bufs, do_bufs, k_smem, v_smem, bars, pp_bars, dq_handoff, coords, n_iters, LseLog2,
                             Delta, dk_base, dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride,
-                            softmax_scale, qk_scale_log2, extras, 1, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES,
-                            EXTRAS)),
+                            softmax_scale, qk_scale_log2, extras, dropout, 1, FUSED_DQ, BLOCK_M, BLOCK_N, HEAD_DIM,
+                            STAGES, EXTRAS, DROPOUT)),
             (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
                          BLOCK_M, STAGES)),
         ], [4, 1], [240, PRODUCER_REGS])
@@ -747,7 +830,7 @@ def _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_
         gl.warp_specialize([
             (_consumer, (q_bufs, do_bufs, k_smem, v_smem, bars, dq_handoff, coords, n_iters, LseLog2, Delta, dk_base,
                          dv_base, stride_dks, stride_dvs, sk, window, diag, heads_q, stats_stride, softmax_scale,
-                         qk_scale_log2, extras, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, EXTRAS)),
+                         qk_scale_log2, extras, dropout, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, EXTRAS, DROPOUT)),
             (_producer, (DescQ, DescDO, DescK, DescV, q_bufs, do_bufs, k_smem, v_smem, bars, rows, n_iters, HEAD_DIM,
                          BLOCK_M, STAGES)),
         ], [1], [PRODUCER_REGS])
@@ -772,8 +855,8 @@ def attn_bwd_dkdv_hopper(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSe
              stride_dvs, stride_dvh,
              seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_left,
              window_right, flags, softmax_scale, qk_scale_log2, AlibiSlopes, stride_ab, softcap_scale, softcap_log2,
-             DescQ, DescK, DescV, DescDO, DescQ,
-             False, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS)
+             DescQ, DescK, DescV, DescDO, DescQ, RngState, dropout_threshold, dropout_scale,
+             False, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, False)
 
 
 @gluon.jit
@@ -798,5 +881,55 @@ def attn_bwd_fused_hopper(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuS
              stride_dvs, stride_dvh,
              seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_left,
              window_right, flags, softmax_scale, qk_scale_log2, AlibiSlopes, stride_ab, softcap_scale, softcap_log2,
-             DescQ, DescK, DescV, DescDO, DescDQ,
-             True, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS)
+             DescQ, DescK, DescV, DescDO, DescDQ, RngState, dropout_threshold, dropout_scale,
+             True, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, False)
+
+
+@gluon.jit
+def attn_bwd_dkdv_hopper_dropout(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, AlibiSlopes, RngState,
+                         stride_qb, stride_qs, stride_qh,
+                         stride_kb, stride_ks, stride_kh,
+                         stride_vb, stride_vs, stride_vh,
+                         stride_dob, stride_dos, stride_doh,
+                         stride_dkb, stride_dks, stride_dkh,
+                         stride_dvb, stride_dvs, stride_dvh,
+                         stride_ab,
+                         seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride,
+                         head_dim_qk8, head_dim_v8, window_left, window_right, flags,
+                         softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                         DescQ, DescK, DescV, DescDO,
+                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                         EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+    # The deterministic pass drawing dropout in its consumers (head dims 64 and 128; no softcap or ALiBi:
+    # EXTRAS stays off), beside the Triton dQ pass's EXTRAS rows (the catalog's attn_bwd_dkdv_hopper_dropout).
+    _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb,
+             stride_dvs, stride_dvh,
+             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_left,
+             window_right, flags, softmax_scale, qk_scale_log2, AlibiSlopes, stride_ab, softcap_scale, softcap_log2,
+             DescQ, DescK, DescV, DescDO, DescQ, RngState, dropout_threshold, dropout_scale,
+             False, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, True)
+
+
+@gluon.jit
+def attn_bwd_fused_hopper_dropout(Q, K, V, DOut, LseLog2, Delta, DK, DV, CuSeqlensQ, CuSeqlensK, AlibiSlopes, RngState,
+                          stride_qb, stride_qs, stride_qh,
+                          stride_kb, stride_ks, stride_kh,
+                          stride_vb, stride_vs, stride_vh,
+                          stride_dob, stride_dos, stride_doh,
+                          stride_dkb, stride_dks, stride_dkh,
+                          stride_dvb, stride_dvs, stride_dvh,
+                          stride_ab,
+                          seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride,
+                          head_dim_qk8, head_dim_v8, window_left, window_right, flags,
+                          softmax_scale, qk_scale_log2, softcap_scale, softcap_log2, dropout_threshold, dropout_scale,
+                          DescQ, DescK, DescV, DescDO, DescDQ,
+                          HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+                          EXTRAS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+    # attn_bwd_fused_hopper drawing dropout in its consumers (head dims 64 and 128, no softcap or ALiBi;
+    # the catalog's attn_bwd_fused_hopper_dropout).
+    _program(CuSeqlensQ, CuSeqlensK, LseLog2, Delta, DK, DV, stride_dkb, stride_dks, stride_dkh, stride_dvb,
+             stride_dvs, stride_dvh,
+             seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride, window_left,
+             window_right, flags, softmax_scale, qk_scale_log2, AlibiSlopes, stride_ab, softcap_scale, softcap_log2,
+             DescQ, DescK, DescV, DescDO, DescDQ, RngState, dropout_threshold, dropout_scale,
+             True, HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, EXTRAS, PRODUCER_REGS, True)

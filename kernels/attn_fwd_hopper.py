@@ -24,7 +24,8 @@ The producer keeps 24 registers and the consumers take 240 (setmaxnreg; 160 with
 ptxas spills 48 bytes per thread at d=256 and (192, 128) and 80-120 in the EXTRAS rows (cuobjdump
 --dump-resource-usage, STACK).
 
-What it covers: every forward but dropout (the host sends that to the Triton kernels): masks and
+What it covers: every forward (dropout alone in its own entry, attn_fwd_hopper_dropout, at d64 and
+d128; dropout with softcap or ALiBi goes to the Triton kernels): masks and
 windows of both alignments (the key blocks a tile walks come from the window rule, from the tile's
 first visible key in the plain two-warpgroup rows; only the blocks at a window's edges and the last
 block are masked, and there only the first block compares keys with the left bound), sinks (an
@@ -65,8 +66,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 
 from attn_hopper_common import (FLAG_ALIBI, FLAG_LEFTPAD, FLAG_O_TMA, FLAG_REVERSE, FLAG_SINKS, FLAG_SOFTCAP,
-                                FLAG_SPLIT_OUT, FLAG_TOP_LEFT, FLAG_VARLEN, FLAG_WRITE_LSE, LOG2E, tanh_approx,
-                                thread_barrier, tma_load, window_bounds)
+                                FLAG_SPLIT_OUT, FLAG_TOP_LEFT, FLAG_VARLEN, FLAG_WRITE_LSE, LOG2E, philox7, rng_key,
+                                tanh_approx, thread_barrier, tma_load, window_bounds)
 
 # Query rows per consumer warpgroup (one wgmma M of 64); a program runs BLOCK_M // ROWS consumer
 # warpgroups (2, or 3 for the 192-row tiles of attn_fwd_hopper_wg3 at d=64).
@@ -359,21 +360,6 @@ def _softmax_step(qk, m_i, l_i, n0, rows, first_key, last_key, full_lo, full_hi,
 
 
 @gluon.jit
-def _philox7(k0, k1, c0, c1, c2, c3):
-    # Philox4x32 with 7 rounds (Salmon et al., SC'11), as tl.philox draws it for the Triton kernels.
-    for _ in gl.static_range(7):
-        d0 = c0
-        d2 = c2
-        c0 = gl.umulhi(0xCD9E8D57, d2) ^ c1 ^ k0
-        c2 = gl.umulhi(0xD2511F53, d0) ^ c3 ^ k1
-        c1 = d2 * 0xCD9E8D57
-        c3 = d0 * 0xD2511F53
-        k0 = k0 + 0x9E3779B9
-        k1 = k1 + 0xBB67AE85
-    return c0, c1, c2, c3
-
-
-@gluon.jit
 def _dropout_rows(row0, ROWS: gl.constexpr):
     # The per-tile half of the keep rule (attn_common.dropout_keep; docs/design.md, "Dropout") for query
     # rows row0 .. row0 + ROWS - 1 (row0 a multiple of 16), in a 64 x 16 wgmma accumulator layout: element
@@ -402,7 +388,7 @@ def _dropout_apply(p, n0, drop, s_layout: gl.constexpr):
     ROWS: gl.constexpr = p.shape[0]
     gl.static_assert(p.shape[1] == 128, "the dropout spreading is written for 128-key blocks")
     c0 = key_part + (4 * (n0 >> 4)).to(gl.uint32, bitcast=True)
-    w0, w1, w2, w3 = _philox7(k0, k1, c0, row_counter, stream, offset_lo)
+    w0, w1, w2, w3 = philox7(k0, k1, c0, row_counter, stream, offset_lo)
     x = gl.join(gl.where(odd, w2, w0), gl.where(odd, w3, w1))
     x = gl.join(gl.join(x & 255, (x >> 8) & 255), gl.join((x >> 16) & 255, x >> 24))
     x = gl.permute(x.reshape([ROWS // 16, 2, 8, 2, 4, 2, 2, 2, 2]), [0, 8, 2, 1, 3, 5, 7, 4, 6]).reshape([ROWS, 128])
@@ -495,13 +481,7 @@ def _consumer(q_bufs, k_bufs, v_bufs, bars, sched, num_tiles, DescO, Out, Lse, S
     pid = gl.program_id(0)
     nprog = gl.num_programs(0)
     if DROPOUT:
-        # attn_common.rng_state: the key is the seed with the offset's high word XORed into its high word.
-        seed = gl.load(RngState)
-        offset = gl.load(RngState + 1)
-        key = seed ^ (offset & -4294967296)
-        k0 = (key & 4294967295).to(gl.uint32)
-        k1 = ((key >> 32) & 4294967295).to(gl.uint32)
-        offset_lo = (offset & 4294967295).to(gl.uint32)
+        k0, k1, offset_lo = rng_key(RngState)
         threshold = dropout_threshold.to(gl.uint32, bitcast=True)
     # Ring position of this tile's first K and V block: both rings advance by n_blocks per tile.
     it = 0

@@ -43,6 +43,34 @@ FAR: gl.constexpr = gl.constexpr(1073741824)
 
 
 @gluon.jit
+def philox7(k0, k1, c0, c1, c2, c3):
+    # Philox4x32 with 7 rounds (Salmon et al., SC'11), as tl.philox draws it for the Triton kernels.
+    for _ in gl.static_range(7):
+        d0 = c0
+        d2 = c2
+        c0 = gl.umulhi(0xCD9E8D57, d2) ^ c1 ^ k0
+        c2 = gl.umulhi(0xD2511F53, d0) ^ c3 ^ k1
+        c1 = d2 * 0xCD9E8D57
+        c3 = d0 * 0xD2511F53
+        k0 = k0 + 0x9E3779B9
+        k1 = k1 + 0xBB67AE85
+    return c0, c1, c2, c3
+
+
+@gluon.jit
+def rng_key(RngState):
+    # attn_common.rng_state's key from the device-side {seed, offset}: the seed with the offset's high word
+    # XORed into its high word, as two 32-bit halves, and the offset's low word (the counter's last word).
+    seed = gl.load(RngState)
+    offset = gl.load(RngState + 1)
+    key = seed ^ (offset & -4294967296)
+    k0 = (key & 4294967295).to(gl.uint32)
+    k1 = ((key >> 32) & 4294967295).to(gl.uint32)
+    offset_lo = (offset & 4294967295).to(gl.uint32)
+    return k0, k1, offset_lo
+
+
+@gluon.jit
 def window_bounds(window_left, window_right):
     """The window as bounds on j - i - diag (row i sees key j when lo_rel <= j - i - diag <= hi_rel), a
     negative window unbounded; clamped to +-FAR (see FAR)."""

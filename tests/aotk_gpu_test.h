@@ -180,8 +180,10 @@ static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causa
                                               aotk_gpu_test_fwd_path expect_path) {
   const int64_t head_dim_v = aotk_gpu_test_head_dim_v(head_dim, f);
   bool extras = strstr(kernel_name, "_extras_") != NULL;
-  /* The Gluon forward's dropout form carries dropout alone and is no EXTRAS variant. */
-  const bool dropout_form = strncmp(kernel_name, "attn_fwd_hopper_dropout_", 24) == 0;
+  /* The Gluon kernels' dropout forms carry dropout alone and are no EXTRAS variants. */
+  const bool dropout_form = strncmp(kernel_name, "attn_fwd_hopper_dropout_", 24) == 0 ||
+                            strncmp(kernel_name, "attn_bwd_dkdv_hopper_dropout_", 29) == 0 ||
+                            strncmp(kernel_name, "attn_bwd_fused_hopper_dropout_", 30) == 0;
   CHECK_MSG(extras == (aotk_gpu_test_has_extras(f) && !dropout_form), "ran %s", kernel_name);
   static const char *const path_names[] = {"pointer", "TMA", "warp-specialized"};
   aotk_gpu_test_fwd_path path = strncmp(kernel_name, "attn_fwd_tma_", 13) == 0             ? FWD_TMA
@@ -209,8 +211,9 @@ static void aotk_gpu_test_check_kernel_choice(const char *kernel_name, int causa
  * Gluon one (include/aotk.h): on sm_90 cubins, the packed layout for q, k, v and dout (mixed layouts
  * put k in the permuted one, which TMA can read as [batch, seqlen, heads * d] only in the degenerate
  * case below), dense or varlen, head dims exactly 64,
- * 128, 256 or (192, 128), no dropout (windows, sinks, softcap and ALiBi allowed: the EXTRAS rows take the last two).
- * FWD_HOPPER then, else the pointer kernel (the name check_kernel_choice takes). */
+ * 128, 256 or (192, 128), no dropout (windows, sinks, softcap and ALiBi allowed: the EXTRAS rows take the last two),
+ * or dropout without softcap or ALiBi at 64 and 128 (the dropout forms). FWD_HOPPER then, else the pointer
+ * kernel (the name check_kernel_choice takes). */
 static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout layout, int mix_layouts,
                                                             int64_t seqlen_k, int64_t heads_kv, int64_t head_dim,
                                                             const aotk__check_features *f, bool from_ptx) {
@@ -223,7 +226,9 @@ static aotk_gpu_test_fwd_path aotk_gpu_test_expect_bwd_path(aotk__check_layout l
   if (compute_capability != 90 || from_ptx || layout != AOTK__LAYOUT_CONTIGUOUS || !k_readable || !dims) {
     return FWD_POINTER;
   }
-  return f->dropout_p == 0.0f ? FWD_HOPPER : FWD_POINTER;
+  if (f->dropout_p == 0.0f) return FWD_HOPPER;
+  const bool dropout_form = f->softcap == 0.0f && !f->alibi && head_dim_v == head_dim && head_dim <= 128;
+  return dropout_form ? FWD_HOPPER : FWD_POINTER;
 }
 
 /* The query length a case's call has (what the host's tuning reads): seqlen_q, or for varlen

@@ -102,6 +102,8 @@ static void check_launch_extent(const aotk__kernel_entry *e, unsigned grid, void
     case AOTK__FAMILY_ATTN_BWD_DKDV:
     case AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER:
     case AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER:
+    case AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT:
+    case AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT:
       check_attn_dkdv_launch(e, grid, params);
       return;
     case AOTK__FAMILY_ATTN_BWD_DQ:

@@ -308,7 +308,7 @@ static void check_attn_stats(const aotk__kernel_entry *e, void **a, const attn_c
 }
 
 /* The dK/dV pass: attn_bwd_dkdv (kernels/attn_bwd.py) and the Gluon attn_bwd_dkdv_hopper and
- * attn_bwd_fused_hopper (kernels/attn_bwd_hopper.py). Q, K, V, DOut, LseLog2, Delta, DK, DV,
+ * attn_bwd_fused_hopper and their dropout forms (kernels/attn_bwd_hopper.py). Q, K, V, DOut, LseLog2, Delta, DK, DV,
  * CuSeqlensQ, CuSeqlensK, AlibiSlopes, RngState, the q, k, v, dout, dk, dv strides, stride_ab, 7 int32
  * (seqlen_q, seqlen_k, heads_q, heads_kv, group_size, num_n_blocks, stats_stride), head_dim_qk8,
  * head_dim_v8, window_left, window_right, flags, 7 scalars; the Gluon passes then Q's, K's, V's and dO's
@@ -316,8 +316,10 @@ static void check_attn_stats(const aotk__kernel_entry *e, void **a, const attn_c
  * the workspace, reduce-added into). One program per (key block, sequence, kv head): its keys' rows of
  * k, v, dk and dv, every query row of its group's heads in q and dout, and their statistics. */
 static void check_attn_dkdv_launch(const aotk__kernel_entry *e, unsigned grid, void **a) {
-  const bool fused = e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
-  const bool hopper = fused || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
+  const bool fused =
+      e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT;
+  const bool hopper =
+      fused || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT;
   enum { POINTER_KERNEL_PARAMS = 49 };
   EXPECT(strncmp(e->param_kinds, "pppppppp" "pp" "pp" "liiliiliiliiliilii" "l" "iiiiii" "i" "iiiii" "f" "fff" "if",
                  POINTER_KERNEL_PARAMS) == 0 &&

@@ -174,6 +174,13 @@ static const struct family {
     {AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, "attn_bwd_fused_hopper",
      "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if" "ttttt", true, false,
      HEAD_DIMS_HOPPER_FUSED_PAIRS, EXTRAS_BOTH, false, true, 0, 90, true, true},
+    /* Both drawing dropout in their consumers: d64 and d128, no EXTRAS variant (no softcap or ALiBi code). */
+    {AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT, "attn_bwd_dkdv_hopper_dropout",
+     "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if" "tttt", true, false,
+     HEAD_DIMS_HOPPER_FUSED_PAIRS, EXTRAS_NONE, false, true, 0, 90, true, true},
+    {AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT, "attn_bwd_fused_hopper_dropout",
+     "pppppppppppp" "liiliiliiliiliilii" "l" "iiiiiiiiiiii" "ffff" "if" "ttttt", true, false,
+     HEAD_DIMS_HOPPER_FUSED_PAIRS, EXTRAS_NONE, false, true, 0, 90, true, true},
     /* ... and the cast of that accumulator into dq (varlen too: cu_seqlens_q and the flags): 64 rows per
      * program. It sees no scores, so one variant serves the EXTRAS fused pass too. */
     {AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, "attn_bwd_dq_convert", "ppp" "lii" "iii" "i" "i", true, false,

@@ -366,8 +366,10 @@ static void test_table_tma_descriptors(void) {
   int tma_rows = 0, rows_of_192 = 0;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
-    const bool fused = e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
-    const bool bwd = e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER || fused;
+    const bool fused =
+        e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT;
+    const bool bwd = e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || e->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER ||
+                     e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT || fused;
     const bool paged = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED;
     const bool hopper_fwd = e->family == AOTK__FAMILY_ATTN_FWD_HOPPER || e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3 ||
                             e->family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT || paged;

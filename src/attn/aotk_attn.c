@@ -35,6 +35,23 @@ static bool is_hopper_fwd(int family) {
          family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT;
 }
 
+/* The backward's Gluon dK/dV pass with dQ fused (non-deterministic), plain or drawing dropout. */
+static bool is_bwd_fused(int family) {
+  return family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT;
+}
+
+/* The backward's Gluon dK/dV passes, deterministic or fused, plain or drawing dropout. */
+static bool is_bwd_hopper(int family) {
+  return family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT ||
+         is_bwd_fused(family);
+}
+
+/* The dropout forms carry no softcap or ALiBi code, and their rows are not EXTRAS rows. */
+static bool is_dropout_form(int family) {
+  return family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT || family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT ||
+         family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT;
+}
+
 static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel_entry *e) {
   uint32_t f = 0;
   if (p->varlen) f |= AOTK_FEATURE_VARLEN;
@@ -46,12 +63,11 @@ static uint32_t problem_features(const aotk__attn_problem *p, const aotk__kernel
   if (p->dropout_p > 0.0f) f |= AOTK_FEATURE_DROPOUT;
   if (e->head_dim_qk > p->head_dim_qk || e->head_dim_v > p->head_dim_v) f |= AOTK_FEATURE_PADDED_HEAD_DIM;
   if (e->extras) f |= AOTK_FEATURE_EXTRAS_KERNEL;
-  const bool warp_specialized = is_hopper_fwd(e->family) || e->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER ||
-                                e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER ||
-                                e->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER;
+  const bool warp_specialized =
+      is_hopper_fwd(e->family) || is_bwd_hopper(e->family) || e->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER;
   if (e->family == AOTK__FAMILY_ATTN_FWD_TMA || warp_specialized) f |= AOTK_FEATURE_TMA;
   if (warp_specialized) f |= AOTK_FEATURE_WARP_SPECIALIZED;
-  if (e->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER) f |= AOTK_FEATURE_NONDETERMINISTIC;
+  if (is_bwd_fused(e->family)) f |= AOTK_FEATURE_NONDETERMINISTIC;
   return f;
 }
 
@@ -232,15 +248,13 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
     return -1;
   }
   /* The backward's dK/dV pass reads dO through TMA too. */
-  if ((family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER ||
-       family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER) &&
-      !aotk__tma_view_ok(&problem->dout)) {
+  if ((is_bwd_hopper(family) || family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER) && !aotk__tma_view_ok(&problem->dout)) {
     return -1;
   }
   aotk__variant_key key = variant_key(problem);
-  /* The dropout forward carries no softcap or ALiBi code: its rows are not EXTRAS rows (plan_fwd asks for
-   * it only without those). */
-  if (family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT) key.extras = 0;
+  /* The dropout forms carry no softcap or ALiBi code: their rows are not EXTRAS rows (plan_fwd and plan_bwd
+   * ask for them only without those). */
+  if (is_dropout_form(family)) key.extras = 0;
   int best = -1;
   for (int i = 0; i < aotk__kernel_count; i++) {
     const aotk__kernel_entry *e = &aotk__kernel_table[i];
@@ -259,7 +273,8 @@ static int choose_tma_row(int family, const aotk__attn_problem *problem, const a
 
 /* The Gluon kernels (kernels/attn_fwd_hopper.py, kernels/attn_bwd_hopper.py) compute every call but
  * dropout, forward and backward: masks and windows of both alignments, sinks (the forward's epilogue, the
- * backward's staged lse), and softcap and ALiBi in their EXTRAS rows. */
+ * backward's staged lse), and softcap and ALiBi in their EXTRAS rows. Dropout without softcap or ALiBi has
+ * forms of its own at d64 and d128 (plan_fwd, plan_bwd). */
 static bool hopper_kernels_cover(const aotk__attn_problem *problem) { return problem->dropout_p == 0.0f; }
 
 static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) {
@@ -276,8 +291,8 @@ static aotk_status plan_fwd(const aotk__attn_problem *problem, attn_plan *plan) 
     tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER_WG3, problem, plan, fwd_size_key(problem));
   }
   /* Dropout without softcap or ALiBi: the Gluon forward drawing the keep rule in its consumers (d64 and d128,
-   * 128-key blocks; kernels/attn_fwd_hopper.py, attn_fwd_hopper_dropout). The backward stays on the
-   * Triton kernels, which draw the same mask. */
+   * 128-key blocks; kernels/attn_fwd_hopper.py, attn_fwd_hopper_dropout). The backward's dropout forms
+   * draw the same mask (plan_bwd). */
   if (problem->dropout_p > 0.0f && problem->softcap == 0.0f && !problem->alibi) {
     tma_row = choose_tma_row(AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT, problem, plan, fwd_size_key(problem));
   }
@@ -508,7 +523,7 @@ static size_t bwd_dq_accumulator_elements(const aotk__attn_problem *problem) {
 }
 
 static bool bwd_fused(const attn_plan *plan) {
-  return plan != NULL && aotk__kernel_table[plan->rows[1]].family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
+  return plan != NULL && is_bwd_fused(aotk__kernel_table[plan->rows[1]].family);
 }
 
 /* What the planned backward needs (plan NULL: what every plan needs): the fused pass's accumulator only
@@ -540,10 +555,19 @@ static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) 
   int hopper_row = -1, dq_row = -1;
   /* (The accumulator's descriptor counts its batch * heads_q rows in 32 bits: validation's grid bound,
    * batch * heads_q * ceil(seqlen_q / 64) < 2^31, keeps them there.) */
-  if (covered && !problem->deterministic) {
-    hopper_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, problem, plan, problem->seqlen_k);
+  /* Dropout without softcap or ALiBi: the Gluon dK/dV passes drawing the keep rule in their consumers (d64
+   * and d128; kernels/attn_bwd_hopper.py), fused with dQ or beside the Triton dQ pass's EXTRAS rows, which
+   * draw the same mask. */
+  const bool dropout_form = problem->dropout_p > 0.0f && problem->softcap == 0.0f && !problem->alibi;
+  if ((covered || dropout_form) && !problem->deterministic) {
+    hopper_row = choose_tma_row(covered ? AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER : AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT,
+                                problem, plan, problem->seqlen_k);
     dq_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, problem, plan, problem->seqlen_q);
     if (dq_row < 0) hopper_row = -1;
+  }
+  if (dropout_form && hopper_row < 0) {
+    hopper_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT, problem, plan, problem->seqlen_k);
+    dq_row = -1;
   }
   if (covered && hopper_row < 0) {
     hopper_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, problem, plan, problem->seqlen_k);
@@ -607,8 +631,8 @@ static aotk_status launch_bwd(const aotk__driver *driver, const aotk_attn_params
   int32_t seqlen_q = (int32_t)problem->seqlen_q, seqlen_k = (int32_t)problem->seqlen_k;
   int32_t heads_q = (int32_t)problem->heads_q, heads_kv = (int32_t)problem->heads_kv;
   int32_t num_seqs = (int32_t)problem->batch, group_size = heads_q / heads_kv;
-  const bool fused = dkdv->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER;
-  const bool hopper = dkdv->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || fused;
+  const bool fused = is_bwd_fused(dkdv->family);
+  const bool hopper = is_bwd_hopper(dkdv->family);
   const bool dq_hopper = dq_entry->family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER;
   const char *const kinds[] = {attn_bwd_preprocess_param_kinds,
                                fused    ? attn_bwd_fused_hopper_param_kinds

@@ -55,6 +55,10 @@ const struct kernel_signature kernel_signatures[KERNEL_COUNT] = {
     {"attn_fwd_hopper_paged", AOTK__FAMILY_ATTN_FWD_HOPPER_PAGED, ATTN_FWD_HOPPER_PAGED_KINDS HIDDEN_KINDS},
     /* The Gluon forward drawing dropout in its consumers: the same parameters. */
     {"attn_fwd_hopper_dropout", AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT, ATTN_FWD_HOPPER_KINDS HIDDEN_KINDS},
+    /* The Gluon dK/dV passes drawing dropout in their consumers: the parameters of their plain forms. */
+    {"attn_bwd_dkdv_hopper_dropout", AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT, ATTN_BWD_DKDV_KINDS "tttt" HIDDEN_KINDS},
+    {"attn_bwd_fused_hopper_dropout", AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT,
+     ATTN_BWD_DKDV_KINDS "ttttt" HIDDEN_KINDS},
 };
 _Static_assert((int)LAUNCH_PARAM_COUNT == sizeof ATTN_FWD_KINDS HIDDEN_KINDS - 1, "forward parameter list");
 _Static_assert((int)TMA_PARAM_COUNT ==

@@ -486,7 +486,12 @@ void check_bwd_launch(const char *what, const aotk_attn_params *params, const pr
   CHECK_MSG(info.head_dim_qk == rows[1]->head_dim_qk && info.head_dim_v == rows[1]->head_dim_v,
             "%s: aotk_query reports head dims %d/%d, %s has %d/%d", what, info.head_dim_qk, info.head_dim_v,
             rows[1]->name, rows[1]->head_dim_qk, rows[1]->head_dim_v);
-  const uint32_t features = expected_info_features(&expected, p, &info) |
+  /* The dropout forms are not EXTRAS rows (the Triton dQ pass beside the deterministic one is). */
+  const bool dropout_form = rows[1]->family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT ||
+                            rows[1]->family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT;
+  feature_expectation reported = expected;
+  if (dropout_form) reported.extras = false;
+  const uint32_t features = expected_info_features(&reported, p, &info) |
                             (hopper ? AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED : 0) |
                             (fused ? AOTK_FEATURE_NONDETERMINISTIC : 0);
   CHECK_MSG(info.features == features, "%s: features %#x, expected %#x", what, info.features, features);
@@ -534,9 +539,11 @@ void check_bwd_launch(const char *what, const aotk_attn_params *params, const pr
    * fused pass five. */
   const int descriptors = fused ? FUSED_DESCRIPTORS : hopper ? 4 : 0;
   const int order[4] = {KERNEL_BWD_PREPROCESS,
-                        fused    ? KERNEL_BWD_FUSED_HOPPER
-                        : hopper ? KERNEL_BWD_DKDV_HOPPER
-                                 : KERNEL_BWD_DKDV,
+                        fused && dropout_form ? KERNEL_BWD_FUSED_HOPPER_DROPOUT
+                        : fused               ? KERNEL_BWD_FUSED_HOPPER
+                        : dropout_form        ? KERNEL_BWD_DKDV_HOPPER_DROPOUT
+                        : hopper              ? KERNEL_BWD_DKDV_HOPPER
+                                              : KERNEL_BWD_DKDV,
                         fused       ? KERNEL_BWD_DQ_CONVERT
                         : dq_hopper ? KERNEL_BWD_DQ_HOPPER
                                     : KERNEL_BWD_DQ,

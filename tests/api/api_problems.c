@@ -118,7 +118,8 @@ bool family_is_hopper_fwd(int family) {
 
 static bool family_is_hopper_bwd(int family) {
   return family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER ||
-         family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT || family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER;
+         family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT || family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER ||
+         family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT || family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT;
 }
 
 /* The families with an EXTRAS variant (the catalog's axis "extras", or "extras_only" for the TMA forward,
@@ -141,7 +142,11 @@ void compiled_dims(int family, int64_t head_dim_qk, int64_t head_dim_v, int *qk,
   }
   if (family == AOTK__FAMILY_ATTN_FWD_TMA || family_is_hopper_fwd(family) || family_is_hopper_bwd(family)) {
     const bool hopper = family == AOTK__FAMILY_ATTN_FWD_HOPPER, wg3 = family == AOTK__FAMILY_ATTN_FWD_HOPPER_WG3;
-    const bool dropout = family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT;
+    /* The dropout forms, forward and backward, share ATTN_HOPPER_DROPOUT_HEAD_DIMS'
+     * (= ATTN_HOPPER_BWD_DROPOUT_HEAD_DIMS) pairs. */
+    const bool dropout = family == AOTK__FAMILY_ATTN_FWD_HOPPER_DROPOUT ||
+                         family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT ||
+                         family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT;
     const bool fused = family == AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER || family == AOTK__FAMILY_ATTN_BWD_DQ_CONVERT;
     const bool dq = family == AOTK__FAMILY_ATTN_BWD_DQ_HOPPER, dkdv = family == AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER;
     const int(*pairs)[2] = dkdv    ? hopper_bwd_head_dims
@@ -293,11 +298,16 @@ static int64_t params_seqlen_k(const aotk_attn_params *params) {
 static int64_t params_heads_q(const aotk_attn_params *params) { return params->q.shape[params->q.rank - 2]; }
 static int64_t params_head_dim(const aotk_tensor *t) { return t->shape[t->rank - 1]; }
 
+/* Whether the backward's dropout forms are the ones asked for: dropout without softcap or ALiBi. */
+static bool bwd_dropout_form(const aotk_attn_params *params) {
+  return params->dropout_p > 0.0f && params->softcap == 0.0f && params->alibi_slopes.data == NULL;
+}
+
 /* Whether the backward's Gluon passes cover the call (include/aotk.h, AOTK_FEATURE_TMA for
  * AOTK_OP_ATTN_BWD): on sm_90 cubins, dense or varlen (the packed tensors read as [1, total, heads * d]),
  * every tensor 16-byte aligned, q, k, v and dout readable by TMA, head dims exactly 64, 128 or 256 (q/k
  * and v equal) or (192, 128), and no dropout: any mask or window, sinks, and softcap and ALiBi (in the EXTRAS rows) are
- * theirs. */
+ * theirs. Dropout without softcap or ALiBi at head dims 64 and 128: their dropout forms'. */
 static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool from_ptx) {
   if (arch != 90 || from_ptx || params->q.rank != (params_varlen(params) ? 3 : 4)) return false;
   const aotk_tensor *all[] = {&params->q,    &params->k,  &params->v,  &params->out,
@@ -309,20 +319,24 @@ static bool bwd_hopper_covers(const aotk_attn_params *params, int arch, bool fro
       !tma_readable(&params->dout)) {
     return false;
   }
-  if (params->dropout_p != 0.0f) return false;
   const int64_t d = params_head_dim(&params->q);
   const int64_t dv = params_head_dim(&params->v);
+  if (params->dropout_p != 0.0f) return bwd_dropout_form(params) && dv == d && (d == 64 || d == 128);
   return (dv == d && (d == 64 || d == 128 || d == 256)) || (d == 192 && dv == 128);
 }
 
-/* Whether the Gluon backward passes run their EXTRAS rows: softcap or ALiBi (dropout never reaches them;
- * sinks enter only through the pre-pass's statistics). */
+/* Whether the Gluon backward passes run their EXTRAS rows: softcap or ALiBi (dropout reaches only the
+ * dropout forms, which have none; sinks enter only through the pre-pass's statistics). */
 static int bwd_hopper_extras(const aotk_attn_params *params) {
   return params->softcap > 0.0f || params->alibi_slopes.data != NULL;
 }
 
 const aotk__kernel_entry *bwd_hopper_row(const aotk_attn_params *params) {
   const int64_t d = params_head_dim(&params->q), dv = params_head_dim(&params->v);
+  if (params->dropout_p > 0.0f) {
+    return expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER_DROPOUT, 90, params->q.dtype, d, dv, 1, 0,
+                        params_seqlen_k(params));
+  }
   return expected_row(AOTK__FAMILY_ATTN_BWD_DKDV_HOPPER, 90, params->q.dtype, d, dv, 1, bwd_hopper_extras(params),
                       params_seqlen_k(params));
 }
@@ -335,6 +349,10 @@ bool expect_bwd_hopper(const aotk_attn_params *params, int arch, bool from_ptx, 
 
 const aotk__kernel_entry *fused_row(const aotk_attn_params *params) {
   const int64_t d = params_head_dim(&params->q), dv = params_head_dim(&params->v);
+  if (params->dropout_p > 0.0f) {
+    return expected_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT, 90, params->q.dtype, d, dv, 1, 0,
+                        params_seqlen_k(params));
+  }
   return expected_row(AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER, 90, params->q.dtype, d, dv, 1, bwd_hopper_extras(params),
                       params_seqlen_k(params));
 }

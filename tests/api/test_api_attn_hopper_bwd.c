@@ -12,7 +12,9 @@
  * AOTK_FEATURE_WARP_SPECIALIZED for AOTK_OP_ATTN_BWD), and which its fused non-deterministic form
  * (AOTK_FEATURE_NONDETERMINISTIC) with the cast of its dQ: the calls the Gluon pass covers (every call but
  * dropout, at head dims 64, 128 and 256 that TMA can read; softcap and ALiBi in its EXTRAS rows, the cast's
- * one variant after either), when deterministic is 0 and the head dim 64 or 128; at 256 the deterministic
+ * one variant after either; dropout without softcap or ALiBi at 64 and 128 in the dropout forms, whose
+ * deterministic pass runs beside the Triton dQ pass's EXTRAS row), when deterministic is 0 and the head dim
+ * 64 or 128; at 256 the deterministic
  * Gluon passes (dK/dV, then the Gluon dQ pass) either way. check_bwd_launch holds aotk_query, the launches,
  * their arguments, the clear and the tensor maps to expect_bwd_fused and expect_bwd_hopper; here the
  * rules' answers are also written out per case, so that every outcome is seen. */
@@ -40,7 +42,7 @@ static void test_bwd_hopper_choice(void) {
       [D64] = {"fp16 d64", true, false},
       [SOFTCAP] = {"softcap", true, true},
       [ALIBI] = {"ALiBi", true, true},
-      [DROPOUT] = {"dropout (the Triton passes)", false, true},
+      [DROPOUT] = {"dropout (the Gluon passes' dropout forms, not EXTRAS rows)", true, false},
       [WINDOW_LEFT] = {"a left window", true, false},
       [DOUT_HEADS_OUTER] = {"dout's heads outermost", false, false},
       [D96] = {"d96 (padded)", false, false},
@@ -54,9 +56,9 @@ static void test_bwd_hopper_choice(void) {
       [EVERYTHING] = {"causal window, softcap, ALiBi, sinks and dsinks", true, true},
       [D64_SOFTCAP] = {"fp16 d64 softcap", true, true},
       [ALIBI_PER_SEQUENCE] = {"ALiBi per sequence", true, true},
-      [CAUSAL_DROPOUT] = {"causal dropout", false, true},
-      [SOFTCAP_DROPOUT] = {"softcap and dropout", false, true},
-      [WINDOW_DROPOUT] = {"window (16, 5) and dropout", false, true},
+      [CAUSAL_DROPOUT] = {"causal dropout", true, false},
+      [SOFTCAP_DROPOUT] = {"softcap and dropout (the Triton passes)", false, true},
+      [WINDOW_DROPOUT] = {"window (16, 5) and dropout", true, false},
       [D256_SOFTCAP] = {"d256 softcap", true, true, true},
       [D192_128] = {"(192, 128)", true, false, true},
       [D192_128_CAUSAL_ALIBI] = {"(192, 128) causal ALiBi", true, true, true},
@@ -132,7 +134,8 @@ static void test_bwd_hopper_choice(void) {
                   ((info.features & (AOTK_FEATURE_TMA | AOTK_FEATURE_WARP_SPECIALIZED)) != 0) == expect_hopper &&
                   ((info.features & AOTK_FEATURE_NONDETERMINISTIC) != 0) == expect_fused,
               "%s: aotk_query names %s with features %#x", what_of_case, info.kernel_name, info.features);
-    /* The EXTRAS row exactly where softcap, ALiBi (or, in the Triton passes, dropout) are on. */
+    /* The EXTRAS row exactly where softcap, ALiBi (or, in the Triton passes, dropout) are on; the dropout
+     * forms are not EXTRAS rows. */
     const aotk__kernel_entry *named = table_row_named(info.kernel_name, 90);
     CHECK_MSG(named != NULL && (bool)named->extras == cases[i].extras &&
                   ((info.features & AOTK_FEATURE_EXTRAS_KERNEL) != 0) == cases[i].extras,
@@ -141,9 +144,12 @@ static void test_bwd_hopper_choice(void) {
     check_bwd_launch(what_of_case, &params, &p);
     /* The launches, written out: the Gluon pass, then the cast (fused), the Gluon dQ pass (d256) or the
      * Triton dQ pass. */
-    const int second = expect_fused    ? KERNEL_BWD_FUSED_HOPPER
-                       : expect_hopper ? KERNEL_BWD_DKDV_HOPPER
-                                       : KERNEL_BWD_DKDV;
+    const bool dropout_form = expect_hopper && params.dropout_p > 0.0f;
+    const int second = expect_fused && dropout_form ? KERNEL_BWD_FUSED_HOPPER_DROPOUT
+                       : expect_fused               ? KERNEL_BWD_FUSED_HOPPER
+                       : dropout_form               ? KERNEL_BWD_DKDV_HOPPER_DROPOUT
+                       : expect_hopper              ? KERNEL_BWD_DKDV_HOPPER
+                                                    : KERNEL_BWD_DKDV;
     const int third = expect_fused                      ? KERNEL_BWD_DQ_CONVERT
                       : expect_hopper && cases[i].d256 ? KERNEL_BWD_DQ_HOPPER
                                                         : KERNEL_BWD_DQ;
@@ -289,9 +295,9 @@ static void check_bwd_varlen_literals(const char *what, const aotk_attn_params *
  * rows, so the grids, stats_stride and the fused plan's workspace follow from those, never from the
  * totals. deterministic 1 runs the Gluon dK/dV pass and the Triton dQ pass; 0 the clear, the fused pass
  * and the cast, which is told cu_seqlens_q and FLAG_VARLEN. Masks and windows of either alignment, sinks,
- * and softcap and ALiBi (in the EXTRAS rows) run there too; dropout or a padded head dim keep the Triton
- * passes. check_bwd_launch checks each call against the model; here the model's answers and the numbers
- * that matter are also written out. */
+ * and softcap and ALiBi (in the EXTRAS rows) run there too, and dropout alone in the dropout forms; dropout
+ * with softcap or a padded head dim keep the Triton passes. check_bwd_launch checks each call against the
+ * model; here the model's answers and the numbers that matter are also written out. */
 static void test_bwd_hopper_varlen(void) {
   install_fake_gpu(90, SHARED_SM90);
   /* 3 sequences of at most 300 query and 400 key rows, 700 and 1000 rows in all; GQA 8 / 2. */
@@ -316,7 +322,7 @@ static void test_bwd_hopper_varlen(void) {
       [ALIBI] = {"varlen ALiBi per sequence, causal", true, true},
       [WINDOW] = {"varlen window (64, 8)", true, false},
       [WINDOW_TOP_LEFT] = {"varlen causal window_left 32, top-left", true, false},
-      [DROPOUT] = {"varlen dropout (the Triton passes)", false, true},
+      [DROPOUT] = {"varlen dropout (the Gluon passes' dropout forms)", true, false},
       [SOFTCAP_DROPOUT] = {"varlen softcap and dropout (the Triton passes)", false, true},
   };
   int calls = 0;
