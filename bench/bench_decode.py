@@ -158,15 +158,22 @@ def main(argv=None):
               f"{ratio('aotk-paged256', 'aotk'):>5.2f}", flush=True)
         for name, text in notes.items():
             print(f"  note: {name}: {text}")
-        params, _out = _decode_params_for_query(q, k, v, lens, scale, causal)
-        info = aotk._capi.library().query(aotk._capi.AOTK_OP_DECODE, params)
+        # Each aotk column's own query: its kernel (the paged ones' families differ) and split count.
+        infos, keep_alive = {}, []
+        for name in times:
+            if name == "aotk" or (name.startswith("aotk-paged") and int(name[10:]) in caches):
+                kc, vc, table = (k, v, None) if name == "aotk" else caches[int(name[10:])]
+                params, _out = _decode_params_for_query(q, kc, vc, lens, scale, causal, table)
+                keep_alive.append((params, _out))
+                infos[name] = aotk._capi.library().query(aotk._capi.AOTK_OP_DECODE, params)
         shape = {"batch": batch, "seqlen_k": seqlen_k, "seqlen_q": seqlen_q, "heads_q": heads_q, "heads_kv": heads_kv,
                  "head_dim": HEAD_DIM, "dtype": "bf16", "causal": causal}
         for name, t in times.items():
             row = {"op": "decode", "impl": name, **shape, "page_size": int(name[10:]) if "paged" in name else 0,
                    "ms": t, "gbps": gbps[name]}
+            if name in infos:
+                row.update({"num_splits": int(infos[name].num_splits), "kernel": infos[name].kernel_name.decode()})
             if name.startswith("aotk") and name != "aotk-prefill":
-                row.update({"num_splits": int(info.num_splits), "kernel": info.kernel_name.decode()})
                 for anchor in ("sdpa-cudnn", "sdpa-flash"):
                     if anchor in times:
                         row[f"speed_vs_{anchor[5:]}"] = times[anchor] / t
@@ -315,9 +322,9 @@ def _label(r):
             + (f" sq {r['seqlen_q']}" if r["seqlen_q"] > 1 else ""))
 
 
-def _decode_params_for_query(q, k, v, lens, scale, causal):
-    """(aotk_decode_params of the contiguous column, the out it describes: keep both alive), to ask
-    aotk_decode_query its split count."""
+def _decode_params_for_query(q, k, v, lens, scale, causal, table=None):
+    """(aotk_decode_params of a column: contiguous, or paged with `table`; the out it describes: keep both
+    alive), to ask aotk_decode_query its kernel and split count."""
     from aotk import _capi, _torch_ops
     p = _capi.decode_params()
     out = q.new_empty(q.shape)
@@ -325,6 +332,8 @@ def _decode_params_for_query(q, k, v, lens, scale, causal):
     p.cache_seqlens, p.out = _torch_ops._describe(lens), _torch_ops._describe(out)
     p.softmax_scale = scale
     p.causal = 1 if causal else 0
+    if table is not None:
+        p.block_table = _torch_ops._describe(table)
     return p, out
 
 

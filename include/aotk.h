@@ -529,6 +529,10 @@ AOTK_API aotk_status aotk_sel_check_indices(const aotk_sel_params *params, void 
  *                   page block_table[b, j / page_size]. Only the entries of a request's first L_b
  *                   keys are read; they must be valid pages (not checked: a page id outside
  *                   [0, num_pages) reads outside k_cache). capacity = max_pages_per_seq * page_size.
+ *                   Page sizes that are not a multiple of the kernel's key block (16, say) look each key
+ *                   row up; where every element offset of k_cache and v_cache is below 2^31 (a cache
+ *                   under 4 GiB of bf16 per tensor) that lookup runs in 32-bit offsets, faster (since
+ *                   2026-11-28; the kernel's name says attn_decode_paged32).
  *   cache_seqlens in int32 [batch] in device memory: request b attends to its keys 0 .. L_b - 1,
  *                   L_b = cache_seqlens[b] (the new tokens' own keys already written, at the end; with
  *                   k_new below, the length before them), read by the kernels when they run. Values

@@ -76,7 +76,7 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLe
                 head_dim_qk8, head_dim_v8, window_left, window_right, flags, seqlen_new,
                 qk_scale_log2, softcap_scale, softcap_log2,
                 HEAD_DIM_QK: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                PAGE_MODE: tl.constexpr):
+                PAGE_MODE: tl.constexpr, OFFSET32: tl.constexpr = False):
     # Grid: (split, row chunk, kv head, request), split fastest: the splits of one group run side by
     # side and the group's query rows stay in L2.
     pid = tl.program_id(0)
@@ -159,6 +159,18 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLe
     table_base = batch64 * stride_tb
     k_head = head_kv.to(tl.int64) * stride_kh
     v_head = head_kv.to(tl.int64) * stride_vh
+    # OFFSET32 (the catalog's attn_decode_paged32, PAGE_MODE 1): the host found every element offset of
+    # k_cache and v_cache below 2^31, so a key row's offset (page x page stride + row x row stride + head)
+    # is computed in 32 bits. In 64 bits that arithmetic was most of the 16-key-page loop (1326 SASS
+    # instructions a step against 972 contiguous; 859 in 32 bits) and the pages ran 5-13% behind the
+    # contiguous cache on the H200 (tune_decode_jit.py, docs/design.md).
+    if OFFSET32:
+        stride_kp32 = stride_kp.to(tl.int32)
+        stride_ks32 = stride_ks.to(tl.int32)
+        stride_vp32 = stride_vp.to(tl.int32)
+        stride_vs32 = stride_vs.to(tl.int32)
+        k_head32 = k_head.to(tl.int32)
+        v_head32 = v_head.to(tl.int32)
     # PAGE_MODE 1: each key's block-table index and row in its page, divided once here and then advanced
     # by BLOCK_N a step with one compare (the keys of a step are the last step's plus BLOCK_N). A division
     # by the run-time page size per key row, in the loop, cost 1-9% with 16-key pages on the H100
@@ -213,8 +225,12 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLe
         cols = start_n + offs_n
         col_ok = cols < hi
         if PAGE_MODE == 1:
-            page = pages_next.to(tl.int64)
-            row = lane_row.to(tl.int64)
+            if OFFSET32:
+                page = pages_next
+                row = lane_row
+            else:
+                page = pages_next.to(tl.int64)
+                row = lane_row.to(tl.int64)
             lane_row += step_rows
             wrap = lane_row >= page_size
             lane_row = tl.where(wrap, lane_row - page_size, lane_row)
@@ -228,7 +244,10 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLe
         else:  # contiguous: the request's own rows
             page = batch64
             row = (start_n + offs_n).to(tl.int64)
-        k_ptrs = K + (page * stride_kp + row * stride_ks + k_head)[:, None] + offs_dqk[None, :]
+        if OFFSET32:
+            k_ptrs = K + (page * stride_kp32 + row * stride_ks32 + k_head32)[:, None] + offs_dqk[None, :]
+        else:
+            k_ptrs = K + (page * stride_kp + row * stride_ks + k_head)[:, None] + offs_dqk[None, :]
         k = tl.load(k_ptrs, mask=col_ok[:, None] & dqk_ok[None, :], other=0.0)
         qk = tl.dot(q, tl.trans(k))
         s, _ = modified_scores(qk, position, cols, 0, qk_scale_log2, softcap_scale, softcap_log2,
@@ -241,7 +260,10 @@ def attn_decode(Q, K, V, Out, Lse, BlockTable, CacheSeqlens, CuSeqlensQ, CacheLe
         p = tl.math.exp2(s - m_safe[:, None])
         alpha = tl.math.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v_ptrs = V + (page * stride_vp + row * stride_vs + v_head)[:, None] + offs_dv[None, :]
+        if OFFSET32:
+            v_ptrs = V + (page * stride_vp32 + row * stride_vs32 + v_head32)[:, None] + offs_dv[None, :]
+        else:
+            v_ptrs = V + (page * stride_vp + row * stride_vs + v_head)[:, None] + offs_dv[None, :]
         v = tl.load(v_ptrs, mask=col_ok[:, None] & dv_ok[None, :], other=0.0)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new

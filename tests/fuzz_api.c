@@ -74,6 +74,7 @@ static void check_launch_extent(const aotk__kernel_entry *e, unsigned grid, void
   switch (e->family) {
     case AOTK__FAMILY_ATTN_DECODE:
     case AOTK__FAMILY_ATTN_DECODE_PAGED:
+    case AOTK__FAMILY_ATTN_DECODE_PAGED32:
     case AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS:
       check_decode_launch(e, grid, params);
       return;

@@ -64,7 +64,7 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
          (long long)seqlen_new, (long long)d->k_new.shape[1], d->k_new.data);
   /* (Not the per-row page lookup: its kernel is compiled without the appending code.) */
   EXPECT(!fused || (append && !varlen && row_chunks == 1 && seqlen_new <= 16 &&
-                    e->family != AOTK__FAMILY_ATTN_DECODE_PAGED),
+                    e->family != AOTK__FAMILY_ATTN_DECODE_PAGED && e->family != AOTK__FAMILY_ATTN_DECODE_PAGED32),
          "fused appending with k_new %p, flags %#x, %lld row chunks, %lld new tokens, family %d", d->k_new.data,
          (unsigned)flags, (long long)row_chunks, (long long)seqlen_new, e->family);
   /* The paged families' 2-stage row (size key 2^29, codegen/aotk_catalog.py's DECODE_PAGED_SHALLOW) serves
@@ -153,12 +153,25 @@ static void check_decode_launch(const aotk__kernel_entry *e, unsigned grid, void
     const aotk__kernel_entry *ran = announced_row(info);
     EXPECT(ran != NULL && strcmp(ran->function_name, e->function_name) == 0,
            "aotk_decode_query announced %s on sm_%d, no attn_decode row", info->kernel_name, (int)info->arch);
-    EXPECT(paged ? ran->family == AOTK__FAMILY_ATTN_DECODE_PAGED || ran->family == AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS
+    EXPECT(paged ? ran->family == AOTK__FAMILY_ATTN_DECODE_PAGED || ran->family == AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS ||
+                       ran->family == AOTK__FAMILY_ATTN_DECODE_PAGED32
                  : ran->family == AOTK__FAMILY_ATTN_DECODE,
            "%s (family %d) for a %s cache", ran->name, ran->family, paged ? "paged" : "contiguous");
     EXPECT(ran->family != AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS || page_size % ran->block_n == 0,
            "%s looks pages up per block of %d keys; pages of %lld keys", ran->name, ran->block_n,
            (long long)page_size);
+    /* The 32-bit row lookup only where every element offset of both caches is below 2^31. */
+    if (ran->family == AOTK__FAMILY_ATTN_DECODE_PAGED32) {
+      const aotk_tensor *caches[2] = {&d->k_cache, &d->v_cache};
+      for (int c = 0; c < 2; c++) {
+        long double last = 0;
+        for (int i = 0; i < caches[c]->rank; i++) {
+          last += (long double)(caches[c]->shape[i] - 1) * (long double)caches[c]->strides[i];
+        }
+        EXPECT(last < 2147483647.0L, "%s (32-bit offsets) over a %s whose last element is at offset %.0Lf", ran->name,
+               c == 0 ? "k_cache" : "v_cache", last);
+      }
+    }
   }
   /* What the aligned-only kernel assumes: 16-byte pointers, strides multiples of 16 elements. */
   static const int aligned_pointers[] = {Q, K, V, OUT, OUT_PARTIAL, LSE_PARTIAL, K_NEW, V_NEW};

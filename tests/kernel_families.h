@@ -220,6 +220,9 @@ static const struct family {
     /* The same kernel over a paged cache: a page lookup per key row, or one per key block. */
     {AOTK__FAMILY_ATTN_DECODE_PAGED, "attn_decode_paged", "ppppppppppppppp" "llllllllllllllllllllll" "iiiiiiiiiiiiiii" "fff",
      true, false, HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true, 0, 0, true, false},
+    /* ... the per-row lookup in 32-bit offsets, for caches whose element offsets fit in 31 bits. */
+    {AOTK__FAMILY_ATTN_DECODE_PAGED32, "attn_decode_paged32", "ppppppppppppppp" "llllllllllllllllllllll" "iiiiiiiiiiiiiii" "fff",
+     true, false, HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true, 0, 0, true, false},
     {AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, "attn_decode_paged_blocks",
      "ppppppppppppppp" "llllllllllllllllllllll" "iiiiiiiiiiiiiii" "fff", true, false, HEAD_DIMS_PAIRS, EXTRAS_NONE, false, true,
      0, 0, true, false},
@@ -272,7 +275,8 @@ static const int32_t dtypes[] = {AOTK_DTYPE_FLOAT16, AOTK_DTYPE_BFLOAT16};
 /* The .entry's name: the family's, except where families compile one function with different constexprs
  * (the paged decoding families are attn_decode with PAGE_MODE 1 and 2). */
 static const char *entry_name(const struct family *family) {
-  return family->id == AOTK__FAMILY_ATTN_DECODE_PAGED || family->id == AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS
+  return family->id == AOTK__FAMILY_ATTN_DECODE_PAGED || family->id == AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS ||
+                 family->id == AOTK__FAMILY_ATTN_DECODE_PAGED32
              ? "attn_decode"
              : family->name;
 }

@@ -370,6 +370,13 @@ static void check_paged_prefill_query(const decode_run *x, const aotk_decode_par
             (unsigned)expected);
 }
 
+/* Whether the largest element offset of a cache is below 2^31 (the host's rule for the 32-bit row lookup). */
+static bool offsets_fit_int32(const aotk_tensor *t) {
+  long double last = 0;
+  for (int i = 0; i < t->rank; i++) last += (long double)(t->shape[i] - 1) * (long double)t->strides[i];
+  return last < 2147483647.0L;
+}
+
 static void check_decode_query(const decode_run *x, const aotk_decode_params *params, const aotk_kernel_info *info,
                                const char *label) {
   const decode_case *c = x->c;
@@ -377,11 +384,14 @@ static void check_decode_query(const decode_run *x, const aotk_decode_params *pa
     check_paged_prefill_query(x, params, info, label);
     return;
   }
-  /* The family follows the cache: contiguous, paged with a lookup per key row, or paged with pages that
-   * hold whole key blocks (one lookup per block). */
+  /* The family follows the cache: contiguous, paged with a lookup per key row (in 32-bit offsets where every
+   * element offset of both caches is below 2^31), or paged with pages that hold whole key blocks (one
+   * lookup per block). */
   char prefix[48];
-  const char *family = c->page_size == 0                      ? "attn_decode"
+  const bool offset32 = offsets_fit_int32(&params->k_cache) && offsets_fit_int32(&params->v_cache);
+  const char *family = c->page_size == 0                                        ? "attn_decode"
                        : info->block_n > 0 && c->page_size % info->block_n == 0 ? "attn_decode_paged_blocks"
+                       : offset32                                               ? "attn_decode_paged32"
                                                                                  : "attn_decode_paged";
   snprintf(prefix, sizeof prefix, "%s_%s_", family, aotk_gpu_test_dtype_label(c->dtype));
   CHECK_MSG(strncmp(info->kernel_name, prefix, strlen(prefix)) == 0, "%s: the query names %s", label, info->kernel_name);
@@ -410,8 +420,9 @@ static void check_decode_query(const decode_run *x, const aotk_decode_params *pa
    * most 16 new tokens and a cache that is contiguous or paged in whole key blocks, not attn_decode_paged's
    * per-row lookup (src/decode/aotk_decode.c, plan_decode). */
   const int64_t row_chunks = info->block_m > 0 ? ceil_div(c->group * c->seqlen_q, info->block_m) : 0;
-  const bool per_row_pages = strncmp(info->kernel_name, "attn_decode_paged_", 18) == 0 &&
-                             strncmp(info->kernel_name, "attn_decode_paged_blocks_", 25) != 0;
+  const bool per_row_pages = (strncmp(info->kernel_name, "attn_decode_paged_", 18) == 0 &&
+                              strncmp(info->kernel_name, "attn_decode_paged_blocks_", 25) != 0) ||
+                             strncmp(info->kernel_name, "attn_decode_paged32_", 20) == 0;
   const bool fused_append =
       c->seqlen_new > 0 && !c->varlen && row_chunks == 1 && c->seqlen_new <= 16 && !per_row_pages;
   const int launches = 1 + (splits > 1) + (c->seqlen_new > 0 && !fused_append);

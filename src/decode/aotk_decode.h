@@ -29,6 +29,7 @@ typedef struct aotk__decode_problem {
   int64_t total_q;          /* varlen: q.shape[0] */
   int64_t seqlen_new;       /* their tokens per request; 0 without */
   int leftpad;              /* cache_leftpad given: request b's keys start at cache_leftpad[b] */
+  int offset32;             /* every element offset of k_cache and v_cache is below 2^31 (the 32-bit row lookup) */
 } aotk__decode_problem;
 
 /* Validates the caller's params (copying them into *params) and fills *p. Touches no driver. */

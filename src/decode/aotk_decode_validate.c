@@ -49,6 +49,19 @@ static aotk_status check_int32_vector(const aotk_tensor *t, const char *name, in
   return aotk__check_dtype_is(t, name, AOTK_DTYPE_INT32, "it is int32");
 }
 
+/* Whether the largest element offset of a (validated, non-negative-strided) cache is below 2^31. */
+static int cache_offsets_fit_int32(const aotk_tensor *t) {
+  int64_t last = 0;
+  for (int i = 0; i < t->rank; i++) {
+    int64_t term;
+    if (t->shape[i] > 0 && (__builtin_mul_overflow(t->shape[i] - 1, t->strides[i], &term) ||
+                            __builtin_add_overflow(last, term, &last))) {
+      return 0;
+    }
+  }
+  return last < INT32_MAX;
+}
+
 aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_decode_params *params,
                                    aotk__decode_problem *p) {
   if (caller_params == NULL) return aotk__fail(AOTK_ERROR_NULL_POINTER, "params is NULL");
@@ -305,6 +318,10 @@ aotk_status aotk__decode_validate(const aotk_decode_params *caller_params, aotk_
       return status;
     }
   }
+
+  /* Whether the per-row page lookup may compute its K and V offsets in 32 bits: every element offset of both
+   * caches (strides are non-negative) below 2^31. */
+  p->offset32 = cache_offsets_fit_int32(k) && cache_offsets_fit_int32(v);
 
   /* Last: the 16-byte alignment the compiled kernels assume (the shape errors above are more useful). */
   if ((status = check_aligned(q, "q")) != AOTK_OK || (status = check_aligned(k, "k_cache")) != AOTK_OK ||

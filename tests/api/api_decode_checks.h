@@ -106,20 +106,35 @@ static void check_append_launch(const char *what, const recorded_launch *launch,
             "expected %#x", what, (unsigned)arg_i32(launch, APPEND_FLAGS), paged ? (unsigned)DECODE_FLAG_PAGED : 0u);
 }
 
+/* Whether the largest element offset of a cache (shape and strides as given) is below 2^31: the host's
+ * condition for the 32-bit row lookup (include/aotk.h). */
+static bool cache_offsets_fit_int32(const aotk_tensor *t) {
+  long double last = 0;
+  for (int i = 0; i < t->rank; i++) {
+    if (t->shape[i] > 0) last += (long double)(t->shape[i] - 1) * (long double)t->strides[i];
+  }
+  return last < 2147483647.0L;
+}
+
 /* The decoding row for a cache of pages of `page_size` keys (0: contiguous), on target `arch`, for the
  * group's `group_rows` (G * seqlen_q): the row of the problem's dtype and (padded) head dims whose tile
  * those rows call for, in the family the cache calls for: attn_decode for a contiguous cache;
  * attn_decode_paged_blocks (one page lookup per key block) when the page size is a multiple of that
- * family's row's block_n, so that no block of keys straddles two pages; else attn_decode_paged (a
- * lookup per key row). */
+ * family's row's block_n, so that no block of keys straddles two pages; else attn_decode_paged32 (a
+ * lookup per key row in 32-bit offsets) where `offset32` (every element offset of both caches below 2^31)
+ * and the build has the row, else attn_decode_paged. */
 static const aotk__kernel_entry *expected_decode_row(const decode_shape *s, int arch, int64_t page_size,
-                                                     int64_t group_rows) {
+                                                     int64_t group_rows, bool offset32) {
   if (page_size == 0) {
     return expected_row(AOTK__FAMILY_ATTN_DECODE, arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
   }
   const aotk__kernel_entry *blocks = expected_row(AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, arch, s->dtype,
                                                   s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
   if (blocks != NULL && page_size % blocks->block_n == 0) return blocks;
+  const aotk__kernel_entry *rows32 = offset32 ? expected_row(AOTK__FAMILY_ATTN_DECODE_PAGED32, arch, s->dtype,
+                                                             s->head_dim_qk, s->head_dim_v, 1, 0, group_rows)
+                                              : NULL;
+  if (rows32 != NULL) return rows32;
   return expected_row(AOTK__FAMILY_ATTN_DECODE_PAGED, arch, s->dtype, s->head_dim_qk, s->head_dim_v, 1, 0, group_rows);
 }
 
@@ -131,14 +146,14 @@ static const aotk__kernel_entry *expected_decode_row(const decode_shape *s, int 
 #define DECODE_SHORT_SPLIT_KEY (1 << 30)
 static const aotk__kernel_entry *expected_short_split_row(const aotk__kernel_entry *row, const decode_shape *s,
                                                           int arch, const aotk_decode_params *params, int64_t splits,
-                                                          int64_t capacity, int64_t page_size) {
+                                                          int64_t capacity, int64_t page_size, bool offset32) {
   const int64_t size_hint =
       params->max_seqlen_k > 0 && params->max_seqlen_k < capacity ? params->max_seqlen_k : capacity;
   if (row == NULL || row->block_m != 16 || splits <= 1 || params->num_splits != 0 ||
       params->cu_seqlens_q.data != NULL || size_hint > 8192) {
     return row;
   }
-  const aotk__kernel_entry *short_row = expected_decode_row(s, arch, page_size, DECODE_SHORT_SPLIT_KEY);
+  const aotk__kernel_entry *short_row = expected_decode_row(s, arch, page_size, DECODE_SHORT_SPLIT_KEY, offset32);
   return short_row != NULL && short_row->min_seqlen == DECODE_SHORT_SPLIT_KEY ? short_row : row;
 }
 
@@ -148,11 +163,11 @@ static const aotk__kernel_entry *expected_short_split_row(const aotk__kernel_ent
  * 128), in the same family with the same tile. */
 #define DECODE_PAGED_SHALLOW_KEY (1 << 29)
 static const aotk__kernel_entry *expected_shallow_row(const aotk__kernel_entry *row, const decode_shape *s, int arch,
-                                                      int64_t page_size, int64_t grid) {
+                                                      int64_t page_size, int64_t grid, bool offset32) {
   if (row == NULL || page_size == 0 || row->min_seqlen == DECODE_SHORT_SPLIT_KEY || grid <= FAKE_MULTIPROCESSORS) {
     return row;
   }
-  const aotk__kernel_entry *shallow = expected_decode_row(s, arch, page_size, DECODE_PAGED_SHALLOW_KEY);
+  const aotk__kernel_entry *shallow = expected_decode_row(s, arch, page_size, DECODE_PAGED_SHALLOW_KEY, offset32);
   return shallow != NULL && shallow->min_seqlen == DECODE_PAGED_SHALLOW_KEY && shallow->family == row->family &&
                  shallow->block_m == row->block_m && shallow->block_n == row->block_n
              ? shallow
@@ -186,13 +201,15 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   const bool paged_cache = params->block_table.data != NULL;
   const int64_t cache_capacity =
       paged_cache ? params->block_table.shape[1] * params->k_cache.shape[1] : params->k_cache.shape[1];
+  const bool offset32 = cache_offsets_fit_int32(&params->k_cache) && cache_offsets_fit_int32(&params->v_cache);
   const aotk__kernel_entry *tuned = expected_short_split_row(
-      expected_decode_row(s, g->arch, paged_cache ? params->k_cache.shape[1] : 0, group_rows), s, g->arch, params,
-      splits, cache_capacity, paged_cache ? params->k_cache.shape[1] : 0);
+      expected_decode_row(s, g->arch, paged_cache ? params->k_cache.shape[1] : 0, group_rows, offset32), s, g->arch,
+      params, splits, cache_capacity, paged_cache ? params->k_cache.shape[1] : 0, offset32);
   const aotk__kernel_entry *row =
       tuned == NULL ? NULL
                     : expected_shallow_row(tuned, s, g->arch, paged_cache ? params->k_cache.shape[1] : 0,
-                                           s->batch * s->heads_kv * ceil_div(group_rows, tuned->block_m) * splits);
+                                           s->batch * s->heads_kv * ceil_div(group_rows, tuned->block_m) * splits,
+                                           offset32);
   const aotk__kernel_entry *merge =
       merge_row_for(g->arch, 1, splits, s->batch * s->seqlen_q * s->heads_q, s->head_dim_v);
   CHECK_MSG(row != NULL && merge != NULL, "%s: no sm_%d decoding or attn_merge row", what, g->arch);
@@ -206,7 +223,7 @@ static void check_decode(const char *what, const aotk_decode_params *params, con
   /* The decoding kernel appends itself with one row chunk a group, at most 16 new tokens and a cache
    * that is contiguous or paged in whole key blocks (not attn_decode_paged's per-row lookup). */
   const bool fused = append && !varlen && row_chunks == 1 && seqlen_new <= 16 &&
-                     row->family != AOTK__FAMILY_ATTN_DECODE_PAGED;
+                     row->family != AOTK__FAMILY_ATTN_DECODE_PAGED && row->family != AOTK__FAMILY_ATTN_DECODE_PAGED32;
   const bool separate = append && !fused;
   const int launches = 1 + split + separate, first = separate; /* the decoding launch's index */
   const aotk__kernel_entry *append_row =

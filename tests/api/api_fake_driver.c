@@ -43,9 +43,10 @@ const struct kernel_signature kernel_signatures[KERNEL_COUNT] = {
     {"attn_merge", AOTK__FAMILY_ATTN_MERGE, ATTN_MERGE_KINDS HIDDEN_KINDS},
     {"attn_cache_append", AOTK__FAMILY_ATTN_CACHE_APPEND, ATTN_CACHE_APPEND_KINDS HIDDEN_KINDS},
     /* The paged decoding families compile the same function (a constexpr PAGE_MODE apart), so their rows
-     * name attn_decode: the driver finds that name first and hands out KERNEL_ATTN_DECODE for all three;
+     * name attn_decode: the driver finds that name first and hands out KERNEL_ATTN_DECODE for all four;
      * the row (the query's name, the block and shared memory of the launch) tells them apart. */
     {"attn_decode", AOTK__FAMILY_ATTN_DECODE_PAGED, ATTN_DECODE_KINDS HIDDEN_KINDS},
+    {"attn_decode", AOTK__FAMILY_ATTN_DECODE_PAGED32, ATTN_DECODE_KINDS HIDDEN_KINDS},
     {"attn_decode", AOTK__FAMILY_ATTN_DECODE_PAGED_BLOCKS, ATTN_DECODE_KINDS HIDDEN_KINDS},
     /* The Gluon dQ pass (kernels/attn_bwd_dq_hopper.py): attn_bwd_dq's parameters, then descriptors of Q, K,
      * V and dO. */

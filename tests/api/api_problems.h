@@ -281,8 +281,9 @@ static inline aotk_decode_params valid_decode_params(void) { return decode_param
 static inline int expected_decode_launches(const aotk_decode_params *p, const aotk_kernel_info *info) {
   const bool append = p->k_new.data != NULL, varlen = p->cu_seqlens_q.data != NULL;
   const int64_t group_rows = (p->q.shape[2] / p->k_cache.shape[2]) * p->q.shape[1];
-  const bool per_row_pages = strncmp(info->kernel_name, "attn_decode_paged_", 18) == 0 &&
-                             strncmp(info->kernel_name, "attn_decode_paged_blocks_", 25) != 0;
+  const bool per_row_pages = (strncmp(info->kernel_name, "attn_decode_paged_", 18) == 0 &&
+                              strncmp(info->kernel_name, "attn_decode_paged_blocks_", 25) != 0) ||
+                             strncmp(info->kernel_name, "attn_decode_paged32_", 20) == 0;
   const bool fused = append && !varlen && p->k_new.shape[1] <= 16 && info->block_m > 0 &&
                      group_rows <= info->block_m && !per_row_pages;
   return 1 + (info->num_splits > 1) + (append && !fused);

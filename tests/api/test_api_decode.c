@@ -382,8 +382,9 @@ static void test_decode_varlen(void) {
 
 /* The decoding family, as literals (src/decode/aotk_decode.c, plan_decode): a contiguous cache runs
  * attn_decode; a paged one runs attn_decode_paged_blocks (one page lookup per block of keys) when its
- * page size is a multiple of the chosen row's block_n (128 keys up to head dim 128, 64 at 256), else
- * attn_decode_paged (a lookup per key row). The tile is chosen by G * seqlen_q: 16 rows up to 16, 32 up
+ * page size is a multiple of the chosen row's block_n (128 keys up to head dim 128, 64 at 256), else a
+ * lookup per key row: attn_decode_paged32 where every element offset of both caches is below 2^31,
+ * attn_decode_paged past that. The tile is chosen by G * seqlen_q: 16 rows up to 16, 32 up
  * to 32, then 64 (with 64-key blocks). check_decode then checks the launches, the split's merge too. */
 static void test_decode_family_choice(void) {
   install_fake_gpu(90, SHARED_SM90);
@@ -397,9 +398,12 @@ static void test_decode_family_choice(void) {
   } cases[] = {
       {"contiguous, G 4 x 2 tokens", 8, 128, 0, 1, "attn_decode_bf16_", 16, 128, 1, 0},
       {"contiguous, 4 splits of 256 keys", 8, 128, 0, 4, "attn_decode_bf16_", 16, 128, 4, 256},
-      {"pages of 16 keys: a lookup per key row", 8, 128, 16, 1, "attn_decode_paged_bf16_", 16, 128, 1, 0},
-      {"pages of 64 keys hold half a 128-key block: a lookup per key row", 8, 128, 64, 1, "attn_decode_paged_bf16_",
+      {"pages of 16 keys: a lookup per key row, offsets in 32 bits", 8, 128, 16, 1, "attn_decode_paged32_bf16_", 16,
+       128, 1, 0},
+      {"pages of 64 keys hold half a 128-key block: a lookup per key row", 8, 128, 64, 1, "attn_decode_paged32_bf16_",
        16, 128, 1, 0},
+      {"pages of 16 keys 2^24 elements apart: offsets past 2^31, the 64-bit lookup", 8, 128, -16, 1,
+       "attn_decode_paged_bf16_", 16, 128, 1, 0},
       {"pages of 256 keys (two 128-key blocks): a lookup per block", 8, 128, 256, 1, "attn_decode_paged_blocks_bf16_",
        16, 128, 1, 0},
       {"pages of 256 keys, 4 splits of 256 keys", 8, 128, 256, 4, "attn_decode_paged_blocks_bf16_", 16, 128, 4, 256},
@@ -411,14 +415,17 @@ static void test_decode_family_choice(void) {
        "attn_decode_paged_blocks_bf16_d256_", 16, 64, 1, 0},
       {"head dim 256, pages of 64 keys, 7 splits forced: 147 keys, 192 in whole 64-key blocks, so 6", 8, 256, 64, 7,
        "attn_decode_paged_blocks_bf16_d256_", 16, 64, 6, 192},
-      {"head dim 256, pages of 16 keys: a lookup per key row", 8, 256, 16, 1, "attn_decode_paged_bf16_d256_", 16, 64,
-       1, 0},
+      {"head dim 256, pages of 16 keys: a lookup per key row", 8, 256, 16, 1, "attn_decode_paged32_bf16_d256_", 16,
+       64, 1, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     decode_shape s = default_decode_shape;
     s.heads_q = cases[i].heads_q, s.head_dim_qk = s.head_dim_v = cases[i].head_dim, s.capacity = 1024;
-    if (cases[i].page_size > 0) s.page_size = cases[i].page_size, s.num_pages = 3 * 1024 / cases[i].page_size;
+    /* A negative page size: its magnitude, the pages 2^24 elements apart (the caches span more than 2^31). */
+    const int64_t page_size = cases[i].page_size < 0 ? -cases[i].page_size : cases[i].page_size;
+    if (page_size > 0) s.page_size = page_size, s.num_pages = 3 * 1024 / page_size;
     aotk_decode_params params = strided_decode_params(s);
+    if (cases[i].page_size < 0) params.k_cache.strides[0] = params.v_cache.strides[0] = (int64_t)1 << 24;
     params.num_splits = cases[i].num_splits;
     aotk_kernel_info info = AOTK_KERNEL_INFO_INIT;
     aotk_status status = aotk_decode_query(AOTK_OP_DECODE, &params, &info);
