@@ -21,9 +21,9 @@ of heads (program_tile, kernels/attn_hopper_common.py), as in the Triton pass. W
   softmax_scale is written once, through Q's shared-memory buffers and coalesced masked stores
   (store_rows_staged).
 
-What it covers: what the Gluon dK/dV pass covers but its dropout forms (every backward but dropout: windows and causal masks of
-both alignments, softcap and ALiBi in the EXTRAS rows, sinks through lse, dense or varlen, GQA, any
-lengths), at the head dims the catalog compiles it for. Its arguments are attn_bwd_dq's, then
+What it covers: what the Gluon dK/dV pass covers but its dropout forms (every backward but dropout:
+windows and causal masks of both alignments, softcap and ALiBi in the EXTRAS rows, sinks through lse,
+dense or varlen, GQA, any lengths), at the head dims the catalog compiles it for. Its arguments are attn_bwd_dq's, then
 descriptors of Q, K, V and dO over [batch, seqlen, heads * d] (varlen: [1, total, heads * d], each
 sequence's rows offset by cu_seqlens; key blocks reaching past a sequence's end read the next sequence's
 rows, which the mask drops; query rows past it have lse = +inf and are not stored).

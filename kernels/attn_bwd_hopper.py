@@ -52,8 +52,8 @@ consumers' dK and dV (64 registers each) leave no registers for that warpgroup (
 room and measured no faster).
 
 What it covers: every backward but dropout (which has entries of its own, below): masks and windows of
-both alignments (the query blocks a key block walks come from the window rule; only blocks crossing a window's edge or the key length are
-masked), and, compiled in with EXTRAS, softcap (dS times 1 - tanh^2) and ALiBi; layouts TMA can read,
+both alignments (the query blocks a key block walks come from the window rule; only blocks crossing a
+window's edge or the key length are masked), and, compiled in with EXTRAS, softcap (dS times 1 - tanh^2) and ALiBi; layouts TMA can read,
 dense or varlen, head dims 64, 128 and (the deterministic pass only) 256 and (192, 128), GQA, sinks
 (they enter through lse only), any lengths. Its arguments are attn_bwd_dkdv's, then descriptors of Q, K,
 V and dO over [batch, seqlen, heads * d] (varlen: [1, total, heads * d], each sequence's rows offset by
@@ -66,8 +66,8 @@ uniform branches); d=256 8 and (192, 128) 48 in their EXTRAS rows only.
 
 Dropout (attn_bwd_dkdv_hopper_dropout, attn_bwd_fused_hopper_dropout; DROPOUT, head dims 64 and 128, no
 softcap or ALiBi): the consumers draw the keep rule of attn_common.dropout_keep for their S^T tile in
-registers (_dropout_words_t: 4 Philox4x32-7 calls a thread a 64-query step, issued before P^T; then
-_dropout_keep_t spreads the bytes over the S^T layout), dV takes the kept P^T (scaled by 1 / (1 - p) once,
+registers (_dropout_words_t: 4 Philox4x32-7 calls a thread a 64-query step, once P^T is computed and
+before dV's product; then _dropout_keep_t spreads the bytes over the S^T layout), dV takes the kept P^T (scaled by 1 / (1 - p) once,
 at the store) and dS^T = P^T * (dP^T * keep / (1 - p) - delta), delta being the pre-pass's rowsum(dO * O)
 of the dropped output. The deterministic form runs beside the Triton dQ pass's EXTRAS rows, which draw
 the same mask. Stacks (bf16): d=64 none, fused 64; d=128 248, fused 80. On the H200 (bench_attn.py
@@ -238,7 +238,8 @@ def _dropout_words_t(n0, m0, drop, ROWS: gl.constexpr):
     # key group 4 J + q (J = (n0 + r) / 16, q = m / 2) and query group 4 I + p (I = m0 / 16 + 2 a' + c'). The
     # key's bit c = m & 1 picks the words: c (the query's e = 0) and 2 + c (e = 1).
     k0, k1, offset_lo, threshold, stream = drop
-    L8: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[ROWS // 16, 1], instr_shape=[16, 8, 16])
+    L8: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[ROWS // 16, 1],
+                                                 instr_shape=[16, 8, 16])
     r = gl.expand_dims(gl.arange(0, ROWS, layout=gl.SliceLayout(1, L8)), 1)
     k = gl.expand_dims(gl.arange(0, 8, layout=gl.SliceLayout(0, L8)), 0)
     zero = gl.zeros([ROWS, 8], gl.int32, L8)

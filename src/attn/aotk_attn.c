@@ -560,8 +560,8 @@ static aotk_status plan_bwd(const aotk__attn_problem *problem, attn_plan *plan) 
    * draw the same mask. */
   const bool dropout_form = problem->dropout_p > 0.0f && problem->softcap == 0.0f && !problem->alibi;
   if ((covered || dropout_form) && !problem->deterministic) {
-    hopper_row = choose_tma_row(covered ? AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER : AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT,
-                                problem, plan, problem->seqlen_k);
+    const int fused_family = covered ? AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER : AOTK__FAMILY_ATTN_BWD_FUSED_HOPPER_DROPOUT;
+    hopper_row = choose_tma_row(fused_family, problem, plan, problem->seqlen_k);
     dq_row = choose_tma_row(AOTK__FAMILY_ATTN_BWD_DQ_CONVERT, problem, plan, problem->seqlen_q);
     if (dq_row < 0) hopper_row = -1;
   }

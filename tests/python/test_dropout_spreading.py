@@ -3,12 +3,39 @@ gives every element the byte the keep rule names (kernels/attn_common.py, dropou
 "Dropout"). It emulates the index arithmetic of kernels/attn_fwd_hopper.py (_dropout_rows,
 _dropout_apply: S, queries x 128 keys) and kernels/attn_bwd_hopper.py (_dropout_words_t,
 _dropout_keep_t: S^T, keys x 64 queries) with symbolic words: join adds a last axis, reshape is
-row-major, permute reorders axes. The shapes and orders below are copies of the kernels': change both
-together. No GPU, no numpy.
+row-major, permute reorders axes. The reshape and permute of each are read from the kernel's source; the
+counters and the joins are copies (checked to be there verbatim): a kernel whose spreading changes fails
+here until this emulation follows it. No GPU, no numpy, no Triton.
 
-    python3 bench/explore/dropout_spreading_check.py
+    python3 tests/python/test_dropout_spreading.py
 """
 import itertools
+import os
+import re
+import sys
+
+KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels")
+BYTE_JOIN = "gl.join(gl.join(x & 255, (x >> 8) & 255), gl.join((x >> 16) & 255, x >> 24))"
+SPREAD = re.compile(r"gl\.permute\(x\.reshape\(\[ROWS // 16, ([\d, ]+)\]\), \[([\d, ]+)\]\)\.reshape\(\[ROWS, (\d+)\]\)")
+
+
+def kernel_spreading(source, function, word_join):
+    """(the inner reshape dims, the permutation, the columns) of `function` in kernels/`source`, after
+    checking that its word and byte joins are the ones emulated here."""
+    with open(os.path.join(KERNELS, source)) as f:
+        text = f.read()
+    start = text.index(f"def {function}(")
+    end = text.find("\n@gluon.jit", start)
+    body = text[start:end if end >= 0 else len(text)]
+    for line in (word_join, BYTE_JOIN):
+        if line not in body:
+            raise SystemExit(f"{source}: {function} no longer has `{line}`: update this emulation")
+    m = SPREAD.search(body)
+    if m is None:
+        raise SystemExit(f"{source}: {function}'s reshape and permute not found: update this emulation")
+    dims = [int(x) for x in m.group(1).split(",")]
+    order = [int(x) for x in m.group(2).split(",")]
+    return dims, order, int(m.group(3))
 
 
 def tensor(shape, fn):
@@ -52,7 +79,8 @@ def rule(i, j):
             2 * ((i >> 3) & 1) + ((j >> 3) & 1))
 
 
-def forward(rows, row0, n0):
+def forward(rows, row0, n0, spreading):
+    dims, order, cols = spreading
     def counters(r, k):
         i = row0 + r
         key = 4 * (((r >> 3) & 1) * 4 + ((k >> 3) & 1) * 2 + (k & 1)) + ((k >> 1) & 3) + 4 * (n0 >> 4)
@@ -60,11 +88,13 @@ def forward(rows, row0, n0):
     c = tensor((rows, 16), counters)
     x = join(mapv(c, lambda t: (t[0], t[1], 2 if t[2] else 0)), mapv(c, lambda t: (t[0], t[1], 3 if t[2] else 1)))
     x = spread_bytes(x)
-    x = permute(reshape(x, [rows // 16, 2, 8, 2, 4, 2, 2, 2, 2]), [0, 8, 2, 1, 3, 5, 7, 4, 6])
+    x = permute(reshape(x, [rows // 16] + dims), order)
+    assert cols == 128 and len(x[1]) == rows * cols
     return sum(x[1][r * 128 + k] != rule(row0 + r, n0 + k) for r in range(rows) for k in range(128))
 
 
-def backward(rows, n0, m0):
+def backward(rows, n0, m0, spreading):
+    dims, order, cols = spreading
     def counters(r, k):
         key = 4 * ((n0 + r) >> 4) + ((r & 7) >> 1)
         query = 4 * ((m0 >> 4) + 2 * ((r >> 3) & 1) + (k & 1)) + (k >> 1)
@@ -72,18 +102,23 @@ def backward(rows, n0, m0):
     c = tensor((rows, 8), counters)
     x = join(mapv(c, lambda t: (t[0], t[1], 1 if t[2] else 0)), mapv(c, lambda t: (t[0], t[1], 3 if t[2] else 2)))
     x = spread_bytes(x)
-    x = permute(reshape(x, [rows // 16, 2, 8, 4, 2, 2, 2, 2]), [0, 6, 2, 1, 4, 7, 3, 5])
+    x = permute(reshape(x, [rows // 16] + dims), order)
+    assert cols == 64 and len(x[1]) == rows * cols
     return sum(x[1][r * 64 + k] != rule(m0 + k, n0 + r) for r in range(rows) for k in range(64))
 
 
 if __name__ == "__main__":
+    fwd = kernel_spreading("attn_fwd_hopper.py", "_dropout_apply",
+                           "x = gl.join(gl.where(odd, w2, w0), gl.where(odd, w3, w1))")
+    bwd = kernel_spreading("attn_bwd_hopper.py", "_dropout_keep_t", "x = gl.join(words[0], words[1])")
     bad = 0
     for rows, row0, n0 in ((64, 0, 0), (64, 192, 512), (64, 64, 128)):
-        n = forward(rows, row0, n0)
+        n = forward(rows, row0, n0, fwd)
         print(f"forward  S   {rows} x 128 at query {row0}, key {n0}: {n} elements off the rule")
         bad += n
     for rows, n0, m0 in ((64, 0, 0), (64, 192, 320), (128, 256, 64)):
-        n = backward(rows, n0, m0)
+        n = backward(rows, n0, m0, bwd)
         print(f"backward S^T {rows} x 64 at key {n0}, query {m0}: {n} elements off the rule")
         bad += n
-    raise SystemExit(1 if bad else 0)
+    print("ok" if not bad else "FAIL", flush=True)
+    sys.exit(1 if bad else 0)
