@@ -79,32 +79,36 @@ def rule(i, j):
             2 * ((i >> 3) & 1) + ((j >> 3) & 1))
 
 
+def spread(counters, words, spreading, rows, cols):
+    """The kernels' spreading of `counters` ([rows, k] of (key counter, query counter, word selector)):
+    the two words `words` picks joined, their bytes joined, then the kernel's reshape and permute, as a
+    flat row-major list of [rows, cols] (key counter, query counter, word, byte)."""
+    dims, order, kernel_cols = spreading
+    x = join(mapv(counters, lambda t: (t[0], t[1], words[0][t[2]])),
+             mapv(counters, lambda t: (t[0], t[1], words[1][t[2]])))
+    x = permute(reshape(spread_bytes(x), [rows // 16] + dims), order)
+    assert kernel_cols == cols and len(x[1]) == rows * cols
+    return x[1]
+
+
 def forward(rows, row0, n0, spreading):
-    dims, order, cols = spreading
+    """S (queries x 128 keys): the row's e picks words 0/1 or 2/3."""
     def counters(r, k):
         i = row0 + r
         key = 4 * (((r >> 3) & 1) * 4 + ((k >> 3) & 1) * 2 + (k & 1)) + ((k >> 1) & 3) + 4 * (n0 >> 4)
         return key, 4 * (i >> 4) + ((i >> 1) & 3), i & 1
-    c = tensor((rows, 16), counters)
-    x = join(mapv(c, lambda t: (t[0], t[1], 2 if t[2] else 0)), mapv(c, lambda t: (t[0], t[1], 3 if t[2] else 1)))
-    x = spread_bytes(x)
-    x = permute(reshape(x, [rows // 16] + dims), order)
-    assert cols == 128 and len(x[1]) == rows * cols
-    return sum(x[1][r * 128 + k] != rule(row0 + r, n0 + k) for r in range(rows) for k in range(128))
+    x = spread(tensor((rows, 16), counters), ((0, 2), (1, 3)), spreading, rows, 128)
+    return sum(x[r * 128 + k] != rule(row0 + r, n0 + k) for r in range(rows) for k in range(128))
 
 
 def backward(rows, n0, m0, spreading):
-    dims, order, cols = spreading
+    """S^T (keys x 64 queries): the key's c picks words c and 2 + c."""
     def counters(r, k):
         key = 4 * ((n0 + r) >> 4) + ((r & 7) >> 1)
         query = 4 * ((m0 >> 4) + 2 * ((r >> 3) & 1) + (k & 1)) + (k >> 1)
         return key, query, r & 1
-    c = tensor((rows, 8), counters)
-    x = join(mapv(c, lambda t: (t[0], t[1], 1 if t[2] else 0)), mapv(c, lambda t: (t[0], t[1], 3 if t[2] else 2)))
-    x = spread_bytes(x)
-    x = permute(reshape(x, [rows // 16] + dims), order)
-    assert cols == 64 and len(x[1]) == rows * cols
-    return sum(x[1][r * 64 + k] != rule(m0 + k, n0 + r) for r in range(rows) for k in range(64))
+    x = spread(tensor((rows, 8), counters), ((0, 1), (2, 3)), spreading, rows, 64)
+    return sum(x[r * 64 + k] != rule(m0 + k, n0 + r) for r in range(rows) for k in range(64))
 
 
 if __name__ == "__main__":

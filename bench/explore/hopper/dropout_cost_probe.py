@@ -20,21 +20,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(HERE, "..", "..", "..", "kernels")
 
+# philox7: kernels/attn_hopper_common.py's, which attn_fwd_hopper.py imports.
 PROBE = '''
-
-@gluon.jit
-def _probe_philox7(k0, k1, c0, c1, c2, c3):
-    for _ in gl.static_range(7):
-        d0 = c0
-        d2 = c2
-        c0 = gl.umulhi(0xCD9E8D57, d2) ^ c1 ^ k0
-        c2 = gl.umulhi(0xD2511F53, d0) ^ c3 ^ k1
-        c1 = d2 * 0xCD9E8D57
-        c3 = d0 * 0xD2511F53
-        k0 = k0 + 0x9E3779B9
-        k1 = k1 + 0xBB67AE85
-    return c0, c1, c2, c3
-
 
 @gluon.jit
 def _probe_keep(p, n0, flags, s_layout: gl.constexpr):
@@ -48,7 +35,7 @@ def _probe_keep(p, n0, flags, s_layout: gl.constexpr):
     c1 = (zero + gl.expand_dims(ri, 1)).to(gl.uint32, bitcast=True)
     c2 = (zero + flags).to(gl.uint32, bitcast=True)
     c3 = (zero + n0 * 3).to(gl.uint32, bitcast=True)
-    r0, r1, r2, r3 = _probe_philox7(flags.to(gl.uint32, bitcast=True), n0.to(gl.uint32, bitcast=True), c0, c1, c2, c3)
+    r0, r1, r2, r3 = philox7(flags.to(gl.uint32, bitcast=True), n0.to(gl.uint32, bitcast=True), c0, c1, c2, c3)
     w = gl.join(r0, r1)
     x = gl.join(gl.join(w & 255, (w >> 8) & 255), gl.join((w >> 16) & 255, w >> 24))
     # Columns 16 q + ... of the 64 x 16 layout (8 b + 2 q + c) and the 3 joined bits to 8 n + 2 q + c of 64 x 128.
